@@ -1,0 +1,65 @@
+/**
+ * The registry schema, as ordered migrations shared by both engines. The SQLite engine runs
+ * them through `@effect/sql`'s Migrator; the rqlite engine applies each as one atomic batch and
+ * records it in `portico_migrations`. Append only: never edit a migration that has shipped.
+ */
+export interface Migration {
+  readonly id: number
+  readonly name: string
+  readonly statements: ReadonlyArray<string>
+}
+
+export const migrations: ReadonlyArray<Migration> = [
+  {
+    id: 1,
+    name: "namespaces_members_keys",
+    statements: [
+      `CREATE TABLE IF NOT EXISTS namespaces (
+        name TEXT PRIMARY KEY,
+        owner TEXT,
+        created_at INTEGER NOT NULL,
+        rate_limit_rps INTEGER,
+        rate_limit_burst INTEGER
+      )`,
+      `CREATE TABLE IF NOT EXISTS members (
+        namespace TEXT NOT NULL,
+        wallet TEXT NOT NULL,
+        role TEXT NOT NULL,
+        added_at INTEGER NOT NULL,
+        added_by TEXT NOT NULL,
+        PRIMARY KEY (namespace, wallet)
+      )`,
+      `CREATE TABLE IF NOT EXISTS api_keys (
+        id TEXT PRIMARY KEY,
+        namespace TEXT NOT NULL,
+        hash TEXT NOT NULL,
+        role TEXT NOT NULL,
+        scopes TEXT NOT NULL,
+        label TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        created_by TEXT NOT NULL,
+        expires_at INTEGER,
+        revoked_at INTEGER
+      )`,
+      `CREATE INDEX IF NOT EXISTS api_keys_namespace ON api_keys (namespace, created_at)`,
+      `CREATE TABLE IF NOT EXISTS signing_keys (
+        kid TEXT PRIMARY KEY,
+        alg TEXT NOT NULL,
+        public_jwk TEXT NOT NULL,
+        sealed_private TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        retired_at INTEGER
+      )`,
+      `CREATE TABLE IF NOT EXISTS audit (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        namespace TEXT NOT NULL,
+        at INTEGER NOT NULL,
+        action TEXT NOT NULL,
+        principal TEXT NOT NULL,
+        target TEXT NOT NULL,
+        detail TEXT NOT NULL
+      )`,
+      `CREATE INDEX IF NOT EXISTS audit_namespace_at ON audit (namespace, at)`
+    ]
+  }
+]
