@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Installs the pinned engine binaries that the engine test suites run against.
+#
+#   scripts/engines.sh            # every engine implemented below
+#   scripts/engines.sh rqlite     # only the named ones
+#
+# Binaries land in $PORTICO_ENGINES_DIR (default <repo>/.engines/bin, git-ignored). Each engine
+# writes a stamp file next to its binary naming the exact version it was built from, so a second
+# run is a no-op and bumping a pin rebuilds only that engine.
+#
+# Only package registries are reachable from CI, so Go programs come from the Go module proxy
+# and are built here; prebuilt release binaries are not an option.
+set -euo pipefail
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BIN="${PORTICO_ENGINES_DIR:-$REPO_ROOT/.engines/bin}"
+# Build trees live beside the binaries (not in /tmp) so an interrupted build can be inspected.
+WORK="${PORTICO_ENGINES_WORK:-$REPO_ROOT/.engines/build}"
+
+# --- pins -----------------------------------------------------------------------------------
+# v8.36.0 is the newest rqlite release the module proxy reachable from CI serves: it refuses
+# the version list and every v9.x / later v8.36.x tried (v9.4.5, v9.4.4, v9.1.2, v8.36.18,
+# v8.36.14, v8.36.5, v8.36.1). The HTTP API the store uses is the same across v8 and v9.
+RQLITE_MODULE="github.com/rqlite/rqlite/v8"
+RQLITE_VERSION="v8.36.0"
+
+IMPLEMENTED=(rqlite)
+
+log() { printf '[engines] %s\n' "$*" >&2; }
+die() { printf '[engines] error: %s\n' "$*" >&2; exit 1; }
+
+need() {
+  command -v "$1" >/dev/null 2>&1 || die "$1 is required: $2"
+}
+
+# True when $1 is present and its stamp says it was built from exactly $2.
+is_current() {
+  local binary="$1" want="$2"
+  [[ -x "$BIN/$binary" && -f "$BIN/.$binary.version" && "$(cat "$BIN/.$binary.version")" == "$want" ]]
+}
+
+stamp() {
+  printf '%s\n' "$2" >"$BIN/.$1.version"
+}
+
+# Downloads a Go module at a version through the module proxy and prints its (read-only)
+# directory in the module cache.
+go_module_dir() {
+  local module="$1" version="$2" json dir
+  json="$(go mod download -json "$module@$version")" || die "go mod download $module@$version failed"
+  dir="$(printf '%s\n' "$json" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p' | head -n 1)"
+  [[ -n "$dir" && -d "$dir" ]] || die "no module directory for $module@$version in: $json"
+  printf '%s\n' "$dir"
+}
+
+# --- rqlite ---------------------------------------------------------------------------------
+install_rqlite() {
+  local want="$RQLITE_MODULE@$RQLITE_VERSION"
+  if is_current rqlited "$want"; then
+    log "rqlited $RQLITE_VERSION already installed"
+    return 0
+  fi
+  need go "install Go (https://go.dev) to build rqlited"
+  # rqlite's SQLite driver (rqlite/go-sqlite3) is cgo: without a C compiler the build fails.
+  need gcc "rqlited needs cgo for its SQLite driver (apt-get install gcc)"
+
+  log "building rqlited $RQLITE_VERSION (first build takes a few minutes)"
+  local src build started
+  started=$SECONDS
+  src="$(go_module_dir "$RQLITE_MODULE" "$RQLITE_VERSION")"
+  # rqlite's go.mod has replace directives, which `go install pkg@version` refuses, so build
+  # inside a writable copy of the module, where the replaces apply as the authors intended.
+  build="$WORK/rqlite-$RQLITE_VERSION"
+  rm -rf "$build"
+  mkdir -p "$WORK" "$BIN"
+  cp -R "$src" "$build"
+  chmod -R u+w "$build"
+  (
+    cd "$build"
+    CGO_ENABLED=1 GOFLAGS="-mod=mod -buildvcs=false" go build -trimpath \
+      -ldflags "-s -w -X $RQLITE_MODULE/cmd.Version=$RQLITE_VERSION" \
+      -o "$BIN/rqlited.tmp" ./cmd/rqlited
+  ) || die "go build of rqlited failed"
+  mv -f "$BIN/rqlited.tmp" "$BIN/rqlited"
+  rm -rf "$build"
+  rmdir "$WORK" 2>/dev/null || true
+  stamp rqlited "$want"
+  log "built rqlited $RQLITE_VERSION in $((SECONDS - started)) s"
+}
+
+# --- main -----------------------------------------------------------------------------------
+main() {
+  local engines=("$@")
+  [[ ${#engines[@]} -gt 0 ]] || engines=("${IMPLEMENTED[@]}")
+  mkdir -p "$BIN"
+  local engine
+  for engine in "${engines[@]}"; do
+    case "$engine" in
+      rqlite) install_rqlite ;;
+      *) die "unknown engine '$engine' (implemented: ${IMPLEMENTED[*]})" ;;
+    esac
+  done
+  log "binaries are in $BIN:"
+  for engine in "${engines[@]}"; do
+    case "$engine" in
+      rqlite) printf '%s\n' "$BIN/rqlited" ;;
+    esac
+  done
+}
+
+main "$@"
