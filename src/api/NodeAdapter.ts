@@ -1,0 +1,591 @@
+/**
+ * Lean node:http adapter for an Effect HttpApp (e.g. the one HttpApiBuilder
+ * builds), plus the runtime settings that make Effect cheap per request.
+ *
+ * Why not `NodeHttpServer.layer`: per request it wraps the app in the tracer
+ * middleware (URL parse, header redaction, a span), a Scope plus
+ * uninterruptible/catchAllCause layers, and it keeps the fiber alive until
+ * node's `end()` callback fires, which costs one more async hop and scheduler
+ * turn for every response. See docs/performance.md for the measurements.
+ *
+ * What this keeps: the full HttpServerRequest surface (headers, url, method,
+ * search params via the router, remote address, text/json/urlencoded/
+ * multipart/stream bodies), every HttpBody kind on the way out, cookies,
+ * pre-response handlers, client-abort interruption and a body cap.
+ */
+import * as Cookies from "@effect/platform/Cookies"
+import type * as FileSystem from "@effect/platform/FileSystem"
+import * as HttpApp from "@effect/platform/HttpApp"
+import * as Headers from "@effect/platform/Headers"
+import * as IncomingMessage from "@effect/platform/HttpIncomingMessage"
+import type { HttpMethod } from "@effect/platform/HttpMethod"
+import * as HttpMiddleware from "@effect/platform/HttpMiddleware"
+import * as ServerError from "@effect/platform/HttpServerError"
+import * as ServerRequest from "@effect/platform/HttpServerRequest"
+import type * as ServerResponse from "@effect/platform/HttpServerResponse"
+import type * as Multipart from "@effect/platform/Multipart"
+import type * as Path from "@effect/platform/Path"
+import type * as Socket from "@effect/platform/Socket"
+import * as UrlParams from "@effect/platform/UrlParams"
+import * as NodeMultipart from "@effect/platform-node/NodeMultipart"
+import * as NodeStream from "@effect/platform-node/NodeStream"
+import * as Cause from "effect/Cause"
+import * as Chunk from "effect/Chunk"
+import * as Context from "effect/Context"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as ExecutionStrategy from "effect/ExecutionStrategy"
+import * as FiberRef from "effect/FiberRef"
+import { constTrue } from "effect/Function"
+import * as Inspectable from "effect/Inspectable"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import { pipeArguments } from "effect/Pipeable"
+import type { ReadonlyRecord } from "effect/Record"
+import * as Runtime from "effect/Runtime"
+import * as Scheduler from "effect/Scheduler"
+import * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
+import type * as http from "node:http"
+import { PassThrough, Readable, Transform, type TransformCallback } from "node:stream"
+
+export interface AdapterOptions {
+  /** Default body cap in bytes: a larger Content-Length gets 413 before any read. */
+  readonly maxBodyBytes: number
+}
+
+// ---------------------------------------------------------------------------
+// Runtime settings
+// ---------------------------------------------------------------------------
+
+/**
+ * One run queue for all fibers, drained in a single microtask per batch.
+ *
+ * The default MixedScheduler keeps a runner per fiber (a WeakMap lookup and a
+ * Promise per resumption) and, after 2048 back-to-back microtask drains, falls
+ * back to `setTimeout(0)`, which costs at least 1 ms of idle time under load.
+ * Here the fallback is `setImmediate`, which lets node's I/O poll run and then
+ * continues without a timer floor.
+ */
+export class BatchScheduler implements Scheduler.Scheduler {
+  private tasks = new Scheduler.PriorityBuckets()
+  private running = false
+  private depth = 0
+  constructor(readonly maxMicrotaskDrains: number) {}
+
+  shouldYield(fiber: Parameters<Scheduler.Scheduler["shouldYield"]>[0]): number | false {
+    return fiber.currentOpCount > fiber.getFiberRef(FiberRef.currentMaxOpsBeforeYield)
+      ? fiber.getFiberRef(FiberRef.currentSchedulingPriority)
+      : false
+  }
+
+  scheduleTask(task: Scheduler.Task, priority: number): void {
+    this.tasks.scheduleTask(task, priority)
+    if (!this.running) {
+      this.running = true
+      queueMicrotask(this.drain)
+    }
+  }
+
+  private readonly drain = (): void => {
+    const buckets = this.tasks.buckets
+    this.tasks.buckets = []
+    for (const [, toRun] of buckets) {
+      for (let i = 0; i < toRun.length; i++) toRun[i]?.()
+    }
+    if (this.tasks.buckets.length === 0) {
+      this.running = false
+      this.depth = 0
+    } else if (++this.depth >= this.maxMicrotaskDrains) {
+      this.depth = 0
+      setImmediate(this.drain)
+    } else {
+      queueMicrotask(this.drain)
+    }
+  }
+}
+
+export const batchScheduler: Scheduler.Scheduler = new BatchScheduler(2048)
+
+/**
+ * Runtime settings for serving HTTP. Provide it below (i.e. build it before)
+ * every layer that captures a runtime for serving, e.g.
+ * `Main.pipe(Layer.provide(fastRuntimeLayer))`, so the captured FiberRefs carry it.
+ *
+ * - tracer off: no span objects or attributes per request;
+ * - HttpMiddleware tracer predicate always true: the official server's tracer
+ *   middleware skips URL parsing and header redaction too;
+ * - the batching scheduler above.
+ */
+export const fastRuntimeLayer: Layer.Layer<never> = Layer.mergeAll(
+  Layer.setTracerEnabled(false),
+  Layer.setScheduler(batchScheduler),
+  Layer.locallyScoped(HttpMiddleware.currentTracerDisabledWhen, constTrue)
+)
+
+// ---------------------------------------------------------------------------
+// Request
+// ---------------------------------------------------------------------------
+
+/** Per-request state shared by a request and its `modify`d copies. */
+class Exchange {
+  body: Readable | undefined = undefined
+  bodyText: Effect.Effect<string, ServerError.RequestError> | undefined = undefined
+  multipart: Effect.Effect<Multipart.Persisted, Multipart.MultipartError, Scope.Scope | FileSystem.FileSystem | Path.Path> | undefined =
+    undefined
+  /** Set when the adapter has answered on its own (413); the app's answer is then dropped. */
+  answered = false
+  /** The app's failure, so the request scope closes with it as the official server does. */
+  failure: Cause.Cause<unknown> | undefined = undefined
+  constructor(
+    readonly source: http.IncomingMessage,
+    readonly response: http.ServerResponse,
+    readonly maxBodyBytes: number,
+    readonly onTooLarge: () => void
+  ) {}
+
+  /**
+   * The body as the app gets to read it. Node enforces a Content-Length, and
+   * the listener already refused one over the cap, so only a body without
+   * one (chunked) needs counting.
+   */
+  readable(): Readable {
+    if (this.body !== undefined) return this.body
+    const src = this.source
+    if (src.headers["content-length"] !== undefined || src.headers["transfer-encoding"] === undefined) {
+      this.body = src
+      return src
+    }
+    const max = this.maxBodyBytes
+    const onTooLarge = this.onTooLarge
+    let seen = 0
+    const counter = new Transform({
+      transform(chunk: Buffer, _enc: BufferEncoding, cb: TransformCallback) {
+        seen += chunk.length
+        if (seen > max) {
+          onTooLarge()
+          cb(new PayloadTooLarge(max))
+          return
+        }
+        cb(null, chunk)
+      }
+    })
+    src.on("error", (e) => counter.destroy(e))
+    src.pipe(counter)
+    this.body = counter
+    return counter
+  }
+}
+
+class PayloadTooLarge extends Error {
+  constructor(readonly limit: number) {
+    super(`request body larger than ${limit} bytes`)
+  }
+}
+
+export class LeanServerRequest extends Inspectable.Class implements ServerRequest.HttpServerRequest {
+  readonly [ServerRequest.TypeId]: ServerRequest.TypeId = ServerRequest.TypeId
+  readonly [IncomingMessage.TypeId]: IncomingMessage.TypeId = IncomingMessage.TypeId
+  private cachedHeaders: Headers.Headers | undefined
+  private cachedCookies: ReadonlyRecord<string, string> | undefined
+
+  constructor(
+    readonly exchange: Exchange,
+    readonly url: string,
+    private readonly headersOverride: Headers.Headers | undefined,
+    private readonly remoteAddressOverride: string | undefined
+  ) {
+    super()
+  }
+
+  get source(): http.IncomingMessage {
+    return this.exchange.source
+  }
+  get originalUrl(): string {
+    return this.exchange.source.url ?? "/"
+  }
+  get method(): HttpMethod {
+    // node's parser only yields upper-case known methods
+    return (this.exchange.source.method ?? "GET") as HttpMethod
+  }
+  get headers(): Headers.Headers {
+    if (this.headersOverride !== undefined) return this.headersOverride
+    // node already lower-cases names and joins repeats (set-cookie aside), as the official adapter relies on
+    return this.cachedHeaders ??= Headers.unsafeFromRecord(this.exchange.source.headers as Record<string, string>)
+  }
+  get cookies(): ReadonlyRecord<string, string> {
+    return this.cachedCookies ??= Cookies.parseHeader(this.headers.cookie ?? "")
+  }
+  get remoteAddress(): Option.Option<string> {
+    return Option.fromNullable(this.remoteAddressOverride ?? this.exchange.source.socket.remoteAddress)
+  }
+
+  private readonly decodeError = (cause: unknown) =>
+    new ServerError.RequestError({ request: this, reason: "Decode", cause })
+
+  get text(): Effect.Effect<string, ServerError.RequestError> {
+    const ex = this.exchange
+    if (ex.bodyText !== undefined) return ex.bodyText
+    ex.bodyText = Effect.runSync(Effect.cached(
+      NodeStream.toString(() => ex.readable(), { onFailure: this.decodeError, maxBytes: ex.maxBodyBytes })
+    ))
+    return ex.bodyText
+  }
+  get json(): Effect.Effect<unknown, ServerError.RequestError> {
+    return Effect.tryMap(this.text, {
+      try: (s): unknown => s === "" ? null : JSON.parse(s),
+      catch: this.decodeError
+    })
+  }
+  get urlParamsBody(): Effect.Effect<UrlParams.UrlParams, ServerError.RequestError> {
+    return Effect.flatMap(this.text, (s) =>
+      Effect.try({ try: () => UrlParams.fromInput(new URLSearchParams(s)), catch: this.decodeError }))
+  }
+  get arrayBuffer(): Effect.Effect<ArrayBuffer, ServerError.RequestError> {
+    const ex = this.exchange
+    return Effect.map(
+      NodeStream.toUint8Array(() => ex.readable(), { onFailure: this.decodeError, maxBytes: ex.maxBodyBytes }),
+      (u8) => u8.buffer.slice(u8.byteOffset, u8.byteOffset + u8.byteLength) as ArrayBuffer
+    )
+  }
+  get stream(): Stream.Stream<Uint8Array, ServerError.RequestError> {
+    const ex = this.exchange
+    return NodeStream.fromReadable<ServerError.RequestError, Uint8Array>(() => ex.readable(), this.decodeError)
+  }
+  get multipart(): Effect.Effect<Multipart.Persisted, Multipart.MultipartError, Scope.Scope | FileSystem.FileSystem | Path.Path> {
+    const ex = this.exchange
+    if (ex.multipart !== undefined) return ex.multipart
+    ex.multipart = Effect.runSync(Effect.cached(NodeMultipart.persisted(ex.readable(), ex.source.headers)))
+    return ex.multipart
+  }
+  get multipartStream(): Stream.Stream<Multipart.Part, Multipart.MultipartError> {
+    const ex = this.exchange
+    return NodeMultipart.stream(ex.readable(), ex.source.headers)
+  }
+  get upgrade(): Effect.Effect<Socket.Socket, ServerError.RequestError> {
+    return Effect.fail(
+      new ServerError.RequestError({ request: this, reason: "Decode", description: "not an upgradeable ServerRequest" })
+    )
+  }
+
+  modify(options: {
+    readonly url?: string
+    readonly headers?: Headers.Headers
+    readonly remoteAddress?: string
+  }): ServerRequest.HttpServerRequest {
+    return new LeanServerRequest(
+      this.exchange,
+      options.url ?? this.url,
+      options.headers ?? this.headersOverride,
+      options.remoteAddress ?? this.remoteAddressOverride
+    )
+  }
+
+  override toString(): string {
+    return `ServerRequest(${this.method} ${this.url})`
+  }
+  toJSON(): unknown {
+    return IncomingMessage.inspect(this, {
+      _id: "@effect/platform/HttpServerRequest",
+      method: this.method,
+      url: this.originalUrl
+    })
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Response
+// ---------------------------------------------------------------------------
+
+const tooLargeBody = (limit: number) =>
+  JSON.stringify({ error: "request body too large", code: "PAYLOAD_TOO_LARGE", hint: `the limit is ${limit} bytes` })
+const internalBody = JSON.stringify({ error: "internal error", code: "INTERNAL" })
+
+/** Answers outside the app; `connection: close` so an unread body is not drained. */
+const answerDirect = (res: http.ServerResponse, status: number, body: string): void => {
+  if (res.headersSent || res.writableEnded) return
+  res.shouldKeepAlive = false
+  res.writeHead(status, {
+    "content-type": "application/json",
+    "content-length": Buffer.byteLength(body),
+    connection: "close"
+  })
+  res.end(body)
+}
+
+const responseHeaders = (response: ServerResponse.HttpServerResponse): Record<string, string | Array<string>> => {
+  if (Cookies.isEmpty(response.cookies)) return response.headers
+  const headers: Record<string, string | Array<string>> = { ...response.headers }
+  const toSet = Cookies.toSetCookieHeaders(response.cookies)
+  const existing = response.headers["set-cookie"]
+  if (existing !== undefined) toSet.push(existing)
+  headers["set-cookie"] = toSet
+  return headers
+}
+
+const isNodeReadable = (u: unknown): u is NodeJS.ReadableStream =>
+  typeof u === "object" && u !== null && "pipe" in u && typeof u.pipe === "function"
+
+/** Writes the response. Fixed bodies end without waiting for node's flush callback. */
+const writeResponse = (
+  method: string,
+  res: http.ServerResponse,
+  response: ServerResponse.HttpServerResponse
+): Effect.Effect<void> => {
+  if (res.headersSent || res.writableEnded) return Effect.void
+  const headers = responseHeaders(response)
+  const body = response.body
+  if (method === "HEAD") {
+    res.writeHead(response.status, headers)
+    res.end()
+    return Effect.void
+  }
+  switch (body._tag) {
+    case "Empty": {
+      res.writeHead(response.status, headers)
+      res.end()
+      return Effect.void
+    }
+    case "Uint8Array": {
+      res.writeHead(response.status, headers)
+      res.end(body.body)
+      return Effect.void
+    }
+    case "Raw": {
+      res.writeHead(response.status, headers)
+      const raw = body.body
+      if (isNodeReadable(raw)) return pipeTo(raw instanceof Readable ? raw : Readable.from(raw), res)
+      if (typeof raw === "string" || raw instanceof Uint8Array) res.end(raw)
+      else if (raw instanceof ReadableStream) return pipeTo(Readable.fromWeb(raw), res)
+      else res.end(raw === undefined || raw === null ? undefined : String(raw))
+      return Effect.void
+    }
+    case "FormData": {
+      const web = new Response(body.formData)
+      res.writeHead(response.status, { ...headers, ...Object.fromEntries(web.headers) })
+      return web.body === null ? Effect.sync(() => res.end()) : pipeTo(Readable.fromWeb(web.body), res)
+    }
+    case "Stream": {
+      res.writeHead(response.status, headers)
+      return writeStream(body.stream, res)
+    }
+  }
+}
+
+const pipeTo = (source: Readable, res: http.ServerResponse): Effect.Effect<void> =>
+  Effect.async<void>((resume) => {
+    const done = () => resume(Effect.void)
+    source.once("error", (e) => {
+      // headers are gone already: all we can do is cut the connection
+      res.destroy(e)
+      done()
+    })
+    res.once("finish", done)
+    res.once("close", done)
+    source.pipe(res)
+    return Effect.sync(() => source.destroy())
+  })
+
+const writeStream = (
+  stream: Stream.Stream<Uint8Array, unknown>,
+  res: http.ServerResponse
+): Effect.Effect<void> => {
+  const drained = Effect.unsafeMakeLatch(true)
+  const onDrain = () => drained.unsafeOpen()
+  res.on("drain", onDrain)
+  return stream.pipe(
+    Stream.runForEachChunk((chunk) => {
+      let full = false
+      for (const part of Chunk.toReadonlyArray(chunk)) {
+        if (!res.write(part)) full = true
+      }
+      if (!full) return Effect.void
+      drained.unsafeClose()
+      return drained.await
+    }),
+    Effect.matchCauseEffect({
+      onSuccess: () => Effect.sync(() => res.end()),
+      onFailure: (cause) =>
+        Cause.isInterruptedOnly(cause)
+          ? Effect.sync(() => res.destroy())
+          : Effect.zipRight(
+            Effect.logError("response stream failed", cause),
+            Effect.sync(() => res.destroy())
+          )
+    }),
+    Effect.ensuring(Effect.sync(() => res.off("drain", onDrain)))
+  )
+}
+
+/**
+ * Turns a failed app into a response. Errors that carry a response (route not
+ * found, HttpApi-encoded errors, RequestError → 400) keep it; anything that
+ * would be a bare 500 becomes the generic JSON body and the cause is logged.
+ */
+const failureResponse = (
+  method: string,
+  res: http.ServerResponse,
+  cause: Cause.Cause<unknown>
+): Effect.Effect<void> =>
+  Effect.flatMap(ServerError.causeResponse(cause), ([response, stripped]) => {
+    if (response.status >= 500 && response.status !== 503 && response.body._tag === "Empty") {
+      return Effect.zipRight(
+        Effect.logError("request failed", stripped),
+        Effect.sync(() => {
+          if (res.headersSent || res.writableEnded) return
+          res.writeHead(500, { "content-type": "application/json", "content-length": Buffer.byteLength(internalBody) })
+          res.end(method === "HEAD" ? undefined : internalBody)
+        })
+      )
+    }
+    return writeResponse(method, res, response)
+  })
+
+// ---------------------------------------------------------------------------
+// Request scope
+// ---------------------------------------------------------------------------
+
+/**
+ * The Scope every request gets. `Effect.scoped` around the app measured about
+ * 10 µs per request (scope, context merge, onExit), most of it for scopes
+ * nobody uses; this one is a plain object put in the context when the fiber
+ * is forked, and closing it costs nothing unless a finalizer was added.
+ */
+class RequestScope implements Scope.CloseableScope {
+  readonly [Scope.ScopeTypeId]: Scope.ScopeTypeId = Scope.ScopeTypeId
+  readonly [Scope.CloseableScopeTypeId]: Scope.CloseableScopeTypeId = Scope.CloseableScopeTypeId
+  readonly strategy: ExecutionStrategy.ExecutionStrategy = ExecutionStrategy.sequential
+  private finalizers: Map<object, Scope.Scope.Finalizer> | undefined = undefined
+  private closedWith: Exit.Exit<unknown, unknown> | undefined = undefined
+
+  get hasFinalizers(): boolean {
+    return this.finalizers !== undefined && this.finalizers.size > 0
+  }
+
+  fork(strategy: ExecutionStrategy.ExecutionStrategy): Effect.Effect<Scope.CloseableScope> {
+    return Effect.flatMap(Scope.make(strategy), (child) => {
+      const closed = this.closedWith
+      if (closed !== undefined) return Effect.as(Scope.close(child, closed), child)
+      const key = {}
+      this.add(key, (exit) => Scope.close(child, exit))
+      return Effect.as(Scope.addFinalizer(child, Effect.sync(() => this.finalizers?.delete(key))), child)
+    })
+  }
+
+  addFinalizer(finalizer: Scope.Scope.Finalizer): Effect.Effect<void> {
+    return Effect.suspend(() => {
+      const closed = this.closedWith
+      if (closed !== undefined) return finalizer(closed)
+      this.add({}, finalizer)
+      return Effect.void
+    })
+  }
+
+  close(exit: Exit.Exit<unknown, unknown>): Effect.Effect<void> {
+    return Effect.suspend(() => {
+      if (this.closedWith !== undefined) return Effect.void
+      this.closedWith = exit
+      const finalizers = this.finalizers === undefined ? [] : [...this.finalizers.values()].reverse()
+      this.finalizers = undefined
+      if (finalizers.length === 0) return Effect.void
+      return Effect.flatMap(Effect.forEach(finalizers, (fin) => Effect.exit(fin(exit))), (exits) => {
+        const failures = exits.flatMap((e) => Exit.isFailure(e) ? [e.cause] : [])
+        const first = failures[0]
+        return first === undefined ? Effect.void : Effect.failCause(failures.slice(1).reduce(Cause.sequential, first))
+      })
+    })
+  }
+
+  pipe() {
+    return pipeArguments(this, arguments)
+  }
+
+  private add(key: object, finalizer: Scope.Scope.Finalizer): void {
+    ;(this.finalizers ??= new Map()).set(key, finalizer)
+  }
+}
+
+// ---------------------------------------------------------------------------
+// Listener
+// ---------------------------------------------------------------------------
+
+const withPreResponseHandlers = (
+  request: ServerRequest.HttpServerRequest,
+  response: ServerResponse.HttpServerResponse
+): Effect.Effect<ServerResponse.HttpServerResponse, ServerError.ResponseError> =>
+  Effect.flatMap(FiberRef.get(HttpApp.currentPreResponseHandlers), (handler) =>
+    handler._tag === "None" ? Effect.succeed(response) : handler.value(request, response))
+
+/** Serves an HttpApp on a node:http server using the given runtime. */
+export const makeRequestListener = <E, R>(
+  app: HttpApp.Default<E, R | ServerRequest.HttpServerRequest | Scope.Scope>,
+  runtime: Runtime.Runtime<R>,
+  options: AdapterOptions
+): (req: http.IncomingMessage, res: http.ServerResponse) => void => {
+  const maxBodyBytes = options.maxBodyBytes
+  const tooLarge = tooLargeBody(maxBodyBytes)
+
+  // Built once: reads the per-request values from the fiber's context.
+  const handled = Effect.withFiberRuntime<void, never, R | ServerRequest.HttpServerRequest | Scope.Scope>((fiber) => {
+    const request = Context.unsafeGet(fiber.currentContext, ServerRequest.HttpServerRequest)
+    if (!(request instanceof LeanServerRequest)) return Effect.void
+    const ex = request.exchange
+    const method = request.method
+    return Effect.matchCauseEffect(
+      Effect.flatMap(app, (response) => withPreResponseHandlers(request, response)),
+      {
+        onSuccess: (response) => ex.answered ? Effect.void : writeResponse(method, ex.response, response),
+        onFailure: (cause) => {
+          ex.failure = cause
+          return ex.answered ? Effect.void : failureResponse(method, ex.response, cause)
+        }
+      }
+    )
+  })
+
+  const baseMap = runtime.context.unsafeMap
+  const runtimeFlags = runtime.runtimeFlags
+  const fiberRefs = runtime.fiberRefs
+
+  const finish = (ex: Exchange, scope: RequestScope, exit: Exit.Exit<void>): void => {
+    if (Exit.isFailure(exit) && !ex.response.headersSent) answerDirect(ex.response, 500, internalBody)
+    if (scope.hasFinalizers) {
+      const closeWith = ex.failure !== undefined ? Exit.failCause(ex.failure) : exit
+      Runtime.runFork(runtime, scope.close(closeWith))
+    }
+  }
+
+  return (req, res) => {
+    const announced = req.headers["content-length"]
+    if (announced !== undefined && Number(announced) > maxBodyBytes) {
+      answerDirect(res, 413, tooLarge)
+      return
+    }
+    let interrupt: (() => void) | undefined
+    const ex = new Exchange(req, res, maxBodyBytes, () => {
+      ex.answered = true
+      answerDirect(res, 413, tooLarge)
+      interrupt?.()
+    })
+    const request = new LeanServerRequest(ex, req.url ?? "/", undefined, undefined)
+    const scope = new RequestScope()
+    const map = new Map(baseMap)
+    map.set(ServerRequest.HttpServerRequest.key, request)
+    map.set(Scope.Scope.key, scope)
+    const fiber = Runtime.runFork(
+      Runtime.make({ context: Context.unsafeMake<R | ServerRequest.HttpServerRequest | Scope.Scope>(map), runtimeFlags, fiberRefs }),
+      handled
+    )
+    // Most requests finish synchronously: no listeners, no observers.
+    const exit = fiber.unsafePoll()
+    if (exit !== null) {
+      finish(ex, scope, exit)
+      return
+    }
+    interrupt = () => fiber.unsafeInterruptAsFork(ServerError.clientAbortFiberId)
+    res.once("close", () => {
+      if (!res.writableEnded) interrupt?.()
+    })
+    fiber.addObserver((exit) => finish(ex, scope, exit))
+  }
+}

@@ -1,0 +1,249 @@
+import {
+  HttpApi,
+  HttpApiBuilder,
+  HttpApiEndpoint,
+  HttpApiGroup,
+  HttpServerRequest,
+  HttpServerResponse
+} from "@effect/platform"
+import { NodeHttpServer } from "@effect/platform-node"
+import { Effect, Layer, ManagedRuntime, Option, Schema, Stream } from "effect"
+import * as http from "node:http"
+import type { AddressInfo } from "node:net"
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
+import { fastRuntimeLayer, makeRequestListener } from "../../src/api/NodeAdapter.js"
+
+const MAX = 1024
+
+// Node 20 has no Promise.withResolvers
+const signal = () => {
+  let resolve: () => void = () => {}
+  const promise = new Promise<void>((r) => {
+    resolve = r
+  })
+  return { promise, resolve: () => resolve() }
+}
+
+// What the handlers did, observed from the outside.
+const seen = {
+  echoRuns: 0,
+  slowStarted: signal(),
+  slowInterrupted: signal()
+}
+
+const Api = HttpApi.make("t").add(
+  HttpApiGroup.make("t")
+    .add(
+      HttpApiEndpoint.post("echo", "/echo")
+        .setPayload(Schema.Struct({ name: Schema.String }))
+        .addSuccess(Schema.Struct({ name: Schema.String }))
+    )
+    .add(HttpApiEndpoint.get("boom", "/boom").addSuccess(Schema.String))
+    .add(HttpApiEndpoint.get("slow", "/slow").addSuccess(Schema.String))
+    .add(HttpApiEndpoint.get("stream", "/stream").addSuccess(Schema.String))
+    .add(HttpApiEndpoint.get("cookie", "/cookie").addSuccess(Schema.String))
+    .add(
+      HttpApiEndpoint.get("addr", "/addr")
+        .setUrlParams(Schema.Struct({ q: Schema.optional(Schema.String) }))
+        .addSuccess(Schema.Struct({ addr: Schema.String, q: Schema.String, method: Schema.String }))
+    )
+)
+
+const GroupLive = HttpApiBuilder.group(Api, "t", (h) =>
+  h
+    .handle("echo", ({ payload }) => Effect.sync(() => {
+      seen.echoRuns++
+      return { name: payload.name }
+    }))
+    .handle("boom", () => Effect.die(new Error("secret defect detail")))
+    .handle("slow", () =>
+      Effect.sync(() => seen.slowStarted.resolve()).pipe(
+        Effect.zipRight(Effect.never),
+        Effect.onInterrupt(() => Effect.sync(() => seen.slowInterrupted.resolve()))
+      ))
+    .handle("stream", () =>
+      Effect.succeed(
+        HttpServerResponse.stream(Stream.make("a", "b", "c").pipe(Stream.encodeText), { contentType: "text/plain" })
+      ))
+    .handle("cookie", () =>
+      Effect.succeed(HttpServerResponse.text("ok").pipe(HttpServerResponse.unsafeSetCookie("sid", "v1", { httpOnly: true }))))
+    .handle("addr", ({ urlParams }) =>
+      Effect.map(HttpServerRequest.HttpServerRequest, (req) => ({
+        addr: Option.getOrElse(req.remoteAddress, () => "none"),
+        q: urlParams.q ?? "",
+        method: req.method
+      }))))
+
+const AppLayer = HttpApiBuilder.api(Api).pipe(
+  Layer.provide(GroupLive),
+  Layer.provideMerge(Layer.mergeAll(HttpApiBuilder.Router.Live, HttpApiBuilder.Middleware.layer)),
+  Layer.merge(NodeHttpServer.layerContext),
+  Layer.provide(fastRuntimeLayer)
+)
+
+let managed: ManagedRuntime.ManagedRuntime<Layer.Layer.Success<typeof AppLayer>, never>
+let server: http.Server
+let port = 0
+
+beforeAll(async () => {
+  managed = ManagedRuntime.make(AppLayer)
+  const app = await managed.runPromise(HttpApiBuilder.httpApp)
+  const runtime = await managed.runtime()
+  server = http.createServer(makeRequestListener(app, runtime, { maxBodyBytes: MAX }))
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+  port = (server.address() as AddressInfo).port
+})
+
+afterAll(async () => {
+  server.closeAllConnections()
+  await new Promise<void>((resolve) => server.close(() => resolve()))
+  await managed.dispose()
+})
+
+beforeEach(() => {
+  seen.echoRuns = 0
+})
+
+interface Reply {
+  readonly status: number
+  readonly headers: http.IncomingHttpHeaders
+  readonly body: string
+}
+
+const call = (
+  options: { method?: string; path: string; headers?: http.OutgoingHttpHeaders },
+  write?: (req: http.ClientRequest) => void
+): Promise<Reply> =>
+  new Promise((resolve, reject) => {
+    const req = http.request(
+      { host: "127.0.0.1", port, method: options.method ?? "GET", path: options.path, headers: options.headers, agent: false },
+      (res) => {
+        const chunks: Array<Buffer> = []
+        res.on("data", (c: Buffer) => chunks.push(c))
+        res.on("end", () =>
+          resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString("utf8") }))
+        res.on("error", reject)
+      }
+    )
+    // the server may close early on purpose (413); the response is what counts
+    req.on("error", (e) => reject(e))
+    if (write === undefined) req.end()
+    else write(req)
+  })
+
+const tooLarge = { error: "request body too large", code: "PAYLOAD_TOO_LARGE", hint: `the limit is ${MAX} bytes` }
+
+describe("NodeAdapter.makeRequestListener", () => {
+  it("round-trips JSON through the HttpApi app", async () => {
+    const body = JSON.stringify({ name: "ada" })
+    const r = await call({ method: "POST", path: "/echo", headers: { "content-type": "application/json" } }, (req) => req.end(body))
+    expect(r.status).toBe(200)
+    expect(r.headers["content-type"]).toBe("application/json")
+    expect(JSON.parse(r.body)).toEqual({ name: "ada" })
+    expect(seen.echoRuns).toBe(1)
+  })
+
+  it("answers 413 on an announced oversize body before reading it", async () => {
+    const r = await call(
+      { method: "POST", path: "/echo", headers: { "content-type": "application/json", "content-length": String(MAX * 100) } },
+      (req) => req.write("{\"name\":")
+    )
+    expect(r.status).toBe(413)
+    expect(JSON.parse(r.body)).toEqual(tooLarge)
+    expect(seen.echoRuns).toBe(0)
+  })
+
+  it("cuts off a chunked body that crosses the cap with 413", async () => {
+    const r = await call(
+      { method: "POST", path: "/echo", headers: { "content-type": "application/json", "transfer-encoding": "chunked" } },
+      (req) => {
+        req.write("{\"name\":\"")
+        let sent = 0
+        // bounded: 8 × 512 B is 4× the cap; stops once the answer arrives
+        const timer = setInterval(() => {
+          if (sent++ >= 8 || req.destroyed) {
+            clearInterval(timer)
+            return
+          }
+          req.write("x".repeat(512))
+        }, 20)
+        req.on("response", () => clearInterval(timer))
+        req.on("close", () => clearInterval(timer))
+      }
+    )
+    expect(r.status).toBe(413)
+    expect(JSON.parse(r.body)).toEqual(tooLarge)
+    expect(seen.echoRuns).toBe(0)
+  })
+
+  it("accepts a chunked body under the cap", async () => {
+    const r = await call(
+      { method: "POST", path: "/echo", headers: { "content-type": "application/json", "transfer-encoding": "chunked" } },
+      (req) => {
+        req.write("{\"name\":")
+        req.end("\"bo\"}")
+      }
+    )
+    expect(r.status).toBe(200)
+    expect(JSON.parse(r.body)).toEqual({ name: "bo" })
+  })
+
+  it("answers malformed JSON with a 4xx, not a 5xx", async () => {
+    const r = await call({ method: "POST", path: "/echo", headers: { "content-type": "application/json" } }, (req) => req.end("{nope"))
+    expect(r.status).toBeGreaterThanOrEqual(400)
+    expect(r.status).toBeLessThan(500)
+    expect(seen.echoRuns).toBe(0)
+  })
+
+  it("turns a defect into a generic 500 without the detail", async () => {
+    const r = await call({ path: "/boom" })
+    expect(r.status).toBe(500)
+    expect(JSON.parse(r.body)).toEqual({ error: "internal error", code: "INTERNAL" })
+    expect(r.body).not.toContain("secret")
+  })
+
+  it("answers HEAD without a body", async () => {
+    const r = await call({ method: "HEAD", path: "/addr" })
+    expect(r.status).toBe(200)
+    expect(r.body).toBe("")
+  })
+
+  it("interrupts the handler fiber when the client aborts", async () => {
+    const req = http.request({ host: "127.0.0.1", port, path: "/slow", agent: false })
+    req.on("error", () => {})
+    req.end()
+    await seen.slowStarted.promise
+    req.destroy()
+    const outcome = await Promise.race([
+      seen.slowInterrupted.promise.then(() => "interrupted"),
+      new Promise<string>((resolve) => setTimeout(() => resolve("still running"), 3000))
+    ])
+    expect(outcome).toBe("interrupted")
+  })
+
+  it("streams a Stream body", async () => {
+    const r = await call({ path: "/stream" })
+    expect(r.status).toBe(200)
+    expect(r.headers["transfer-encoding"]).toBe("chunked")
+    expect(r.headers["content-type"]).toBe("text/plain")
+    expect(r.body).toBe("abc")
+  })
+
+  it("writes set-cookie", async () => {
+    const r = await call({ path: "/cookie" })
+    expect(r.status).toBe(200)
+    expect(r.body).toBe("ok")
+    expect(r.headers["set-cookie"]).toEqual(["sid=v1; HttpOnly"])
+  })
+
+  it("gives the handler the remote address, method and search params", async () => {
+    const r = await call({ path: "/addr?q=hi" })
+    expect(r.status).toBe(200)
+    expect(JSON.parse(r.body)).toEqual({ addr: "127.0.0.1", q: "hi", method: "GET" })
+  })
+
+  it("answers 404 for an unknown route", async () => {
+    const r = await call({ path: "/nope" })
+    expect(r.status).toBe(404)
+  })
+})
