@@ -1,0 +1,60 @@
+/** The Portico HTTP API: every route group, its errors, and the gate in front of them. */
+import { HttpApi, OpenApi } from "@effect/platform"
+import { Wire } from "../domain/Errors.js"
+import { Authentication } from "./Authentication.js"
+import { AuditGroup } from "./groups/AuditGroup.js"
+import { AuthGroup } from "./groups/AuthGroup.js"
+import { NamespaceGroup } from "./groups/NamespaceGroup.js"
+import { SystemGroup } from "./groups/SystemGroup.js"
+
+/**
+ * HttpApi always declares its own decode error; we answer schema failures with the common
+ * envelope instead (see ErrorResponses.ts), so the document must say so too.
+ */
+function withEnvelopeOnly(spec: Record<string, unknown>): Record<string, unknown> {
+  const from = "#/components/schemas/HttpApiDecodeError"
+  const to = "#/components/schemas/ErrorBody"
+  const rewrite = (node: unknown): unknown => {
+    if (Array.isArray(node)) {
+      const mapped = node.map(rewrite)
+      const seen = new Set<string>()
+      return mapped.filter((item) => {
+        const key = JSON.stringify(item)
+        if (seen.has(key)) return false
+        seen.add(key)
+        return true
+      })
+    }
+    if (typeof node !== "object" || node === null) return node
+    const out: Record<string, unknown> = {}
+    for (const [k, v] of Object.entries(node)) out[k] = k === "$ref" && v === from ? to : rewrite(v)
+    const anyOf = out["anyOf"]
+    if (Array.isArray(anyOf) && anyOf.length === 1 && Object.keys(out).length === 1) return anyOf[0]
+    return out
+  }
+  const next = rewrite(spec) as Record<string, unknown>
+  const components = next["components"]
+  if (typeof components === "object" && components !== null && "schemas" in components) {
+    const schemas = components.schemas as Record<string, unknown>
+    delete schemas["HttpApiDecodeError"]
+    delete schemas["Issue"]
+    delete schemas["PropertyKey"]
+  }
+  return next
+}
+
+export class PorticoApi extends HttpApi.make("portico")
+  // The gate is a group middleware, not an API one: only route-level middleware sees the
+  // matched route, which is how it finds the route's policy.
+  .add(SystemGroup.middleware(Authentication))
+  .add(AuthGroup.middleware(Authentication))
+  .add(NamespaceGroup.middleware(Authentication))
+  .add(AuditGroup.middleware(Authentication))
+  .addError(Wire.BadRequest)
+  .addError(Wire.PayloadTooLarge)
+  .addError(Wire.Internal)
+  .addError(Wire.Unavailable)
+  .annotate(OpenApi.Title, "Portico")
+  .annotate(OpenApi.Description, "Multi-tenant application platform gateway. Every error body is {error, code, hint?}.")
+  .annotate(OpenApi.Version, "v1")
+  .annotate(OpenApi.Transform, withEnvelopeOnly) {}

@@ -1,0 +1,111 @@
+/**
+ * The one gate in front of every route: rate limit by client network, resolve the credential,
+ * rate limit by namespace, then apply the route's policy from `RoutePolicy.ts`.
+ */
+import { HttpApiMiddleware, HttpRouter, HttpServerRequest } from "@effect/platform"
+import { Effect, Layer, Option, Schema } from "effect"
+import { Code, forbidden, internal, RateLimited, unauthorized, unavailable, Wire } from "../domain/Errors.js"
+import { CurrentPrincipal, hasGrant, isControlPlane, type Principal } from "../domain/Principal.js"
+import { Authenticator } from "../layers/auth/Authenticator.js"
+import { PorticoConfig } from "../layers/config/PorticoConfig.js"
+import { RateLimiter } from "../layers/ratelimit/RateLimiter.js"
+import { RequestMeta } from "./RequestMeta.js"
+import { type Policy, policyKey, routePolicies } from "./RoutePolicy.js"
+
+export class Authentication extends HttpApiMiddleware.Tag<Authentication>()("portico/Authentication", {
+  failure: Schema.Union(Wire.Unauthorized, Wire.Forbidden, Wire.RateLimited, Wire.Unavailable, Wire.Internal),
+  provides: CurrentPrincipal
+}) {}
+
+const bearerPattern = /^Bearer[ \t]+([A-Za-z0-9._~+/=-]{1,4096})[ \t]*$/i
+
+const rateLimited = (retryAfterSeconds: number, what: string) =>
+  new RateLimited({
+    error: `too many requests from this ${what}`,
+    code: Code.RATE_LIMITED,
+    hint: `retry after ${retryAfterSeconds} s`,
+    retryAfterSeconds
+  })
+
+/** Applies a route policy to a resolved caller. */
+export const authorize = (policy: Policy, principal: Principal, operators: ReadonlyArray<string>) => {
+  switch (policy.kind) {
+    case "open":
+    case "authenticated":
+      return Effect.void
+    case "grant":
+      return hasGrant(principal, policy.grant)
+        ? Effect.void
+        : Effect.fail(forbidden(`this route needs the ${policy.grant} grant`, Code.GRANT_REQUIRED))
+    case "control-plane":
+      return isControlPlane(principal)
+        ? Effect.void
+        : Effect.fail(
+            forbidden(
+              "this route needs an admin key or a wallet with role developer or above",
+              Code.CONTROL_PLANE_REQUIRED,
+              "app-runtime keys cannot reach the control plane"
+            )
+          )
+    case "namespace-write":
+      return hasGrant(principal, "namespace-write")
+        ? Effect.void
+        : Effect.fail(forbidden("this route needs namespace write (owner or admin)", Code.GRANT_REQUIRED))
+    case "members-write":
+      return hasGrant(principal, "members-write")
+        ? Effect.void
+        : Effect.fail(forbidden("this route needs members write (owner or admin)", Code.GRANT_REQUIRED))
+    case "owner":
+      return principal.role === "owner"
+        ? Effect.void
+        : Effect.fail(forbidden("only the namespace owner may do this", Code.OWNER_REQUIRED))
+    case "operator":
+      return hasGrant(principal, "operator") && operators.includes(principal.subject)
+        ? Effect.void
+        : Effect.fail(forbidden("this route is for cluster operators", Code.NOT_AN_OPERATOR))
+  }
+}
+
+export const AuthenticationLive = Layer.effect(
+  Authentication,
+  Effect.gen(function* () {
+    const authenticator = yield* Authenticator
+    const limiter = yield* RateLimiter
+    const config = yield* PorticoConfig
+    return Effect.gen(function* () {
+      const request = yield* HttpServerRequest.HttpServerRequest
+      const { route } = yield* HttpRouter.RouteContext
+      const policy = routePolicies[policyKey(route.method, route.path)]
+      if (policy === undefined) return yield* Effect.fail(internal())
+
+      const client = yield* limiter.checkClient(Option.getOrUndefined(request.remoteAddress))
+      if (!client.allowed) return yield* Effect.fail(rateLimited(client.retryAfterSeconds, "network"))
+      if (policy.kind === "open") return undefined
+
+      const header = request.headers["authorization"]
+      const bearer = header === undefined ? undefined : bearerPattern.exec(header)?.[1]
+      if (bearer === undefined) {
+        return yield* Effect.fail(
+          unauthorized(
+            header === undefined ? "credentials required" : "malformed Authorization header",
+            Code.UNAUTHORIZED,
+            "send Authorization: Bearer <api key or access token>"
+          )
+        )
+      }
+      const principal = yield* authenticator.authenticate(bearer).pipe(
+        Effect.catchTags({
+          CredentialRejected: (e) =>
+            Effect.fail(unauthorized(e.reason, e.kind === "api_key" ? Code.INVALID_API_KEY : Code.INVALID_TOKEN)),
+          StoreError: () => Effect.fail(unavailable("credential store unavailable"))
+        })
+      )
+      RequestMeta.setNamespace(request, principal.namespace)
+
+      const space = yield* limiter.checkNamespace(principal.namespace)
+      if (!space.allowed) return yield* Effect.fail(rateLimited(space.retryAfterSeconds, "namespace"))
+      yield* authorize(policy, principal, config.operators)
+      return principal
+    })
+  })
+)

@@ -1,0 +1,89 @@
+/**
+ * Turns every failure that leaves the API into the one error envelope `{error, code, hint?}`:
+ * our tagged errors with their status (and `Retry-After`), schema failures as 400, unreadable
+ * bodies as 400, unknown routes as 404 or 405, and anything else as a generic 500 whose detail
+ * goes to the log only.
+ */
+import { HttpApiError, HttpServerError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { Cause, Effect, Option } from "effect"
+import { type ApiError, Code, type ErrorBody, statusOf } from "../domain/Errors.js"
+import { policyKey, routePolicies } from "./RoutePolicy.js"
+
+const isApiError = (u: unknown): u is ApiError =>
+  typeof u === "object" && u !== null && "_tag" in u && typeof u._tag === "string" && u._tag in statusOf && "code" in u
+
+/** The envelope as a response, with `Retry-After` where the error carries one. */
+export const errorResponse = (status: number, body: ErrorBody, retryAfterSeconds?: number) => {
+  const wire: ErrorBody = body.hint === undefined ? { error: body.error, code: body.code } : body
+  return HttpServerResponse.unsafeJson(wire, {
+    status,
+    headers: retryAfterSeconds === undefined ? undefined : { "retry-after": String(retryAfterSeconds) }
+  })
+}
+
+/** Route patterns by method, to tell 404 (no such path) from 405 (path exists, other method). */
+const routes = Object.keys(routePolicies).map((key) => {
+  const [method, path] = key.split(" ") as [string, string]
+  const pattern = new RegExp("^" + path.replace(/[.*+?^${}()|[\]\\]/g, "\\$&").replace(/:[A-Za-z]+/g, "[^/]+") + "/?$")
+  return { method, pattern }
+})
+
+export const allowedMethods = (path: string): ReadonlyArray<string> =>
+  routes.filter((r) => r.pattern.test(path)).map((r) => r.method)
+
+const notFoundOrNotAllowed = (request: HttpServerRequest.HttpServerRequest) => {
+  const path = request.url.split("?")[0] ?? "/"
+  const methods = allowedMethods(path)
+  if (methods.length > 0 && !methods.includes(request.method)) {
+    return errorResponse(405, {
+      error: `method ${request.method} not allowed on ${path}`,
+      code: Code.METHOD_NOT_ALLOWED,
+      hint: "allowed: " + methods.join(", ")
+    }).pipe(HttpServerResponse.setHeader("allow", methods.join(", ")))
+  }
+  return errorResponse(404, { error: "no such route", code: Code.ROUTE_NOT_FOUND, hint: "see /v1/openapi.json" })
+}
+
+/** Keeps parser messages useful but bounded; they never contain server state, only the input's shape. */
+const clip = (s: string) => (s.length > 600 ? s.slice(0, 600) + "…" : s)
+
+export const renderFailure = (
+  cause: Cause.Cause<unknown>
+): Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest> =>
+  Effect.gen(function* () {
+    // Failures may arrive wrapped (sequential, or as a defect from a body reader): classify the
+    // most significant error the cause holds.
+    {
+      const error = Cause.squash(cause)
+      if (isApiError(error)) {
+        return errorResponse(
+          statusOf[error._tag],
+          { error: error.error, code: error.code, hint: error.hint },
+          "retryAfterSeconds" in error ? error.retryAfterSeconds : undefined
+        )
+      }
+      if (error instanceof HttpApiError.HttpApiDecodeError) {
+        return errorResponse(400, {
+          error: clip(error.message),
+          code: Code.VALIDATION_FAILED,
+          hint: "check the request against /v1/openapi.json"
+        })
+      }
+      if (error instanceof HttpServerError.RouteNotFound) {
+        return notFoundOrNotAllowed(yield* HttpServerRequest.HttpServerRequest)
+      }
+      if (error instanceof HttpServerError.RequestError) {
+        return errorResponse(400, {
+          error: "the request body could not be read as JSON",
+          code: Code.MALFORMED_JSON,
+          hint: "send a JSON body with Content-Type: application/json"
+        })
+      }
+    }
+    // Interrupted by shutdown or a departed client: whoever is still listening may retry.
+    if (Cause.isInterruptedOnly(cause)) {
+      return errorResponse(503, { error: "request interrupted", code: Code.UNAVAILABLE, hint: "retry" })
+    }
+    yield* Effect.logError("unhandled failure", cause)
+    return errorResponse(500, { error: "internal error", code: Code.INTERNAL })
+  }).pipe(Effect.catchAllCause(() => Effect.succeed(errorResponse(500, { error: "internal error", code: Code.INTERNAL }))))

@@ -1,0 +1,108 @@
+/**
+ * The gateway assembled: services on their engines, the HttpApi with its handlers, the docs,
+ * the error envelope, the access log, and a node:http listener. `serveGateway` is what
+ * `portico serve` and the end-to-end tests run.
+ */
+import { HttpApiBuilder, HttpApiScalar, type HttpRouter } from "@effect/platform"
+import { Effect, Layer, Scope } from "effect"
+import * as http from "node:http"
+import type { AddressInfo } from "node:net"
+import { Audit } from "../layers/audit/Audit.js"
+import { Authenticator } from "../layers/auth/Authenticator.js"
+import { PorticoConfig, type PorticoSettings } from "../layers/config/PorticoConfig.js"
+import { Health } from "../layers/health/Health.js"
+import { ApiKeys } from "../layers/keys/ApiKeys.js"
+import { Namespaces } from "../layers/namespaces/Namespaces.js"
+import { RateLimiter } from "../layers/ratelimit/RateLimiter.js"
+import { registryLayer } from "../layers/registry/registryLayer.js"
+import { Sealer } from "../layers/secrets/Sealer.js"
+import { KeyRing } from "../layers/tokens/KeyRing.js"
+import { PorticoApi } from "./Api.js"
+import { AuthenticationLive } from "./Authentication.js"
+import { renderFailure } from "./ErrorResponses.js"
+import { AuditHandlers } from "./handlers/AuditHandlers.js"
+import { AuthHandlers } from "./handlers/AuthHandlers.js"
+import { NamespaceHandlers } from "./handlers/NamespaceHandlers.js"
+import { SystemHandlers } from "./handlers/SystemHandlers.js"
+import { accessLog } from "./AccessLog.js"
+import { fastRuntimeLayer, makeRequestListener } from "./NodeAdapter.js"
+import { NodeHttpServer } from "@effect/platform-node"
+
+/** The platform services, each on the engine the settings select. */
+export const servicesLayer = (settings: PorticoSettings) => {
+  const core = Layer.mergeAll(Sealer.Live, registryLayer(settings)).pipe(
+    Layer.provideMerge(PorticoConfig.layer(settings))
+  )
+  const registry = Layer.mergeAll(Audit.Live, ApiKeys.Live, KeyRing.Live, Health.Live).pipe(Layer.provideMerge(core))
+  const namespaces = Namespaces.Live.pipe(Layer.provideMerge(registry))
+  return Layer.mergeAll(RateLimiter.Live, Authenticator.Live).pipe(Layer.provideMerge(namespaces))
+}
+
+const HandlersLive = Layer.mergeAll(SystemHandlers, AuthHandlers, NamespaceHandlers, AuditHandlers)
+
+const ApiLive = HttpApiBuilder.api(PorticoApi).pipe(Layer.provide(HandlersLive), Layer.provide(AuthenticationLive))
+
+const DocsLive = Layer.mergeAll(
+  HttpApiBuilder.middlewareOpenApi({ path: "/v1/openapi.json" }),
+  HttpApiScalar.layer({ path: "/v1/docs" })
+).pipe(Layer.provide(ApiLive))
+
+const ErrorsLive = HttpApiBuilder.middleware((app) => Effect.catchAllCause(app, renderFailure))
+
+/** Everything the HttpApp needs, routes registered. */
+export const routesLayer = Layer.mergeAll(ApiLive, DocsLive, ErrorsLive).pipe(
+  Layer.provideMerge(HttpApiBuilder.Router.Live),
+  Layer.provideMerge(HttpApiBuilder.Middleware.layer)
+)
+
+export interface Listening {
+  readonly port: number
+  readonly host: string
+}
+
+/**
+ * Starts the gateway in the current scope; closing the scope stops accepting, lets in-flight
+ * requests finish (bounded), then closes the stores.
+ */
+export const serveGateway = (settings: PorticoSettings) =>
+  Effect.gen(function* () {
+    const scope = yield* Effect.scope
+    // The runtime settings must sit below the layers so the captured runtime carries them.
+    const context = yield* Layer.buildWithScope(
+      routesLayer.pipe(
+        Layer.provideMerge(servicesLayer(settings)),
+        Layer.provideMerge(NodeHttpServer.layerContext),
+        Layer.provide(fastRuntimeLayer)
+      ),
+      scope
+    )
+    const runtime = yield* Effect.runtime<HttpRouter.HttpRouter.DefaultServices>().pipe(Effect.provide(context), Effect.provide(fastRuntimeLayer))
+    const app = yield* HttpApiBuilder.httpApp.pipe(Effect.provide(context))
+    const logged = accessLog(app, settings.logRequests)
+    const server = http.createServer(
+      { keepAliveTimeout: 65_000, requestTimeout: 330_000, headersTimeout: 20_000 },
+      makeRequestListener(logged, runtime, { maxBodyBytes: settings.maxBodyBytes })
+    )
+    yield* Effect.async<void, Error>((resume) => {
+      const onError = (e: Error) => resume(Effect.fail(e))
+      server.once("error", onError)
+      server.listen(settings.port, settings.host, () => {
+        server.off("error", onError)
+        resume(Effect.void)
+      })
+    })
+    yield* Scope.addFinalizer(
+      scope,
+      Effect.async<void>((resume) => {
+        const timer = setTimeout(() => server.closeAllConnections(), 10_000)
+        server.close(() => {
+          clearTimeout(timer)
+          resume(Effect.void)
+        })
+        server.closeIdleConnections()
+      })
+    )
+    const address = server.address() as AddressInfo
+    return { port: address.port, host: settings.host }
+  })
+

@@ -1,0 +1,66 @@
+/**
+ * Who may call each route, in one place. The authentication middleware looks the route up here
+ * by method and path; a test checks that every route of the API has exactly one entry and every
+ * entry names a route, so a route can never ship without a policy.
+ */
+import type { GrantName } from "../domain/Grants.js"
+
+export type Policy =
+  /** No credential needed (a credential, if sent, is ignored). */
+  | { readonly kind: "open" }
+  /** Any valid credential of the namespace. */
+  | { readonly kind: "authenticated" }
+  /** A credential holding the grant. */
+  | { readonly kind: "grant"; readonly grant: GrantName }
+  /** An admin key, or a wallet with role developer or above; runtime keys refused (spec §5.5). */
+  | { readonly kind: "control-plane" }
+  /** Owner or admin: namespace settings. */
+  | { readonly kind: "namespace-write" }
+  /** Owner or admin: members, keys, devices of others. */
+  | { readonly kind: "members-write" }
+  /** The namespace owner only. */
+  | { readonly kind: "owner" }
+  /** The operator grant plus membership of the operator list. */
+  | { readonly kind: "operator" }
+
+export const open: Policy = { kind: "open" }
+export const authenticated: Policy = { kind: "authenticated" }
+export const grant = (name: GrantName): Policy => ({ kind: "grant", grant: name })
+export const controlPlane: Policy = { kind: "control-plane" }
+export const namespaceWrite: Policy = { kind: "namespace-write" }
+export const membersWrite: Policy = { kind: "members-write" }
+export const owner: Policy = { kind: "owner" }
+export const operator: Policy = { kind: "operator" }
+
+/** `METHOD /path/:param` → policy. Paths are written as the router sees them. */
+export const routePolicies: Readonly<Record<string, Policy>> = {
+  // health and status (spec §4.9): open except schema-status
+  "GET /health": open,
+  "GET /v1/health": open,
+  "GET /status": open,
+  "GET /v1/status": open,
+  "GET /v1/version": open,
+  "GET /v1/schema-status": authenticated,
+  "GET /v1/auth/jwks": open,
+  "GET /.well-known/jwks.json": open,
+
+  // credentials
+  "GET /v1/auth/whoami": authenticated,
+  "POST /v1/auth/token": authenticated,
+
+  // members, keys, limits
+  "GET /v1/namespace/members": authenticated,
+  "POST /v1/namespace/members": membersWrite,
+  "DELETE /v1/namespace/members/:wallet": membersWrite,
+  "POST /v1/namespace/members/transfer": owner,
+  "GET /v1/namespace/keys": membersWrite,
+  "POST /v1/namespace/keys": membersWrite,
+  "DELETE /v1/namespace/keys/:id": membersWrite,
+  "GET /v1/namespace/rate-limit": authenticated,
+  "PUT /v1/namespace/rate-limit": namespaceWrite,
+
+  // audit
+  "GET /v1/audit": controlPlane
+}
+
+export const policyKey = (method: string, path: string): string => `${method} ${path}`

@@ -1,0 +1,123 @@
+/** Members, API keys and the namespace rate limit (spec §4.9). */
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "@effect/platform"
+import { Schema } from "effect"
+import { Wire } from "../../domain/Errors.js"
+import { GrantString, KeyProfile, Role } from "../../domain/Grants.js"
+import { KeyId, Label, Wallet } from "../../domain/Names.js"
+import { strict, UnixSeconds } from "../Wire.js"
+
+export const MemberView = Schema.Struct({
+  wallet: Schema.String,
+  role: Role,
+  added_at: UnixSeconds,
+  added_by: Schema.String
+}).annotations({ identifier: "Member" })
+
+export const MemberList = Schema.Struct({
+  namespace: Schema.String,
+  owner: Schema.NullOr(Schema.String),
+  members: Schema.Array(MemberView)
+}).annotations({ identifier: "MemberList" })
+
+export const AddMember = strict(
+  Schema.Struct({
+    wallet: Wallet,
+    role: Schema.Literal("admin", "developer", "runtime", "reader").annotations({
+      description: "owner is given only by transfer"
+    })
+  })
+).annotations({ identifier: "AddMember" })
+
+export const MemberAnswer = Schema.Struct({ namespace: Schema.String, member: MemberView, created: Schema.Boolean })
+
+export const Transfer = strict(Schema.Struct({ wallet: Wallet })).annotations({ identifier: "TransferOwnership" })
+export const TransferAnswer = Schema.Struct({ namespace: Schema.String, owner: Schema.String })
+
+export const KeyView = Schema.Struct({
+  id: Schema.String,
+  namespace: Schema.String,
+  label: Schema.String,
+  role: Schema.String,
+  scopes: Schema.Array(Schema.String),
+  created_at: UnixSeconds,
+  created_by: Schema.String,
+  expires_at: Schema.NullOr(UnixSeconds),
+  revoked_at: Schema.NullOr(UnixSeconds)
+}).annotations({ identifier: "ApiKey" })
+
+export const KeyList = Schema.Struct({ namespace: Schema.String, keys: Schema.Array(KeyView) })
+
+export const MintKey = strict(
+  Schema.Struct({
+    scopes: Schema.optional(Schema.Array(GrantString).pipe(Schema.minItems(1), Schema.maxItems(32))),
+    profile: Schema.optional(KeyProfile),
+    label: Schema.optional(Label),
+    expires_in_days: Schema.optional(Schema.Int.pipe(Schema.between(1, 3650)))
+  })
+).annotations({ identifier: "MintKey", description: "Exactly one of scopes or profile" })
+
+export const MintedKey = Schema.Struct({
+  id: Schema.String,
+  api_key: Schema.String.annotations({ description: "Shown once; store it now" }),
+  namespace: Schema.String,
+  label: Schema.String,
+  role: Schema.String,
+  scopes: Schema.Array(Schema.String),
+  expires_at: Schema.NullOr(UnixSeconds)
+}).annotations({ identifier: "MintedKey" })
+
+export const RevokedKey = Schema.Struct({ id: Schema.String, revoked: Schema.Literal(true) })
+
+export const RateLimitView = Schema.Struct({
+  namespace: Schema.String,
+  requests_per_second: Schema.Int,
+  burst: Schema.Int,
+  source: Schema.Literal("namespace", "default")
+}).annotations({ identifier: "RateLimit" })
+
+export const SetRateLimit = strict(
+  Schema.Struct({
+    requests_per_second: Schema.NullOr(Schema.Int.pipe(Schema.between(1, 1_000_000))),
+    burst: Schema.optional(Schema.Int.pipe(Schema.between(1, 10_000_000)))
+  })
+).annotations({ identifier: "SetRateLimit", description: "null restores the gateway default" })
+
+const walletParam = HttpApiSchema.param("wallet", Wallet)
+const keyParam = HttpApiSchema.param("id", KeyId)
+
+export class NamespaceGroup extends HttpApiGroup.make("namespace")
+  .add(HttpApiEndpoint.get("listMembers", "/v1/namespace/members").addSuccess(MemberList))
+  .add(
+    HttpApiEndpoint.post("addMember", "/v1/namespace/members")
+      .setPayload(AddMember)
+      .addSuccess(MemberAnswer)
+      .addError(Wire.NotFound)
+  )
+  .add(
+    HttpApiEndpoint.del("removeMember")`/v1/namespace/members/${walletParam}`
+      .addSuccess(Schema.Struct({ namespace: Schema.String, removed: Schema.String }))
+      .addError(Wire.NotFound)
+  )
+  .add(
+    HttpApiEndpoint.post("transfer", "/v1/namespace/members/transfer")
+      .setPayload(Transfer)
+      .addSuccess(TransferAnswer)
+      .addError(Wire.Conflict)
+  )
+  .add(HttpApiEndpoint.get("listKeys", "/v1/namespace/keys").addSuccess(KeyList))
+  .add(
+    HttpApiEndpoint.post("mintKey", "/v1/namespace/keys")
+      .setPayload(MintKey)
+      .addSuccess(MintedKey, { status: 201 })
+  )
+  .add(
+    HttpApiEndpoint.del("revokeKey")`/v1/namespace/keys/${keyParam}`
+      .addSuccess(RevokedKey)
+      .addError(Wire.NotFound)
+  )
+  .add(HttpApiEndpoint.get("getRateLimit", "/v1/namespace/rate-limit").addSuccess(RateLimitView))
+  .add(HttpApiEndpoint.put("setRateLimit", "/v1/namespace/rate-limit").setPayload(SetRateLimit).addSuccess(RateLimitView))
+  .addError(Wire.BadRequest)
+  .addError(Wire.Forbidden)
+  .addError(Wire.NotFound)
+  .addError(Wire.Conflict) {}

@@ -1,0 +1,190 @@
+import { HttpApiBuilder } from "@effect/platform"
+import { Clock, Effect, Option } from "effect"
+import { badRequest, Code, conflict, forbidden, notFound, unavailable } from "../../domain/Errors.js"
+import { type KeyRole, profileGrants } from "../../domain/Grants.js"
+import type { Principal } from "../../domain/Principal.js"
+import { Audit } from "../../layers/audit/Audit.js"
+import { ApiKeys, type ApiKeyRecord } from "../../layers/keys/ApiKeys.js"
+import { type NamespaceRuleError, Namespaces } from "../../layers/namespaces/Namespaces.js"
+import { RateLimiter } from "../../layers/ratelimit/RateLimiter.js"
+import { RegistryStore, type StoreError } from "../../layers/registry/RegistryStore.js"
+import { PorticoApi } from "../Api.js"
+import { toUnixSeconds } from "../Wire.js"
+import { requirePrincipal } from "./Principal.js"
+
+const storeDown = (_: StoreError) => unavailable("registry unavailable")
+
+const ruleError = (e: NamespaceRuleError) => {
+  switch (e.rule) {
+    case "NoSuchMember":
+      return notFound("no such member")
+    case "NoSuchNamespace":
+      return notFound("no such namespace")
+    case "OwnerImmutable":
+      return forbidden("the owner cannot be changed or removed here", Code.FORBIDDEN, "use POST /v1/namespace/members/transfer")
+    case "RoleTooHigh":
+      return forbidden("only the owner may give, change or remove the admin role", Code.OWNER_REQUIRED)
+    case "NotOwner":
+      return conflict("the namespace owner changed meanwhile", Code.CONFLICT, "read the members again and retry")
+    case "NamespaceExists":
+      return conflict("namespace exists", Code.NAMESPACE_EXISTS)
+  }
+}
+
+const keyView = (k: ApiKeyRecord) => ({
+  id: k.id,
+  namespace: k.namespace,
+  label: k.label,
+  role: k.role,
+  scopes: [...k.scopes],
+  created_at: toUnixSeconds(k.createdAt),
+  created_by: k.createdBy,
+  expires_at: k.expiresAt === undefined ? null : toUnixSeconds(k.expiresAt),
+  revoked_at: k.revokedAt === undefined ? null : toUnixSeconds(k.revokedAt)
+})
+
+/** A key can never carry more than its minter holds: no escalation through minting. */
+const exceeding = (minter: Principal, scopes: ReadonlyArray<string>): ReadonlyArray<string> => {
+  const held = new Set<string>(minter.grants.filter((g) => g.keyPattern === undefined).map((g) => g.name))
+  return scopes.filter((s) => {
+    const name = s.split(":key=")[0] ?? s
+    return !held.has(name)
+  })
+}
+
+export const NamespaceHandlers = HttpApiBuilder.group(PorticoApi, "namespace", (handlers) =>
+  Effect.gen(function* () {
+    const namespaces = yield* Namespaces
+    const keys = yield* ApiKeys
+    const audit = yield* Audit
+    const store = yield* RegistryStore
+    const limiter = yield* RateLimiter
+
+    const rateLimitView = (namespace: string) =>
+      Effect.map(limiter.limitOf(namespace), ({ limit, source }) => ({
+        namespace,
+        requests_per_second: limit.rps,
+        burst: limit.burst,
+        source
+      }))
+
+    return handlers
+      .handle("listMembers", () =>
+        Effect.gen(function* () {
+          const p = yield* requirePrincipal
+          const record = yield* Effect.mapError(namespaces.get(p.namespace), storeDown)
+          const members = yield* Effect.mapError(namespaces.members(p.namespace), storeDown)
+          return {
+            namespace: p.namespace,
+            owner: Option.match(record, { onNone: () => null, onSome: (r) => r.owner ?? null }),
+            members: members.map((m) => ({
+              wallet: m.wallet,
+              role: m.role,
+              added_at: toUnixSeconds(m.addedAt),
+              added_by: m.addedBy
+            }))
+          }
+        })
+      )
+      .handle("addMember", ({ payload }) =>
+        Effect.gen(function* () {
+          const p = yield* requirePrincipal
+          const { member, created } = yield* namespaces
+            .putMember(p.namespace, payload.wallet, payload.role, p.subject, p.role)
+            .pipe(Effect.catchTags({ NamespaceRuleError: (e) => Effect.fail(ruleError(e)), StoreError: (e) => Effect.fail(storeDown(e)) }))
+          return {
+            namespace: p.namespace,
+            created,
+            member: { wallet: member.wallet, role: member.role, added_at: toUnixSeconds(member.addedAt), added_by: member.addedBy }
+          }
+        })
+      )
+      .handle("removeMember", ({ path }) =>
+        Effect.gen(function* () {
+          const p = yield* requirePrincipal
+          yield* namespaces
+            .removeMember(p.namespace, path.wallet, p.subject, p.role)
+            .pipe(Effect.catchTags({ NamespaceRuleError: (e) => Effect.fail(ruleError(e)), StoreError: (e) => Effect.fail(storeDown(e)) }))
+          return { namespace: p.namespace, removed: path.wallet }
+        })
+      )
+      .handle("transfer", ({ payload }) =>
+        Effect.gen(function* () {
+          const p = yield* requirePrincipal
+          const record = yield* namespaces
+            .transfer(p.namespace, payload.wallet, p.subject)
+            .pipe(Effect.catchTags({ NamespaceRuleError: (e) => Effect.fail(ruleError(e)), StoreError: (e) => Effect.fail(storeDown(e)) }))
+          return { namespace: p.namespace, owner: record.owner ?? payload.wallet }
+        })
+      )
+      .handle("listKeys", () =>
+        Effect.gen(function* () {
+          const p = yield* requirePrincipal
+          const list = yield* Effect.mapError(keys.list(p.namespace), storeDown)
+          return { namespace: p.namespace, keys: list.map(keyView) }
+        })
+      )
+      .handle("mintKey", ({ payload }) =>
+        Effect.gen(function* () {
+          const p = yield* requirePrincipal
+          if ((payload.scopes === undefined) === (payload.profile === undefined)) {
+            return yield* badRequest("send exactly one of scopes or profile", "for example {\"profile\":\"runtime\"}", Code.VALIDATION_FAILED)
+          }
+          const role: KeyRole = payload.profile ?? "custom"
+          const scopes: ReadonlyArray<string> =
+            payload.scopes === undefined
+              ? profileGrants[payload.profile ?? "runtime"]
+              : Array.from(new Set(payload.scopes))
+          const beyond = exceeding(p, scopes)
+          if (beyond.length > 0) {
+            return yield* forbidden(`you cannot mint grants you do not hold: ${beyond.join(", ")}`, Code.GRANT_REQUIRED)
+          }
+          if (role === "admin" && p.role !== "owner" && p.role !== "admin") {
+            return yield* forbidden("only owners and admins mint admin keys", Code.GRANT_REQUIRED)
+          }
+          const now = yield* Clock.currentTimeMillis
+          const expiresAt = payload.expires_in_days === undefined ? undefined : now + payload.expires_in_days * 86_400_000
+          const label = payload.label ?? ""
+          const minted = yield* keys.prepare({ namespace: p.namespace, role, scopes, label, expiresAt, createdBy: p.subject })
+          const entry = yield* audit.entry(p.namespace, "key.create", p.subject, minted.record.id, { role, scopes, label })
+          yield* Effect.mapError(store.batch([minted.statement, entry]), storeDown)
+          return {
+            id: minted.record.id,
+            api_key: minted.apiKey,
+            namespace: p.namespace,
+            label,
+            role,
+            scopes: [...scopes],
+            expires_at: expiresAt === undefined ? null : toUnixSeconds(expiresAt)
+          }
+        })
+      )
+      .handle("revokeKey", ({ path }) =>
+        Effect.gen(function* () {
+          const p = yield* requirePrincipal
+          const now = yield* Clock.currentTimeMillis
+          const entry = yield* audit.entry(p.namespace, "key.revoke", p.subject, path.id, {}, { onlyIfChanged: true })
+          const [result] = yield* Effect.mapError(
+            store.batch([keys.revokeStatement(p.namespace, path.id, now), entry]),
+            storeDown
+          )
+          if (result === undefined || result.rowsAffected === 0) return yield* notFound("no such active key in this namespace")
+          return { id: path.id, revoked: true as const }
+        })
+      )
+      .handle("getRateLimit", () => Effect.flatMap(requirePrincipal, (p) => rateLimitView(p.namespace)))
+      .handle("setRateLimit", ({ payload }) =>
+        Effect.gen(function* () {
+          const p = yield* requirePrincipal
+          const limit =
+            payload.requests_per_second === null
+              ? undefined
+              : { rps: payload.requests_per_second, burst: payload.burst ?? payload.requests_per_second * 2 }
+          yield* Effect.mapError(namespaces.setRateLimit(p.namespace, limit, p.subject), storeDown)
+          yield* limiter.invalidate(p.namespace)
+          return yield* rateLimitView(p.namespace)
+        })
+      )
+  })
+)
+

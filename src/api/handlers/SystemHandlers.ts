@@ -1,0 +1,71 @@
+import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { Effect } from "effect"
+import { unavailable } from "../../domain/Errors.js"
+import { Health, type HealthService } from "../../layers/health/Health.js"
+import { KeyRing } from "../../layers/tokens/KeyRing.js"
+import { RegistryStore } from "../../layers/registry/RegistryStore.js"
+import { migrations } from "../../layers/registry/migrations.js"
+import { PorticoApi } from "../Api.js"
+import { toUnixSeconds } from "../Wire.js"
+import type { PublicJwk } from "../groups/SystemGroup.js"
+
+const CAPABILITIES = ["namespaces", "keys", "audit"] as const
+
+const statusOf = (health: HealthService) =>
+  Effect.map(health.cached, (report) => {
+    const now = Date.now()
+    return {
+      status: report.status,
+      service: "portico" as const,
+      version: health.version,
+      api: "v1" as const,
+      started_at: toUnixSeconds(health.startedAt),
+      uptime_seconds: Math.max(0, Math.floor((now - health.startedAt) / 1000)),
+      capabilities: [...CAPABILITIES]
+    }
+  })
+
+const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt(0)};`)
+
+export const SystemHandlers = HttpApiBuilder.group(PorticoApi, "system", (handlers) =>
+  Effect.gen(function* () {
+    const health = yield* Health
+    const ring = yield* KeyRing
+    const store = yield* RegistryStore
+    const jwks = Effect.map(ring.jwks, (set) => ({ keys: set.keys as ReadonlyArray<typeof PublicJwk.Type> }))
+    return handlers
+      .handle("health", () => health.check)
+      .handle("healthV1", () => health.check)
+      .handle("status", () => statusOf(health))
+      .handle("statusPage", () =>
+        Effect.gen(function* () {
+          const request = yield* HttpServerRequest.HttpServerRequest
+          const status = yield* statusOf(health)
+          // A browser asks for HTML; every other client gets the JSON of /v1/status.
+          if (!(request.headers["accept"] ?? "").includes("text/html")) return status
+          const rows = Object.entries(status)
+            .map(([k, v]) => `<tr><th>${escapeHtml(k)}</th><td>${escapeHtml(Array.isArray(v) ? v.join(", ") : String(v))}</td></tr>`)
+            .join("")
+          return HttpServerResponse.html(
+            `<!doctype html><html><head><meta charset="utf-8"><title>Portico status</title></head>` +
+              `<body><h1>Portico: ${escapeHtml(status.status)}</h1><table>${rows}</table></body></html>`
+          )
+        })
+      )
+      .handle("version", () => Effect.succeed({ version: health.version, api: "v1" as const }))
+      .handle("schemaStatus", () =>
+        Effect.gen(function* () {
+          const applied = yield* Effect.mapError(store.migrations, () => unavailable("registry unavailable"))
+          const latest = migrations[migrations.length - 1]?.name ?? ""
+          return {
+            engine: store.engine,
+            status: applied.includes(latest) ? ("current" as const) : ("behind" as const),
+            applied: [...applied],
+            latest
+          }
+        })
+      )
+      .handle("jwks", () => jwks)
+      .handle("wellKnownJwks", () => jwks)
+  })
+)

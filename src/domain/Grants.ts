@@ -1,0 +1,116 @@
+/**
+ * Grants, roles and key profiles (spec §5.4). A grant is a capability name, optionally narrowed
+ * to keys (`cache:key=<map>/*`). Roles belong to wallets; profiles are how keys are minted.
+ */
+import { Schema } from "effect"
+
+export const GrantName = Schema.Literal(
+  "admin",
+  "namespace-write",
+  "members-write",
+  "operator",
+  "db:write",
+  "secrets:write",
+  "push:write",
+  "cache",
+  "storage",
+  "storage-read",
+  "invoke",
+  "proxy",
+  "webrtc",
+  "pubsub"
+)
+export type GrantName = typeof GrantName.Type
+
+export const Role = Schema.Literal("owner", "admin", "developer", "runtime", "reader")
+export type Role = typeof Role.Type
+
+/** What a key was minted as; `custom` is a key minted from an explicit scope list. */
+export const KeyRole = Schema.Literal("owner", "admin", "runtime", "custom")
+export type KeyRole = typeof KeyRole.Type
+
+export const KeyProfile = Schema.Literal("admin", "runtime")
+export type KeyProfile = typeof KeyProfile.Type
+
+/** A grant as written on the wire and stored: a name, optionally `:key=<pattern>`. */
+const grantPattern = /^([a-z-]+(?::write)?)(?::key=([^\s]{1,255}))?$/
+
+/** Parsed grant: the name plus the key pattern it is narrowed to, if any. */
+export interface Grant {
+  readonly name: GrantName
+  readonly keyPattern: string | undefined
+}
+
+const grantNames: ReadonlySet<string> = new Set(GrantName.literals)
+
+/** Parses one grant string; undefined when it is not a known grant. */
+export const parseGrant = (text: string): Grant | undefined => {
+  const match = grantPattern.exec(text)
+  if (match === null) return undefined
+  const name = match[1]
+  if (name === undefined || !grantNames.has(name)) return undefined
+  // Only data-plane grants may be narrowed: narrowing "admin" to keys would mean nothing.
+  const pattern = match[2]
+  if (pattern !== undefined && name !== "cache") return undefined
+  return { name: name as GrantName, keyPattern: pattern }
+}
+
+/** A grant string checked by Schema: the only way scopes enter the system. */
+export const GrantString = Schema.String.pipe(
+  Schema.filter((s) => parseGrant(s) !== undefined, {
+    message: () => "unknown grant; known: " + GrantName.literals.join(", ") + " (cache may be narrowed: cache:key=<map>/*)"
+  })
+).annotations({ identifier: "Grant", description: "A grant name, or `cache:key=<map>/*` narrowed to keys" })
+
+const dataPlane: ReadonlyArray<GrantName> = [
+  "cache",
+  "storage",
+  "storage-read",
+  "invoke",
+  "proxy",
+  "webrtc",
+  "pubsub",
+  "push:write"
+]
+
+/** Grants each wallet role holds. */
+export const roleGrants: Record<Role, ReadonlyArray<GrantName>> = {
+  owner: ["admin", "namespace-write", "members-write", "db:write", "secrets:write", ...dataPlane],
+  admin: ["admin", "namespace-write", "members-write", "db:write", "secrets:write", ...dataPlane],
+  developer: ["db:write", "secrets:write", ...dataPlane],
+  runtime: ["invoke", "storage", "storage-read", "push:write", "webrtc", "proxy", "pubsub", "cache"],
+  reader: ["storage-read"]
+}
+
+/**
+ * Grants of each key profile. The runtime profile leaves out `cache`: spec §5.4 says the cache
+ * grant must be named explicitly when minting a key.
+ */
+export const profileGrants: Record<KeyProfile, ReadonlyArray<GrantName>> = {
+  admin: roleGrants.admin,
+  runtime: ["invoke", "storage", "storage-read", "push:write", "webrtc", "proxy", "pubsub"]
+}
+
+/** Roles at or above developer form the control plane (spec §5.5). */
+export const isControlPlaneRole = (role: Role): boolean => role === "owner" || role === "admin" || role === "developer"
+
+/** Whether `key` (already joined as `<map>/<key>`) matches a narrowing pattern; `*` matches any run. */
+export const matchesKeyPattern = (pattern: string, key: string): boolean => {
+  const parts = pattern.split("*")
+  if (parts.length === 1) return pattern === key
+  let at = 0
+  for (let i = 0; i < parts.length; i++) {
+    const part = parts[i] ?? ""
+    if (i === 0) {
+      if (!key.startsWith(part)) return false
+      at = part.length
+    } else if (i === parts.length - 1) {
+      return key.length - part.length >= at && key.endsWith(part)
+    } else {
+      const found = key.indexOf(part, at)
+      if (found < 0) return false
+      at = found + part.length
+    }
+  }
+  return true
+}

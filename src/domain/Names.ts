@@ -1,0 +1,37 @@
+/** Names and identifiers that cross the wire, each a checked Schema. */
+import { Schema } from "effect"
+
+/**
+ * A namespace name: it becomes a DNS label (`ns-<name>.<domain>`) and a directory name, so it is
+ * lowercase letters, digits and inner hyphens, 3-63 characters.
+ */
+export const NamespaceName = Schema.String.pipe(
+  Schema.pattern(/^[a-z0-9](?:[a-z0-9-]{1,61}[a-z0-9])$/, {
+    message: () => "namespace names are 3-63 characters of a-z, 0-9 and inner hyphens"
+  }),
+  Schema.brand("NamespaceName")
+).annotations({ identifier: "NamespaceName" })
+export type NamespaceName = typeof NamespaceName.Type
+
+/** Reserved namespace names: platform hosts and the lobby. */
+export const reservedNamespaces: ReadonlySet<string> = new Set(["lobby", "cluster", "portico", "www", "api", "admin", "internal"])
+
+/** An EVM wallet address, stored lowercase so lookups never depend on checksum casing. */
+export const Wallet = Schema.transform(
+  Schema.String.pipe(
+    Schema.pattern(/^0x[0-9a-fA-F]{40}$/, { message: () => "a wallet is 0x followed by 40 hex characters" })
+  ),
+  Schema.String,
+  { strict: true, decode: (s) => s.toLowerCase(), encode: (s) => s }
+).annotations({ identifier: "Wallet" })
+
+/** An API key id as shown on the wire (`key_` + 16 base32 characters). */
+export const KeyId = Schema.String.pipe(
+  Schema.pattern(/^key_[a-z2-7]{16}$/, { message: () => "a key id is key_ followed by 16 characters" })
+).annotations({ identifier: "KeyId" })
+
+/** A short human label: printable, no control characters. */
+export const Label = Schema.String.pipe(
+  Schema.maxLength(128),
+  Schema.pattern(/^[^\u0000-\u001f\u007f]*$/, { message: () => "labels have no control characters" })
+)

@@ -1,0 +1,98 @@
+/**
+ * The namespace audit trail. A change and its audit row are written in one atomic batch, so
+ * `entry` builds the statement for the caller's batch instead of writing on its own.
+ */
+import { Clock, Context, Effect, Layer } from "effect"
+import { RegistryStore, type Statement, type StoreError } from "../registry/RegistryStore.js"
+
+export interface AuditEntry {
+  readonly id: number
+  readonly namespace: string
+  readonly at: number
+  readonly action: string
+  readonly principal: string
+  readonly target: string
+  readonly detail: Readonly<Record<string, unknown>>
+}
+
+export interface AuditQuery {
+  readonly action: string | undefined
+  readonly principal: string | undefined
+  /** Unix milliseconds, inclusive. */
+  readonly since: number | undefined
+  readonly limit: number
+}
+
+export interface AuditService {
+  /** The audit row for a change, to be written in the same batch as the change. */
+  readonly entry: (
+    namespace: string,
+    action: string,
+    principal: string,
+    target: string,
+    detail?: Readonly<Record<string, unknown>>,
+    options?: { readonly onlyIfChanged?: boolean }
+  ) => Effect.Effect<Statement>
+  /** Newest first. */
+  readonly list: (namespace: string, query: AuditQuery) => Effect.Effect<ReadonlyArray<AuditEntry>, StoreError>
+}
+
+export class Audit extends Context.Tag("portico/Audit")<Audit, AuditService>() {
+  static readonly Live = Layer.effect(
+    Audit,
+    Effect.map(RegistryStore, (store): AuditService => ({
+      entry: (namespace, action, principal, target, detail = {}, options = {}) =>
+        Effect.map(Clock.currentTimeMillis, (at) => ({
+          // `changes()` is the row count of the batch's previous statement: a conditional change
+          // that touched nothing leaves no audit row either.
+          sql:
+            "INSERT INTO audit (namespace, at, action, principal, target, detail) SELECT ?, ?, ?, ?, ?, ?" +
+            (options.onlyIfChanged === true ? " WHERE changes() > 0" : ""),
+          params: [namespace, at, action, principal, target, JSON.stringify(detail)]
+        })),
+      list: (namespace, query) => {
+        const where = ["namespace = ?"]
+        const params: Array<string | number> = [namespace]
+        if (query.action !== undefined) {
+          where.push("action = ?")
+          params.push(query.action)
+        }
+        if (query.principal !== undefined) {
+          where.push("principal = ?")
+          params.push(query.principal)
+        }
+        if (query.since !== undefined) {
+          where.push("at >= ?")
+          params.push(query.since)
+        }
+        params.push(query.limit)
+        return Effect.map(
+          store.query({
+            sql: `SELECT id, namespace, at, action, principal, target, detail FROM audit WHERE ${where.join(" AND ")} ORDER BY id DESC LIMIT ?`,
+            params
+          }),
+          (rows) =>
+            rows.map((r) => ({
+              id: Number(r.id),
+              namespace: String(r.namespace),
+              at: Number(r.at),
+              action: String(r.action),
+              principal: String(r.principal),
+              target: String(r.target),
+              detail: parseDetail(r.detail)
+            }))
+        )
+      }
+    }))
+  )
+}
+
+const parseDetail = (text: unknown): Readonly<Record<string, unknown>> => {
+  if (typeof text !== "string") return {}
+  try {
+    const value: unknown = JSON.parse(text)
+    return typeof value === "object" && value !== null && !Array.isArray(value) ? (value as Record<string, unknown>) : {}
+  } catch {
+    return {}
+  }
+}

@@ -1,0 +1,93 @@
+/**
+ * Turns a presented bearer credential into a Principal: an API key by keyed-hash lookup, or an
+ * access token by signature, with a token exchanged from a key still tied to that key's life.
+ */
+import { Context, Data, Effect, Layer, Option } from "effect"
+import { type Grant, type KeyRole, parseGrant, type Role } from "../../domain/Grants.js"
+import type { Principal } from "../../domain/Principal.js"
+import { ApiKeys, type ApiKeyRecord } from "../keys/ApiKeys.js"
+import type { StoreError } from "../registry/RegistryStore.js"
+import { KeyRing } from "../tokens/KeyRing.js"
+
+export class CredentialRejected extends Data.TaggedError("CredentialRejected")<{
+  readonly kind: "api_key" | "jwt"
+  readonly reason: string
+}> {}
+
+/** Access tokens live 15 minutes (spec §5.2, §8). */
+export const ACCESS_TOKEN_SECONDS = 15 * 60
+
+export const looksLikeApiKey = (token: string): boolean => token.startsWith("portico_")
+
+export interface AuthenticatorService {
+  readonly authenticate: (bearer: string) => Effect.Effect<Principal, CredentialRejected | StoreError>
+  /** A 15-minute access token carrying the key's namespace, role and grants. */
+  readonly exchange: (key: ApiKeyRecord) => Effect.Effect<string>
+}
+
+const grantsOf = (scopes: ReadonlyArray<string>): ReadonlyArray<Grant> =>
+  scopes.flatMap((s) => {
+    const g = parseGrant(s)
+    return g === undefined ? [] : [g]
+  })
+
+const fromKey = (key: ApiKeyRecord): Principal => ({
+  namespace: key.namespace,
+  subject: "key:" + key.id,
+  method: "api_key",
+  role: key.role,
+  grants: key.grants,
+  keyId: key.id,
+  sessionId: undefined,
+  deviceId: undefined
+})
+
+export class Authenticator extends Context.Tag("portico/Authenticator")<Authenticator, AuthenticatorService>() {
+  static readonly Live = Layer.effect(
+    Authenticator,
+    Effect.gen(function* () {
+      const keys = yield* ApiKeys
+      const ring = yield* KeyRing
+      return {
+        authenticate: (bearer) => {
+          if (looksLikeApiKey(bearer)) {
+            return Effect.flatMap(keys.authenticate(bearer), (found) =>
+              Option.match(found, {
+                onNone: () => Effect.fail(new CredentialRejected({ kind: "api_key", reason: "unknown, expired or revoked API key" })),
+                onSome: (key) => Effect.succeed(fromKey(key))
+              })
+            )
+          }
+          return Effect.gen(function* () {
+            const claims = yield* Effect.mapError(
+              ring.verify(bearer),
+              (e) => new CredentialRejected({ kind: "jwt", reason: e.reason })
+            )
+            // A token exchanged from a key dies with the key: revocation is at once.
+            if (claims.key !== undefined) {
+              const key = yield* keys.active(claims.key)
+              if (Option.isNone(key) || key.value.namespace !== claims.ns) {
+                return yield* new CredentialRejected({ kind: "jwt", reason: "the key behind this token was revoked" })
+              }
+            }
+            return {
+              namespace: claims.ns,
+              subject: claims.sub,
+              method: "jwt" as const,
+              role: claims.role as Role | KeyRole,
+              grants: grantsOf(claims.grants),
+              keyId: claims.key,
+              sessionId: claims.sid,
+              deviceId: claims.did
+            }
+          })
+        },
+        exchange: (key) =>
+          ring.sign(
+            { sub: "key:" + key.id, ns: key.namespace, role: key.role, grants: key.scopes, key: key.id },
+            ACCESS_TOKEN_SECONDS
+          )
+      }
+    })
+  )
+}

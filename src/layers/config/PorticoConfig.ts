@@ -1,0 +1,111 @@
+/**
+ * The gateway's configuration: environment variables (`PORTICO_*`) read through Effect's Config,
+ * overridable by command-line flags. Every default is the embedded one, so `npm start` needs none.
+ */
+import { Config, Context, Effect, Layer, Option, Redacted } from "effect"
+import * as path from "node:path"
+
+export interface RateLimitSetting {
+  /** Sustained requests per second. */
+  readonly rps: number
+  /** Bucket size: how many requests may arrive at once. */
+  readonly burst: number
+}
+
+export interface PorticoSettings {
+  readonly host: string
+  readonly port: number
+  readonly dataDir: string
+  readonly baseDomain: string
+  /** Where the platform registry lives: an embedded SQLite file, or an rqlite cluster. */
+  readonly registry:
+    | { readonly engine: "sqlite"; readonly file: string }
+    | {
+        readonly engine: "rqlite"
+        readonly url: string
+        readonly user: string | undefined
+        readonly password: Redacted.Redacted | undefined
+      }
+  /** Root secret; when unset the gateway keeps one in `<dataDir>/secret.key`. */
+  readonly secret: Redacted.Redacted | undefined
+  /** Default body cap for routes that take a JSON body. */
+  readonly maxBodyBytes: number
+  readonly rateLimit: {
+    readonly enabled: boolean
+    readonly perClientNetwork: RateLimitSetting
+    readonly perNamespace: RateLimitSetting
+  }
+  /** Wallets on the operator list. */
+  readonly operators: ReadonlyArray<string>
+  readonly logRequests: boolean
+}
+
+export class PorticoConfig extends Context.Tag("portico/PorticoConfig")<PorticoConfig, PorticoSettings>() {
+  /** Settings from the environment, with `overrides` (flags) taking precedence. */
+  static readonly fromEnv = (overrides: Partial<Pick<PorticoSettings, "host" | "port" | "dataDir">> = {}) =>
+    Layer.effect(PorticoConfig, load(overrides))
+
+  /** Settings given directly (tests). */
+  static readonly layer = (settings: PorticoSettings) => Layer.succeed(PorticoConfig, settings)
+}
+
+const load = (overrides: Partial<Pick<PorticoSettings, "host" | "port" | "dataDir">>) =>
+  Effect.gen(function* () {
+    const env = Config.nested("PORTICO")
+    const host = overrides.host ?? (yield* env(Config.string("HOST")).pipe(Config.withDefault("127.0.0.1")))
+    const port = overrides.port ?? (yield* env(Config.port("PORT")).pipe(Config.withDefault(6001)))
+    const dataDir = path.resolve(overrides.dataDir ?? (yield* env(Config.string("DATA_DIR")).pipe(Config.withDefault("./data"))))
+    const baseDomain = yield* env(Config.string("BASE_DOMAIN")).pipe(Config.withDefault("portico.localhost"))
+    const rqliteUrl = yield* env(Config.option(Config.url("RQLITE_URL")))
+    const rqliteUser = yield* env(Config.option(Config.string("RQLITE_USER")))
+    const rqlitePassword = yield* env(Config.option(Config.redacted("RQLITE_PASSWORD")))
+    const secret = yield* env(Config.option(Config.redacted("SECRET")))
+    const maxBodyBytes = yield* env(Config.integer("MAX_BODY_BYTES")).pipe(Config.withDefault(4 * 1024 * 1024))
+    const rateLimitEnabled = yield* env(Config.boolean("RATE_LIMIT")).pipe(Config.withDefault(true))
+    const clientRps = yield* env(Config.integer("RATE_LIMIT_CLIENT_RPS")).pipe(Config.withDefault(100))
+    const clientBurst = yield* env(Config.integer("RATE_LIMIT_CLIENT_BURST")).pipe(Config.withDefault(200))
+    const nsRps = yield* env(Config.integer("RATE_LIMIT_NAMESPACE_RPS")).pipe(Config.withDefault(1000))
+    const nsBurst = yield* env(Config.integer("RATE_LIMIT_NAMESPACE_BURST")).pipe(Config.withDefault(2000))
+    const operators = yield* env(Config.array(Config.string(), "OPERATORS")).pipe(Config.withDefault([]))
+    const logRequests = yield* env(Config.boolean("LOG_REQUESTS")).pipe(Config.withDefault(true))
+    const settings: PorticoSettings = {
+      host,
+      port,
+      dataDir,
+      baseDomain,
+      registry: Option.match(rqliteUrl, {
+        onNone: () => ({ engine: "sqlite" as const, file: path.join(dataDir, "registry.db") }),
+        onSome: (url) => ({
+          engine: "rqlite" as const,
+          url: url.toString().replace(/\/$/, ""),
+          user: Option.getOrUndefined(rqliteUser),
+          password: Option.getOrUndefined(rqlitePassword)
+        })
+      }),
+      secret: Option.getOrUndefined(secret),
+      maxBodyBytes,
+      rateLimit: {
+        enabled: rateLimitEnabled,
+        perClientNetwork: { rps: clientRps, burst: clientBurst },
+        perNamespace: { rps: nsRps, burst: nsBurst }
+      },
+      operators: operators.map((w) => w.toLowerCase()).filter((w) => w.length > 0),
+      logRequests
+    }
+    return settings
+  })
+
+/** Settings for a test gateway rooted at `dataDir`, with limits that do not get in the way. */
+export const testSettings = (dataDir: string, patch: Partial<PorticoSettings> = {}): PorticoSettings => ({
+  host: "127.0.0.1",
+  port: 0,
+  dataDir,
+  baseDomain: "portico.test",
+  registry: { engine: "sqlite", file: path.join(dataDir, "registry.db") },
+  secret: undefined,
+  maxBodyBytes: 4 * 1024 * 1024,
+  rateLimit: { enabled: false, perClientNetwork: { rps: 100, burst: 200 }, perNamespace: { rps: 1000, burst: 2000 } },
+  operators: [],
+  logRequests: false,
+  ...patch
+})

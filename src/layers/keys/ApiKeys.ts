@@ -1,0 +1,190 @@
+/**
+ * API keys: minted with a role and a scope list, shown once, stored as a keyed hash, looked up
+ * by id and compared in constant time, revoked at once.
+ *
+ * Wire form: `portico_<id>_<secret>` where `<id>` is `key_` + 16 base32 characters and the secret
+ * is 32 random bytes in base64url. The id lets a lookup hit the primary key; the secret is only
+ * ever compared as an HMAC under a purpose-derived key, so a registry dump reveals no usable key.
+ */
+import { Clock, Context, Effect, Layer, Option } from "effect"
+import * as crypto from "node:crypto"
+import { type Grant, type KeyRole, parseGrant } from "../../domain/Grants.js"
+import { RegistryStore, type Row, type Statement, type StoreError } from "../registry/RegistryStore.js"
+import { Sealer, safeEqual } from "../secrets/Sealer.js"
+
+export interface ApiKeyRecord {
+  readonly id: string
+  readonly namespace: string
+  readonly role: KeyRole
+  readonly scopes: ReadonlyArray<string>
+  readonly grants: ReadonlyArray<Grant>
+  readonly label: string
+  readonly createdAt: number
+  readonly createdBy: string
+  readonly expiresAt: number | undefined
+  readonly revokedAt: number | undefined
+}
+
+export interface MintRequest {
+  readonly namespace: string
+  readonly role: KeyRole
+  readonly scopes: ReadonlyArray<string>
+  readonly label: string
+  /** Unix milliseconds, or undefined for no expiry. */
+  readonly expiresAt: number | undefined
+  readonly createdBy: string
+}
+
+export interface MintedKey {
+  readonly record: ApiKeyRecord
+  readonly apiKey: string
+  /** The insert, for the caller's atomic batch. */
+  readonly statement: Statement
+}
+
+export interface ApiKeysService {
+  /** Prepares a new key; nothing is written until the caller runs `statement`. */
+  readonly prepare: (request: MintRequest) => Effect.Effect<MintedKey>
+  /** The active key a presented credential names, if any. */
+  readonly authenticate: (presented: string) => Effect.Effect<Option.Option<ApiKeyRecord>, StoreError>
+  /** An active key by id (tokens exchanged from a key are checked against it). */
+  readonly active: (id: string) => Effect.Effect<Option.Option<ApiKeyRecord>, StoreError>
+  readonly list: (namespace: string) => Effect.Effect<ReadonlyArray<ApiKeyRecord>, StoreError>
+  /** The conditional revoke for the caller's batch: touches only an unrevoked key of `namespace`. */
+  readonly revokeStatement: (namespace: string, id: string, at: number) => Statement
+}
+
+const BASE32 = "abcdefghijklmnopqrstuvwxyz234567"
+const newKeyId = (): string => {
+  const bytes = crypto.randomBytes(16)
+  let out = "key_"
+  for (const b of bytes) out += BASE32[b & 31]
+  return out
+}
+
+const tokenPattern = /^portico_(key_[a-z2-7]{16})_([A-Za-z0-9_-]{43})$/
+
+const toRecord = (row: Row): ApiKeyRecord => {
+  const scopes = parseScopes(row.scopes)
+  return {
+    id: String(row.id),
+    namespace: String(row.namespace),
+    role: String(row.role) as KeyRole,
+    scopes,
+    grants: scopes.flatMap((s) => {
+      const g = parseGrant(s)
+      return g === undefined ? [] : [g]
+    }),
+    label: String(row.label),
+    createdAt: Number(row.created_at),
+    createdBy: String(row.created_by),
+    expiresAt: row.expires_at === null ? undefined : Number(row.expires_at),
+    revokedAt: row.revoked_at === null ? undefined : Number(row.revoked_at)
+  }
+}
+
+const parseScopes = (text: unknown): ReadonlyArray<string> => {
+  if (typeof text !== "string") return []
+  try {
+    const value: unknown = JSON.parse(text)
+    return Array.isArray(value) ? value.filter((v): v is string => typeof v === "string") : []
+  } catch {
+    return []
+  }
+}
+
+const COLUMNS = "id, namespace, hash, role, scopes, label, created_at, created_by, expires_at, revoked_at"
+
+export class ApiKeys extends Context.Tag("portico/ApiKeys")<ApiKeys, ApiKeysService>() {
+  static readonly Live = Layer.effect(
+    ApiKeys,
+    Effect.gen(function* () {
+      const store = yield* RegistryStore
+      const sealer = yield* Sealer
+      const hashOf = (id: string, secret: string) => sealer.hash("api-key-hash", id + ":" + secret)
+
+      const isActive = (record: ApiKeyRecord, now: number) =>
+        record.revokedAt === undefined && (record.expiresAt === undefined || record.expiresAt > now)
+
+      const byId = (id: string) =>
+        Effect.map(store.query({ sql: `SELECT ${COLUMNS} FROM api_keys WHERE id = ?`, params: [id] }), (rows) =>
+          Option.fromNullable(rows[0])
+        )
+
+      return {
+        prepare: (request) =>
+          Effect.map(Clock.currentTimeMillis, (now) => {
+            const id = newKeyId()
+            const secret = crypto.randomBytes(32).toString("base64url")
+            const record: ApiKeyRecord = {
+              id,
+              namespace: request.namespace,
+              role: request.role,
+              scopes: request.scopes,
+              grants: request.scopes.flatMap((s) => {
+                const g = parseGrant(s)
+                return g === undefined ? [] : [g]
+              }),
+              label: request.label,
+              createdAt: now,
+              createdBy: request.createdBy,
+              expiresAt: request.expiresAt,
+              revokedAt: undefined
+            }
+            return {
+              record,
+              apiKey: `portico_${id}_${secret}`,
+              statement: {
+                sql: `INSERT INTO api_keys (${COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)`,
+                params: [
+                  id,
+                  request.namespace,
+                  hashOf(id, secret),
+                  request.role,
+                  JSON.stringify(request.scopes),
+                  request.label,
+                  now,
+                  request.createdBy,
+                  request.expiresAt ?? null
+                ]
+              }
+            }
+          }),
+        authenticate: (presented) => {
+          const match = tokenPattern.exec(presented)
+          const id = match?.[1]
+          const secret = match?.[2]
+          if (id === undefined || secret === undefined) return Effect.succeed(Option.none())
+          return Effect.flatMap(byId(id), (row) =>
+            Effect.map(Clock.currentTimeMillis, (now) =>
+              Option.flatMap(row, (r) => {
+                const record = toRecord(r)
+                return safeEqual(String(r.hash), hashOf(id, secret)) && isActive(record, now)
+                  ? Option.some(record)
+                  : Option.none()
+              })
+            )
+          )
+        },
+        active: (id) =>
+          Effect.flatMap(byId(id), (row) =>
+            Effect.map(Clock.currentTimeMillis, (now) =>
+              Option.filter(Option.map(row, toRecord), (record) => isActive(record, now))
+            )
+          ),
+        list: (namespace) =>
+          Effect.map(
+            store.query({
+              sql: `SELECT ${COLUMNS} FROM api_keys WHERE namespace = ? ORDER BY created_at, id`,
+              params: [namespace]
+            }),
+            (rows) => rows.map(toRecord)
+          ),
+        revokeStatement: (namespace, id, at) => ({
+          sql: "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND namespace = ? AND revoked_at IS NULL",
+          params: [at, id, namespace]
+        })
+      }
+    })
+  )
+}

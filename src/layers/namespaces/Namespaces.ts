@@ -1,0 +1,253 @@
+/**
+ * Namespaces and their members. Every change is one atomic batch with its audit row, and
+ * conditional changes are SQL predicates whose row counts decide the answer.
+ */
+import { Clock, Context, Data, Effect, Layer, Option } from "effect"
+import { type KeyRole, type Role, profileGrants } from "../../domain/Grants.js"
+import { Audit } from "../audit/Audit.js"
+import { ApiKeys, type MintedKey } from "../keys/ApiKeys.js"
+import { RegistryStore, type Statement, StoreError } from "../registry/RegistryStore.js"
+
+export interface NamespaceRecord {
+  readonly name: string
+  readonly owner: string | undefined
+  readonly createdAt: number
+  readonly rateLimit: { readonly rps: number; readonly burst: number } | undefined
+}
+
+export interface Member {
+  readonly wallet: string
+  readonly role: Role
+  readonly addedAt: number
+  readonly addedBy: string
+}
+
+/** A namespace rule refused the change; the API maps each rule to its status. */
+export class NamespaceRuleError extends Data.TaggedError("NamespaceRuleError")<{
+  readonly rule: "NamespaceExists" | "NoSuchNamespace" | "NoSuchMember" | "OwnerImmutable" | "NotOwner" | "RoleTooHigh"
+}> {}
+
+export interface CreatedNamespace {
+  readonly record: NamespaceRecord
+  readonly ownerKey: MintedKey
+}
+
+export interface NamespacesService {
+  /** Creates a namespace with an owner-level admin key (and the owner wallet as a member). */
+  readonly create: (
+    name: string,
+    owner: string | undefined,
+    actor: string
+  ) => Effect.Effect<CreatedNamespace, NamespaceRuleError | StoreError>
+  readonly get: (name: string) => Effect.Effect<Option.Option<NamespaceRecord>, StoreError>
+  readonly members: (namespace: string) => Effect.Effect<ReadonlyArray<Member>, StoreError>
+  /** Adds a member or changes its role; `actorRole` decides how high a role may be given. */
+  readonly putMember: (
+    namespace: string,
+    wallet: string,
+    role: Exclude<Role, "owner">,
+    actor: string,
+    actorRole: Role | KeyRole
+  ) => Effect.Effect<{ readonly member: Member; readonly created: boolean }, NamespaceRuleError | StoreError>
+  readonly removeMember: (
+    namespace: string,
+    wallet: string,
+    actor: string,
+    actorRole: Role | KeyRole
+  ) => Effect.Effect<void, NamespaceRuleError | StoreError>
+  /** Makes `wallet` the owner; the previous owner wallet stays as an admin. */
+  readonly transfer: (
+    namespace: string,
+    wallet: string,
+    actor: string
+  ) => Effect.Effect<NamespaceRecord, NamespaceRuleError | StoreError>
+  readonly setRateLimit: (
+    namespace: string,
+    limit: { readonly rps: number; readonly burst: number } | undefined,
+    actor: string
+  ) => Effect.Effect<void, StoreError>
+}
+
+const rank: Record<Role | KeyRole, number> = { owner: 4, admin: 3, developer: 2, runtime: 1, reader: 0, custom: 0 }
+
+export class Namespaces extends Context.Tag("portico/Namespaces")<Namespaces, NamespacesService>() {
+  static readonly Live = Layer.effect(
+    Namespaces,
+    Effect.gen(function* () {
+      const store = yield* RegistryStore
+      const audit = yield* Audit
+      const keys = yield* ApiKeys
+
+      const get = (name: string) =>
+        Effect.map(
+          store.query({
+            sql: "SELECT name, owner, created_at, rate_limit_rps, rate_limit_burst FROM namespaces WHERE name = ?",
+            params: [name]
+          }),
+          (rows) =>
+            Option.map(Option.fromNullable(rows[0]), (r) => ({
+              name: String(r.name),
+              owner: r.owner === null ? undefined : String(r.owner),
+              createdAt: Number(r.created_at),
+              rateLimit:
+                r.rate_limit_rps === null || r.rate_limit_burst === null
+                  ? undefined
+                  : { rps: Number(r.rate_limit_rps), burst: Number(r.rate_limit_burst) }
+            }))
+        )
+
+      const requireNamespace = (name: string) =>
+        Effect.flatMap(get(name), (found) =>
+          Option.match(found, {
+            onNone: () => Effect.fail(new NamespaceRuleError({ rule: "NoSuchNamespace" })),
+            onSome: Effect.succeed
+          })
+        )
+
+      const memberRow = (namespace: string, wallet: string) =>
+        Effect.map(
+          store.query({
+            sql: "SELECT wallet, role, added_at, added_by FROM members WHERE namespace = ? AND wallet = ?",
+            params: [namespace, wallet]
+          }),
+          (rows) => Option.map(Option.fromNullable(rows[0]), toMember)
+        )
+
+      const isConstraint = (e: StoreError) => e.reason === "constraint"
+
+      return {
+        create: (name, owner, actor) =>
+          Effect.gen(function* () {
+            const now = yield* Clock.currentTimeMillis
+            const ownerKey = yield* keys.prepare({
+              namespace: name,
+              role: "owner",
+              scopes: [...profileGrants.admin],
+              label: "owner",
+              expiresAt: undefined,
+              createdBy: actor
+            })
+            const statements: Array<Statement> = [
+              { sql: "INSERT INTO namespaces (name, owner, created_at) VALUES (?, ?, ?)", params: [name, owner ?? null, now] },
+              ownerKey.statement
+            ]
+            if (owner !== undefined) {
+              statements.push({
+                sql: "INSERT INTO members (namespace, wallet, role, added_at, added_by) VALUES (?, ?, 'owner', ?, ?)",
+                params: [name, owner, now, actor]
+              })
+            }
+            statements.push(yield* audit.entry(name, "namespace.create", actor, name, { owner: owner ?? null }))
+            yield* store.batch(statements).pipe(
+              Effect.catchIf(isConstraint, () => Effect.fail(new NamespaceRuleError({ rule: "NamespaceExists" })))
+            )
+            return { record: { name, owner, createdAt: now, rateLimit: undefined }, ownerKey }
+          }),
+        get,
+        members: (namespace) =>
+          Effect.map(
+            store.query({
+              sql: "SELECT wallet, role, added_at, added_by FROM members WHERE namespace = ? ORDER BY added_at, wallet",
+              params: [namespace]
+            }),
+            (rows) => rows.map(toMember)
+          ),
+        putMember: (namespace, wallet, role, actor, actorRole) =>
+          Effect.gen(function* () {
+            // Admins manage members below them; only the owner makes or unmakes admins.
+            if (rank[role] >= rank[actorRole] && actorRole !== "owner") {
+              return yield* new NamespaceRuleError({ rule: "RoleTooHigh" })
+            }
+            const existing = yield* memberRow(namespace, wallet)
+            if (Option.isSome(existing)) {
+              if (existing.value.role === "owner") return yield* new NamespaceRuleError({ rule: "OwnerImmutable" })
+              if (rank[existing.value.role] >= rank[actorRole] && actorRole !== "owner") {
+                return yield* new NamespaceRuleError({ rule: "RoleTooHigh" })
+              }
+            }
+            const now = yield* Clock.currentTimeMillis
+            // The role change must not overwrite an owner row that appeared since we looked.
+            const write: Statement = {
+              sql: `INSERT INTO members (namespace, wallet, role, added_at, added_by) VALUES (?, ?, ?, ?, ?)
+                    ON CONFLICT (namespace, wallet) DO UPDATE SET role = excluded.role WHERE members.role <> 'owner'`,
+              params: [namespace, wallet, role, now, actor]
+            }
+            const entry = yield* audit.entry(namespace, "member.put", actor, wallet, { role }, { onlyIfChanged: true })
+            const [result] = yield* store.batch([write, entry])
+            if (result === undefined || result.rowsAffected === 0) return yield* new NamespaceRuleError({ rule: "OwnerImmutable" })
+            const member: Member = Option.match(existing, {
+              onNone: () => ({ wallet, role, addedAt: now, addedBy: actor }),
+              onSome: (m) => ({ ...m, role })
+            })
+            return { member, created: Option.isNone(existing) }
+          }),
+        removeMember: (namespace, wallet, actor, actorRole) =>
+          Effect.gen(function* () {
+            const existing = yield* memberRow(namespace, wallet)
+            if (Option.isNone(existing)) return yield* new NamespaceRuleError({ rule: "NoSuchMember" })
+            if (existing.value.role === "owner") return yield* new NamespaceRuleError({ rule: "OwnerImmutable" })
+            if (rank[existing.value.role] >= rank[actorRole] && actorRole !== "owner") {
+              return yield* new NamespaceRuleError({ rule: "RoleTooHigh" })
+            }
+            const entry = yield* audit.entry(namespace, "member.remove", actor, wallet, {}, { onlyIfChanged: true })
+            const [result] = yield* store.batch([
+              { sql: "DELETE FROM members WHERE namespace = ? AND wallet = ? AND role <> 'owner'", params: [namespace, wallet] },
+              entry
+            ])
+            if (result === undefined || result.rowsAffected === 0) return yield* new NamespaceRuleError({ rule: "NoSuchMember" })
+          }),
+        transfer: (namespace, wallet, actor) =>
+          Effect.gen(function* () {
+            const record = yield* requireNamespace(namespace)
+            const now = yield* Clock.currentTimeMillis
+            const previous = record.owner
+            // The owner column is the compare-and-swap: a concurrent transfer makes this one lose.
+            const statements: Array<Statement> = [
+              {
+                sql: "UPDATE namespaces SET owner = ? WHERE name = ? AND owner IS ?",
+                params: [wallet, namespace, previous ?? null]
+              },
+              {
+                sql: `INSERT INTO members (namespace, wallet, role, added_at, added_by) SELECT ?, ?, 'owner', ?, ? WHERE changes() > 0
+                      ON CONFLICT (namespace, wallet) DO UPDATE SET role = 'owner'`,
+                params: [namespace, wallet, now, actor]
+              }
+            ]
+            if (previous !== undefined && previous !== wallet) {
+              statements.push({
+                sql: "UPDATE members SET role = 'admin' WHERE namespace = ? AND wallet = ? AND role = 'owner'",
+                params: [namespace, previous]
+              })
+            }
+            statements.push(yield* audit.entry(namespace, "namespace.transfer", actor, wallet, { previous: previous ?? null }))
+            const [swap] = yield* store.batch(statements)
+            if (swap === undefined || swap.rowsAffected === 0) return yield* new NamespaceRuleError({ rule: "NotOwner" })
+            return { ...record, owner: wallet }
+          }),
+        setRateLimit: (namespace, limit, actor) =>
+          Effect.gen(function* () {
+            const entry = yield* audit.entry(namespace, "namespace.rate_limit", actor, namespace, {
+              rps: limit?.rps ?? null,
+              burst: limit?.burst ?? null
+            })
+            yield* store.batch([
+              {
+                sql: "UPDATE namespaces SET rate_limit_rps = ?, rate_limit_burst = ? WHERE name = ?",
+                params: [limit?.rps ?? null, limit?.burst ?? null, namespace]
+              },
+              entry
+            ])
+          })
+      }
+    })
+  )
+}
+
+const toMember = (r: Readonly<Record<string, string | number | null>>): Member => ({
+  wallet: String(r.wallet),
+  role: String(r.role) as Role,
+  addedAt: Number(r.added_at),
+  addedBy: String(r.added_by)
+})
+
+export { StoreError }

@@ -1,0 +1,249 @@
+/**
+ * The foundation as a new user meets it: a real gateway process, a namespace made with the CLI,
+ * its key used over HTTP. Each check lists what must appear and, where it matters, what must not.
+ */
+import * as jose from "jose"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { type Gateway, type Reply, startGateway } from "../support/gateway.js"
+
+const OWNER = "0x" + "ab".repeat(20)
+const DEV = "0x" + "cd".repeat(20)
+
+const expectError = (reply: Reply, status: number, code?: string) => {
+  expect(reply.status, reply.text).toBe(status)
+  expect(typeof reply.body?.error).toBe("string")
+  expect(typeof reply.body?.code).toBe("string")
+  if (code !== undefined) expect(reply.body.code).toBe(code)
+  // The envelope is the whole body: no tags, stacks or parser internals leak.
+  expect(Object.keys(reply.body).every((k) => ["error", "code", "hint"].includes(k))).toBe(true)
+  expect(reply.text).not.toMatch(/_tag|at .*\.ts:\d+|node_modules|SQLITE|sqlite_/)
+}
+
+describe("foundation over HTTP", () => {
+  let gw: Gateway
+  let ownerKey: string
+
+  beforeAll(async () => {
+    gw = await startGateway()
+    const created = await gw.cli(["namespace", "create", "acme", "--owner", OWNER])
+    expect(created.namespace).toBe("acme")
+    expect(created.api_key).toMatch(/^portico_key_[a-z2-7]{16}_[A-Za-z0-9_-]{43}$/)
+    ownerKey = created.api_key
+  })
+  afterAll(async () => {
+    await gw?.stop()
+  })
+
+  it("whoami answers for a key created by the CLI while the server runs", async () => {
+    const reply = await gw.request("GET", "/v1/auth/whoami", { token: ownerKey })
+    expect(reply.status).toBe(200)
+    expect(reply.body).toMatchObject({ namespace: "acme", method: "api_key", role: "owner" })
+    expect(reply.body.subject).toMatch(/^key:key_/)
+    expect(reply.body.grants).toEqual(expect.arrayContaining(["admin", "members-write", "cache"]))
+    expect(reply.text).not.toContain(ownerKey)
+  })
+
+  it("refuses missing, malformed, unknown and revoked credentials with 401", async () => {
+    expectError(await gw.request("GET", "/v1/auth/whoami"), 401, "UNAUTHORIZED")
+    expectError(await gw.request("GET", "/v1/auth/whoami", { headers: { authorization: "Basic abc" } }), 401)
+    const forged = ownerKey.slice(0, -4) + "AAAA"
+    expectError(await gw.request("GET", "/v1/auth/whoami", { token: forged }), 401, "INVALID_API_KEY")
+    const minted = await gw.request("POST", "/v1/namespace/keys", { token: ownerKey, json: { profile: "runtime", label: "temp" } })
+    expect(minted.status).toBe(201)
+    expect((await gw.request("GET", "/v1/auth/whoami", { token: minted.body.api_key })).status).toBe(200)
+    const revoked = await gw.request("DELETE", `/v1/namespace/keys/${minted.body.id}`, { token: ownerKey })
+    expect(revoked.body).toEqual({ id: minted.body.id, revoked: true })
+    expectError(await gw.request("GET", "/v1/auth/whoami", { token: minted.body.api_key }), 401, "INVALID_API_KEY")
+    expectError(await gw.request("DELETE", `/v1/namespace/keys/${minted.body.id}`, { token: ownerKey }), 404)
+  })
+
+  it("exchanges a key for a 15-minute JWT verifiable against the published JWKS", async () => {
+    const reply = await gw.request("POST", "/v1/auth/token", { token: ownerKey })
+    expect(reply.status).toBe(200)
+    expect(reply.body.token_type).toBe("Bearer")
+    expect(reply.body.expires_in).toBe(900)
+    const jwks = await gw.request("GET", "/.well-known/jwks.json")
+    expect(jwks.status).toBe(200)
+    for (const key of jwks.body.keys) expect(key).not.toHaveProperty("d")
+    expect((await gw.request("GET", "/v1/auth/jwks")).body).toEqual(jwks.body)
+    const { payload, protectedHeader } = await jose.jwtVerify(reply.body.access_token, jose.createLocalJWKSet(jwks.body))
+    expect(protectedHeader.kid).toBeTypeOf("string")
+    expect(payload.ns).toBe("acme")
+    expect((payload.exp ?? 0) - (payload.iat ?? 0)).toBe(900)
+    const who = await gw.request("GET", "/v1/auth/whoami", { token: reply.body.access_token })
+    expect(who.body).toMatchObject({ namespace: "acme", method: "jwt", role: "owner" })
+    // a JWT cannot be exchanged again
+    expectError(await gw.request("POST", "/v1/auth/token", { token: reply.body.access_token }), 400)
+  })
+
+  it("refuses forged JWTs: alg none, edited payload, wrong key, and tokens of a revoked key", async () => {
+    const minted = await gw.request("POST", "/v1/namespace/keys", { token: ownerKey, json: { scopes: ["cache"] } })
+    const token: string = (await gw.request("POST", "/v1/auth/token", { token: minted.body.api_key })).body.access_token
+    const [h, p, s] = token.split(".") as [string, string, string]
+    const claims = JSON.parse(Buffer.from(p, "base64url").toString())
+    const none = Buffer.from(JSON.stringify({ alg: "none", typ: "JWT" })).toString("base64url") + "." + p + "."
+    expectError(await gw.request("GET", "/v1/auth/whoami", { token: none }), 401, "INVALID_TOKEN")
+    const edited = h + "." + Buffer.from(JSON.stringify({ ...claims, role: "owner", grants: ["admin"] })).toString("base64url") + "." + s
+    expectError(await gw.request("GET", "/v1/auth/whoami", { token: edited }), 401, "INVALID_TOKEN")
+    const { privateKey } = await jose.generateKeyPair("EdDSA", { crv: "Ed25519" })
+    const kid = JSON.parse(Buffer.from(h, "base64url").toString()).kid
+    const wrong = await new jose.SignJWT(claims).setProtectedHeader({ alg: "EdDSA", kid }).sign(privateKey)
+    expectError(await gw.request("GET", "/v1/auth/whoami", { token: wrong }), 401, "INVALID_TOKEN")
+    expect((await gw.request("GET", "/v1/auth/whoami", { token })).status).toBe(200)
+    await gw.request("DELETE", `/v1/namespace/keys/${minted.body.id}`, { token: ownerKey })
+    expectError(await gw.request("GET", "/v1/auth/whoami", { token }), 401, "INVALID_TOKEN")
+  })
+
+  it("mints, lists and never shows key secrets again", async () => {
+    const minted = await gw.request("POST", "/v1/namespace/keys", {
+      token: ownerKey,
+      json: { scopes: ["cache:key=sessions/*", "storage"], label: "worker", expires_in_days: 30 }
+    })
+    expect(minted.status).toBe(201)
+    expect(minted.body).toMatchObject({ namespace: "acme", label: "worker", role: "custom", scopes: ["cache:key=sessions/*", "storage"] })
+    expect(minted.body.expires_at).toBeGreaterThan(Date.now() / 1000 + 29 * 86400)
+    const list = await gw.request("GET", "/v1/namespace/keys", { token: ownerKey })
+    expect(list.status).toBe(200)
+    const row = list.body.keys.find((k: { id: string }) => k.id === minted.body.id)
+    expect(row).toMatchObject({ label: "worker", revoked_at: null })
+    expect(list.text).not.toContain(minted.body.api_key)
+    expect(list.text).not.toMatch(/"api_key"|"hash"/)
+    const who = await gw.request("GET", "/v1/auth/whoami", { token: minted.body.api_key })
+    expect(who.body.grants).toEqual(["cache:key=sessions/*", "storage"])
+  })
+
+  it("refuses bad mint requests with 400 and escalation with 403", async () => {
+    expectError(await gw.request("POST", "/v1/namespace/keys", { token: ownerKey, json: {} }), 400, "VALIDATION_FAILED")
+    expectError(await gw.request("POST", "/v1/namespace/keys", { token: ownerKey, json: { scopes: ["root"] } }), 400)
+    expectError(await gw.request("POST", "/v1/namespace/keys", { token: ownerKey, json: { scopes: ["cache"], profile: "runtime" } }), 400)
+    expectError(await gw.request("POST", "/v1/namespace/keys", { token: ownerKey, json: { profile: "runtime", extra: 1 } }), 400)
+    expectError(await gw.request("POST", "/v1/namespace/keys", { token: ownerKey, json: { profile: 7 } }), 400)
+    const runtime = await gw.request("POST", "/v1/namespace/keys", { token: ownerKey, json: { profile: "runtime" } })
+    expectError(await gw.request("POST", "/v1/namespace/keys", { token: runtime.body.api_key, json: { profile: "admin" } }), 403)
+    expectError(await gw.request("GET", "/v1/audit", { token: runtime.body.api_key }), 403, "CONTROL_PLANE_REQUIRED")
+  })
+
+  it("manages members, refuses the owner's removal, transfers ownership", async () => {
+    const add = await gw.request("POST", "/v1/namespace/members", { token: ownerKey, json: { wallet: DEV.toUpperCase().replace("0X", "0x"), role: "developer" } })
+    expect(add.status).toBe(200)
+    expect(add.body).toMatchObject({ namespace: "acme", created: true, member: { wallet: DEV, role: "developer" } })
+    const list = await gw.request("GET", "/v1/namespace/members", { token: ownerKey })
+    expect(list.body.owner).toBe(OWNER)
+    expect(list.body.members.map((m: { wallet: string }) => m.wallet).sort()).toEqual([OWNER, DEV].sort())
+    expectError(await gw.request("POST", "/v1/namespace/members", { token: ownerKey, json: { wallet: "0x12", role: "developer" } }), 400)
+    expectError(await gw.request("POST", "/v1/namespace/members", { token: ownerKey, json: { wallet: DEV, role: "owner" } }), 400)
+    expectError(await gw.request("DELETE", `/v1/namespace/members/${OWNER}`, { token: ownerKey }), 403)
+    const other = "0x" + "ef".repeat(20)
+    expectError(await gw.request("DELETE", `/v1/namespace/members/${other}`, { token: ownerKey }), 404)
+    const transfer = await gw.request("POST", "/v1/namespace/members/transfer", { token: ownerKey, json: { wallet: DEV } })
+    expect(transfer.body).toEqual({ namespace: "acme", owner: DEV })
+    const after = await gw.request("GET", "/v1/namespace/members", { token: ownerKey })
+    const roles = Object.fromEntries(after.body.members.map((m: { wallet: string; role: string }) => [m.wallet, m.role]))
+    expect(roles).toEqual({ [DEV]: "owner", [OWNER]: "admin" })
+    const audit = await gw.request("GET", "/v1/audit?action=namespace.transfer", { token: ownerKey })
+    expect(audit.body.entries).toHaveLength(1)
+    expect(audit.body.entries[0]).toMatchObject({ action: "namespace.transfer", target: DEV })
+  })
+
+  it("records control-plane changes in the audit trail with filters and limits", async () => {
+    const all = await gw.request("GET", "/v1/audit?limit=200", { token: ownerKey })
+    expect(all.status).toBe(200)
+    const actions = new Set(all.body.entries.map((e: { action: string }) => e.action))
+    for (const a of ["namespace.create", "key.create", "key.revoke", "member.put"]) expect(actions).toContain(a)
+    const ids = all.body.entries.map((e: { id: number }) => e.id)
+    expect([...ids].sort((a, b) => b - a)).toEqual(ids)
+    const one = await gw.request("GET", "/v1/audit?limit=1", { token: ownerKey })
+    expect(one.body.count).toBe(1)
+    expectError(await gw.request("GET", "/v1/audit?limit=201", { token: ownerKey }), 400)
+    expectError(await gw.request("GET", "/v1/audit?limit=abc", { token: ownerKey }), 400)
+    const future = await gw.request("GET", `/v1/audit?since=${Math.floor(Date.now() / 1000) + 3600}`, { token: ownerKey })
+    expect(future.body.entries).toEqual([])
+    expect(all.text).not.toContain("portico_key_")
+  })
+
+  it("answers the envelope for unknown routes, wrong methods, malformed and oversized bodies", async () => {
+    expectError(await gw.request("GET", "/v1/nope"), 404, "ROUTE_NOT_FOUND")
+    const wrong = await gw.request("PATCH", "/v1/namespace/keys", { token: ownerKey })
+    expectError(wrong, 405, "METHOD_NOT_ALLOWED")
+    expect(wrong.headers.get("allow")).toContain("GET")
+    expectError(
+      await gw.request("POST", "/v1/namespace/keys", { token: ownerKey, body: "{not json", headers: { "content-type": "application/json" } }),
+      400
+    )
+    const huge = JSON.stringify({ profile: "runtime", label: "x".repeat(5 * 1024 * 1024) })
+    expectError(
+      await gw.request("POST", "/v1/namespace/keys", { token: ownerKey, body: huge, headers: { "content-type": "application/json" } }),
+      413,
+      "PAYLOAD_TOO_LARGE"
+    )
+    expectError(await gw.request("GET", "/v1/auth/whoami", { token: "x".repeat(5000) }), 401)
+  })
+
+  it("serves health, status, version and schema status", async () => {
+    const health = await gw.request("GET", "/health")
+    expect(health.body).toEqual({ status: "ok", checks: { registry: "ok" } })
+    expect((await gw.request("GET", "/v1/health")).body).toEqual(health.body)
+    const status = await gw.request("GET", "/v1/status")
+    expect(status.body).toMatchObject({ status: "ok", service: "portico", api: "v1" })
+    expect(status.text).not.toMatch(/127\.0\.0\.1|localhost|peer|"host"|acme/)
+    const json = await gw.request("GET", "/status")
+    expect(json.body).toMatchObject({ service: "portico" })
+    const html = await gw.request("GET", "/status", { headers: { accept: "text/html" } })
+    expect(html.headers.get("content-type")).toContain("text/html")
+    expect(html.text).toContain("<h1>Portico: ok</h1>")
+    expect((await gw.request("GET", "/v1/version")).body.api).toBe("v1")
+    expectError(await gw.request("GET", "/v1/schema-status"), 401)
+    const schema = await gw.request("GET", "/v1/schema-status", { token: ownerKey })
+    expect(schema.body).toMatchObject({ engine: "sqlite", status: "current" })
+  })
+
+  it("publishes an OpenAPI document listing every route, and a docs page", async () => {
+    const doc = await gw.request("GET", "/v1/openapi.json")
+    expect(doc.status).toBe(200)
+    expect(doc.body.openapi).toMatch(/^3\./)
+    const paths = Object.keys(doc.body.paths)
+    for (const p of ["/v1/auth/whoami", "/v1/namespace/keys", "/v1/namespace/keys/{id}", "/v1/audit", "/health", "/.well-known/jwks.json"]) {
+      expect(paths).toContain(p)
+    }
+    expect(doc.text).not.toContain("HttpApiDecodeError")
+    const docs = await gw.request("GET", "/v1/docs")
+    expect(docs.status).toBe(200)
+    expect(docs.headers.get("content-type")).toContain("text/html")
+    // the reference embeds the document itself, so it renders with no network
+    expect(docs.text.includes('id="api-reference"')).toBe(true)
+    expect(docs.text.includes("/v1/namespace/keys")).toBe(true)
+  })
+
+  it("logs one line per request with namespace and never a credential", async () => {
+    await gw.request("GET", "/v1/auth/whoami", { token: ownerKey })
+    await new Promise((r) => setTimeout(r, 100))
+    const lines = gw.logs().split("\n").filter((l) => l.includes('"msg":"request"'))
+    const line = lines.map((l) => JSON.parse(l)).find((l) => l.route === "/v1/auth/whoami" && l.status === 200)
+    expect(line).toMatchObject({ method: "GET", namespace: "acme" })
+    expect(typeof line.ms).toBe("number")
+    expect(gw.logs()).not.toContain(ownerKey)
+    expect(gw.logs()).not.toMatch(/portico_key_[a-z2-7]{16}_/)
+  })
+})
+
+describe("rate limits", () => {
+  let gw: Gateway
+  beforeAll(async () => {
+    gw = await startGateway({
+      env: { PORTICO_RATE_LIMIT: "true", PORTICO_RATE_LIMIT_CLIENT_RPS: "1", PORTICO_RATE_LIMIT_CLIENT_BURST: "5" }
+    })
+  })
+  afterAll(async () => {
+    await gw?.stop()
+  })
+
+  it("answers 429 RATE_LIMITED with Retry-After past the client-network burst", async () => {
+    const replies = []
+    for (let i = 0; i < 8; i++) replies.push(await gw.request("GET", "/v1/version"))
+    expect(replies.slice(0, 5).every((r) => r.status === 200)).toBe(true)
+    const limited = replies[replies.length - 1]
+    if (limited === undefined) throw new Error("no reply")
+    expectError(limited, 429, "RATE_LIMITED")
+    expect(Number(limited.headers.get("retry-after"))).toBeGreaterThanOrEqual(1)
+  })
+})

@@ -1,0 +1,109 @@
+/**
+ * Starts a real `portico serve` process on a free port with a temp data dir and speaks HTTP to
+ * it, as a client would. The CLI runs against the same data dir, as an operator would.
+ */
+import { type ChildProcess, execFile, spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { promisify } from "node:util"
+
+const root = path.resolve(import.meta.dirname, "../..")
+const run = promisify(execFile)
+
+export interface Reply {
+  readonly status: number
+  readonly headers: Headers
+  readonly text: string
+  /** The parsed body, or undefined when it is not JSON. */
+  readonly body: any
+}
+
+export interface Gateway {
+  readonly url: string
+  readonly port: number
+  readonly dataDir: string
+  readonly logs: () => string
+  readonly request: (
+    method: string,
+    path: string,
+    options?: { readonly token?: string; readonly json?: unknown; readonly body?: string; readonly headers?: Record<string, string> }
+  ) => Promise<Reply>
+  /** Runs `portico <args>` against this gateway's data dir and parses its JSON output. */
+  readonly cli: (args: ReadonlyArray<string>) => Promise<any>
+  readonly stop: () => Promise<void>
+}
+
+export interface GatewayOptions {
+  readonly env?: Readonly<Record<string, string>>
+  /** Reuse a data dir (a second gateway on the same registry). */
+  readonly dataDir?: string
+}
+
+export const cliIn = async (dataDir: string, args: ReadonlyArray<string>, env: Readonly<Record<string, string>> = {}) => {
+  const { stdout } = await run(process.execPath, ["--import", "tsx", path.join(root, "src/main.ts"), ...args, "--data-dir", dataDir], {
+    cwd: root,
+    env: { ...process.env, ...env }
+  })
+  return JSON.parse(stdout.trim().split("\n").pop() ?? "null")
+}
+
+export const startGateway = async (options: GatewayOptions = {}): Promise<Gateway> => {
+  const dataDir = options.dataDir ?? fs.mkdtempSync(path.join(os.tmpdir(), "portico-e2e-"))
+  const env = { PORTICO_RATE_LIMIT: "false", PORTICO_LOG_REQUESTS: "true", ...options.env }
+  const child: ChildProcess = spawn(
+    process.execPath,
+    ["--import", "tsx", path.join(root, "src/main.ts"), "serve", "--port", "0", "--data-dir", dataDir],
+    { cwd: root, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] }
+  )
+  let output = ""
+  child.stdout?.on("data", (chunk: Buffer) => (output += chunk.toString()))
+  child.stderr?.on("data", (chunk: Buffer) => (output += chunk.toString()))
+  const port = await new Promise<number>((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error("gateway did not start:\n" + output)), 30_000)
+    const check = () => {
+      const line = output.split("\n").find((l) => l.includes('"msg":"listening"'))
+      if (line !== undefined) {
+        clearTimeout(timer)
+        resolve(JSON.parse(line).port)
+      }
+    }
+    child.stdout?.on("data", check)
+    child.once("exit", (code) => {
+      clearTimeout(timer)
+      reject(new Error(`gateway exited with ${code}:\n${output}`))
+    })
+  })
+  const url = `http://127.0.0.1:${port}`
+  return {
+    url,
+    port,
+    dataDir,
+    logs: () => output,
+    request: async (method, p, opts = {}) => {
+      const headers: Record<string, string> = { ...opts.headers }
+      if (opts.token !== undefined) headers["authorization"] = `Bearer ${opts.token}`
+      let body: string | undefined = opts.body
+      if (opts.json !== undefined) {
+        body = JSON.stringify(opts.json)
+        headers["content-type"] ??= "application/json"
+      }
+      const res = await fetch(url + p, { method, headers, body })
+      const text = await res.text()
+      let parsed: unknown = undefined
+      try {
+        parsed = JSON.parse(text)
+      } catch {
+        parsed = undefined
+      }
+      return { status: res.status, headers: res.headers, text, body: parsed }
+    },
+    cli: (args) => cliIn(dataDir, args, env),
+    stop: () =>
+      new Promise<void>((resolve) => {
+        if (child.exitCode !== null) return resolve()
+        child.once("exit", () => resolve())
+        child.kill("SIGTERM")
+      })
+  }
+}
