@@ -3,7 +3,9 @@
  * its key used over HTTP. Each check lists what must appear and, where it matters, what must not.
  */
 import * as jose from "jose"
+import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { hasRqlited, type RqlitedServer, rqlitedMissingMessage, startRqlited } from "../support/rqlited.js"
 import { type Gateway, type Reply, startGateway } from "../support/gateway.js"
 
 const OWNER = "0x" + "ab".repeat(20)
@@ -19,12 +21,17 @@ const expectError = (reply: Reply, status: number, code?: string) => {
   expect(reply.text).not.toMatch(/_tag|at .*\.ts:\d+|node_modules|SQLITE|sqlite_/)
 }
 
-describe("foundation over HTTP", () => {
+describe.each(["sqlite", "rqlite"] as const)("foundation over HTTP, registry on %s", (engine) => {
   let gw: Gateway
   let ownerKey: string
+  let engineServer: RqlitedServer | undefined
 
   beforeAll(async () => {
-    gw = await startGateway()
+    if (engine === "rqlite") {
+      if (!hasRqlited()) throw new Error(rqlitedMissingMessage())
+      engineServer = await Effect.runPromise(startRqlited())
+    }
+    gw = await startGateway(engineServer === undefined ? {} : { env: { PORTICO_RQLITE_URL: engineServer.url } })
     const created = await gw.cli(["namespace", "create", "acme", "--owner", OWNER])
     expect(created.namespace).toBe("acme")
     expect(created.api_key).toMatch(/^portico_key_[a-z2-7]{16}_[A-Za-z0-9_-]{43}$/)
@@ -32,6 +39,7 @@ describe("foundation over HTTP", () => {
   })
   afterAll(async () => {
     await gw?.stop()
+    if (engineServer !== undefined) await Effect.runPromise(engineServer.stop)
   })
 
   it("whoami answers for a key created by the CLI while the server runs", async () => {
@@ -194,7 +202,7 @@ describe("foundation over HTTP", () => {
     expect((await gw.request("GET", "/v1/version")).body.api).toBe("v1")
     expectError(await gw.request("GET", "/v1/schema-status"), 401)
     const schema = await gw.request("GET", "/v1/schema-status", { token: ownerKey })
-    expect(schema.body).toMatchObject({ engine: "sqlite", status: "current" })
+    expect(schema.body).toMatchObject({ engine, status: "current" })
   })
 
   it("publishes an OpenAPI document listing every route, and a docs page", async () => {
@@ -245,5 +253,77 @@ describe("rate limits", () => {
     if (limited === undefined) throw new Error("no reply")
     expectError(limited, 429, "RATE_LIMITED")
     expect(Number(limited.headers.get("retry-after"))).toBeGreaterThanOrEqual(1)
+  })
+})
+
+describe("namespace rate limit", () => {
+  let gw: Gateway
+  let key: string
+  beforeAll(async () => {
+    gw = await startGateway({ env: { PORTICO_RATE_LIMIT: "true", PORTICO_RATE_LIMIT_CLIENT_RPS: "10000", PORTICO_RATE_LIMIT_CLIENT_BURST: "10000" } })
+    key = (await gw.cli(["namespace", "create", "limited"])).api_key
+  })
+  afterAll(async () => {
+    await gw?.stop()
+  })
+
+  it("reports the default, applies a namespace's own limit at once, and restores the default", async () => {
+    const initial = await gw.request("GET", "/v1/namespace/rate-limit", { token: key })
+    expect(initial.body).toEqual({ namespace: "limited", requests_per_second: 1000, burst: 2000, source: "default" })
+    expectError(await gw.request("PUT", "/v1/namespace/rate-limit", { token: key, json: { requests_per_second: 0 } }), 400)
+    const set = await gw.request("PUT", "/v1/namespace/rate-limit", { token: key, json: { requests_per_second: 1, burst: 3 } })
+    expect(set.body).toEqual({ namespace: "limited", requests_per_second: 1, burst: 3, source: "namespace" })
+    const statuses: Array<number> = []
+    let limited: Reply | undefined
+    for (let i = 0; i < 6; i++) {
+      const r = await gw.request("GET", "/v1/auth/whoami", { token: key })
+      statuses.push(r.status)
+      if (r.status === 429) limited = r
+    }
+    expect(statuses).toContain(429)
+    if (limited === undefined) throw new Error("never limited")
+    expectError(limited, 429, "RATE_LIMITED")
+    expect(limited.headers.get("retry-after")).not.toBeNull()
+    // open routes are not charged to the namespace
+    expect((await gw.request("GET", "/v1/version")).status).toBe(200)
+    await new Promise((r) => setTimeout(r, 1100))
+    const reset = await gw.request("PUT", "/v1/namespace/rate-limit", { token: key, json: { requests_per_second: null } })
+    expect(reset.body.source).toBe("default")
+  })
+})
+
+describe("process lifecycle", () => {
+  it("stops on SIGTERM with exit code 0 and keeps data across restarts", async () => {
+    const first = await startGateway()
+    const key = (await first.cli(["namespace", "create", "durable"])).api_key
+    const jwks = (await first.request("GET", "/v1/auth/jwks")).body
+    expect(await first.stop()).toBe(0)
+    expect(first.logs()).toContain('"msg":"shutting down"')
+    const second = await startGateway({ dataDir: first.dataDir })
+    try {
+      expect((await second.request("GET", "/v1/auth/whoami", { token: key })).body.namespace).toBe("durable")
+      // signing keys persist, sealed, so earlier tokens stay verifiable
+      expect((await second.request("GET", "/v1/auth/jwks")).body).toEqual(jwks)
+    } finally {
+      await second.stop()
+    }
+  })
+
+  it("refuses a second namespace of the same name and bad names from the CLI", async () => {
+    const gw = await startGateway()
+    try {
+      await gw.cli(["namespace", "create", "twice"])
+      await expect(gw.cli(["namespace", "create", "twice"])).rejects.toThrow(/exists/)
+      await expect(gw.cli(["namespace", "create", "Bad_Name"])).rejects.toThrow(/namespace name/)
+      await expect(gw.cli(["namespace", "create", "lobby"])).rejects.toThrow(/reserved/)
+      const key = await gw.cli(["keys", "create", "--namespace", "twice", "--scopes", "cache,storage", "--label", "app"])
+      expect(key).toMatchObject({ namespace: "twice", role: "custom", scopes: ["cache", "storage"], label: "app" })
+      const who = await gw.request("GET", "/v1/auth/whoami", { token: key.api_key })
+      expect(who.body.grants).toEqual(["cache", "storage"])
+      await expect(gw.cli(["keys", "create", "--namespace", "twice", "--scopes", "root"])).rejects.toThrow(/scopes/)
+      await expect(gw.cli(["keys", "create", "--namespace", "nope", "--profile", "runtime"])).rejects.toThrow(/no namespace/)
+    } finally {
+      await gw.stop()
+    }
   })
 })

@@ -31,7 +31,8 @@ export interface Gateway {
   ) => Promise<Reply>
   /** Runs `portico <args>` against this gateway's data dir and parses its JSON output. */
   readonly cli: (args: ReadonlyArray<string>) => Promise<any>
-  readonly stop: () => Promise<void>
+  /** SIGTERM, then the exit code once the process is gone. */
+  readonly stop: () => Promise<number | null>
 }
 
 export interface GatewayOptions {
@@ -100,9 +101,9 @@ export const startGateway = async (options: GatewayOptions = {}): Promise<Gatewa
     },
     cli: (args) => cliIn(dataDir, args, env),
     stop: () =>
-      new Promise<void>((resolve) => {
-        if (child.exitCode !== null) return resolve()
-        child.once("exit", () => resolve())
+      new Promise<number | null>((resolve) => {
+        if (child.exitCode !== null) return resolve(child.exitCode)
+        child.once("exit", (code) => resolve(code))
         child.kill("SIGTERM")
       })
   }
