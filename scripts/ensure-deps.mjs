@@ -10,6 +10,7 @@ if (stale) {
   const env = { ...process.env }
   // better-sqlite3 compiles against the local Node headers when no prebuilt binary can be fetched.
   if (env.npm_config_nodedir === undefined && existsSync("/usr/include/node/node.h")) env.npm_config_nodedir = "/usr"
-  const result = spawnSync("npm", ["ci", "--no-fund", "--no-audit"], { stdio: "inherit", env })
+  // `npm install`, not `npm ci`: see .ci/run for why ci refuses the lockfile on this registry.
+  const result = spawnSync("npm", ["install", "--no-fund", "--no-audit"], { stdio: "inherit", env })
   process.exit(result.status ?? 1)
 }

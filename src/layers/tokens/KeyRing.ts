@@ -61,9 +61,9 @@ export class KeyRing extends Context.Tag("portico/KeyRing")<KeyRing, KeyRingServ
           return yield* Effect.forEach(rows, (row) =>
             Effect.gen(function* () {
               const kid = String(row.kid)
-              const publicJwk = JSON.parse(String(row.public_jwk)) as jose.JWK
+              const publicJwk = yield* parseJwk(String(row.public_jwk))
               const privateJson = yield* sealer.open("signing-keys", kid, String(row.sealed_private))
-              const privateJwk = JSON.parse(new TextDecoder().decode(privateJson)) as jose.JWK
+              const privateJwk = yield* parseJwk(new TextDecoder().decode(privateJson))
               const publicKey = yield* importJwk(publicJwk)
               const privateKey = yield* importJwk(privateJwk)
               return { kid, publicJwk, publicKey, privateKey }
@@ -160,6 +160,12 @@ export class KeyRing extends Context.Tag("portico/KeyRing")<KeyRing, KeyRingServ
     })
   )
 }
+
+const parseJwk = (text: string) =>
+  Effect.try({
+    try: () => JSON.parse(text) as jose.JWK,
+    catch: () => new TokenInvalid({ reason: "stored signing key is damaged" })
+  })
 
 const importJwk = (jwk: jose.JWK) =>
   Effect.tryPromise({
