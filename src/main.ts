@@ -9,8 +9,6 @@
  * is running on the same data dir; a running gateway sees the change on its next lookup.
  */
 import { Effect, Exit, Layer, Schema } from "effect"
-import { serveGateway, servicesLayer } from "./api/Gateway.js"
-import { logLine } from "./api/AccessLog.js"
 import { GrantString, KeyProfile, profileGrants } from "./domain/Grants.js"
 import { NamespaceName, reservedNamespaces, Wallet } from "./domain/Names.js"
 import { Audit } from "./layers/audit/Audit.js"
@@ -18,6 +16,7 @@ import { PorticoConfig } from "./layers/config/PorticoConfig.js"
 import { ApiKeys } from "./layers/keys/ApiKeys.js"
 import { Namespaces } from "./layers/namespaces/Namespaces.js"
 import { RegistryStore } from "./layers/registry/RegistryStore.js"
+import { servicesLayer } from "./layers/Services.js"
 
 class UsageError extends Schema.TaggedError<UsageError>()("UsageError", { message: Schema.String }) {}
 
@@ -73,6 +72,9 @@ const serve = (flags: ReadonlyMap<string, string>) =>
         })
       )
     )
+    // Loaded here so registry commands do not pay for the HTTP stack and the docs bundle.
+    const { serveGateway } = yield* Effect.promise(() => import("./api/Gateway.js"))
+    const { logLine } = yield* Effect.promise(() => import("./api/AccessLog.js"))
     const listening = yield* serveGateway(settings)
     logLine({
       level: "info",

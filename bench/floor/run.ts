@@ -34,6 +34,15 @@ const node = (kind: string, ...flags: Array<string>) => (port: number) => [
   kind,
   String(port)
 ]
+const gateway = (mode: string) => (port: number) => [
+  process.execPath,
+  "--max-semi-space-size=64",
+  "--import",
+  "tsx",
+  path.join(here, "gateway.ts"),
+  String(port),
+  mode
+]
 /** A bigger young generation: fewer scavenges for per-request garbage (measured +4-6% on lean). */
 const gcFlags = ["--max-semi-space-size=64"]
 
@@ -46,6 +55,9 @@ export const targets: ReadonlyArray<Target> = [
   { name: "official", command: node("official"), path: whoami, headers: auth },
   { name: "settings", command: node("settings", ...gcFlags), path: whoami, headers: auth },
   { name: "lean", command: node("lean", ...gcFlags), path: whoami, headers: auth },
+  // the real gateway: its own namespace and key, printed as HEADER lines before READY
+  { name: "gateway-key", command: gateway("key"), path: whoami, headers: {} },
+  { name: "gateway-jwt", command: gateway("jwt"), path: whoami, headers: {} },
   // reference only: the lean adapter around a plain Effect handler, no HttpApi (run with FLOOR_TARGETS=...)
   { name: "lean-plain", command: node("lean-plain", ...gcFlags), path: whoami, headers: auth }
 ]
@@ -95,6 +107,9 @@ const wrk = (url: string, headers: Readonly<Record<string, string>>, seconds: nu
   }
 }
 
+/** Headers a target announced itself (`HEADER name: value` lines before READY). */
+const announced = new Map<ChildProcess, Record<string, string>>()
+
 const start = (t: Target, port: number): Promise<ChildProcess> =>
   new Promise((resolve, reject) => {
     const [cmd, ...args] = t.command(port)
@@ -113,6 +128,9 @@ const start = (t: Target, port: number): Promise<ChildProcess> =>
       buf += d.toString()
       if (buf.includes("READY")) {
         clearTimeout(timer)
+        const headers: Record<string, string> = {}
+        for (const m of buf.matchAll(/^HEADER ([^:]+): (.*)$/gm)) headers[m[1] ?? ""] = m[2] ?? ""
+        announced.set(child, headers)
         resolve(child)
       }
     })
@@ -150,8 +168,9 @@ const main = async () => {
       const child = await start(t, port)
       try {
         const url = `http://127.0.0.1:${port}${t.path}`
-        if (warmup > 0) wrk(url, t.headers, warmup)
-        const s = wrk(url, t.headers, duration)
+        const headers = { ...t.headers, ...announced.get(child) }
+        if (warmup > 0) wrk(url, headers, warmup)
+        const s = wrk(url, headers, duration)
         results.get(t.name)?.push(s)
         process.stdout.write(
           `round ${r} ${t.name.padEnd(10)} ${s.rps.toFixed(0).padStart(7)} req/s  p50 ${s.p50.toFixed(2)}ms  p99 ${s.p99.toFixed(2)}ms` +

@@ -7,16 +7,8 @@ import { HttpApiBuilder, HttpApiScalar, type HttpRouter } from "@effect/platform
 import { Effect, Layer, Scope } from "effect"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
-import { Audit } from "../layers/audit/Audit.js"
-import { Authenticator } from "../layers/auth/Authenticator.js"
-import { PorticoConfig, type PorticoSettings } from "../layers/config/PorticoConfig.js"
-import { Health } from "../layers/health/Health.js"
-import { ApiKeys } from "../layers/keys/ApiKeys.js"
-import { Namespaces } from "../layers/namespaces/Namespaces.js"
-import { RateLimiter } from "../layers/ratelimit/RateLimiter.js"
-import { registryLayer } from "../layers/registry/registryLayer.js"
-import { Sealer } from "../layers/secrets/Sealer.js"
-import { KeyRing } from "../layers/tokens/KeyRing.js"
+import type { PorticoSettings } from "../layers/config/PorticoConfig.js"
+import { servicesLayer } from "../layers/Services.js"
 import { PorticoApi } from "./Api.js"
 import { AuthenticationLive } from "./Authentication.js"
 import { renderFailure } from "./ErrorResponses.js"
@@ -27,16 +19,6 @@ import { SystemHandlers } from "./handlers/SystemHandlers.js"
 import { accessLog } from "./AccessLog.js"
 import { fastRuntimeLayer, makeRequestListener } from "./NodeAdapter.js"
 import { NodeHttpServer } from "@effect/platform-node"
-
-/** The platform services, each on the engine the settings select. */
-export const servicesLayer = (settings: PorticoSettings) => {
-  const core = Layer.mergeAll(Sealer.Live, registryLayer(settings)).pipe(
-    Layer.provideMerge(PorticoConfig.layer(settings))
-  )
-  const registry = Layer.mergeAll(Audit.Live, ApiKeys.Live, KeyRing.Live, Health.Live).pipe(Layer.provideMerge(core))
-  const namespaces = Namespaces.Live.pipe(Layer.provideMerge(registry))
-  return Layer.mergeAll(RateLimiter.Live, Authenticator.Live).pipe(Layer.provideMerge(namespaces))
-}
 
 const HandlersLive = Layer.mergeAll(SystemHandlers, AuthHandlers, NamespaceHandlers, AuditHandlers)
 

@@ -307,7 +307,7 @@ describe("process lifecycle", () => {
     } finally {
       await second.stop()
     }
-  })
+  }, 90_000)
 
   it("refuses a second namespace of the same name and bad names from the CLI", async () => {
     const gw = await startGateway()
@@ -325,5 +325,6 @@ describe("process lifecycle", () => {
     } finally {
       await gw.stop()
     }
-  })
+    // eight CLI processes, each loading TypeScript through tsx: slow on a loaded CI machine
+  }, 120_000)
 })

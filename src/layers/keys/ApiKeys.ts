@@ -64,17 +64,45 @@ const newKeyId = (): string => {
 
 const tokenPattern = /^portico_(key_[a-z2-7]{16})_([A-Za-z0-9_-]{43})$/
 
+interface ParsedScopes {
+  readonly scopes: ReadonlyArray<string>
+  readonly grants: ReadonlyArray<Grant>
+}
+
+/**
+ * Parsed scope lists by their stored JSON text. A key's scopes never change after minting, and
+ * many requests present the same few keys, so parsing (JSON plus the grant patterns) is done once
+ * per distinct text. This caches only the parse of a string, never whether a key is valid: every
+ * request still reads the key's row, so revocation stays immediate.
+ */
+const parsedScopes = new Map<string, ParsedScopes>()
+const PARSED_SCOPES_MAX = 1024
+
+const grantsOf = (scopes: ReadonlyArray<string>): ReadonlyArray<Grant> =>
+  scopes.flatMap((s) => {
+    const g = parseGrant(s)
+    return g === undefined ? [] : [g]
+  })
+
+const scopesOf = (text: unknown): ParsedScopes => {
+  if (typeof text !== "string") return { scopes: [], grants: [] }
+  const cached = parsedScopes.get(text)
+  if (cached !== undefined) return cached
+  const scopes = parseScopes(text)
+  const parsed: ParsedScopes = { scopes: Object.freeze(scopes), grants: Object.freeze(grantsOf(scopes)) }
+  if (parsedScopes.size >= PARSED_SCOPES_MAX) parsedScopes.clear()
+  parsedScopes.set(text, parsed)
+  return parsed
+}
+
 const toRecord = (row: Row): ApiKeyRecord => {
-  const scopes = parseScopes(row.scopes)
+  const { grants, scopes } = scopesOf(row.scopes)
   return {
     id: String(row.id),
     namespace: String(row.namespace),
     role: String(row.role) as KeyRole,
     scopes,
-    grants: scopes.flatMap((s) => {
-      const g = parseGrant(s)
-      return g === undefined ? [] : [g]
-    }),
+    grants,
     label: String(row.label),
     createdAt: Number(row.created_at),
     createdBy: String(row.created_by),
@@ -83,8 +111,7 @@ const toRecord = (row: Row): ApiKeyRecord => {
   }
 }
 
-const parseScopes = (text: unknown): ReadonlyArray<string> => {
-  if (typeof text !== "string") return []
+const parseScopes = (text: string): Array<string> => {
   try {
     const value: unknown = JSON.parse(text)
     return Array.isArray(value) ? value.filter((v): v is string => typeof v === "string") : []

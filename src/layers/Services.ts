@@ -1,0 +1,24 @@
+/**
+ * The platform services wired together, each on the engine the settings select. The CLI uses
+ * this without the HTTP stack; the gateway puts its routes on top.
+ */
+import { Layer } from "effect"
+import { Audit } from "./audit/Audit.js"
+import { Authenticator } from "./auth/Authenticator.js"
+import { PorticoConfig, type PorticoSettings } from "./config/PorticoConfig.js"
+import { Health } from "./health/Health.js"
+import { ApiKeys } from "./keys/ApiKeys.js"
+import { Namespaces } from "./namespaces/Namespaces.js"
+import { RateLimiter } from "./ratelimit/RateLimiter.js"
+import { registryLayer } from "./registry/registryLayer.js"
+import { Sealer } from "./secrets/Sealer.js"
+import { KeyRing } from "./tokens/KeyRing.js"
+
+export const servicesLayer = (settings: PorticoSettings) => {
+  const core = Layer.mergeAll(Sealer.Live, registryLayer(settings)).pipe(
+    Layer.provideMerge(PorticoConfig.layer(settings))
+  )
+  const registry = Layer.mergeAll(Audit.Live, ApiKeys.Live, KeyRing.Live, Health.Live).pipe(Layer.provideMerge(core))
+  const namespaces = Namespaces.Live.pipe(Layer.provideMerge(registry))
+  return Layer.mergeAll(RateLimiter.Live, Authenticator.Live).pipe(Layer.provideMerge(namespaces))
+}
