@@ -313,6 +313,36 @@ const answerDirect = (res: http.ServerResponse, status: number, body: string): v
   res.end(body)
 }
 
+/** How much of a refused upload we read and discard so the client gets to see our 413. */
+const DRAIN_BUDGET_BYTES = 16 * 1024 * 1024
+const DRAIN_BUDGET_MS = 5_000
+
+/**
+ * Answers 413 at once for an announced oversize body, then discards what the client is still
+ * sending, up to a budget: a client that is mid-upload when the socket closes reports a broken
+ * pipe instead of our answer. Past the budget the connection is cut.
+ */
+const refuseOversize = (req: http.IncomingMessage, res: http.ServerResponse, body: string): void => {
+  // No `Connection: close` here: closing right after the answer resets a client still writing.
+  // Node reuses the connection once the discarded body has been read; past the budget it is cut.
+  res.writeHead(413, { "content-type": "application/json", "content-length": Buffer.byteLength(body) })
+  res.end(body)
+  let drained = 0
+  const cut = () => req.socket.destroy()
+  const timer = setTimeout(cut, DRAIN_BUDGET_MS)
+  timer.unref()
+  req.on("data", (chunk: Buffer) => {
+    drained += chunk.length
+    if (drained > DRAIN_BUDGET_BYTES) {
+      clearTimeout(timer)
+      cut()
+    }
+  })
+  req.once("end", () => clearTimeout(timer))
+  req.once("error", () => clearTimeout(timer))
+  req.resume()
+}
+
 const responseHeaders = (response: ServerResponse.HttpServerResponse): Record<string, string | Array<string>> => {
   if (Cookies.isEmpty(response.cookies)) return response.headers
   const headers: Record<string, string | Array<string>> = { ...response.headers }
@@ -558,7 +588,7 @@ export const makeRequestListener = <E, R>(
   return (req, res) => {
     const announced = req.headers["content-length"]
     if (announced !== undefined && Number(announced) > maxBodyBytes) {
-      answerDirect(res, 413, tooLarge)
+      refuseOversize(req, res, tooLarge)
       return
     }
     let interrupt: (() => void) | undefined
