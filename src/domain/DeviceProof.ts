@@ -1,0 +1,294 @@
+/**
+ * Device proofs (spec §2.5, §5.8-9): the `{iat, id, sig}` object a device-bound session sends to
+ * refresh, approve, claim, revoke or end a session, the exact bytes it signs, its freshness check,
+ * and the nonce key under which the service spends its `id`. Also the strict JSON reader that
+ * refuses duplicate keys, used for proofs and JOSE headers. Pure: spending the nonce is the
+ * service's job.
+ */
+import { sha256 } from "@noble/hashes/sha2"
+import { bytesToHex, utf8ToBytes } from "@noble/hashes/utils"
+import { Data, Effect, Either, ParseResult, Schema } from "effect"
+import { type DeviceKey, MAX_SIGNATURE_CHARS, verifyDeviceSignature } from "./DeviceKey.js"
+
+/** First line of every signed proof: binds the signature to this purpose and version. */
+export const PROOF_LABEL = "portico-device-proof-v1"
+/** How far `iat` may be from the gateway clock, either way. */
+export const PROOF_SKEW_SECONDS = 60
+
+/** What a proof authorises; each has its own binding (spec §2.5). */
+export const DeviceProofAction = Schema.Literal("refresh", "approve", "claim", "revoke", "end-session")
+export type DeviceProofAction = typeof DeviceProofAction.Type
+
+/** The wire proof. Unknown members are refused so a signed object has a single meaning. */
+export const DeviceProof = Schema.Struct({
+  iat: Schema.Int.pipe(Schema.between(0, Number.MAX_SAFE_INTEGER)).annotations({
+    description: "Issued at, integer Unix seconds"
+  }),
+  id: Schema.String.pipe(Schema.pattern(/^[A-Za-z0-9_-]{16,128}$/)).annotations({
+    description: "Random proof id, 16-128 characters of [A-Za-z0-9_-]; spent once"
+  }),
+  sig: Schema.String.pipe(Schema.pattern(/^[A-Za-z0-9_-]+$/), Schema.maxLength(MAX_SIGNATURE_CHARS)).annotations({
+    description: "Device signature over the proof message, base64url"
+  })
+}).annotations({
+  identifier: "DeviceProof",
+  parseOptions: { onExcessProperty: "error" }
+})
+export type DeviceProof = typeof DeviceProof.Type
+
+/** Why a proof was refused; all map to 401 `DEVICE_PROOF_INVALID`. */
+export type DeviceProofFailure = "malformed" | "stale" | "bad_signature"
+
+/** The proof is malformed, stale, or not signed by the device: 401 `DEVICE_PROOF_INVALID`. */
+export class DeviceProofInvalid extends Data.TaggedError("DeviceProofInvalid")<{
+  readonly kind: DeviceProofFailure
+  readonly reason: string
+}> {
+  get code(): "DEVICE_PROOF_INVALID" {
+    return "DEVICE_PROOF_INVALID"
+  }
+  get status(): 401 {
+    return 401
+  }
+}
+
+/** The text is not JSON, is too deep or too long, or repeats a key within one object. */
+export class StrictJsonInvalid extends Data.TaggedError("StrictJsonInvalid")<{ readonly reason: string }> {}
+
+const malformed = (reason: string) => new DeviceProofInvalid({ kind: "malformed", reason })
+
+const ACTIONS: ReadonlySet<string> = new Set(DeviceProofAction.literals)
+
+/**
+ * The signed bytes' text: label, action, namespace, binding, iat, id joined by "\n", no trailing
+ * newline. A field holding CR or LF could shift the lines and make one message read as another,
+ * so such fields are refused rather than escaped.
+ */
+export const proofMessage = (
+  action: DeviceProofAction,
+  namespace: string,
+  binding: string,
+  iat: number,
+  id: string
+): Effect.Effect<string, DeviceProofInvalid> => {
+  if (!ACTIONS.has(action)) return Effect.fail(malformed("unknown proof action"))
+  if (!Number.isSafeInteger(iat) || iat < 0) return Effect.fail(malformed("iat must be a non-negative integer"))
+  for (const [name, value] of [["namespace", namespace], ["binding", binding], ["id", id]] as const) {
+    if (value.length === 0) return Effect.fail(malformed(`the proof ${name} is empty`))
+    if (value.includes("\n") || value.includes("\r")) {
+      return Effect.fail(malformed(`the proof ${name} contains a line break`))
+    }
+  }
+  return Effect.succeed([PROOF_LABEL, action, namespace, binding, String(iat), id].join("\n"))
+}
+
+/**
+ * Key under which the service spends a proof id: one use per action per credential. The binding is
+ * hashed (with the namespace, so equal short codes of two namespaces never collide) so that a
+ * refresh token never lands raw in the nonce table.
+ */
+export const proofNonceKey = (action: DeviceProofAction, namespace: string, binding: string, id: string): string =>
+  `${action}:${bytesToHex(sha256(utf8ToBytes(`${namespace}\n${binding}`)))}:${id}`
+
+/**
+ * Epoch milliseconds until which a spent id must be remembered: after it the proof is stale anyway,
+ * so a replay is refused by the clock. One second of margin covers rounding of `now`.
+ */
+export const proofNonceExpiresAt = (iat: number): number => (iat + PROOF_SKEW_SECONDS + 1) * 1000
+
+/** A proof that passed every check, with the nonce key the service must spend before acting. */
+export interface CheckedProof {
+  readonly proof: DeviceProof
+  readonly nonceKey: string
+  /** Epoch milliseconds: keep the spent nonce at least this long. */
+  readonly nonceExpiresAt: number
+}
+
+export interface CheckProofInput {
+  /** The proof as received (decoded here, so raw JSON values are fine). */
+  readonly proof: unknown
+  readonly action: DeviceProofAction
+  readonly namespace: string
+  /** refresh token, user code, device code, device id or session id, by action (spec §2.5). */
+  readonly binding: string
+  /** The key of the device the credential is bound to. */
+  readonly key: DeviceKey
+  /** Gateway clock, epoch milliseconds (Clock.currentTimeMillis). */
+  readonly now: number
+}
+
+const decodeProof = Schema.decodeUnknownEither(DeviceProof, { onExcessProperty: "error" })
+
+/** Checks shape, freshness (|now - iat| <= 60 s) and the device signature over `proofMessage`. */
+export const checkProof = (input: CheckProofInput): Effect.Effect<CheckedProof, DeviceProofInvalid> =>
+  Effect.gen(function* () {
+    const decoded = decodeProof(input.proof)
+    if (Either.isLeft(decoded)) {
+      return yield* malformed(`the device proof is malformed: ${ParseResult.TreeFormatter.formatErrorSync(decoded.left)}`)
+    }
+    const proof = decoded.right
+    const iatMs = proof.iat * 1000
+    const skewMs = PROOF_SKEW_SECONDS * 1000
+    if (iatMs < input.now - skewMs) return yield* new DeviceProofInvalid({ kind: "stale", reason: "the device proof is too old" })
+    if (iatMs > input.now + skewMs) {
+      return yield* new DeviceProofInvalid({ kind: "stale", reason: "the device proof is issued in the future" })
+    }
+    const message = yield* proofMessage(input.action, input.namespace, input.binding, proof.iat, proof.id)
+    yield* verifyDeviceSignature(input.key, message, proof.sig).pipe(
+      Effect.mapError(() => new DeviceProofInvalid({ kind: "bad_signature", reason: "the device proof is not signed by this device" }))
+    )
+    return {
+      proof,
+      nonceKey: proofNonceKey(input.action, input.namespace, input.binding, proof.id),
+      nonceExpiresAt: proofNonceExpiresAt(proof.iat)
+    }
+  })
+
+// ---------------------------------------------------------------------------------------------
+// Strict JSON: JSON.parse keeps the last of repeated keys, so `{"iat":1,"iat":2}` would mean one
+// thing to us and maybe another to a client library or proxy. This scanner walks the RFC 8259
+// grammar once, compares keys after unescaping (so "a" and "\u0061" are the same key), and only
+// then hands the text to JSON.parse.
+
+/** Bounds on strict JSON input; proofs and JOSE headers are far smaller. */
+export interface StrictJsonLimits {
+  readonly maxChars: number
+  readonly maxDepth: number
+}
+const DEFAULT_LIMITS: StrictJsonLimits = { maxChars: 65_536, maxDepth: 32 }
+
+const WS = new Set([" ", "\t", "\n", "\r"])
+const SIMPLE_ESCAPES: Readonly<Record<string, string>> = {
+  '"': '"',
+  "\\": "\\",
+  "/": "/",
+  b: "\b",
+  f: "\f",
+  n: "\n",
+  r: "\r",
+  t: "\t"
+}
+const HEX4_RE = /^[0-9A-Fa-f]{4}$/
+const NUMBER_RE = /-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?/y
+
+type Scan = { readonly ok: true; readonly pos: number; readonly text?: string } | { readonly ok: false; readonly reason: string }
+const fail = (reason: string): Scan => ({ ok: false, reason })
+
+/** Scans one JSON value starting at `pos`; returns the position after it, or why it is not JSON. */
+const scanValue = (src: string, start: number, depth: number, limits: StrictJsonLimits): Scan => {
+  const pos = skipWs(src, start)
+  const c = src.charAt(pos)
+  if (c === "{" || c === "[") {
+    if (depth >= limits.maxDepth) return fail("JSON nested too deeply")
+    return c === "{" ? scanObject(src, pos, depth + 1, limits) : scanArray(src, pos, depth + 1, limits)
+  }
+  if (c === '"') return scanString(src, pos)
+  for (const literal of ["true", "false", "null"]) {
+    if (src.startsWith(literal, pos)) return { ok: true, pos: pos + literal.length }
+  }
+  NUMBER_RE.lastIndex = pos
+  const m = NUMBER_RE.exec(src)
+  if (m !== null && m[0].length > 0) return { ok: true, pos: pos + m[0].length }
+  return fail(`unexpected character at ${pos}`)
+}
+
+const skipWs = (src: string, pos: number): number => {
+  let i = pos
+  while (i < src.length && WS.has(src.charAt(i))) i++
+  return i
+}
+
+/** Scans a string literal at `pos` (the opening quote) and returns its unescaped text. */
+const scanString = (src: string, pos: number): Scan => {
+  let i = pos + 1
+  let out = ""
+  while (i < src.length) {
+    const c = src.charAt(i)
+    if (c === '"') return { ok: true, pos: i + 1, text: out }
+    if (c.charCodeAt(0) < 0x20) return fail(`control character in string at ${i}`)
+    if (c === "\\") {
+      const e = src.charAt(i + 1)
+      const simple = SIMPLE_ESCAPES[e]
+      if (simple !== undefined) {
+        out += simple
+        i += 2
+      } else if (e === "u" && HEX4_RE.test(src.slice(i + 2, i + 6))) {
+        // Keys compare by UTF-16 code units, exactly as JSON.parse builds property names.
+        out += String.fromCharCode(parseInt(src.slice(i + 2, i + 6), 16))
+        i += 6
+      } else {
+        return fail(`bad escape in string at ${i}`)
+      }
+    } else {
+      out += c
+      i++
+    }
+  }
+  return fail("unterminated string")
+}
+
+const scanObject = (src: string, pos: number, depth: number, limits: StrictJsonLimits): Scan => {
+  const seen = new Set<string>()
+  let i = skipWs(src, pos + 1)
+  if (src.charAt(i) === "}") return { ok: true, pos: i + 1 }
+  for (;;) {
+    if (src.charAt(i) !== '"') return fail(`expected a key at ${i}`)
+    const key = scanString(src, i)
+    if (!key.ok) return key
+    const name = key.text ?? ""
+    if (seen.has(name)) return fail(`duplicate key "${name}"`)
+    seen.add(name)
+    i = skipWs(src, key.pos)
+    if (src.charAt(i) !== ":") return fail(`expected ":" at ${i}`)
+    const value = scanValue(src, i + 1, depth, limits)
+    if (!value.ok) return value
+    i = skipWs(src, value.pos)
+    const c = src.charAt(i)
+    if (c === "}") return { ok: true, pos: i + 1 }
+    if (c !== ",") return fail(`expected "," or "}" at ${i}`)
+    i = skipWs(src, i + 1)
+  }
+}
+
+const scanArray = (src: string, pos: number, depth: number, limits: StrictJsonLimits): Scan => {
+  let i = skipWs(src, pos + 1)
+  if (src.charAt(i) === "]") return { ok: true, pos: i + 1 }
+  for (;;) {
+    const value = scanValue(src, i, depth, limits)
+    if (!value.ok) return value
+    i = skipWs(src, value.pos)
+    const c = src.charAt(i)
+    if (c === "]") return { ok: true, pos: i + 1 }
+    if (c !== ",") return fail(`expected "," or "]" at ${i}`)
+    i += 1
+  }
+}
+
+/** JSON.parse that refuses duplicate keys at any depth, over-deep nesting and over-long input. */
+export const parseStrictJson = (
+  text: string,
+  limits: StrictJsonLimits = DEFAULT_LIMITS
+): Effect.Effect<unknown, StrictJsonInvalid> => {
+  if (text.length > limits.maxChars) return Effect.fail(new StrictJsonInvalid({ reason: "JSON text too long" }))
+  const scan = scanValue(text, 0, 0, limits)
+  if (!scan.ok) return Effect.fail(new StrictJsonInvalid({ reason: scan.reason }))
+  if (skipWs(text, scan.pos) !== text.length) {
+    return Effect.fail(new StrictJsonInvalid({ reason: "trailing characters after the JSON value" }))
+  }
+  return Effect.try({
+    try: (): unknown => JSON.parse(text),
+    catch: () => new StrictJsonInvalid({ reason: "not valid JSON" })
+  })
+}
+
+/** Reads a proof from JSON text strictly (no repeated keys, no unknown members). */
+export const decodeProofJson = (text: string): Effect.Effect<DeviceProof, DeviceProofInvalid> =>
+  parseStrictJson(text, { maxChars: 4096, maxDepth: 4 }).pipe(
+    Effect.mapError((e) => malformed(`the device proof is not strict JSON: ${e.reason}`)),
+    Effect.flatMap((value) => {
+      const decoded = decodeProof(value)
+      return Either.isLeft(decoded)
+        ? Effect.fail(malformed(`the device proof is malformed: ${ParseResult.TreeFormatter.formatErrorSync(decoded.left)}`))
+        : Effect.succeed(decoded.right)
+    })
+  )
