@@ -47,6 +47,13 @@ export const routePolicies: Readonly<Record<string, Policy>> = {
   // credentials
   "GET /v1/auth/whoami": authenticated,
   "POST /v1/auth/token": authenticated,
+  // sign-in: the credential is in the body (a signature, a refresh token)
+  "POST /v1/auth/challenge": open,
+  "POST /v1/auth/verify": open,
+  "POST /v1/auth/refresh": open,
+  "POST /v1/auth/logout": authenticated,
+  "GET /v1/auth/sessions": authenticated,
+  "DELETE /v1/auth/sessions/:id": authenticated,
 
   // members, keys, limits
   "GET /v1/namespace/members": authenticated,

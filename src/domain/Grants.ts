@@ -22,7 +22,8 @@ export const GrantName = Schema.Literal(
 )
 export type GrantName = typeof GrantName.Type
 
-export const Role = Schema.Literal("owner", "admin", "developer", "runtime", "reader")
+/** Member roles, plus `user`: a signed-in wallet that is not a member (namespaces with `sign_in: open`). */
+export const Role = Schema.Literal("owner", "admin", "developer", "runtime", "reader", "user")
 export type Role = typeof Role.Type
 
 /** What a key was minted as; `custom` is a key minted from an explicit scope list. */
@@ -79,7 +80,9 @@ export const roleGrants: Record<Role, ReadonlyArray<GrantName>> = {
   admin: ["admin", "namespace-write", "members-write", "db:write", "secrets:write", ...dataPlane],
   developer: ["db:write", "secrets:write", ...dataPlane],
   runtime: ["invoke", "storage", "storage-read", "push:write", "webrtc", "proxy", "pubsub", "cache"],
-  reader: ["storage-read"]
+  reader: ["storage-read"],
+  // An app's end user: the data plane an app's client needs, never the control plane.
+  user: ["cache", "storage", "storage-read", "invoke", "proxy", "webrtc", "pubsub"]
 }
 
 /**

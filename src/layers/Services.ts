@@ -12,6 +12,7 @@ import { Namespaces } from "./namespaces/Namespaces.js"
 import { RateLimiter } from "./ratelimit/RateLimiter.js"
 import { registryLayer } from "./registry/registryLayer.js"
 import { Sealer } from "./secrets/Sealer.js"
+import { Sessions } from "./sessions/Sessions.js"
 import { KeyRing } from "./tokens/KeyRing.js"
 
 export const servicesLayer = (settings: PorticoSettings) => {
@@ -19,6 +20,7 @@ export const servicesLayer = (settings: PorticoSettings) => {
     Layer.provideMerge(PorticoConfig.layer(settings))
   )
   const registry = Layer.mergeAll(Audit.Live, ApiKeys.Live, KeyRing.Live, Health.Live).pipe(Layer.provideMerge(core))
-  const namespaces = Namespaces.Live.pipe(Layer.provideMerge(registry))
-  return Layer.mergeAll(RateLimiter.Live, Authenticator.Live).pipe(Layer.provideMerge(namespaces))
+  const namespaces = Layer.mergeAll(Namespaces.Live, Sessions.Live).pipe(Layer.provideMerge(registry))
+  const liveness = Sessions.Liveness.pipe(Layer.provideMerge(namespaces))
+  return Layer.mergeAll(RateLimiter.Live, Authenticator.Live).pipe(Layer.provideMerge(liveness))
 }

@@ -1,7 +1,9 @@
-/** Credential routes of the foundation: who am I, and API key → access token. */
-import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+/** Credential routes: who am I, key → token, wallet sign-in, refresh, logout and sessions (spec §4.5). */
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "@effect/platform"
 import { Schema } from "effect"
 import { Wire } from "../../domain/Errors.js"
+import { Label, NamespaceName } from "../../domain/Names.js"
+import { strict, UnixSeconds } from "../Wire.js"
 
 export const Whoami = Schema.Struct({
   namespace: Schema.String,
@@ -17,6 +19,89 @@ export const AccessToken = Schema.Struct({
   expires_in: Schema.Int
 }).annotations({ identifier: "AccessToken" })
 
+const WalletText = Schema.String.pipe(
+  Schema.pattern(/^0x[0-9a-fA-F]{40}$/, { message: () => "a wallet is 0x followed by 40 hex characters" })
+)
+const DeviceId = Schema.String.pipe(
+  Schema.pattern(/^[A-Za-z0-9_-]{43}$/, { message: () => "a device id is an RFC 7638 thumbprint: 43 base64url characters" })
+)
+const DeviceProofWire = Schema.Unknown.annotations({
+  identifier: "DeviceProof",
+  description: "{iat: Unix seconds, id: 16-128 of [A-Za-z0-9_-], sig: base64url} signed by the session's device"
+})
+
+export const ChallengeRequest = strict(
+  Schema.Struct({ wallet: WalletText, namespace: NamespaceName, device_id: Schema.optional(DeviceId) })
+).annotations({ identifier: "ChallengeRequest" })
+
+export const ChallengeAnswer = Schema.Struct({
+  message: Schema.String.annotations({ description: "EIP-4361 message to sign with personal_sign" }),
+  nonce: Schema.String,
+  expires_at: UnixSeconds
+}).annotations({ identifier: "Challenge" })
+
+export const VerifyRequest = strict(
+  Schema.Struct({
+    message: Schema.String.pipe(Schema.maxLength(4096)),
+    signature: Schema.String.pipe(Schema.maxLength(200)),
+    device_key: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown })),
+    device_signature: Schema.optional(Schema.String.pipe(Schema.maxLength(200))),
+    device_label: Schema.optional(Label)
+  })
+).annotations({ identifier: "VerifyRequest" })
+
+export const SessionAnswer = Schema.Struct({
+  access_token: Schema.String,
+  token_type: Schema.Literal("Bearer"),
+  expires_in: Schema.Int,
+  refresh_token: Schema.String.annotations({ description: "dv1_… for a device-bound session; rotates on every refresh" }),
+  subject: Schema.String,
+  namespace: Schema.String,
+  session_id: Schema.String,
+  device_id: Schema.optional(Schema.String)
+}).annotations({ identifier: "Session" })
+
+export const RefreshRequest = strict(
+  Schema.Struct({
+    refresh_token: Schema.String.pipe(Schema.maxLength(256)),
+    device_proof: Schema.optional(DeviceProofWire)
+  })
+).annotations({ identifier: "RefreshRequest" })
+
+export const SessionList = Schema.Struct({
+  sessions: Schema.Array(
+    Schema.Struct({
+      id: Schema.String,
+      device_id: Schema.NullOr(Schema.String),
+      created_at: UnixSeconds,
+      refreshed_at: UnixSeconds,
+      current: Schema.Boolean
+    })
+  )
+}).annotations({ identifier: "SessionList" })
+
+export const EndSessionRequest = strict(Schema.Struct({ device_proof: Schema.optional(DeviceProofWire) }))
+export const Ended = Schema.Struct({ ended: Schema.String })
+
+const sessionParam = HttpApiSchema.param(
+  "id",
+  Schema.String.pipe(Schema.pattern(/^ses_[0-9a-f]{32}$/, { message: () => "a session id is ses_ and 32 hex characters" }))
+)
+
 export class AuthGroup extends HttpApiGroup.make("auth")
   .add(HttpApiEndpoint.get("whoami", "/v1/auth/whoami").addSuccess(Whoami))
-  .add(HttpApiEndpoint.post("token", "/v1/auth/token").addSuccess(AccessToken).addError(Wire.BadRequest)) {}
+  .add(HttpApiEndpoint.post("token", "/v1/auth/token").addSuccess(AccessToken))
+  .add(HttpApiEndpoint.post("challenge", "/v1/auth/challenge").setPayload(ChallengeRequest).addSuccess(ChallengeAnswer))
+  .add(HttpApiEndpoint.post("verify", "/v1/auth/verify").setPayload(VerifyRequest).addSuccess(SessionAnswer))
+  .add(HttpApiEndpoint.post("refresh", "/v1/auth/refresh").setPayload(RefreshRequest).addSuccess(SessionAnswer))
+  .add(HttpApiEndpoint.post("logout", "/v1/auth/logout").addSuccess(Ended))
+  .add(HttpApiEndpoint.get("sessions", "/v1/auth/sessions").addSuccess(SessionList))
+  .add(
+    HttpApiEndpoint.del("endSession")`/v1/auth/sessions/${sessionParam}`
+      .setPayload(EndSessionRequest)
+      .addSuccess(Ended)
+  )
+  .addError(Wire.BadRequest)
+  .addError(Wire.Unauthorized)
+  .addError(Wire.Forbidden)
+  .addError(Wire.NotFound) {}

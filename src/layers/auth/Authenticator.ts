@@ -9,6 +9,15 @@ import { ApiKeys, type ApiKeyRecord } from "../keys/ApiKeys.js"
 import type { StoreError } from "../registry/RegistryStore.js"
 import { KeyRing } from "../tokens/KeyRing.js"
 
+/**
+ * Whether a session still stands. A Tag of its own so the authenticator does not depend on the
+ * whole sign-in service (which itself signs tokens with the key ring).
+ */
+export class SessionLiveness extends Context.Tag("portico/SessionLiveness")<
+  SessionLiveness,
+  { readonly isLive: (sessionId: string) => Effect.Effect<boolean, StoreError> }
+>() {}
+
 export class CredentialRejected extends Data.TaggedError("CredentialRejected")<{
   readonly kind: "api_key" | "jwt"
   readonly reason: string
@@ -48,6 +57,7 @@ export class Authenticator extends Context.Tag("portico/Authenticator")<Authenti
     Effect.gen(function* () {
       const keys = yield* ApiKeys
       const ring = yield* KeyRing
+      const sessions = yield* SessionLiveness
       return {
         authenticate: (bearer) => {
           if (looksLikeApiKey(bearer)) {
@@ -69,6 +79,10 @@ export class Authenticator extends Context.Tag("portico/Authenticator")<Authenti
               if (Option.isNone(key) || key.value.namespace !== claims.ns) {
                 return yield* new CredentialRejected({ kind: "jwt", reason: "the key behind this token was revoked" })
               }
+            }
+            // A session's tokens die with it: logout, session end and device revocation are at once.
+            if (claims.sid !== undefined && !(yield* sessions.isLive(claims.sid))) {
+              return yield* new CredentialRejected({ kind: "jwt", reason: "the session of this token has ended" })
             }
             return {
               namespace: claims.ns,

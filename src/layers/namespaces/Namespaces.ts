@@ -68,7 +68,7 @@ export interface NamespacesService {
   ) => Effect.Effect<void, StoreError>
 }
 
-const rank: Record<Role | KeyRole, number> = { owner: 4, admin: 3, developer: 2, runtime: 1, reader: 0, custom: 0 }
+const rank: Record<Role | KeyRole, number> = { owner: 4, admin: 3, developer: 2, runtime: 1, reader: 0, user: 0, custom: 0 }
 
 export class Namespaces extends Context.Tag("portico/Namespaces")<Namespaces, NamespacesService>() {
   static readonly Live = Layer.effect(

@@ -61,5 +61,56 @@ export const migrations: ReadonlyArray<Migration> = [
       )`,
       `CREATE INDEX IF NOT EXISTS audit_namespace_at ON audit (namespace, at)`
     ]
+  },
+  {
+    id: 2,
+    name: "sign_in_sessions_devices",
+    statements: [
+      `CREATE TABLE IF NOT EXISTS auth_challenges (
+        nonce TEXT PRIMARY KEY,
+        namespace TEXT NOT NULL,
+        wallet TEXT NOT NULL,
+        device_id TEXT,
+        expires_at INTEGER NOT NULL,
+        spent_at INTEGER
+      )`,
+      `CREATE TABLE IF NOT EXISTS sessions (
+        id TEXT PRIMARY KEY,
+        namespace TEXT NOT NULL,
+        wallet TEXT NOT NULL,
+        device_id TEXT,
+        created_at INTEGER NOT NULL,
+        refreshed_at INTEGER NOT NULL,
+        ended_at INTEGER,
+        end_reason TEXT
+      )`,
+      `CREATE INDEX IF NOT EXISTS sessions_wallet ON sessions (namespace, wallet)`,
+      `CREATE TABLE IF NOT EXISTS refresh_tokens (
+        hash TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        used_at INTEGER,
+        successor TEXT,
+        grace_used INTEGER NOT NULL DEFAULT 0
+      )`,
+      `CREATE INDEX IF NOT EXISTS refresh_tokens_session ON refresh_tokens (session_id)`,
+      `CREATE TABLE IF NOT EXISTS devices (
+        namespace TEXT NOT NULL,
+        id TEXT NOT NULL,
+        wallet TEXT NOT NULL,
+        public_jwk TEXT NOT NULL,
+        label TEXT NOT NULL,
+        status TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        revoked_at INTEGER,
+        PRIMARY KEY (namespace, id)
+      )`,
+      `CREATE TABLE IF NOT EXISTS proof_nonces (
+        key TEXT PRIMARY KEY,
+        expires_at INTEGER NOT NULL
+      )`,
+      `ALTER TABLE namespaces ADD COLUMN device_policy TEXT NOT NULL DEFAULT 'optional'`,
+      `ALTER TABLE namespaces ADD COLUMN sign_in TEXT NOT NULL DEFAULT 'members'`
+    ]
   }
 ]

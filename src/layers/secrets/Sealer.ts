@@ -11,7 +11,13 @@ import { PorticoConfig } from "../config/PorticoConfig.js"
 export class SealError extends Data.TaggedError("SealError")<{ readonly detail: string }> {}
 
 /** Purposes are fixed strings so that a key derived for one use can never open another's data. */
-export type Purpose = "signing-keys" | "api-key-hash" | "refresh-token-hash" | "push-credentials" | "deployment-env"
+export type Purpose =
+  | "signing-keys"
+  | "api-key-hash"
+  | "refresh-token-hash"
+  | "refresh-successor"
+  | "push-credentials"
+  | "deployment-env"
 
 export interface SealerService {
   /** Encrypts `plaintext` for `purpose`, bound to `owner` (e.g. `namespace/id`). */

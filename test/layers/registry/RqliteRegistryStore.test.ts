@@ -4,6 +4,7 @@ import type { Scope } from "effect"
 import { createServer } from "node:http"
 import type { IncomingMessage, Server, ServerResponse } from "node:http"
 import { RegistryStore } from "../../../src/layers/registry/RegistryStore.js"
+import { migrations } from "../../../src/layers/registry/migrations.js"
 import { RqliteRegistryStore } from "../../../src/layers/registry/RqliteRegistryStore.js"
 import type { RqliteConfig } from "../../../src/layers/registry/RqliteRegistryStore.js"
 import { hasRqlited, rqlited, rqlitedMissingMessage } from "../../support/rqlited.js"
@@ -60,7 +61,7 @@ if (!hasRqlited()) {
         const store = Context.get(yield* Layer.build(RqliteRegistryStore.layer(testConfig(server.url))), RegistryStore)
         expect(store.engine).toBe("rqlite")
         const rows = yield* store.query({ sql: "SELECT id, name, applied_at FROM portico_migrations ORDER BY id" })
-        expect(rows.map((row) => [row["id"], row["name"]])).toEqual([[1, "namespaces_members_keys"]])
+        expect(rows.map((row) => [row["id"], row["name"]])).toEqual(migrations.map((m) => [m.id, m.name]))
         expect(typeof rows[0]?.["applied_at"]).toBe("number")
       })
     )

@@ -1,0 +1,471 @@
+/**
+ * Wallet sign-in and sessions: challenges with single-use nonces, sign-in with an optional
+ * device binding, rotating refresh tokens with a one-time grace reuse and family revocation,
+ * device proofs on device-bound refreshes, and ending sessions.
+ *
+ * Every check runs before anything is spent or written; every conditional write is an SQL
+ * predicate whose row count decides (rqlite has no interactive transactions).
+ */
+import { Clock, Context, Data, Effect, Layer, Option } from "effect"
+import * as crypto from "node:crypto"
+import { assertDeviceId, type DeviceKey, parseDeviceKey, verifyDeviceSignature } from "../../domain/DeviceKey.js"
+import { checkProof, type DeviceProofAction } from "../../domain/DeviceProof.js"
+import { isControlPlaneRole, type Role, roleGrants } from "../../domain/Grants.js"
+import { makeChallenge, newNonce, parseMessage, verifySignIn } from "../../domain/Siwe.js"
+import { ACCESS_TOKEN_SECONDS, SessionLiveness } from "../auth/Authenticator.js"
+import { PorticoConfig } from "../config/PorticoConfig.js"
+import { RegistryStore, type Row, type StoreError } from "../registry/RegistryStore.js"
+import { Sealer } from "../secrets/Sealer.js"
+import { KeyRing } from "../tokens/KeyRing.js"
+
+/** A sign-in or session rule refused the request; `code` is the wire code (spec §7 where named). */
+export class SessionRefused extends Data.TaggedError("SessionRefused")<{
+  readonly status: 400 | 401 | 403 | 404
+  readonly code: string
+  readonly reason: string
+}> {}
+
+const refuse = (status: 400 | 401 | 403 | 404, code: string, reason: string) =>
+  new SessionRefused({ status, code, reason })
+
+export const CHALLENGE_SECONDS = 5 * 60
+/** How long a rotated refresh token may be presented once more (a lost response, a retry). */
+export const REFRESH_GRACE_MS = 30_000
+/** Sessions end after 30 days without a refresh. */
+export const SESSION_IDLE_MS = 30 * 86_400_000
+
+export interface Challenge {
+  readonly message: string
+  readonly nonce: string
+  readonly expiresAt: number
+}
+
+export interface IssuedSession {
+  readonly accessToken: string
+  readonly refreshToken: string
+  readonly sessionId: string
+  readonly subject: string
+  readonly namespace: string
+  readonly deviceId: string | undefined
+}
+
+export interface SessionView {
+  readonly id: string
+  readonly deviceId: string | undefined
+  readonly createdAt: number
+  readonly refreshedAt: number
+}
+
+export interface SessionsService {
+  readonly challenge: (input: {
+    readonly wallet: string
+    readonly namespace: string
+    readonly deviceId: string | undefined
+  }) => Effect.Effect<Challenge, SessionRefused | StoreError>
+  readonly verify: (input: {
+    readonly message: string
+    readonly signature: string
+    readonly deviceKey: unknown
+    readonly deviceSignature: string | undefined
+    readonly deviceLabel: string | undefined
+  }) => Effect.Effect<IssuedSession, SessionRefused | StoreError>
+  readonly refresh: (input: {
+    readonly refreshToken: string
+    readonly deviceProof: unknown
+  }) => Effect.Effect<IssuedSession, SessionRefused | StoreError>
+  readonly list: (namespace: string, wallet: string) => Effect.Effect<ReadonlyArray<SessionView>, StoreError>
+  /** Ends one of the wallet's sessions; a device-bound caller proves its key over the session id. */
+  readonly end: (input: {
+    readonly namespace: string
+    readonly wallet: string
+    readonly sessionId: string
+    readonly caller: { readonly sessionId: string | undefined; readonly deviceId: string | undefined }
+    readonly deviceProof: unknown
+    readonly reason: string
+  }) => Effect.Effect<void, SessionRefused | StoreError>
+  /** Whether a session still stands and its device, if any, is active (checked per request). */
+  readonly isLive: (sessionId: string) => Effect.Effect<boolean, StoreError>
+}
+
+const tokenPattern = /^(rt1|dv1)_[A-Za-z0-9_-]{43}$/
+const newToken = (deviceBound: boolean) => (deviceBound ? "dv1_" : "rt1_") + crypto.randomBytes(32).toString("base64url")
+const newSessionId = () => "ses_" + crypto.randomBytes(16).toString("hex")
+
+/** The namespace gateway's host: sign-in messages name it, and verify refuses any other. */
+export const namespaceHost = (namespace: string, baseDomain: string) => `ns-${namespace}.${baseDomain}`
+
+export class Sessions extends Context.Tag("portico/Sessions")<Sessions, SessionsService>() {
+  /** The liveness check the authenticator needs, from the same service. */
+  static readonly Liveness = Layer.effect(
+    SessionLiveness,
+    Effect.map(Sessions, (s) => ({ isLive: s.isLive }))
+  )
+
+  static readonly Live = Layer.effect(
+    Sessions,
+    Effect.gen(function* () {
+      const store = yield* RegistryStore
+      const sealer = yield* Sealer
+      const ring = yield* KeyRing
+      const config = yield* PorticoConfig
+
+      const namespaceRow = (namespace: string) =>
+        Effect.map(
+          store.query({ sql: "SELECT name, device_policy, sign_in FROM namespaces WHERE name = ?", params: [namespace] }),
+          (rows) => Option.fromNullable(rows[0])
+        )
+
+      /** The wallet's role: a member's own, `user` for outsiders where sign-in is open. */
+      const roleOf = (namespace: string, wallet: string, signIn: string) =>
+        Effect.flatMap(
+          store.query({ sql: "SELECT role FROM members WHERE namespace = ? AND wallet = ?", params: [namespace, wallet] }),
+          (rows): Effect.Effect<Role, SessionRefused> => {
+            const role = rows[0]?.role
+            if (typeof role === "string") return Effect.succeed(role as Role)
+            return signIn === "open"
+              ? Effect.succeed("user" as const)
+              : Effect.fail(refuse(403, "NOT_A_MEMBER", "this namespace lets only its members sign in"))
+          }
+        )
+
+      const accessToken = (namespace: string, wallet: string, role: Role, sessionId: string, deviceId: string | undefined) =>
+        ring.sign(
+          {
+            sub: wallet,
+            ns: namespace,
+            role,
+            grants: [...roleGrants[role]],
+            sid: sessionId,
+            ...(deviceId === undefined ? {} : { did: deviceId })
+          },
+          ACCESS_TOKEN_SECONDS
+        )
+
+      const deviceRow = (namespace: string, id: string) =>
+        Effect.map(
+          store.query({
+            sql: "SELECT id, wallet, public_jwk, status FROM devices WHERE namespace = ? AND id = ?",
+            params: [namespace, id]
+          }),
+          (rows) => Option.fromNullable(rows[0])
+        )
+
+      const deviceState = (row: Row): Effect.Effect<void, SessionRefused> => {
+        if (row.status === "revoked") return Effect.fail(refuse(403, "DEVICE_REVOKED", "this device was revoked"))
+        if (row.status === "pending") return Effect.fail(refuse(403, "DEVICE_PENDING", "this device waits for approval"))
+        return Effect.void
+      }
+
+      const storedKey = (row: Row) =>
+        Effect.mapError(
+          Effect.flatMap(
+            Effect.try({ try: () => JSON.parse(String(row.public_jwk)) as unknown, catch: () => "damaged" }),
+            parseDeviceKey
+          ),
+          () => refuse(403, "DEVICE_REVOKED", "the device's stored key is unusable")
+        )
+
+      /** Checks a device proof and spends its id once; nothing else is written on failure. */
+      const spendProof = (
+        action: DeviceProofAction,
+        namespace: string,
+        binding: string,
+        key: DeviceKey,
+        proof: unknown
+      ) =>
+        Effect.gen(function* () {
+          if (proof === undefined || proof === null) {
+            return yield* refuse(401, "DEVICE_PROOF_REQUIRED", "a device-bound credential needs a device_proof")
+          }
+          const now = yield* Clock.currentTimeMillis
+          const checked = yield* Effect.mapError(
+            checkProof({ proof, action, namespace, binding, key, now }),
+            (e) => refuse(401, "DEVICE_PROOF_INVALID", e.reason)
+          )
+          const spent = yield* store.exec({
+            sql: "INSERT INTO proof_nonces (key, expires_at) VALUES (?, ?) ON CONFLICT DO NOTHING",
+            params: [checked.nonceKey, checked.nonceExpiresAt]
+          })
+          if (spent.rowsAffected === 0) return yield* refuse(401, "DEVICE_PROOF_INVALID", "this proof was already used")
+        })
+
+      const issue = (
+        namespace: string,
+        wallet: string,
+        role: Role,
+        sessionId: string,
+        deviceId: string | undefined,
+        refreshToken: string
+      ): Effect.Effect<IssuedSession> =>
+        Effect.map(accessToken(namespace, wallet, role, sessionId, deviceId), (token) => ({
+          accessToken: token,
+          refreshToken,
+          sessionId,
+          subject: wallet,
+          namespace,
+          deviceId
+        }))
+
+      const sessionOfToken = (hash: string) =>
+        Effect.map(
+          store.query({
+            sql: `SELECT t.used_at, t.successor, t.grace_used, s.id, s.namespace, s.wallet, s.device_id, s.refreshed_at, s.ended_at
+                  FROM refresh_tokens t JOIN sessions s ON s.id = t.session_id WHERE t.hash = ?`,
+            params: [hash]
+          }),
+          (rows) => Option.fromNullable(rows[0])
+        )
+
+      const endSession = (sessionId: string, reason: string) =>
+        Effect.flatMap(Clock.currentTimeMillis, (now) =>
+          store.exec({
+            sql: "UPDATE sessions SET ended_at = ?, end_reason = ? WHERE id = ? AND ended_at IS NULL",
+            params: [now, reason, sessionId]
+          })
+        )
+
+      const invalidRefresh = refuse(401, "INVALID_REFRESH_TOKEN", "unknown, used or expired refresh token")
+
+      const refresh: SessionsService["refresh"] = (input) =>
+        Effect.gen(function* () {
+          const match = tokenPattern.exec(input.refreshToken)
+          if (match === null) return yield* invalidRefresh
+          const hash = sealer.hash("refresh-token-hash", input.refreshToken)
+          const found = yield* sessionOfToken(hash)
+          if (Option.isNone(found)) return yield* invalidRefresh
+          const row = found.value
+          const now = yield* Clock.currentTimeMillis
+          const sessionId = String(row.id)
+          const namespace = String(row.namespace)
+          const wallet = String(row.wallet)
+          const deviceId = row.device_id === null ? undefined : String(row.device_id)
+          if (row.ended_at !== null || now - Number(row.refreshed_at) > SESSION_IDLE_MS) return yield* invalidRefresh
+          // The prefix is part of the credential: a dv1_ token only for a device-bound session.
+          if ((match[1] === "dv1") !== (deviceId !== undefined)) return yield* invalidRefresh
+
+          const ns = yield* namespaceRow(namespace)
+          if (Option.isNone(ns)) return yield* invalidRefresh
+          const role = yield* roleOf(namespace, wallet, String(ns.value.sign_in))
+          if (deviceId !== undefined) {
+            // Refused before anything is spent: no proof, no rotation, no nonce.
+            if (input.deviceProof === undefined || input.deviceProof === null) {
+              return yield* refuse(401, "DEVICE_PROOF_REQUIRED", "a device-bound refresh needs a device_proof")
+            }
+            const device = yield* deviceRow(namespace, deviceId)
+            if (Option.isNone(device)) return yield* refuse(403, "DEVICE_REVOKED", "this device is gone")
+            yield* deviceState(device.value)
+            const key = yield* storedKey(device.value)
+            yield* spendProof("refresh", namespace, input.refreshToken, key, input.deviceProof)
+          } else if (String(ns.value.device_policy) !== "optional" && !isControlPlaneRole(role)) {
+            return yield* refuse(403, "DEVICE_REQUIRED", "this namespace needs a device-bound session")
+          }
+
+          if (row.used_at === null) {
+            const successor = newToken(deviceId !== undefined)
+            const [rotated] = yield* store.batch([
+              {
+                sql: "UPDATE refresh_tokens SET used_at = ?, successor = ? WHERE hash = ? AND used_at IS NULL",
+                params: [now, sealer.seal("refresh-successor", hash, new TextEncoder().encode(successor)), hash]
+              },
+              {
+                sql: "INSERT INTO refresh_tokens (hash, session_id, created_at) SELECT ?, ?, ? WHERE changes() > 0",
+                params: [sealer.hash("refresh-token-hash", successor), sessionId, now]
+              },
+              { sql: "UPDATE sessions SET refreshed_at = ? WHERE id = ? AND ended_at IS NULL", params: [now, sessionId] }
+            ])
+            if (rotated !== undefined && rotated.rowsAffected === 1) {
+              return yield* issue(namespace, wallet, role, sessionId, deviceId, successor)
+            }
+          }
+          // Presented again after rotation: once, within the grace window, it yields the same
+          // successor; any other reuse means the token leaked, so the whole session ends.
+          const again = yield* sessionOfToken(hash)
+          const usedAt = Option.match(again, { onNone: () => 0, onSome: (r) => Number(r.used_at ?? 0) })
+          const sealed = Option.match(again, { onNone: () => null, onSome: (r) => r.successor })
+          if (now - usedAt <= REFRESH_GRACE_MS && typeof sealed === "string") {
+            const claimed = yield* store.exec({
+              sql: "UPDATE refresh_tokens SET grace_used = 1 WHERE hash = ? AND grace_used = 0",
+              params: [hash]
+            })
+            if (claimed.rowsAffected === 1) {
+              const successor = yield* Effect.orElseSucceed(sealer.open("refresh-successor", hash, sealed), () => undefined)
+              if (successor !== undefined) {
+                return yield* issue(namespace, wallet, role, sessionId, deviceId, new TextDecoder().decode(successor))
+              }
+            }
+          }
+          yield* endSession(sessionId, "refresh_token_reuse")
+          return yield* refuse(401, "INVALID_REFRESH_TOKEN", "refresh token reused: the session was ended")
+        })
+
+      return {
+        challenge: ({ wallet, namespace, deviceId }) =>
+          Effect.gen(function* () {
+            const ns = yield* namespaceRow(namespace)
+            if (Option.isNone(ns)) return yield* refuse(404, "NOT_FOUND", "no such namespace")
+            const now = yield* Clock.currentTimeMillis
+            const nonce = newNonce()
+            const expiresAt = now + CHALLENGE_SECONDS * 1000
+            const host = namespaceHost(namespace, config.baseDomain)
+            const message = yield* Effect.mapError(
+              makeChallenge({
+                domain: host,
+                wallet,
+                namespace,
+                deviceId,
+                uri: `https://${host}`,
+                chainId: 1,
+                nonce,
+                issuedAt: now,
+                expirationTime: expiresAt
+              }),
+              (e) => refuse(400, "VALIDATION_FAILED", e.reason)
+            )
+            yield* store.exec({
+              sql: "INSERT INTO auth_challenges (nonce, namespace, wallet, device_id, expires_at) VALUES (?, ?, ?, ?, ?)",
+              params: [nonce, namespace, wallet.toLowerCase(), deviceId ?? null, expiresAt]
+            })
+            return { message, nonce, expiresAt }
+          }),
+        verify: (input) =>
+          Effect.gen(function* () {
+            const parsed = yield* Effect.mapError(parseMessage(input.message), (e) =>
+              refuse(401, "SIGNATURE_INVALID", "not a sign-in message of this gateway: " + e.reason)
+            )
+            const now = yield* Clock.currentTimeMillis
+            const signedIn = yield* Effect.mapError(
+              verifySignIn({
+                message: input.message,
+                signature: input.signature,
+                expectedDomain: namespaceHost(parsed.namespace, config.baseDomain),
+                now
+              }),
+              (e) => refuse(401, "SIGNATURE_INVALID", e.reason)
+            )
+            const namespace = signedIn.namespace
+            const wallet = signedIn.wallet
+            const ns = yield* namespaceRow(namespace)
+            if (Option.isNone(ns)) return yield* refuse(401, "SIGNATURE_INVALID", "no such namespace")
+
+            // The device signs the very bytes the wallet signed, with the key the message names.
+            let device: DeviceKey | undefined
+            if (signedIn.deviceId !== undefined || input.deviceKey !== undefined) {
+              if (signedIn.deviceId === undefined || input.deviceKey === undefined) {
+                return yield* refuse(400, "DEVICE_KEY_INVALID", "the message and the request must name the same device")
+              }
+              const key = yield* Effect.mapError(parseDeviceKey(input.deviceKey), (e) => refuse(400, "DEVICE_KEY_INVALID", e.reason))
+              yield* Effect.mapError(assertDeviceId(key, signedIn.deviceId), (e) => refuse(400, "DEVICE_KEY_INVALID", e.reason))
+              if (input.deviceSignature === undefined) {
+                return yield* refuse(401, "DEVICE_SIGNATURE_INVALID", "device_signature is required with device_key")
+              }
+              yield* Effect.mapError(verifyDeviceSignature(key, input.message, input.deviceSignature), (e) =>
+                refuse(401, "DEVICE_SIGNATURE_INVALID", e.reason)
+              )
+              device = key
+            }
+
+            const role = yield* roleOf(namespace, wallet, String(ns.value.sign_in))
+            const policy = isControlPlaneRole(role) ? "optional" : String(ns.value.device_policy)
+            if (device === undefined && policy !== "optional") {
+              return yield* refuse(403, "DEVICE_REQUIRED", "this namespace needs a device-bound sign-in")
+            }
+            let existing: Option.Option<Row> = Option.none()
+            if (device !== undefined) {
+              existing = yield* deviceRow(namespace, device.id)
+              if (Option.isSome(existing)) {
+                if (existing.value.wallet !== wallet) {
+                  return yield* refuse(403, "DEVICE_KEY_TAKEN", "this device key belongs to another account")
+                }
+                yield* deviceState(existing.value)
+              }
+            }
+
+            // One spent nonce per sign-in: the conditional update is the replay check.
+            const spent = yield* store.exec({
+              sql: `UPDATE auth_challenges SET spent_at = ? WHERE nonce = ? AND spent_at IS NULL AND expires_at > ?
+                    AND namespace = ? AND wallet = ? AND device_id IS ?`,
+              params: [now, signedIn.nonce, now, namespace, wallet, signedIn.deviceId ?? null]
+            })
+            if (spent.rowsAffected === 0) {
+              return yield* refuse(401, "SIGNATURE_INVALID", "unknown, expired or already used challenge")
+            }
+
+            const sessionId = newSessionId()
+            const refreshToken = newToken(device !== undefined)
+            const statements = []
+            if (device !== undefined && Option.isNone(existing)) {
+              statements.push({
+                // A racing sign-in with the same new key for another wallet loses on the key.
+                sql: `INSERT INTO devices (namespace, id, wallet, public_jwk, label, status, created_at)
+                      VALUES (?, ?, ?, ?, ?, 'active', ?)`,
+                params: [namespace, device.id, wallet, JSON.stringify(device.jwk), input.deviceLabel ?? "", now]
+              })
+            }
+            statements.push(
+              {
+                sql: "INSERT INTO sessions (id, namespace, wallet, device_id, created_at, refreshed_at) VALUES (?, ?, ?, ?, ?, ?)",
+                params: [sessionId, namespace, wallet, device?.id ?? null, now, now]
+              },
+              {
+                sql: "INSERT INTO refresh_tokens (hash, session_id, created_at) VALUES (?, ?, ?)",
+                params: [sealer.hash("refresh-token-hash", refreshToken), sessionId, now]
+              }
+            )
+            yield* store.batch(statements).pipe(
+              Effect.catchIf(
+                (e) => e.reason === "constraint",
+                () => Effect.fail(refuse(403, "DEVICE_KEY_TAKEN", "this device key was enrolled meanwhile"))
+              )
+            )
+            return yield* issue(namespace, wallet, role, sessionId, device?.id, refreshToken)
+          }),
+        refresh,
+        list: (namespace, wallet) =>
+          Effect.map(
+            store.query({
+              sql: `SELECT id, device_id, created_at, refreshed_at FROM sessions
+                    WHERE namespace = ? AND wallet = ? AND ended_at IS NULL ORDER BY created_at, id`,
+              params: [namespace, wallet]
+            }),
+            (rows) =>
+              rows.map((r) => ({
+                id: String(r.id),
+                deviceId: r.device_id === null ? undefined : String(r.device_id),
+                createdAt: Number(r.created_at),
+                refreshedAt: Number(r.refreshed_at)
+              }))
+          ),
+        end: (input) =>
+          Effect.gen(function* () {
+            // A caller bound to a device proves it holds that device's key over the session id.
+            if (input.caller.deviceId !== undefined) {
+              const device = yield* deviceRow(input.namespace, input.caller.deviceId)
+              if (Option.isNone(device)) return yield* refuse(403, "DEVICE_REVOKED", "this device is gone")
+              yield* deviceState(device.value)
+              const key = yield* storedKey(device.value)
+              yield* spendProof("end-session", input.namespace, input.sessionId, key, input.deviceProof)
+            }
+            const now = yield* Clock.currentTimeMillis
+            const ended = yield* store.exec({
+              sql: `UPDATE sessions SET ended_at = ?, end_reason = ? WHERE id = ? AND namespace = ? AND wallet = ?
+                    AND ended_at IS NULL`,
+              params: [now, input.reason, input.sessionId, input.namespace, input.wallet]
+            })
+            if (ended.rowsAffected === 0) return yield* refuse(404, "NOT_FOUND", "no such session")
+          }),
+        isLive: (sessionId) =>
+          Effect.map(
+            store.query({
+              sql: `SELECT s.ended_at, d.status FROM sessions s
+                    LEFT JOIN devices d ON d.namespace = s.namespace AND d.id = s.device_id WHERE s.id = ?`,
+              params: [sessionId]
+            }),
+            (rows) => {
+              const row = rows[0]
+              return row !== undefined && row.ended_at === null && (row.status === null || row.status === "active")
+            }
+          )
+      }
+    })
+  )
+}

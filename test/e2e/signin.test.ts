@@ -1,0 +1,237 @@
+/**
+ * Wallet sign-in over HTTP with independent client code: an ethers wallet signs the EIP-4361
+ * message, a WebCrypto P-256 key is the device, jose computes its thumbprint and verifies tokens.
+ */
+import { Effect } from "effect"
+import { Wallet } from "ethers"
+import * as jose from "jose"
+import { webcrypto } from "node:crypto"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { type Gateway, type Reply, startGateway } from "../support/gateway.js"
+import { hasRqlited, type RqlitedServer, rqlitedMissingMessage, startRqlited } from "../support/rqlited.js"
+
+const subtle = webcrypto.subtle
+
+const expectError = (reply: Reply, status: number, code: string) => {
+  expect(reply.status, reply.text).toBe(status)
+  expect(reply.body.code).toBe(code)
+  expect(Object.keys(reply.body).every((k) => ["error", "code", "hint"].includes(k))).toBe(true)
+}
+
+interface Device {
+  readonly jwk: jose.JWK
+  readonly id: string
+  readonly sign: (text: string) => Promise<string>
+}
+
+const newDevice = async (): Promise<Device> => {
+  const pair = await subtle.generateKey({ name: "ECDSA", namedCurve: "P-256" }, true, ["sign", "verify"])
+  const jwk = (await subtle.exportKey("jwk", pair.publicKey)) as jose.JWK
+  const id = await jose.calculateJwkThumbprint(jwk)
+  return {
+    jwk,
+    id,
+    sign: async (text) =>
+      Buffer.from(await subtle.sign({ name: "ECDSA", hash: "SHA-256" }, pair.privateKey, new TextEncoder().encode(text))).toString("base64url")
+  }
+}
+
+const proof = async (device: Device, action: string, namespace: string, binding: string, iat = Math.floor(Date.now() / 1000)) => {
+  const id = Buffer.from(webcrypto.getRandomValues(new Uint8Array(18))).toString("base64url")
+  const text = ["portico-device-proof-v1", action, namespace, binding, String(iat), id].join("\n")
+  return { iat, id, sig: await device.sign(text) }
+}
+
+describe.each(["sqlite", "rqlite"] as const)("wallet sign-in and sessions, registry on %s", (engine) => {
+  let gw: Gateway
+  let ownerKey: string
+  let engineServer: RqlitedServer | undefined
+  const member = Wallet.createRandom()
+  const outsider = Wallet.createRandom()
+
+  beforeAll(async () => {
+    if (engine === "rqlite") {
+      if (!hasRqlited()) throw new Error(rqlitedMissingMessage())
+      engineServer = await Effect.runPromise(startRqlited())
+    }
+    gw = await startGateway(engineServer === undefined ? {} : { env: { PORTICO_RQLITE_URL: engineServer.url } })
+    ownerKey = (await gw.cli(["namespace", "create", "shop"])).api_key
+    const added = await gw.request("POST", "/v1/namespace/members", {
+      token: ownerKey,
+      json: { wallet: member.address, role: "runtime" }
+    })
+    expect(added.status).toBe(200)
+  })
+  afterAll(async () => {
+    await gw?.stop()
+    if (engineServer !== undefined) await Effect.runPromise(engineServer.stop)
+  })
+
+  const challenge = async (wallet: string, deviceId?: string) => {
+    const reply = await gw.request("POST", "/v1/auth/challenge", {
+      json: { wallet, namespace: "shop", ...(deviceId === undefined ? {} : { device_id: deviceId }) }
+    })
+    expect(reply.status, reply.text).toBe(200)
+    return reply.body as { message: string; nonce: string; expires_at: number }
+  }
+
+  const signIn = async (signer: { readonly address: string; readonly signMessage: (m: string) => Promise<string> }) => {
+    const { message } = await challenge(signer.address)
+    return gw.request("POST", "/v1/auth/verify", { json: { message, signature: await signer.signMessage(message) } })
+  }
+
+  it("issues an EIP-4361 challenge naming the namespace host, wallet and resources", async () => {
+    const device = await newDevice()
+    const c = await challenge(member.address, device.id)
+    expect(c.message).toContain("ns-shop.portico.localhost wants you to sign in with your Ethereum account:")
+    expect(c.message).toContain(member.address)
+    expect(c.message).toContain(`Nonce: ${c.nonce}`)
+    expect(c.message).toContain("- urn:portico:namespace:shop")
+    expect(c.message).toContain(`- urn:portico:device:${device.id}`)
+    expect(c.expires_at - Date.now() / 1000).toBeGreaterThan(290)
+    expectError(await gw.request("POST", "/v1/auth/challenge", { json: { wallet: member.address, namespace: "nope" } }), 404, "NOT_FOUND")
+    expect((await gw.request("POST", "/v1/auth/challenge", { json: { wallet: "0x1", namespace: "shop" } })).status).toBe(400)
+  })
+
+  it("signs a member in with one spent nonce; a replay is 401", async () => {
+    const { message } = await challenge(member.address)
+    const signature = await member.signMessage(message)
+    const reply = await gw.request("POST", "/v1/auth/verify", { json: { message, signature } })
+    expect(reply.status, reply.text).toBe(200)
+    expect(reply.body).toMatchObject({ token_type: "Bearer", expires_in: 900, subject: member.address.toLowerCase(), namespace: "shop" })
+    expect(reply.body.refresh_token).toMatch(/^rt1_/)
+    expect(reply.body).not.toHaveProperty("device_id")
+    const jwks = (await gw.request("GET", "/.well-known/jwks.json")).body
+    const { payload } = await jose.jwtVerify(reply.body.access_token, jose.createLocalJWKSet(jwks))
+    expect(payload).toMatchObject({ sub: member.address.toLowerCase(), ns: "shop", sid: reply.body.session_id })
+    expect(payload.did).toBeUndefined()
+    expect((payload.exp ?? 0) - (payload.iat ?? 0)).toBe(900)
+    const who = await gw.request("GET", "/v1/auth/whoami", { token: reply.body.access_token })
+    expect(who.body).toMatchObject({ method: "jwt", role: "runtime", namespace: "shop" })
+    expectError(await gw.request("POST", "/v1/auth/verify", { json: { message, signature } }), 401, "SIGNATURE_INVALID")
+  })
+
+  it("refuses outsiders, other signers and edited messages", async () => {
+    expectError(await signIn(outsider), 403, "NOT_A_MEMBER")
+    const { message } = await challenge(member.address)
+    expectError(
+      await gw.request("POST", "/v1/auth/verify", { json: { message, signature: await outsider.signMessage(message) } }),
+      401,
+      "SIGNATURE_INVALID"
+    )
+    const signature = await member.signMessage(message)
+    const edited = message.replace("urn:portico:namespace:shop", "urn:portico:namespace:shoq")
+    expectError(await gw.request("POST", "/v1/auth/verify", { json: { message: edited, signature } }), 401, "SIGNATURE_INVALID")
+    expect((await gw.request("POST", "/v1/auth/verify", { json: { message, signature: "0xzz" } })).status).toBe(401)
+    expect((await gw.request("POST", "/v1/auth/verify", { json: { message, signature, extra: 1 } })).status).toBe(400)
+  })
+
+  it("rotates refresh tokens: one grace reuse yields the same successor, further reuse ends the session", async () => {
+    const first = (await signIn(member)).body
+    const r1 = await gw.request("POST", "/v1/auth/refresh", { json: { refresh_token: first.refresh_token } })
+    expect(r1.status, r1.text).toBe(200)
+    expect(r1.body.refresh_token).not.toBe(first.refresh_token)
+    expect(r1.body.session_id).toBe(first.session_id)
+    const grace = await gw.request("POST", "/v1/auth/refresh", { json: { refresh_token: first.refresh_token } })
+    expect(grace.status).toBe(200)
+    expect(grace.body.refresh_token).toBe(r1.body.refresh_token)
+    expectError(await gw.request("POST", "/v1/auth/refresh", { json: { refresh_token: first.refresh_token } }), 401, "INVALID_REFRESH_TOKEN")
+    // the whole family is gone: the successor and the access tokens too
+    expectError(await gw.request("POST", "/v1/auth/refresh", { json: { refresh_token: r1.body.refresh_token } }), 401, "INVALID_REFRESH_TOKEN")
+    expectError(await gw.request("GET", "/v1/auth/whoami", { token: r1.body.access_token }), 401, "INVALID_TOKEN")
+    expectError(await gw.request("POST", "/v1/auth/refresh", { json: { refresh_token: "rt1_" + "A".repeat(43) } }), 401, "INVALID_REFRESH_TOKEN")
+  })
+
+  it("lists and ends sessions; logout stops the access token at once", async () => {
+    const a = (await signIn(member)).body
+    const b = (await signIn(member)).body
+    const list = await gw.request("GET", "/v1/auth/sessions", { token: a.access_token })
+    const ids = list.body.sessions.map((s: { id: string }) => s.id)
+    expect(ids).toEqual(expect.arrayContaining([a.session_id, b.session_id]))
+    expect(list.body.sessions.find((s: { id: string }) => s.id === a.session_id).current).toBe(true)
+    expect(list.text).not.toMatch(/rt1_|dv1_|refresh_token/)
+    const ended = await gw.request("DELETE", `/v1/auth/sessions/${b.session_id}`, { token: a.access_token, json: {} })
+    expect(ended.body).toEqual({ ended: b.session_id })
+    expectError(await gw.request("GET", "/v1/auth/whoami", { token: b.access_token }), 401, "INVALID_TOKEN")
+    expectError(await gw.request("DELETE", `/v1/auth/sessions/${b.session_id}`, { token: a.access_token, json: {} }), 404, "NOT_FOUND")
+    expect((await gw.request("POST", "/v1/auth/logout", { token: a.access_token })).body).toEqual({ ended: a.session_id })
+    expectError(await gw.request("GET", "/v1/auth/whoami", { token: a.access_token }), 401, "INVALID_TOKEN")
+    expectError(await gw.request("POST", "/v1/auth/refresh", { json: { refresh_token: a.refresh_token } }), 401, "INVALID_REFRESH_TOKEN")
+    expect((await gw.request("GET", "/v1/auth/sessions", { token: ownerKey })).status).toBe(400)
+  })
+
+  it("binds a session to a device: signatures, dv1_ refresh with fresh proofs only", async () => {
+    const device = await newDevice()
+    const { message } = await challenge(member.address, device.id)
+    const signature = await member.signMessage(message)
+    const deviceSig = await device.sign(message)
+    // the device must sign the same message, with the key the message names
+    const other = await newDevice()
+    expectError(
+      await gw.request("POST", "/v1/auth/verify", { json: { message, signature, device_key: other.jwk, device_signature: await other.sign(message) } }),
+      400,
+      "DEVICE_KEY_INVALID"
+    )
+    expectError(
+      await gw.request("POST", "/v1/auth/verify", { json: { message, signature, device_key: device.jwk, device_signature: await device.sign(message + " ") } }),
+      401,
+      "DEVICE_SIGNATURE_INVALID"
+    )
+    const reply = await gw.request("POST", "/v1/auth/verify", {
+      json: { message, signature, device_key: device.jwk, device_signature: deviceSig, device_label: "phone" }
+    })
+    expect(reply.status, reply.text).toBe(200)
+    expect(reply.body.device_id).toBe(device.id)
+    expect(reply.body.refresh_token).toMatch(/^dv1_/)
+    expect(reply.body).not.toHaveProperty("api_key")
+    const jwks = (await gw.request("GET", "/.well-known/jwks.json")).body
+    const { payload } = await jose.jwtVerify(reply.body.access_token, jose.createLocalJWKSet(jwks))
+    expect(payload.did).toBe(device.id)
+
+    const token: string = reply.body.refresh_token
+    const ns = "shop"
+    expectError(await gw.request("POST", "/v1/auth/refresh", { json: { refresh_token: token } }), 401, "DEVICE_PROOF_REQUIRED")
+    const stale = await proof(device, "refresh", ns, token, Math.floor(Date.now() / 1000) - 61)
+    expectError(await gw.request("POST", "/v1/auth/refresh", { json: { refresh_token: token, device_proof: stale } }), 401, "DEVICE_PROOF_INVALID")
+    const wrongAction = await proof(device, "revoke", ns, token)
+    expectError(await gw.request("POST", "/v1/auth/refresh", { json: { refresh_token: token, device_proof: wrongAction } }), 401, "DEVICE_PROOF_INVALID")
+    const wrongKey = await proof(other, "refresh", ns, token)
+    expectError(await gw.request("POST", "/v1/auth/refresh", { json: { refresh_token: token, device_proof: wrongKey } }), 401, "DEVICE_PROOF_INVALID")
+    // none of the refused attempts spent the token: a good proof still rotates it
+    const good = await proof(device, "refresh", ns, token)
+    const rotated = await gw.request("POST", "/v1/auth/refresh", { json: { refresh_token: token, device_proof: good } })
+    expect(rotated.status, rotated.text).toBe(200)
+    expect(rotated.body.refresh_token).toMatch(/^dv1_/)
+    expect(rotated.body.device_id).toBe(device.id)
+    // the same proof never works twice
+    const next: string = rotated.body.refresh_token
+    expectError(await gw.request("POST", "/v1/auth/refresh", { json: { refresh_token: next, device_proof: good } }), 401, "DEVICE_PROOF_INVALID")
+
+    // ending a session from a device-bound session takes a proof over the session id
+    const plain = (await signIn(member)).body
+    const withoutProof = await gw.request("DELETE", `/v1/auth/sessions/${plain.session_id}`, { token: rotated.body.access_token, json: {} })
+    expectError(withoutProof, 401, "DEVICE_PROOF_REQUIRED")
+    const endProof = await proof(device, "end-session", ns, plain.session_id)
+    const ended = await gw.request("DELETE", `/v1/auth/sessions/${plain.session_id}`, {
+      token: rotated.body.access_token,
+      json: { device_proof: endProof }
+    })
+    expect(ended.body).toEqual({ ended: plain.session_id })
+  })
+
+  it("keeps one device key to one account", async () => {
+    const device = await newDevice()
+    const first = await challenge(member.address, device.id)
+    const ok = await gw.request("POST", "/v1/auth/verify", {
+      json: { message: first.message, signature: await member.signMessage(first.message), device_key: device.jwk, device_signature: await device.sign(first.message) }
+    })
+    expect(ok.status).toBe(200)
+    const second = Wallet.createRandom()
+    await gw.request("POST", "/v1/namespace/members", { token: ownerKey, json: { wallet: second.address, role: "reader" } })
+    const c = await challenge(second.address, device.id)
+    const taken = await gw.request("POST", "/v1/auth/verify", {
+      json: { message: c.message, signature: await second.signMessage(c.message), device_key: device.jwk, device_signature: await device.sign(c.message) }
+    })
+    expectError(taken, 403, "DEVICE_KEY_TAKEN")
+  })
+})
