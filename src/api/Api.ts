@@ -4,6 +4,7 @@ import { Wire } from "../domain/Errors.js"
 import { Authentication } from "./Authentication.js"
 import { AuditGroup } from "./groups/AuditGroup.js"
 import { AuthGroup } from "./groups/AuthGroup.js"
+import { DeviceGroup } from "./groups/DeviceGroup.js"
 import { NamespaceGroup } from "./groups/NamespaceGroup.js"
 import { SystemGroup } from "./groups/SystemGroup.js"
 
@@ -50,6 +51,7 @@ export class PorticoApi extends HttpApi.make("portico")
   .add(AuthGroup.middleware(Authentication))
   .add(NamespaceGroup.middleware(Authentication))
   .add(AuditGroup.middleware(Authentication))
+  .add(DeviceGroup.middleware(Authentication))
   .addError(Wire.BadRequest)
   .addError(Wire.PayloadTooLarge)
   .addError(Wire.Internal)

@@ -14,13 +14,14 @@ import { AuthenticationLive } from "./Authentication.js"
 import { renderFailure } from "./ErrorResponses.js"
 import { AuditHandlers } from "./handlers/AuditHandlers.js"
 import { AuthHandlers } from "./handlers/AuthHandlers.js"
+import { DeviceHandlers } from "./handlers/DeviceHandlers.js"
 import { NamespaceHandlers } from "./handlers/NamespaceHandlers.js"
 import { SystemHandlers } from "./handlers/SystemHandlers.js"
 import { accessLog } from "./AccessLog.js"
 import { fastRuntimeLayer, makeRequestListener } from "./NodeAdapter.js"
 import { NodeHttpServer } from "@effect/platform-node"
 
-const HandlersLive = Layer.mergeAll(SystemHandlers, AuthHandlers, NamespaceHandlers, AuditHandlers)
+const HandlersLive = Layer.mergeAll(SystemHandlers, AuthHandlers, NamespaceHandlers, AuditHandlers, DeviceHandlers)
 
 const ApiLive = HttpApiBuilder.api(PorticoApi).pipe(Layer.provide(HandlersLive), Layer.provide(AuthenticationLive))
 

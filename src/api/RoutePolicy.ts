@@ -54,6 +54,13 @@ export const routePolicies: Readonly<Record<string, Policy>> = {
   "POST /v1/auth/logout": authenticated,
   "GET /v1/auth/sessions": authenticated,
   "DELETE /v1/auth/sessions/:id": authenticated,
+  "POST /v1/auth/api-key": authenticated,
+  "GET /v1/auth/devices": authenticated,
+  "DELETE /v1/auth/devices/:id": authenticated,
+  "GET /v1/namespace/devices": membersWrite,
+  "DELETE /v1/namespace/devices/:id": membersWrite,
+  "GET /v1/namespace/session-policy": authenticated,
+  "PUT /v1/namespace/session-policy": namespaceWrite,
 
   // members, keys, limits
   "GET /v1/namespace/members": authenticated,

@@ -13,6 +13,8 @@ import { RateLimiter } from "./ratelimit/RateLimiter.js"
 import { registryLayer } from "./registry/registryLayer.js"
 import { Sealer } from "./secrets/Sealer.js"
 import { Sessions } from "./sessions/Sessions.js"
+import { SessionPolicy } from "./sessions/SessionPolicy.js"
+import { Devices } from "./devices/Devices.js"
 import { KeyRing } from "./tokens/KeyRing.js"
 
 export const servicesLayer = (settings: PorticoSettings) => {
@@ -20,7 +22,9 @@ export const servicesLayer = (settings: PorticoSettings) => {
     Layer.provideMerge(PorticoConfig.layer(settings))
   )
   const registry = Layer.mergeAll(Audit.Live, ApiKeys.Live, KeyRing.Live, Health.Live).pipe(Layer.provideMerge(core))
-  const namespaces = Layer.mergeAll(Namespaces.Live, Sessions.Live).pipe(Layer.provideMerge(registry))
+  const namespaces = Layer.mergeAll(Namespaces.Live, Sessions.Live, Devices.Live, SessionPolicy.Live).pipe(
+    Layer.provideMerge(registry)
+  )
   const liveness = Sessions.Liveness.pipe(Layer.provideMerge(namespaces))
   return Layer.mergeAll(RateLimiter.Live, Authenticator.Live).pipe(Layer.provideMerge(liveness))
 }

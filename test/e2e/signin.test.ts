@@ -235,3 +235,147 @@ describe.each(["sqlite", "rqlite"] as const)("wallet sign-in and sessions, regis
     expectError(taken, 403, "DEVICE_KEY_TAKEN")
   })
 })
+
+describe("devices, revocation across gateways, session policy and sign-in keys", () => {
+  let gw: Gateway
+  let other: Gateway
+  let ownerKey: string
+  const member = Wallet.createRandom()
+  const admin = Wallet.createRandom()
+  const outsider = Wallet.createRandom()
+
+  type Signer = { readonly address: string; readonly signMessage: (m: string) => Promise<string> }
+
+  const signIn = async (via: Gateway, signer: Signer, device?: Device) => {
+    const c = await via.request("POST", "/v1/auth/challenge", {
+      json: { wallet: signer.address, namespace: "apps", ...(device === undefined ? {} : { device_id: device.id }) }
+    })
+    const message: string = c.body.message
+    return via.request("POST", "/v1/auth/verify", {
+      json: {
+        message,
+        signature: await signer.signMessage(message),
+        ...(device === undefined ? {} : { device_key: device.jwk, device_signature: await device.sign(message) })
+      }
+    })
+  }
+
+  beforeAll(async () => {
+    gw = await startGateway()
+    // a second gateway process on the same registry and root secret
+    other = await startGateway({ dataDir: gw.dataDir })
+    ownerKey = (await gw.cli(["namespace", "create", "apps"])).api_key
+    for (const [w, role] of [[member, "runtime"], [admin, "admin"]] as const) {
+      const r = await gw.request("POST", "/v1/namespace/members", { token: ownerKey, json: { wallet: w.address, role } })
+      expect(r.status).toBe(200)
+    }
+  })
+  afterAll(async () => {
+    await gw?.stop()
+    await other?.stop()
+  })
+
+  it("revokes a device on one gateway and the other refuses its token within 10 s; the key never signs in again", async () => {
+    const device = await newDevice()
+    const bound = await signIn(gw, member, device)
+    expect(bound.status, bound.text).toBe(200)
+    expect((await other.request("GET", "/v1/auth/whoami", { token: bound.body.access_token })).status).toBe(200)
+    const plain = (await signIn(gw, member)).body
+    const list = await gw.request("GET", "/v1/auth/devices", { token: plain.access_token })
+    expect(list.body.devices).toEqual([expect.objectContaining({ id: device.id, status: "active", revoked_at: null })])
+    const revoked = await gw.request("DELETE", `/v1/auth/devices/${device.id}`, { token: plain.access_token, json: {} })
+    expect(revoked.body).toEqual({ revoked: device.id })
+    const deadline = Date.now() + 10_000
+    let status = 200
+    while (Date.now() < deadline) {
+      status = (await other.request("GET", "/v1/auth/whoami", { token: bound.body.access_token })).status
+      if (status === 401) break
+      await new Promise((r) => setTimeout(r, 200))
+    }
+    expect(status).toBe(401)
+    const p = await proof(device, "refresh", "apps", bound.body.refresh_token)
+    expect((await other.request("POST", "/v1/auth/refresh", { json: { refresh_token: bound.body.refresh_token, device_proof: p } })).status).toBe(401)
+    expectError(await signIn(other, member, device), 403, "DEVICE_REVOKED")
+    const after = await gw.request("GET", "/v1/auth/devices", { token: plain.access_token })
+    expect(after.body.devices[0]).toMatchObject({ id: device.id, status: "revoked" })
+    expect(after.body.devices[0].revoked_at).toBeTypeOf("number")
+    expectError(await gw.request("DELETE", `/v1/auth/devices/${"A".repeat(43)}`, { token: plain.access_token, json: {} }), 404, "DEVICE_NOT_FOUND")
+    // after every device is revoked the next one enrols as the account's first
+    const fresh = await newDevice()
+    expect((await signIn(gw, member, fresh)).status).toBe(200)
+  })
+
+  it("revokes from a device-bound session only with that device's proof over the target", async () => {
+    const phone = await newDevice()
+    const laptop = await newDevice()
+    const fromPhone = (await signIn(gw, member, phone)).body
+    expect((await signIn(gw, member, laptop)).status).toBe(200)
+    expectError(await gw.request("DELETE", `/v1/auth/devices/${laptop.id}`, { token: fromPhone.access_token, json: {} }), 401, "DEVICE_PROOF_REQUIRED")
+    const wrongBinding = await proof(phone, "revoke", "apps", phone.id)
+    expectError(
+      await gw.request("DELETE", `/v1/auth/devices/${laptop.id}`, { token: fromPhone.access_token, json: { device_proof: wrongBinding } }),
+      401,
+      "DEVICE_PROOF_INVALID"
+    )
+    const good = await proof(phone, "revoke", "apps", laptop.id)
+    const done = await gw.request("DELETE", `/v1/auth/devices/${laptop.id}`, { token: fromPhone.access_token, json: { device_proof: good } })
+    expect(done.body).toEqual({ revoked: laptop.id })
+  })
+
+  it("lets members-write list and revoke any account's devices; others are refused", async () => {
+    const device = await newDevice()
+    const bound = (await signIn(gw, member, device)).body
+    const listed = await gw.request("GET", `/v1/namespace/devices?subject=${member.address}`, { token: ownerKey })
+    expect(listed.body.subject).toBe(member.address.toLowerCase())
+    expect(listed.body.devices.map((d: { id: string }) => d.id)).toContain(device.id)
+    expectError(await gw.request("GET", `/v1/namespace/devices?subject=${member.address}`, { token: bound.access_token }), 403, "GRANT_REQUIRED")
+    expect((await gw.request("GET", "/v1/namespace/devices?subject=0x12", { token: ownerKey })).status).toBe(400)
+    const done = await gw.request("DELETE", `/v1/namespace/devices/${device.id}`, { token: ownerKey })
+    expect(done.body).toEqual({ revoked: device.id })
+    expectError(await gw.request("GET", "/v1/auth/whoami", { token: bound.access_token }), 401, "INVALID_TOKEN")
+    const audit = await gw.request("GET", "/v1/audit?action=device.revoke", { token: ownerKey })
+    expect(audit.body.entries.map((e: { target: string }) => e.target)).toContain(device.id)
+  })
+
+  it("mints sign-in keys for plain sessions only, and a stricter policy revokes them", async () => {
+    const plain = (await signIn(gw, member)).body
+    const minted = await gw.request("POST", "/v1/auth/api-key", { token: plain.access_token, json: { label: "cli" } })
+    expect(minted.status, minted.text).toBe(201)
+    expect(minted.body.scopes).toEqual(expect.arrayContaining(["cache", "storage"]))
+    expect(minted.body.scopes).not.toContain("admin")
+    expect((await gw.request("GET", "/v1/auth/whoami", { token: minted.body.api_key })).status).toBe(200)
+    const bound = (await signIn(gw, member, await newDevice())).body
+    expectError(await gw.request("POST", "/v1/auth/api-key", { token: bound.access_token, json: {} }), 403, "FORBIDDEN")
+
+    expect((await gw.request("GET", "/v1/namespace/session-policy", { token: ownerKey })).body).toEqual({
+      namespace: "apps",
+      device_policy: "optional",
+      sign_in: "members"
+    })
+    expectError(await gw.request("PUT", "/v1/namespace/session-policy", { token: plain.access_token, json: { device_policy: "required" } }), 403, "GRANT_REQUIRED")
+    expect((await gw.request("PUT", "/v1/namespace/session-policy", { token: ownerKey, json: { device_policy: "strict" } })).status).toBe(400)
+    const set = await gw.request("PUT", "/v1/namespace/session-policy", { token: ownerKey, json: { device_policy: "required" } })
+    expect(set.body).toEqual({ namespace: "apps", device_policy: "required", sign_in: "members", revoked_sign_in_keys: 1 })
+    expectError(await gw.request("GET", "/v1/auth/whoami", { token: minted.body.api_key }), 401, "INVALID_API_KEY")
+    expect((await gw.request("GET", "/v1/auth/whoami", { token: ownerKey })).status).toBe(200)
+
+    // required: plain sign-in, refresh and key minting of end users answer DEVICE_REQUIRED
+    expectError(await signIn(gw, member), 403, "DEVICE_REQUIRED")
+    expectError(await gw.request("POST", "/v1/auth/refresh", { json: { refresh_token: plain.refresh_token } }), 403, "DEVICE_REQUIRED")
+    expectError(await gw.request("POST", "/v1/auth/api-key", { token: plain.access_token, json: {} }), 403, "DEVICE_REQUIRED")
+    expect((await signIn(gw, member, await newDevice())).status).toBe(200)
+    // a wallet with a control-plane role is held to optional
+    const adminSession = await signIn(gw, admin)
+    expect(adminSession.status, adminSession.text).toBe(200)
+
+    // open sign-in lets outsiders in as end users; the omitted member keeps its value
+    const open = await gw.request("PUT", "/v1/namespace/session-policy", { token: ownerKey, json: { sign_in: "open" } })
+    expect(open.body).toMatchObject({ device_policy: "required", sign_in: "open" })
+    const outsiderSession = await signIn(gw, outsider, await newDevice())
+    expect(outsiderSession.status, outsiderSession.text).toBe(200)
+    const who = await gw.request("GET", "/v1/auth/whoami", { token: outsiderSession.body.access_token })
+    expect(who.body.role).toBe("user")
+    expect(who.body.grants).not.toContain("admin")
+    await gw.request("PUT", "/v1/namespace/session-policy", { token: ownerKey, json: { device_policy: "optional", sign_in: "members" } })
+  })
+})

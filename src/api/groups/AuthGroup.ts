@@ -83,6 +83,22 @@ export const SessionList = Schema.Struct({
 export const EndSessionRequest = strict(Schema.Struct({ device_proof: Schema.optional(DeviceProofWire) }))
 export const Ended = Schema.Struct({ ended: Schema.String })
 
+export const MintUserKey = strict(
+  Schema.Struct({
+    label: Schema.optional(Label),
+    expires_in_days: Schema.optional(Schema.Int.pipe(Schema.between(1, 365)))
+  })
+).annotations({ identifier: "MintUserKey" })
+
+export const UserKey = Schema.Struct({
+  id: Schema.String,
+  api_key: Schema.String.annotations({ description: "Shown once" }),
+  namespace: Schema.String,
+  label: Schema.String,
+  scopes: Schema.Array(Schema.String),
+  expires_at: Schema.NullOr(UnixSeconds)
+}).annotations({ identifier: "UserKey" })
+
 const sessionParam = HttpApiSchema.param(
   "id",
   Schema.String.pipe(Schema.pattern(/^ses_[0-9a-f]{32}$/, { message: () => "a session id is ses_ and 32 hex characters" }))
@@ -100,6 +116,11 @@ export class AuthGroup extends HttpApiGroup.make("auth")
     HttpApiEndpoint.del("endSession")`/v1/auth/sessions/${sessionParam}`
       .setPayload(EndSessionRequest)
       .addSuccess(Ended)
+  )
+  .add(
+    HttpApiEndpoint.post("apiKey", "/v1/auth/api-key")
+      .setPayload(MintUserKey)
+      .addSuccess(UserKey, { status: 201 })
   )
   .addError(Wire.BadRequest)
   .addError(Wire.Unauthorized)

@@ -1,16 +1,22 @@
 import { HttpApiBuilder } from "@effect/platform"
-import { Effect, Option } from "effect"
+import { Clock, Effect, Option } from "effect"
 import {
   badRequest,
   BadRequest,
 
+  Code,
   Forbidden,
+  forbidden,
   NotFound,
   Unauthorized,
   unauthorized,
   unavailable
 } from "../../domain/Errors.js"
+import { isControlPlaneRole, type Role } from "../../domain/Grants.js"
 import { grantStrings, type Principal } from "../../domain/Principal.js"
+import { Audit } from "../../layers/audit/Audit.js"
+import { RegistryStore } from "../../layers/registry/RegistryStore.js"
+import { SessionPolicy } from "../../layers/sessions/SessionPolicy.js"
 import { ACCESS_TOKEN_SECONDS, Authenticator } from "../../layers/auth/Authenticator.js"
 import { ApiKeys } from "../../layers/keys/ApiKeys.js"
 import type { StoreError } from "../../layers/registry/RegistryStore.js"
@@ -20,7 +26,7 @@ import { toUnixSeconds } from "../Wire.js"
 import { requirePrincipal } from "./Principal.js"
 
 /** Sign-in refusals carry their status and spec code; the store failing is a retryable 503. */
-const asHttp = (e: SessionRefused | StoreError) => {
+export const asHttp = (e: SessionRefused | StoreError) => {
   if (e._tag === "StoreError") return unavailable("registry unavailable")
   const body = { error: e.reason, code: e.code }
   switch (e.status) {
@@ -46,8 +52,17 @@ const sessionAnswer = (s: IssuedSession) => ({
   ...(s.deviceId === undefined ? {} : { device_id: s.deviceId })
 })
 
+const controlPlaneGrants: ReadonlySet<string> = new Set([
+  "admin",
+  "namespace-write",
+  "members-write",
+  "db:write",
+  "secrets:write",
+  "operator"
+])
+
 /** Session routes need a signed-in wallet's token, not a key or a token exchanged from one. */
-const requireSession = Effect.flatMap(requirePrincipal, (p: Principal) =>
+export const requireSession = Effect.flatMap(requirePrincipal, (p: Principal) =>
   p.sessionId === undefined || p.keyId !== undefined
     ? Effect.fail(badRequest("this route needs a signed-in session's access token", "sign in with /v1/auth/challenge and /v1/auth/verify"))
     : Effect.succeed({ ...p, sessionId: p.sessionId })
@@ -58,6 +73,9 @@ export const AuthHandlers = HttpApiBuilder.group(PorticoApi, "auth", (handlers) 
     const authenticator = yield* Authenticator
     const keys = yield* ApiKeys
     const sessions = yield* Sessions
+    const policies = yield* SessionPolicy
+    const audit = yield* Audit
+    const store = yield* RegistryStore
     return handlers
       .handle("whoami", () =>
         Effect.map(requirePrincipal, (p) => ({
@@ -140,6 +158,44 @@ export const AuthHandlers = HttpApiBuilder.group(PorticoApi, "auth", (handlers) 
               refreshed_at: toUnixSeconds(s.refreshedAt),
               current: s.id === p.sessionId
             }))
+          }
+        })
+      )
+      .handle("apiKey", ({ payload }) =>
+        Effect.gen(function* () {
+          const p = yield* requireSession
+          if (p.deviceId !== undefined) {
+            return yield* forbidden("device-bound sessions are not handed API keys", Code.FORBIDDEN, "use the session's tokens")
+          }
+          const policy = yield* Effect.mapError(policies.get(p.namespace), () => unavailable("registry unavailable"))
+          const devicePolicy = Option.match(policy, { onNone: () => "optional", onSome: (x) => x.devicePolicy })
+          if (devicePolicy !== "optional" && !isControlPlaneRole(p.role as Role)) {
+            return yield* forbidden("this namespace needs device-bound sessions", "DEVICE_REQUIRED")
+          }
+          // A key from a sign-in carries the session's data-plane grants only: control-plane keys
+          // are minted through /v1/namespace/keys, where they are audited as such.
+          const scopes = grantStrings(p).filter((g) => !controlPlaneGrants.has(g))
+          const now = yield* Clock.currentTimeMillis
+          const expiresAt = payload.expires_in_days === undefined ? undefined : now + payload.expires_in_days * 86_400_000
+          const label = payload.label ?? ""
+          const minted = yield* keys.prepare({
+            namespace: p.namespace,
+            role: "custom",
+            scopes,
+            label,
+            expiresAt,
+            createdBy: p.subject,
+            origin: "sign-in"
+          })
+          const entry = yield* audit.entry(p.namespace, "key.create", p.subject, minted.record.id, { origin: "sign-in", scopes, label })
+          yield* Effect.mapError(store.batch([minted.statement, entry]), () => unavailable("registry unavailable"))
+          return {
+            id: minted.record.id,
+            api_key: minted.apiKey,
+            namespace: p.namespace,
+            label,
+            scopes: [...scopes],
+            expires_at: expiresAt === undefined ? null : toUnixSeconds(expiresAt)
           }
         })
       )

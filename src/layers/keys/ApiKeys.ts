@@ -33,6 +33,8 @@ export interface MintRequest {
   /** Unix milliseconds, or undefined for no expiry. */
   readonly expiresAt: number | undefined
   readonly createdBy: string
+  /** `sign-in` for keys an end user minted from a session; a stricter session policy revokes those. */
+  readonly origin?: "admin" | "sign-in"
 }
 
 export interface MintedKey {
@@ -162,7 +164,7 @@ export class ApiKeys extends Context.Tag("portico/ApiKeys")<ApiKeys, ApiKeysServ
               record,
               apiKey: `portico_${id}_${secret}`,
               statement: {
-                sql: `INSERT INTO api_keys (${COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)`,
+                sql: `INSERT INTO api_keys (${COLUMNS}, origin) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?)`,
                 params: [
                   id,
                   request.namespace,
@@ -172,7 +174,8 @@ export class ApiKeys extends Context.Tag("portico/ApiKeys")<ApiKeys, ApiKeysServ
                   request.label,
                   now,
                   request.createdBy,
-                  request.expiresAt ?? null
+                  request.expiresAt ?? null,
+                  request.origin ?? "admin"
                 ]
               }
             }

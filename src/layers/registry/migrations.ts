@@ -112,5 +112,32 @@ export const migrations: ReadonlyArray<Migration> = [
       `ALTER TABLE namespaces ADD COLUMN device_policy TEXT NOT NULL DEFAULT 'optional'`,
       `ALTER TABLE namespaces ADD COLUMN sign_in TEXT NOT NULL DEFAULT 'members'`
     ]
+  },
+  {
+    id: 3,
+    name: "sign_in_keys_device_requests",
+    statements: [
+      // Keys an end user minted from a sign-in: a stricter session policy revokes them all.
+      `ALTER TABLE api_keys ADD COLUMN origin TEXT NOT NULL DEFAULT 'admin'`,
+      // A device waiting for someone: approval of a further device (policy approval), a link
+      // started by a new device (seedless), or a plain login from a machine with no wallet.
+      `CREATE TABLE IF NOT EXISTS device_requests (
+        device_code_hash TEXT PRIMARY KEY,
+        user_code TEXT NOT NULL,
+        namespace TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        wallet TEXT,
+        device_id TEXT NOT NULL,
+        public_jwk TEXT NOT NULL,
+        label TEXT NOT NULL,
+        status TEXT NOT NULL,
+        approved_by TEXT,
+        created_at INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL,
+        last_poll_at INTEGER
+      )`,
+      `CREATE UNIQUE INDEX IF NOT EXISTS device_requests_user_code ON device_requests (namespace, user_code)`
+    ]
   }
 ]
+

@@ -1,0 +1,64 @@
+/** Devices of an account, operator device management, and the namespace session policy (spec §4.5). */
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "@effect/platform"
+import { Schema } from "effect"
+import { Wire } from "../../domain/Errors.js"
+import { Wallet } from "../../domain/Names.js"
+import { DevicePolicy, SignInPolicy } from "../../layers/sessions/SessionPolicy.js"
+import { strict, UnixSeconds } from "../Wire.js"
+
+export const DeviceView = Schema.Struct({
+  id: Schema.String,
+  label: Schema.String,
+  status: Schema.Literal("active", "pending", "revoked"),
+  created_at: UnixSeconds,
+  revoked_at: Schema.NullOr(UnixSeconds)
+}).annotations({ identifier: "Device" })
+
+export const DeviceList = Schema.Struct({ devices: Schema.Array(DeviceView) }).annotations({ identifier: "DeviceList" })
+export const SubjectDevices = Schema.Struct({ subject: Schema.String, devices: Schema.Array(DeviceView) })
+export const Revoked = Schema.Struct({ revoked: Schema.String })
+export const RevokeRequest = strict(
+  Schema.Struct({
+    device_proof: Schema.optional(
+      Schema.Unknown.annotations({ description: "{iat, id, sig}: action revoke, binding the device id" })
+    )
+  })
+)
+
+export const PolicyView = Schema.Struct({
+  namespace: Schema.String,
+  device_policy: DevicePolicy,
+  sign_in: SignInPolicy
+}).annotations({ identifier: "SessionPolicy" })
+
+export const PolicyAnswer = Schema.Struct({
+  namespace: Schema.String,
+  device_policy: DevicePolicy,
+  sign_in: SignInPolicy,
+  revoked_sign_in_keys: Schema.Int
+}).annotations({ identifier: "SessionPolicyChange" })
+
+export const SetPolicy = strict(
+  Schema.Struct({ device_policy: Schema.optional(DevicePolicy), sign_in: Schema.optional(SignInPolicy) })
+).annotations({ identifier: "SetSessionPolicy", description: "an omitted member keeps its value" })
+
+const deviceParam = HttpApiSchema.param(
+  "id",
+  Schema.String.pipe(Schema.pattern(/^[A-Za-z0-9_-]{43}$/, { message: () => "a device id is 43 base64url characters" }))
+)
+
+export class DeviceGroup extends HttpApiGroup.make("devices")
+  .add(HttpApiEndpoint.get("list", "/v1/auth/devices").addSuccess(DeviceList))
+  .add(HttpApiEndpoint.del("revoke")`/v1/auth/devices/${deviceParam}`.setPayload(RevokeRequest).addSuccess(Revoked))
+  .add(
+    HttpApiEndpoint.get("listFor", "/v1/namespace/devices")
+      .setUrlParams(Schema.Struct({ subject: Wallet }))
+      .addSuccess(SubjectDevices)
+  )
+  .add(HttpApiEndpoint.del("revokeAny")`/v1/namespace/devices/${deviceParam}`.addSuccess(Revoked))
+  .add(HttpApiEndpoint.get("getPolicy", "/v1/namespace/session-policy").addSuccess(PolicyView))
+  .add(HttpApiEndpoint.put("setPolicy", "/v1/namespace/session-policy").setPayload(SetPolicy).addSuccess(PolicyAnswer))
+  .addError(Wire.BadRequest)
+  .addError(Wire.Unauthorized)
+  .addError(Wire.Forbidden)
+  .addError(Wire.NotFound) {}

@@ -1,0 +1,134 @@
+/**
+ * An account's devices: listing (revoked included, as tombstones) and revocation. Revoking ends
+ * every session of the device in the same atomic write, so its refresh tokens die with them and
+ * its access tokens stop at their next request on every gateway (sessions are checked per
+ * request against the shared registry).
+ */
+import { Clock, Context, Effect, Layer, Option } from "effect"
+import { parseDeviceKey } from "../../domain/DeviceKey.js"
+import { checkProof } from "../../domain/DeviceProof.js"
+import { Audit } from "../audit/Audit.js"
+import { RegistryStore, type Row, type StoreError } from "../registry/RegistryStore.js"
+import { SessionRefused } from "../sessions/Sessions.js"
+
+export interface DeviceView {
+  readonly id: string
+  readonly wallet: string
+  readonly label: string
+  readonly status: "active" | "pending" | "revoked"
+  readonly createdAt: number
+  readonly revokedAt: number | undefined
+}
+
+export interface DevicesService {
+  readonly list: (namespace: string, wallet: string) => Effect.Effect<ReadonlyArray<DeviceView>, StoreError>
+  /**
+   * Revokes a device. `account` limits it to one wallet's devices (undefined: an operator with
+   * members write). A caller bound to a device proves that device's key over the target id.
+   */
+  readonly revoke: (input: {
+    readonly namespace: string
+    readonly account: string | undefined
+    readonly deviceId: string
+    readonly callerDeviceId: string | undefined
+    readonly deviceProof: unknown
+    readonly actor: string
+  }) => Effect.Effect<void, SessionRefused | StoreError>
+}
+
+const refuse = (status: 400 | 401 | 403 | 404, code: string, reason: string) => new SessionRefused({ status, code, reason })
+
+const toView = (r: Row): DeviceView => ({
+  id: String(r.id),
+  wallet: String(r.wallet),
+  label: String(r.label),
+  status: String(r.status) as DeviceView["status"],
+  createdAt: Number(r.created_at),
+  revokedAt: r.revoked_at === null ? undefined : Number(r.revoked_at)
+})
+
+export class Devices extends Context.Tag("portico/Devices")<Devices, DevicesService>() {
+  static readonly Live = Layer.effect(
+    Devices,
+    Effect.gen(function* () {
+      const store = yield* RegistryStore
+      const audit = yield* Audit
+
+      const row = (namespace: string, id: string) =>
+        Effect.map(
+          store.query({
+            sql: "SELECT id, wallet, label, status, public_jwk, created_at, revoked_at FROM devices WHERE namespace = ? AND id = ?",
+            params: [namespace, id]
+          }),
+          (rows) => Option.fromNullable(rows[0])
+        )
+
+      return {
+        list: (namespace, wallet) =>
+          Effect.map(
+            store.query({
+              sql: `SELECT id, wallet, label, status, created_at, revoked_at FROM devices
+                    WHERE namespace = ? AND wallet = ? ORDER BY created_at, id`,
+              params: [namespace, wallet]
+            }),
+            (rows) => rows.map(toView)
+          ),
+        revoke: (input) =>
+          Effect.gen(function* () {
+            const target = yield* row(input.namespace, input.deviceId)
+            if (Option.isNone(target) || (input.account !== undefined && target.value.wallet !== input.account)) {
+              return yield* refuse(404, "DEVICE_NOT_FOUND", "no such device for this account")
+            }
+            if (input.callerDeviceId !== undefined) {
+              const caller = yield* row(input.namespace, input.callerDeviceId)
+              if (Option.isNone(caller) || caller.value.status !== "active") {
+                return yield* refuse(403, "DEVICE_REVOKED", "a session of a device that is not active can do nothing here")
+              }
+              if (input.deviceProof === undefined || input.deviceProof === null) {
+                return yield* refuse(401, "DEVICE_PROOF_REQUIRED", "a device-bound session revokes with a device_proof")
+              }
+              const key = yield* Effect.mapError(
+                Effect.flatMap(
+                  Effect.try({ try: () => JSON.parse(String(caller.value.public_jwk)) as unknown, catch: () => "damaged" }),
+                  parseDeviceKey
+                ),
+                () => refuse(403, "DEVICE_REVOKED", "the device's stored key is unusable")
+              )
+              const now = yield* Clock.currentTimeMillis
+              const checked = yield* Effect.mapError(
+                checkProof({ proof: input.deviceProof, action: "revoke", namespace: input.namespace, binding: input.deviceId, key, now }),
+                (e) => refuse(401, "DEVICE_PROOF_INVALID", e.reason)
+              )
+              const spent = yield* store.exec({
+                sql: "INSERT INTO proof_nonces (key, expires_at) VALUES (?, ?) ON CONFLICT DO NOTHING",
+                params: [checked.nonceKey, checked.nonceExpiresAt]
+              })
+              if (spent.rowsAffected === 0) return yield* refuse(401, "DEVICE_PROOF_INVALID", "this proof was already used")
+            }
+            // A tombstone stays a tombstone: revoking again changes nothing and still answers ok.
+            if (target.value.status === "revoked") return
+            const now = yield* Clock.currentTimeMillis
+            const entry = yield* audit.entry(input.namespace, "device.revoke", input.actor, input.deviceId, {
+              wallet: String(target.value.wallet)
+            }, { onlyIfChanged: true })
+            yield* store.batch([
+              {
+                sql: "UPDATE devices SET status = 'revoked', revoked_at = ? WHERE namespace = ? AND id = ? AND status <> 'revoked'",
+                params: [now, input.namespace, input.deviceId]
+              },
+              entry,
+              {
+                sql: `UPDATE sessions SET ended_at = ?, end_reason = 'device_revoked'
+                      WHERE namespace = ? AND device_id = ? AND ended_at IS NULL`,
+                params: [now, input.namespace, input.deviceId]
+              },
+              {
+                sql: "UPDATE device_requests SET status = 'revoked' WHERE namespace = ? AND device_id = ? AND status = 'pending'",
+                params: [input.namespace, input.deviceId]
+              }
+            ])
+          })
+      }
+    })
+  )
+}

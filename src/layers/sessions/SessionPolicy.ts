@@ -1,0 +1,80 @@
+/**
+ * A namespace's session policy (spec §4.5, §5.11): `device_policy` optional | required | approval
+ * and `sign_in` members | open. Tightening to required or approval revokes, in the same atomic
+ * write, every API key an end user minted from a sign-in.
+ */
+import { Clock, Context, Effect, Layer, Option, Schema } from "effect"
+import { Audit } from "../audit/Audit.js"
+import { RegistryStore, type StoreError } from "../registry/RegistryStore.js"
+
+
+export const DevicePolicy = Schema.Literal("optional", "required", "approval")
+export type DevicePolicy = typeof DevicePolicy.Type
+export const SignInPolicy = Schema.Literal("members", "open")
+export type SignInPolicy = typeof SignInPolicy.Type
+
+export interface Policy {
+  readonly devicePolicy: DevicePolicy
+  readonly signIn: SignInPolicy
+}
+
+export interface SessionPolicyService {
+  readonly get: (namespace: string) => Effect.Effect<Option.Option<Policy>, StoreError>
+  /** Applies the given members, keeping the others; answers the policy and how many keys it revoked. */
+  readonly set: (
+    namespace: string,
+    patch: { readonly devicePolicy: DevicePolicy | undefined; readonly signIn: SignInPolicy | undefined },
+    actor: string
+  ) => Effect.Effect<{ readonly policy: Policy; readonly revokedSignInKeys: number }, StoreError>
+}
+
+export class SessionPolicy extends Context.Tag("portico/SessionPolicy")<SessionPolicy, SessionPolicyService>() {
+  static readonly Live = Layer.effect(
+    SessionPolicy,
+    Effect.gen(function* () {
+      const store = yield* RegistryStore
+      const audit = yield* Audit
+      const get = (namespace: string) =>
+        Effect.map(
+          store.query({ sql: "SELECT device_policy, sign_in FROM namespaces WHERE name = ?", params: [namespace] }),
+          (rows) =>
+            Option.map(Option.fromNullable(rows[0]), (r) => ({
+              devicePolicy: String(r.device_policy) as DevicePolicy,
+              signIn: String(r.sign_in) as SignInPolicy
+            }))
+        )
+      return {
+        get,
+        set: (namespace, patch, actor) =>
+          Effect.gen(function* () {
+            const now = yield* Clock.currentTimeMillis
+            const strict = patch.devicePolicy === "required" || patch.devicePolicy === "approval"
+            const entry = yield* audit.entry(namespace, "namespace.session_policy", actor, namespace, {
+              device_policy: patch.devicePolicy ?? null,
+              sign_in: patch.signIn ?? null
+            })
+            const results = yield* store.batch([
+              {
+                sql: "UPDATE namespaces SET device_policy = COALESCE(?, device_policy), sign_in = COALESCE(?, sign_in) WHERE name = ?",
+                params: [patch.devicePolicy ?? null, patch.signIn ?? null, namespace]
+              },
+              ...(strict
+                ? [
+                    {
+                      sql: "UPDATE api_keys SET revoked_at = ? WHERE namespace = ? AND origin = 'sign-in' AND revoked_at IS NULL",
+                      params: [now, namespace]
+                    }
+                  ]
+                : []),
+              entry
+            ])
+            const policy = yield* get(namespace)
+            return {
+              policy: Option.getOrElse(policy, () => ({ devicePolicy: "optional" as const, signIn: "members" as const })),
+              revokedSignInKeys: strict ? (results[1]?.rowsAffected ?? 0) : 0
+            }
+          })
+      }
+    })
+  )
+}
