@@ -379,3 +379,126 @@ describe("devices, revocation across gateways, session policy and sign-in keys",
     await gw.request("PUT", "/v1/namespace/session-policy", { token: ownerKey, json: { device_policy: "optional", sign_in: "members" } })
   })
 })
+
+describe("approval of further devices, device links and plain logins", () => {
+  let gw: Gateway
+  let ownerKey: string
+  const member = Wallet.createRandom()
+  const ns = "guarded"
+
+  type Signer = { readonly address: string; readonly signMessage: (m: string) => Promise<string> }
+  const challengeFor = async (signer: Signer, device?: Device) =>
+    (await gw.request("POST", "/v1/auth/challenge", {
+      json: { wallet: signer.address, namespace: ns, ...(device === undefined ? {} : { device_id: device.id }) }
+    })).body.message as string
+  const signIn = async (signer: Signer, device: Device) => {
+    const message = await challengeFor(signer, device)
+    return gw.request("POST", "/v1/auth/verify", {
+      json: { message, signature: await signer.signMessage(message), device_key: device.jwk, device_signature: await device.sign(message) }
+    })
+  }
+  const poll = async (device: Device | undefined, deviceCode: string) =>
+    gw.request("POST", "/v1/auth/device/token", {
+      json: { device_code: deviceCode, ...(device === undefined ? {} : { device_proof: await proof(device, "claim", ns, deviceCode) }) }
+    })
+
+  beforeAll(async () => {
+    gw = await startGateway()
+    ownerKey = (await gw.cli(["namespace", "create", ns])).api_key
+    await gw.request("POST", "/v1/namespace/members", { token: ownerKey, json: { wallet: member.address, role: "runtime" } })
+    const set = await gw.request("PUT", "/v1/namespace/session-policy", { token: ownerKey, json: { device_policy: "approval" } })
+    expect(set.body.device_policy).toBe("approval")
+  })
+  afterAll(async () => {
+    await gw?.stop()
+  })
+
+  it("enrols the first device, holds the second pending until an active device approves, then it collects once", async () => {
+    const first = await newDevice()
+    const firstSession = await signIn(member, first)
+    expect(firstSession.status, firstSession.text).toBe(200)
+    const second = await newDevice()
+    const pending = await signIn(member, second)
+    expect(pending.status, pending.text).toBe(202)
+    expect(pending.body).toMatchObject({ status: "pending_approval" })
+    expect(pending.body.user_code).toMatch(/^[A-Z]{4}-[A-Z]{4}$/)
+    const list = await gw.request("GET", "/v1/auth/devices", { token: firstSession.body.access_token })
+    expect(list.body.devices.find((d: { id: string }) => d.id === second.id).status).toBe("pending")
+    expectError(await signIn(member, second), 403, "DEVICE_PENDING")
+
+    const code: string = pending.body.device_code
+    expectError(await poll(second, code), 400, "authorization_pending")
+    expectError(await poll(second, code), 400, "slow_down")
+    expectError(await poll(first, code), 401, "DEVICE_PROOF_INVALID")
+
+    const userCode: string = pending.body.user_code
+    expectError(
+      await gw.request("POST", "/v1/auth/devices/approve", { token: firstSession.body.access_token, json: { user_code: userCode, device_proof: await proof(first, "approve", ns, "WRONG-CODE") } }),
+      401,
+      "DEVICE_PROOF_INVALID"
+    )
+    const approved = await gw.request("POST", "/v1/auth/devices/approve", {
+      token: firstSession.body.access_token,
+      json: { user_code: userCode, device_proof: await proof(first, "approve", ns, userCode) }
+    })
+    expect(approved.body).toEqual({ approved: userCode })
+    const collected = await poll(second, code)
+    expect(collected.status, collected.text).toBe(200)
+    expect(collected.body.device_id).toBe(second.id)
+    expect(collected.body.refresh_token).toMatch(/^dv1_/)
+    expectError(await poll(second, code), 400, "expired_token")
+    expect((await signIn(member, second)).status).toBe(200)
+  })
+
+  it("links a seedless device to the approver's account", async () => {
+    // under approval a third device would itself wait; the approver here must be active
+    await gw.request("PUT", "/v1/namespace/session-policy", { token: ownerKey, json: { device_policy: "optional" } })
+    const phone = await newDevice()
+    const phoneSession = (await signIn(member, phone)).body
+    const tablet = await newDevice()
+    const started = await gw.request("POST", "/v1/auth/device", { json: { namespace: ns, device_key: tablet.jwk, device_label: "tablet" } })
+    expect(started.status, started.text).toBe(200)
+    expect(started.body).toMatchObject({ expires_in: 600, interval: 5 })
+    // a wallet signature cannot approve a device link
+    const message = await challengeFor(member)
+    expectError(
+      await gw.request("POST", "/v1/auth/device/approve", { json: { user_code: started.body.user_code, message, signature: await member.signMessage(message) } }),
+      403,
+      "FORBIDDEN"
+    )
+    const approval = await gw.request("POST", "/v1/auth/devices/approve", {
+      token: phoneSession.access_token,
+      json: { user_code: started.body.user_code.toLowerCase(), device_proof: await proof(phone, "approve", ns, started.body.user_code.toLowerCase()) }
+    })
+    expect(approval.status, approval.text).toBe(200)
+    const linked = await poll(tablet, started.body.device_code)
+    expect(linked.status, linked.text).toBe(200)
+    expect(linked.body).toMatchObject({ subject: member.address.toLowerCase(), device_id: tablet.id })
+  })
+
+  it("answers a plain login with a wallet signature, or denies it; devices cannot approve it", async () => {
+    const login = (await gw.request("POST", "/v1/auth/device", { json: { namespace: ns } })).body
+    const phone = await newDevice()
+    const phoneSession = (await signIn(member, phone)).body
+    expectError(
+      await gw.request("POST", "/v1/auth/devices/approve", { token: phoneSession.access_token, json: { user_code: login.user_code, device_proof: await proof(phone, "approve", ns, login.user_code) } }),
+      403,
+      "FORBIDDEN"
+    )
+    const message = await challengeFor(member)
+    const answered = await gw.request("POST", "/v1/auth/device/approve", {
+      json: { user_code: login.user_code, message, signature: await member.signMessage(message) }
+    })
+    expect(answered.body).toEqual({ user_code: login.user_code, status: "approved" })
+    const session = await poll(undefined, login.device_code)
+    expect(session.status, session.text).toBe(200)
+    expect(session.body.refresh_token).toMatch(/^rt1_/)
+    expect(session.body).not.toHaveProperty("device_id")
+
+    const denied = (await gw.request("POST", "/v1/auth/device", { json: { namespace: ns } })).body
+    const m2 = await challengeFor(member)
+    await gw.request("POST", "/v1/auth/device/approve", { json: { user_code: denied.user_code, message: m2, signature: await member.signMessage(m2), deny: true } })
+    expectError(await poll(undefined, denied.device_code), 400, "access_denied")
+    expectError(await poll(undefined, "dc_" + "x".repeat(43)), 400, "invalid_grant")
+  })
+})

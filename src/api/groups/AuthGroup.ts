@@ -61,6 +61,50 @@ export const SessionAnswer = Schema.Struct({
   device_id: Schema.optional(Schema.String)
 }).annotations({ identifier: "Session" })
 
+export const PendingAnswer = Schema.Struct({
+  status: Schema.Literal("pending_approval"),
+  user_code: Schema.String,
+  device_code: Schema.String
+}).annotations({ identifier: "PendingApproval" })
+
+export const StartDeviceRequest = strict(
+  Schema.Struct({
+    namespace: NamespaceName,
+    device_key: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown })).annotations({
+      description: "present: link this new device (an active device approves); absent: a plain login (a wallet approves)"
+    }),
+    device_label: Schema.optional(Label)
+  })
+).annotations({ identifier: "StartDeviceRequest" })
+
+export const DeviceCodes = Schema.Struct({
+  device_code: Schema.String,
+  user_code: Schema.String,
+  expires_in: Schema.Int,
+  interval: Schema.Int
+}).annotations({ identifier: "DeviceCodes" })
+
+const UserCode = Schema.String.pipe(Schema.pattern(/^[A-Za-z]{4}-?[A-Za-z]{4}$/, { message: () => "a user code is XXXX-XXXX" }))
+
+export const DeviceTokenRequest = strict(
+  Schema.Struct({ device_code: Schema.String.pipe(Schema.maxLength(128)), device_proof: Schema.optional(DeviceProofWire) })
+).annotations({ identifier: "DeviceTokenRequest" })
+
+export const ApproveRequest = strict(Schema.Struct({ user_code: UserCode, device_proof: DeviceProofWire })).annotations({
+  identifier: "ApproveDevice"
+})
+export const Approved = Schema.Struct({ approved: Schema.String })
+
+export const AnswerLoginRequest = strict(
+  Schema.Struct({
+    user_code: UserCode,
+    message: Schema.String.pipe(Schema.maxLength(4096)),
+    signature: Schema.String.pipe(Schema.maxLength(200)),
+    deny: Schema.optional(Schema.Boolean)
+  })
+).annotations({ identifier: "AnswerLogin", description: "a wallet-signed sign-in message (from /v1/auth/challenge) approves or denies a plain login" })
+export const LoginAnswered = Schema.Struct({ user_code: Schema.String, status: Schema.Literal("approved", "denied") })
+
 export const RefreshRequest = strict(
   Schema.Struct({
     refresh_token: Schema.String.pipe(Schema.maxLength(256)),
@@ -108,7 +152,16 @@ export class AuthGroup extends HttpApiGroup.make("auth")
   .add(HttpApiEndpoint.get("whoami", "/v1/auth/whoami").addSuccess(Whoami))
   .add(HttpApiEndpoint.post("token", "/v1/auth/token").addSuccess(AccessToken))
   .add(HttpApiEndpoint.post("challenge", "/v1/auth/challenge").setPayload(ChallengeRequest).addSuccess(ChallengeAnswer))
-  .add(HttpApiEndpoint.post("verify", "/v1/auth/verify").setPayload(VerifyRequest).addSuccess(SessionAnswer))
+  .add(
+    HttpApiEndpoint.post("verify", "/v1/auth/verify")
+      .setPayload(VerifyRequest)
+      .addSuccess(SessionAnswer)
+      .addSuccess(PendingAnswer, { status: 202 })
+  )
+  .add(HttpApiEndpoint.post("startDevice", "/v1/auth/device").setPayload(StartDeviceRequest).addSuccess(DeviceCodes))
+  .add(HttpApiEndpoint.post("deviceToken", "/v1/auth/device/token").setPayload(DeviceTokenRequest).addSuccess(SessionAnswer))
+  .add(HttpApiEndpoint.post("approveDevice", "/v1/auth/devices/approve").setPayload(ApproveRequest).addSuccess(Approved))
+  .add(HttpApiEndpoint.post("answerLogin", "/v1/auth/device/approve").setPayload(AnswerLoginRequest).addSuccess(LoginAnswered))
   .add(HttpApiEndpoint.post("refresh", "/v1/auth/refresh").setPayload(RefreshRequest).addSuccess(SessionAnswer))
   .add(HttpApiEndpoint.post("logout", "/v1/auth/logout").addSuccess(Ended))
   .add(HttpApiEndpoint.get("sessions", "/v1/auth/sessions").addSuccess(SessionList))

@@ -122,7 +122,50 @@ export const AuthHandlers = HttpApiBuilder.group(PorticoApi, "auth", (handlers) 
             deviceSignature: payload.device_signature,
             deviceLabel: payload.device_label
           })
+          .pipe(
+            Effect.map((result) =>
+              result._tag === "Pending"
+                ? { status: "pending_approval" as const, user_code: result.userCode, device_code: result.deviceCode }
+                : sessionAnswer(result)
+            ),
+            Effect.mapError(asHttp)
+          )
+      )
+      .handle("startDevice", ({ payload }) =>
+        sessions
+          .startDeviceRequest({ namespace: payload.namespace, deviceKey: payload.device_key, deviceLabel: payload.device_label })
+          .pipe(
+            Effect.map((c) => ({ device_code: c.deviceCode, user_code: c.userCode, expires_in: c.expiresIn, interval: c.interval })),
+            Effect.mapError(asHttp)
+          )
+      )
+      .handle("deviceToken", ({ payload }) =>
+        sessions
+          .collect({ deviceCode: payload.device_code, deviceProof: payload.device_proof })
           .pipe(Effect.map(sessionAnswer), Effect.mapError(asHttp))
+      )
+      .handle("approveDevice", ({ payload }) =>
+        Effect.gen(function* () {
+          const p = yield* requireSession
+          yield* sessions
+            .approveFromDevice({
+              namespace: p.namespace,
+              wallet: p.subject,
+              approverDeviceId: p.deviceId,
+              userCode: payload.user_code,
+              deviceProof: payload.device_proof
+            })
+            .pipe(Effect.mapError(asHttp))
+          return { approved: payload.user_code }
+        })
+      )
+      .handle("answerLogin", ({ payload }) =>
+        sessions
+          .answerLogin({ userCode: payload.user_code, message: payload.message, signature: payload.signature, deny: payload.deny === true })
+          .pipe(
+            Effect.map(() => ({ user_code: payload.user_code, status: payload.deny === true ? ("denied" as const) : ("approved" as const) })),
+            Effect.mapError(asHttp)
+          )
       )
       .handle("refresh", ({ payload }) =>
         sessions

@@ -134,7 +134,8 @@ export const migrations: ReadonlyArray<Migration> = [
         approved_by TEXT,
         created_at INTEGER NOT NULL,
         expires_at INTEGER NOT NULL,
-        last_poll_at INTEGER
+        last_poll_at INTEGER,
+        session_id TEXT
       )`,
       `CREATE UNIQUE INDEX IF NOT EXISTS device_requests_user_code ON device_requests (namespace, user_code)`
     ]

@@ -29,6 +29,23 @@ const refuse = (status: 400 | 401 | 403 | 404, code: string, reason: string) =>
   new SessionRefused({ status, code, reason })
 
 export const CHALLENGE_SECONDS = 5 * 60
+/** Device and user codes of a pending device live 10 minutes; pollers wait 5 s between polls. */
+export const DEVICE_CODE_SECONDS = 10 * 60
+export const POLL_INTERVAL_SECONDS = 5
+
+/** User codes are typed by people: 8 characters without look-alikes, shown as XXXX-XXXX. */
+const USER_CODE_ALPHABET = "BCDFGHJKLMNPQRSTVWXZ"
+const normalUserCode = (code: string): string => {
+  const bare = code.toUpperCase().replace("-", "")
+  return bare.slice(0, 4) + "-" + bare.slice(4)
+}
+
+const userCode = (): string => {
+  const bytes = crypto.randomBytes(8)
+  let out = ""
+  for (let i = 0; i < 8; i++) out += USER_CODE_ALPHABET[(bytes[i] ?? 0) % USER_CODE_ALPHABET.length]
+  return out.slice(0, 4) + "-" + out.slice(4)
+}
 /** How long a rotated refresh token may be presented once more (a lost response, a retry). */
 export const REFRESH_GRACE_MS = 30_000
 /** Sessions end after 30 days without a refresh. */
@@ -47,6 +64,22 @@ export interface IssuedSession {
   readonly subject: string
   readonly namespace: string
   readonly deviceId: string | undefined
+}
+
+/** A further device under policy `approval`: it waits for an active device of the account. */
+export interface PendingApproval {
+  readonly _tag: "Pending"
+  readonly userCode: string
+  readonly deviceCode: string
+}
+
+export type SignInResult = ({ readonly _tag: "Issued" } & IssuedSession) | PendingApproval
+
+export interface DeviceCodes {
+  readonly deviceCode: string
+  readonly userCode: string
+  readonly expiresIn: number
+  readonly interval: number
 }
 
 export interface SessionView {
@@ -68,6 +101,32 @@ export interface SessionsService {
     readonly deviceKey: unknown
     readonly deviceSignature: string | undefined
     readonly deviceLabel: string | undefined
+  }) => Effect.Effect<SignInResult, SessionRefused | StoreError>
+  /** A new device asks to be linked (with its key) or a wallet-less machine asks to log in. */
+  readonly startDeviceRequest: (input: {
+    readonly namespace: string
+    readonly deviceKey: unknown
+    readonly deviceLabel: string | undefined
+  }) => Effect.Effect<DeviceCodes, SessionRefused | StoreError>
+  /** An active device of an account approves a pending device or a link, proving over the user code. */
+  readonly approveFromDevice: (input: {
+    readonly namespace: string
+    readonly wallet: string
+    readonly approverDeviceId: string | undefined
+    readonly userCode: string
+    readonly deviceProof: unknown
+  }) => Effect.Effect<void, SessionRefused | StoreError>
+  /** A wallet signature approves, or denies, a plain login code. */
+  readonly answerLogin: (input: {
+    readonly userCode: string
+    readonly message: string
+    readonly signature: string
+    readonly deny: boolean
+  }) => Effect.Effect<void, SessionRefused | StoreError>
+  /** The waiting device polls; once approved it collects its session, once. */
+  readonly collect: (input: {
+    readonly deviceCode: string
+    readonly deviceProof: unknown
   }) => Effect.Effect<IssuedSession, SessionRefused | StoreError>
   readonly refresh: (input: {
     readonly refreshToken: string
@@ -224,6 +283,73 @@ export class Sessions extends Context.Tag("portico/Sessions")<Sessions, Sessions
           })
         )
 
+      const newCodes = Effect.sync(() => ({
+        deviceCode: "dc_" + crypto.randomBytes(32).toString("base64url"),
+        userCode: userCode()
+      }))
+
+      const requestInsert = (
+        codes: { readonly deviceCode: string; readonly userCode: string },
+        namespace: string,
+        kind: "approval" | "link" | "login",
+        wallet: string | undefined,
+        key: DeviceKey | undefined,
+        label: string,
+        now: number
+      ) => ({
+        sql: `INSERT INTO device_requests (device_code_hash, user_code, namespace, kind, wallet, device_id, public_jwk, label,
+                status, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', ?, ?)`,
+        params: [
+          // Device codes are bearer secrets: kept only as a keyed hash, like refresh tokens.
+          sealer.hash("refresh-token-hash", "device-code:" + codes.deviceCode),
+          codes.userCode,
+          namespace,
+          kind,
+          wallet ?? null,
+          key?.id ?? "",
+          key === undefined ? "" : JSON.stringify(key.jwk),
+          label,
+          now,
+          now + DEVICE_CODE_SECONDS * 1000
+        ]
+      })
+
+      const requestByUserCode = (namespace: string, code: string) =>
+        Effect.map(
+          store.query({
+            sql: "SELECT device_code_hash, kind, wallet, status, expires_at FROM device_requests WHERE namespace = ? AND user_code = ?",
+            // People type codes in any case, with or without the dash.
+            params: [namespace, normalUserCode(code)]
+          }),
+          (rows) => Option.fromNullable(rows[0])
+        )
+
+      /** A wallet's signature over a sign-in message this gateway issued (nonce not yet spent). */
+      const verifiedWallet = (message: string, signature: string) =>
+        Effect.gen(function* () {
+          const parsed = yield* Effect.mapError(parseMessage(message), (e) =>
+            refuse(401, "SIGNATURE_INVALID", "not a sign-in message of this gateway: " + e.reason)
+          )
+          const now = yield* Clock.currentTimeMillis
+          return yield* Effect.mapError(
+            verifySignIn({ message, signature, expectedDomain: namespaceHost(parsed.namespace, config.baseDomain), now }),
+            (e) => refuse(401, "SIGNATURE_INVALID", e.reason)
+          )
+        })
+
+      const spendNonce = (nonce: string, namespace: string, wallet: string, deviceId: string | undefined) =>
+        Effect.gen(function* () {
+          const now = yield* Clock.currentTimeMillis
+          const spent = yield* store.exec({
+            sql: `UPDATE auth_challenges SET spent_at = ? WHERE nonce = ? AND spent_at IS NULL AND expires_at > ?
+                  AND namespace = ? AND wallet = ? AND device_id IS ?`,
+            params: [now, nonce, now, namespace, wallet, deviceId ?? null]
+          })
+          if (spent.rowsAffected === 0) {
+            return yield* refuse(401, "SIGNATURE_INVALID", "unknown, expired or already used challenge")
+          }
+        })
+
       const invalidRefresh = refuse(401, "INVALID_REFRESH_TOKEN", "unknown, used or expired refresh token")
 
       const refresh: SessionsService["refresh"] = (input) =>
@@ -370,6 +496,7 @@ export class Sessions extends Context.Tag("portico/Sessions")<Sessions, Sessions
               return yield* refuse(403, "DEVICE_REQUIRED", "this namespace needs a device-bound sign-in")
             }
             let existing: Option.Option<Row> = Option.none()
+            let needsApproval = false
             if (device !== undefined) {
               existing = yield* deviceRow(namespace, device.id)
               if (Option.isSome(existing)) {
@@ -377,6 +504,13 @@ export class Sessions extends Context.Tag("portico/Sessions")<Sessions, Sessions
                   return yield* refuse(403, "DEVICE_KEY_TAKEN", "this device key belongs to another account")
                 }
                 yield* deviceState(existing.value)
+              } else if (policy === "approval") {
+                // The account's first device enrols; every further one waits for an active one.
+                const active = yield* store.query({
+                  sql: "SELECT 1 AS one FROM devices WHERE namespace = ? AND wallet = ? AND status = 'active' LIMIT 1",
+                  params: [namespace, wallet]
+                })
+                needsApproval = active.length > 0
               }
             }
 
@@ -388,6 +522,26 @@ export class Sessions extends Context.Tag("portico/Sessions")<Sessions, Sessions
             })
             if (spent.rowsAffected === 0) {
               return yield* refuse(401, "SIGNATURE_INVALID", "unknown, expired or already used challenge")
+            }
+
+            if (needsApproval && device !== undefined) {
+              const codes = yield* newCodes
+              yield* store
+                .batch([
+                  {
+                    sql: `INSERT INTO devices (namespace, id, wallet, public_jwk, label, status, created_at)
+                          VALUES (?, ?, ?, ?, ?, 'pending', ?)`,
+                    params: [namespace, device.id, wallet, JSON.stringify(device.jwk), input.deviceLabel ?? "", now]
+                  },
+                  requestInsert(codes, namespace, "approval", wallet, device, input.deviceLabel ?? "", now)
+                ])
+                .pipe(
+                  Effect.catchIf(
+                    (e) => e.reason === "constraint",
+                    () => Effect.fail(refuse(403, "DEVICE_KEY_TAKEN", "this device key was enrolled meanwhile"))
+                  )
+                )
+              return { _tag: "Pending" as const, userCode: codes.userCode, deviceCode: codes.deviceCode }
             }
 
             const sessionId = newSessionId()
@@ -417,7 +571,177 @@ export class Sessions extends Context.Tag("portico/Sessions")<Sessions, Sessions
                 () => Effect.fail(refuse(403, "DEVICE_KEY_TAKEN", "this device key was enrolled meanwhile"))
               )
             )
-            return yield* issue(namespace, wallet, role, sessionId, device?.id, refreshToken)
+            const issued = yield* issue(namespace, wallet, role, sessionId, device?.id, refreshToken)
+            return { _tag: "Issued" as const, ...issued }
+          }),
+        startDeviceRequest: (input) =>
+          Effect.gen(function* () {
+            const ns = yield* namespaceRow(input.namespace)
+            if (Option.isNone(ns)) return yield* refuse(404, "NOT_FOUND", "no such namespace")
+            const now = yield* Clock.currentTimeMillis
+            let key: DeviceKey | undefined
+            if (input.deviceKey !== undefined) {
+              key = yield* Effect.mapError(parseDeviceKey(input.deviceKey), (e) => refuse(400, "DEVICE_KEY_INVALID", e.reason))
+              const known = yield* deviceRow(input.namespace, key.id)
+              if (Option.isSome(known)) {
+                yield* deviceState(known.value)
+                return yield* refuse(403, "DEVICE_KEY_TAKEN", "this device is already enrolled; sign in with it")
+              }
+            }
+            const codes = yield* newCodes
+            yield* store.exec(
+              requestInsert(codes, input.namespace, key === undefined ? "login" : "link", undefined, key, input.deviceLabel ?? "", now)
+            )
+            return { deviceCode: codes.deviceCode, userCode: codes.userCode, expiresIn: DEVICE_CODE_SECONDS, interval: POLL_INTERVAL_SECONDS }
+          }),
+        approveFromDevice: (input) =>
+          Effect.gen(function* () {
+            if (input.approverDeviceId === undefined) {
+              return yield* refuse(403, "DEVICE_REQUIRED", "only an active device of the account approves a device")
+            }
+            const approver = yield* deviceRow(input.namespace, input.approverDeviceId)
+            if (Option.isNone(approver)) return yield* refuse(403, "DEVICE_REVOKED", "this device is gone")
+            yield* deviceState(approver.value)
+            const key = yield* storedKey(approver.value)
+            yield* spendProof("approve", input.namespace, input.userCode, key, input.deviceProof)
+            const request = yield* requestByUserCode(input.namespace, input.userCode)
+            const now = yield* Clock.currentTimeMillis
+            if (Option.isNone(request) || Number(request.value.expires_at) <= now || request.value.status !== "pending") {
+              return yield* refuse(404, "NOT_FOUND", "no pending request with this user code")
+            }
+            const kind = String(request.value.kind)
+            if (kind === "login") return yield* refuse(403, "FORBIDDEN", "a device cannot approve a plain login")
+            if (kind === "approval" && request.value.wallet !== input.wallet) {
+              return yield* refuse(404, "NOT_FOUND", "no pending request with this user code")
+            }
+            // Seedless linking: the new device takes its account from the approver.
+            const updated = yield* store.exec({
+              sql: `UPDATE device_requests SET status = 'approved', approved_by = ?, wallet = COALESCE(wallet, ?)
+                    WHERE device_code_hash = ? AND status = 'pending'`,
+              params: [input.approverDeviceId, input.wallet, String(request.value.device_code_hash)]
+            })
+            if (updated.rowsAffected === 0) return yield* refuse(404, "NOT_FOUND", "no pending request with this user code")
+          }),
+        answerLogin: (input) =>
+          Effect.gen(function* () {
+            const signedIn = yield* verifiedWallet(input.message, input.signature)
+            const request = yield* requestByUserCode(signedIn.namespace, input.userCode)
+            const now = yield* Clock.currentTimeMillis
+            if (Option.isNone(request) || Number(request.value.expires_at) <= now || request.value.status !== "pending") {
+              return yield* refuse(404, "NOT_FOUND", "no pending request with this user code")
+            }
+            if (request.value.kind !== "login") {
+              return yield* refuse(403, "FORBIDDEN", "a wallet signature cannot approve a device link")
+            }
+            if (!input.deny) {
+              const ns = yield* namespaceRow(signedIn.namespace)
+              if (Option.isNone(ns)) return yield* refuse(404, "NOT_FOUND", "no such namespace")
+              const role = yield* roleOf(signedIn.namespace, signedIn.wallet, String(ns.value.sign_in))
+              if (String(ns.value.device_policy) !== "optional" && !isControlPlaneRole(role)) {
+                return yield* refuse(403, "DEVICE_REQUIRED", "this namespace needs device-bound sessions")
+              }
+            }
+            yield* spendNonce(signedIn.nonce, signedIn.namespace, signedIn.wallet, signedIn.deviceId)
+            const updated = yield* store.exec({
+              sql: `UPDATE device_requests SET status = ?, wallet = ? WHERE device_code_hash = ? AND status = 'pending'`,
+              params: [input.deny ? "denied" : "approved", signedIn.wallet, String(request.value.device_code_hash)]
+            })
+            if (updated.rowsAffected === 0) return yield* refuse(404, "NOT_FOUND", "no pending request with this user code")
+          }),
+        collect: (input) =>
+          Effect.gen(function* () {
+            const hash = sealer.hash("refresh-token-hash", "device-code:" + input.deviceCode)
+            const rows = yield* store.query({
+              sql: `SELECT device_code_hash, namespace, kind, wallet, device_id, public_jwk, label, status, approved_by,
+                           expires_at, last_poll_at FROM device_requests WHERE device_code_hash = ?`,
+              params: [hash]
+            })
+            const request = rows[0]
+            if (request === undefined) return yield* refuse(400, "invalid_grant", "unknown device code")
+            const namespace = String(request.namespace)
+            const kind = String(request.kind)
+            const now = yield* Clock.currentTimeMillis
+            let key: DeviceKey | undefined
+            if (kind !== "login") {
+              key = yield* Effect.mapError(
+                Effect.flatMap(
+                  Effect.try({ try: () => JSON.parse(String(request.public_jwk)) as unknown, catch: () => "damaged" }),
+                  parseDeviceKey
+                ),
+                () => refuse(400, "invalid_grant", "the request's device key is unusable")
+              )
+              yield* spendProof("claim", namespace, input.deviceCode, key, input.deviceProof)
+            }
+            if (Number(request.expires_at) <= now || request.status === "collected") {
+              return yield* refuse(400, "expired_token", "the device code expired or was used")
+            }
+            if (request.status === "denied") return yield* refuse(400, "access_denied", "the request was denied")
+            if (request.status === "revoked") return yield* refuse(403, "DEVICE_REVOKED", "this device was revoked")
+            if (request.status === "pending") {
+              // RFC 8628: a poll faster than the interval slows the client down.
+              const last = request.last_poll_at === null ? 0 : Number(request.last_poll_at)
+              yield* store.exec({
+                sql: "UPDATE device_requests SET last_poll_at = ? WHERE device_code_hash = ?",
+                params: [now, hash]
+              })
+              return yield* now - last < POLL_INTERVAL_SECONDS * 1000
+                ? refuse(400, "slow_down", "poll less often")
+                : refuse(400, "authorization_pending", "waiting for approval")
+            }
+            const wallet = String(request.wallet)
+            const deviceId = kind === "login" ? undefined : String(request.device_id)
+            if (request.approved_by !== null && kind !== "login") {
+              // The approver must still be active when the new device collects.
+              const approver = yield* deviceRow(namespace, String(request.approved_by))
+              if (Option.isNone(approver) || approver.value.status !== "active") {
+                return yield* refuse(400, "access_denied", "the approving device is no longer active")
+              }
+            }
+            const ns = yield* namespaceRow(namespace)
+            if (Option.isNone(ns)) return yield* refuse(400, "expired_token", "the namespace is gone")
+            const role = yield* roleOf(namespace, wallet, String(ns.value.sign_in))
+            const sessionId = newSessionId()
+            const refreshToken = newToken(deviceId !== undefined)
+            const claimed = "EXISTS (SELECT 1 FROM device_requests WHERE device_code_hash = ? AND session_id = ?)"
+            const statements: Array<{ readonly sql: string; readonly params: ReadonlyArray<string | number | null> }> = [
+              {
+                sql: "UPDATE device_requests SET status = 'collected', session_id = ? WHERE device_code_hash = ? AND status = 'approved'",
+                params: [sessionId, hash]
+              }
+            ]
+            if (kind === "approval") {
+              statements.push({
+                sql: `UPDATE devices SET status = 'active' WHERE namespace = ? AND id = ? AND status = 'pending' AND ${claimed}`,
+                params: [namespace, String(deviceId), hash, sessionId]
+              })
+            } else if (kind === "link" && key !== undefined) {
+              statements.push({
+                sql: `INSERT INTO devices (namespace, id, wallet, public_jwk, label, status, created_at)
+                      SELECT ?, ?, ?, ?, ?, 'active', ? WHERE ${claimed}`,
+                params: [namespace, key.id, wallet, JSON.stringify(key.jwk), String(request.label), now, hash, sessionId]
+              })
+            }
+            statements.push(
+              {
+                sql: `INSERT INTO sessions (id, namespace, wallet, device_id, created_at, refreshed_at)
+                      SELECT ?, ?, ?, ?, ?, ? WHERE ${claimed}`,
+                params: [sessionId, namespace, wallet, deviceId ?? null, now, now, hash, sessionId]
+              },
+              {
+                sql: `INSERT INTO refresh_tokens (hash, session_id, created_at) SELECT ?, ?, ? WHERE ${claimed}`,
+                params: [sealer.hash("refresh-token-hash", refreshToken), sessionId, now, hash, sessionId]
+              }
+            )
+            const [first] = yield* store.batch(statements).pipe(
+              Effect.catchIf(
+                (e) => e.reason === "constraint",
+                () => Effect.fail(refuse(403, "DEVICE_KEY_TAKEN", "this device key was enrolled meanwhile"))
+              )
+            )
+            if (first === undefined || first.rowsAffected === 0) {
+              return yield* refuse(400, "expired_token", "the device code was used")
+            }
+            return yield* issue(namespace, wallet, role, sessionId, deviceId, refreshToken)
           }),
         refresh,
         list: (namespace, wallet) =>
