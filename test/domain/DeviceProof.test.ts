@@ -14,11 +14,11 @@ import {
   DeviceProof,
   type DeviceProofAction,
   DeviceProofInvalid,
-  parseStrictJson,
   proofMessage,
   proofNonceExpiresAt,
   proofNonceKey
 } from "../../src/domain/DeviceProof.js"
+import { parseStrictJson } from "../../src/domain/StrictJson.js"
 
 const run = <A, E>(effect: Effect.Effect<A, E>) => Effect.runPromise(Effect.either(effect))
 const b64u = (bytes: Uint8Array | Buffer): string => Buffer.from(bytes).toString("base64url")

@@ -502,3 +502,37 @@ describe("approval of further devices, device links and plain logins", () => {
     expectError(await poll(undefined, "dc_" + "x".repeat(43)), 400, "invalid_grant")
   })
 })
+
+describe("sign-in rate limit per wallet", () => {
+  let gw: Gateway
+  beforeAll(async () => {
+    gw = await startGateway({
+      env: {
+        PORTICO_RATE_LIMIT: "true",
+        PORTICO_RATE_LIMIT_CLIENT_RPS: "10000",
+        PORTICO_RATE_LIMIT_CLIENT_BURST: "10000",
+        PORTICO_RATE_LIMIT_WALLET_RPS: "1",
+        PORTICO_RATE_LIMIT_WALLET_BURST: "3"
+      }
+    })
+    await gw.cli(["namespace", "create", "limits"])
+  })
+  afterAll(async () => {
+    await gw?.stop()
+  })
+
+  it("limits challenges for one wallet without touching another", async () => {
+    const one = Wallet.createRandom().address
+    const statuses: Array<number> = []
+    for (let i = 0; i < 5; i++) {
+      statuses.push((await gw.request("POST", "/v1/auth/challenge", { json: { wallet: one, namespace: "limits" } })).status)
+    }
+    expect(statuses.slice(0, 3)).toEqual([200, 200, 200])
+    expect(statuses).toContain(429)
+    const limited = await gw.request("POST", "/v1/auth/challenge", { json: { wallet: one, namespace: "limits" } })
+    expectError(limited, 429, "RATE_LIMITED")
+    expect(limited.headers.get("retry-after")).not.toBeNull()
+    const two = Wallet.createRandom().address
+    expect((await gw.request("POST", "/v1/auth/challenge", { json: { wallet: two, namespace: "limits" } })).status).toBe(200)
+  })
+})

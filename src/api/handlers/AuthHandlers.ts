@@ -8,6 +8,7 @@ import {
   Forbidden,
   forbidden,
   NotFound,
+  RateLimited,
   Unauthorized,
   unauthorized,
   unavailable
@@ -17,6 +18,7 @@ import { grantStrings, type Principal } from "../../domain/Principal.js"
 import { Audit } from "../../layers/audit/Audit.js"
 import { RegistryStore } from "../../layers/registry/RegistryStore.js"
 import { SessionPolicy } from "../../layers/sessions/SessionPolicy.js"
+import { RateLimiter } from "../../layers/ratelimit/RateLimiter.js"
 import { ACCESS_TOKEN_SECONDS, Authenticator } from "../../layers/auth/Authenticator.js"
 import { ApiKeys } from "../../layers/keys/ApiKeys.js"
 import type { StoreError } from "../../layers/registry/RegistryStore.js"
@@ -52,6 +54,9 @@ const sessionAnswer = (s: IssuedSession) => ({
   ...(s.deviceId === undefined ? {} : { device_id: s.deviceId })
 })
 
+/** The address line of an EIP-4361 message (its second line), for the per-wallet limit only. */
+const messageWallet = (message: string): string => message.split("\n", 2)[1] ?? ""
+
 const controlPlaneGrants: ReadonlySet<string> = new Set([
   "admin",
   "namespace-write",
@@ -76,6 +81,20 @@ export const AuthHandlers = HttpApiBuilder.group(PorticoApi, "auth", (handlers) 
     const policies = yield* SessionPolicy
     const audit = yield* Audit
     const store = yield* RegistryStore
+    const limiter = yield* RateLimiter
+    const walletLimit = (wallet: string) =>
+      Effect.flatMap(limiter.checkWallet(wallet), (d) =>
+        d.allowed
+          ? Effect.void
+          : Effect.fail(
+              new RateLimited({
+                error: "too many sign-in attempts for this wallet",
+                code: "RATE_LIMITED",
+                hint: `retry after ${d.retryAfterSeconds} s`,
+                retryAfterSeconds: d.retryAfterSeconds
+              })
+            )
+      )
     return handlers
       .handle("whoami", () =>
         Effect.map(requirePrincipal, (p) => ({
@@ -106,15 +125,15 @@ export const AuthHandlers = HttpApiBuilder.group(PorticoApi, "auth", (handlers) 
         })
       )
       .handle("challenge", ({ payload }) =>
-        sessions
+        walletLimit(payload.wallet).pipe(Effect.zipRight(sessions
           .challenge({ wallet: payload.wallet, namespace: payload.namespace, deviceId: payload.device_id })
           .pipe(
             Effect.map((c) => ({ message: c.message, nonce: c.nonce, expires_at: toUnixSeconds(c.expiresAt) })),
             Effect.mapError(asHttp)
-          )
+          )))
       )
       .handle("verify", ({ payload }) =>
-        sessions
+        walletLimit(messageWallet(payload.message)).pipe(Effect.zipRight(sessions
           .verify({
             message: payload.message,
             signature: payload.signature,
@@ -129,7 +148,7 @@ export const AuthHandlers = HttpApiBuilder.group(PorticoApi, "auth", (handlers) 
                 : sessionAnswer(result)
             ),
             Effect.mapError(asHttp)
-          )
+          )))
       )
       .handle("startDevice", ({ payload }) =>
         sessions

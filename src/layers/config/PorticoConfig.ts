@@ -34,6 +34,8 @@ export interface PorticoSettings {
     readonly enabled: boolean
     readonly perClientNetwork: RateLimitSetting
     readonly perNamespace: RateLimitSetting
+    /** Sign-in attempts (challenge, verify) per wallet. */
+    readonly perWallet: RateLimitSetting
   }
   /** Wallets on the operator list. */
   readonly operators: ReadonlyArray<string>
@@ -66,6 +68,8 @@ const load = (overrides: Partial<Pick<PorticoSettings, "host" | "port" | "dataDi
     const clientBurst = yield* env(Config.integer("RATE_LIMIT_CLIENT_BURST")).pipe(Config.withDefault(200))
     const nsRps = yield* env(Config.integer("RATE_LIMIT_NAMESPACE_RPS")).pipe(Config.withDefault(1000))
     const nsBurst = yield* env(Config.integer("RATE_LIMIT_NAMESPACE_BURST")).pipe(Config.withDefault(2000))
+    const walletRps = yield* env(Config.integer("RATE_LIMIT_WALLET_RPS")).pipe(Config.withDefault(1))
+    const walletBurst = yield* env(Config.integer("RATE_LIMIT_WALLET_BURST")).pipe(Config.withDefault(20))
     const operators = yield* env(Config.array(Config.string(), "OPERATORS")).pipe(Config.withDefault([]))
     const logRequests = yield* env(Config.boolean("LOG_REQUESTS")).pipe(Config.withDefault(true))
     const settings: PorticoSettings = {
@@ -87,7 +91,8 @@ const load = (overrides: Partial<Pick<PorticoSettings, "host" | "port" | "dataDi
       rateLimit: {
         enabled: rateLimitEnabled,
         perClientNetwork: { rps: clientRps, burst: clientBurst },
-        perNamespace: { rps: nsRps, burst: nsBurst }
+        perNamespace: { rps: nsRps, burst: nsBurst },
+        perWallet: { rps: walletRps, burst: walletBurst }
       },
       operators: operators.map((w) => w.toLowerCase()).filter((w) => w.length > 0),
       logRequests
@@ -104,7 +109,12 @@ export const testSettings = (dataDir: string, patch: Partial<PorticoSettings> = 
   registry: { engine: "sqlite", file: path.join(dataDir, "registry.db") },
   secret: undefined,
   maxBodyBytes: 4 * 1024 * 1024,
-  rateLimit: { enabled: false, perClientNetwork: { rps: 100, burst: 200 }, perNamespace: { rps: 1000, burst: 2000 } },
+  rateLimit: {
+    enabled: false,
+    perClientNetwork: { rps: 100, burst: 200 },
+    perNamespace: { rps: 1000, burst: 2000 },
+    perWallet: { rps: 1, burst: 20 }
+  },
   operators: [],
   logRequests: false,
   ...patch

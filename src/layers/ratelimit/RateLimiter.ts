@@ -16,6 +16,8 @@ export interface Decision {
 export interface RateLimiterService {
   readonly checkClient: (remoteAddress: string | undefined) => Effect.Effect<Decision>
   readonly checkNamespace: (namespace: string) => Effect.Effect<Decision>
+  /** Sign-in attempts per wallet, so one account cannot be hammered from many networks. */
+  readonly checkWallet: (wallet: string) => Effect.Effect<Decision>
   /** The limit in force for a namespace and where it comes from. */
   readonly limitOf: (namespace: string) => Effect.Effect<{ readonly limit: RateLimitSetting; readonly source: "namespace" | "default" }>
   /** Forgets the cached namespace limit after a change on this gateway. */
@@ -72,6 +74,7 @@ export class RateLimiter extends Context.Tag("portico/RateLimiter")<RateLimiter,
       const namespaces = yield* Namespaces
       const clients = new Map<string, Bucket>()
       const spaces = new Map<string, Bucket>()
+      const wallets = new Map<string, Bucket>()
       const limits = new Map<string, { readonly value: RateLimitSetting | undefined; readonly at: number }>()
       const defaults = config.rateLimit
 
@@ -104,6 +107,10 @@ export class RateLimiter extends Context.Tag("portico/RateLimiter")<RateLimiter,
                   take(spaces, namespace, own ?? defaults.perNamespace, now)
                 )
               )
+            : Effect.succeed(allowed),
+        checkWallet: (wallet) =>
+          defaults.enabled
+            ? Effect.map(Clock.currentTimeMillis, (now) => take(wallets, wallet.toLowerCase(), defaults.perWallet, now))
             : Effect.succeed(allowed),
         limitOf: (namespace) =>
           Effect.map(namespaceLimit(namespace), (own) =>

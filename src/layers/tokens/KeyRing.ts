@@ -6,6 +6,7 @@ import { Clock, Context, Data, Effect, Layer } from "effect"
 import * as jose from "jose"
 import { RegistryStore, type StoreError } from "../registry/RegistryStore.js"
 import { Sealer, type SealError } from "../secrets/Sealer.js"
+import { parseStrictJson } from "../../domain/StrictJson.js"
 
 export class TokenInvalid extends Data.TaggedError("TokenInvalid")<{ readonly reason: string }> {}
 
@@ -116,6 +117,7 @@ export class KeyRing extends Context.Tag("portico/KeyRing")<KeyRing, KeyRingServ
           return byKid.get(kid)
         })
 
+      const verified = new Map<string, VerifiedClaims>()
       const signKey = signer.privateKey
       return {
         sign: (claims, ttlSeconds) =>
@@ -133,6 +135,20 @@ export class KeyRing extends Context.Tag("portico/KeyRing")<KeyRing, KeyRingServ
           ),
         verify: (token) =>
           Effect.gen(function* () {
+            const now = yield* Clock.currentTimeMillis
+            // A token verified before is immutable: its claims are reused until it expires.
+            // Liveness (session, device, key) is checked by the caller on every request anyway.
+            const known = verified.get(token)
+            if (known !== undefined && known.exp * 1000 > now) return known
+            const [headerPart, payloadPart] = token.split(".")
+            if (headerPart === undefined || payloadPart === undefined) {
+              return yield* new TokenInvalid({ reason: "malformed token" })
+            }
+            // Strict JOSE: a header or payload with a repeated member is refused, not last-wins.
+            yield* Effect.mapError(
+              Effect.zip(parseStrictJson(b64Text(headerPart), JOSE_LIMITS), parseStrictJson(b64Text(payloadPart), JOSE_LIMITS)),
+              () => new TokenInvalid({ reason: "malformed token" })
+            )
             const header = yield* Effect.try({
               try: () => jose.decodeProtectedHeader(token),
               catch: () => new TokenInvalid({ reason: "malformed token" })
@@ -142,7 +158,6 @@ export class KeyRing extends Context.Tag("portico/KeyRing")<KeyRing, KeyRingServ
             }
             const key = yield* keyFor(header.kid)
             if (key === undefined) return yield* new TokenInvalid({ reason: "unknown signing key" })
-            const now = yield* Clock.currentTimeMillis
             const { payload } = yield* Effect.tryPromise({
               try: () =>
                 jose.jwtVerify(token, key.publicKey, {
@@ -153,13 +168,20 @@ export class KeyRing extends Context.Tag("portico/KeyRing")<KeyRing, KeyRingServ
                 }),
               catch: () => new TokenInvalid({ reason: "token signature or claims invalid" })
             })
-            return yield* decodeClaims(payload)
+            const claims = yield* decodeClaims(payload)
+            if (verified.size >= VERIFIED_MAX) verified.clear()
+            verified.set(token, claims)
+            return claims
           }),
         jwks: Effect.sync(() => ({ keys: Array.from(byKid.values(), (k) => k.publicJwk) }))
       }
     })
   )
 }
+
+const VERIFIED_MAX = 10_000
+const JOSE_LIMITS = { maxChars: 8192, maxDepth: 4 }
+const b64Text = (part: string) => Buffer.from(part, "base64url").toString("utf8")
 
 const parseJwk = (text: string) =>
   Effect.try({
