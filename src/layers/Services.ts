@@ -22,9 +22,8 @@ export const servicesLayer = (settings: PorticoSettings) => {
     Layer.provideMerge(PorticoConfig.layer(settings))
   )
   const registry = Layer.mergeAll(Audit.Live, ApiKeys.Live, KeyRing.Live, Health.Live).pipe(Layer.provideMerge(core))
-  const namespaces = Layer.mergeAll(Namespaces.Live, Sessions.Live, Devices.Live, SessionPolicy.Live).pipe(
-    Layer.provideMerge(registry)
-  )
+  const sessions = Layer.mergeAll(Namespaces.Live, Sessions.Live, SessionPolicy.Live).pipe(Layer.provideMerge(registry))
+  const namespaces = Devices.Live.pipe(Layer.provideMerge(sessions))
   const liveness = Sessions.Liveness.pipe(Layer.provideMerge(namespaces))
   return Layer.mergeAll(RateLimiter.Live, Authenticator.Live).pipe(Layer.provideMerge(liveness))
 }

@@ -219,6 +219,27 @@ describe.each(["sqlite", "rqlite"] as const)("wallet sign-in and sessions, regis
     expect(ended.body).toEqual({ ended: plain.session_id })
   })
 
+  it("signs in with an Ed25519 device and refuses a small-order Ed25519 key", async () => {
+    const pair = (await subtle.generateKey({ name: "Ed25519" }, true, ["sign", "verify"])) as webcrypto.CryptoKeyPair
+    const jwk = (await subtle.exportKey("jwk", pair.publicKey)) as jose.JWK
+    const id = await jose.calculateJwkThumbprint(jwk)
+    const c = await challenge(member.address, id)
+    const sig = Buffer.from(await subtle.sign({ name: "Ed25519" }, pair.privateKey, new TextEncoder().encode(c.message))).toString("base64url")
+    const ok = await gw.request("POST", "/v1/auth/verify", {
+      json: { message: c.message, signature: await member.signMessage(c.message), device_key: jwk, device_signature: sig }
+    })
+    expect(ok.status, ok.text).toBe(200)
+    expect(ok.body.device_id).toBe(id)
+    // the identity point (order 1): any "signature" could be forged for it
+    const weak = { kty: "OKP", crv: "Ed25519", x: Buffer.concat([Buffer.from([1]), Buffer.alloc(31)]).toString("base64url") }
+    const weakId = await jose.calculateJwkThumbprint(weak)
+    const w = await challenge(member.address, weakId)
+    const refused = await gw.request("POST", "/v1/auth/verify", {
+      json: { message: w.message, signature: await member.signMessage(w.message), device_key: weak, device_signature: Buffer.alloc(64).toString("base64url") }
+    })
+    expectError(refused, 400, "DEVICE_KEY_INVALID")
+  })
+
   it("keeps one device key to one account", async () => {
     const device = await newDevice()
     const first = await challenge(member.address, device.id)
@@ -236,8 +257,16 @@ describe.each(["sqlite", "rqlite"] as const)("wallet sign-in and sessions, regis
   })
 })
 
-describe("devices, revocation across gateways, session policy and sign-in keys", () => {
+describe.each(["sqlite", "rqlite"] as const)("devices, revocation across gateways, session policy and sign-in keys, registry on %s", (engine) => {
   let gw: Gateway
+  let engineServer: RqlitedServer | undefined
+  const engineEnv = (): Record<string, string> => (engineServer === undefined ? {} : { PORTICO_RQLITE_URL: engineServer.url })
+  const startEngine = async () => {
+    if (engine === "rqlite") {
+      if (!hasRqlited()) throw new Error(rqlitedMissingMessage())
+      engineServer = await Effect.runPromise(startRqlited())
+    }
+  }
   let other: Gateway
   let ownerKey: string
   const member = Wallet.createRandom()
@@ -261,9 +290,10 @@ describe("devices, revocation across gateways, session policy and sign-in keys",
   }
 
   beforeAll(async () => {
-    gw = await startGateway()
+    await startEngine()
+    gw = await startGateway({ env: engineEnv() })
     // a second gateway process on the same registry and root secret
-    other = await startGateway({ dataDir: gw.dataDir })
+    other = await startGateway({ dataDir: gw.dataDir, env: engineEnv() })
     ownerKey = (await gw.cli(["namespace", "create", "apps"])).api_key
     for (const [w, role] of [[member, "runtime"], [admin, "admin"]] as const) {
       const r = await gw.request("POST", "/v1/namespace/members", { token: ownerKey, json: { wallet: w.address, role } })
@@ -273,6 +303,7 @@ describe("devices, revocation across gateways, session policy and sign-in keys",
   afterAll(async () => {
     await gw?.stop()
     await other?.stop()
+    if (engineServer !== undefined) await Effect.runPromise(engineServer.stop)
   })
 
   it("revokes a device on one gateway and the other refuses its token within 10 s; the key never signs in again", async () => {
@@ -380,8 +411,16 @@ describe("devices, revocation across gateways, session policy and sign-in keys",
   })
 })
 
-describe("approval of further devices, device links and plain logins", () => {
+describe.each(["sqlite", "rqlite"] as const)("approval of further devices, device links and plain logins, registry on %s", (engine) => {
   let gw: Gateway
+  let engineServer: RqlitedServer | undefined
+  const engineEnv = (): Record<string, string> => (engineServer === undefined ? {} : { PORTICO_RQLITE_URL: engineServer.url })
+  const startEngine = async () => {
+    if (engine === "rqlite") {
+      if (!hasRqlited()) throw new Error(rqlitedMissingMessage())
+      engineServer = await Effect.runPromise(startRqlited())
+    }
+  }
   let ownerKey: string
   const member = Wallet.createRandom()
   const ns = "guarded"
@@ -403,7 +442,8 @@ describe("approval of further devices, device links and plain logins", () => {
     })
 
   beforeAll(async () => {
-    gw = await startGateway()
+    await startEngine()
+    gw = await startGateway({ env: engineEnv() })
     ownerKey = (await gw.cli(["namespace", "create", ns])).api_key
     await gw.request("POST", "/v1/namespace/members", { token: ownerKey, json: { wallet: member.address, role: "runtime" } })
     const set = await gw.request("PUT", "/v1/namespace/session-policy", { token: ownerKey, json: { device_policy: "approval" } })
@@ -411,6 +451,7 @@ describe("approval of further devices, device links and plain logins", () => {
   })
   afterAll(async () => {
     await gw?.stop()
+    if (engineServer !== undefined) await Effect.runPromise(engineServer.stop)
   })
 
   it("enrols the first device, holds the second pending until an active device approves, then it collects once", async () => {

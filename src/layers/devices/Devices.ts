@@ -5,11 +5,9 @@
  * request against the shared registry).
  */
 import { Clock, Context, Effect, Layer, Option } from "effect"
-import { parseDeviceKey } from "../../domain/DeviceKey.js"
-import { checkProof } from "../../domain/DeviceProof.js"
 import { Audit } from "../audit/Audit.js"
 import { RegistryStore, type Row, type StoreError } from "../registry/RegistryStore.js"
-import { SessionRefused } from "../sessions/Sessions.js"
+import { SessionRefused, Sessions } from "../sessions/Sessions.js"
 
 export interface DeviceView {
   readonly id: string
@@ -53,6 +51,7 @@ export class Devices extends Context.Tag("portico/Devices")<Devices, DevicesServ
     Effect.gen(function* () {
       const store = yield* RegistryStore
       const audit = yield* Audit
+      const sessions = yield* Sessions
 
       const row = (namespace: string, id: string) =>
         Effect.map(
@@ -79,31 +78,12 @@ export class Devices extends Context.Tag("portico/Devices")<Devices, DevicesServ
             if (Option.isNone(target) || (input.account !== undefined && target.value.wallet !== input.account)) {
               return yield* refuse(404, "DEVICE_NOT_FOUND", "no such device for this account")
             }
+            // A caller bound to a device proves that device's key over the target id.
             if (input.callerDeviceId !== undefined) {
-              const caller = yield* row(input.namespace, input.callerDeviceId)
-              if (Option.isNone(caller) || caller.value.status !== "active") {
-                return yield* refuse(403, "DEVICE_REVOKED", "a session of a device that is not active can do nothing here")
-              }
               if (input.deviceProof === undefined || input.deviceProof === null) {
                 return yield* refuse(401, "DEVICE_PROOF_REQUIRED", "a device-bound session revokes with a device_proof")
               }
-              const key = yield* Effect.mapError(
-                Effect.flatMap(
-                  Effect.try({ try: () => JSON.parse(String(caller.value.public_jwk)) as unknown, catch: () => "damaged" }),
-                  parseDeviceKey
-                ),
-                () => refuse(403, "DEVICE_REVOKED", "the device's stored key is unusable")
-              )
-              const now = yield* Clock.currentTimeMillis
-              const checked = yield* Effect.mapError(
-                checkProof({ proof: input.deviceProof, action: "revoke", namespace: input.namespace, binding: input.deviceId, key, now }),
-                (e) => refuse(401, "DEVICE_PROOF_INVALID", e.reason)
-              )
-              const spent = yield* store.exec({
-                sql: "INSERT INTO proof_nonces (key, expires_at) VALUES (?, ?) ON CONFLICT DO NOTHING",
-                params: [checked.nonceKey, checked.nonceExpiresAt]
-              })
-              if (spent.rowsAffected === 0) return yield* refuse(401, "DEVICE_PROOF_INVALID", "this proof was already used")
+              yield* sessions.proveWithDevice(input.namespace, input.callerDeviceId, "revoke", input.deviceId, input.deviceProof)
             }
             // A tombstone stays a tombstone: revoking again changes nothing and still answers ok.
             if (target.value.status === "revoked") return

@@ -142,6 +142,14 @@ export interface SessionsService {
     readonly deviceProof: unknown
     readonly reason: string
   }) => Effect.Effect<void, SessionRefused | StoreError>
+  /** An enrolled, active device proves its key over `binding` for `action`; the proof is spent once. */
+  readonly proveWithDevice: (
+    namespace: string,
+    deviceId: string,
+    action: DeviceProofAction,
+    binding: string,
+    proof: unknown
+  ) => Effect.Effect<void, SessionRefused | StoreError>
   /** Whether a session still stands and its device, if any, is active (checked per request). */
   readonly isLive: (sessionId: string) => Effect.Effect<boolean, StoreError>
 }
@@ -246,6 +254,16 @@ export class Sessions extends Context.Tag("portico/Sessions")<Sessions, Sessions
             params: [checked.nonceKey, checked.nonceExpiresAt]
           })
           if (spent.rowsAffected === 0) return yield* refuse(401, "DEVICE_PROOF_INVALID", "this proof was already used")
+        })
+
+      /** An enrolled, active device proves its key over `binding` for `action`; the proof is spent. */
+      const proveWithDevice: SessionsService["proveWithDevice"] = (namespace, deviceId, action, binding, proof) =>
+        Effect.gen(function* () {
+          const device = yield* deviceRow(namespace, deviceId)
+          if (Option.isNone(device)) return yield* refuse(403, "DEVICE_REVOKED", "this device is gone")
+          yield* deviceState(device.value)
+          const key = yield* storedKey(device.value)
+          yield* spendProof(action, namespace, binding, key, proof)
         })
 
       const issue = (
@@ -377,11 +395,7 @@ export class Sessions extends Context.Tag("portico/Sessions")<Sessions, Sessions
             if (input.deviceProof === undefined || input.deviceProof === null) {
               return yield* refuse(401, "DEVICE_PROOF_REQUIRED", "a device-bound refresh needs a device_proof")
             }
-            const device = yield* deviceRow(namespace, deviceId)
-            if (Option.isNone(device)) return yield* refuse(403, "DEVICE_REVOKED", "this device is gone")
-            yield* deviceState(device.value)
-            const key = yield* storedKey(device.value)
-            yield* spendProof("refresh", namespace, input.refreshToken, key, input.deviceProof)
+            yield* proveWithDevice(namespace, deviceId, "refresh", input.refreshToken, input.deviceProof)
           } else if (String(ns.value.device_policy) !== "optional" && !isControlPlaneRole(role)) {
             return yield* refuse(403, "DEVICE_REQUIRED", "this namespace needs a device-bound session")
           }
@@ -515,14 +529,7 @@ export class Sessions extends Context.Tag("portico/Sessions")<Sessions, Sessions
             }
 
             // One spent nonce per sign-in: the conditional update is the replay check.
-            const spent = yield* store.exec({
-              sql: `UPDATE auth_challenges SET spent_at = ? WHERE nonce = ? AND spent_at IS NULL AND expires_at > ?
-                    AND namespace = ? AND wallet = ? AND device_id IS ?`,
-              params: [now, signedIn.nonce, now, namespace, wallet, signedIn.deviceId ?? null]
-            })
-            if (spent.rowsAffected === 0) {
-              return yield* refuse(401, "SIGNATURE_INVALID", "unknown, expired or already used challenge")
-            }
+            yield* spendNonce(signedIn.nonce, namespace, wallet, signedIn.deviceId)
 
             if (needsApproval && device !== undefined) {
               const codes = yield* newCodes
@@ -599,11 +606,7 @@ export class Sessions extends Context.Tag("portico/Sessions")<Sessions, Sessions
             if (input.approverDeviceId === undefined) {
               return yield* refuse(403, "DEVICE_REQUIRED", "only an active device of the account approves a device")
             }
-            const approver = yield* deviceRow(input.namespace, input.approverDeviceId)
-            if (Option.isNone(approver)) return yield* refuse(403, "DEVICE_REVOKED", "this device is gone")
-            yield* deviceState(approver.value)
-            const key = yield* storedKey(approver.value)
-            yield* spendProof("approve", input.namespace, input.userCode, key, input.deviceProof)
+            yield* proveWithDevice(input.namespace, input.approverDeviceId, "approve", input.userCode, input.deviceProof)
             const request = yield* requestByUserCode(input.namespace, input.userCode)
             const now = yield* Clock.currentTimeMillis
             if (Option.isNone(request) || Number(request.value.expires_at) <= now || request.value.status !== "pending") {
@@ -744,6 +747,7 @@ export class Sessions extends Context.Tag("portico/Sessions")<Sessions, Sessions
             return yield* issue(namespace, wallet, role, sessionId, deviceId, refreshToken)
           }),
         refresh,
+        proveWithDevice,
         list: (namespace, wallet) =>
           Effect.map(
             store.query({
@@ -763,11 +767,7 @@ export class Sessions extends Context.Tag("portico/Sessions")<Sessions, Sessions
           Effect.gen(function* () {
             // A caller bound to a device proves it holds that device's key over the session id.
             if (input.caller.deviceId !== undefined) {
-              const device = yield* deviceRow(input.namespace, input.caller.deviceId)
-              if (Option.isNone(device)) return yield* refuse(403, "DEVICE_REVOKED", "this device is gone")
-              yield* deviceState(device.value)
-              const key = yield* storedKey(device.value)
-              yield* spendProof("end-session", input.namespace, input.sessionId, key, input.deviceProof)
+              yield* proveWithDevice(input.namespace, input.caller.deviceId, "end-session", input.sessionId, input.deviceProof)
             }
             const now = yield* Clock.currentTimeMillis
             const ended = yield* store.exec({
