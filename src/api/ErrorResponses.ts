@@ -76,7 +76,7 @@ export const renderFailure = (
         return errorResponse(400, {
           error: "the request body could not be read as JSON",
           code: Code.MALFORMED_JSON,
-          hint: "send a JSON body with Content-Type: application/json"
+          hint: "send one JSON value with no repeated members, Content-Type: application/json"
         })
       }
     }

@@ -28,6 +28,7 @@ import type * as Path from "@effect/platform/Path"
 import type * as Socket from "@effect/platform/Socket"
 import * as UrlParams from "@effect/platform/UrlParams"
 import * as NodeMultipart from "@effect/platform-node/NodeMultipart"
+import { parseStrictJson } from "../domain/StrictJson.js"
 import * as NodeStream from "@effect/platform-node/NodeStream"
 import * as Cause from "effect/Cause"
 import * as Chunk from "effect/Chunk"
@@ -231,11 +232,15 @@ export class LeanServerRequest extends Inspectable.Class implements ServerReques
     ))
     return ex.bodyText
   }
+  /**
+   * Request bodies are read strictly: a member repeated in an object (also when spelled with
+   * escapes) is refused instead of silently keeping the last one, so no credential, proof or
+   * field can be smuggled past what a front proxy or a log saw.
+   */
   get json(): Effect.Effect<unknown, ServerError.RequestError> {
-    return Effect.tryMap(this.text, {
-      try: (s): unknown => s === "" ? null : JSON.parse(s),
-      catch: this.decodeError
-    })
+    const limits = { maxChars: this.exchange.maxBodyBytes, maxDepth: 128 }
+    return Effect.flatMap(this.text, (s) =>
+      s === "" ? Effect.succeed(null) : Effect.mapError(parseStrictJson(s, limits), (e) => this.decodeError(e)))
   }
   get urlParamsBody(): Effect.Effect<UrlParams.UrlParams, ServerError.RequestError> {
     return Effect.flatMap(this.text, (s) =>

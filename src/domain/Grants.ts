@@ -63,7 +63,8 @@ export const GrantString = Schema.String.pipe(
   })
 ).annotations({ identifier: "Grant", description: "A grant name, or `cache:key=<map>/*` narrowed to keys" })
 
-const dataPlane: ReadonlyArray<GrantName> = [
+/** The grants an app's clients use; everything else is the control plane. */
+export const dataPlane: ReadonlyArray<GrantName> = [
   "cache",
   "storage",
   "storage-read",

@@ -197,6 +197,12 @@ describe.each(["sqlite", "rqlite"] as const)("wallet sign-in and sessions, regis
     expectError(await gw.request("POST", "/v1/auth/refresh", { json: { refresh_token: token, device_proof: wrongAction } }), 401, "DEVICE_PROOF_INVALID")
     const wrongKey = await proof(other, "refresh", ns, token)
     expectError(await gw.request("POST", "/v1/auth/refresh", { json: { refresh_token: token, device_proof: wrongKey } }), 401, "DEVICE_PROOF_INVALID")
+    // repeated members are refused, not resolved last-wins, in the body and inside the proof
+    const good0 = await proof(device, "refresh", ns, token)
+    const dupInner = `{"refresh_token":"${token}","device_proof":{"iat":${good0.iat},"iat":${good0.iat},"id":"${good0.id}","sig":"${good0.sig}"}}`
+    expectError(await gw.request("POST", "/v1/auth/refresh", { body: dupInner, headers: { "content-type": "application/json" } }), 400, "MALFORMED_JSON")
+    const dupOuter = `{"refresh_token":"rt1_${"A".repeat(43)}","refresh_token":"${token}"}`
+    expectError(await gw.request("POST", "/v1/auth/refresh", { body: dupOuter, headers: { "content-type": "application/json" } }), 400, "MALFORMED_JSON")
     // none of the refused attempts spent the token: a good proof still rotates it
     const good = await proof(device, "refresh", ns, token)
     const rotated = await gw.request("POST", "/v1/auth/refresh", { json: { refresh_token: token, device_proof: good } })

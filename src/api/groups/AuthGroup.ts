@@ -84,7 +84,7 @@ export const DeviceCodes = Schema.Struct({
   interval: Schema.Int
 }).annotations({ identifier: "DeviceCodes" })
 
-const UserCode = Schema.String.pipe(Schema.pattern(/^[A-Za-z]{4}-?[A-Za-z]{4}$/, { message: () => "a user code is XXXX-XXXX" }))
+const UserCode = Schema.String.pipe(Schema.pattern(/^[A-Za-z]{4}-?[A-Za-z]{4}$/, { message: () => "a user code is 8 letters, as ABCD-EFGH" }))
 
 export const DeviceTokenRequest = strict(
   Schema.Struct({ device_code: Schema.String.pipe(Schema.maxLength(128)), device_proof: Schema.optional(DeviceProofWire) })

@@ -13,7 +13,7 @@ import {
   unauthorized,
   unavailable
 } from "../../domain/Errors.js"
-import { isControlPlaneRole, type Role } from "../../domain/Grants.js"
+import { dataPlane, isControlPlaneRole, type Role } from "../../domain/Grants.js"
 import { grantStrings, type Principal } from "../../domain/Principal.js"
 import { Audit } from "../../layers/audit/Audit.js"
 import { RegistryStore } from "../../layers/registry/RegistryStore.js"
@@ -57,14 +57,7 @@ const sessionAnswer = (s: IssuedSession) => ({
 /** The address line of an EIP-4361 message (its second line), for the per-wallet limit only. */
 const messageWallet = (message: string): string => message.split("\n", 2)[1] ?? ""
 
-const controlPlaneGrants: ReadonlySet<string> = new Set([
-  "admin",
-  "namespace-write",
-  "members-write",
-  "db:write",
-  "secrets:write",
-  "operator"
-])
+const dataPlaneGrants: ReadonlySet<string> = new Set(dataPlane)
 
 /** Session routes need a signed-in wallet's token, not a key or a token exchanged from one. */
 export const requireSession = Effect.flatMap(requirePrincipal, (p: Principal) =>
@@ -236,7 +229,7 @@ export const AuthHandlers = HttpApiBuilder.group(PorticoApi, "auth", (handlers) 
           }
           // A key from a sign-in carries the session's data-plane grants only: control-plane keys
           // are minted through /v1/namespace/keys, where they are audited as such.
-          const scopes = grantStrings(p).filter((g) => !controlPlaneGrants.has(g))
+          const scopes = grantStrings(p).filter((g) => dataPlaneGrants.has(g.split(":key=")[0] ?? g))
           const now = yield* Clock.currentTimeMillis
           const expiresAt = payload.expires_in_days === undefined ? undefined : now + payload.expires_in_days * 86_400_000
           const label = payload.label ?? ""

@@ -33,7 +33,7 @@ export const CHALLENGE_SECONDS = 5 * 60
 export const DEVICE_CODE_SECONDS = 10 * 60
 export const POLL_INTERVAL_SECONDS = 5
 
-/** User codes are typed by people: 8 characters without look-alikes, shown as XXXX-XXXX. */
+/** User codes are typed by people: 8 letters without vowels (no accidental words), shown as ABCD-EFGH. */
 const USER_CODE_ALPHABET = "BCDFGHJKLMNPQRSTVWXZ"
 const normalUserCode = (code: string): string => {
   const bare = code.toUpperCase().replace("-", "")
