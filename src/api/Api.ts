@@ -4,6 +4,7 @@ import { Wire } from "../domain/Errors.js"
 import { Authentication } from "./Authentication.js"
 import { AuditGroup } from "./groups/AuditGroup.js"
 import { AuthGroup } from "./groups/AuthGroup.js"
+import { CacheGroup } from "./groups/CacheGroup.js"
 import { DeviceGroup } from "./groups/DeviceGroup.js"
 import { NamespaceGroup } from "./groups/NamespaceGroup.js"
 import { SystemGroup } from "./groups/SystemGroup.js"
@@ -52,6 +53,7 @@ export class PorticoApi extends HttpApi.make("portico")
   .add(NamespaceGroup.middleware(Authentication))
   .add(AuditGroup.middleware(Authentication))
   .add(DeviceGroup.middleware(Authentication))
+  .add(CacheGroup.middleware(Authentication))
   .addError(Wire.BadRequest)
   .addError(Wire.PayloadTooLarge)
   .addError(Wire.Internal)

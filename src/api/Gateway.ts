@@ -14,6 +14,7 @@ import { AuthenticationLive } from "./Authentication.js"
 import { renderFailure } from "./ErrorResponses.js"
 import { AuditHandlers } from "./handlers/AuditHandlers.js"
 import { AuthHandlers } from "./handlers/AuthHandlers.js"
+import { CacheHandlers } from "./handlers/CacheHandlers.js"
 import { DeviceHandlers } from "./handlers/DeviceHandlers.js"
 import { NamespaceHandlers } from "./handlers/NamespaceHandlers.js"
 import { SystemHandlers } from "./handlers/SystemHandlers.js"
@@ -21,7 +22,14 @@ import { accessLog } from "./AccessLog.js"
 import { fastRuntimeLayer, makeRequestListener } from "./NodeAdapter.js"
 import { NodeHttpServer } from "@effect/platform-node"
 
-const HandlersLive = Layer.mergeAll(SystemHandlers, AuthHandlers, NamespaceHandlers, AuditHandlers, DeviceHandlers)
+const HandlersLive = Layer.mergeAll(
+  SystemHandlers,
+  AuthHandlers,
+  NamespaceHandlers,
+  AuditHandlers,
+  DeviceHandlers,
+  CacheHandlers
+)
 
 const ApiLive = HttpApiBuilder.api(PorticoApi).pipe(Layer.provide(HandlersLive), Layer.provide(AuthenticationLive))
 

@@ -77,6 +77,14 @@ export const routePolicies: Readonly<Record<string, Policy>> = {
   "GET /v1/namespace/rate-limit": authenticated,
   "PUT /v1/namespace/rate-limit": namespaceWrite,
 
+  // cache (spec §4.1): the grant may be narrowed to keys; the cache service checks the key
+  "POST /v1/cache/put": grant("cache"),
+  "POST /v1/cache/get": grant("cache"),
+  "POST /v1/cache/delete": grant("cache"),
+  "POST /v1/cache/mget": grant("cache"),
+  "POST /v1/cache/scan": grant("cache"),
+  "GET /v1/cache/health": grant("cache"),
+
   // audit
   "GET /v1/audit": controlPlane
 }

@@ -137,3 +137,28 @@ export const parseStrictJson = (
     catch: () => new StrictJsonInvalid({ reason: "not valid JSON" })
   })
 }
+
+/**
+ * The source text of one member of a top-level JSON object, exactly as written (so a number
+ * keeps every digit JSON.parse would round away); undefined when the text is not an object or
+ * has no such member. Call it on text that has already passed `parseStrictJson`.
+ */
+export const memberSource = (text: string, name: string, limits: StrictJsonLimits = DEFAULT_LIMITS): string | undefined => {
+  let i = skipWs(text, 0)
+  if (text.charAt(i) !== "{") return undefined
+  i = skipWs(text, i + 1)
+  while (text.charAt(i) === '"') {
+    const key = scanString(text, i)
+    if (!key.ok) return undefined
+    i = skipWs(text, key.pos)
+    if (text.charAt(i) !== ":") return undefined
+    const start = skipWs(text, i + 1)
+    const value = scanValue(text, start, 1, limits)
+    if (!value.ok) return undefined
+    if (key.text === name) return text.slice(start, value.pos)
+    i = skipWs(text, value.pos)
+    if (text.charAt(i) !== ",") return undefined
+    i = skipWs(text, i + 1)
+  }
+  return undefined
+}

@@ -4,6 +4,8 @@
  */
 import { Layer } from "effect"
 import { Audit } from "./audit/Audit.js"
+import { Cache } from "./cache/Cache.js"
+import { MemoryCacheStore } from "./cache/MemoryCacheStore.js"
 import { Authenticator } from "./auth/Authenticator.js"
 import { PorticoConfig, type PorticoSettings } from "./config/PorticoConfig.js"
 import { Health } from "./health/Health.js"
@@ -25,5 +27,6 @@ export const servicesLayer = (settings: PorticoSettings) => {
   const sessions = Layer.mergeAll(Namespaces.Live, Sessions.Live, SessionPolicy.Live).pipe(Layer.provideMerge(registry))
   const namespaces = Devices.Live.pipe(Layer.provideMerge(sessions))
   const liveness = Sessions.Liveness.pipe(Layer.provideMerge(namespaces))
-  return Layer.mergeAll(RateLimiter.Live, Authenticator.Live).pipe(Layer.provideMerge(liveness))
+  const cache = Cache.Live.pipe(Layer.provide(MemoryCacheStore.layer(settings.cache.maxBytesPerNamespace)))
+  return Layer.mergeAll(RateLimiter.Live, Authenticator.Live, cache).pipe(Layer.provideMerge(liveness))
 }

@@ -40,6 +40,8 @@ export interface PorticoSettings {
   /** Wallets on the operator list. */
   readonly operators: ReadonlyArray<string>
   readonly logRequests: boolean
+  /** The cache: the embedded LRU (bounded per namespace) or a Redis/Valkey server. */
+  readonly cache: { readonly maxBytesPerNamespace: number; readonly redisUrl: string | undefined }
 }
 
 export class PorticoConfig extends Context.Tag("portico/PorticoConfig")<PorticoConfig, PorticoSettings>() {
@@ -72,6 +74,8 @@ const load = (overrides: Partial<Pick<PorticoSettings, "host" | "port" | "dataDi
     const walletBurst = yield* env(Config.integer("RATE_LIMIT_WALLET_BURST")).pipe(Config.withDefault(20))
     const operators = yield* env(Config.array(Config.string(), "OPERATORS")).pipe(Config.withDefault([]))
     const logRequests = yield* env(Config.boolean("LOG_REQUESTS")).pipe(Config.withDefault(true))
+    const cacheMaxBytes = yield* env(Config.integer("CACHE_MAX_BYTES")).pipe(Config.withDefault(256 * 1024 * 1024))
+    const redisUrl = yield* env(Config.option(Config.string("REDIS_URL")))
     const settings: PorticoSettings = {
       host,
       port,
@@ -95,7 +99,8 @@ const load = (overrides: Partial<Pick<PorticoSettings, "host" | "port" | "dataDi
         perWallet: { rps: walletRps, burst: walletBurst }
       },
       operators: operators.map((w) => w.toLowerCase()).filter((w) => w.length > 0),
-      logRequests
+      logRequests,
+      cache: { maxBytesPerNamespace: cacheMaxBytes, redisUrl: Option.getOrUndefined(redisUrl) }
     }
     return settings
   })
@@ -117,5 +122,6 @@ export const testSettings = (dataDir: string, patch: Partial<PorticoSettings> = 
   },
   operators: [],
   logRequests: false,
+  cache: { maxBytesPerNamespace: 256 * 1024 * 1024, redisUrl: undefined },
   ...patch
 })

@@ -1,0 +1,50 @@
+/** The cache routes (spec §4.1; grant `cache`, narrowable to `cache:key=<map>/*`). */
+import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+import { Schema } from "effect"
+import { Wire } from "../../domain/Errors.js"
+import { strict } from "../Wire.js"
+
+const Dmap = Schema.String.pipe(Schema.minLength(1)).annotations({ description: "the map's name" })
+const Key = Schema.String.pipe(Schema.minLength(1))
+const NotNull = Schema.Unknown.pipe(
+  Schema.filter((v) => v !== null && v !== undefined, { message: () => "value is required and cannot be null" })
+).annotations({ description: "any JSON value except null; returned with its exact JSON text" })
+
+export const PutRequest = strict(
+  Schema.Struct({ dmap: Dmap, key: Key, value: NotNull, ttl: Schema.optional(Schema.String.pipe(Schema.maxLength(64))) })
+).annotations({ identifier: "CachePut" })
+export const KeyRequest = strict(Schema.Struct({ dmap: Dmap, key: Schema.String })).annotations({ identifier: "CacheKey" })
+export const MgetRequest = strict(Schema.Struct({ dmap: Dmap, keys: Schema.Array(Schema.String) })).annotations({
+  identifier: "CacheMget"
+})
+export const ScanRequest = strict(
+  Schema.Struct({ dmap: Dmap, match: Schema.optional(Schema.String.pipe(Schema.maxLength(1024))) })
+).annotations({ identifier: "CacheScan", description: "match: an RE2 regular expression applied to the key as written" })
+
+export const Changed = Schema.Struct({ status: Schema.Literal("ok"), key: Schema.String, dmap: Schema.String }).annotations({
+  identifier: "CacheChanged"
+})
+export const GetAnswer = Schema.Struct({ key: Schema.String, value: Schema.Unknown, dmap: Schema.String }).annotations({
+  identifier: "CacheValue"
+})
+export const MgetAnswer = Schema.Struct({
+  dmap: Schema.String,
+  results: Schema.Array(Schema.Struct({ key: Schema.String, value: Schema.Unknown.annotations({ description: "null for a miss" }) }))
+}).annotations({ identifier: "CacheValues" })
+export const ScanAnswer = Schema.Struct({ keys: Schema.Array(Schema.String), count: Schema.Int, dmap: Schema.String }).annotations({
+  identifier: "CacheKeys"
+})
+export const CacheHealth = Schema.Struct({ status: Schema.Literal("ok"), service: Schema.Literal("cache") })
+
+export class CacheGroup extends HttpApiGroup.make("cache")
+  .add(HttpApiEndpoint.post("put", "/v1/cache/put").setPayload(PutRequest).addSuccess(Changed))
+  .add(HttpApiEndpoint.post("get", "/v1/cache/get").setPayload(KeyRequest).addSuccess(GetAnswer))
+  .add(HttpApiEndpoint.post("delete", "/v1/cache/delete").setPayload(KeyRequest).addSuccess(Changed))
+  .add(HttpApiEndpoint.post("mget", "/v1/cache/mget").setPayload(MgetRequest).addSuccess(MgetAnswer))
+  .add(HttpApiEndpoint.post("scan", "/v1/cache/scan").setPayload(ScanRequest).addSuccess(ScanAnswer))
+  .add(HttpApiEndpoint.get("health", "/v1/cache/health").addSuccess(CacheHealth))
+  .addError(Wire.BadRequest)
+  .addError(Wire.Forbidden)
+  .addError(Wire.NotFound)
+  .addError(Wire.PayloadTooLarge)
+  .addError(Wire.Unavailable) {}

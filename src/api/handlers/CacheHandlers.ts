@@ -1,0 +1,86 @@
+import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { Effect } from "effect"
+import { BadRequest, Forbidden, NotFound, PayloadTooLarge, unavailable } from "../../domain/Errors.js"
+import { memberSource } from "../../domain/StrictJson.js"
+import { Cache, type CacheRefused } from "../../layers/cache/Cache.js"
+import type { CacheUnavailable } from "../../layers/cache/CacheStore.js"
+import { PorticoApi } from "../Api.js"
+import { requirePrincipal } from "./Principal.js"
+
+const asHttp = (e: CacheRefused | CacheUnavailable) => {
+  if (e._tag === "CacheUnavailable") return unavailable("cache unavailable")
+  const body = e.hint === undefined ? { error: e.reason, code: e.code } : { error: e.reason, code: e.code, hint: e.hint }
+  switch (e.status) {
+    case 400:
+      return new BadRequest(body)
+    case 403:
+      return new Forbidden(body)
+    case 404:
+      return new NotFound(body)
+    case 413:
+      return new PayloadTooLarge(body)
+  }
+}
+
+/**
+ * Values travel as their exact JSON text: the answer is assembled around the stored text rather
+ * than parsed and re-encoded, which would round large integers and long decimals.
+ */
+const rawJson = (text: string) => HttpServerResponse.text(text, { contentType: "application/json" })
+
+/** The `value` member's source text from the (already strictly parsed) request body. */
+const valueText = Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
+  Effect.flatMap(Effect.orDie(request.text), (text) => {
+    const source = memberSource(text, "value")
+    return source === undefined
+      ? Effect.fail(new BadRequest({ error: "value is required", code: "VALIDATION_FAILED" }))
+      : Effect.succeed(source)
+  })
+)
+
+export const CacheHandlers = HttpApiBuilder.group(PorticoApi, "cache", (handlers) =>
+  Effect.gen(function* () {
+    const cache = yield* Cache
+    return handlers
+      .handle("put", ({ payload }) =>
+        Effect.gen(function* () {
+          const caller = yield* requirePrincipal
+          const json = yield* valueText
+          yield* Effect.mapError(cache.put(caller, { dmap: payload.dmap, key: payload.key, json, ttl: payload.ttl }), asHttp)
+          return { status: "ok" as const, key: payload.key, dmap: payload.dmap }
+        })
+      )
+      .handle("get", ({ payload }) =>
+        Effect.gen(function* () {
+          const caller = yield* requirePrincipal
+          const json = yield* Effect.mapError(cache.get(caller, payload.dmap, payload.key), asHttp)
+          return rawJson(`{"key":${JSON.stringify(payload.key)},"value":${json},"dmap":${JSON.stringify(payload.dmap)}}`)
+        })
+      )
+      .handle("delete", ({ payload }) =>
+        Effect.gen(function* () {
+          const caller = yield* requirePrincipal
+          yield* Effect.mapError(cache.delete(caller, payload.dmap, payload.key), asHttp)
+          return { status: "ok" as const, key: payload.key, dmap: payload.dmap }
+        })
+      )
+      .handle("mget", ({ payload }) =>
+        Effect.gen(function* () {
+          const caller = yield* requirePrincipal
+          const values = yield* Effect.mapError(cache.mget(caller, payload.dmap, payload.keys), asHttp)
+          const results = payload.keys.map((k, i) => `{"key":${JSON.stringify(k)},"value":${values[i] ?? "null"}}`)
+          return rawJson(`{"dmap":${JSON.stringify(payload.dmap)},"results":[${results.join(",")}]}`)
+        })
+      )
+      .handle("scan", ({ payload }) =>
+        Effect.gen(function* () {
+          const caller = yield* requirePrincipal
+          const keys = yield* Effect.mapError(cache.scan(caller, payload.dmap, payload.match), asHttp)
+          return { keys: [...keys], count: keys.length, dmap: payload.dmap }
+        })
+      )
+      .handle("health", () =>
+        Effect.as(Effect.mapError(cache.ping, asHttp), { status: "ok" as const, service: "cache" as const })
+      )
+  })
+)

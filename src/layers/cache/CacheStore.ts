@@ -1,0 +1,42 @@
+/**
+ * The cache capability (spec §2.1, §4.1): named maps (dmaps) of a namespace, entries with an
+ * optional expiry, one memory bound per namespace shared by all its dmaps, least recently used
+ * evicted first. Values are kept as their exact JSON text so every JSON type round-trips exactly
+ * (large integers and long decimals included).
+ */
+import { Context, Data, type Effect, type Option } from "effect"
+
+export class CacheUnavailable extends Data.TaggedError("CacheUnavailable")<{ readonly detail: string }> {}
+
+export interface CacheEntry {
+  /** The value's JSON text, exactly as the client wrote it. */
+  readonly json: string
+  /** Absolute expiry in Unix milliseconds, or undefined for none. */
+  readonly expiresAt: number | undefined
+}
+
+export interface CacheStoreService {
+  readonly engine: "memory" | "redis"
+  /** Stores an entry; the caller has already checked key and entry size. */
+  readonly put: (namespace: string, dmap: string, key: string, entry: CacheEntry) => Effect.Effect<void, CacheUnavailable>
+  /** The value's JSON text; none when absent or expired (an expired entry is never returned). */
+  readonly get: (namespace: string, dmap: string, key: string) => Effect.Effect<Option.Option<string>, CacheUnavailable>
+  /** Whether an entry was there to delete. */
+  readonly delete: (namespace: string, dmap: string, key: string) => Effect.Effect<boolean, CacheUnavailable>
+  /** One slot per requested key, in order; undefined for a miss. */
+  readonly mget: (
+    namespace: string,
+    dmap: string,
+    keys: ReadonlyArray<string>
+  ) => Effect.Effect<ReadonlyArray<string | undefined>, CacheUnavailable>
+  /** The live keys of a dmap that `match` accepts (the caller supplies a linear-time matcher). */
+  readonly scan: (
+    namespace: string,
+    dmap: string,
+    match: (key: string) => boolean
+  ) => Effect.Effect<ReadonlyArray<string>, CacheUnavailable>
+  /** Cheap liveness for `/v1/cache/health` and `/health`. */
+  readonly ping: Effect.Effect<void, CacheUnavailable>
+}
+
+export class CacheStore extends Context.Tag("portico/CacheStore")<CacheStore, CacheStoreService>() {}

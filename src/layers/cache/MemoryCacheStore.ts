@@ -1,0 +1,72 @@
+/**
+ * The embedded cache engine: one byte-bounded LRU per namespace (all its dmaps share it), with
+ * per-entry TTL, from `lru-cache`. Expired entries are never returned (`allowStale: false`).
+ */
+import { Clock, Effect, Layer, Option } from "effect"
+import { LRUCache } from "lru-cache"
+import { CacheStore, type CacheStoreService } from "./CacheStore.js"
+
+/** Per-entry bookkeeping in lru-cache and our object: counted so the bound is about real memory. */
+const ENTRY_OVERHEAD_BYTES = 96
+
+/** dmap and key joined unambiguously: the dmap's length prefixes it, so ':' inside is harmless. */
+const slot = (dmap: string, key: string) => `${dmap.length}:${dmap}:${key}`
+
+export const makeMemoryCacheStore = (maxBytesPerNamespace: number): CacheStoreService => {
+  const spaces = new Map<string, LRUCache<string, string>>()
+  const spaceOf = (namespace: string) => {
+    let cache = spaces.get(namespace)
+    if (cache === undefined) {
+      cache = new LRUCache<string, string>({
+        maxSize: maxBytesPerNamespace,
+        sizeCalculation: (json, k) => Buffer.byteLength(k, "utf8") + Buffer.byteLength(json, "utf8") + ENTRY_OVERHEAD_BYTES,
+        allowStale: false,
+        ttlAutopurge: false,
+        // Our clock decides expiry; lru-cache would otherwise read performance.now itself.
+        perf: { now: () => Date.now() }
+      })
+      spaces.set(namespace, cache)
+    }
+    return cache
+  }
+  return {
+    engine: "memory",
+    put: (namespace, dmap, key, entry) =>
+      Effect.map(Clock.currentTimeMillis, (now) => {
+        const cache = spaceOf(namespace)
+        const name = slot(dmap, key)
+        if (entry.expiresAt !== undefined && entry.expiresAt <= now) {
+          cache.delete(name)
+          return
+        }
+        cache.set(name, entry.json, entry.expiresAt === undefined ? {} : { ttl: entry.expiresAt - now })
+      }),
+    get: (namespace, dmap, key) => Effect.sync(() => Option.fromNullable(spaces.get(namespace)?.get(slot(dmap, key)))),
+    delete: (namespace, dmap, key) => Effect.sync(() => spaces.get(namespace)?.delete(slot(dmap, key)) ?? false),
+    mget: (namespace, dmap, keys) =>
+      Effect.sync(() => {
+        const cache = spaces.get(namespace)
+        return keys.map((k) => cache?.get(slot(dmap, k)))
+      }),
+    scan: (namespace, dmap, match) =>
+      Effect.sync(() => {
+        const cache = spaces.get(namespace)
+        if (cache === undefined) return []
+        const prefix = `${dmap.length}:${dmap}:`
+        const out: Array<string> = []
+        // keys() skips nothing by itself; `has` drops entries whose TTL has passed.
+        for (const name of cache.keys()) {
+          if (!name.startsWith(prefix)) continue
+          const key = name.slice(prefix.length)
+          if (cache.has(name) && match(key)) out.push(key)
+        }
+        return out.sort()
+      }),
+    ping: Effect.void
+  }
+}
+
+export const MemoryCacheStore = {
+  layer: (maxBytesPerNamespace: number) => Layer.sync(CacheStore, () => makeMemoryCacheStore(maxBytesPerNamespace))
+}
+

@@ -1,0 +1,131 @@
+/** The cache over HTTP: exact JSON round trips, TTL, bounds, scan patterns, isolation, narrowing. */
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { type Gateway, type Reply, startGateway } from "../support/gateway.js"
+
+const expectError = (reply: Reply, status: number, code?: string) => {
+  expect(reply.status, reply.text).toBe(status)
+  if (code !== undefined) expect(reply.body.code).toBe(code)
+  expect(Object.keys(reply.body).every((k) => ["error", "code", "hint"].includes(k))).toBe(true)
+}
+
+export const cacheSuite = (engine: string, env: () => Record<string, string>, options: { readonly maxBytes: number }) =>
+  describe(`cache over HTTP on ${engine}`, () => {
+    let gw: Gateway
+    let key: string
+    let otherKey: string
+    const raw = (path: string, body: string, token = key) =>
+      gw.request("POST", path, { token, body, headers: { "content-type": "application/json" } })
+
+    beforeAll(async () => {
+      gw = await startGateway({ env: { ...env(), PORTICO_CACHE_MAX_BYTES: String(options.maxBytes) } })
+      const owner = (await gw.cli(["namespace", "create", "cachens"])).api_key
+      key = (await gw.request("POST", "/v1/namespace/keys", { token: owner, json: { scopes: ["cache"] } })).body.api_key
+      const other = (await gw.cli(["namespace", "create", "othercache"])).api_key
+      otherKey = (await gw.request("POST", "/v1/namespace/keys", { token: other, json: { scopes: ["cache"] } })).body.api_key
+    })
+    afterAll(async () => {
+      await gw?.stop()
+    })
+
+    it("keeps every JSON value's exact text, large integers and long decimals included", async () => {
+      for (const value of ['12345678901234567890123', '1.000000000000000000001', '"text"', "true", "0", '{"a":[1,null,{"b":false}],"c":"é"}', "[]", "-0.5e-7"]) {
+        const put = await raw("/v1/cache/put", `{"dmap":"m","key":"k","value":${value}}`)
+        expect(put.body, put.text).toEqual({ status: "ok", key: "k", dmap: "m" })
+        const got = await gw.request("POST", "/v1/cache/get", { token: key, json: { dmap: "m", key: "k" } })
+        expect(got.text).toBe(`{"key":"k","value":${value},"dmap":"m"}`)
+      }
+      expectError(await raw("/v1/cache/put", '{"dmap":"m","key":"k","value":null}'), 400)
+      expectError(await raw("/v1/cache/put", '{"dmap":"m","key":"k"}'), 400)
+    })
+
+    it("answers misses with 404 NOT_FOUND and mget with null slots in request order", async () => {
+      expectError(await gw.request("POST", "/v1/cache/get", { token: key, json: { dmap: "m", key: "absent" } }), 404, "NOT_FOUND")
+      expectError(await gw.request("POST", "/v1/cache/delete", { token: key, json: { dmap: "m", key: "absent" } }), 404, "NOT_FOUND")
+      await raw("/v1/cache/put", '{"dmap":"mg","key":"a","value":1}')
+      await raw("/v1/cache/put", '{"dmap":"mg","key":"c","value":99999999999999999999}')
+      const m = await gw.request("POST", "/v1/cache/mget", { token: key, json: { dmap: "mg", keys: ["c", "b", "a"] } })
+      expect(m.text).toBe('{"dmap":"mg","results":[{"key":"c","value":99999999999999999999},{"key":"b","value":null},{"key":"a","value":1}]}')
+      const many = Array.from({ length: 1001 }, (_, i) => String(i))
+      expectError(await gw.request("POST", "/v1/cache/mget", { token: key, json: { dmap: "mg", keys: many } }), 400)
+      const del = await gw.request("POST", "/v1/cache/delete", { token: key, json: { dmap: "mg", key: "a" } })
+      expect(del.body).toEqual({ status: "ok", key: "a", dmap: "mg" })
+    })
+
+    it("expires entries by ttl and refuses bad ttls without storing anything", async () => {
+      await raw("/v1/cache/put", '{"dmap":"t","key":"short","value":1,"ttl":"1s"}')
+      await raw("/v1/cache/put", '{"dmap":"t","key":"long","value":2,"ttl":"1h30m"}')
+      await raw("/v1/cache/put", '{"dmap":"t","key":"none","value":3,"ttl":"0s"}')
+      expect((await gw.request("POST", "/v1/cache/get", { token: key, json: { dmap: "t", key: "short" } })).status).toBe(200)
+      await new Promise((r) => setTimeout(r, 1300))
+      expectError(await gw.request("POST", "/v1/cache/get", { token: key, json: { dmap: "t", key: "short" } }), 404)
+      expect((await gw.request("POST", "/v1/cache/get", { token: key, json: { dmap: "t", key: "long" } })).status).toBe(200)
+      expect((await gw.request("POST", "/v1/cache/get", { token: key, json: { dmap: "t", key: "none" } })).status).toBe(200)
+      const scan = await gw.request("POST", "/v1/cache/scan", { token: key, json: { dmap: "t" } })
+      expect(scan.body.keys).not.toContain("short")
+      for (const ttl of ["-1s", "5", "abc", "87660h1s", "1d", ""]) {
+        expectError(await raw("/v1/cache/put", `{"dmap":"t","key":"bad","value":1,"ttl":"${ttl}"}`), 400, "VALIDATION_FAILED")
+      }
+      expectError(await gw.request("POST", "/v1/cache/get", { token: key, json: { dmap: "t", key: "bad" } }), 404)
+    })
+
+    it("bounds map name + key at 255 bytes counting UTF-8, and entries at 1 MiB", async () => {
+      const dmap = "é".repeat(10) // 20 bytes + 2
+      const fits = "k".repeat(255 - 22)
+      expect((await gw.request("POST", "/v1/cache/put", { token: key, json: { dmap, key: fits, value: 1 } })).status).toBe(200)
+      const over = "k".repeat(255 - 21)
+      const big = await gw.request("POST", "/v1/cache/put", { token: key, json: { dmap, key: over, value: 1 } })
+      expectError(big, 413, "PAYLOAD_TOO_LARGE")
+      expect(big.body.error).toContain("255")
+      expectError(await gw.request("POST", "/v1/cache/get", { token: key, json: { dmap, key: over } }), 404)
+      expectError(await gw.request("POST", "/v1/cache/delete", { token: key, json: { dmap, key: over } }), 404)
+      const huge = "x".repeat(1024 * 1024)
+      expectError(await gw.request("POST", "/v1/cache/put", { token: key, json: { dmap: "b", key: "huge", value: huge } }), 413, "PAYLOAD_TOO_LARGE")
+      expectError(await gw.request("POST", "/v1/cache/get", { token: key, json: { dmap: "b", key: "huge" } }), 404)
+    })
+
+    it("scans with RE2 patterns: invalid is 400, catastrophic ones return promptly, keys never null", async () => {
+      for (const k of ["user:1", "user:22", "admin:1"]) await raw("/v1/cache/put", `{"dmap":"s","key":"${k}","value":1}`)
+      const users = await gw.request("POST", "/v1/cache/scan", { token: key, json: { dmap: "s", match: "^user:" } })
+      expect(users.body).toEqual({ keys: ["user:1", "user:22"], count: 2, dmap: "s" })
+      const none = await gw.request("POST", "/v1/cache/scan", { token: key, json: { dmap: "nothing-here" } })
+      expect(none.body).toEqual({ keys: [], count: 0, dmap: "nothing-here" })
+      expectError(await gw.request("POST", "/v1/cache/scan", { token: key, json: { dmap: "s", match: "(" } }), 400)
+      await raw("/v1/cache/put", `{"dmap":"s","key":"${"a".repeat(200)}!","value":1}`)
+      const started = Date.now()
+      const evil = await gw.request("POST", "/v1/cache/scan", { token: key, json: { dmap: "s", match: "^(a+)+$" } })
+      expect(evil.status).toBe(200)
+      expect(Date.now() - started).toBeLessThan(2000)
+      // a dmap with ':' in it never sees another dmap's keys
+      await raw("/v1/cache/put", '{"dmap":"a","key":"b:c","value":1}')
+      await raw("/v1/cache/put", '{"dmap":"a:b","key":"c","value":2}')
+      expect((await gw.request("POST", "/v1/cache/scan", { token: key, json: { dmap: "a" } })).body.keys).toEqual(["b:c"])
+      expect((await gw.request("POST", "/v1/cache/get", { token: key, json: { dmap: "a:b", key: "c" } })).body.value).toBe(2)
+    })
+
+    it("isolates namespaces and honours narrowed grants", async () => {
+      await raw("/v1/cache/put", '{"dmap":"iso","key":"k","value":"mine"}')
+      expectError(await gw.request("POST", "/v1/cache/get", { token: otherKey, json: { dmap: "iso", key: "k" } }), 404)
+      const owner = (await gw.cli(["namespace", "create", "narrowns"])).api_key
+      const narrow = (await gw.request("POST", "/v1/namespace/keys", { token: owner, json: { scopes: ["cache:key=sessions/*"] } })).body.api_key
+      expect((await gw.request("POST", "/v1/cache/put", { token: narrow, json: { dmap: "sessions", key: "abc", value: 1 } })).status).toBe(200)
+      expectError(await gw.request("POST", "/v1/cache/put", { token: narrow, json: { dmap: "other", key: "abc", value: 1 } }), 403)
+      expectError(await gw.request("POST", "/v1/cache/mget", { token: narrow, json: { dmap: "other", keys: ["abc"] } }), 403)
+      const runtime = (await gw.request("POST", "/v1/namespace/keys", { token: owner, json: { profile: "runtime" } })).body.api_key
+      expectError(await gw.request("POST", "/v1/cache/get", { token: runtime, json: { dmap: "sessions", key: "abc" } }), 403, "GRANT_REQUIRED")
+      expect((await gw.request("GET", "/v1/cache/health", { token: key })).body).toEqual({ status: "ok", service: "cache" })
+      expectError(await gw.request("GET", "/v1/cache/health"), 401)
+    })
+
+    it("evicts least recently used entries past the namespace's memory bound", async () => {
+      await raw("/v1/cache/put", '{"dmap":"keep","key":"k","value":"theirs"}', otherKey)
+      const value = JSON.stringify("v".repeat(100 * 1024))
+      const count = Math.ceil((options.maxBytes * 2) / (100 * 1024))
+      for (let i = 0; i < count; i++) await raw("/v1/cache/put", `{"dmap":"lru","key":"k${i}","value":${value}}`)
+      expectError(await gw.request("POST", "/v1/cache/get", { token: key, json: { dmap: "lru", key: "k0" } }), 404)
+      expect((await gw.request("POST", "/v1/cache/get", { token: key, json: { dmap: "lru", key: `k${count - 1}` } })).status).toBe(200)
+      // another namespace's entries are not evicted by this one's writes
+      expect((await gw.request("POST", "/v1/cache/get", { token: otherKey, json: { dmap: "keep", key: "k" } })).body.value).toBe("theirs")
+    })
+  })
+
+cacheSuite("the embedded engine", () => ({}), { maxBytes: 4 * 1024 * 1024 })
