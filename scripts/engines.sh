@@ -4,6 +4,9 @@
 #   scripts/engines.sh            # every engine implemented below
 #   scripts/engines.sh rqlite     # only the named ones
 #
+# redis-server is the exception: it is the Debian package (what the issue asks the suites to run
+# against), installed with apt-get onto PATH rather than built into $BIN.
+#
 # Binaries land in $PORTICO_ENGINES_DIR (default <repo>/.engines/bin, git-ignored). Each engine
 # writes a stamp file next to its binary naming the exact version it was built from, so a second
 # run is a no-op and bumping a pin rebuilds only that engine.
@@ -24,7 +27,7 @@ WORK="${PORTICO_ENGINES_WORK:-$REPO_ROOT/.engines/build}"
 RQLITE_MODULE="github.com/rqlite/rqlite/v8"
 RQLITE_VERSION="v8.36.0"
 
-IMPLEMENTED=(rqlite)
+IMPLEMENTED=(rqlite redis)
 
 log() { printf '[engines] %s\n' "$*" >&2; }
 die() { printf '[engines] error: %s\n' "$*" >&2; exit 1; }
@@ -88,6 +91,33 @@ install_rqlite() {
   log "built rqlited $RQLITE_VERSION in $((SECONDS - started)) s"
 }
 
+# --- redis ----------------------------------------------------------------------------------
+install_redis() {
+  if command -v redis-server >/dev/null 2>&1; then
+    log "redis-server already installed: $(redis-server --version)"
+    return 0
+  fi
+  need apt-get "redis-server comes from the Debian package (apt-get install redis-server)"
+  [[ $EUID -eq 0 ]] || die "installing redis-server needs root (CI runs this script as root; or: sudo apt-get install -y redis-server)"
+
+  log "installing redis-server from the Debian archive"
+  # The package's postinst starts a daemon on port 6379 when the init system lets it. The suites
+  # start their own servers on free ports, so forbid that start (policy-rc.d exit 101 = "action
+  # forbidden") unless the machine already has a policy of its own.
+  local policy=/usr/sbin/policy-rc.d own_policy=0
+  if [[ ! -e "$policy" ]]; then
+    own_policy=1
+    printf '#!/bin/sh\nexit 101\n' >"$policy"
+    chmod 755 "$policy"
+  fi
+  local status=0
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null || status=$?
+  if [[ $own_policy -eq 1 ]]; then rm -f "$policy"; fi
+  [[ $status -eq 0 ]] || die "apt-get install redis-server failed (exit $status)"
+  command -v redis-server >/dev/null 2>&1 || die "redis-server is not on PATH after installing the package"
+  log "installed $(redis-server --version)"
+}
+
 # --- main -----------------------------------------------------------------------------------
 main() {
   local engines=("$@")
@@ -97,6 +127,7 @@ main() {
   for engine in "${engines[@]}"; do
     case "$engine" in
       rqlite) install_rqlite ;;
+      redis) install_redis ;;
       *) die "unknown engine '$engine' (implemented: ${IMPLEMENTED[*]})" ;;
     esac
   done
@@ -104,6 +135,7 @@ main() {
   for engine in "${engines[@]}"; do
     case "$engine" in
       rqlite) printf '%s\n' "$BIN/rqlited" ;;
+      redis) command -v redis-server ;;
     esac
   done
 }

@@ -6,6 +6,7 @@ import { Layer } from "effect"
 import { Audit } from "./audit/Audit.js"
 import { Cache } from "./cache/Cache.js"
 import { MemoryCacheStore } from "./cache/MemoryCacheStore.js"
+import { RedisCacheStore } from "./cache/RedisCacheStore.js"
 import { Authenticator } from "./auth/Authenticator.js"
 import { PorticoConfig, type PorticoSettings } from "./config/PorticoConfig.js"
 import { Health } from "./health/Health.js"
@@ -27,6 +28,10 @@ export const servicesLayer = (settings: PorticoSettings) => {
   const sessions = Layer.mergeAll(Namespaces.Live, Sessions.Live, SessionPolicy.Live).pipe(Layer.provideMerge(registry))
   const namespaces = Devices.Live.pipe(Layer.provideMerge(sessions))
   const liveness = Sessions.Liveness.pipe(Layer.provideMerge(namespaces))
-  const cache = Cache.Live.pipe(Layer.provide(MemoryCacheStore.layer(settings.cache.maxBytesPerNamespace)))
+  const cacheStore =
+    settings.cache.redisUrl === undefined
+      ? MemoryCacheStore.layer(settings.cache.maxBytesPerNamespace)
+      : RedisCacheStore.layer({ url: settings.cache.redisUrl })
+  const cache = Cache.Live.pipe(Layer.provide(cacheStore))
   return Layer.mergeAll(RateLimiter.Live, Authenticator.Live, cache).pipe(Layer.provideMerge(liveness))
 }

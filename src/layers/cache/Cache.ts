@@ -113,7 +113,8 @@ export class Cache extends Context.Tag("portico/Cache")<Cache, CacheService>() {
               })
               matcher = (key) => compiled.matcher(key).find()
             }
-            return yield* store.scan(caller.namespace, dmap, (key) => allows(caller, dmap, key) && matcher(key))
+            const keys = yield* store.scan(caller.namespace, dmap, (key) => allows(caller, dmap, key) && matcher(key))
+            return [...keys].sort()
           }),
         ping: store.ping
       }

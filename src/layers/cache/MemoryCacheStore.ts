@@ -60,7 +60,7 @@ export const makeMemoryCacheStore = (maxBytesPerNamespace: number): CacheStoreSe
           const key = name.slice(prefix.length)
           if (cache.has(name) && match(key)) out.push(key)
         }
-        return out.sort()
+        return out
       }),
     ping: Effect.void
   }
