@@ -148,3 +148,23 @@ export const internal = () => new Internal(body("internal error", Code.INTERNAL,
 
 const body = (error: string, code: string, hint: string | undefined): Body =>
   hint === undefined ? { error, code } : { error, code, hint }
+
+/**
+ * The API error for a service's refusal that carries its own status (sign-in and cache rules
+ * speak in statuses so they stay HTTP-free beyond a number).
+ */
+export const refusal = (status: 400 | 401 | 403 | 404 | 413, error: string, code: string, hint?: string) => {
+  const b = body(error, code, hint)
+  switch (status) {
+    case 400:
+      return new BadRequest(b)
+    case 401:
+      return new Unauthorized(b)
+    case 403:
+      return new Forbidden(b)
+    case 404:
+      return new NotFound(b)
+    case 413:
+      return new PayloadTooLarge(b)
+  }
+}

@@ -4,13 +4,13 @@
  * package (`scripts/engines.sh redis` installs it in CI).
  */
 import { spawn, spawnSync } from "node:child_process"
-import type { ChildProcess } from "node:child_process"
 import { mkdtempSync, rmSync } from "node:fs"
-import { createServer, Socket } from "node:net"
+import { Socket } from "node:net"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
 import { Data, Duration, Effect, Schedule } from "effect"
 import type { Scope } from "effect"
+import { freePort as sharedFreePort, killChild } from "./process.js"
 
 /** The binary, from `$PORTICO_REDIS_SERVER` or PATH. */
 export const redisServerPath = (): string => process.env["PORTICO_REDIS_SERVER"] ?? "redis-server"
@@ -43,36 +43,7 @@ export interface RedisServerOptions {
   readonly readyTimeout?: Duration.DurationInput
 }
 
-const freePort: Effect.Effect<number, RedisServerError> = Effect.async<number, RedisServerError>((resume) => {
-  const server = createServer()
-  server.once("error", (error) => resume(Effect.fail(new RedisServerError({ message: `no free port: ${error.message}` }))))
-  server.listen(0, "127.0.0.1", () => {
-    const address = server.address()
-    const port = typeof address === "object" && address !== null ? address.port : 0
-    server.close(() =>
-      resume(port > 0 ? Effect.succeed(port) : Effect.fail(new RedisServerError({ message: "no port assigned" })))
-    )
-  })
-})
-
-const waitForExit = (child: ChildProcess): Effect.Effect<void> =>
-  Effect.async<void>((resume) => {
-    if (child.exitCode !== null || child.signalCode !== null) return resume(Effect.void)
-    child.once("exit", () => resume(Effect.void))
-  })
-
-const killChild = (child: ChildProcess): Effect.Effect<void> =>
-  Effect.gen(function* () {
-    if (child.exitCode !== null || child.signalCode !== null) return
-    child.kill("SIGTERM")
-    yield* waitForExit(child).pipe(
-      Effect.timeout(Duration.seconds(5)),
-      Effect.catchAll(() =>
-        Effect.sync(() => child.kill("SIGKILL")).pipe(Effect.zipRight(waitForExit(child)), Effect.timeout(Duration.seconds(5)))
-      ),
-      Effect.ignore
-    )
-  })
+const freePort = Effect.mapError(sharedFreePort, (message) => new RedisServerError({ message }))
 
 /** One raw PING over RESP, so readiness does not depend on the client under test. */
 const pingOnce = (port: number): Effect.Effect<void, RedisServerError> =>

@@ -3,14 +3,13 @@
  * dir, ready once `/readyz` answers 200. The binary comes from `scripts/engines.sh rqlite`.
  */
 import { spawn } from "node:child_process"
-import type { ChildProcess } from "node:child_process"
 import { existsSync, mkdtempSync, rmSync } from "node:fs"
-import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { Data, Duration, Effect, Schedule } from "effect"
 import type { Scope } from "effect"
+import { freePort as sharedFreePort, killChild } from "./process.js"
 
 const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..")
 
@@ -35,37 +34,7 @@ export interface RqlitedServer {
   readonly stop: Effect.Effect<void>
 }
 
-const freePort: Effect.Effect<number, RqlitedError> = Effect.async<number, RqlitedError>((resume) => {
-  const server = createServer()
-  server.once("error", (error) => resume(Effect.fail(new RqlitedError({ message: `no free port: ${error.message}` }))))
-  server.listen(0, "127.0.0.1", () => {
-    const address = server.address()
-    const port = typeof address === "object" && address !== null ? address.port : 0
-    server.close(() =>
-      resume(port > 0 ? Effect.succeed(port) : Effect.fail(new RqlitedError({ message: "no port assigned" })))
-    )
-  })
-})
-
-const waitForExit = (child: ChildProcess): Effect.Effect<void> =>
-  Effect.async<void>((resume) => {
-    if (child.exitCode !== null || child.signalCode !== null) return resume(Effect.void)
-    child.once("exit", () => resume(Effect.void))
-  })
-
-const killChild = (child: ChildProcess): Effect.Effect<void> =>
-  Effect.gen(function* () {
-    if (child.exitCode !== null || child.signalCode !== null) return
-    child.kill("SIGTERM")
-    // rqlited closes its Raft log on SIGTERM; a wedged one is killed outright.
-    yield* waitForExit(child).pipe(
-      Effect.timeout(Duration.seconds(5)),
-      Effect.catchAll(() =>
-        Effect.sync(() => child.kill("SIGKILL")).pipe(Effect.zipRight(waitForExit(child)), Effect.timeout(Duration.seconds(5)))
-      ),
-      Effect.ignore
-    )
-  })
+const freePort = Effect.mapError(sharedFreePort, (message) => new RqlitedError({ message }))
 
 const startOnce = (options: { readonly readyTimeout: Duration.Duration }): Effect.Effect<RqlitedServer, RqlitedError> =>
   Effect.gen(function* () {

@@ -1,18 +1,6 @@
 import { HttpApiBuilder } from "@effect/platform"
 import { Clock, Effect, Option } from "effect"
-import {
-  badRequest,
-  BadRequest,
-
-  Code,
-  Forbidden,
-  forbidden,
-  NotFound,
-  RateLimited,
-  Unauthorized,
-  unauthorized,
-  unavailable
-} from "../../domain/Errors.js"
+import { badRequest, Code, forbidden, RateLimited, refusal, unauthorized, unavailable } from "../../domain/Errors.js"
 import { dataPlane, isControlPlaneRole, type Role } from "../../domain/Grants.js"
 import { grantStrings, type Principal } from "../../domain/Principal.js"
 import { Audit } from "../../layers/audit/Audit.js"
@@ -30,17 +18,7 @@ import { requirePrincipal } from "./Principal.js"
 /** Sign-in refusals carry their status and spec code; the store failing is a retryable 503. */
 export const asHttp = (e: SessionRefused | StoreError) => {
   if (e._tag === "StoreError") return unavailable("registry unavailable")
-  const body = { error: e.reason, code: e.code }
-  switch (e.status) {
-    case 400:
-      return new BadRequest(body)
-    case 401:
-      return new Unauthorized(body)
-    case 403:
-      return new Forbidden(body)
-    case 404:
-      return new NotFound(body)
-  }
+  return refusal(e.status, e.reason, e.code)
 }
 
 const sessionAnswer = (s: IssuedSession) => ({
@@ -88,6 +66,16 @@ export const AuthHandlers = HttpApiBuilder.group(PorticoApi, "auth", (handlers) 
               })
             )
       )
+    const endSession = (
+      p: Principal,
+      sessionId: string,
+      callerDeviceId: string | undefined,
+      deviceProof: unknown,
+      reason: string
+    ) =>
+      sessions
+        .end({ namespace: p.namespace, wallet: p.subject, sessionId, callerDeviceId, deviceProof, reason })
+        .pipe(Effect.mapError(asHttp), Effect.as({ ended: sessionId }))
     return handlers
       .handle("whoami", () =>
         Effect.map(requirePrincipal, (p) => ({
@@ -185,21 +173,8 @@ export const AuthHandlers = HttpApiBuilder.group(PorticoApi, "auth", (handlers) 
           .pipe(Effect.map(sessionAnswer), Effect.mapError(asHttp))
       )
       .handle("logout", () =>
-        Effect.gen(function* () {
-          const p = yield* requireSession
-          // Logging out is the session's own act with its own token: no device proof is asked.
-          yield* sessions
-            .end({
-              namespace: p.namespace,
-              wallet: p.subject,
-              sessionId: p.sessionId,
-              caller: { sessionId: p.sessionId, deviceId: undefined },
-              deviceProof: undefined,
-              reason: "logout"
-            })
-            .pipe(Effect.mapError(asHttp))
-          return { ended: p.sessionId }
-        })
+        // Logging out is the session's own act with its own token: no device proof is asked.
+        Effect.flatMap(requireSession, (p) => endSession(p, p.sessionId, undefined, undefined, "logout"))
       )
       .handle("sessions", () =>
         Effect.gen(function* () {
@@ -255,20 +230,7 @@ export const AuthHandlers = HttpApiBuilder.group(PorticoApi, "auth", (handlers) 
         })
       )
       .handle("endSession", ({ path, payload }) =>
-        Effect.gen(function* () {
-          const p = yield* requireSession
-          yield* sessions
-            .end({
-              namespace: p.namespace,
-              wallet: p.subject,
-              sessionId: path.id,
-              caller: { sessionId: p.sessionId, deviceId: p.deviceId },
-              deviceProof: payload.device_proof,
-              reason: "ended"
-            })
-            .pipe(Effect.mapError(asHttp))
-          return { ended: path.id }
-        })
+        Effect.flatMap(requireSession, (p) => endSession(p, path.id, p.deviceId, payload.device_proof, "ended"))
       )
   })
 )

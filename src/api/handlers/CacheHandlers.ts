@@ -1,6 +1,6 @@
 import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Effect } from "effect"
-import { BadRequest, Forbidden, NotFound, PayloadTooLarge, unavailable } from "../../domain/Errors.js"
+import { BadRequest, refusal, unavailable } from "../../domain/Errors.js"
 import { memberSource } from "../../domain/StrictJson.js"
 import { Cache, type CacheRefused } from "../../layers/cache/Cache.js"
 import type { CacheUnavailable } from "../../layers/cache/CacheStore.js"
@@ -9,17 +9,7 @@ import { requirePrincipal } from "./Principal.js"
 
 const asHttp = (e: CacheRefused | CacheUnavailable) => {
   if (e._tag === "CacheUnavailable") return unavailable("cache unavailable")
-  const body = e.hint === undefined ? { error: e.reason, code: e.code } : { error: e.reason, code: e.code, hint: e.hint }
-  switch (e.status) {
-    case 400:
-      return new BadRequest(body)
-    case 403:
-      return new Forbidden(body)
-    case 404:
-      return new NotFound(body)
-    case 413:
-      return new PayloadTooLarge(body)
-  }
+  return refusal(e.status, e.reason, e.code, e.hint)
 }
 
 /**

@@ -80,9 +80,6 @@ export class Devices extends Context.Tag("portico/Devices")<Devices, DevicesServ
             }
             // A caller bound to a device proves that device's key over the target id.
             if (input.callerDeviceId !== undefined) {
-              if (input.deviceProof === undefined || input.deviceProof === null) {
-                return yield* refuse(401, "DEVICE_PROOF_REQUIRED", "a device-bound session revokes with a device_proof")
-              }
               yield* sessions.proveWithDevice(input.namespace, input.callerDeviceId, "revoke", input.deviceId, input.deviceProof)
             }
             // A tombstone stays a tombstone: revoking again changes nothing and still answers ok.

@@ -138,7 +138,8 @@ export interface SessionsService {
     readonly namespace: string
     readonly wallet: string
     readonly sessionId: string
-    readonly caller: { readonly sessionId: string | undefined; readonly deviceId: string | undefined }
+    /** The device the calling session is bound to, if any: it must prove its key. */
+    readonly callerDeviceId: string | undefined
     readonly deviceProof: unknown
     readonly reason: string
   }) => Effect.Effect<void, SessionRefused | StoreError>
@@ -766,8 +767,8 @@ export class Sessions extends Context.Tag("portico/Sessions")<Sessions, Sessions
         end: (input) =>
           Effect.gen(function* () {
             // A caller bound to a device proves it holds that device's key over the session id.
-            if (input.caller.deviceId !== undefined) {
-              yield* proveWithDevice(input.namespace, input.caller.deviceId, "end-session", input.sessionId, input.deviceProof)
+            if (input.callerDeviceId !== undefined) {
+              yield* proveWithDevice(input.namespace, input.callerDeviceId, "end-session", input.sessionId, input.deviceProof)
             }
             const now = yield* Clock.currentTimeMillis
             const ended = yield* store.exec({
