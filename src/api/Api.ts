@@ -7,6 +7,8 @@ import { AuthGroup } from "./groups/AuthGroup.js"
 import { CacheGroup } from "./groups/CacheGroup.js"
 import { DeviceGroup } from "./groups/DeviceGroup.js"
 import { NamespaceGroup } from "./groups/NamespaceGroup.js"
+import { DatabaseGroup } from "./groups/DatabaseGroup.js"
+import { SqlGroup } from "./groups/SqlGroup.js"
 import { SystemGroup } from "./groups/SystemGroup.js"
 
 /**
@@ -42,7 +44,27 @@ function withEnvelopeOnly(spec: Record<string, unknown>): Record<string, unknown
     delete schemas["Issue"]
     delete schemas["PropertyKey"]
   }
-  return next
+  return withStreamedBodies(next)
+}
+
+/** Routes whose body is a file read as a stream by the handler, not a schema'd payload. */
+const streamedBodies: Readonly<Record<string, { readonly contentType: string; readonly description: string }>> = {
+  "/v1/rqlite/import": { contentType: "application/octet-stream", description: "a SQLite database file (at most 256 MiB)" }
+}
+
+function withStreamedBodies(spec: Record<string, unknown>): Record<string, unknown> {
+  const paths = spec["paths"]
+  if (typeof paths !== "object" || paths === null) return spec
+  for (const [route, body] of Object.entries(streamedBodies)) {
+    const operation = (paths as Record<string, Record<string, Record<string, unknown>> | undefined>)[route]?.["post"]
+    if (operation === undefined) continue
+    operation["requestBody"] = {
+      required: true,
+      description: body.description,
+      content: { [body.contentType]: { schema: { type: "string", format: "binary" } } }
+    }
+  }
+  return spec
 }
 
 export class PorticoApi extends HttpApi.make("portico")
@@ -54,6 +76,8 @@ export class PorticoApi extends HttpApi.make("portico")
   .add(AuditGroup.middleware(Authentication))
   .add(DeviceGroup.middleware(Authentication))
   .add(CacheGroup.middleware(Authentication))
+  .add(DatabaseGroup.middleware(Authentication))
+  .add(SqlGroup.middleware(Authentication))
   .addError(Wire.BadRequest)
   .addError(Wire.PayloadTooLarge)
   .addError(Wire.Internal)

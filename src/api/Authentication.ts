@@ -39,7 +39,9 @@ export const authorize = (policy: Policy, principal: Principal, operators: Reado
         : Effect.fail(forbidden(`this route needs the ${policy.grant} grant`, Code.GRANT_REQUIRED))
     case "control-plane":
       return isControlPlane(principal)
-        ? Effect.void
+        ? policy.grant === undefined || hasGrant(principal, policy.grant)
+          ? Effect.void
+          : Effect.fail(forbidden(`this route needs the ${policy.grant} grant`, Code.GRANT_REQUIRED))
         : Effect.fail(
             forbidden(
               "this route needs an admin key or a wallet with role developer or above",
@@ -56,9 +58,11 @@ export const authorize = (policy: Policy, principal: Principal, operators: Reado
         ? Effect.void
         : Effect.fail(forbidden("this route needs members write (owner or admin)", Code.GRANT_REQUIRED))
     case "owner":
-      return principal.role === "owner"
-        ? Effect.void
-        : Effect.fail(forbidden("only the namespace owner may do this", Code.OWNER_REQUIRED))
+      return principal.role !== "owner"
+        ? Effect.fail(forbidden("only the namespace owner may do this", Code.OWNER_REQUIRED))
+        : policy.grant === undefined || hasGrant(principal, policy.grant)
+          ? Effect.void
+          : Effect.fail(forbidden(`this route needs the ${policy.grant} grant`, Code.GRANT_REQUIRED))
     case "operator":
       return hasGrant(principal, "operator") && operators.includes(principal.subject)
         ? Effect.void

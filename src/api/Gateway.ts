@@ -15,7 +15,9 @@ import { renderFailure } from "./ErrorResponses.js"
 import { AuditHandlers } from "./handlers/AuditHandlers.js"
 import { AuthHandlers } from "./handlers/AuthHandlers.js"
 import { CacheHandlers } from "./handlers/CacheHandlers.js"
+import { DatabaseHandlers } from "./handlers/DatabaseHandlers.js"
 import { DeviceHandlers } from "./handlers/DeviceHandlers.js"
+import { SqlHandlers } from "./handlers/SqlHandlers.js"
 import { NamespaceHandlers } from "./handlers/NamespaceHandlers.js"
 import { SystemHandlers } from "./handlers/SystemHandlers.js"
 import { accessLog } from "./AccessLog.js"
@@ -28,7 +30,9 @@ const HandlersLive = Layer.mergeAll(
   NamespaceHandlers,
   AuditHandlers,
   DeviceHandlers,
-  CacheHandlers
+  CacheHandlers,
+  DatabaseHandlers,
+  SqlHandlers
 )
 
 const ApiLive = HttpApiBuilder.api(PorticoApi).pipe(Layer.provide(HandlersLive), Layer.provide(AuthenticationLive))
@@ -72,7 +76,10 @@ export const serveGateway = (settings: PorticoSettings) =>
     const logged = accessLog(app, settings.logRequests)
     const server = http.createServer(
       { keepAliveTimeout: 65_000, requestTimeout: 330_000, headersTimeout: 20_000 },
-      makeRequestListener(logged, runtime, { maxBodyBytes: settings.maxBodyBytes })
+      makeRequestListener(logged, runtime, {
+        maxBodyBytes: settings.maxBodyBytes,
+        routeBodyCaps: new Map([["POST /v1/rqlite/import", settings.sql.importMaxBytes]])
+      })
     )
     yield* Effect.async<void, Error>((resume) => {
       const onError = (e: Error) => resume(Effect.fail(e))

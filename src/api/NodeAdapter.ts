@@ -53,6 +53,8 @@ import { PassThrough, Readable, Transform, type TransformCallback } from "node:s
 export interface AdapterOptions {
   /** Default body cap in bytes: a larger Content-Length gets 413 before any read. */
   readonly maxBodyBytes: number
+  /** Caps of routes that take more (file uploads), by `METHOD /path`. */
+  readonly routeBodyCaps?: ReadonlyMap<string, number> | undefined
 }
 
 // ---------------------------------------------------------------------------
@@ -559,6 +561,8 @@ export const makeRequestListener = <E, R>(
 ): (req: http.IncomingMessage, res: http.ServerResponse) => void => {
   const maxBodyBytes = options.maxBodyBytes
   const tooLarge = tooLargeBody(maxBodyBytes)
+  const routeCaps = options.routeBodyCaps ?? new Map<string, number>()
+  const routeTooLarge = new Map([...routeCaps].map(([route, cap]) => [route, tooLargeBody(cap)]))
 
   // Built once: reads the per-request values from the fiber's context.
   const handled = Effect.withFiberRuntime<void, never, R | ServerRequest.HttpServerRequest | Scope.Scope>((fiber) => {
@@ -591,15 +595,24 @@ export const makeRequestListener = <E, R>(
   }
 
   return (req, res) => {
+    let cap = maxBodyBytes
+    let capBody = tooLarge
+    if (routeCaps.size > 0) {
+      const url = req.url ?? "/"
+      const q = url.indexOf("?")
+      const route = `${req.method ?? "GET"} ${q < 0 ? url : url.slice(0, q)}`
+      cap = routeCaps.get(route) ?? maxBodyBytes
+      capBody = routeTooLarge.get(route) ?? tooLarge
+    }
     const announced = req.headers["content-length"]
-    if (announced !== undefined && Number(announced) > maxBodyBytes) {
-      refuseOversize(req, res, tooLarge)
+    if (announced !== undefined && Number(announced) > cap) {
+      refuseOversize(req, res, capBody)
       return
     }
     let interrupt: (() => void) | undefined
-    const ex = new Exchange(req, res, maxBodyBytes, () => {
+    const ex = new Exchange(req, res, cap, () => {
       ex.answered = true
-      answerDirect(res, 413, tooLarge)
+      answerDirect(res, 413, capBody)
       interrupt?.()
     })
     const request = new LeanServerRequest(ex, req.url ?? "/", undefined, undefined)

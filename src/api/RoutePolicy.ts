@@ -12,14 +12,17 @@ export type Policy =
   | { readonly kind: "authenticated" }
   /** A credential holding the grant. */
   | { readonly kind: "grant"; readonly grant: GrantName }
-  /** An admin key, or a wallet with role developer or above; runtime keys refused (spec §5.5). */
-  | { readonly kind: "control-plane" }
+  /**
+   * An admin key, or a wallet with role developer or above; runtime keys refused (spec §5.5).
+   * With `grant`, the credential must hold that grant as well.
+   */
+  | { readonly kind: "control-plane"; readonly grant?: GrantName }
   /** Owner or admin: namespace settings. */
   | { readonly kind: "namespace-write" }
   /** Owner or admin: members, keys, devices of others. */
   | { readonly kind: "members-write" }
-  /** The namespace owner only. */
-  | { readonly kind: "owner" }
+  /** The namespace owner only; with `grant`, holding it as well. */
+  | { readonly kind: "owner"; readonly grant?: GrantName }
   /** The operator grant plus membership of the operator list. */
   | { readonly kind: "operator" }
 
@@ -30,6 +33,9 @@ export const controlPlane: Policy = { kind: "control-plane" }
 export const namespaceWrite: Policy = { kind: "namespace-write" }
 export const membersWrite: Policy = { kind: "members-write" }
 export const owner: Policy = { kind: "owner" }
+/** Control plane holding `db:write`: the cluster SQL store (spec §4.3). */
+const sqlControl: Policy = { kind: "control-plane", grant: "db:write" }
+const sqlOwner: Policy = { kind: "owner", grant: "db:write" }
 export const operator: Policy = { kind: "operator" }
 
 /** `METHOD /path/:param` → policy. Paths are written as the router sees them. */
@@ -84,6 +90,25 @@ export const routePolicies: Readonly<Record<string, Policy>> = {
   "POST /v1/cache/mget": grant("cache"),
   "POST /v1/cache/scan": grant("cache"),
   "GET /v1/cache/health": grant("cache"),
+
+  // node-local databases (spec §4.2)
+  "POST /v1/db/sqlite/create": controlPlane,
+  "POST /v1/db/sqlite/query": controlPlane,
+  "GET /v1/db/sqlite/list": controlPlane,
+  "POST /v1/db/sqlite/delete": controlPlane,
+
+  // cluster SQL store (spec §4.3); export and import are the owner's
+  "POST /v1/rqlite/query": sqlControl,
+  "POST /v1/rqlite/exec": sqlControl,
+  "POST /v1/rqlite/find": sqlControl,
+  "POST /v1/rqlite/find-one": sqlControl,
+  "POST /v1/rqlite/select": sqlControl,
+  "POST /v1/rqlite/transaction": sqlControl,
+  "GET /v1/rqlite/schema": sqlControl,
+  "POST /v1/rqlite/create-table": sqlControl,
+  "POST /v1/rqlite/drop-table": sqlControl,
+  "GET /v1/rqlite/export": sqlOwner,
+  "POST /v1/rqlite/import": sqlOwner,
 
   // audit
   "GET /v1/audit": controlPlane

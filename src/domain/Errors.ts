@@ -127,6 +127,12 @@ export const Code = {
   NAMESPACE_EXISTS: "NAMESPACE_EXISTS",
   PAYLOAD_TOO_LARGE: "PAYLOAD_TOO_LARGE",
   RATE_LIMITED: "RATE_LIMITED",
+  SQL_NOT_ALLOWED: "SQL_NOT_ALLOWED",
+  SQL_ERROR: "SQL_ERROR",
+  STATEMENT_TIMEOUT: "STATEMENT_TIMEOUT",
+  TRANSACTION_FAILED: "TRANSACTION_FAILED",
+  DATABASE_EXISTS: "DATABASE_EXISTS",
+  HOME_NODE_UNREACHABLE: "HOME_NODE_UNREACHABLE",
   INTERNAL: "INTERNAL",
   UNAVAILABLE: "UNAVAILABLE"
 } as const
@@ -166,5 +172,21 @@ export const refusal = (status: 400 | 401 | 403 | 404 | 413, error: string, code
       return new NotFound(b)
     case 413:
       return new PayloadTooLarge(b)
+  }
+}
+
+export type RefusalStatus = 400 | 401 | 403 | 404 | 409 | 413 | 429 | 503
+
+/** `refusal` for services that may also answer conflict, busy (429) or retry later (503). */
+export const wideRefusal = (status: RefusalStatus, error: string, code: string, hint?: string, retryAfterSeconds = 1) => {
+  switch (status) {
+    case 409:
+      return new Conflict(body(error, code, hint))
+    case 429:
+      return new RateLimited({ ...body(error, code, hint), retryAfterSeconds })
+    case 503:
+      return new Unavailable({ ...body(error, code, hint), retryAfterSeconds })
+    default:
+      return refusal(status, error, code, hint)
   }
 }

@@ -19,6 +19,11 @@ import { Sessions } from "./sessions/Sessions.js"
 import { SessionPolicy } from "./sessions/SessionPolicy.js"
 import { Devices } from "./devices/Devices.js"
 import { KeyRing } from "./tokens/KeyRing.js"
+import { ClusterSql } from "./sql/ClusterSql.js"
+import { ClusterSqlStore } from "./sql/ClusterSqlStore.js"
+import { LocalDatabases } from "./sql/LocalDatabases.js"
+import { SqliteWorkers } from "./sql/SqliteWorkers.js"
+import { TransferSlot } from "./transfer/TransferSlot.js"
 
 export const servicesLayer = (settings: PorticoSettings) => {
   const core = Layer.mergeAll(Sealer.Live, registryLayer(settings)).pipe(
@@ -33,5 +38,14 @@ export const servicesLayer = (settings: PorticoSettings) => {
       ? MemoryCacheStore.layer(settings.cache.maxBytesPerNamespace)
       : RedisCacheStore.layer({ url: settings.cache.redisUrl })
   const cache = Cache.Live.pipe(Layer.provide(cacheStore))
-  return Layer.mergeAll(RateLimiter.Live, Authenticator.Live, cache).pipe(Layer.provideMerge(liveness))
+  const workers = SqliteWorkers.layer({
+    threads: settings.sql.threads,
+    timeoutMs: settings.sql.timeoutMs,
+    maxQueue: 1024,
+    worker: { maxResultBytes: settings.sql.maxResultBytes, busyTimeoutMs: 5000, maxOpen: 256 }
+  })
+  const sql = Layer.mergeAll(LocalDatabases.Live, ClusterSql.Live).pipe(
+    Layer.provide(Layer.mergeAll(ClusterSqlStore.Live, TransferSlot.Live).pipe(Layer.provideMerge(workers)))
+  )
+  return Layer.mergeAll(RateLimiter.Live, Authenticator.Live, cache, sql).pipe(Layer.provideMerge(liveness))
 }

@@ -2,7 +2,9 @@
  * The gateway's configuration: environment variables (`PORTICO_*`) read through Effect's Config,
  * overridable by command-line flags. Every default is the embedded one, so `npm start` needs none.
  */
-import { Config, Context, Effect, Layer, Option, Redacted } from "effect"
+import { Config, ConfigError, Context, Effect, Layer, Option, Redacted } from "effect"
+import { randomBytes } from "node:crypto"
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import * as path from "node:path"
 
 export interface RateLimitSetting {
@@ -42,6 +44,24 @@ export interface PorticoSettings {
   readonly logRequests: boolean
   /** The cache: the embedded LRU (bounded per namespace) or a Redis/Valkey server. */
   readonly cache: { readonly maxBytesPerNamespace: number; readonly redisUrl: string | undefined }
+  /** This gateway's node id: the home node recorded for node-local databases. */
+  readonly nodeId: string
+  readonly sql: SqlSettings
+}
+
+export interface SqlSettings {
+  /** Worker threads running tenant SQL on SQLite files. */
+  readonly threads: number
+  /** A statement running longer is stopped. */
+  readonly timeoutMs: number
+  /** Largest answer one query may build. */
+  readonly maxResultBytes: number
+  /** `/v1/rqlite/import` cap on a namespace gateway. */
+  readonly importMaxBytes: number
+  /** Budget of one import, export or backup holding the transfer slot. */
+  readonly transferBudgetMs: number
+  /** Namespaces whose cluster SQL store is an rqlite cluster (others use embedded files). */
+  readonly rqlite: ReadonlyMap<string, string>
 }
 
 export class PorticoConfig extends Context.Tag("portico/PorticoConfig")<PorticoConfig, PorticoSettings>() {
@@ -76,6 +96,12 @@ const load = (overrides: Partial<Pick<PorticoSettings, "host" | "port" | "dataDi
     const logRequests = yield* env(Config.boolean("LOG_REQUESTS")).pipe(Config.withDefault(true))
     const cacheMaxBytes = yield* env(Config.integer("CACHE_MAX_BYTES")).pipe(Config.withDefault(256 * 1024 * 1024))
     const redisUrl = yield* env(Config.option(Config.string("REDIS_URL")))
+    const nodeId = yield* env(Config.option(Config.string("NODE_ID")))
+    const sqlThreads = yield* env(Config.integer("SQL_THREADS")).pipe(Config.withDefault(2))
+    const sqlTimeoutMs = yield* env(Config.integer("SQL_TIMEOUT_MS")).pipe(Config.withDefault(10_000))
+    const sqlMaxResult = yield* env(Config.integer("SQL_MAX_RESULT_BYTES")).pipe(Config.withDefault(64 * 1024 * 1024))
+    const importMax = yield* env(Config.integer("SQL_IMPORT_MAX_BYTES")).pipe(Config.withDefault(256 * 1024 * 1024))
+    const sqlRqlite = yield* env(Config.array(Config.string(), "SQL_RQLITE_URLS")).pipe(Config.withDefault([]))
     const settings: PorticoSettings = {
       host,
       port,
@@ -100,10 +126,57 @@ const load = (overrides: Partial<Pick<PorticoSettings, "host" | "port" | "dataDi
       },
       operators: operators.map((w) => w.toLowerCase()).filter((w) => w.length > 0),
       logRequests,
-      cache: { maxBytesPerNamespace: cacheMaxBytes, redisUrl: Option.getOrUndefined(redisUrl) }
+      cache: { maxBytesPerNamespace: cacheMaxBytes, redisUrl: Option.getOrUndefined(redisUrl) },
+      nodeId: Option.getOrElse(nodeId, () => localNodeId(dataDir)),
+      sql: {
+        threads: sqlThreads,
+        timeoutMs: sqlTimeoutMs,
+        maxResultBytes: sqlMaxResult,
+        importMaxBytes: importMax,
+        transferBudgetMs: 5 * 60_000,
+        rqlite: yield* parseRqliteMap(sqlRqlite)
+      }
     }
     return settings
   })
+
+/**
+ * `ns=url` pairs. Each namespace named gets its own rqlite cluster: rqlite holds one database
+ * per cluster, and tenants' tables must never share one.
+ */
+const parseRqliteMap = (pairs: ReadonlyArray<string>) =>
+  Effect.gen(function* () {
+    const map = new Map<string, string>()
+    for (const pair of pairs) {
+      const at = pair.indexOf("=")
+      const ns = pair.slice(0, at).trim()
+      const url = pair.slice(at + 1).trim().replace(/\/$/, "")
+      if (at <= 0 || !/^https?:\/\/[^\s]+$/.test(url) || map.has(ns) || [...map.values()].includes(url)) {
+        return yield* Effect.fail(
+          ConfigError.InvalidData(["PORTICO", "SQL_RQLITE_URLS"], `expected distinct namespace=http(s)://host:port pairs, got "${pair}"`)
+        )
+      }
+      map.set(ns, url)
+    }
+    return map as ReadonlyMap<string, string>
+  })
+
+/** A node id kept in the data directory, so a restart keeps the databases homed here. */
+const localNodeId = (dataDir: string): string => {
+  const file = path.join(dataDir, "node-id")
+  try {
+    return readFileSync(file, "utf8").trim()
+  } catch {
+    mkdirSync(dataDir, { recursive: true })
+    const id = `node-${randomBytes(6).toString("hex")}`
+    try {
+      writeFileSync(file, id + "\n", { flag: "wx" })
+    } catch {
+      // another process on this data directory wrote one first: theirs stands
+    }
+    return readFileSync(file, "utf8").trim()
+  }
+}
 
 /** Settings for a test gateway rooted at `dataDir`, with limits that do not get in the way. */
 export const testSettings = (dataDir: string, patch: Partial<PorticoSettings> = {}): PorticoSettings => ({
@@ -123,5 +196,14 @@ export const testSettings = (dataDir: string, patch: Partial<PorticoSettings> = 
   operators: [],
   logRequests: false,
   cache: { maxBytesPerNamespace: 256 * 1024 * 1024, redisUrl: undefined },
+  nodeId: "test-node",
+  sql: {
+    threads: 2,
+    timeoutMs: 10_000,
+    maxResultBytes: 64 * 1024 * 1024,
+    importMaxBytes: 256 * 1024 * 1024,
+    transferBudgetMs: 5 * 60_000,
+    rqlite: new Map()
+  },
   ...patch
 })

@@ -5,26 +5,19 @@
  * request, which rqlite applies as a single Raft entry inside one SQLite transaction: all or
  * nothing, the same guarantee the SQLite engine gives with `withTransaction`.
  */
-import { Clock, Data, Duration, Effect, Layer, Redacted, Schedule, Schema } from "effect"
+import { Clock, Effect, Layer, Schema } from "effect"
 import { migrations as registryMigrations } from "./migrations.js"
 import type { Migration } from "./migrations.js"
 import { RegistryStore, StoreError } from "./RegistryStore.js"
+import { rqliteHttp, type RqliteHttpConfig } from "./RqliteHttp.js"
 import type { ExecResult, RegistryStoreService, Row, SqlValue, Statement } from "./RegistryStore.js"
 
 /** rqlite's read consistency levels (`?level=`). */
 export type ReadConsistency = "none" | "weak" | "linearizable" | "strong"
 
-export interface RqliteConfig {
-  /** Base URL of any node (`http://host:4001`); a follower forwards to the leader itself. */
-  readonly url: string
-  readonly user?: string | undefined
-  readonly password?: Redacted.Redacted | undefined
-  /** Deadline of one HTTP attempt. Default 10 s. */
-  readonly timeout?: Duration.DurationInput | undefined
+export interface RqliteConfig extends RqliteHttpConfig {
   /** Default `weak`: see `defaultReadConsistency`. */
   readonly readConsistency?: ReadConsistency | undefined
-  /** How many times a retry-safe `unavailable` failure is tried again. Default 3. */
-  readonly retries?: number | undefined
 }
 
 /**
@@ -36,10 +29,6 @@ export interface RqliteConfig {
  * key lookup on every request cannot afford `strong`, which sends each read through the Raft log.
  */
 const defaultReadConsistency: ReadConsistency = "weak"
-const defaultTimeout = Duration.seconds(10)
-const defaultRetries = 3
-/** A misconfigured cluster could bounce requests between nodes forever. */
-const maxRedirects = 3
 
 const Value = Schema.Union(Schema.String, Schema.Number, Schema.Null)
 const ResultJson = Schema.Struct({
@@ -54,36 +43,7 @@ const ResponseJson = Schema.Struct({
   error: Schema.optional(Schema.String)
 })
 type ResponseJson = typeof ResponseJson.Type
-const decodeResponse = Schema.decodeUnknown(Schema.parseJson(ResponseJson))
-
-/**
- * A failure that says nothing about the data, only that the cluster did not answer. `unsent`
- * means the request certainly never reached rqlite (connection refused, or rqlite refused it
- * before doing anything: no leader), so even a write can be sent again; otherwise only reads are.
- */
-class Transient extends Data.TaggedError("Transient")<{ readonly detail: string; readonly unsent: boolean }> {}
-
-/** Socket errors raised before a byte of the request left: retrying cannot apply a write twice. */
-const unsentCodes = new Set([
-  "ECONNREFUSED",
-  "ENOTFOUND",
-  "EAI_AGAIN",
-  "EHOSTUNREACH",
-  "ENETUNREACH",
-  "UND_ERR_CONNECT_TIMEOUT"
-])
-
-const errorCode = (error: unknown, depth = 0): string | undefined => {
-  if (typeof error !== "object" || error === null || depth > 4) return undefined
-  if ("code" in error && typeof error.code === "string") return error.code
-  if ("errors" in error && Array.isArray(error.errors)) {
-    for (const inner of error.errors) {
-      const code = errorCode(inner, depth + 1)
-      if (code !== undefined) return code
-    }
-  }
-  return "cause" in error ? errorCode(error.cause, depth + 1) : undefined
-}
+const decodeResponse = Schema.decodeUnknown(ResponseJson)
 
 /** rqlite reports SQLite's message text only, so the class of error is read from it. */
 const classifySqlError = (message: string): StoreError =>
@@ -104,77 +64,9 @@ const toExecResult = (result: ResultJson): ExecResult => ({
   lastInsertId: result.last_insert_id ?? 0
 })
 
-interface HttpAnswer {
-  readonly status: number
-  readonly location: string | null
-  readonly body: string
-}
-
 const make = (config: RqliteConfig): RegistryStoreService => {
-  const base = config.url.replace(/\/+$/, "")
-  const timeout = config.timeout ?? defaultTimeout
   const level = config.readConsistency ?? defaultReadConsistency
-  const headers: Record<string, string> = { "content-type": "application/json" }
-  if (config.user !== undefined) {
-    const secret = config.password === undefined ? "" : Redacted.value(config.password)
-    headers["authorization"] = `Basic ${Buffer.from(`${config.user}:${secret}`).toString("base64")}`
-  }
-  const retrySchedule = Schedule.exponential(Duration.millis(100), 2).pipe(
-    Schedule.jittered,
-    Schedule.intersect(Schedule.recurs(config.retries ?? defaultRetries))
-  )
-
-  const sendOnce = (url: string, body: string): Effect.Effect<HttpAnswer, Transient> =>
-    Effect.tryPromise({
-      try: async (signal) => {
-        // Redirects are followed by hand: fetch would turn a 301'd POST into a body-less GET.
-        const response = await fetch(url, { method: "POST", headers, body, redirect: "manual", signal })
-        return { status: response.status, location: response.headers.get("location"), body: await response.text() }
-      },
-      catch: (error) => {
-        const code = errorCode(error)
-        return new Transient({
-          detail: `rqlite request failed: ${code ?? String(error)}`,
-          unsent: code !== undefined && unsentCodes.has(code)
-        })
-      }
-    }).pipe(
-      Effect.timeoutFail({
-        duration: timeout,
-        onTimeout: () => new Transient({ detail: `rqlite did not answer within ${Duration.format(timeout)}`, unsent: false })
-      })
-    )
-
-  const send = (url: string, body: string, hops: number): Effect.Effect<ResponseJson, Transient | StoreError> =>
-    Effect.flatMap(sendOnce(url, body), (answer) => {
-      const { status } = answer
-      if (status >= 300 && status < 400 && answer.location !== null && hops < maxRedirects) {
-        return send(new URL(answer.location, url).toString(), body, hops + 1)
-      }
-      if (status === 503) {
-        // rqlite answers 503 before touching the log: no leader, or the node is not ready.
-        return Effect.fail(new Transient({ detail: `rqlite unavailable: ${answer.body.trim()}`, unsent: true }))
-      }
-      if (status === 400 || (status === 500 && answer.body.startsWith("SQL rewrite"))) {
-        return Effect.fail(new StoreError({ reason: "statement", detail: `rqlite rejected the request: ${answer.body.trim()}` }))
-      }
-      if (status !== 200) {
-        // 401/403 (bad credentials), 408 (queue timeout), other 5xx: the store cannot answer.
-        return Effect.fail(
-          new StoreError({ reason: "unavailable", detail: `rqlite answered ${status}: ${answer.body.trim()}` })
-        )
-      }
-      return decodeResponse(answer.body).pipe(
-        Effect.mapError((error) => new StoreError({ reason: "statement", detail: `unexpected rqlite answer: ${error.message}` })),
-        Effect.flatMap((response) =>
-          // A top-level error is the cluster's, not the statement's: Raft apply timed out,
-          // leadership moved mid-commit, forwarding to the leader failed.
-          response.error === undefined
-            ? Effect.succeed(response)
-            : Effect.fail(new Transient({ detail: `rqlite: ${response.error}`, unsent: false }))
-        )
-      )
-    })
+  const http = rqliteHttp(config)
 
   /** One request with its deadline and bounded retries; `idempotent` lets ambiguous failures retry. */
   const post = (
@@ -182,12 +74,11 @@ const make = (config: RqliteConfig): RegistryStoreService => {
     statements: ReadonlyArray<Statement>,
     idempotent: boolean
   ): Effect.Effect<ReadonlyArray<ResultJson>, StoreError> =>
-    Effect.suspend(() => send(`${base}${path}`, JSON.stringify(statements.map(toRqliteStatement)), 0)).pipe(
-      Effect.retry({
-        schedule: retrySchedule,
-        while: (error) => error._tag === "Transient" && (error.unsent || idempotent)
-      }),
-      Effect.catchTag("Transient", (error) => Effect.fail(new StoreError({ reason: "unavailable", detail: error.detail }))),
+    http.post(path, JSON.stringify(statements.map(toRqliteStatement)), idempotent).pipe(
+      Effect.flatMap(decodeResponse),
+      Effect.mapError((error) =>
+        error._tag === "StoreError" ? error : new StoreError({ reason: "statement", detail: `unexpected rqlite answer: ${error.message}` })
+      ),
       Effect.map((response) => response.results ?? [])
     )
 

@@ -139,6 +139,20 @@ export const migrations: ReadonlyArray<Migration> = [
       )`,
       `CREATE UNIQUE INDEX IF NOT EXISTS device_requests_user_code ON device_requests (namespace, user_code)`
     ]
+  },
+  {
+    id: 4,
+    name: "node_local_databases",
+    statements: [
+      // A node-local database lives in one file on its home node; the registry says which node,
+      // so any gateway can route to it. Backups (issue storage) add rows of their own.
+      `CREATE TABLE IF NOT EXISTS local_databases (
+        namespace TEXT NOT NULL,
+        name TEXT NOT NULL,
+        home_node TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        PRIMARY KEY (namespace, name)
+      )`
+    ]
   }
 ]
-

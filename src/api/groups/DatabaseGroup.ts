@@ -1,0 +1,67 @@
+/** Node-local databases (spec §4.2; control plane: admin key or wallet with role developer or above). */
+import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+import { Schema } from "effect"
+import { Wire } from "../../domain/Errors.js"
+import { strict, UnixSeconds } from "../Wire.js"
+
+export const DatabaseName = Schema.String.pipe(
+  Schema.pattern(/^[A-Za-z0-9_-]{1,64}$/, {
+    message: () => "database_name: 1-64 letters, digits, underscores or hyphens"
+  })
+).annotations({ description: "1-64 of A-Z, a-z, 0-9, _ and -" })
+
+/** A bound parameter: JSON scalars only (booleans bind as 1 and 0). */
+export const SqlArg = Schema.Union(Schema.String, Schema.Number, Schema.Boolean, Schema.Null).annotations({
+  identifier: "SqlArg"
+})
+export const SqlArgs = Schema.Array(SqlArg).pipe(Schema.maxItems(32_766))
+
+export const NameRequest = strict(Schema.Struct({ database_name: DatabaseName })).annotations({ identifier: "DatabaseNameRequest" })
+export const QueryRequest = strict(
+  Schema.Struct({
+    database_name: DatabaseName,
+    query: Schema.String.annotations({ description: "one SQL statement with ? placeholders" }),
+    params: Schema.optional(SqlArgs)
+  })
+).annotations({ identifier: "DatabaseQuery" })
+
+export const DatabaseCreated = Schema.Struct({
+  name: Schema.String,
+  home_node: Schema.String,
+  created_at: UnixSeconds
+}).annotations({ identifier: "DatabaseCreated" })
+
+/** A read answers rows; a write answers its counts (spec §2.2). */
+export const QueryAnswer = Schema.Union(
+  Schema.Struct({ columns: Schema.Array(Schema.String), rows: Schema.Array(Schema.Array(Schema.Unknown)) }),
+  Schema.Struct({ rows_affected: Schema.Int, last_insert_id: Schema.Int })
+).annotations({ identifier: "DatabaseQueryAnswer" })
+
+export const DatabaseList = Schema.Struct({
+  databases: Schema.Array(
+    Schema.Struct({
+      name: Schema.String,
+      size_bytes: Schema.Int,
+      backup_cid: Schema.NullOr(Schema.String),
+      created_at: UnixSeconds
+    })
+  ),
+  count: Schema.Int
+}).annotations({ identifier: "DatabaseList" })
+
+export const DatabaseDeleted = Schema.Struct({ name: Schema.String, deleted: Schema.Literal(true) }).annotations({
+  identifier: "DatabaseDeleted"
+})
+
+export class DatabaseGroup extends HttpApiGroup.make("databases")
+  .add(HttpApiEndpoint.post("create", "/v1/db/sqlite/create").setPayload(NameRequest).addSuccess(DatabaseCreated, { status: 201 }))
+  .add(HttpApiEndpoint.post("query", "/v1/db/sqlite/query").setPayload(QueryRequest).addSuccess(QueryAnswer))
+  .add(HttpApiEndpoint.get("list", "/v1/db/sqlite/list").addSuccess(DatabaseList))
+  .add(HttpApiEndpoint.post("delete", "/v1/db/sqlite/delete").setPayload(NameRequest).addSuccess(DatabaseDeleted))
+  .addError(Wire.BadRequest)
+  .addError(Wire.Forbidden)
+  .addError(Wire.NotFound)
+  .addError(Wire.Conflict)
+  .addError(Wire.PayloadTooLarge)
+  .addError(Wire.RateLimited)
+  .addError(Wire.Unavailable) {}

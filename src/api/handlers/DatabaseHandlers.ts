@@ -1,0 +1,63 @@
+import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
+import { Effect } from "effect"
+import { wideRefusal } from "../../domain/Errors.js"
+import { LocalDatabases } from "../../layers/sql/LocalDatabases.js"
+import type { SqlRefused } from "../../layers/sql/SqlRefused.js"
+import { PorticoApi } from "../Api.js"
+import { toUnixSeconds } from "../Wire.js"
+import { requirePrincipal } from "./Principal.js"
+
+/** A database service's refusal as the API error of its status. */
+export const sqlHttp = (e: SqlRefused) => wideRefusal(e.status, e.reason, e.code, e.hint, e.retryAfterSeconds)
+
+/** Answers are built as JSON text by the engine so 64-bit integers keep every digit. */
+export const rawJson = (text: string) => HttpServerResponse.text(text, { contentType: "application/json" })
+
+const bind = (params: ReadonlyArray<string | number | boolean | null>) =>
+  params.map((p) => (typeof p === "boolean" ? (p ? 1 : 0) : p))
+
+export const DatabaseHandlers = HttpApiBuilder.group(PorticoApi, "databases", (handlers) =>
+  Effect.gen(function* () {
+    const databases = yield* LocalDatabases
+    return handlers
+      .handle("create", ({ payload }) =>
+        Effect.gen(function* () {
+          const caller = yield* requirePrincipal
+          const record = yield* Effect.mapError(databases.create(caller, payload.database_name), sqlHttp)
+          return { name: record.name, home_node: record.homeNode, created_at: toUnixSeconds(record.createdAt) }
+        })
+      )
+      .handle("query", ({ payload }) =>
+        Effect.gen(function* () {
+          const caller = yield* requirePrincipal
+          const json = yield* Effect.mapError(
+            databases.query(caller, payload.database_name, payload.query, bind(payload.params ?? [])),
+            sqlHttp
+          )
+          return rawJson(json)
+        })
+      )
+      .handle("list", () =>
+        Effect.gen(function* () {
+          const caller = yield* requirePrincipal
+          const list = yield* Effect.mapError(databases.list(caller), sqlHttp)
+          return {
+            databases: list.map((d) => ({
+              name: d.name,
+              size_bytes: d.sizeBytes,
+              backup_cid: d.backupCid,
+              created_at: toUnixSeconds(d.createdAt)
+            })),
+            count: list.length
+          }
+        })
+      )
+      .handle("delete", ({ payload }) =>
+        Effect.gen(function* () {
+          const caller = yield* requirePrincipal
+          yield* Effect.mapError(databases.delete(caller, payload.database_name), sqlHttp)
+          return { name: payload.database_name, deleted: true as const }
+        })
+      )
+  })
+)

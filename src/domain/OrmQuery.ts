@@ -1,0 +1,122 @@
+/**
+ * The ORM routes' structured requests (spec §2.3) turned into one SELECT with bound arguments.
+ * Table and column names given as data are quoted as identifiers, so they can never be read as
+ * SQL; expression fragments (select lists, where clauses, join conditions, ordering) are SQL by
+ * design, and the assembled statement goes through the SQL guard like any other.
+ */
+
+/** A value bound to a `?` parameter; booleans bind as 1 and 0, as SQLite stores them. */
+export type OrmValue = string | number | boolean | null
+
+export interface OrmJoin {
+  /** INNER (default), LEFT or CROSS. */
+  readonly kind?: "INNER" | "LEFT" | "CROSS" | undefined
+  readonly table: string
+  readonly alias?: string | undefined
+  /** The join condition, an SQL expression. */
+  readonly on?: string | undefined
+}
+
+export interface OrmWhere {
+  /** How this clause joins the ones before it; AND by default. */
+  readonly conj?: "AND" | "OR" | undefined
+  /** An SQL expression with `?` placeholders. */
+  readonly expr: string
+  readonly args?: ReadonlyArray<OrmValue> | undefined
+}
+
+export interface OrmShaping {
+  readonly joins?: ReadonlyArray<OrmJoin> | undefined
+  readonly order_by?: ReadonlyArray<string> | undefined
+  readonly group_by?: ReadonlyArray<string> | undefined
+  readonly limit?: number | undefined
+  readonly offset?: number | undefined
+}
+
+export interface OrmSelect extends OrmShaping {
+  readonly table: string
+  readonly alias?: string | undefined
+  readonly select?: ReadonlyArray<string> | undefined
+  readonly where?: ReadonlyArray<OrmWhere> | undefined
+}
+
+export interface OrmFind {
+  readonly table: string
+  /** Column → value; all must match (`IS NULL` for null). */
+  readonly criteria: Readonly<Record<string, OrmValue>>
+  readonly options?: OrmShaping | undefined
+}
+
+export interface BuiltQuery {
+  readonly sql: string
+  readonly params: ReadonlyArray<string | number | null>
+}
+
+/** An identifier as SQLite reads a double-quoted one: doubled quotes inside. */
+export const quoteIdentifier = (name: string): string => `"${name.replaceAll('"', '""')}"`
+
+/** A criterion's column: `table.column` names a joined table's column. */
+const quoteColumn = (name: string): string => {
+  const dot = name.indexOf(".")
+  return dot > 0 ? `${quoteIdentifier(name.slice(0, dot))}.${quoteIdentifier(name.slice(dot + 1))}` : quoteIdentifier(name)
+}
+
+const bind = (v: OrmValue): string | number | null => (typeof v === "boolean" ? (v ? 1 : 0) : v)
+
+const shaping = (s: OrmShaping, params: Array<string | number | null>, oneRow: boolean): string => {
+  let sql = ""
+  if (s.group_by !== undefined && s.group_by.length > 0) sql += ` GROUP BY ${s.group_by.join(", ")}`
+  if (s.order_by !== undefined && s.order_by.length > 0) sql += ` ORDER BY ${s.order_by.join(", ")}`
+  const limit = oneRow ? 1 : s.limit
+  if (limit !== undefined) {
+    sql += " LIMIT ?"
+    params.push(limit)
+  }
+  if (s.offset !== undefined) {
+    // SQLite has no OFFSET without LIMIT: -1 is its "no limit"
+    if (limit === undefined) sql += " LIMIT -1"
+    sql += " OFFSET ?"
+    params.push(s.offset)
+  }
+  return sql
+}
+
+const joins = (list: ReadonlyArray<OrmJoin> | undefined): string =>
+  (list ?? [])
+    .map((j) => {
+      const alias = j.alias === undefined ? "" : ` AS ${quoteIdentifier(j.alias)}`
+      const on = j.on === undefined || j.kind === "CROSS" ? "" : ` ON ${j.on}`
+      return ` ${j.kind ?? "INNER"} JOIN ${quoteIdentifier(j.table)}${alias}${on}`
+    })
+    .join("")
+
+/** `select`: the table, optional columns, clauses, joins and shaping; `oneRow` adds LIMIT 1. */
+export const buildSelect = (s: OrmSelect, oneRow: boolean): BuiltQuery => {
+  const params: Array<string | number | null> = []
+  const columns = s.select === undefined || s.select.length === 0 ? "*" : s.select.join(", ")
+  const alias = s.alias === undefined ? "" : ` AS ${quoteIdentifier(s.alias)}`
+  let sql = `SELECT ${columns} FROM ${quoteIdentifier(s.table)}${alias}${joins(s.joins)}`
+  const where = s.where ?? []
+  where.forEach((w, i) => {
+    sql += i === 0 ? " WHERE " : ` ${w.conj ?? "AND"} `
+    sql += `(${w.expr})`
+    for (const a of w.args ?? []) params.push(bind(a))
+  })
+  sql += shaping(s, params, oneRow)
+  return { sql, params }
+}
+
+/** `find` and `find-one`: equality on every criterion. */
+export const buildFind = (f: OrmFind, oneRow: boolean): BuiltQuery => {
+  const params: Array<string | number | null> = []
+  const conditions = Object.entries(f.criteria).map(([column, value]) => {
+    if (value === null) return `${quoteColumn(column)} IS NULL`
+    params.push(bind(value))
+    return `${quoteColumn(column)} = ?`
+  })
+  const options = f.options ?? {}
+  let sql = `SELECT * FROM ${quoteIdentifier(f.table)}${joins(options.joins)}`
+  if (conditions.length > 0) sql += ` WHERE ${conditions.join(" AND ")}`
+  sql += shaping(options, params, oneRow)
+  return { sql, params }
+}

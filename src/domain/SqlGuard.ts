@@ -1,0 +1,423 @@
+/**
+ * What tenant SQL may do, decided over SQLite's own tokens (SqlTokens) so a guard never reads a
+ * name, string or statement break differently from the database: one statement per call, its
+ * kind, and the shapes refused on node-local databases and on the shared cluster SQL store.
+ *
+ * Deny-lists compare loosely (ASCII case folding like SQLite's, surrounding whitespace trimmed) and
+ * allow-lists exactly, so every mismatch between this module and SQLite errs towards refusing.
+ */
+import { type Token, tokenize } from "./SqlTokens.js"
+
+export type StatementKind = "read" | "write"
+
+/** Why a statement is refused. `status` 400 = malformed/not allowed shape, 403 = SQL_NOT_ALLOWED. */
+export interface SqlRefusal {
+  readonly status: 400 | 403
+  readonly code: "SQL_NOT_ALLOWED" | "VALIDATION_FAILED"
+  readonly reason: string
+}
+
+export interface Inspected {
+  readonly kind: StatementKind
+  /** Upper-case main keyword, e.g. "SELECT", "INSERT", "CREATE"; "EXPLAIN" for any EXPLAIN; "" when none. */
+  readonly verb: string
+  /** Every token of the submitted text, whitespace and comments included. */
+  readonly tokens: ReadonlyArray<Token>
+}
+
+export type Checked =
+  | { readonly ok: true; readonly statement: Inspected }
+  | { readonly ok: false; readonly refusal: SqlRefusal }
+
+const invalid = (reason: string): Checked => ({
+  ok: false,
+  refusal: { status: 400, code: "VALIDATION_FAILED", reason }
+})
+
+const notAllowed = (reason: string): Checked => ({
+  ok: false,
+  refusal: { status: 403, code: "SQL_NOT_ALLOWED", reason }
+})
+
+// SQLite folds only ASCII letters when it compares keywords and names (sqlite3StrICmp); JS case
+// mapping would also fold e.g. the Kelvin sign into "k" and name a table SQLite considers different.
+const asciiUpper = (text: string): string => text.replace(/[a-z]+/g, (letters) => letters.toUpperCase())
+const asciiLower = (text: string): string => text.replace(/[A-Z]+/g, (letters) => letters.toLowerCase())
+
+/** A name as deny-lists compare it: trimmed (a padded name is refused too), ASCII-lower-cased. */
+const nameKey = (value: string): string => asciiLower(value.trim())
+
+/** Tokens SQLite acts on: whitespace and comments dropped. */
+const significant = (tokens: ReadonlyArray<Token>): ReadonlyArray<Token> =>
+  tokens.filter((token) => token.kind !== "whitespace")
+
+/** The upper-cased word when the token is a bare identifier (only bare words can be keywords). */
+const bareWord = (token: Token | undefined): string =>
+  token !== undefined && token.kind === "identifier" && token.quoted !== true ? asciiUpper(token.value) : ""
+
+const isWord = (token: Token | undefined, word: string): boolean => bareWord(token) === word
+
+const isPunct = (token: Token | undefined, text: string): boolean =>
+  token !== undefined && token.kind === "operator" && token.text === text
+
+/** Tokens SQLite may take as a name: identifiers in any quoting and, where its grammar says `nm`, string literals. */
+const isNameToken = (token: Token | undefined): token is Token =>
+  token !== undefined && (token.kind === "identifier" || token.kind === "string")
+
+/** Index just past the parenthesised group opening at `open`; undefined when it never closes. */
+const skipParens = (tokens: ReadonlyArray<Token>, open: number): number | undefined => {
+  let depth = 0
+  for (let i = open; i < tokens.length; i++) {
+    // Parentheses inside strings and quoted names are inside those tokens, so they never count.
+    if (isPunct(tokens[i], "(")) depth++
+    else if (isPunct(tokens[i], ")")) depth--
+    if (depth === 0) return i + 1
+  }
+  return undefined
+}
+
+/**
+ * Index of the main verb after `WITH [RECURSIVE] name [(cols)] AS [NOT] [MATERIALIZED] (...) [, ...]`
+ * starting at the WITH token; undefined when the clause does not have that shape.
+ */
+const skipWith = (tokens: ReadonlyArray<Token>, at: number): number | undefined => {
+  let i = at + 1
+  if (isWord(tokens[i], "RECURSIVE")) i++
+  for (;;) {
+    // A CTE name is SQLite's `nm`, which also admits a string literal.
+    if (!isNameToken(tokens[i])) return undefined
+    i++
+    if (isPunct(tokens[i], "(")) {
+      const afterColumns = skipParens(tokens, i)
+      if (afterColumns === undefined) return undefined
+      i = afterColumns
+    }
+    if (!isWord(tokens[i], "AS")) return undefined
+    i++
+    if (isWord(tokens[i], "NOT")) i++
+    if (isWord(tokens[i], "MATERIALIZED")) i++
+    if (!isPunct(tokens[i], "(")) return undefined
+    const afterBody = skipParens(tokens, i)
+    if (afterBody === undefined) return undefined
+    i = afterBody
+    if (!isPunct(tokens[i], ",")) return i
+    i++
+  }
+}
+
+/** How a statement opens, over its significant tokens. */
+interface Head {
+  /** The first word ("" when the statement does not open with a bare word). */
+  readonly first: string
+  readonly explain: boolean
+  /** The verb after EXPLAIN [QUERY PLAN] and any WITH clause; "WITH" when that clause is unreadable. */
+  readonly verb: string
+  /** Index of `verb` in the significant tokens. */
+  readonly at: number
+  readonly unreadableWith: boolean
+}
+
+const head = (tokens: ReadonlyArray<Token>): Head => {
+  let i = 0
+  while (isPunct(tokens[i], ";")) i++
+  const first = bareWord(tokens[i])
+  const explain = first === "EXPLAIN"
+  if (explain) {
+    i++
+    if (isWord(tokens[i], "QUERY") && isWord(tokens[i + 1], "PLAN")) i += 2
+  }
+  if (isWord(tokens[i], "WITH")) {
+    const verbAt = skipWith(tokens, i)
+    if (verbAt === undefined) return { first, explain, verb: "WITH", at: i, unreadableWith: true }
+    i = verbAt
+  }
+  return { first, explain, verb: bareWord(tokens[i]), at: i, unreadableWith: false }
+}
+
+const WRITE_VERBS: ReadonlySet<string> = new Set([
+  "INSERT",
+  "UPDATE",
+  "DELETE",
+  "CREATE",
+  "DROP",
+  "ALTER",
+  "TRUNCATE",
+  "REPLACE"
+])
+
+/**
+ * Statement kind: writes are INSERT, UPDATE, DELETE, CREATE, DROP, ALTER, TRUNCATE, REPLACE, also
+ * behind a WITH clause; EXPLAIN of anything and every other verb is a read. A WITH clause that
+ * cannot be followed to its verb counts as a write, the stricter kind (SQLite will reject it anyway).
+ */
+export const statementKind = (tokens: ReadonlyArray<Token>): { readonly kind: StatementKind; readonly verb: string } => {
+  const opening = head(significant(tokens))
+  if (opening.explain) return { kind: "read", verb: "EXPLAIN" }
+  if (opening.unreadableWith) return { kind: "write", verb: "WITH" }
+  return { kind: WRITE_VERBS.has(opening.verb) ? "write" : "read", verb: opening.verb }
+}
+
+// Statement ends, as sqlite3_complete (complete.c) finds them: a `;` ends a statement except inside
+// a CREATE TRIGGER body, which only `; END ;` ends. Token classes and states keep complete.c's numbers.
+const SEMI = 0
+const WS = 1
+const OTHER = 2
+const START = 1
+const NORMAL = 2
+const TRANSITIONS: ReadonlyArray<ReadonlyArray<number>> = [
+  /*                SEMI  WS  OTHER  EXPLAIN  CREATE  TEMP  TRIGGER  END */
+  /* 0 INVALID */ [1, 0, 2, 3, 4, 2, 2, 2],
+  /* 1 START   */ [1, 1, 2, 3, 4, 2, 2, 2],
+  /* 2 NORMAL  */ [1, 2, 2, 2, 2, 2, 2, 2],
+  /* 3 EXPLAIN */ [1, 3, 3, 2, 4, 2, 2, 2],
+  /* 4 CREATE  */ [1, 4, 2, 2, 2, 4, 5, 2],
+  /* 5 TRIGGER */ [6, 5, 5, 5, 5, 5, 5, 5],
+  /* 6 SEMI    */ [6, 6, 5, 5, 5, 5, 5, 7],
+  /* 7 END     */ [1, 7, 5, 5, 5, 5, 5, 5]
+]
+const TRIGGER_WORDS: Readonly<Record<string, number>> = { EXPLAIN: 3, CREATE: 4, TEMP: 5, TEMPORARY: 5, TRIGGER: 6, END: 7 }
+
+const tokenClass = (token: Token): number => {
+  if (token.kind === "whitespace") return WS
+  if (isPunct(token, ";")) return SEMI
+  return TRIGGER_WORDS[bareWord(token)] ?? OTHER
+}
+
+/** Statements in the text; empty ones (`;` alone) do not count. */
+const countStatements = (tokens: ReadonlyArray<Token>): number => {
+  let state = START
+  let count = 0
+  let open = false
+  for (const token of tokens) {
+    const tokenKind = tokenClass(token)
+    const next = TRANSITIONS[state]?.[tokenKind] ?? NORMAL
+    if (tokenKind === SEMI && next === START) {
+      if (open) count++
+      open = false
+    } else if (tokenKind !== WS && tokenKind !== SEMI) {
+      open = true
+    }
+    state = next
+  }
+  return open ? count + 1 : count
+}
+
+const describeIllegal = (token: Token): string => {
+  const opening = token.text.charAt(0)
+  if (opening === "\u0000") return "SQL text contains a NUL character"
+  if (opening === "'") return "unterminated string literal"
+  if (opening === '"' || opening === "`" || opening === "[") return "unterminated quoted identifier"
+  const shown = token.text.length > 32 ? `${token.text.slice(0, 32)}…` : token.text
+  return `unrecognized token: ${JSON.stringify(shown)}`
+}
+
+/**
+ * Exactly one statement: before and after it only whitespace, comments and `;`s. Blank text is
+ * "empty statement", a second statement "one statement per call", and a token SQLite would reject
+ * (unterminated string, stray character) a 400 as well. An unterminated block comment is a
+ * comment to the end of the text, as in SQLite.
+ */
+export const singleStatement = (sql: string): Checked => {
+  const tokens = tokenize(sql)
+  const illegal = tokens.find((token) => token.kind === "illegal")
+  if (illegal !== undefined) return invalid(describeIllegal(illegal))
+  const count = countStatements(tokens)
+  if (count === 0) return invalid("empty statement")
+  if (count > 1) return invalid("one statement per call")
+  return { ok: true, statement: { ...statementKind(tokens), tokens } }
+}
+
+/** Extension loading, raw database pages, the fts3 tokenizer pointer hook and the shell's file functions. */
+const BLOCKED_NAMES: ReadonlySet<string> = new Set([
+  "load_extension",
+  "sqlite_dbpage",
+  "fts3_tokenizer",
+  "readfile",
+  "writefile"
+])
+
+/**
+ * Refusal for a blocked function or table anywhere in the statement. `edit` (a shell-only
+ * function) is refused only when called, since it is also a common column name.
+ */
+const blockedName = (tokens: ReadonlyArray<Token>, i: number, key: string): string | undefined => {
+  if (BLOCKED_NAMES.has(key)) return `${key} is not allowed`
+  if (key === "edit" && tokens[i]?.kind === "identifier" && isPunct(tokens[i + 1], "(")) return "edit() is not allowed"
+  return undefined
+}
+
+/** The first refusal `rule` gives for a name-bearing token (identifier or string), with its trimmed lower-case key. */
+const firstNameRefusal = (
+  tokens: ReadonlyArray<Token>,
+  rule: (key: string, i: number) => string | undefined
+): string | undefined => {
+  for (let i = 0; i < tokens.length; i++) {
+    const token = tokens[i]
+    if (!isNameToken(token)) continue
+    const reason = rule(nameKey(token.value), i)
+    if (reason !== undefined) return reason
+  }
+  return undefined
+}
+
+/** Pragmas a tenant may run on its own database file: introspection, integrity, and its own settings. */
+export const LOCAL_PRAGMAS: ReadonlySet<string> = new Set([
+  "table_info",
+  "table_list",
+  "index_list",
+  "index_info",
+  "foreign_key_list",
+  "foreign_key_check",
+  "foreign_keys",
+  "defer_foreign_keys",
+  "user_version",
+  "application_id",
+  "integrity_check",
+  "quick_check",
+  "page_count",
+  "freelist_count",
+  "optimize"
+])
+
+const PRAGMA_PREFIX = "pragma_"
+
+/** `PRAGMA [main.]name [= value | (arg)]`, with name and schema compared exactly (allow-list). */
+const localPragmaRefusal = (tokens: ReadonlyArray<Token>, at: number): string | undefined => {
+  let name = tokens[at + 1]
+  if (isPunct(tokens[at + 2], ".")) {
+    const schema = name
+    name = tokens[at + 3]
+    if (!isNameToken(schema) || asciiLower(schema.value) !== "main") return "PRAGMA on a schema other than main is not allowed"
+  }
+  if (!isNameToken(name)) return "PRAGMA without a name is not allowed"
+  const key = asciiLower(name.value)
+  return LOCAL_PRAGMAS.has(key) ? undefined : `PRAGMA ${key} is not allowed`
+}
+
+/**
+ * Node-local databases (/v1/db/sqlite/query), the tenant's own file: reserved platform names are
+ * fine here. Refused (403): ATTACH, DETACH, VACUUM INTO (plain VACUUM is fine), PRAGMA outside
+ * LOCAL_PRAGMAS or on a schema other than main, table-valued `pragma_<name>` outside LOCAL_PRAGMAS,
+ * and the blocked functions and tables (load_extension, sqlite_dbpage, fts3_tokenizer, readfile,
+ * writefile, edit()). The verb is also looked for behind EXPLAIN, since SQLite applies some
+ * pragmas while preparing a statement, before EXPLAIN's "do not run" could matter.
+ */
+export const guardLocalSql = (sql: string): Checked => {
+  const checked = singleStatement(sql)
+  if (!checked.ok) return checked
+  const tokens = significant(checked.statement.tokens)
+  const opening = head(tokens)
+  const verbs = [opening.first, opening.verb]
+  for (const verb of ["ATTACH", "DETACH"]) {
+    if (verbs.includes(verb)) return notAllowed(`${verb} is not allowed`)
+  }
+  if (verbs.includes("VACUUM") && tokens.some((token) => isWord(token, "INTO"))) return notAllowed("VACUUM INTO is not allowed")
+  if (opening.verb === "PRAGMA") {
+    const reason = localPragmaRefusal(tokens, opening.at)
+    if (reason !== undefined) return notAllowed(reason)
+  }
+  const reason = firstNameRefusal(tokens, (key, i) => {
+    // Strings too: SQLite accepts a string literal as a table name (`FROM 'pragma_x'`).
+    if (key.startsWith(PRAGMA_PREFIX) && !LOCAL_PRAGMAS.has(key.slice(PRAGMA_PREFIX.length))) {
+      return `table-valued pragma ${key} is not allowed`
+    }
+    return blockedName(tokens, i, key)
+  })
+  return reason === undefined ? checked : notAllowed(reason)
+}
+
+/**
+ * Platform tables in the shared cluster store, lower-case; any `portico_*` name is reserved too.
+ * `sqlite_sequence` is deliberately absent: tenants' AUTOINCREMENT tables need it.
+ */
+export const RESERVED_TABLES: ReadonlySet<string> = new Set([
+  "keys",
+  "api_keys",
+  "grants",
+  "sessions",
+  "nonces",
+  "operators",
+  "namespaces",
+  "namespace_members",
+  "members",
+  "devices",
+  "device_links",
+  "mesh_peers",
+  "peers",
+  "function_secrets",
+  "secrets",
+  "deployments",
+  "deployment_domains",
+  "deployment_history",
+  "domains",
+  "functions",
+  "function_triggers",
+  "triggers",
+  "content_ownership",
+  "pins",
+  "pin_refs",
+  "audit",
+  "audit_log",
+  "signing_keys",
+  "rate_limits",
+  "push_topics",
+  "push_devices",
+  "fetch_caps",
+  "effect_sql_migrations",
+  "registry",
+  // every table of our own registry (src/layers/registry/migrations.ts), by name
+  "auth_challenges",
+  "refresh_tokens",
+  "proof_nonces",
+  "device_requests",
+  "local_databases",
+  "local_database_backups"
+])
+
+const RESERVED_PREFIX = "portico_"
+
+/**
+ * True when a name (e.g. a table given as data in ORM requests) is reserved: in RESERVED_TABLES or
+ * starting with `portico_`, ignoring ASCII case and surrounding whitespace. Lookalike characters
+ * (Cyrillic "е" in "kеys") are not folded: SQLite treats them as a different, unrelated name.
+ */
+export const isReservedName = (name: string): boolean => {
+  const key = nameKey(name)
+  return RESERVED_TABLES.has(key) || key.startsWith(RESERVED_PREFIX)
+}
+
+const CLUSTER_REFUSED_VERBS: ReadonlySet<string> = new Set(["ATTACH", "DETACH", "PRAGMA", "VACUUM"])
+
+/** `CREATE [TEMP|TEMPORARY] TRIGGER` at the statement's verb. */
+const createsTrigger = (tokens: ReadonlyArray<Token>, opening: Head): boolean => {
+  if (opening.verb !== "CREATE") return false
+  const next = bareWord(tokens[opening.at + 1])
+  return next === "TRIGGER" || ((next === "TEMP" || next === "TEMPORARY") && isWord(tokens[opening.at + 2], "TRIGGER"))
+}
+
+/**
+ * Cluster SQL store (/v1/rqlite/*), for every caller. Refused (403): ATTACH, DETACH, PRAGMA and
+ * VACUUM as first word or main verb; CREATE [TEMP] TRIGGER; any identifier (bare or quoted in any
+ * style) or string literal naming a reserved table (see isReservedName), which also catches
+ * schema-qualified names, since `main . "keys"` is still a `keys` token, and literals such as
+ * `pragma_table_info('keys')` or `sqlite_master WHERE name = 'keys'`; any `pragma_*` name
+ * (table-valued pragmas); and the blocked functions and tables. Comments are never looked at.
+ * A literal that merely equals a reserved name (`VALUES ('keys')`) is refused too: the guard
+ * cannot tell data from a name, and refusing is the safe side.
+ */
+export const guardClusterSql = (sql: string): Checked => {
+  const checked = singleStatement(sql)
+  if (!checked.ok) return checked
+  const tokens = significant(checked.statement.tokens)
+  const opening = head(tokens)
+  for (const verb of [opening.first, opening.verb]) {
+    if (CLUSTER_REFUSED_VERBS.has(verb)) return notAllowed(`${verb} is not allowed`)
+  }
+  if (createsTrigger(tokens, opening)) return notAllowed("CREATE TRIGGER is not allowed")
+  const reason = firstNameRefusal(tokens, (key, i) => {
+    if (RESERVED_TABLES.has(key) || key.startsWith(RESERVED_PREFIX)) return `${key} is a reserved name`
+    if (key.startsWith(PRAGMA_PREFIX)) return `table-valued pragma ${key} is not allowed`
+    return blockedName(tokens, i, key)
+  })
+  return reason === undefined ? checked : notAllowed(reason)
+}

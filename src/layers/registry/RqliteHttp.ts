@@ -1,0 +1,147 @@
+/**
+ * rqlite's HTTP API as a transport: deadlines, leader redirects followed by hand, and retries
+ * that never send a write twice unless it certainly never arrived. The registry store and the
+ * tenants' cluster SQL store both speak through it.
+ */
+import { Data, Duration, Effect, Redacted, Schedule } from "effect"
+import { StoreError } from "./RegistryStore.js"
+
+export interface RqliteHttpConfig {
+  /** Base URL of any node (`http://host:4001`); a follower forwards to the leader itself. */
+  readonly url: string
+  readonly user?: string | undefined
+  readonly password?: Redacted.Redacted | undefined
+  /** Deadline of one HTTP attempt. Default 10 s. */
+  readonly timeout?: Duration.DurationInput | undefined
+  /** How many times a retry-safe `unavailable` failure is tried again. Default 3. */
+  readonly retries?: number | undefined
+}
+
+const defaultTimeout = Duration.seconds(10)
+const defaultRetries = 3
+/** A misconfigured cluster could bounce requests between nodes forever. */
+const maxRedirects = 3
+
+/**
+ * A failure that says nothing about the data, only that the cluster did not answer. `unsent`
+ * means the request certainly never reached rqlite (connection refused, or rqlite refused it
+ * before doing anything: no leader), so even a write can be sent again; otherwise only reads are.
+ */
+class Transient extends Data.TaggedError("Transient")<{ readonly detail: string; readonly unsent: boolean }> {}
+
+/** Socket errors raised before a byte of the request left: retrying cannot apply a write twice. */
+const unsentCodes = new Set([
+  "ECONNREFUSED",
+  "ENOTFOUND",
+  "EAI_AGAIN",
+  "EHOSTUNREACH",
+  "ENETUNREACH",
+  "UND_ERR_CONNECT_TIMEOUT"
+])
+
+const errorCode = (error: unknown, depth = 0): string | undefined => {
+  if (typeof error !== "object" || error === null || depth > 4) return undefined
+  if ("code" in error && typeof error.code === "string") return error.code
+  if ("errors" in error && Array.isArray(error.errors)) {
+    for (const inner of error.errors) {
+      const code = errorCode(inner, depth + 1)
+      if (code !== undefined) return code
+    }
+  }
+  return "cause" in error ? errorCode(error.cause, depth + 1) : undefined
+}
+
+interface HttpAnswer {
+  readonly status: number
+  readonly location: string | null
+  readonly body: string
+}
+
+export interface RqliteHttp {
+  /** POSTs a JSON body to `path`; the parsed answer, after rqlite's cluster-level error check. */
+  readonly post: (path: string, body: string, idempotent: boolean) => Effect.Effect<unknown, StoreError>
+  /** Base URL and headers, for the streaming calls (backup, load) that bypass JSON. */
+  readonly base: string
+  readonly headers: Readonly<Record<string, string>>
+  readonly timeout: Duration.Duration
+}
+
+export const rqliteHttp = (config: RqliteHttpConfig): RqliteHttp => {
+  const base = config.url.replace(/\/+$/, "")
+  const timeout = Duration.decode(config.timeout ?? defaultTimeout)
+  const headers: Record<string, string> = { "content-type": "application/json" }
+  if (config.user !== undefined) {
+    const secret = config.password === undefined ? "" : Redacted.value(config.password)
+    headers["authorization"] = `Basic ${Buffer.from(`${config.user}:${secret}`).toString("base64")}`
+  }
+  const retrySchedule = Schedule.exponential(Duration.millis(100), 2).pipe(
+    Schedule.jittered,
+    Schedule.intersect(Schedule.recurs(config.retries ?? defaultRetries))
+  )
+
+  const sendOnce = (url: string, body: string): Effect.Effect<HttpAnswer, Transient> =>
+    Effect.tryPromise({
+      try: async (signal) => {
+        // Redirects are followed by hand: fetch would turn a 301'd POST into a body-less GET.
+        const response = await fetch(url, { method: "POST", headers, body, redirect: "manual", signal })
+        return { status: response.status, location: response.headers.get("location"), body: await response.text() }
+      },
+      catch: (error) => {
+        const code = errorCode(error)
+        return new Transient({
+          detail: `rqlite request failed: ${code ?? String(error)}`,
+          unsent: code !== undefined && unsentCodes.has(code)
+        })
+      }
+    }).pipe(
+      Effect.timeoutFail({
+        duration: timeout,
+        onTimeout: () => new Transient({ detail: `rqlite did not answer within ${Duration.format(timeout)}`, unsent: false })
+      })
+    )
+
+  const send = (url: string, body: string, hops: number): Effect.Effect<unknown, Transient | StoreError> =>
+    Effect.flatMap(sendOnce(url, body), (answer) => {
+      const { status } = answer
+      if (status >= 300 && status < 400 && answer.location !== null && hops < maxRedirects) {
+        return send(new URL(answer.location, url).toString(), body, hops + 1)
+      }
+      if (status === 503) {
+        // rqlite answers 503 before touching the log: no leader, or the node is not ready.
+        return Effect.fail(new Transient({ detail: `rqlite unavailable: ${answer.body.trim()}`, unsent: true }))
+      }
+      if (status === 400 || (status === 500 && answer.body.startsWith("SQL rewrite"))) {
+        return Effect.fail(new StoreError({ reason: "statement", detail: `rqlite rejected the request: ${answer.body.trim()}` }))
+      }
+      if (status !== 200) {
+        // 401/403 (bad credentials), 408 (queue timeout), other 5xx: the store cannot answer.
+        return Effect.fail(
+          new StoreError({ reason: "unavailable", detail: `rqlite answered ${status}: ${answer.body.trim()}` })
+        )
+      }
+      return Effect.try({
+        try: (): unknown => JSON.parse(answer.body),
+        catch: () => new StoreError({ reason: "statement", detail: "rqlite answered something other than JSON" })
+      }).pipe(
+        Effect.flatMap((parsed) => {
+          // A top-level error is the cluster's, not the statement's: Raft apply timed out,
+          // leadership moved mid-commit, forwarding to the leader failed.
+          const error = typeof parsed === "object" && parsed !== null && "error" in parsed ? parsed.error : undefined
+          return typeof error === "string"
+            ? Effect.fail(new Transient({ detail: `rqlite: ${error}`, unsent: false }))
+            : Effect.succeed(parsed)
+        })
+      )
+    })
+
+  const post = (path: string, body: string, idempotent: boolean): Effect.Effect<unknown, StoreError> =>
+    Effect.suspend(() => send(`${base}${path}`, body, 0)).pipe(
+      Effect.retry({
+        schedule: retrySchedule,
+        while: (error) => error._tag === "Transient" && (error.unsent || idempotent)
+      }),
+      Effect.catchTag("Transient", (error) => Effect.fail(new StoreError({ reason: "unavailable", detail: error.detail })))
+    )
+
+  return { post, base, headers, timeout }
+}

@@ -1,0 +1,278 @@
+/**
+ * The cluster SQL store's rules (spec §4.3): the SQL guard on every statement for everyone, the
+ * ORM builders, statement kinds per route, the schema view without reserved tables, and whole
+ * database export and import through the gateway's one transfer slot.
+ */
+import { Context, Effect, Layer, type Scope, Stream } from "effect"
+import { randomBytes } from "node:crypto"
+import { mkdirSync, rmSync, statSync } from "node:fs"
+import { open } from "node:fs/promises"
+import * as path from "node:path"
+import { Code } from "../../domain/Errors.js"
+import type { Principal } from "../../domain/Principal.js"
+import { buildFind, buildSelect, quoteIdentifier, type OrmFind, type OrmSelect, type OrmValue } from "../../domain/OrmQuery.js"
+import { guardClusterSql, isReservedName } from "../../domain/SqlGuard.js"
+import { tokenize } from "../../domain/SqlTokens.js"
+import { Audit } from "../audit/Audit.js"
+import { PorticoConfig } from "../config/PorticoConfig.js"
+import { RegistryStore } from "../registry/RegistryStore.js"
+import { TransferSlot } from "../transfer/TransferSlot.js"
+import { ClusterSqlStore } from "./ClusterSqlStore.js"
+import type { BindValue, StatementOp } from "./SqliteProtocol.js"
+import { SqliteWorkers } from "./SqliteWorkers.js"
+import { fromGuard, fromSqlite, refuse, type SqlRefused } from "./SqlRefused.js"
+
+export interface TransactionOp {
+  readonly kind: "exec" | "query"
+  readonly sql: string
+  readonly args: ReadonlyArray<OrmValue>
+}
+
+/** Ops in one transaction: one Raft entry on rqlite, one SQLite transaction embedded. */
+export const MAX_TRANSACTION_OPS = 1000
+
+export interface ExportedDatabase {
+  /** A snapshot file, removed when the request's scope closes. */
+  readonly file: string
+  readonly size: number
+}
+
+export interface ClusterSqlService {
+  readonly query: (caller: Principal, sql: string, args: ReadonlyArray<OrmValue>) => Effect.Effect<string, SqlRefused>
+  readonly exec: (caller: Principal, sql: string, args: ReadonlyArray<OrmValue>) => Effect.Effect<string, SqlRefused>
+  readonly find: (caller: Principal, request: OrmFind, one: boolean) => Effect.Effect<string, SqlRefused>
+  readonly select: (caller: Principal, request: OrmSelect, one: boolean) => Effect.Effect<string, SqlRefused>
+  readonly transaction: (
+    caller: Principal,
+    ops: ReadonlyArray<TransactionOp>,
+    returnResults: boolean
+  ) => Effect.Effect<string, SqlRefused>
+  /** Tables and views with their CREATE statements, reserved names left out. */
+  readonly schema: (
+    caller: Principal
+  ) => Effect.Effect<ReadonlyArray<{ readonly name: string; readonly type: string; readonly sql: string | null }>, SqlRefused>
+  readonly createTable: (caller: Principal, schema: string) => Effect.Effect<string, SqlRefused>
+  readonly dropTable: (caller: Principal, table: string) => Effect.Effect<string, SqlRefused>
+  /** Holds the transfer slot for the scope (the streamed answer). */
+  readonly exportDb: (caller: Principal) => Effect.Effect<ExportedDatabase, SqlRefused, Scope.Scope>
+  readonly importDb: (
+    caller: Principal,
+    body: Stream.Stream<Uint8Array, unknown>
+  ) => Effect.Effect<{ readonly bytes: number; readonly tables: number }, SqlRefused>
+}
+
+const bind = (args: ReadonlyArray<OrmValue>): ReadonlyArray<BindValue> =>
+  args.map((a) => (typeof a === "boolean" ? (a ? 1 : 0) : a))
+
+/** The first two keywords, upper-cased: `CREATE TABLE`, `CREATE VIRTUAL`, ... */
+const leadingWords = (sql: string): string =>
+  tokenize(sql)
+    .filter((t) => t.kind === "identifier" && t.quoted !== true)
+    .slice(0, 3)
+    .map((t) => t.value.toUpperCase())
+    .join(" ")
+
+/** The SQLite header every database file starts with. */
+const SQLITE_HEADER = Buffer.from("SQLite format 3\0", "latin1")
+
+export class ClusterSql extends Context.Tag("portico/ClusterSql")<ClusterSql, ClusterSqlService>() {
+  static readonly Live = Layer.effect(
+    ClusterSql,
+    Effect.gen(function* () {
+      const stores = yield* ClusterSqlStore
+      const workers = yield* SqliteWorkers
+      const slot = yield* TransferSlot
+      const audit = yield* Audit
+      const registry = yield* RegistryStore
+      const config = yield* PorticoConfig
+      const spool = path.join(config.dataDir, "tmp")
+
+      /** Guards one statement and checks its kind against what the route runs. */
+      const guarded = (sql: string, args: ReadonlyArray<OrmValue>, expect: "read" | "write" | undefined) =>
+        Effect.suspend(() => {
+          const checked = guardClusterSql(sql)
+          if (!checked.ok) return Effect.fail(fromGuard(checked.refusal))
+          const kind = checked.statement.kind
+          if (expect !== undefined && kind !== expect) {
+            return Effect.fail(
+              refuse(
+                400,
+                Code.VALIDATION_FAILED,
+                expect === "read" ? "this route runs reads only" : "this route runs writes only",
+                expect === "read" ? "send writes and DDL to /v1/rqlite/exec" : "send reads to /v1/rqlite/query"
+              )
+            )
+          }
+          return Effect.succeed<StatementOp>({ sql, params: bind(args), kind })
+        })
+
+      const tempFile = (prefix: string) =>
+        Effect.acquireRelease(
+          Effect.sync(() => {
+            mkdirSync(spool, { recursive: true })
+            return path.join(spool, `${prefix}-${randomBytes(8).toString("hex")}.db`)
+          }),
+          (file) => Effect.sync(() => rmSync(file, { force: true }))
+        )
+
+      /** Writes the body to disk as it arrives; the adapter has already capped its length. */
+      const spoolTo = (file: string, body: Stream.Stream<Uint8Array, unknown>) =>
+        Effect.acquireUseRelease(
+          Effect.promise(() => open(file, "wx", 0o600)),
+          (handle) => {
+            let bytes = 0
+            const cut = Stream.mapError(body, () => refuse(400, Code.BAD_REQUEST, "the upload was cut short"))
+            return Stream.runForEach(cut, (chunk) => {
+              bytes += chunk.byteLength
+              return bytes > config.sql.importMaxBytes
+                ? Effect.fail(refuse(413, Code.PAYLOAD_TOO_LARGE, `the import is over ${config.sql.importMaxBytes} bytes`))
+                : Effect.asVoid(Effect.promise(() => handle.write(chunk)))
+            }).pipe(Effect.map(() => bytes))
+          },
+          (handle) => Effect.promise(() => handle.close())
+        )
+
+      /**
+       * The offline check of an uploaded database: a real SQLite file, intact, holding no
+       * triggers and nothing that names a reserved platform table, so loading it cannot plant
+       * what the guard keeps tenants from creating.
+       */
+      const checkImport = (file: string) =>
+        Effect.gen(function* () {
+          const header = Buffer.alloc(SQLITE_HEADER.length)
+          const fd = yield* Effect.promise(() => open(file, "r"))
+          yield* Effect.promise(() => fd.read(header, 0, header.length, 0).finally(() => fd.close()))
+          if (!header.equals(SQLITE_HEADER)) {
+            return yield* Effect.fail(refuse(400, Code.VALIDATION_FAILED, "the body is not a SQLite database file"))
+          }
+          const inspected = yield* workers.run({ op: "inspect", file }, config.sql.transferBudgetMs).pipe(
+            Effect.mapError((f) =>
+              f.kind === "statement" || f.kind === "missing"
+                ? refuse(400, Code.VALIDATION_FAILED, `the database file is damaged: ${f.message}`)
+                : fromSqlite(f)
+            )
+          )
+          if (inspected.type !== "inspected") return yield* Effect.fail(refuse(503, Code.UNAVAILABLE, "inspection failed", "retry", 1))
+          if (inspected.integrity.length !== 1 || inspected.integrity[0] !== "ok") {
+            return yield* Effect.fail(refuse(400, Code.VALIDATION_FAILED, "the database file is damaged (quick_check failed)"))
+          }
+          let tables = 0
+          for (const object of inspected.objects) {
+            // SQLite's own objects (sqlite_sequence, sqlite_stat1, autoindexes) are not the tenant's
+            if (object.name.toLowerCase().startsWith("sqlite_")) continue
+            if (object.type === "trigger") {
+              return yield* Effect.fail(refuse(400, Code.VALIDATION_FAILED, `the file holds a trigger (${object.name}); triggers cannot be imported`))
+            }
+            const named = isReservedName(object.name) || isReservedName(object.tbl_name)
+            const checked = object.sql === null ? undefined : guardClusterSql(object.sql)
+            if (named || (checked !== undefined && !checked.ok)) {
+              return yield* Effect.fail(
+                refuse(400, Code.VALIDATION_FAILED, `the file's ${object.type} "${object.name}" names a reserved platform table`)
+              )
+            }
+            if (object.type === "table") tables++
+          }
+          return tables
+        })
+
+      const service: ClusterSqlService = {
+        query: (caller, sql, args) =>
+          Effect.flatMap(guarded(sql, args, "read"), (op) => stores.engineFor(caller.namespace).statement(op, "counted")),
+        exec: (caller, sql, args) =>
+          Effect.flatMap(guarded(sql, args, "write"), (op) => stores.engineFor(caller.namespace).statement(op, "counted")),
+        find: (caller, request, one) =>
+          Effect.suspend(() => {
+            if (isReservedName(request.table)) return Effect.fail(reservedTable(request.table))
+            const built = buildFind(request, one)
+            return Effect.flatMap(guarded(built.sql, built.params, "read"), (op) =>
+              stores.engineFor(caller.namespace).statement(op, one ? "one" : "items")
+            )
+          }),
+        select: (caller, request, one) =>
+          Effect.suspend(() => {
+            if (isReservedName(request.table)) return Effect.fail(reservedTable(request.table))
+            const built = buildSelect(request, one)
+            return Effect.flatMap(guarded(built.sql, built.params, "read"), (op) =>
+              stores.engineFor(caller.namespace).statement(op, one ? "one" : "items")
+            )
+          }),
+        transaction: (caller, ops, returnResults) =>
+          Effect.gen(function* () {
+            if (ops.length === 0) return yield* Effect.fail(refuse(400, Code.VALIDATION_FAILED, "ops is empty"))
+            if (ops.length > MAX_TRANSACTION_OPS) {
+              return yield* Effect.fail(refuse(413, Code.PAYLOAD_TOO_LARGE, `at most ${MAX_TRANSACTION_OPS} ops per transaction`))
+            }
+            const statements: Array<StatementOp> = []
+            for (const [i, op] of ops.entries()) {
+              const checked = yield* Effect.mapError(guarded(op.sql, op.args, op.kind === "query" ? "read" : "write"), (r) =>
+                refuse(r.status, r.code, `op ${i}: ${r.reason}`, r.hint)
+              )
+              statements.push(checked)
+            }
+            return yield* stores.engineFor(caller.namespace).batch(statements, returnResults)
+          }),
+        schema: (caller) =>
+          Effect.gen(function* () {
+            const text = yield* stores.engineFor(caller.namespace).statement(
+              {
+                sql: "SELECT name, type, sql FROM sqlite_schema WHERE type IN ('table', 'view') AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name",
+                params: [],
+                kind: "read"
+              },
+              "items"
+            )
+            const parsed = JSON.parse(text) as { readonly items: ReadonlyArray<{ name: string; type: string; sql: string | null }> }
+            return parsed.items.filter((t) => !isReservedName(t.name))
+          }),
+        createTable: (caller, schema) =>
+          Effect.gen(function* () {
+            const words = leadingWords(schema)
+            if (!(words.startsWith("CREATE TABLE") || words.startsWith("CREATE VIRTUAL TABLE"))) {
+              return yield* Effect.fail(refuse(400, Code.VALIDATION_FAILED, "schema must be one CREATE TABLE statement"))
+            }
+            const op = yield* guarded(schema, [], "write")
+            const answer = yield* stores.engineFor(caller.namespace).statement(op, "counted")
+            yield* Effect.ignore(Effect.flatMap(audit.entry(caller.namespace, "sql.create_table", caller.subject, "", {}), registry.exec))
+            return answer
+          }),
+        dropTable: (caller, table) =>
+          Effect.gen(function* () {
+            if (isReservedName(table)) return yield* Effect.fail(reservedTable(table))
+            const op = yield* guarded(`DROP TABLE IF EXISTS ${quoteIdentifier(table)}`, [], "write")
+            const answer = yield* stores.engineFor(caller.namespace).statement(op, "counted")
+            yield* Effect.ignore(Effect.flatMap(audit.entry(caller.namespace, "sql.drop_table", caller.subject, table, {}), registry.exec))
+            return answer
+          }),
+        exportDb: (caller) =>
+          Effect.gen(function* () {
+            // held until the answer has streamed (the request's scope), within the budget
+            yield* slot.hold("export")
+            const file = yield* tempFile("export")
+            yield* stores.engineFor(caller.namespace).exportTo(file)
+            yield* Effect.ignore(Effect.flatMap(audit.entry(caller.namespace, "sql.export", caller.subject, "", {}), registry.exec))
+            return { file, size: statSync(file).size }
+          }),
+        importDb: (caller, body) =>
+          Effect.scoped(
+            slot.run(
+              "import",
+              Effect.gen(function* () {
+                const file = yield* tempFile("import")
+                const bytes = yield* spoolTo(file, body)
+                const tables = yield* checkImport(file)
+                yield* stores.engineFor(caller.namespace).importFrom(file)
+                yield* Effect.ignore(
+                  Effect.flatMap(audit.entry(caller.namespace, "sql.import", caller.subject, "", { bytes, tables }), registry.exec)
+                )
+                return { bytes, tables }
+              })
+            )
+          )
+      }
+      return service
+    })
+  )
+}
+
+const reservedTable = (table: string) =>
+  refuse(403, Code.SQL_NOT_ALLOWED, `"${table}" is a reserved platform table name`, "choose another table name")

@@ -1,0 +1,200 @@
+/**
+ * Node-local databases (spec §2.2, §4.2): SQLite files of a namespace on its home node, WAL on.
+ * The registry records each database and its home node; the file lives under
+ * `<dataDir>/databases/<namespace>/<name>.db` and is only ever touched by its worker thread.
+ */
+import { Clock, Context, Effect, Layer } from "effect"
+import { statSync } from "node:fs"
+import * as path from "node:path"
+import { Code } from "../../domain/Errors.js"
+import type { Principal } from "../../domain/Principal.js"
+import { guardLocalSql } from "../../domain/SqlGuard.js"
+import { Audit } from "../audit/Audit.js"
+import { PorticoConfig } from "../config/PorticoConfig.js"
+import { RegistryStore, type StoreError } from "../registry/RegistryStore.js"
+import type { BindValue } from "./SqliteProtocol.js"
+import { SqliteWorkers } from "./SqliteWorkers.js"
+import { fromGuard, fromSqlite, refuse, registryDown, type SqlRefused } from "./SqlRefused.js"
+
+export interface DatabaseRecord {
+  readonly name: string
+  readonly homeNode: string
+  /** Unix milliseconds. */
+  readonly createdAt: number
+}
+
+export interface DatabaseInfo extends DatabaseRecord {
+  /** The file with its write-ahead log. */
+  readonly sizeBytes: number
+  /** The newest backup's CID (content storage records backups). */
+  readonly backupCid: string | null
+}
+
+export interface LocalDatabasesService {
+  readonly create: (caller: Principal, name: string) => Effect.Effect<DatabaseRecord, SqlRefused>
+  /** One statement; the answer's JSON text: `{columns, rows}` for a read, the counts for a write. */
+  readonly query: (
+    caller: Principal,
+    name: string,
+    sql: string,
+    params: ReadonlyArray<BindValue>
+  ) => Effect.Effect<string, SqlRefused>
+  readonly list: (caller: Principal) => Effect.Effect<ReadonlyArray<DatabaseInfo>, SqlRefused>
+  readonly delete: (caller: Principal, name: string) => Effect.Effect<void, SqlRefused>
+  /** The file of a database homed on this node (backups read it). */
+  readonly locate: (namespace: string, name: string) => Effect.Effect<string, SqlRefused>
+}
+
+const isConstraint = (e: StoreError) => e.reason === "constraint"
+
+const fileSize = (file: string): number => {
+  let total = 0
+  for (const suffix of ["", "-wal"]) {
+    try {
+      total += statSync(file + suffix).size
+    } catch {
+      // no WAL right after a checkpoint: nothing to add
+    }
+  }
+  return total
+}
+
+export class LocalDatabases extends Context.Tag("portico/LocalDatabases")<LocalDatabases, LocalDatabasesService>() {
+  static readonly Live = Layer.effect(
+    LocalDatabases,
+    Effect.gen(function* () {
+      const store = yield* RegistryStore
+      const audit = yield* Audit
+      const workers = yield* SqliteWorkers
+      const config = yield* PorticoConfig
+      const root = path.join(config.dataDir, "databases")
+      const fileOf = (namespace: string, name: string) => path.join(root, namespace, `${name}.db`)
+
+      const record = (namespace: string, name: string) =>
+        Effect.flatMap(
+          Effect.mapError(
+            store.query({
+              sql: "SELECT name, home_node, created_at FROM local_databases WHERE namespace = ? AND name = ?",
+              params: [namespace, name]
+            }),
+            registryDown
+          ),
+          (rows) => {
+            const row = rows[0]
+            return row === undefined
+              ? Effect.fail(refuse(404, Code.NOT_FOUND, `no database "${name}" in this namespace`))
+              : Effect.succeed<DatabaseRecord>({
+                  name: String(row["name"]),
+                  homeNode: String(row["home_node"]),
+                  createdAt: Number(row["created_at"])
+                })
+          }
+        )
+
+      /**
+       * The file of a database homed here. Gateways do not yet forward to another node's
+       * databases, so one homed elsewhere answers the spec's retryable 503.
+       */
+      const locate = (namespace: string, name: string) =>
+        Effect.flatMap(record(namespace, name), (r) =>
+          r.homeNode === config.nodeId
+            ? Effect.succeed(fileOf(namespace, name))
+            : Effect.fail(
+                refuse(503, Code.HOME_NODE_UNREACHABLE, `the database's home node (${r.homeNode}) is not reachable from this gateway`, "send the request to the home node's gateway", 30)
+              )
+        )
+
+      return {
+        create: (caller, name) =>
+          Effect.gen(function* () {
+            const now = yield* Clock.currentTimeMillis
+            const entry = yield* audit.entry(caller.namespace, "sqlite.create", caller.subject, name, { home_node: config.nodeId })
+            // the row claims the name; losing the race is the 409
+            yield* store
+              .batch([
+                {
+                  sql: "INSERT INTO local_databases (namespace, name, home_node, created_at) VALUES (?, ?, ?, ?)",
+                  params: [caller.namespace, name, config.nodeId, now]
+                },
+                entry
+              ])
+              .pipe(
+                Effect.catchIf(isConstraint, () =>
+                  Effect.fail(refuse(409, Code.DATABASE_EXISTS, `database "${name}" exists`))
+                ),
+                Effect.mapError((e) => (e._tag === "StoreError" ? registryDown(e) : e))
+              )
+            yield* workers.run({ op: "create", file: fileOf(caller.namespace, name) }).pipe(
+              Effect.mapError(fromSqlite),
+              // no file, no database: give the name back
+              Effect.tapError(() =>
+                Effect.ignore(
+                  store.exec({
+                    sql: "DELETE FROM local_databases WHERE namespace = ? AND name = ?",
+                    params: [caller.namespace, name]
+                  })
+                )
+              )
+            )
+            return { name, homeNode: config.nodeId, createdAt: now }
+          }),
+
+        query: (caller, name, sql, params) =>
+          Effect.gen(function* () {
+            const checked = guardLocalSql(sql)
+            if (!checked.ok) return yield* Effect.fail(fromGuard(checked.refusal))
+            const file = yield* locate(caller.namespace, name)
+            const value = yield* Effect.mapError(
+              workers.run({ op: "statement", file, sql, params, kind: checked.statement.kind, shape: "table" }),
+              fromSqlite
+            )
+            return value.type === "json" ? value.json : "{}"
+          }),
+
+        list: (caller) =>
+          Effect.map(
+            Effect.mapError(
+              store.query({
+                sql: "SELECT name, home_node, created_at FROM local_databases WHERE namespace = ? ORDER BY name",
+                params: [caller.namespace]
+              }),
+              registryDown
+            ),
+            (rows) =>
+              rows.map((row): DatabaseInfo => {
+                const name = String(row["name"])
+                const homeNode = String(row["home_node"])
+                return {
+                  name,
+                  homeNode,
+                  createdAt: Number(row["created_at"]),
+                  // the size is known only where the file is
+                  sizeBytes: homeNode === config.nodeId ? fileSize(fileOf(caller.namespace, name)) : 0,
+                  backupCid: null
+                }
+              })
+          ),
+
+        delete: (caller, name) =>
+          Effect.gen(function* () {
+            const file = yield* locate(caller.namespace, name)
+            const entry = yield* audit.entry(caller.namespace, "sqlite.delete", caller.subject, name, {}, { onlyIfChanged: true })
+            const [removed] = yield* Effect.mapError(
+              store.batch([
+                { sql: "DELETE FROM local_databases WHERE namespace = ? AND name = ?", params: [caller.namespace, name] },
+                entry
+              ]),
+              registryDown
+            )
+            if (removed === undefined || removed.rowsAffected === 0) {
+              return yield* Effect.fail(refuse(404, Code.NOT_FOUND, `no database "${name}" in this namespace`))
+            }
+            // the name is free from here; a leftover file is replaced by the next create
+            yield* Effect.ignore(workers.run({ op: "drop", file }))
+          }),
+
+        locate
+      }
+    })
+  )
+}

@@ -1,0 +1,128 @@
+/**
+ * A namespace's cluster SQL store on its own rqlite cluster, over rqlite's HTTP API: reads on
+ * `/db/query`, writes on `/db/execute`, a transaction as one `/db/request?transaction` (a single
+ * Raft entry run in one SQLite transaction: rqlite stops at the first failing statement and rolls
+ * all back), export from `/db/backup`, import through `/db/load`.
+ */
+import { Duration, Effect, Schema } from "effect"
+import { createReadStream, createWriteStream } from "node:fs"
+import { Readable } from "node:stream"
+import { pipeline } from "node:stream/promises"
+import { Code } from "../../domain/Errors.js"
+import { execAnswer, readAnswer, type AnswerShape, type SqlCell } from "../../domain/SqlAnswers.js"
+import type { StoreError } from "../registry/RegistryStore.js"
+import { rqliteHttp, type RqliteHttpConfig } from "../registry/RqliteHttp.js"
+import type { StatementOp } from "./SqliteProtocol.js"
+import type { SqlEngine } from "./ClusterSqlStore.js"
+import { refuse, type SqlRefused } from "./SqlRefused.js"
+
+const Cell = Schema.Union(Schema.String, Schema.Number, Schema.Boolean, Schema.Null)
+const Result = Schema.Struct({
+  error: Schema.optional(Schema.String),
+  columns: Schema.optional(Schema.Array(Schema.String)),
+  values: Schema.optional(Schema.Array(Schema.Array(Cell))),
+  rows_affected: Schema.optional(Schema.Number),
+  last_insert_id: Schema.optional(Schema.Number)
+})
+type Result = typeof Result.Type
+const Answer = Schema.Struct({ results: Schema.optional(Schema.Array(Result)) })
+const decodeAnswer = Schema.decodeUnknown(Answer)
+
+const unavailable = (e: StoreError): SqlRefused =>
+  e.reason === "statement"
+    ? refuse(400, Code.SQL_ERROR, e.detail.replace(/^rqlite rejected the request: /, ""))
+    : refuse(503, Code.UNAVAILABLE, "the SQL store is unavailable (no leader or past its deadline)", "retry shortly", 1)
+
+const resultJson = (r: Result, kind: StatementOp["kind"], shape: AnswerShape): string =>
+  kind === "read" || r.columns !== undefined
+    ? readAnswer(shape, r.columns ?? [], (r.values ?? []) as ReadonlyArray<ReadonlyArray<SqlCell>>)
+    : execAnswer(r.rows_affected ?? 0, r.last_insert_id ?? 0)
+
+const body = (ops: ReadonlyArray<StatementOp>) => JSON.stringify(ops.map((op) => [op.sql, ...op.params]))
+
+export const RqliteSqlEngine = {
+  make: (config: RqliteHttpConfig): SqlEngine => {
+    const http = rqliteHttp(config)
+    const timeoutMs = Duration.toMillis(http.timeout)
+
+    const post = (path: string, ops: ReadonlyArray<StatementOp>, idempotent: boolean) =>
+      http.post(path, body(ops), idempotent).pipe(
+        Effect.mapError(unavailable),
+        Effect.flatMap((answer) =>
+          Effect.mapError(decodeAnswer(answer), () => refuse(503, Code.UNAVAILABLE, "the SQL store answered unexpectedly", "retry shortly", 1))
+        ),
+        Effect.map((answer) => answer.results ?? [])
+      )
+
+    /** Streams to or from rqlite outside JSON; `what` names the step for the message. */
+    const transfer = (what: string, run: (signal: AbortSignal) => Promise<void>) =>
+      Effect.tryPromise({
+        try: (signal) => run(AbortSignal.any([signal, AbortSignal.timeout(Math.max(timeoutMs, 300_000))])),
+        catch: (e) => refuse(503, Code.UNAVAILABLE, `the SQL store could not ${what}: ${e instanceof Error ? e.message : String(e)}`, "retry shortly", 5)
+      })
+
+    return {
+      kind: "rqlite",
+      statement: (op, shape) =>
+        Effect.flatMap(
+          op.kind === "read" ? post("/db/query?level=weak", [op], true) : post("/db/execute", [op], false),
+          (results) => {
+            const r = results[0]
+            if (r === undefined) return Effect.fail(refuse(503, Code.UNAVAILABLE, "the SQL store returned no result", "retry shortly", 1))
+            if (r.error !== undefined) return Effect.fail(refuse(400, Code.SQL_ERROR, r.error))
+            return Effect.succeed(resultJson(r, op.kind, shape))
+          }
+        ),
+      batch: (ops, returnResults) =>
+        Effect.flatMap(post("/db/request?transaction", ops, false), (results) => {
+          const failed = results.findIndex((r) => r.error !== undefined)
+          if (failed >= 0) {
+            return Effect.fail(
+              refuse(400, Code.TRANSACTION_FAILED, `transaction failed at op ${failed}: ${results[failed]?.error ?? ""}`, "nothing was applied")
+            )
+          }
+          if (results.length !== ops.length) {
+            return Effect.fail(refuse(503, Code.UNAVAILABLE, "the SQL store returned a partial answer", "retry shortly", 1))
+          }
+          const texts = results.map((r, i) => resultJson(r, ops[i]?.kind ?? "write", "counted"))
+          return Effect.succeed(
+            returnResults ? `{"results":[${texts.join(",")}],"count":${texts.length}}` : `{"status":"ok","count":${texts.length}}`
+          )
+        }),
+      exportTo: (dest) =>
+        transfer("export", async (signal) => {
+          const response = await fetch(`${http.base}/db/backup`, { headers: http.headers, signal })
+          if (response.status !== 200 || response.body === null) throw new Error(`backup answered ${response.status}`)
+          await pipeline(Readable.fromWeb(response.body as import("node:stream/web").ReadableStream), createWriteStream(dest), { signal })
+        }),
+      importFrom: (source) =>
+        transfer("import", async (signal) => {
+          // a follower redirects to the leader; the file is sent again from the start
+          let url = `${http.base}/db/load`
+          for (let hop = 0; hop < 3; hop++) {
+            const response = await fetch(url, {
+              method: "POST",
+              headers: { ...http.headers, "content-type": "application/octet-stream" },
+              body: Readable.toWeb(createReadStream(source)) as unknown as ReadableStream<Uint8Array>,
+              duplex: "half",
+              redirect: "manual",
+              signal
+            } as RequestInit)
+            const location = response.headers.get("location")
+            if (response.status >= 300 && response.status < 400 && location !== null) {
+              url = new URL(location, url).toString()
+              continue
+            }
+            const text = await response.text()
+            if (response.status !== 200) throw new Error(`load answered ${response.status}`)
+            const parsed: unknown = JSON.parse(text)
+            const results = typeof parsed === "object" && parsed !== null && "results" in parsed ? parsed.results : undefined
+            const error = Array.isArray(results) ? results.find((r: unknown) => typeof r === "object" && r !== null && "error" in r) : undefined
+            if (error !== undefined) throw new Error("the cluster refused the file")
+            return
+          }
+          throw new Error("too many redirects")
+        })
+    }
+  }
+}

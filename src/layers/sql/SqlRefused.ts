@@ -1,0 +1,51 @@
+/** The refusals the database services answer with, in statuses, so they stay HTTP-free. */
+import { Data } from "effect"
+import { Code, type RefusalStatus } from "../../domain/Errors.js"
+import type { SqlRefusal } from "../../domain/SqlGuard.js"
+import type { StoreError } from "../registry/RegistryStore.js"
+import type { SqliteFailure } from "./SqliteWorkers.js"
+
+export class SqlRefused extends Data.TaggedError("SqlRefused")<{
+  readonly status: RefusalStatus
+  readonly code: string
+  readonly reason: string
+  readonly hint?: string | undefined
+  readonly retryAfterSeconds?: number | undefined
+}> {}
+
+export const refuse = (status: RefusalStatus, code: string, reason: string, hint?: string, retryAfterSeconds?: number) =>
+  new SqlRefused({ status, code, reason, hint, retryAfterSeconds })
+
+/** The guard's verdict on a statement. */
+export const fromGuard = (r: SqlRefusal): SqlRefused =>
+  refuse(r.status, r.code, r.reason, r.reason.includes("reserved") ? "pass text needed as data as a bound argument" : undefined)
+
+/** The registry did not answer: retry. */
+export const registryDown = (_: StoreError): SqlRefused =>
+  refuse(503, Code.UNAVAILABLE, "the database registry is unavailable", "retry shortly", 1)
+
+/**
+ * A failure on a SQLite file. The database's own message goes back (it is about the tenant's
+ * SQL); nothing else does: no path, no stack.
+ */
+export const fromSqlite = (f: SqliteFailure): SqlRefused => {
+  const at = f.index === undefined ? "" : `op ${f.index}: `
+  switch (f.kind) {
+    case "statement":
+      return f.index === undefined
+        ? refuse(400, Code.SQL_ERROR, f.message)
+        : refuse(400, Code.TRANSACTION_FAILED, `transaction failed at ${at}${f.message}`, "nothing was applied")
+    case "missing":
+      return refuse(404, Code.NOT_FOUND, "no such database")
+    case "too_large":
+      return refuse(413, Code.PAYLOAD_TOO_LARGE, f.message)
+    case "timeout":
+      return refuse(400, Code.STATEMENT_TIMEOUT, `${at}${f.message}`, "add an index, narrow the query, or page it")
+    case "busy":
+      return refuse(503, Code.UNAVAILABLE, "the database is locked by another statement", "retry shortly", 1)
+    case "overloaded":
+      return refuse(503, Code.UNAVAILABLE, f.message, "retry shortly", 1)
+    case "io":
+      return refuse(503, Code.UNAVAILABLE, "the database could not be reached", "retry shortly", 1)
+  }
+}

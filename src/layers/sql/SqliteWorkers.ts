@@ -1,0 +1,166 @@
+/**
+ * Tenant SQL on SQLite files, off the gateway's event loop: a small pool of worker threads, each
+ * file always served by the same thread (so a file has one connection and its statements run in
+ * order), a bounded queue per thread, and a statement timeout enforced by terminating the thread,
+ * since better-sqlite3 cannot interrupt a running statement.
+ */
+import { Context, Data, Effect, Layer } from "effect"
+import { Worker } from "node:worker_threads"
+import type { WorkerFailure, WorkerOptions, WorkerReply, WorkerRequest, WorkerValue } from "./SqliteProtocol.js"
+
+export class SqliteFailure extends Data.TaggedError("SqliteFailure")<{
+  /** WorkerFailure kinds, plus timeout (the statement ran too long) and overloaded (queue full). */
+  readonly kind: WorkerFailure["kind"] | "timeout" | "overloaded"
+  readonly message: string
+  readonly index?: number | undefined
+}> {}
+
+export interface SqliteWorkersSettings {
+  readonly threads: number
+  readonly timeoutMs: number
+  /** Requests waiting per thread before new ones are refused. */
+  readonly maxQueue: number
+  readonly worker: WorkerOptions
+}
+
+export interface SqliteWorkersService {
+  /**
+   * Runs one request on the thread that owns its file, stopped past `timeoutMs` (default: the
+   * statement timeout; whole-file work such as backups passes the transfer budget).
+   */
+  readonly run: (request: WorkerRequest, timeoutMs?: number) => Effect.Effect<WorkerValue, SqliteFailure>
+}
+
+interface Pending {
+  readonly request: WorkerRequest
+  readonly timeoutMs: number
+  readonly resume: (result: Effect.Effect<WorkerValue, SqliteFailure>) => void
+  cancelled: boolean
+}
+
+/**
+ * The thread's entry. A TypeScript checkout runs through tsx, whose loader a thread does not
+ * inherit, so the entry registers it before importing the worker module.
+ */
+const workerEntry = import.meta.url.endsWith(".ts")
+  ? `import("tsx/esm/api").then((tsx) => { tsx.register(); return import(${JSON.stringify(new URL("./sqliteWorker.ts", import.meta.url).href)}) })`
+  : `import(${JSON.stringify(new URL("./sqliteWorker.js", import.meta.url).href)})`
+
+/** One thread, one request at a time; a timeout replaces the thread. */
+class Lane {
+  private worker: Worker
+  private readonly queue: Array<Pending> = []
+  private current: { readonly id: number; readonly pending: Pending; readonly timer: NodeJS.Timeout } | undefined
+  private nextId = 0
+  private closed = false
+
+  constructor(private readonly settings: SqliteWorkersSettings) {
+    this.worker = this.spawn()
+  }
+
+  private spawn(): Worker {
+    const worker = new Worker(workerEntry, { workerData: this.settings.worker, eval: true })
+    worker.unref()
+    worker.on("message", (reply: WorkerReply) => this.onReply(reply))
+    worker.on("error", (e) => this.onCrash(e.message))
+    worker.on("exit", () => {
+      if (this.worker === worker && !this.closed) this.onCrash("worker exited")
+    })
+    return worker
+  }
+
+  submit(pending: Pending): boolean {
+    if (this.queue.length >= this.settings.maxQueue) return false
+    this.queue.push(pending)
+    this.pump()
+    return true
+  }
+
+  private pump(): void {
+    while (this.current === undefined && this.queue.length > 0) {
+      const pending = this.queue.shift()
+      if (pending === undefined || pending.cancelled) continue
+      const id = ++this.nextId
+      const timer = setTimeout(() => this.onTimeout(id, pending.timeoutMs), pending.timeoutMs)
+      this.current = { id, pending, timer }
+      this.worker.postMessage({ id, request: pending.request })
+    }
+  }
+
+  private settle(result: Effect.Effect<WorkerValue, SqliteFailure>): void {
+    const current = this.current
+    if (current === undefined) return
+    clearTimeout(current.timer)
+    this.current = undefined
+    current.pending.resume(result)
+  }
+
+  private onReply(reply: WorkerReply): void {
+    if (this.current === undefined || reply.id !== this.current.id) return
+    this.settle(reply.ok ? Effect.succeed(reply.value) : Effect.fail(new SqliteFailure(reply.failure)))
+    this.pump()
+  }
+
+  private replace(): void {
+    const old = this.worker
+    this.worker = this.spawn()
+    void old.terminate()
+  }
+
+  private onTimeout(id: number, timeoutMs: number): void {
+    if (this.current?.id !== id) return
+    const seconds = timeoutMs / 1000
+    this.replace()
+    this.settle(Effect.fail(new SqliteFailure({ kind: "timeout", message: `the statement ran over ${seconds} s and was stopped` })))
+    this.pump()
+  }
+
+  private onCrash(message: string): void {
+    if (this.closed) return
+    this.replace()
+    this.settle(Effect.fail(new SqliteFailure({ kind: "io", message })))
+    this.pump()
+  }
+
+  close(): Promise<number> {
+    this.closed = true
+    for (const p of this.queue) p.resume(Effect.fail(new SqliteFailure({ kind: "io", message: "shutting down" })))
+    this.queue.length = 0
+    return this.worker.terminate()
+  }
+}
+
+/** FNV-1a: a stable thread for a file. */
+const laneOf = (file: string, lanes: number): number => {
+  let h = 0x811c9dc5
+  for (let i = 0; i < file.length; i++) h = Math.imul(h ^ file.charCodeAt(i), 0x01000193)
+  return (h >>> 0) % lanes
+}
+
+export class SqliteWorkers extends Context.Tag("portico/SqliteWorkers")<SqliteWorkers, SqliteWorkersService>() {
+  static readonly layer = (settings: SqliteWorkersSettings) =>
+    Layer.scoped(
+      SqliteWorkers,
+      Effect.gen(function* () {
+        const lanes = yield* Effect.acquireRelease(
+          Effect.sync(() => Array.from({ length: Math.max(1, settings.threads) }, () => new Lane(settings))),
+          (all) => Effect.promise(() => Promise.all(all.map((l) => l.close())))
+        )
+        return {
+          run: (request, timeoutMs = settings.timeoutMs) =>
+            Effect.async<WorkerValue, SqliteFailure>((resume) => {
+              const lane = lanes[laneOf(request.file, lanes.length)]
+              const pending: Pending = { request, timeoutMs, resume, cancelled: false }
+              if (lane === undefined || !lane.submit(pending)) {
+                resume(Effect.fail(new SqliteFailure({ kind: "overloaded", message: "too many statements waiting for this database" })))
+                return
+              }
+              // an abandoned request that has not started is dropped; one already running finishes
+              return Effect.sync(() => {
+                pending.cancelled = true
+              })
+            })
+        }
+      })
+    )
+}

@@ -1,0 +1,189 @@
+/**
+ * A SQLite worker thread: runs tenant statements with better-sqlite3 off the gateway's event
+ * loop. better-sqlite3 is synchronous and has no interrupt, so a long statement here blocks only
+ * this thread; the gateway enforces the statement timeout by terminating the thread (SQLite
+ * rolls the open transaction back when the file is next opened).
+ *
+ * Answers are built here as final JSON text, so the gateway's thread does not pay for encoding.
+ */
+import Database from "better-sqlite3"
+import { existsSync, mkdirSync, renameSync, rmSync } from "node:fs"
+import { dirname } from "node:path"
+import { parentPort, workerData } from "node:worker_threads"
+import { execAnswer, readAnswer, type SqlCell } from "../../domain/SqlAnswers.js"
+import type { StatementOp, WorkerFailure, WorkerOptions, WorkerReply, WorkerRequest, WorkerValue } from "./SqliteProtocol.js"
+
+const options = workerData as WorkerOptions
+const open = new Map<string, Database.Database>()
+
+class Failure {
+  constructor(readonly failure: WorkerFailure) {}
+}
+
+const fail = (kind: WorkerFailure["kind"], message: string, index?: number): Failure =>
+  new Failure(index === undefined ? { kind, message } : { kind, message, index })
+
+/** SQLite's message, never a path or stack: it goes back to the tenant. */
+const fromError = (e: unknown, index?: number): Failure => {
+  if (e instanceof Failure) return index === undefined || e.failure.index !== undefined ? e : fail(e.failure.kind, e.failure.message, index)
+  const code = typeof e === "object" && e !== null && "code" in e ? String(e.code) : ""
+  const message = e instanceof Error ? e.message : String(e)
+  if (code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED")) return fail("busy", "the database is locked", index)
+  if (code.startsWith("SQLITE_CANTOPEN")) return fail("missing", "no such database", index)
+  if (code.startsWith("SQLITE_") || e instanceof RangeError || e instanceof TypeError) return fail("statement", message, index)
+  return fail("io", message, index)
+}
+
+const connection = (file: string): Database.Database => {
+  const cached = open.get(file)
+  if (cached !== undefined) {
+    // most recently used last, so the first entry is the one to close when full
+    open.delete(file)
+    open.set(file, cached)
+    return cached
+  }
+  if (!existsSync(file)) throw fail("missing", "no such database")
+  const db = new Database(file, { fileMustExist: true, timeout: options.busyTimeoutMs })
+  open.set(file, db)
+  if (open.size > options.maxOpen) {
+    const [oldest, oldDb] = open.entries().next().value ?? []
+    if (oldest !== undefined && oldDb !== undefined) {
+      open.delete(oldest)
+      oldDb.close()
+    }
+  }
+  return db
+}
+
+/** Closes the file's connection and removes it with its WAL and shared-memory files. */
+const removeFiles = (file: string): void => {
+  const db = open.get(file)
+  if (db !== undefined) {
+    open.delete(file)
+    db.close()
+  }
+  for (const suffix of ["", "-wal", "-shm", "-journal"]) rmSync(file + suffix, { force: true })
+}
+
+/** Reads rows as arrays with exact integers, refusing an answer past the byte cap. */
+const readRows = (stmt: Database.Statement, params: ReadonlyArray<unknown>) => {
+  stmt.raw(true).safeIntegers(true)
+  const columns = stmt.columns().map((c) => c.name)
+  const rows: Array<ReadonlyArray<SqlCell>> = []
+  let bytes = 0
+  for (const row of stmt.iterate(...params) as Iterable<ReadonlyArray<SqlCell>>) {
+    rows.push(row)
+    // a cheap estimate: the JSON is at least this long, so the cap is never passed by much
+    for (const cell of row) bytes += typeof cell === "string" ? cell.length + 3 : cell instanceof Uint8Array ? cell.byteLength * 1.34 + 3 : 8
+    if (bytes > options.maxResultBytes) throw fail("too_large", `the answer is over ${options.maxResultBytes} bytes; narrow the query or page it with LIMIT/OFFSET`)
+  }
+  return { columns, rows }
+}
+
+const changes = (db: Database.Database) => {
+  const row = db.prepare("SELECT changes(), last_insert_rowid()").raw(true).safeIntegers(true).get() as [bigint, bigint]
+  return { changes: row[0], lastInsertRowid: row[1] }
+}
+
+/** One statement, answered by its kind: a read answers rows, a write answers the change counts. */
+const runOp = (db: Database.Database, op: StatementOp, shape: "table" | "counted" | "items" | "one"): string => {
+  const stmt = db.prepare(op.sql)
+  if (op.kind === "read") {
+    if (!stmt.reader) {
+      stmt.run(...op.params)
+      return readAnswer(shape, [], [])
+    }
+    const { columns, rows } = readRows(stmt, op.params)
+    return readAnswer(shape, columns, rows)
+  }
+  if (stmt.reader) {
+    // INSERT ... RETURNING: a write all the same, answered with its counts
+    stmt.all(...op.params)
+    const c = changes(db)
+    return execAnswer(c.changes, c.lastInsertRowid)
+  }
+  stmt.safeIntegers(true)
+  const result = stmt.run(...op.params)
+  return execAnswer(result.changes, result.lastInsertRowid)
+}
+
+const handle = (request: WorkerRequest): WorkerValue | Promise<WorkerValue> => {
+  switch (request.op) {
+    case "statement":
+      return { type: "json", json: runOp(connection(request.file), request, request.shape) }
+    case "batch": {
+      const db = connection(request.file)
+      const results: Array<string> = []
+      let index = 0
+      const run = db.transaction(() => {
+        for (const op of request.ops) {
+          try {
+            results.push(runOp(db, op, "counted"))
+          } catch (e) {
+            throw fromError(e, index)
+          }
+          index++
+        }
+      })
+      run()
+      return {
+        type: "json",
+        json: request.returnResults ? `{"results":[${results.join(",")}],"count":${results.length}}` : `{"status":"ok","count":${results.length}}`
+      }
+    }
+    case "create": {
+      if (request.ifMissing === true && existsSync(request.file)) return { type: "done" }
+      removeFiles(request.file)
+      mkdirSync(dirname(request.file), { recursive: true })
+      const db = new Database(request.file, { timeout: options.busyTimeoutMs })
+      db.pragma("journal_mode = WAL")
+      open.set(request.file, db)
+      return { type: "done" }
+    }
+    case "backup":
+      // SQLite's online backup API: a consistent copy while the database stays in use. The
+      // gateway sends a worker one request at a time, so nothing else runs between its steps.
+      return connection(request.file)
+        .backup(request.dest)
+        .then((): WorkerValue => ({ type: "done" }))
+    case "inspect": {
+      if (!existsSync(request.file)) throw fail("missing", "no such file")
+      const db = new Database(request.file, { readonly: true, fileMustExist: true })
+      try {
+        const integrity = (db.prepare("PRAGMA quick_check").raw(true).all() as Array<[string]>).map((r) => r[0])
+        const objects = db.prepare("SELECT type, name, tbl_name, sql FROM sqlite_schema").all() as Array<{
+          type: string
+          name: string
+          tbl_name: string
+          sql: string | null
+        }>
+        return { type: "inspected", integrity, objects }
+      } finally {
+        db.close()
+      }
+    }
+    case "drop":
+      removeFiles(request.file)
+      return { type: "done" }
+    case "replace":
+      removeFiles(request.file)
+      renameSync(request.from, request.file)
+      return { type: "done" }
+  }
+}
+
+const failed = (id: number, e: unknown): WorkerReply => ({ id, ok: false, failure: fromError(e).failure })
+
+parentPort?.on("message", (message: { readonly id: number; readonly request: WorkerRequest }) => {
+  const reply = (r: WorkerReply) => parentPort?.postMessage(r)
+  try {
+    const value = handle(message.request)
+    if (value instanceof Promise) {
+      value.then((v) => reply({ id: message.id, ok: true, value: v }), (e: unknown) => reply(failed(message.id, e)))
+    } else {
+      reply({ id: message.id, ok: true, value })
+    }
+  } catch (e) {
+    reply(failed(message.id, e))
+  }
+})

@@ -1,0 +1,61 @@
+/**
+ * One transfer at a time per gateway (spec §8): imports, exports, backups and restores move whole
+ * databases, and two at once would compete for the same disk and memory. A second caller is
+ * told to come back (429) rather than queued; a transfer past its budget is stopped.
+ */
+import { Context, Duration, Effect, Layer, type Scope } from "effect"
+import { Code } from "../../domain/Errors.js"
+import { PorticoConfig } from "../config/PorticoConfig.js"
+import { refuse, type SqlRefused } from "../sql/SqlRefused.js"
+
+export interface TransferSlotService {
+  /** Runs `work` holding the slot, within the budget; 429 when the slot is taken. */
+  readonly run: <A, E, R>(what: string, work: Effect.Effect<A, E, R>) => Effect.Effect<A, E | SqlRefused, R>
+  /**
+   * Takes the slot until the scope closes (a response streamed after the handler returned) or
+   * the budget runs out, whichever is first; 429 when it is taken.
+   */
+  readonly hold: (what: string) => Effect.Effect<void, SqlRefused, Scope.Scope>
+}
+
+const busy = () => refuse(429, Code.RATE_LIMITED, "another import, export or backup is running on this gateway", "retry when it has finished", 5)
+
+export class TransferSlot extends Context.Tag("portico/TransferSlot")<TransferSlot, TransferSlotService>() {
+  static readonly Live = Layer.effect(
+    TransferSlot,
+    Effect.gen(function* () {
+      const config = yield* PorticoConfig
+      const budget = Duration.millis(config.sql.transferBudgetMs)
+      // one JavaScript thread: a flag is the whole lock
+      let taken = false
+      let generation = 0
+      const take = Effect.suspend(() => {
+        if (taken) return Effect.fail(busy())
+        taken = true
+        return Effect.succeed(++generation)
+      })
+      const give = (held: number) =>
+        Effect.sync(() => {
+          if (generation === held) taken = false
+        })
+      return {
+        run: (what, work) =>
+          Effect.acquireUseRelease(
+            take,
+            () =>
+              Effect.timeoutFail(work, {
+                duration: budget,
+                onTimeout: () =>
+                  refuse(503, Code.UNAVAILABLE, `the ${what} ran over its ${Duration.format(budget)} budget and was stopped`, "retry later, or move less data at once", 30)
+              }),
+            give
+          ),
+        hold: (_what) =>
+          Effect.flatMap(Effect.acquireRelease(take, give), (held) =>
+            // a stalled reader must not keep the slot forever
+            Effect.asVoid(Effect.forkDaemon(Effect.delay(give(held), budget)))
+          )
+      }
+    })
+  )
+}
