@@ -334,6 +334,15 @@ const refuseOversize = (req: http.IncomingMessage, res: http.ServerResponse, bod
   // Node reuses the connection once the discarded body has been read; past the budget it is cut.
   res.writeHead(413, { "content-type": "application/json", "content-length": Buffer.byteLength(body) })
   res.end(body)
+  discardRest(req)
+}
+
+/**
+ * Reads and drops what a refused client is still sending, up to a budget, so it gets to read our
+ * answer: closing on unread data would reset the connection and take the answer with it.
+ */
+const discardRest = (req: http.IncomingMessage): void => {
+  req.unpipe()
   let drained = 0
   const cut = () => req.socket.destroy()
   const timer = setTimeout(cut, DRAIN_BUDGET_MS)
@@ -613,6 +622,7 @@ export const makeRequestListener = <E, R>(
     const ex = new Exchange(req, res, cap, () => {
       ex.answered = true
       answerDirect(res, 413, capBody)
+      discardRest(req)
       interrupt?.()
     })
     const request = new LeanServerRequest(ex, req.url ?? "/", undefined, undefined)

@@ -22,6 +22,8 @@ export interface Reply {
 export interface Gateway {
   readonly url: string
   readonly port: number
+  /** The gateway process (to read its memory use). */
+  readonly pid: number
   readonly dataDir: string
   readonly logs: () => string
   readonly request: (
@@ -79,6 +81,7 @@ export const startGateway = async (options: GatewayOptions = {}): Promise<Gatewa
   return {
     url,
     port,
+    pid: child.pid ?? 0,
     dataDir,
     logs: () => output,
     request: async (method, p, opts = {}) => {

@@ -1,11 +1,13 @@
 /**
- * Tenant SQL on SQLite files, off the gateway's event loop: a small pool of worker threads, each
- * file always served by the same thread (so a file has one connection and its statements run in
- * order), a bounded queue per thread, and a statement timeout enforced by terminating the thread,
- * since better-sqlite3 cannot interrupt a running statement.
+ * Tenant SQL on SQLite files, off the gateway's event loop: a small pool of worker processes,
+ * each file always served by the same one (so a file has one connection and its statements run
+ * in order), a bounded queue per worker, and a statement timeout enforced by killing the worker.
+ * better-sqlite3 cannot interrupt a running statement, and a thread busy in native code cannot be
+ * terminated, so the workers are processes, not threads.
  */
 import { Context, Data, Effect, Layer } from "effect"
-import { Worker } from "node:worker_threads"
+import { type ChildProcess, fork } from "node:child_process"
+import { fileURLToPath } from "node:url"
 import type { WorkerFailure, WorkerOptions, WorkerReply, WorkerRequest, WorkerValue } from "./SqliteProtocol.js"
 
 export class SqliteFailure extends Data.TaggedError("SqliteFailure")<{
@@ -38,17 +40,17 @@ interface Pending {
   cancelled: boolean
 }
 
+const typescript = import.meta.url.endsWith(".ts")
+const workerFile = fileURLToPath(new URL(`./sqliteWorker.${typescript ? "ts" : "js"}`, import.meta.url))
 /**
- * The thread's entry. A TypeScript checkout runs through tsx, whose loader a thread does not
- * inherit, so the entry registers it before importing the worker module.
+ * A TypeScript checkout runs through tsx, which `portico` may have registered in-process (not
+ * through flags a child inherits), so the child is given tsx's loader by absolute location.
  */
-const workerEntry = import.meta.url.endsWith(".ts")
-  ? `import("tsx/esm/api").then((tsx) => { tsx.register(); return import(${JSON.stringify(new URL("./sqliteWorker.ts", import.meta.url).href)}) })`
-  : `import(${JSON.stringify(new URL("./sqliteWorker.js", import.meta.url).href)})`
+const workerArgv = typescript ? ["--import", import.meta.resolve("tsx")] : []
 
-/** One thread, one request at a time; a timeout replaces the thread. */
+/** One worker, one request at a time; a timeout replaces the worker. */
 class Lane {
-  private worker: Worker
+  private worker: ChildProcess
   private readonly queue: Array<Pending> = []
   private current: { readonly id: number; readonly pending: Pending; readonly timer: NodeJS.Timeout } | undefined
   private nextId = 0
@@ -58,11 +60,19 @@ class Lane {
     this.worker = this.spawn()
   }
 
-  private spawn(): Worker {
-    const worker = new Worker(workerEntry, { workerData: this.settings.worker, eval: true })
-    worker.unref()
-    worker.on("message", (reply: WorkerReply) => this.onReply(reply))
-    worker.on("error", (e) => this.onCrash(e.message))
+  private spawn(): ChildProcess {
+    const worker = fork(workerFile, [], {
+      execArgv: workerArgv,
+      serialization: "advanced",
+      env: { ...process.env, PORTICO_SQLITE_WORKER: JSON.stringify(this.settings.worker) },
+      stdio: ["ignore", "inherit", "inherit", "ipc"]
+    })
+    worker.on("message", (reply: WorkerReply) => {
+      if (this.worker === worker) this.onReply(reply)
+    })
+    worker.on("error", (e) => {
+      if (this.worker === worker) this.onCrash(e.message)
+    })
     worker.on("exit", () => {
       if (this.worker === worker && !this.closed) this.onCrash("worker exited")
     })
@@ -83,7 +93,7 @@ class Lane {
       const id = ++this.nextId
       const timer = setTimeout(() => this.onTimeout(id, pending.timeoutMs), pending.timeoutMs)
       this.current = { id, pending, timer }
-      this.worker.postMessage({ id, request: pending.request })
+      this.worker.send({ id, request: pending.request })
     }
   }
 
@@ -104,7 +114,7 @@ class Lane {
   private replace(): void {
     const old = this.worker
     this.worker = this.spawn()
-    void old.terminate()
+    old.kill("SIGKILL")
   }
 
   private onTimeout(id: number, timeoutMs: number): void {
@@ -122,11 +132,17 @@ class Lane {
     this.pump()
   }
 
-  close(): Promise<number> {
+  close(): Promise<void> {
     this.closed = true
     for (const p of this.queue) p.resume(Effect.fail(new SqliteFailure({ kind: "io", message: "shutting down" })))
     this.queue.length = 0
-    return this.worker.terminate()
+    const worker = this.worker
+    if (worker.exitCode !== null || worker.signalCode !== null) return Promise.resolve()
+    return new Promise((resolve) => {
+      worker.once("exit", () => resolve())
+      // a statement still running is not waited for
+      worker.kill("SIGKILL")
+    })
   }
 }
 

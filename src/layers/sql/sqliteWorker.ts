@@ -1,19 +1,19 @@
 /**
- * A SQLite worker thread: runs tenant statements with better-sqlite3 off the gateway's event
- * loop. better-sqlite3 is synchronous and has no interrupt, so a long statement here blocks only
- * this thread; the gateway enforces the statement timeout by terminating the thread (SQLite
- * rolls the open transaction back when the file is next opened).
+ * A SQLite worker process: runs tenant statements with better-sqlite3 off the gateway's event
+ * loop. better-sqlite3 is synchronous and has no interrupt, and a thread stuck in a native
+ * SQLite loop cannot be terminated, so this is a child process: the gateway enforces the
+ * statement timeout with SIGKILL (SQLite rolls the open transaction back when the file is next
+ * opened).
  *
  * Answers are built here as final JSON text, so the gateway's thread does not pay for encoding.
  */
 import Database from "better-sqlite3"
 import { existsSync, mkdirSync, renameSync, rmSync } from "node:fs"
 import { dirname } from "node:path"
-import { parentPort, workerData } from "node:worker_threads"
 import { execAnswer, readAnswer, type SqlCell } from "../../domain/SqlAnswers.js"
 import type { StatementOp, WorkerFailure, WorkerOptions, WorkerReply, WorkerRequest, WorkerValue } from "./SqliteProtocol.js"
 
-const options = workerData as WorkerOptions
+const options = JSON.parse(process.env["PORTICO_SQLITE_WORKER"] ?? "{}") as WorkerOptions
 const open = new Map<string, Database.Database>()
 
 class Failure {
@@ -174,8 +174,11 @@ const handle = (request: WorkerRequest): WorkerValue | Promise<WorkerValue> => {
 
 const failed = (id: number, e: unknown): WorkerReply => ({ id, ok: false, failure: fromError(e).failure })
 
-parentPort?.on("message", (message: { readonly id: number; readonly request: WorkerRequest }) => {
-  const reply = (r: WorkerReply) => parentPort?.postMessage(r)
+// the gateway gone, nothing is left to answer
+process.on("disconnect", () => process.exit(0))
+
+process.on("message", (message: { readonly id: number; readonly request: WorkerRequest }) => {
+  const reply = (r: WorkerReply) => process.send?.(r)
   try {
     const value = handle(message.request)
     if (value instanceof Promise) {

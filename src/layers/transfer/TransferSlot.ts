@@ -52,8 +52,11 @@ export class TransferSlot extends Context.Tag("portico/TransferSlot")<TransferSl
           ),
         hold: (_what) =>
           Effect.flatMap(Effect.acquireRelease(take, give), (held) =>
-            // a stalled reader must not keep the slot forever
-            Effect.asVoid(Effect.forkDaemon(Effect.delay(give(held), budget)))
+            Effect.sync(() => {
+              // a stalled reader must not keep the slot forever; unref'd so it never holds the
+              // process open at shutdown
+              setTimeout(() => Effect.runSync(give(held)), Duration.toMillis(budget)).unref()
+            })
           )
       }
     })

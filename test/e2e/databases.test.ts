@@ -1,0 +1,539 @@
+/**
+ * Databases over HTTP (spec §2.2, §2.3, §4.2, §4.3): node-local SQLite files and the cluster SQL
+ * store's ORM routes, on the embedded engines and on real rqlited processes (registry and the
+ * namespace's SQL store each on their own cluster).
+ */
+import Database from "better-sqlite3"
+import { Effect } from "effect"
+import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs"
+import * as http from "node:http"
+import { tmpdir } from "node:os"
+import * as path from "node:path"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { type Gateway, type Reply, startGateway } from "../support/gateway.js"
+import { hasRqlited, type RqlitedServer, rqlitedMissingMessage, startRqlited } from "../support/rqlited.js"
+
+const expectError = (reply: Reply, status: number, code?: string) => {
+  expect(reply.status, reply.text).toBe(status)
+  if (code !== undefined) expect(reply.body?.code, reply.text).toBe(code)
+  expect(Object.keys(reply.body ?? {}).every((k) => ["error", "code", "hint"].includes(k)), reply.text).toBe(true)
+  // nothing of the platform leaks: no path, no stack
+  expect(reply.text).not.toMatch(/\/tmp\/|\/work\/|at .*\.ts:\d+|node_modules/)
+}
+
+const scratch = mkdtempSync(path.join(tmpdir(), "portico-db-files-"))
+let fileCounter = 0
+/** A SQLite file built in the test process, for import. */
+const sqliteFile = (statements: ReadonlyArray<string>): Buffer => {
+  const file = path.join(scratch, `f${++fileCounter}.db`)
+  const db = new Database(file)
+  for (const s of statements) db.exec(s)
+  db.close()
+  return readFileSync(file)
+}
+
+/** A raw POST with a streamed body, to watch how the gateway handles a large upload. */
+const streamUpload = (
+  gw: Gateway,
+  route: string,
+  token: string,
+  options: { readonly contentLength?: number; readonly totalBytes: number; readonly pauseAfter?: number }
+) => {
+  let release: () => void = () => {}
+  const resumed = new Promise<void>((r) => (release = r))
+  const reply = new Promise<{ status: number; body: string }>((resolve, reject) => {
+    const headers: Record<string, string | number> = { authorization: `Bearer ${token}`, "content-type": "application/octet-stream" }
+    if (options.contentLength !== undefined) headers["content-length"] = options.contentLength
+    const req = http.request(gw.url + route, { method: "POST", headers }, (res) => {
+      let body = ""
+      res.on("data", (c: Buffer) => (body += c.toString()))
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, body }))
+      res.on("error", reject)
+    })
+    req.on("error", (e) => {
+      // the gateway may cut the connection once it has answered; the answer, if any, counts
+      setTimeout(() => reject(e), 2000)
+    })
+    const chunk = Buffer.alloc(1024 * 1024, 7)
+    let sent = 0
+    const pump = async () => {
+      while (sent < options.totalBytes && !req.destroyed) {
+        if (options.pauseAfter !== undefined && sent >= options.pauseAfter) {
+          await resumed
+          req.destroy()
+          return
+        }
+        const ok = req.write(chunk)
+        sent += chunk.length
+        if (!ok) await new Promise((r) => req.once("drain", r))
+      }
+      req.end()
+    }
+    void pump()
+  })
+  return { reply, release }
+}
+
+const rssKb = (pid: number): number => {
+  const status = readFileSync(`/proc/${pid}/status`, "utf8")
+  return Number(/VmRSS:\s+(\d+)/.exec(status)?.[1] ?? 0)
+}
+
+describe.each(["embedded", "rqlite"] as const)("databases over HTTP on %s engines", (engine) => {
+  let gw: Gateway
+  let owner: string
+  let admin: string
+  let runtime: string
+  let otherOwner: string
+  const servers: Array<RqlitedServer> = []
+
+  const post = (route: string, json: unknown, token = owner) => gw.request("POST", route, { token, json })
+  const q = (database_name: string, query: string, params?: ReadonlyArray<unknown>, token = owner) =>
+    post("/v1/db/sqlite/query", params === undefined ? { database_name, query } : { database_name, query, params }, token)
+
+  beforeAll(async () => {
+    const env: Record<string, string> = { PORTICO_SQL_TIMEOUT_MS: "1500" }
+    if (engine === "rqlite") {
+      if (!hasRqlited()) throw new Error(rqlitedMissingMessage())
+      const registry = await Effect.runPromise(startRqlited())
+      const store = await Effect.runPromise(startRqlited())
+      servers.push(registry, store)
+      env["PORTICO_RQLITE_URL"] = registry.url
+      // "dbns" keeps its tables on its own rqlite cluster; "dbother" stays embedded
+      env["PORTICO_SQL_RQLITE_URLS"] = `dbns=${store.url}`
+    }
+    gw = await startGateway({ env })
+    owner = (await gw.cli(["namespace", "create", "dbns"])).api_key
+    admin = (await gw.request("POST", "/v1/namespace/keys", { token: owner, json: { profile: "admin" } })).body.api_key
+    runtime = (await gw.request("POST", "/v1/namespace/keys", { token: owner, json: { profile: "runtime" } })).body.api_key
+    otherOwner = (await gw.cli(["namespace", "create", "dbother"])).api_key
+  }, 120_000)
+  afterAll(async () => {
+    // a statement stopped for its timeout must not keep anything running: shutdown is clean
+    expect(await gw?.stop()).toBe(0)
+    for (const s of servers) await Effect.runPromise(s.stop)
+  })
+
+  describe("node-local databases", () => {
+    it("creates (201), refuses a second create (409) and bad names (400)", async () => {
+      const created = await post("/v1/db/sqlite/create", { database_name: "app_db-1" })
+      expect(created.status, created.text).toBe(201)
+      expect(Object.keys(created.body).sort()).toEqual(["created_at", "home_node", "name"])
+      expect(created.body.name).toBe("app_db-1")
+      expect(Math.abs(created.body.created_at - Date.now() / 1000)).toBeLessThan(60)
+      expectError(await post("/v1/db/sqlite/create", { database_name: "app_db-1" }), 409, "DATABASE_EXISTS")
+      for (const bad of ["", "a b", "../etc", "x".repeat(65), "naïve", "a.db", "a/b"]) {
+        expectError(await post("/v1/db/sqlite/create", { database_name: bad }), 400, "VALIDATION_FAILED")
+      }
+      expect((await post("/v1/db/sqlite/create", { database_name: "x".repeat(64) })).status).toBe(201)
+      expect(existsSync(path.join(gw.dataDir, "databases", "dbns", "app_db-1.db"))).toBe(true)
+    })
+
+    it("answers writes with their counts and reads with columns and rows, zero values present", async () => {
+      await post("/v1/db/sqlite/create", { database_name: "kinds" })
+      expect((await q("kinds", "CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT, n INTEGER)")).body).toEqual({ rows_affected: 0, last_insert_id: 0 })
+      const ins = await q("kinds", "INSERT INTO t (v, n) VALUES (?, ?), (?, ?)", ["a", 1, "b; DROP TABLE t; --", 9223372036854775807n.toString()])
+      expect(ins.body).toEqual({ rows_affected: 2, last_insert_id: 2 })
+      // the spliced-looking text was bound, not run
+      const big = await q("kinds", "INSERT INTO t (v, n) VALUES ('big', 9223372036854775807)")
+      expect(big.body.rows_affected).toBe(1)
+      const read = await q("kinds", "SELECT id, v, n FROM t ORDER BY id")
+      expect(read.text).toBe(
+        // an INTEGER column turns the bound text into an integer (SQLite's type affinity)
+        '{"columns":["id","v","n"],"rows":[[1,"a",1],[2,"b; DROP TABLE t; --",9223372036854775807],[3,"big",9223372036854775807]]}'
+      )
+      expect((await q("kinds", "UPDATE t SET v = 'z' WHERE id = 999")).text).toMatch(/^\{"rows_affected":0,"last_insert_id":\d+\}$/)
+      expect((await q("kinds", "WITH x(v) AS (SELECT 'w') INSERT INTO t (v) SELECT v FROM x")).body.rows_affected).toBe(1)
+      expect((await q("kinds", "REPLACE INTO t (id, v) VALUES (1, 'r')")).body).toHaveProperty("rows_affected", 1)
+      expect((await q("kinds", "DELETE FROM t WHERE id = ?", [4])).body).toHaveProperty("rows_affected", 1)
+      expect((await q("kinds", "SELECT * FROM t WHERE id = -1")).body).toEqual({ columns: ["id", "v", "n"], rows: [] })
+      expect((await q("kinds", "select count(*) as c from t")).body).toEqual({ columns: ["c"], rows: [[3]] })
+      expect((await q("kinds", "SELECT ?, ?, ?", [true, null, 1.5])).body.rows).toEqual([[1, null, 1.5]])
+      expect((await q("kinds", "SELECT x'00ff' AS b")).body.rows).toEqual([["AP8="]])
+    })
+
+    it("answers a statement error with 400 and the database's message; unknown databases are 404", async () => {
+      const bad = await q("kinds", "SELECT * FROM missing_table")
+      expectError(bad, 400, "SQL_ERROR")
+      expect(bad.body.error).toContain("no such table: missing_table")
+      expectError(await q("kinds", "SELEC 1"), 400, "SQL_ERROR")
+      expectError(await q("nope", "SELECT 1"), 404, "NOT_FOUND")
+      expectError(await post("/v1/db/sqlite/query", { database_name: "kinds", query: "SELECT ?", params: [{ a: 1 }] }), 400, "VALIDATION_FAILED")
+    })
+
+    it("keeps a database inside its file: ATTACH, DETACH, VACUUM INTO, other pragmas, extensions and second statements are refused", async () => {
+      const refused = [
+        "ATTACH DATABASE '/tmp/x.db' AS x",
+        "attach ':memory:' as m",
+        "DETACH m",
+        "VACUUM INTO '/tmp/copy.db'",
+        "PRAGMA journal_mode = DELETE",
+        "PRAGMA writable_schema = 1",
+        "PRAGMA temp.table_info(t)",
+        "SELECT * FROM pragma_journal_mode()",
+        "SELECT load_extension('/tmp/evil.so')"
+      ]
+      for (const sql of refused) expectError(await q("kinds", sql), 403, "SQL_NOT_ALLOWED")
+      expectError(await q("kinds", "SELECT 1; SELECT 2"), 400, "VALIDATION_FAILED")
+      expectError(await q("kinds", "INSERT INTO t (v) VALUES ('x'); DROP TABLE t"), 400, "VALIDATION_FAILED")
+      expect((await q("kinds", "SELECT count(*) FROM t")).body.rows).toEqual([[3]])
+      // the listed pragmas run, also in their table-valued form
+      expect((await q("kinds", "PRAGMA table_info(t)")).body.columns).toContain("name")
+      expect((await q("kinds", "PRAGMA user_version = 7")).status).toBe(200)
+      expect((await q("kinds", "PRAGMA user_version")).body).toEqual({ columns: ["user_version"], rows: [[7]] })
+      expect((await q("kinds", "SELECT name FROM pragma_table_info('t') ORDER BY cid")).body.rows).toEqual([["id"], ["v"], ["n"]])
+      expect((await q("kinds", "PRAGMA integrity_check")).body.rows).toEqual([["ok"]])
+      expect((await q("kinds", "VACUUM")).status).toBe(200)
+      expect(existsSync("/tmp/copy.db")).toBe(false)
+    })
+
+    it("is control plane only, and a namespace sees only its own databases", async () => {
+      expect((await post("/v1/db/sqlite/create", { database_name: "byadmin" }, admin)).status).toBe(201)
+      expectError(await q("kinds", "SELECT 1", undefined, runtime), 403, "CONTROL_PLANE_REQUIRED")
+      expectError(await gw.request("GET", "/v1/db/sqlite/list", { token: runtime }), 403, "CONTROL_PLANE_REQUIRED")
+      expectError(await gw.request("GET", "/v1/db/sqlite/list"), 401, "UNAUTHORIZED")
+      expectError(await q("kinds", "SELECT 1", undefined, otherOwner), 404, "NOT_FOUND")
+      expect((await gw.request("GET", "/v1/db/sqlite/list", { token: otherOwner })).body).toEqual({ databases: [], count: 0 })
+      expect((await post("/v1/db/sqlite/create", { database_name: "kinds" }, otherOwner)).status).toBe(201)
+      expect((await post("/v1/db/sqlite/query", { database_name: "kinds", query: "SELECT count(*) FROM sqlite_schema" }, otherOwner)).body.rows).toEqual([[0]])
+    })
+
+    it("lists databases with their size, backup cid and creation time", async () => {
+      const list = await gw.request("GET", "/v1/db/sqlite/list", { token: owner })
+      expect(list.status).toBe(200)
+      expect(list.body.count).toBe(list.body.databases.length)
+      const kinds = list.body.databases.find((d: { name: string }) => d.name === "kinds")
+      expect(Object.keys(kinds).sort()).toEqual(["backup_cid", "created_at", "name", "size_bytes"])
+      expect(kinds.size_bytes).toBeGreaterThan(0)
+      expect(kinds.backup_cid).toBeNull()
+      expect(list.body.databases.map((d: { name: string }) => d.name)).toEqual(expect.arrayContaining(["app_db-1", "byadmin", "kinds"]))
+    })
+
+    it("stops a statement past the timeout without stalling the gateway, and the database stays usable", async () => {
+      const started = Date.now()
+      const slow = q("kinds", "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c")
+      await new Promise((r) => setTimeout(r, 200))
+      const during = Date.now()
+      const whoami = await gw.request("GET", "/v1/auth/whoami", { token: owner })
+      expect(whoami.status).toBe(200)
+      expect(Date.now() - during).toBeLessThan(500)
+      const reply = await slow
+      expectError(reply, 400, "STATEMENT_TIMEOUT")
+      expect(Date.now() - started).toBeLessThan(10_000)
+      expect((await q("kinds", "SELECT count(*) FROM t")).body.rows).toEqual([[3]])
+    })
+
+    it("deletes the file with its WAL and shared memory; the name is free again", async () => {
+      const file = path.join(gw.dataDir, "databases", "dbns", "kinds.db")
+      expect(existsSync(file)).toBe(true)
+      const del = await post("/v1/db/sqlite/delete", { database_name: "kinds" })
+      expect(del.body).toEqual({ name: "kinds", deleted: true })
+      for (const suffix of ["", "-wal", "-shm"]) expect(existsSync(file + suffix)).toBe(false)
+      expectError(await q("kinds", "SELECT 1"), 404, "NOT_FOUND")
+      expectError(await post("/v1/db/sqlite/delete", { database_name: "kinds" }), 404, "NOT_FOUND")
+      expect((await post("/v1/db/sqlite/create", { database_name: "kinds" })).status).toBe(201)
+      expect((await q("kinds", "SELECT count(*) FROM sqlite_schema")).body.rows).toEqual([[0]])
+      // the other namespace's database of the same name was not touched
+      expect((await post("/v1/db/sqlite/query", { database_name: "kinds", query: "SELECT 1" }, otherOwner)).status).toBe(200)
+      const audit = await gw.request("GET", "/v1/audit?action=sqlite.delete", { token: owner })
+      expect(audit.body.entries?.length ?? audit.body.events?.length ?? 0).toBeGreaterThan(0)
+    })
+  })
+
+  describe("cluster SQL store", () => {
+    it("creates tables, executes writes and answers reads with columns, rows and count", async () => {
+      const created = await post("/v1/rqlite/create-table", { schema: "CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT, age INTEGER, team INTEGER)" })
+      expect(created.status, created.text).toBe(200)
+      expect(created.body).toHaveProperty("rows_affected")
+      await post("/v1/rqlite/create-table", { schema: "CREATE TABLE teams (id INTEGER PRIMARY KEY, title TEXT)" })
+      expect((await post("/v1/rqlite/exec", { sql: "INSERT INTO teams (id, title) VALUES (1, 'red'), (2, 'blue')" })).body).toEqual({ rows_affected: 2, last_insert_id: 2 })
+      const ins = await post("/v1/rqlite/exec", {
+        sql: "INSERT INTO users (name, age, team) VALUES (?, ?, ?), (?, ?, ?), (?, ?, ?)",
+        args: ["ann", 31, 1, "bob", null, 2, "cy'; DROP TABLE users; --", 25, 1]
+      })
+      expect(ins.body).toEqual({ rows_affected: 3, last_insert_id: 3 })
+      const read = await post("/v1/rqlite/query", { sql: "SELECT id, name, age FROM users ORDER BY id" })
+      expect(read.body).toEqual({
+        columns: ["id", "name", "age"],
+        rows: [[1, "ann", 31], [2, "bob", null], [3, "cy'; DROP TABLE users; --", 25]],
+        count: 3
+      })
+      expect((await post("/v1/rqlite/query", { sql: "SELECT * FROM users WHERE id = ?", args: [99] })).body).toEqual({
+        columns: ["id", "name", "age", "team"],
+        rows: [],
+        count: 0
+      })
+      expect((await post("/v1/rqlite/exec", { sql: "UPDATE users SET age = 1 WHERE id = 99" })).body.rows_affected).toBe(0)
+      expectError(await post("/v1/rqlite/query", { sql: "DELETE FROM users" }), 400, "VALIDATION_FAILED")
+      expectError(await post("/v1/rqlite/exec", { sql: "SELECT * FROM users" }), 400, "VALIDATION_FAILED")
+      expect((await post("/v1/rqlite/query", { sql: "SELECT count(*) FROM users" })).body.rows).toEqual([[3]])
+      const err = await post("/v1/rqlite/query", { sql: "SELECT * FROM nowhere" })
+      expectError(err, 400, "SQL_ERROR")
+      expect(err.body.error).toContain("no such table")
+    })
+
+    it("finds by criteria with options, and find-one answers the row or null", async () => {
+      const found = await post("/v1/rqlite/find", { table: "users", criteria: { team: 1 }, options: { order_by: ["age DESC"], limit: 5 } })
+      expect(found.body).toEqual({
+        items: [
+          { id: 1, name: "ann", age: 31, team: 1 },
+          { id: 3, name: "cy'; DROP TABLE users; --", age: 25, team: 1 }
+        ],
+        count: 2
+      })
+      expect((await post("/v1/rqlite/find", { table: "users", criteria: { age: null } })).body.items.map((u: { id: number }) => u.id)).toEqual([2])
+      expect((await post("/v1/rqlite/find", { table: "users", criteria: {}, options: { order_by: ["id"], limit: 1, offset: 1 } })).body.items[0].id).toBe(2)
+      const joined = await post("/v1/rqlite/find", {
+        table: "users",
+        criteria: { "teams.title": "blue" },
+        options: { joins: [{ table: "teams", on: "teams.id = users.team" }] }
+      })
+      expect(joined.body.count).toBe(1)
+      expect((await post("/v1/rqlite/find-one", { table: "users", criteria: { name: "bob" } })).body).toEqual({ id: 2, name: "bob", age: null, team: 2 })
+      const none = await post("/v1/rqlite/find-one", { table: "users", criteria: { name: "zed" } })
+      expect(none.status).toBe(200)
+      expect(none.text).toBe("null")
+      // a column name is data: quoted, never SQL. SQLite refuses the unknown column; rqlite's
+      // build reads an unknown double-quoted name as a string, which matches nothing
+      const injected = await post("/v1/rqlite/find", { table: "users", criteria: { "1=1 OR name": "x" } })
+      if (injected.status === 200) expect(injected.body).toEqual({ items: [], count: 0 })
+      else expectError(injected, 400, "SQL_ERROR")
+      expectError(await post("/v1/rqlite/find", { table: "users", criteria: { name: { $ne: 1 } } }), 400, "VALIDATION_FAILED")
+    })
+
+    it("selects with columns, where clauses and their args, joins, grouping, ordering, paging and one", async () => {
+      const s = await post("/v1/rqlite/select", {
+        table: "users",
+        alias: "u",
+        select: ["t.title AS team", "count(*) AS n", "max(u.age) AS oldest"],
+        joins: [{ kind: "LEFT", table: "teams", alias: "t", on: "t.id = u.team" }],
+        where: [{ expr: "u.age > ?", args: [20] }, { conj: "OR", expr: "u.age IS NULL" }],
+        group_by: ["t.title"],
+        order_by: ["n DESC", "team"],
+        limit: 10,
+        offset: 0
+      })
+      expect(s.body, s.text).toEqual({ items: [{ team: "red", n: 2, oldest: 31 }, { team: "blue", n: 1, oldest: null }], count: 2 })
+      const one = await post("/v1/rqlite/select", { table: "users", where: [{ expr: "name = ?", args: ["ann"] }], one: true })
+      expect(one.body).toEqual({ id: 1, name: "ann", age: 31, team: 1 })
+      expect((await post("/v1/rqlite/select", { table: "users", where: [{ expr: "0" }], one: true })).text).toBe("null")
+      expect((await post("/v1/rqlite/select", { table: "users", offset: 2 })).body.count).toBe(1)
+      // fragments cannot carry a second statement
+      expectError(await post("/v1/rqlite/select", { table: "users", where: [{ expr: "1); DELETE FROM users; --" }] }), 400)
+      expect((await post("/v1/rqlite/query", { sql: "SELECT count(*) FROM users" })).body.rows).toEqual([[3]])
+    })
+
+    it("runs a transaction atomically: a failing op is named and nothing is applied", async () => {
+      const ok = await post("/v1/rqlite/transaction", {
+        ops: [
+          { kind: "exec", sql: "INSERT INTO teams (id, title) VALUES (?, ?)", args: [3, "green"] },
+          { kind: "query", sql: "SELECT count(*) AS n FROM teams" }
+        ],
+        return_results: true
+      })
+      expect(ok.body, ok.text).toEqual({
+        results: [{ rows_affected: 1, last_insert_id: 3 }, { columns: ["n"], rows: [[3]], count: 1 }],
+        count: 2
+      })
+      expect((await post("/v1/rqlite/transaction", { ops: [{ kind: "exec", sql: "UPDATE teams SET title = 'g' WHERE id = 3" }] })).body).toEqual({
+        status: "ok",
+        count: 1
+      })
+      const failed = await post("/v1/rqlite/transaction", {
+        ops: [
+          { kind: "exec", sql: "INSERT INTO teams (id, title) VALUES (4, 'four')" },
+          { kind: "exec", sql: "UPDATE teams SET title = 'changed'" },
+          { kind: "exec", sql: "INSERT INTO teams (id, title) VALUES (1, 'duplicate')" },
+          { kind: "exec", sql: "INSERT INTO teams (id, title) VALUES (5, 'five')" }
+        ]
+      })
+      expectError(failed, 400, "TRANSACTION_FAILED")
+      expect(failed.body.error).toContain("op 2")
+      const teams = await post("/v1/rqlite/query", { sql: "SELECT id, title FROM teams ORDER BY id" })
+      expect(teams.body.rows).toEqual([[1, "red"], [2, "blue"], [3, "g"]])
+      // a guard refusal names its op and nothing runs
+      const guarded = await post("/v1/rqlite/transaction", {
+        ops: [{ kind: "exec", sql: "DELETE FROM teams" }, { kind: "query", sql: "SELECT * FROM keys" }]
+      })
+      expectError(guarded, 403, "SQL_NOT_ALLOWED")
+      expect(guarded.body.error).toContain("op 1")
+      expect((await post("/v1/rqlite/query", { sql: "SELECT count(*) FROM teams" })).body.rows).toEqual([[3]])
+      expectError(await post("/v1/rqlite/transaction", { ops: [] }), 400)
+      expectError(await post("/v1/rqlite/transaction", { ops: [{ kind: "drop", sql: "SELECT 1" }] }), 400, "VALIDATION_FAILED")
+    })
+
+    it("refuses every way of naming a reserved table, and refused statements, for everyone", async () => {
+      const bypasses = [
+        "SELECT * FROM keys",
+        "select * from KEYS",
+        'SELECT * FROM "keys"',
+        "SELECT * FROM [keys]",
+        "SELECT * FROM `keys`",
+        "SELECT * FROM main.keys",
+        "SELECT * FROM main . keys",
+        'SELECT * FROM main/**/./**/"keys"',
+        'SELECT * FROM "main"."sessions"',
+        "SELECT * FROM/*c*/namespaces",
+        "SELECT * FROM\napi_keys--c",
+        "SELECT name FROM sqlite_master WHERE name = 'keys'",
+        "SELECT * FROM pragma_table_info('keys')",
+        "SELECT * FROM pragma_table_info('users')",
+        "WITH x AS (SELECT * FROM sessions) SELECT * FROM x",
+        "SELECT * FROM users WHERE id IN (SELECT id FROM grants)",
+        "SELECT * FROM users JOIN deployments d ON 1",
+        "SELECT * FROM portico_migrations",
+        "SELECT * FROM signing_keys",
+        "SELECT * FROM local_databases"
+      ]
+      for (const sql of bypasses) expectError(await post("/v1/rqlite/query", { sql }), 403, "SQL_NOT_ALLOWED")
+      const writes = [
+        "INSERT INTO users (name) SELECT wallet FROM members",
+        "CREATE TABLE functions (id)",
+        "ALTER TABLE users RENAME TO keys",
+        "CREATE VIEW v AS SELECT * FROM keys",
+        "CREATE TRIGGER tr AFTER INSERT ON users BEGIN DELETE FROM users; END",
+        "create temp trigger tr after insert on users begin select 1; end",
+        "ATTACH 'x.db' AS x",
+        "DETACH x",
+        "PRAGMA foreign_keys = OFF",
+        "VACUUM",
+        "VACUUM INTO '/tmp/x.db'",
+        "DROP TABLE \"functions\""
+      ]
+      for (const sql of writes) expectError(await post("/v1/rqlite/exec", { sql }), 403, "SQL_NOT_ALLOWED")
+      expectError(await post("/v1/rqlite/query", { sql: "SELECT load_extension('x')" }), 403, "SQL_NOT_ALLOWED")
+      expectError(await post("/v1/rqlite/create-table", { schema: "CREATE TABLE sessions (id)" }), 403, "SQL_NOT_ALLOWED")
+      expectError(await post("/v1/rqlite/drop-table", { table: "keys" }), 403, "SQL_NOT_ALLOWED")
+      expectError(await post("/v1/rqlite/drop-table", { table: "Namespaces" }), 403, "SQL_NOT_ALLOWED")
+      expectError(await post("/v1/rqlite/find", { table: "keys", criteria: {} }), 403, "SQL_NOT_ALLOWED")
+      expectError(await post("/v1/rqlite/select", { table: "users", joins: [{ table: "api_keys", on: "1" }] }), 403, "SQL_NOT_ALLOWED")
+      expectError(await post("/v1/rqlite/select", { table: "users", where: [{ expr: "name IN (SELECT wallet FROM members)" }] }), 403, "SQL_NOT_ALLOWED")
+      expectError(await post("/v1/rqlite/query", { sql: "SELECT 1; SELECT 2" }), 400, "VALIDATION_FAILED")
+      // an admin key is held to the same guard
+      expectError(await post("/v1/rqlite/query", { sql: "SELECT * FROM keys" }, admin), 403, "SQL_NOT_ALLOWED")
+      // look-alikes name other (absent) tables, and names merely containing a reserved word pass
+      expectError(await post("/v1/rqlite/query", { sql: 'SELECT * FROM "ke""ys"' }), 400, "SQL_ERROR")
+      expect((await post("/v1/rqlite/query", { sql: "SELECT 1 AS keys_count -- keys" })).status).toBe(200)
+      // text needed as data passes as an argument
+      expect((await post("/v1/rqlite/query", { sql: "SELECT ? AS word", args: ["keys"] })).body.rows).toEqual([["keys"]])
+    })
+
+    it("shows tables and views with their CREATE statements; dropping an absent table succeeds", async () => {
+      await post("/v1/rqlite/exec", { sql: "CREATE VIEW adults AS SELECT * FROM users WHERE age >= 18" })
+      const schema = await gw.request("GET", "/v1/rqlite/schema", { token: owner })
+      expect(schema.status).toBe(200)
+      expect(schema.body.tables.map((t: { name: string; type: string }) => [t.name, t.type])).toEqual([
+        ["adults", "view"],
+        ["teams", "table"],
+        ["users", "table"]
+      ])
+      expect(schema.body.tables[2].sql).toContain("CREATE TABLE users")
+      expect(schema.body.count).toBe(3)
+      expect((await post("/v1/rqlite/drop-table", { table: "never_was" })).status).toBe(200)
+      expectError(await post("/v1/rqlite/create-table", { schema: "INSERT INTO users (name) VALUES ('x')" }), 400, "VALIDATION_FAILED")
+    })
+
+    it("needs db:write on the control plane; runtime keys and other namespaces are out", async () => {
+      expectError(await post("/v1/rqlite/query", { sql: "SELECT 1" }, runtime), 403, "CONTROL_PLANE_REQUIRED")
+      const custom = (await gw.request("POST", "/v1/namespace/keys", { token: owner, json: { scopes: ["cache"] } })).body.api_key
+      expectError(await post("/v1/rqlite/query", { sql: "SELECT 1" }, custom), 403)
+      expect((await post("/v1/rqlite/query", { sql: "SELECT count(*) FROM users" }, admin)).body.rows).toEqual([[3]])
+      // another namespace has its own database: no users table there
+      expectError(await post("/v1/rqlite/query", { sql: "SELECT * FROM users" }, otherOwner), 400, "SQL_ERROR")
+    })
+
+    it("refuses bodies over 4 MiB before parsing, and blank or unparsable bodies", async () => {
+      const big = `{"sql":"SELECT ?","args":["${"x".repeat(4 * 1024 * 1024)}"]}`
+      expectError(await gw.request("POST", "/v1/rqlite/query", { token: owner, body: big, headers: { "content-type": "application/json" } }), 413, "PAYLOAD_TOO_LARGE")
+      expectError(await gw.request("POST", "/v1/rqlite/query", { token: owner, body: "", headers: { "content-type": "application/json" } }), 400)
+      expectError(await gw.request("POST", "/v1/rqlite/exec", { token: owner, body: "{sql:", headers: { "content-type": "application/json" } }), 400)
+      expectError(await gw.request("POST", "/v1/rqlite/exec", { token: owner, body: '{"sql":"SELECT 1","sql":"DROP TABLE users"}', headers: { "content-type": "application/json" } }), 400)
+    })
+
+    it("exports the raw database (owner only) and imports it into another namespace", async () => {
+      expectError(await gw.request("GET", "/v1/rqlite/export", { token: admin }), 403, "OWNER_REQUIRED")
+      const res = await fetch(`${gw.url}/v1/rqlite/export`, { headers: { authorization: `Bearer ${owner}` } })
+      expect(res.status).toBe(200)
+      expect(res.headers.get("content-type")).toBe("application/vnd.sqlite3")
+      const bytes = Buffer.from(await res.arrayBuffer())
+      expect(Number(res.headers.get("content-length"))).toBe(bytes.length)
+      expect(bytes.subarray(0, 16).toString("latin1")).toBe("SQLite format 3\0")
+      const file = path.join(scratch, "exported.db")
+      writeFileSync(file, bytes)
+      const db = new Database(file, { readonly: true })
+      expect(db.prepare("SELECT count(*) AS n FROM users").get()).toEqual({ n: 3 })
+      db.close()
+
+      expectError(await gw.request("POST", "/v1/rqlite/import", { token: admin, body: bytes.toString("latin1") }), 403, "OWNER_REQUIRED")
+      const imported = await fetch(`${gw.url}/v1/rqlite/import`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${otherOwner}`, "content-type": "application/octet-stream" },
+        body: bytes
+      })
+      const answer = await imported.json()
+      expect(imported.status, JSON.stringify(answer)).toBe(200)
+      expect(answer).toEqual({ status: "ok", bytes: bytes.length, tables: 2 })
+      expect((await post("/v1/rqlite/query", { sql: "SELECT name FROM users ORDER BY id" }, otherOwner)).body.rows).toEqual([
+        ["ann"],
+        ["bob"],
+        ["cy'; DROP TABLE users; --"]
+      ])
+    })
+
+    it("checks an import offline: damaged files, triggers and reserved names give 400 and nothing is written", async () => {
+      const importAs = (body: Buffer) =>
+        fetch(`${gw.url}/v1/rqlite/import`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${otherOwner}`, "content-type": "application/octet-stream" },
+          body
+        }).then(async (r) => ({ status: r.status, body: await r.json() }))
+      const good = sqliteFile(["CREATE TABLE t (x)", "INSERT INTO t VALUES (1)"])
+      const damaged = Buffer.concat([good.subarray(0, 100), Buffer.alloc(good.length - 100, 0xab)])
+      const cases: Array<[string, Buffer]> = [
+        ["not sqlite", Buffer.from("hello, this is not a database file at all".repeat(200))],
+        ["damaged", damaged],
+        ["empty", Buffer.alloc(0)],
+        ["trigger", sqliteFile(["CREATE TABLE t (x)", "CREATE TRIGGER tr AFTER INSERT ON t BEGIN DELETE FROM t; END"])],
+        ["view over a platform table", sqliteFile(["CREATE TABLE keys (k)", "CREATE VIEW v AS SELECT * FROM keys"])],
+        ["platform table", sqliteFile(["CREATE TABLE sessions (id)"])],
+        ["prefixed table", sqliteFile(["CREATE TABLE portico_secrets (id)"])]
+      ]
+      for (const [what, body] of cases) {
+        const r = await importAs(body)
+        expect(r.status, `${what}: ${JSON.stringify(r.body)}`).toBe(400)
+        expect(Object.keys(r.body as object).every((k) => ["error", "code", "hint"].includes(k))).toBe(true)
+      }
+      // the earlier import is still what the namespace holds
+      expect((await post("/v1/rqlite/query", { sql: "SELECT count(*) FROM users" }, otherOwner)).body.rows).toEqual([[3]])
+    })
+
+    it("refuses an import over 256 MiB: at once when announced, and when a stream crosses it, without buffering it", async () => {
+      const announced = streamUpload(gw, "/v1/rqlite/import", otherOwner, { contentLength: 300 * 1024 * 1024, totalBytes: 8 * 1024 * 1024 })
+      const a = await announced.reply
+      expect(a.status).toBe(413)
+      expect(JSON.parse(a.body).code).toBe("PAYLOAD_TOO_LARGE")
+
+      const before = rssKb(gw.pid)
+      const streamed = streamUpload(gw, "/v1/rqlite/import", otherOwner, { totalBytes: 300 * 1024 * 1024 })
+      const s = await streamed.reply
+      expect(s.status).toBe(413)
+      expect(JSON.parse(s.body).code).toBe("PAYLOAD_TOO_LARGE")
+      // the upload went to disk, not memory
+      expect(rssKb(gw.pid) - before).toBeLessThan(128 * 1024)
+      expect((await post("/v1/rqlite/query", { sql: "SELECT count(*) FROM users" }, otherOwner)).body.rows).toEqual([[3]])
+    }, 120_000)
+
+    it("shares one transfer slot per gateway: a second transfer is 429 with Retry-After", async () => {
+      const slow = streamUpload(gw, "/v1/rqlite/import", otherOwner, { totalBytes: 64 * 1024 * 1024, pauseAfter: 2 * 1024 * 1024 })
+      await new Promise((r) => setTimeout(r, 500))
+      const busy = await gw.request("GET", "/v1/rqlite/export", { token: owner })
+      expectError(busy, 429, "RATE_LIMITED")
+      expect(Number(busy.headers.get("retry-after"))).toBeGreaterThan(0)
+      slow.release()
+      await slow.reply.catch(() => undefined)
+      // the slot is free again once the cut-off upload is gone
+      await new Promise((r) => setTimeout(r, 300))
+      expect((await fetch(`${gw.url}/v1/rqlite/export`, { headers: { authorization: `Bearer ${owner}` } })).status).toBe(200)
+    })
+  })
+})
