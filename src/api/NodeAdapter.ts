@@ -621,8 +621,8 @@ export const makeRequestListener = <E, R>(
     let interrupt: (() => void) | undefined
     const ex = new Exchange(req, res, cap, () => {
       ex.answered = true
-      answerDirect(res, 413, capBody)
-      discardRest(req)
+      // not answerDirect: its Connection: close would reset a client that is still sending
+      if (!res.headersSent) refuseOversize(req, res, capBody)
       interrupt?.()
     })
     const request = new LeanServerRequest(ex, req.url ?? "/", undefined, undefined)

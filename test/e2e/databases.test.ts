@@ -44,7 +44,10 @@ const streamUpload = (
   const reply = new Promise<{ status: number; body: string }>((resolve, reject) => {
     const headers: Record<string, string | number> = { authorization: `Bearer ${token}`, "content-type": "application/octet-stream" }
     if (options.contentLength !== undefined) headers["content-length"] = options.contentLength
+    let answered = false
     const req = http.request(gw.url + route, { method: "POST", headers }, (res) => {
+      // as curl does: an early answer ends the upload
+      answered = true
       let body = ""
       res.on("data", (c: Buffer) => (body += c.toString()))
       res.on("end", () => resolve({ status: res.statusCode ?? 0, body }))
@@ -57,7 +60,7 @@ const streamUpload = (
     const chunk = Buffer.alloc(1024 * 1024, 7)
     let sent = 0
     const pump = async () => {
-      while (sent < options.totalBytes && !req.destroyed) {
+      while (sent < options.totalBytes && !req.destroyed && !answered) {
         if (options.pauseAfter !== undefined && sent >= options.pauseAfter) {
           await resumed
           req.destroy()
@@ -92,7 +95,7 @@ describe.each(["embedded", "rqlite"] as const)("databases over HTTP on %s engine
     post("/v1/db/sqlite/query", params === undefined ? { database_name, query } : { database_name, query, params }, token)
 
   beforeAll(async () => {
-    const env: Record<string, string> = { PORTICO_SQL_TIMEOUT_MS: "1500" }
+    const env: Record<string, string> = { PORTICO_SQL_TIMEOUT_MS: "1500", PORTICO_SQL_MAX_RESULT_BYTES: String(1024 * 1024) }
     if (engine === "rqlite") {
       if (!hasRqlited()) throw new Error(rqlitedMissingMessage())
       const registry = await Effect.runPromise(startRqlited())
@@ -221,6 +224,12 @@ describe.each(["embedded", "rqlite"] as const)("databases over HTTP on %s engine
       expectError(reply, 400, "STATEMENT_TIMEOUT")
       expect(Date.now() - started).toBeLessThan(10_000)
       expect((await q("kinds", "SELECT count(*) FROM t")).body.rows).toEqual([[3]])
+    })
+
+    it("refuses an answer over the result cap with 413 instead of building it", async () => {
+      const huge = await q("kinds", "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 200000) SELECT x, 'some padding text' FROM c")
+      expectError(huge, 413, "PAYLOAD_TOO_LARGE")
+      expect((await q("kinds", "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 1000) SELECT count(*) FROM c")).body.rows).toEqual([[1000]])
     })
 
     it("deletes the file with its WAL and shared memory; the name is free again", async () => {

@@ -1,0 +1,397 @@
+/**
+ * SQL benchmark, side by side in one run, each gateway route against its anchor:
+ *
+ *   1. `POST /v1/rqlite/query` (point read by primary key, 1000-row table) through the gateway
+ *      against `rqlited` direct (`POST /db/query?level=weak`), the same rqlited process being
+ *      the namespace's cluster SQL store. Target ratio >= 0.7.
+ *   2. `POST /v1/rqlite/exec` (one INSERT) through the gateway against rqlited direct
+ *      (`POST /db/execute`), same process. Target ratio >= 0.85.
+ *   3. `POST /v1/db/sqlite/query` (the same point read on a node-local database) through the
+ *      gateway against a bare node:http server running the statement with better-sqlite3
+ *      in-process on an equivalent file (bench/sql/servers.ts). Reported, no target.
+ *
+ * One gateway process serves all three (`src/main.ts serve`, registry embedded, rate limit and
+ * request log off, `PORTICO_SQL_RQLITE_URLS=<ns>=<rqlited>`). Gateway (with its SQLite worker
+ * processes), rqlited and the bare server run on CPU 0 (`taskset -c 0`); `wrk -t1 -c64` runs on
+ * CPU 1. Each round runs every pair (anchor and gateway, order swapped every round) after a
+ * warm-up; the summary is the median over rounds.
+ *
+ *   npx tsx bench/sql/run.ts
+ *
+ * Needs wrk, taskset and `.engines/bin/rqlited` (`scripts/engines.sh rqlite`, or
+ * PORTICO_ENGINES_DIR). Knobs: SQL_DURATION seconds per measured run (8), SQL_ROUNDS (2).
+ * Everything it writes goes to a temp dir under os.tmpdir(), removed at the end (kept on failure).
+ */
+import { spawn, spawnSync, type ChildProcess } from "node:child_process"
+import * as fs from "node:fs"
+import * as net from "node:net"
+import * as os from "node:os"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+import { hasRqlited, rqlitedMissingMessage, rqlitedPath } from "../../test/support/rqlited.js"
+import {
+  bareAuthorization,
+  eventArgs,
+  eventsSchema,
+  insertEvent,
+  insertUser,
+  pointId,
+  pointRead,
+  USERS,
+  userRow,
+  usersSchema
+} from "./shared.js"
+
+const here = path.dirname(fileURLToPath(import.meta.url))
+const root = path.resolve(here, "../..")
+const duration = Math.max(1, Math.round(Number(process.env.SQL_DURATION ?? 8)))
+const rounds = Math.max(1, Math.round(Number(process.env.SQL_ROUNDS ?? 2)))
+const warmup = Math.max(1, Math.round(duration / 4))
+const namespace = "sqlbench"
+const databaseName = "bench"
+
+interface Sample {
+  readonly rps: number
+  readonly p50: string
+  readonly p99: string
+  /** Non-2xx answers plus socket errors: a run with any is not a fair number. */
+  readonly errors: number
+}
+
+/** One side of a comparison: where wrk sends which body with which headers. */
+interface Target {
+  readonly name: string
+  readonly url: string
+  readonly body: string
+  readonly authorization: string | undefined
+  /** A substring the answer must hold, checked once before the load. */
+  readonly expect: string
+}
+
+interface Pair {
+  readonly label: string
+  readonly anchor: Target
+  readonly gateway: Target
+  /** Lowest acceptable gateway/anchor ratio, if the comparison has one. */
+  readonly target: number | undefined
+}
+
+// ---- child processes ---------------------------------------------------------------------
+
+interface Child {
+  readonly name: string
+  readonly process: ChildProcess
+  readonly log: string
+}
+
+const children: Array<Child> = []
+
+const alive = (child: ChildProcess) => child.exitCode === null && child.signalCode === null
+
+/** Starts `command` pinned to CPU 0, stdout and stderr to a log file (a pipe nobody drains could stall it). */
+const startPinned = (name: string, dir: string, command: string, args: ReadonlyArray<string>, env?: NodeJS.ProcessEnv): Child => {
+  const log = path.join(dir, `${name}.log`)
+  const fd = fs.openSync(log, "w")
+  const child = spawn("taskset", ["-c", "0", command, ...args], { cwd: root, env: env ?? process.env, stdio: ["ignore", fd, fd] })
+  fs.closeSync(fd)
+  const tracked = { name, process: child, log }
+  children.push(tracked)
+  return tracked
+}
+
+const logTail = (child: Child) => {
+  try {
+    return fs.readFileSync(child.log, "utf8").slice(-3000)
+  } catch {
+    return ""
+  }
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
+
+const exited = (child: ChildProcess) =>
+  new Promise<void>((resolve) => {
+    if (!alive(child)) return resolve()
+    child.once("exit", () => resolve())
+  })
+
+/** SIGTERM to every child still running, SIGKILL to any not gone after 5 s. */
+const stopAll = async () => {
+  await Promise.all(
+    children.map(async ({ process: child }) => {
+      if (!alive(child)) return
+      child.kill("SIGTERM")
+      const gone = await Promise.race([exited(child).then(() => true), sleep(5000).then(() => false)])
+      if (!gone) {
+        child.kill("SIGKILL")
+        await exited(child)
+      }
+    })
+  )
+}
+
+// A driver that dies without reaching its cleanup must not leave servers behind.
+process.once("exit", () => {
+  for (const { process: child } of children) if (alive(child)) child.kill("SIGKILL")
+})
+for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  process.once(signal, () => {
+    void stopAll().then(() => process.exit(130))
+  })
+}
+
+const freePort = () =>
+  new Promise<number>((resolve, reject) => {
+    const server = net.createServer()
+    server.once("error", reject)
+    server.listen(0, "127.0.0.1", () => {
+      const address = server.address()
+      const port = typeof address === "object" && address !== null ? address.port : 0
+      server.close(() => (port > 0 ? resolve(port) : reject(new Error("no port assigned"))))
+    })
+  })
+
+/** Polls `probe` until it holds; fails with the child's log tail when it exits or time runs out. */
+const waitUntil = async (child: Child, probe: () => Promise<boolean>, timeoutMs = 60_000) => {
+  const deadline = Date.now() + timeoutMs
+  while (Date.now() < deadline) {
+    if (!alive(child.process)) throw new Error(`${child.name} exited (${child.process.exitCode ?? child.process.signalCode})\n${logTail(child)}`)
+    if (await probe().catch(() => false)) return
+    await sleep(100)
+  }
+  throw new Error(`${child.name} not ready after ${timeoutMs} ms\n${logTail(child)}`)
+}
+
+const answers = (url: string, init?: RequestInit) => async () => (await fetch(url, { ...init, signal: AbortSignal.timeout(2000) })).ok
+
+// ---- servers -----------------------------------------------------------------------------
+
+const startRqlited = async (dir: string) => {
+  const httpPort = await freePort()
+  const raftPort = await freePort()
+  const url = `http://127.0.0.1:${httpPort}`
+  // Short Raft timeouts as in test/support/rqlited.ts: a single node elects itself quickly.
+  const child = startPinned("rqlited", dir, rqlitedPath(), [
+    "-node-id", "n1",
+    "-http-addr", `127.0.0.1:${httpPort}`,
+    "-raft-addr", `127.0.0.1:${raftPort}`,
+    "-raft-election-timeout", "200ms",
+    "-raft-timeout", "200ms",
+    "-raft-leader-lease-timeout", "200ms",
+    path.join(dir, "rqlite-data")
+  ])
+  await waitUntil(child, answers(`${url}/readyz`))
+  return url
+}
+
+const startGateway = async (dir: string, rqliteUrl: string) => {
+  const dataDir = path.join(dir, "gateway")
+  const env: NodeJS.ProcessEnv = { ...process.env, PORTICO_RATE_LIMIT: "false", PORTICO_LOG_REQUESTS: "false" }
+  delete env.PORTICO_RQLITE_URL // the registry stays embedded
+  const created = spawnSync(process.execPath, ["--import", "tsx", "src/main.ts", "namespace", "create", namespace, "--data-dir", dataDir], {
+    cwd: root,
+    env,
+    encoding: "utf8"
+  })
+  if (created.status !== 0) throw new Error(`namespace create failed (${created.status}): ${created.stderr}`)
+  const line = created.stdout.trim().split("\n").pop() ?? ""
+  const parsed: unknown = JSON.parse(line)
+  const apiKey = typeof parsed === "object" && parsed !== null && "api_key" in parsed && typeof parsed.api_key === "string" ? parsed.api_key : ""
+  if (apiKey === "") throw new Error(`namespace create printed no api_key: ${line}`)
+
+  const port = await freePort()
+  const url = `http://127.0.0.1:${port}`
+  const child = startPinned(
+    "gateway",
+    dir,
+    process.execPath,
+    ["--import", "tsx", "src/main.ts", "serve", "--port", String(port), "--data-dir", dataDir],
+    { ...env, PORTICO_SQL_RQLITE_URLS: `${namespace}=${rqliteUrl}` }
+  )
+  await waitUntil(child, answers(`${url}/health`))
+  return { url, authorization: `Bearer ${apiKey}` }
+}
+
+const startBare = async (dir: string) => {
+  const port = await freePort()
+  const url = `http://127.0.0.1:${port}`
+  const child = startPinned("bare", dir, process.execPath, ["--import", "tsx", path.join(here, "servers.ts"), "bare", String(port), path.join(dir, "bare.db")])
+  // any HTTP answer means it listens (the file is built before listen)
+  await waitUntil(child, async () => (await fetch(url, { signal: AbortSignal.timeout(2000) })).status > 0)
+  return url
+}
+
+// ---- requests ----------------------------------------------------------------------------
+
+const post = async (url: string, body: unknown, authorization?: string) => {
+  const headers: Record<string, string> = { "content-type": "application/json" }
+  if (authorization !== undefined) headers.authorization = authorization
+  const response = await fetch(url, { method: "POST", headers, body: JSON.stringify(body) })
+  const text = await response.text()
+  if (!response.ok) throw new Error(`${url} answered ${response.status}: ${text}`)
+  return text
+}
+
+/** Tables through the gateway: `users` (cluster store and node-local) and `events` (cluster store). */
+const fill = async (gateway: { readonly url: string; readonly authorization: string }) => {
+  const call = (route: string, body: unknown) => post(gateway.url + route, body, gateway.authorization)
+  await call("/v1/rqlite/create-table", { schema: usersSchema })
+  await call("/v1/rqlite/create-table", { schema: eventsSchema })
+  const ids = Array.from({ length: USERS }, (_, i) => i + 1)
+  for (let i = 0; i < ids.length; i += 1000) {
+    const ops = ids.slice(i, i + 1000).map((id) => ({ kind: "exec", sql: insertUser, args: userRow(id) }))
+    await call("/v1/rqlite/transaction", { ops })
+  }
+
+  await call("/v1/db/sqlite/create", { database_name: databaseName })
+  await call("/v1/db/sqlite/query", { database_name: databaseName, query: usersSchema })
+  for (let i = 0; i < ids.length; i += 250) {
+    const chunk = ids.slice(i, i + 250)
+    await call("/v1/db/sqlite/query", {
+      database_name: databaseName,
+      query: `INSERT INTO users (id, name, age) VALUES ${chunk.map(() => "(?, ?, ?)").join(", ")}`,
+      params: chunk.flatMap((id) => userRow(id))
+    })
+  }
+}
+
+/** Sends the target's request once and checks the answer, so wrk never measures an error page. */
+const check = async (target: Target) => {
+  const text = await post(target.url, JSON.parse(target.body), target.authorization)
+  if (!text.includes(target.expect) || /"error"/.test(text)) throw new Error(`${target.name}: unexpected answer ${text}`)
+}
+
+// ---- wrk ---------------------------------------------------------------------------------
+
+const luaScript = (dir: string, target: Target) => {
+  const file = path.join(dir, `${target.name.replace(/\W+/g, "-")}.lua`)
+  const lines = [`wrk.method = "POST"`, `wrk.body = ${JSON.stringify(target.body)}`, `wrk.headers["Content-Type"] = "application/json"`]
+  if (target.authorization !== undefined) lines.push(`wrk.headers["Authorization"] = ${JSON.stringify(target.authorization)}`)
+  fs.writeFileSync(file, lines.join("\n") + "\n")
+  return file
+}
+
+const wrk = (dir: string, target: Target, seconds: number): Sample => {
+  const run = spawnSync("taskset", ["-c", "1", "wrk", "-t1", "-c64", `-d${seconds}s`, "--latency", "-s", luaScript(dir, target), target.url], {
+    encoding: "utf8"
+  })
+  if (run.status !== 0) throw new Error(`wrk failed on ${target.name} (${run.status ?? run.signal}): ${run.stderr}`)
+  const out = run.stdout
+  const socket = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(out)
+  const socketErrors = socket === null ? 0 : socket.slice(1).reduce((sum, n) => sum + Number(n), 0)
+  return {
+    rps: Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1] ?? 0),
+    p50: /^\s+50%\s+(\S+)/m.exec(out)?.[1] ?? "?",
+    p99: /^\s+99%\s+(\S+)/m.exec(out)?.[1] ?? "?",
+    errors: Number(/Non-2xx or 3xx responses:\s+(\d+)/.exec(out)?.[1] ?? 0) + socketErrors
+  }
+}
+
+const median = (xs: ReadonlyArray<number>) => {
+  const sorted = [...xs].sort((a, b) => a - b)
+  const mid = Math.floor(sorted.length / 2)
+  return sorted.length % 2 === 1 ? (sorted[mid] ?? 0) : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2
+}
+
+// ---- main --------------------------------------------------------------------------------
+
+const pairs = (rqliteUrl: string, gateway: { readonly url: string; readonly authorization: string }, bareUrl: string): ReadonlyArray<Pair> => {
+  const statement = (sql: string, args: ReadonlyArray<unknown>) => JSON.stringify({ sql, args })
+  const direct = (sql: string, args: ReadonlyArray<unknown>) => JSON.stringify([[sql, ...args]])
+  const nodeLocal = JSON.stringify({ database_name: databaseName, query: pointRead, params: [pointId] })
+  const row = JSON.stringify(userRow(pointId)) // [42,"user-42",60] in every answer
+  const inserted = `"rows_affected":1`
+  const viaGateway = (route: string, body: string, expect: string): Target => ({
+    name: `gateway ${route}`,
+    url: gateway.url + route,
+    body,
+    authorization: gateway.authorization,
+    expect
+  })
+  return [
+    {
+      label: "cluster query (point read)",
+      anchor: { name: "rqlited /db/query?level=weak", url: `${rqliteUrl}/db/query?level=weak`, body: direct(pointRead, [pointId]), authorization: undefined, expect: row },
+      gateway: viaGateway("/v1/rqlite/query", statement(pointRead, [pointId]), row),
+      target: 0.7
+    },
+    {
+      label: "cluster exec (insert)",
+      anchor: { name: "rqlited /db/execute", url: `${rqliteUrl}/db/execute`, body: direct(insertEvent, eventArgs), authorization: undefined, expect: inserted },
+      gateway: viaGateway("/v1/rqlite/exec", statement(insertEvent, eventArgs), inserted),
+      target: 0.85
+    },
+    {
+      label: "node-local query (point read)",
+      anchor: { name: "bare node:http + better-sqlite3", url: `${bareUrl}/v1/db/sqlite/query`, body: nodeLocal, authorization: bareAuthorization, expect: row },
+      gateway: viaGateway("/v1/db/sqlite/query", nodeLocal, row),
+      target: undefined
+    }
+  ]
+}
+
+const main = async () => {
+  if (!hasRqlited()) throw new Error(rqlitedMissingMessage())
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "portico-sql-bench-"))
+  let ok = false
+  try {
+    const rqliteUrl = await startRqlited(dir)
+    const gateway = await startGateway(dir, rqliteUrl)
+    await fill(gateway)
+    const bareUrl = await startBare(dir)
+    const comparisons = pairs(rqliteUrl, gateway, bareUrl)
+    for (const pair of comparisons) {
+      await check(pair.anchor)
+      await check(pair.gateway)
+    }
+
+    const samples = new Map<Target, Array<Sample>>()
+    const log: Array<{ readonly round: number; readonly pair: Pair; readonly side: "anchor" | "gateway"; readonly sample: Sample }> = []
+    for (const pair of comparisons) for (const t of [pair.anchor, pair.gateway]) wrk(dir, t, warmup)
+    for (let round = 1; round <= rounds; round++) {
+      for (const pair of comparisons) {
+        const order = round % 2 === 1 ? (["anchor", "gateway"] as const) : (["gateway", "anchor"] as const)
+        for (const side of order) {
+          const target = pair[side]
+          const sample = wrk(dir, target, duration)
+          samples.set(target, [...(samples.get(target) ?? []), sample])
+          log.push({ round, pair, side, sample })
+          process.stderr.write(`round ${round} ${target.name}: ${sample.rps.toFixed(0)} req/s\n`)
+        }
+      }
+    }
+
+    const out: Array<string> = []
+    out.push(`\nwrk -t1 -c64, ${duration} s per run after ${warmup} s warm-up, ${rounds} round(s); servers on CPU 0, wrk on CPU 1`)
+    out.push(`users: ${USERS} rows; point read id ${pointId}; gateway registry embedded, cluster SQL store = the same rqlited\n`)
+    out.push("| round | target | req/s | p50 | p99 | errors | ratio to anchor |")
+    out.push("|---:|---|---:|---:|---:|---:|---:|")
+    for (const { round, pair, side, sample } of log) {
+      const anchor = log.find((e) => e.round === round && e.pair === pair && e.side === "anchor")?.sample.rps ?? 0
+      const ratio = side === "anchor" ? "1.00 (anchor)" : anchor > 0 ? (sample.rps / anchor).toFixed(2) : "?"
+      out.push(`| ${round} | ${pair[side].name} | ${sample.rps.toFixed(0)} | ${sample.p50} | ${sample.p99} | ${sample.errors} | ${ratio} |`)
+    }
+    out.push("\n| comparison | gateway req/s | anchor req/s | ratio (median) | target | met |")
+    out.push("|---|---:|---:|---:|---:|---|")
+    for (const pair of comparisons) {
+      const g = median((samples.get(pair.gateway) ?? []).map((s) => s.rps))
+      const a = median((samples.get(pair.anchor) ?? []).map((s) => s.rps))
+      const ratio = a > 0 ? g / a : 0
+      const met = pair.target === undefined ? "-" : ratio >= pair.target ? "yes" : "no"
+      out.push(`| ${pair.label} | ${g.toFixed(0)} | ${a.toFixed(0)} | ${ratio.toFixed(2)} | ${pair.target === undefined ? "-" : `>= ${pair.target}`} | ${met} |`)
+    }
+    const errors = log.reduce((sum, e) => sum + e.sample.errors, 0)
+    if (errors > 0) out.push(`\nwarning: ${errors} non-2xx answers or socket errors during the runs; those numbers are not comparable`)
+    process.stdout.write(out.join("\n") + "\n")
+    ok = true
+  } finally {
+    await stopAll()
+    if (ok) fs.rmSync(dir, { recursive: true, force: true })
+    else process.stderr.write(`kept ${dir} (logs of the servers)\n`)
+  }
+}
+
+main().catch((e: unknown) => {
+  process.stderr.write((e instanceof Error ? e.message : String(e)) + "\n")
+  process.exit(1)
+})

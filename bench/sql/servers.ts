@@ -1,0 +1,90 @@
+/**
+ * The anchor of the node-local SQL benchmark: a bare `node:http` server doing by hand what
+ * `POST /v1/db/sqlite/query` does for a read. It checks the bearer token, parses the same JSON
+ * body (`{database_name, query, params}`), runs the statement with better-sqlite3 in this process
+ * on an equivalent SQLite file, and answers `{"columns":[...],"rows":[[...]]}`.
+ *
+ * The file is built at start: WAL on like the gateway's node-local files, the same `users` table
+ * and rows as the gateway's copy (bench/sql/shared.ts).
+ *
+ *   node --import tsx bench/sql/servers.ts bare <port> <sqlite-file>
+ */
+import Database from "better-sqlite3"
+import * as http from "node:http"
+import { bareAuthorization, insertUser, USERS, userRow, usersSchema } from "./shared.js"
+
+interface QueryBody {
+  readonly database_name: string
+  readonly query: string
+  readonly params?: ReadonlyArray<string | number | boolean | null>
+}
+
+const isQueryBody = (value: unknown): value is QueryBody =>
+  typeof value === "object" &&
+  value !== null &&
+  "database_name" in value &&
+  typeof value.database_name === "string" &&
+  "query" in value &&
+  typeof value.query === "string" &&
+  (!("params" in value) || value.params === undefined || Array.isArray(value.params))
+
+const answer = (res: http.ServerResponse, status: number, text: string) => {
+  res.writeHead(status, { "content-type": "application/json", "content-length": Buffer.byteLength(text) }).end(text)
+}
+
+const bare = (port: number, file: string) => {
+  const db = new Database(file)
+  db.pragma("journal_mode = WAL")
+  db.exec(usersSchema)
+  const insert = db.prepare(insertUser)
+  db.transaction(() => {
+    for (let id = 1; id <= USERS; id++) insert.run(...userRow(id))
+  })()
+
+  const statements = new Map<string, Database.Statement>()
+  const prepared = (sql: string): Database.Statement => {
+    const cached = statements.get(sql)
+    if (cached !== undefined) return cached
+    const stmt = db.prepare(sql)
+    statements.set(sql, stmt)
+    return stmt
+  }
+
+  http
+    .createServer((req, res) => {
+      const chunks: Array<Buffer> = []
+      req.on("data", (c: Buffer) => chunks.push(c))
+      req.on("end", () => {
+        if (req.headers.authorization !== bareAuthorization) return answer(res, 401, `{"error":"unauthorized"}`)
+        if (req.method !== "POST" || req.url !== "/v1/db/sqlite/query") return answer(res, 404, `{"error":"not found"}`)
+        try {
+          const body: unknown = JSON.parse(Buffer.concat(chunks).toString("utf8"))
+          if (!isQueryBody(body)) return answer(res, 400, `{"error":"bad body"}`)
+          const stmt = prepared(body.query)
+          const params = body.params ?? []
+          if (!stmt.reader) {
+            const result = stmt.run(...params)
+            return answer(res, 200, JSON.stringify({ rows_affected: result.changes, last_insert_id: Number(result.lastInsertRowid) }))
+          }
+          const columns = stmt.columns().map((c) => c.name)
+          const rows = stmt.raw(true).all(...params) as Array<Array<unknown>>
+          return answer(res, 200, JSON.stringify({ columns, rows }))
+        } catch (e) {
+          return answer(res, 400, JSON.stringify({ error: e instanceof Error ? e.message : String(e) }))
+        }
+      })
+    })
+    .listen(port, "127.0.0.1", () => process.stdout.write("READY\n"))
+
+  process.once("SIGTERM", () => {
+    db.close()
+    process.exit(0)
+  })
+}
+
+const [kind, portArg, file] = process.argv.slice(2)
+if (kind !== "bare" || portArg === undefined || file === undefined) {
+  process.stderr.write("usage: node --import tsx bench/sql/servers.ts bare <port> <sqlite-file>\n")
+  process.exit(2)
+}
+bare(Number(portArg), file)
