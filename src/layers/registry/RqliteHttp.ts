@@ -4,6 +4,8 @@
  * tenants' cluster SQL store both speak through it.
  */
 import { Data, Duration, Effect, Redacted, Schedule } from "effect"
+import * as http from "node:http"
+import * as https from "node:https"
 import { StoreError } from "./RegistryStore.js"
 
 export interface RqliteHttpConfig {
@@ -51,6 +53,11 @@ const errorCode = (error: unknown, depth = 0): string | undefined => {
   return "cause" in error ? errorCode(error.cause, depth + 1) : undefined
 }
 
+const transportFailure = (error: unknown): Transient => {
+  const code = errorCode(error)
+  return new Transient({ detail: `rqlite request failed: ${code ?? String(error)}`, unsent: code !== undefined && unsentCodes.has(code) })
+}
+
 interface HttpAnswer {
   readonly status: number
   readonly location: string | null
@@ -79,20 +86,34 @@ export const rqliteHttp = (config: RqliteHttpConfig): RqliteHttp => {
     Schedule.intersect(Schedule.recurs(config.retries ?? defaultRetries))
   )
 
+  // node:http with a keep-alive pool rather than fetch: the WHATWG stream machinery costs more
+  // than the rqlite round trip itself on a point read
+  const agent = new (base.startsWith("https:") ? https.Agent : http.Agent)({ keepAlive: true, maxSockets: 64 })
+
   const sendOnce = (url: string, body: string): Effect.Effect<HttpAnswer, Transient> =>
-    Effect.tryPromise({
-      try: async (signal) => {
-        // Redirects are followed by hand: fetch would turn a 301'd POST into a body-less GET.
-        const response = await fetch(url, { method: "POST", headers, body, redirect: "manual", signal })
-        return { status: response.status, location: response.headers.get("location"), body: await response.text() }
-      },
-      catch: (error) => {
-        const code = errorCode(error)
-        return new Transient({
-          detail: `rqlite request failed: ${code ?? String(error)}`,
-          unsent: code !== undefined && unsentCodes.has(code)
-        })
-      }
+    Effect.async<HttpAnswer, Transient>((resume, signal) => {
+      const target = new URL(url)
+      const client = target.protocol === "https:" ? https : http
+      const request = client.request(
+        target,
+        { method: "POST", headers: { ...headers, "content-length": Buffer.byteLength(body) }, agent, signal },
+        (response) => {
+          const chunks: Array<Buffer> = []
+          response.on("data", (chunk: Buffer) => chunks.push(chunk))
+          response.on("end", () =>
+            resume(
+              Effect.succeed({
+                status: response.statusCode ?? 0,
+                location: response.headers.location ?? null,
+                body: Buffer.concat(chunks).toString("utf8")
+              })
+            )
+          )
+          response.on("error", (error) => resume(Effect.fail(transportFailure(error))))
+        }
+      )
+      request.on("error", (error) => resume(Effect.fail(transportFailure(error))))
+      request.end(body)
     }).pipe(
       Effect.timeoutFail({
         duration: timeout,
