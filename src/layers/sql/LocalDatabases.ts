@@ -70,7 +70,26 @@ export class LocalDatabases extends Context.Tag("portico/LocalDatabases")<LocalD
       const root = path.join(config.dataDir, "databases")
       const fileOf = (namespace: string, name: string) => path.join(root, namespace, `${name}.db`)
 
+      /**
+       * Records of databases homed here, so a query costs no registry read. Safe to keep: only
+       * the home node deletes a database (any other answers 503), and a name cannot be created
+       * twice, so an entry changes only through this process, which updates it.
+       */
+      const known = new Map<string, DatabaseRecord>()
+      const knownKey = (namespace: string, name: string) => `${namespace}/${name}`
+      const remember = (namespace: string, r: DatabaseRecord) => {
+        if (r.homeNode !== config.nodeId) return
+        if (known.size >= 10_000) known.clear()
+        known.set(knownKey(namespace, r.name), r)
+      }
+
       const record = (namespace: string, name: string) =>
+        Effect.suspend(() => {
+          const cached = known.get(knownKey(namespace, name))
+          return cached === undefined ? lookup(namespace, name) : Effect.succeed(cached)
+        })
+
+      const lookup = (namespace: string, name: string) =>
         Effect.flatMap(
           Effect.mapError(
             store.query({
@@ -83,10 +102,14 @@ export class LocalDatabases extends Context.Tag("portico/LocalDatabases")<LocalD
             const row = rows[0]
             return row === undefined
               ? Effect.fail(refuse(404, Code.NOT_FOUND, `no database "${name}" in this namespace`))
-              : Effect.succeed<DatabaseRecord>({
-                  name: String(row["name"]),
-                  homeNode: String(row["home_node"]),
-                  createdAt: Number(row["created_at"])
+              : Effect.sync(() => {
+                  const r: DatabaseRecord = {
+                    name: String(row["name"]),
+                    homeNode: String(row["home_node"]),
+                    createdAt: Number(row["created_at"])
+                  }
+                  remember(namespace, r)
+                  return r
                 })
           }
         )
@@ -136,7 +159,9 @@ export class LocalDatabases extends Context.Tag("portico/LocalDatabases")<LocalD
                 )
               )
             )
-            return { name, homeNode: config.nodeId, createdAt: now }
+            const created = { name, homeNode: config.nodeId, createdAt: now }
+            remember(caller.namespace, created)
+            return created
           }),
 
         query: (caller, name, sql, params) =>
@@ -186,6 +211,7 @@ export class LocalDatabases extends Context.Tag("portico/LocalDatabases")<LocalD
               ]),
               registryDown
             )
+            known.delete(knownKey(caller.namespace, name))
             if (removed === undefined || removed.rowsAffected === 0) {
               return yield* Effect.fail(refuse(404, Code.NOT_FOUND, `no database "${name}" in this namespace`))
             }
