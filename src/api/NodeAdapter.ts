@@ -329,19 +329,20 @@ const DRAIN_BUDGET_MS = 5_000
  * sending, up to a budget: a client that is mid-upload when the socket closes reports a broken
  * pipe instead of our answer. Past the budget the connection is cut.
  */
-const refuseOversize = (req: http.IncomingMessage, res: http.ServerResponse, body: string): void => {
+const refuseOversize = (req: http.IncomingMessage, res: http.ServerResponse, body: string, cap: number): void => {
   // No `Connection: close` here: closing right after the answer resets a client still writing.
   // Node reuses the connection once the discarded body has been read; past the budget it is cut.
   res.writeHead(413, { "content-type": "application/json", "content-length": Buffer.byteLength(body) })
   res.end(body)
-  discardRest(req)
+  // a client streaming a large upload may push a good part of it before it reads our answer
+  discardRest(req, Math.max(DRAIN_BUDGET_BYTES, cap / 4))
 }
 
 /**
  * Reads and drops what a refused client is still sending, up to a budget, so it gets to read our
  * answer: closing on unread data would reset the connection and take the answer with it.
  */
-const discardRest = (req: http.IncomingMessage): void => {
+const discardRest = (req: http.IncomingMessage, budgetBytes: number): void => {
   req.unpipe()
   let drained = 0
   const cut = () => req.socket.destroy()
@@ -349,7 +350,7 @@ const discardRest = (req: http.IncomingMessage): void => {
   timer.unref()
   req.on("data", (chunk: Buffer) => {
     drained += chunk.length
-    if (drained > DRAIN_BUDGET_BYTES) {
+    if (drained > budgetBytes) {
       clearTimeout(timer)
       cut()
     }
@@ -615,14 +616,14 @@ export const makeRequestListener = <E, R>(
     }
     const announced = req.headers["content-length"]
     if (announced !== undefined && Number(announced) > cap) {
-      refuseOversize(req, res, capBody)
+      refuseOversize(req, res, capBody, cap)
       return
     }
     let interrupt: (() => void) | undefined
     const ex = new Exchange(req, res, cap, () => {
       ex.answered = true
       // not answerDirect: its Connection: close would reset a client that is still sending
-      if (!res.headersSent) refuseOversize(req, res, capBody)
+      if (!res.headersSent) refuseOversize(req, res, capBody, cap)
       interrupt?.()
     })
     const request = new LeanServerRequest(ex, req.url ?? "/", undefined, undefined)
