@@ -7,10 +7,9 @@ import Database from "better-sqlite3"
 import { Effect } from "effect"
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs"
 import * as http from "node:http"
-import { tmpdir } from "node:os"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { type Gateway, type Reply, startGateway } from "../support/gateway.js"
+import { type Gateway, type Reply, startGateway, testTmp } from "../support/gateway.js"
 import { hasRqlited, type RqlitedServer, rqlitedMissingMessage, startRqlited } from "../support/rqlited.js"
 
 const expectError = (reply: Reply, status: number, code?: string) => {
@@ -21,7 +20,7 @@ const expectError = (reply: Reply, status: number, code?: string) => {
   expect(reply.text).not.toMatch(/\/tmp\/|\/work\/|at .*\.ts:\d+|node_modules/)
 }
 
-const scratch = mkdtempSync(path.join(tmpdir(), "portico-db-files-"))
+const scratch = mkdtempSync(path.join(testTmp(), "portico-db-files-"))
 let fileCounter = 0
 /** A SQLite file built in the test process, for import. */
 const sqliteFile = (statements: ReadonlyArray<string>): Buffer => {

@@ -51,8 +51,11 @@ export const cliIn = async (dataDir: string, args: ReadonlyArray<string>, env: R
   return JSON.parse(stdout.trim().split("\n").pop() ?? "null")
 }
 
+/** Under the run's temp root (test/support/globalSetup.ts), removed when the run ends. */
+export const testTmp = (): string => process.env["PORTICO_TEST_TMP"] ?? os.tmpdir()
+
 export const startGateway = async (options: GatewayOptions = {}): Promise<Gateway> => {
-  const dataDir = options.dataDir ?? fs.mkdtempSync(path.join(os.tmpdir(), "portico-e2e-"))
+  const dataDir = options.dataDir ?? fs.mkdtempSync(path.join(testTmp(), "portico-e2e-"))
   const env = { PORTICO_RATE_LIMIT: "false", PORTICO_LOG_REQUESTS: "true", ...options.env }
   const child: ChildProcess = spawn(
     process.execPath,

@@ -50,7 +50,8 @@ const workerArgv = typescript ? ["--import", import.meta.resolve("tsx")] : []
 
 /** One worker, one request at a time; a timeout replaces the worker. */
 class Lane {
-  private worker: ChildProcess
+  /** Spawned when work arrives, so a worker that cannot start is not restarted in a loop. */
+  private worker: ChildProcess | undefined
   private readonly queue: Array<Pending> = []
   private current: { readonly id: number; readonly pending: Pending; readonly timer: NodeJS.Timeout } | undefined
   private nextId = 0
@@ -93,6 +94,7 @@ class Lane {
       const id = ++this.nextId
       const timer = setTimeout(() => this.onTimeout(id, pending.timeoutMs), pending.timeoutMs)
       this.current = { id, pending, timer }
+      this.worker ??= this.spawn()
       this.worker.send({ id, request: pending.request })
     }
   }
@@ -111,23 +113,25 @@ class Lane {
     this.pump()
   }
 
-  private replace(): void {
+  private discard(): void {
     const old = this.worker
-    this.worker = this.spawn()
-    old.kill("SIGKILL")
+    this.worker = undefined
+    old?.kill("SIGKILL")
   }
 
   private onTimeout(id: number, timeoutMs: number): void {
     if (this.current?.id !== id) return
     const seconds = timeoutMs / 1000
-    this.replace()
+    this.discard()
+    // a deliberate stop: have the next worker warm for what is queued
+    this.worker = this.spawn()
     this.settle(Effect.fail(new SqliteFailure({ kind: "timeout", message: `the statement ran over ${seconds} s and was stopped` })))
     this.pump()
   }
 
   private onCrash(message: string): void {
     if (this.closed) return
-    this.replace()
+    this.discard()
     this.settle(Effect.fail(new SqliteFailure({ kind: "io", message })))
     this.pump()
   }
@@ -137,7 +141,7 @@ class Lane {
     for (const p of this.queue) p.resume(Effect.fail(new SqliteFailure({ kind: "io", message: "shutting down" })))
     this.queue.length = 0
     const worker = this.worker
-    if (worker.exitCode !== null || worker.signalCode !== null) return Promise.resolve()
+    if (worker === undefined || worker.exitCode !== null || worker.signalCode !== null) return Promise.resolve()
     return new Promise((resolve) => {
       worker.once("exit", () => resolve())
       // a statement still running is not waited for
