@@ -12,7 +12,11 @@ const ENTRY_OVERHEAD_BYTES = 96
 /** dmap and key joined unambiguously: the dmap's length prefixes it, so ':' inside is harmless. */
 const slot = (dmap: string, key: string) => `${dmap.length}:${dmap}:${key}`
 
-export const makeMemoryCacheStore = (maxBytesPerNamespace: number): CacheStoreService => {
+/**
+ * `now` is the clock lru-cache reads for TTLs; the layer passes Effect's Clock, so a test on
+ * `TestClock` moves expiry with it.
+ */
+export const makeMemoryCacheStore = (maxBytesPerNamespace: number, now: () => number = Date.now): CacheStoreService => {
   const spaces = new Map<string, LRUCache<string, string>>()
   const spaceOf = (namespace: string) => {
     let cache = spaces.get(namespace)
@@ -23,7 +27,10 @@ export const makeMemoryCacheStore = (maxBytesPerNamespace: number): CacheStoreSe
         allowStale: false,
         ttlAutopurge: false,
         // Our clock decides expiry; lru-cache would otherwise read performance.now itself.
-        perf: { now: () => Date.now() }
+        perf: { now },
+        // read the clock on every check: lru-cache would otherwise reuse a reading until a real
+        // timer fires, which a moved test clock never waits for
+        ttlResolution: 0
       })
       spaces.set(namespace, cache)
     }
@@ -67,6 +74,10 @@ export const makeMemoryCacheStore = (maxBytesPerNamespace: number): CacheStoreSe
 }
 
 export const MemoryCacheStore = {
-  layer: (maxBytesPerNamespace: number) => Layer.sync(CacheStore, () => makeMemoryCacheStore(maxBytesPerNamespace))
+  layer: (maxBytesPerNamespace: number) =>
+    Layer.effect(
+      CacheStore,
+      Effect.map(Effect.clock, (clock) => makeMemoryCacheStore(maxBytesPerNamespace, () => clock.unsafeCurrentTimeMillis()))
+    )
 }
 
