@@ -133,6 +133,8 @@ export const fastRuntimeLayer: Layer.Layer<never> = Layer.mergeAll(
 /** Per-request state shared by a request and its `modify`d copies. */
 class Exchange {
   body: Readable | undefined = undefined
+  /** The whole body, when the listener read it before starting the app. */
+  prebuffered: Buffer | undefined = undefined
   bodyText: Effect.Effect<string, ServerError.RequestError> | undefined = undefined
   multipart: Effect.Effect<Multipart.Persisted, Multipart.MultipartError, Scope.Scope | FileSystem.FileSystem | Path.Path> | undefined =
     undefined
@@ -154,6 +156,10 @@ class Exchange {
    */
   readable(): Readable {
     if (this.body !== undefined) return this.body
+    if (this.prebuffered !== undefined) {
+      this.body = Readable.from([this.prebuffered])
+      return this.body
+    }
     const src = this.source
     if (src.headers["content-length"] !== undefined || src.headers["transfer-encoding"] === undefined) {
       this.body = src
@@ -604,21 +610,18 @@ export const makeRequestListener = <E, R>(
     }
   }
 
-  return (req, res) => {
-    let cap = maxBodyBytes
-    let capBody = tooLarge
-    if (routeCaps.size > 0) {
-      const url = req.url ?? "/"
-      const q = url.indexOf("?")
-      const route = `${req.method ?? "GET"} ${q < 0 ? url : url.slice(0, q)}`
-      cap = routeCaps.get(route) ?? maxBodyBytes
-      capBody = routeTooLarge.get(route) ?? tooLarge
-    }
-    const announced = req.headers["content-length"]
-    if (announced !== undefined && Number(announced) > cap) {
-      refuseOversize(req, res, capBody, cap)
-      return
-    }
+  /**
+   * Serves one request. `body`, when given, is the whole body already read by the listener: the
+   * app then reads it without waiting, and a handler with no I/O of its own finishes in the same
+   * turn instead of one event-loop hop per read.
+   */
+  const serve = (
+    req: http.IncomingMessage,
+    res: http.ServerResponse,
+    cap: number,
+    capBody: string,
+    body: Buffer | undefined
+  ): void => {
     let interrupt: (() => void) | undefined
     const ex = new Exchange(req, res, cap, () => {
       ex.answered = true
@@ -626,6 +629,10 @@ export const makeRequestListener = <E, R>(
       if (!res.headersSent) refuseOversize(req, res, capBody, cap)
       interrupt?.()
     })
+    if (body !== undefined) {
+      ex.prebuffered = body
+      ex.bodyText = Effect.succeed(body.toString("utf8"))
+    }
     const request = new LeanServerRequest(ex, req.url ?? "/", undefined, undefined)
     const scope = new RequestScope()
     const map = new Map(baseMap)
@@ -647,4 +654,56 @@ export const makeRequestListener = <E, R>(
     })
     fiber.addObserver((exit) => finish(ex, scope, exit))
   }
+
+  return (req, res) => {
+    let cap = maxBodyBytes
+    let capBody = tooLarge
+    let streamed = false
+    if (routeCaps.size > 0) {
+      const url = req.url ?? "/"
+      const q = url.indexOf("?")
+      const route = `${req.method ?? "GET"} ${q < 0 ? url : url.slice(0, q)}`
+      const routeCap = routeCaps.get(route)
+      if (routeCap !== undefined) {
+        cap = routeCap
+        capBody = routeTooLarge.get(route) ?? tooLarge
+        streamed = true
+      }
+    }
+    const announced = req.headers["content-length"]
+    if (announced !== undefined && Number(announced) > cap) {
+      refuseOversize(req, res, capBody, cap)
+      return
+    }
+    if (streamed || !hasJsonBody(req)) {
+      serve(req, res, cap, capBody, undefined)
+      return
+    }
+    // a JSON body within the cap: read it whole first (see `serve`)
+    const chunks: Array<Buffer> = []
+    let size = 0
+    const onEnd = () => serve(req, res, cap, capBody, chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size))
+    const onData = (chunk: Buffer) => {
+      size += chunk.length
+      if (size <= cap) {
+        chunks.push(chunk)
+        return
+      }
+      req.off("data", onData)
+      req.off("end", onEnd)
+      refuseOversize(req, res, capBody, cap)
+    }
+    req.on("data", onData)
+    req.once("end", onEnd)
+    // a client gone before the end of its body gets no answer; the error must not go unhandled
+    req.once("error", () => req.off("end", onEnd))
+  }
+}
+
+/** A request with a JSON body (or a body of no stated type) that is not a file upload. */
+const hasJsonBody = (req: http.IncomingMessage): boolean => {
+  const length = req.headers["content-length"]
+  if ((length === undefined || length === "0") && req.headers["transfer-encoding"] === undefined) return false
+  const type = req.headers["content-type"]
+  return type === undefined || type.startsWith("application/json")
 }
