@@ -39,7 +39,7 @@ export const servicesLayer = (settings: PorticoSettings) => {
       : RedisCacheStore.layer({ url: settings.cache.redisUrl })
   const cache = Cache.Live.pipe(Layer.provide(cacheStore))
   const workers = SqliteWorkers.layer({
-    threads: settings.sql.threads,
+    workers: settings.sql.workers,
     timeoutMs: settings.sql.timeoutMs,
     maxQueue: 1024,
     worker: { maxResultBytes: settings.sql.maxResultBytes, busyTimeoutMs: 5000, maxOpen: 256 }

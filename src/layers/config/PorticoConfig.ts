@@ -50,8 +50,8 @@ export interface PorticoSettings {
 }
 
 export interface SqlSettings {
-  /** Worker threads running tenant SQL on SQLite files. */
-  readonly threads: number
+  /** Worker processes running tenant SQL on SQLite files. */
+  readonly workers: number
   /** A statement running longer is stopped. */
   readonly timeoutMs: number
   /** Largest answer one query may build. */
@@ -97,7 +97,7 @@ const load = (overrides: Partial<Pick<PorticoSettings, "host" | "port" | "dataDi
     const cacheMaxBytes = yield* env(Config.integer("CACHE_MAX_BYTES")).pipe(Config.withDefault(256 * 1024 * 1024))
     const redisUrl = yield* env(Config.option(Config.string("REDIS_URL")))
     const nodeId = yield* env(Config.option(Config.string("NODE_ID")))
-    const sqlThreads = yield* env(Config.integer("SQL_THREADS")).pipe(Config.withDefault(2))
+    const sqlWorkers = yield* env(Config.integer("SQL_WORKERS")).pipe(Config.withDefault(2))
     const sqlTimeoutMs = yield* env(Config.integer("SQL_TIMEOUT_MS")).pipe(Config.withDefault(10_000))
     const sqlMaxResult = yield* env(Config.integer("SQL_MAX_RESULT_BYTES")).pipe(Config.withDefault(64 * 1024 * 1024))
     const importMax = yield* env(Config.integer("SQL_IMPORT_MAX_BYTES")).pipe(Config.withDefault(256 * 1024 * 1024))
@@ -129,7 +129,7 @@ const load = (overrides: Partial<Pick<PorticoSettings, "host" | "port" | "dataDi
       cache: { maxBytesPerNamespace: cacheMaxBytes, redisUrl: Option.getOrUndefined(redisUrl) },
       nodeId: Option.getOrElse(nodeId, () => localNodeId(dataDir)),
       sql: {
-        threads: sqlThreads,
+        workers: sqlWorkers,
         timeoutMs: sqlTimeoutMs,
         maxResultBytes: sqlMaxResult,
         importMaxBytes: importMax,
@@ -198,7 +198,7 @@ export const testSettings = (dataDir: string, patch: Partial<PorticoSettings> = 
   cache: { maxBytesPerNamespace: 256 * 1024 * 1024, redisUrl: undefined },
   nodeId: "test-node",
   sql: {
-    threads: 2,
+    workers: 2,
     timeoutMs: 10_000,
     maxResultBytes: 64 * 1024 * 1024,
     importMaxBytes: 256 * 1024 * 1024,

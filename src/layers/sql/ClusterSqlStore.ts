@@ -1,7 +1,7 @@
 /**
  * Where each namespace's cluster SQL store lives (spec §2.3, §4.3): its own database, apart from
  * the platform registry. Embedded: one SQLite file per namespace under `<dataDir>/sql/`, run by
- * the SQLite worker threads. Cluster: an rqlite cluster per namespace (rqlite holds one database
+ * the SQLite worker processes. Cluster: an rqlite cluster per namespace (rqlite holds one database
  * per cluster), for the namespaces the configuration names.
  *
  * The engine only executes: the SQL guard, the ORM builders and the transfer slot are the

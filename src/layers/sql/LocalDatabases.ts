@@ -1,7 +1,7 @@
 /**
  * Node-local databases (spec §2.2, §4.2): SQLite files of a namespace on its home node, WAL on.
  * The registry records each database and its home node; the file lives under
- * `<dataDir>/databases/<namespace>/<name>.db` and is only ever touched by its worker thread.
+ * `<dataDir>/databases/<namespace>/<name>.db` and is only ever touched by its worker process.
  */
 import { Clock, Context, Effect, Layer } from "effect"
 import { statSync } from "node:fs"

@@ -1,4 +1,4 @@
-/** Messages between the gateway and its SQLite worker threads (see SqliteWorkers.ts). */
+/** Messages between the gateway and its SQLite worker processes (see SqliteWorkers.ts). */
 import type { AnswerShape } from "../../domain/SqlAnswers.js"
 
 /** A value bound to a `?` parameter. */

@@ -18,16 +18,16 @@ export class SqliteFailure extends Data.TaggedError("SqliteFailure")<{
 }> {}
 
 export interface SqliteWorkersSettings {
-  readonly threads: number
+  readonly workers: number
   readonly timeoutMs: number
-  /** Requests waiting per thread before new ones are refused. */
+  /** Requests waiting per worker before new ones are refused. */
   readonly maxQueue: number
   readonly worker: WorkerOptions
 }
 
 export interface SqliteWorkersService {
   /**
-   * Runs one request on the thread that owns its file, stopped past `timeoutMs` (default: the
+   * Runs one request on the worker that owns its file, stopped past `timeoutMs` (default: the
    * statement timeout; whole-file work such as backups passes the transfer budget).
    */
   readonly run: (request: WorkerRequest, timeoutMs?: number) => Effect.Effect<WorkerValue, SqliteFailure>
@@ -150,7 +150,7 @@ class Lane {
   }
 }
 
-/** FNV-1a: a stable thread for a file. */
+/** FNV-1a: a stable worker for a file. */
 const laneOf = (file: string, lanes: number): number => {
   let h = 0x811c9dc5
   for (let i = 0; i < file.length; i++) h = Math.imul(h ^ file.charCodeAt(i), 0x01000193)
@@ -163,7 +163,7 @@ export class SqliteWorkers extends Context.Tag("portico/SqliteWorkers")<SqliteWo
       SqliteWorkers,
       Effect.gen(function* () {
         const lanes = yield* Effect.acquireRelease(
-          Effect.sync(() => Array.from({ length: Math.max(1, settings.threads) }, () => new Lane(settings))),
+          Effect.sync(() => Array.from({ length: Math.max(1, settings.workers) }, () => new Lane(settings))),
           (all) => Effect.promise(() => Promise.all(all.map((l) => l.close())))
         )
         return {

@@ -5,7 +5,7 @@
  * statement timeout with SIGKILL (SQLite rolls the open transaction back when the file is next
  * opened).
  *
- * Answers are built here as final JSON text, so the gateway's thread does not pay for encoding.
+ * Answers are built here as final JSON text, so the gateway does not pay for encoding.
  */
 import Database from "better-sqlite3"
 import { existsSync, mkdirSync, renameSync, rmSync } from "node:fs"
