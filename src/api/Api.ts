@@ -9,6 +9,7 @@ import { DeviceGroup } from "./groups/DeviceGroup.js"
 import { NamespaceGroup } from "./groups/NamespaceGroup.js"
 import { DatabaseGroup } from "./groups/DatabaseGroup.js"
 import { SqlGroup } from "./groups/SqlGroup.js"
+import { InternalGroup, StorageGroup } from "./groups/StorageGroup.js"
 import { SystemGroup } from "./groups/SystemGroup.js"
 
 /**
@@ -48,8 +49,26 @@ function withEnvelopeOnly(spec: Record<string, unknown>): Record<string, unknown
 }
 
 /** Routes whose body is a file read as a stream by the handler, not a schema'd payload. */
-const streamedBodies: Readonly<Record<string, { readonly contentType: string; readonly description: string }>> = {
-  "/v1/rqlite/import": { contentType: "application/octet-stream", description: "a SQLite database file (at most 256 MiB)" }
+const streamedBodies: Readonly<
+  Record<string, { readonly contentType: string; readonly schema: Record<string, unknown>; readonly description: string }>
+> = {
+  "/v1/rqlite/import": {
+    contentType: "application/octet-stream",
+    schema: { type: "string", format: "binary" },
+    description: "a SQLite database file (at most 256 MiB)"
+  },
+  "/v1/storage/upload": {
+    contentType: "multipart/form-data",
+    schema: {
+      type: "object",
+      required: ["file"],
+      properties: {
+        file: { type: "string", format: "binary", description: "the bytes; streamed to disk, never held whole" },
+        name: { type: "string", maxLength: 255, description: "a name for the pin; defaults to the file's name" }
+      }
+    },
+    description: "multipart form with the file (upload cap and namespace quota: 413 past either)"
+  }
 }
 
 function withStreamedBodies(spec: Record<string, unknown>): Record<string, unknown> {
@@ -61,7 +80,7 @@ function withStreamedBodies(spec: Record<string, unknown>): Record<string, unkno
     operation["requestBody"] = {
       required: true,
       description: body.description,
-      content: { [body.contentType]: { schema: { type: "string", format: "binary" } } }
+      content: { [body.contentType]: { schema: body.schema } }
     }
   }
   return spec
@@ -78,6 +97,8 @@ export class PorticoApi extends HttpApi.make("portico")
   .add(CacheGroup.middleware(Authentication))
   .add(DatabaseGroup.middleware(Authentication))
   .add(SqlGroup.middleware(Authentication))
+  .add(StorageGroup.middleware(Authentication))
+  .add(InternalGroup.middleware(Authentication))
   .addError(Wire.BadRequest)
   .addError(Wire.PayloadTooLarge)
   .addError(Wire.Internal)

@@ -31,8 +31,21 @@ const rateLimited = (retryAfterSeconds: number, what: string) =>
 export const authorize = (policy: Policy, principal: Principal, operators: ReadonlyArray<string>) => {
   switch (policy.kind) {
     case "open":
+    case "internal":
     case "authenticated":
       return Effect.void
+    case "session":
+      return principal.method !== "jwt" || principal.keyId !== undefined
+        ? Effect.fail(
+            forbidden(
+              "this route needs a signed-in user's token; an API key is refused",
+              Code.SESSION_REQUIRED,
+              "sign in with a wallet (POST /v1/auth/challenge, /v1/auth/verify) and send its access token"
+            )
+          )
+        : hasGrant(principal, policy.grant)
+          ? Effect.void
+          : Effect.fail(forbidden(`this route needs the ${policy.grant} grant`, Code.GRANT_REQUIRED))
     case "grant":
       return hasGrant(principal, policy.grant)
         ? Effect.void
@@ -84,7 +97,7 @@ export const AuthenticationLive = Layer.effect(
 
       const client = yield* limiter.checkClient(Option.getOrUndefined(request.remoteAddress))
       if (!client.allowed) return yield* Effect.fail(rateLimited(client.retryAfterSeconds, "network"))
-      if (policy.kind === "open") return undefined
+      if (policy.kind === "open" || policy.kind === "internal") return undefined
 
       const header = request.headers["authorization"]
       const bearer = header === undefined ? undefined : bearerPattern.exec(header)?.[1]

@@ -18,6 +18,7 @@ import { CacheHandlers } from "./handlers/CacheHandlers.js"
 import { DatabaseHandlers } from "./handlers/DatabaseHandlers.js"
 import { DeviceHandlers } from "./handlers/DeviceHandlers.js"
 import { SqlHandlers } from "./handlers/SqlHandlers.js"
+import { InternalHandlers, StorageHandlers } from "./handlers/StorageHandlers.js"
 import { NamespaceHandlers } from "./handlers/NamespaceHandlers.js"
 import { SystemHandlers } from "./handlers/SystemHandlers.js"
 import { accessLog } from "./AccessLog.js"
@@ -32,7 +33,9 @@ const HandlersLive = Layer.mergeAll(
   DeviceHandlers,
   CacheHandlers,
   DatabaseHandlers,
-  SqlHandlers
+  SqlHandlers,
+  StorageHandlers,
+  InternalHandlers
 )
 
 const ApiLive = HttpApiBuilder.api(PorticoApi).pipe(Layer.provide(HandlersLive), Layer.provide(AuthenticationLive))
@@ -78,7 +81,12 @@ export const serveGateway = (settings: PorticoSettings) =>
       { keepAliveTimeout: 65_000, requestTimeout: 330_000, headersTimeout: 20_000 },
       makeRequestListener(logged, runtime, {
         maxBodyBytes: settings.maxBodyBytes,
-        routeBodyCaps: new Map([["POST /v1/rqlite/import", settings.sql.importMaxBytes]])
+        routeBodyCaps: new Map([
+          ["POST /v1/rqlite/import", settings.sql.importMaxBytes],
+          // the file plus room for the multipart framing and a name; the exact cap on the
+          // file's bytes is the storage service's
+          ["POST /v1/storage/upload", settings.storage.maxUploadBytes + 64 * 1024]
+        ])
       })
     )
     yield* Effect.async<void, Error>((resume) => {

@@ -25,6 +25,16 @@ export type Policy =
   | { readonly kind: "owner"; readonly grant?: GrantName }
   /** The operator grant plus membership of the operator list. */
   | { readonly kind: "operator" }
+  /**
+   * A signed-in user's token holding the grant; an API key, or a token exchanged from one, is
+   * refused (spec §5.6: storage).
+   */
+  | { readonly kind: "session"; readonly grant: GrantName }
+  /**
+   * Another node of the cluster (spec §4.10): no credential; the handler checks the source and
+   * the coordination MAC, which covers the request body.
+   */
+  | { readonly kind: "internal" }
 
 export const open: Policy = { kind: "open" }
 export const authenticated: Policy = { kind: "authenticated" }
@@ -37,6 +47,8 @@ export const owner: Policy = { kind: "owner" }
 const sqlControl: Policy = { kind: "control-plane", grant: "db:write" }
 const sqlOwner: Policy = { kind: "owner", grant: "db:write" }
 export const operator: Policy = { kind: "operator" }
+const session = (name: GrantName): Policy => ({ kind: "session", grant: name })
+const internal: Policy = { kind: "internal" }
 
 /** `METHOD /path/:param` → policy. Paths are written as the router sees them. */
 export const routePolicies: Readonly<Record<string, Policy>> = {
@@ -109,6 +121,25 @@ export const routePolicies: Readonly<Record<string, Policy>> = {
   "POST /v1/rqlite/drop-table": sqlControl,
   "GET /v1/rqlite/export": sqlOwner,
   "POST /v1/rqlite/import": sqlOwner,
+
+  // database backups into content storage (spec §4.2)
+  "POST /v1/db/sqlite/backup": controlPlane,
+  "GET /v1/db/sqlite/backups": controlPlane,
+
+  // content storage (spec §4.4, §5.6): a signed-in user's token, never an API key alone
+  "POST /v1/storage/upload": session("storage"),
+  "GET /v1/storage/get/:cid": session("storage-read"),
+  "POST /v1/storage/pin": session("storage"),
+  "GET /v1/storage/status/:cid": session("storage-read"),
+  "DELETE /v1/storage/unpin/:cid": session("storage"),
+  // an API key reaches the service, which answers FETCH_CAP_DEVICE_REQUIRED (spec §4.4)
+  "POST /v1/storage/fetch-caps": grant("storage-read"),
+  // the revoke key and the capability token are the credentials (spec §5.13)
+  "DELETE /v1/storage/fetch-caps/:id": open,
+  "GET /v1/storage/relayed/:cid": open,
+
+  // node to node (spec §4.10)
+  "POST /v1/internal/storage/evict": internal,
 
   // audit
   "GET /v1/audit": controlPlane

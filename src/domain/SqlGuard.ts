@@ -371,7 +371,9 @@ export const RESERVED_TABLES: ReadonlySet<string> = new Set([
   "proof_nonces",
   "device_requests",
   "local_databases",
-  "local_database_backups"
+  "local_database_backups",
+  "content_pins",
+  "content_refs"
 ])
 
 const RESERVED_PREFIX = "portico_"

@@ -24,6 +24,14 @@ import { ClusterSqlStore } from "./sql/ClusterSqlStore.js"
 import { LocalDatabases } from "./sql/LocalDatabases.js"
 import { SqliteWorkers } from "./sql/SqliteWorkers.js"
 import { TransferSlot } from "./transfer/TransferSlot.js"
+import { Coordination } from "./coordination/Coordination.js"
+import { ContentIndex } from "./storage/ContentIndex.js"
+import { EmbeddedContentEngine } from "./storage/EmbeddedContentEngine.js"
+import { Evictor } from "./storage/Evictor.js"
+import { FetchCaps } from "./storage/FetchCaps.js"
+import { Storage } from "./storage/Storage.js"
+import { DatabaseBackups } from "./sql/DatabaseBackups.js"
+import * as path from "node:path"
 
 export const servicesLayer = (settings: PorticoSettings) => {
   const core = Layer.mergeAll(Sealer.Live, registryLayer(settings)).pipe(
@@ -44,8 +52,20 @@ export const servicesLayer = (settings: PorticoSettings) => {
     maxQueue: 1024,
     worker: { maxResultBytes: settings.sql.maxResultBytes, busyTimeoutMs: 5000, maxOpen: 256 }
   })
-  const sql = Layer.mergeAll(LocalDatabases.Live, ClusterSql.Live).pipe(
-    Layer.provide(Layer.mergeAll(ClusterSqlStore.Live, TransferSlot.Live).pipe(Layer.provideMerge(workers)))
+  const cluster = settings.storage.cluster
+  const engine =
+    cluster === undefined
+      ? EmbeddedContentEngine.layer({ directory: path.join(settings.dataDir, "blocks"), nodeId: settings.nodeId })
+      : Layer.die(new Error("the Kubo storage engine is not part of this build yet"))
+  const index = Layer.mergeAll(ContentIndex.Live, Coordination.Live, engine)
+  const storage = Layer.mergeAll(Storage.Live, FetchCaps.Live).pipe(
+    Layer.provide(Evictor.Live.pipe(Layer.provideMerge(index))),
+    Layer.provideMerge(index)
   )
-  return Layer.mergeAll(RateLimiter.Live, Authenticator.Live, cache, sql).pipe(Layer.provideMerge(liveness))
+  const sqlBase = Layer.mergeAll(LocalDatabases.Live, ClusterSqlStore.Live, TransferSlot.Live).pipe(Layer.provideMerge(workers))
+  const sql = Layer.mergeAll(ClusterSql.Live, DatabaseBackups.Live).pipe(
+    Layer.provideMerge(sqlBase),
+    Layer.provide(storage)
+  )
+  return Layer.mergeAll(RateLimiter.Live, Authenticator.Live, cache, sql, storage).pipe(Layer.provideMerge(liveness))
 }

@@ -41,6 +41,8 @@ export interface GatewayOptions {
   readonly env?: Readonly<Record<string, string>>
   /** Reuse a data dir (a second gateway on the same registry). */
   readonly dataDir?: string
+  /** A port chosen beforehand (when the gateway must know its own URL); default any free one. */
+  readonly port?: number
 }
 
 export const cliIn = async (dataDir: string, args: ReadonlyArray<string>, env: Readonly<Record<string, string>> = {}) => {
@@ -59,7 +61,7 @@ export const startGateway = async (options: GatewayOptions = {}): Promise<Gatewa
   const env = { PORTICO_RATE_LIMIT: "false", PORTICO_LOG_REQUESTS: "true", ...options.env }
   const child: ChildProcess = spawn(
     process.execPath,
-    ["--import", "tsx", path.join(root, "src/main.ts"), "serve", "--port", "0", "--data-dir", dataDir],
+    ["--import", "tsx", path.join(root, "src/main.ts"), "serve", "--port", String(options.port ?? 0), "--data-dir", dataDir],
     { cwd: root, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] }
   )
   let output = ""

@@ -53,11 +53,31 @@ export const DatabaseDeleted = Schema.Struct({ name: Schema.String, deleted: Sch
   identifier: "DatabaseDeleted"
 })
 
+export const BackupRecord = Schema.Struct({
+  id: Schema.String,
+  database_name: Schema.String,
+  backup_cid: Schema.String.annotations({ description: "the backup's CID in content storage (GET /v1/storage/get/{cid})" }),
+  size_bytes: Schema.Int,
+  created_at: UnixSeconds
+}).annotations({ identifier: "DatabaseBackup" })
+
+export const BackupList = Schema.Struct({
+  database_name: Schema.String,
+  backups: Schema.Array(BackupRecord),
+  count: Schema.Int
+}).annotations({ identifier: "DatabaseBackupList" })
+
 export class DatabaseGroup extends HttpApiGroup.make("databases")
   .add(HttpApiEndpoint.post("create", "/v1/db/sqlite/create").setPayload(NameRequest).addSuccess(DatabaseCreated, { status: 201 }))
   .add(HttpApiEndpoint.post("query", "/v1/db/sqlite/query").setPayload(QueryRequest).addSuccess(QueryAnswer))
   .add(HttpApiEndpoint.get("list", "/v1/db/sqlite/list").addSuccess(DatabaseList))
   .add(HttpApiEndpoint.post("delete", "/v1/db/sqlite/delete").setPayload(NameRequest).addSuccess(DatabaseDeleted))
+  .add(HttpApiEndpoint.post("backup", "/v1/db/sqlite/backup").setPayload(NameRequest).addSuccess(BackupRecord, { status: 201 }))
+  .add(
+    HttpApiEndpoint.get("backups", "/v1/db/sqlite/backups")
+      .setUrlParams(Schema.Struct({ database_name: DatabaseName }))
+      .addSuccess(BackupList)
+  )
   .addError(Wire.BadRequest)
   .addError(Wire.Forbidden)
   .addError(Wire.NotFound)

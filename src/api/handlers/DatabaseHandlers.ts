@@ -1,6 +1,7 @@
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
 import { Effect } from "effect"
 import { wideRefusal } from "../../domain/Errors.js"
+import { type Backup, DatabaseBackups } from "../../layers/sql/DatabaseBackups.js"
 import { LocalDatabases } from "../../layers/sql/LocalDatabases.js"
 import type { SqlRefused } from "../../layers/sql/SqlRefused.js"
 import { PorticoApi } from "../Api.js"
@@ -16,9 +17,18 @@ export const rawJson = (text: string) => HttpServerResponse.text(text, { content
 const bind = (params: ReadonlyArray<string | number | boolean | null>) =>
   params.map((p) => (typeof p === "boolean" ? (p ? 1 : 0) : p))
 
+const backupWire = (b: Backup) => ({
+  id: b.id,
+  database_name: b.databaseName,
+  backup_cid: b.backupCid,
+  size_bytes: b.sizeBytes,
+  created_at: toUnixSeconds(b.createdAt)
+})
+
 export const DatabaseHandlers = HttpApiBuilder.group(PorticoApi, "databases", (handlers) =>
   Effect.gen(function* () {
     const databases = yield* LocalDatabases
+    const backups = yield* DatabaseBackups
     return handlers
       .handle("create", ({ payload }) =>
         Effect.gen(function* () {
@@ -57,6 +67,19 @@ export const DatabaseHandlers = HttpApiBuilder.group(PorticoApi, "databases", (h
           const caller = yield* requirePrincipal
           yield* Effect.mapError(databases.delete(caller, payload.database_name), sqlHttp)
           return { name: payload.database_name, deleted: true as const }
+        })
+      )
+      .handle("backup", ({ payload }) =>
+        Effect.gen(function* () {
+          const caller = yield* requirePrincipal
+          return backupWire(yield* Effect.mapError(backups.backup(caller, payload.database_name), sqlHttp))
+        })
+      )
+      .handle("backups", ({ urlParams }) =>
+        Effect.gen(function* () {
+          const caller = yield* requirePrincipal
+          const list = yield* Effect.mapError(backups.list(caller, urlParams.database_name), sqlHttp)
+          return { database_name: urlParams.database_name, backups: list.map(backupWire), count: list.length }
         })
       )
   })

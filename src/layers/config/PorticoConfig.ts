@@ -47,6 +47,28 @@ export interface PorticoSettings {
   /** This gateway's node id: the home node recorded for node-local databases. */
   readonly nodeId: string
   readonly sql: SqlSettings
+  readonly storage: StorageSettings
+}
+
+export interface StorageSettings {
+  /** Largest single upload (the file's bytes); 413 past it. */
+  readonly maxUploadBytes: number
+  /** Bytes of distinct content one namespace may hold; 413 past it. */
+  readonly quotaBytes: number
+  /** How often blocks no pin reaches are reclaimed. */
+  readonly sweepIntervalMs: number
+  /**
+   * The cluster engine: a Kubo node's RPC API and an IPFS Cluster REST API. Unset: the embedded
+   * blockstore under `<dataDir>/blocks`.
+   */
+  readonly cluster:
+    | { readonly kuboUrl: string; readonly clusterUrl: string }
+    | undefined
+  /**
+   * The other gateways of the cluster, node id → base URL: a privacy delete asks each of them to
+   * evict the blocks it holds (`/v1/internal/storage/evict`).
+   */
+  readonly evictPeers: ReadonlyMap<string, string>
 }
 
 export interface SqlSettings {
@@ -102,6 +124,18 @@ const load = (overrides: Partial<Pick<PorticoSettings, "host" | "port" | "dataDi
     const sqlMaxResult = yield* env(Config.integer("SQL_MAX_RESULT_BYTES")).pipe(Config.withDefault(64 * 1024 * 1024))
     const importMax = yield* env(Config.integer("SQL_IMPORT_MAX_BYTES")).pipe(Config.withDefault(256 * 1024 * 1024))
     const sqlRqlite = yield* env(Config.array(Config.string(), "SQL_RQLITE_URLS")).pipe(Config.withDefault([]))
+    const maxUpload = yield* env(Config.integer("STORAGE_MAX_UPLOAD_BYTES")).pipe(Config.withDefault(1024 * 1024 * 1024))
+    const quota = yield* env(Config.integer("STORAGE_QUOTA_BYTES")).pipe(Config.withDefault(10 * 1024 * 1024 * 1024))
+    const sweepSeconds = yield* env(Config.integer("STORAGE_SWEEP_SECONDS")).pipe(Config.withDefault(6 * 3600))
+    const kuboUrl = yield* env(Config.option(Config.url("STORAGE_KUBO_URL")))
+    const clusterUrl = yield* env(Config.option(Config.url("STORAGE_CLUSTER_URL")))
+    const evictPeers = yield* env(Config.array(Config.string(), "STORAGE_EVICT_PEERS")).pipe(Config.withDefault([]))
+    if (Option.isSome(kuboUrl) !== Option.isSome(clusterUrl)) {
+      return yield* Effect.fail(
+        ConfigError.MissingData(["PORTICO", "STORAGE_CLUSTER_URL"], "the storage cluster engine needs both PORTICO_STORAGE_KUBO_URL and PORTICO_STORAGE_CLUSTER_URL")
+      )
+    }
+    const trim = (u: URL) => u.toString().replace(/\/$/, "")
     const settings: PorticoSettings = {
       host,
       port,
@@ -134,17 +168,28 @@ const load = (overrides: Partial<Pick<PorticoSettings, "host" | "port" | "dataDi
         maxResultBytes: sqlMaxResult,
         importMaxBytes: importMax,
         transferBudgetMs: 5 * 60_000,
-        rqlite: yield* parseRqliteMap(sqlRqlite)
+        rqlite: yield* parseUrlMap("SQL_RQLITE_URLS", sqlRqlite)
+      },
+      storage: {
+        maxUploadBytes: maxUpload,
+        quotaBytes: quota,
+        sweepIntervalMs: sweepSeconds * 1000,
+        cluster:
+          Option.isSome(kuboUrl) && Option.isSome(clusterUrl)
+            ? { kuboUrl: trim(kuboUrl.value), clusterUrl: trim(clusterUrl.value) }
+            : undefined,
+        evictPeers: yield* parseUrlMap("STORAGE_EVICT_PEERS", evictPeers)
       }
     }
     return settings
   })
 
 /**
- * `ns=url` pairs. Each namespace named gets its own rqlite cluster: rqlite holds one database
- * per cluster, and tenants' tables must never share one.
+ * `name=url` pairs with distinct names and URLs. For SQL_RQLITE_URLS each namespace named gets
+ * its own rqlite cluster: rqlite holds one database per cluster, and tenants' tables must never
+ * share one. For STORAGE_EVICT_PEERS the name is the peer gateway's node id.
  */
-const parseRqliteMap = (pairs: ReadonlyArray<string>) =>
+const parseUrlMap = (variable: string, pairs: ReadonlyArray<string>) =>
   Effect.gen(function* () {
     const map = new Map<string, string>()
     for (const pair of pairs) {
@@ -153,7 +198,7 @@ const parseRqliteMap = (pairs: ReadonlyArray<string>) =>
       const url = pair.slice(at + 1).trim().replace(/\/$/, "")
       if (at <= 0 || !/^https?:\/\/[^\s]+$/.test(url) || map.has(ns) || [...map.values()].includes(url)) {
         return yield* Effect.fail(
-          ConfigError.InvalidData(["PORTICO", "SQL_RQLITE_URLS"], `expected distinct namespace=http(s)://host:port pairs, got "${pair}"`)
+          ConfigError.InvalidData(["PORTICO", variable], `expected distinct name=http(s)://host:port pairs, got "${pair}"`)
         )
       }
       map.set(ns, url)
@@ -204,6 +249,13 @@ export const testSettings = (dataDir: string, patch: Partial<PorticoSettings> = 
     importMaxBytes: 256 * 1024 * 1024,
     transferBudgetMs: 5 * 60_000,
     rqlite: new Map()
+  },
+  storage: {
+    maxUploadBytes: 1024 * 1024 * 1024,
+    quotaBytes: 10 * 1024 * 1024 * 1024,
+    sweepIntervalMs: 6 * 3600_000,
+    cluster: undefined,
+    evictPeers: new Map()
   },
   ...patch
 })

@@ -154,5 +154,54 @@ export const migrations: ReadonlyArray<Migration> = [
         PRIMARY KEY (namespace, name)
       )`
     ]
+  },
+  {
+    id: 5,
+    name: "content_storage",
+    statements: [
+      // One pin per CID cluster-wide, whoever holds the bytes.
+      `CREATE TABLE IF NOT EXISTS content_pins (
+        cid TEXT PRIMARY KEY,
+        size INTEGER NOT NULL,
+        created_at INTEGER NOT NULL
+      )`,
+      // Every reference that keeps a CID: a namespace's pin (kind 'pin', ref ''), a database
+      // backup (kind 'backup', ref the backup id), later deployments. A namespace holds a CID
+      // while it has a row here; the pin goes when the last row does.
+      `CREATE TABLE IF NOT EXISTS content_refs (
+        cid TEXT NOT NULL,
+        namespace TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        ref TEXT NOT NULL,
+        name TEXT NOT NULL,
+        size INTEGER NOT NULL,
+        created_at INTEGER NOT NULL,
+        PRIMARY KEY (cid, namespace, kind, ref)
+      )`,
+      `CREATE INDEX IF NOT EXISTS content_refs_namespace ON content_refs (namespace, cid)`,
+      // Fetch capabilities: only hashes of the token secret and the revoke key are kept.
+      `CREATE TABLE IF NOT EXISTS fetch_caps (
+        id TEXT PRIMARY KEY,
+        namespace TEXT NOT NULL,
+        cid TEXT NOT NULL,
+        token_hash TEXT NOT NULL,
+        revoke_hash TEXT NOT NULL,
+        created_by TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL,
+        revoked_at INTEGER
+      )`,
+      `CREATE INDEX IF NOT EXISTS fetch_caps_expiry ON fetch_caps (expires_at)`,
+      `CREATE TABLE IF NOT EXISTS local_database_backups (
+        namespace TEXT NOT NULL,
+        id TEXT NOT NULL,
+        database_name TEXT NOT NULL,
+        backup_cid TEXT NOT NULL,
+        size_bytes INTEGER NOT NULL,
+        created_at INTEGER NOT NULL,
+        PRIMARY KEY (namespace, id)
+      )`,
+      `CREATE INDEX IF NOT EXISTS local_database_backups_by_name ON local_database_backups (namespace, database_name, created_at)`
+    ]
   }
 ]

@@ -18,6 +18,8 @@ export type Purpose =
   | "refresh-successor"
   | "push-credentials"
   | "deployment-env"
+  | "fetch-cap-hash"
+  | "coordination-mac"
 
 export interface SealerService {
   /** Encrypts `plaintext` for `purpose`, bound to `owner` (e.g. `namespace/id`). */

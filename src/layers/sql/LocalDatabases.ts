@@ -180,7 +180,11 @@ export class LocalDatabases extends Context.Tag("portico/LocalDatabases")<LocalD
           Effect.map(
             Effect.mapError(
               store.query({
-                sql: "SELECT name, home_node, created_at FROM local_databases WHERE namespace = ? ORDER BY name",
+                sql: `SELECT d.name, d.home_node, d.created_at,
+                        (SELECT b.backup_cid FROM local_database_backups b
+                          WHERE b.namespace = d.namespace AND b.database_name = d.name
+                          ORDER BY b.created_at DESC, b.id DESC LIMIT 1) AS backup_cid
+                      FROM local_databases d WHERE d.namespace = ? ORDER BY d.name`,
                 params: [caller.namespace]
               }),
               registryDown
@@ -195,7 +199,7 @@ export class LocalDatabases extends Context.Tag("portico/LocalDatabases")<LocalD
                   createdAt: Number(row["created_at"]),
                   // the size is known only where the file is
                   sizeBytes: homeNode === config.nodeId ? fileSize(fileOf(caller.namespace, name)) : 0,
-                  backupCid: null
+                  backupCid: row["backup_cid"] === null || row["backup_cid"] === undefined ? null : String(row["backup_cid"])
                 }
               })
           ),

@@ -1,0 +1,170 @@
+import { HttpApiBuilder, HttpServerRequest, HttpServerResponse, Multipart } from "@effect/platform"
+import { Effect, Option, Stream } from "effect"
+import { resolveRange } from "../../domain/ByteRange.js"
+import { badRequest, Code, forbidden, unauthorized, wideRefusal } from "../../domain/Errors.js"
+import { Coordination } from "../../layers/coordination/Coordination.js"
+import { FetchCaps } from "../../layers/storage/FetchCaps.js"
+import { Storage } from "../../layers/storage/Storage.js"
+import type { StorageRefused } from "../../layers/storage/StorageRefused.js"
+import { PorticoApi } from "../Api.js"
+import { requirePrincipal } from "./Principal.js"
+
+export const storageHttp = (e: StorageRefused) => wideRefusal(e.status, e.reason, e.code, e.hint, e.retryAfterSeconds)
+
+/** Content-addressed bytes never change: caches may keep them for good. */
+const IMMUTABLE = "public, max-age=31536000, immutable"
+
+/** Parts beyond a file and its name are refused by the service; this bounds the parser. */
+const multipartLimits = {
+  maxParts: Option.some(8),
+  maxFieldSize: 64 * 1024,
+  maxFileSize: Option.none(),
+  maxTotalSize: Option.none()
+}
+
+export const StorageHandlers = HttpApiBuilder.group(PorticoApi, "storage", (handlers) =>
+  Effect.gen(function* () {
+    const storage = yield* Storage
+    const caps = yield* FetchCaps
+
+    /** Answers get and relayed fetch: whole, one range, or not modified. */
+    const serve = (namespace: string, cidText: string) =>
+      Effect.gen(function* () {
+        const request = yield* HttpServerRequest.HttpServerRequest
+        const { cid, size } = yield* Effect.mapError(storage.open(namespace, cidText), storageHttp)
+        const etag = `"${cid}"`
+        const headers = {
+          etag,
+          "cache-control": IMMUTABLE,
+          "accept-ranges": "bytes",
+          "x-content-type-options": "nosniff"
+        }
+        const ifNoneMatch = request.headers["if-none-match"]
+        if (ifNoneMatch !== undefined && (ifNoneMatch.trim() === "*" || ifNoneMatch.split(",").some((t) => t.trim().replace(/^W\//, "") === etag))) {
+          return HttpServerResponse.empty({ status: 304, headers })
+        }
+        const range = resolveRange(request.headers["range"], size)
+        if (range.kind === "unsatisfiable") {
+          return HttpServerResponse.unsafeJson(
+            { error: "the range is outside the content", code: Code.RANGE_NOT_SATISFIABLE, hint: `the content is ${size} bytes` },
+            { status: 416, headers: { "content-range": `bytes */${size}` } }
+          )
+        }
+        const [start, end] = range.kind === "partial" ? [range.start, range.end] : [0, size - 1]
+        const length = end - start + 1
+        return HttpServerResponse.stream(
+          Stream.fromAsyncIterable(storage.read(cid, start, length), (e) => e),
+          {
+            status: range.kind === "partial" ? 206 : 200,
+            contentType: "application/octet-stream",
+            contentLength: length,
+            // set here as well: the platform leaves out a length of 0
+            headers: {
+              ...headers,
+              "content-length": String(length),
+              ...(range.kind === "partial" ? { "content-range": `bytes ${start}-${end}/${size}` } : {})
+            }
+          }
+        )
+      })
+
+    const statusWire = (s: Effect.Effect.Success<ReturnType<typeof storage.status>>) => ({
+      Cid: s.cid,
+      Name: s.name,
+      Status: s.status,
+      ReplicationMin: s.replicationMin,
+      ReplicationMax: s.replicationMax,
+      ReplicationFactor: s.replicationFactor,
+      Peers: s.peers,
+      Error: s.error
+    })
+
+    return handlers
+      .handle("upload", () =>
+        Effect.gen(function* () {
+          const caller = yield* requirePrincipal
+          const request = yield* HttpServerRequest.HttpServerRequest
+          const contentType = request.headers["content-type"] ?? ""
+          if (!/^multipart\/form-data\s*;/i.test(contentType)) {
+            return yield* Effect.fail(
+              badRequest("the upload must be multipart/form-data", "send the bytes in a field named file (curl -F file=@path)")
+            )
+          }
+          const stored = yield* Multipart.withLimits(
+            Effect.mapError(storage.upload(caller, request.multipartStream), storageHttp),
+            multipartLimits
+          )
+          return { Cid: stored.cid, Size: stored.size, Name: stored.name }
+        })
+      )
+      .handle("get", ({ path }) => Effect.flatMap(requirePrincipal, (caller) => serve(caller.namespace, path.cid)))
+      .handle("pin", ({ payload }) =>
+        Effect.gen(function* () {
+          const caller = yield* requirePrincipal
+          yield* Effect.mapError(storage.pin(caller, payload.cid, payload.name ?? ""), storageHttp)
+          return statusWire(yield* Effect.mapError(storage.status(caller, payload.cid), storageHttp))
+        })
+      )
+      .handle("status", ({ path }) =>
+        Effect.gen(function* () {
+          const caller = yield* requirePrincipal
+          return statusWire(yield* Effect.mapError(storage.status(caller, path.cid), storageHttp))
+        })
+      )
+      .handle("unpin", ({ path, urlParams }) =>
+        Effect.gen(function* () {
+          const caller = yield* requirePrincipal
+          const answer = yield* Effect.mapError(storage.unpin(caller, path.cid, urlParams.immediate === "true"), storageHttp)
+          return { Cid: answer.cid, evicted: answer.evicted }
+        })
+      )
+      .handle("mintFetchCaps", ({ payload }) =>
+        Effect.gen(function* () {
+          const caller = yield* requirePrincipal
+          return yield* Effect.mapError(caps.mint(caller, payload.cid, payload.count, payload.ttl_seconds), storageHttp)
+        })
+      )
+      .handle("revokeFetchCap", ({ path, headers }) =>
+        Effect.as(Effect.mapError(caps.revoke(path.id, headers["x-portico-revoke-key"]), storageHttp), { revoked: path.id })
+      )
+      .handle("relayed", ({ path, headers }) =>
+        Effect.gen(function* () {
+          const request = yield* HttpServerRequest.HttpServerRequest
+          // a capability stands alone: a credential beside it would tie the fetch to an account
+          if (request.headers["authorization"] !== undefined || request.headers["cookie"] !== undefined) {
+            return yield* Effect.fail(
+              badRequest("send the fetch capability without any other credential", "drop the Authorization header", Code.FETCH_CAP_NOT_ALONE)
+            )
+          }
+          const token = headers["x-portico-fetch-cap"]
+          if (token === undefined || token.length === 0) {
+            return yield* Effect.fail(unauthorized("a fetch capability is required", Code.FETCH_CAP_MISSING, "send X-Portico-Fetch-Cap: <token>"))
+          }
+          const namespace = yield* Effect.mapError(caps.redeem(token, path.cid), storageHttp)
+          return yield* serve(namespace, path.cid)
+        })
+      )
+  })
+)
+
+export const InternalHandlers = HttpApiBuilder.group(PorticoApi, "internal", (handlers) =>
+  Effect.gen(function* () {
+    const storage = yield* Storage
+    const coordination = yield* Coordination
+    return handlers.handle("evict", ({ payload }) =>
+      Effect.gen(function* () {
+        const request = yield* HttpServerRequest.HttpServerRequest
+        const refused = yield* coordination.verify(
+          "POST",
+          "/v1/internal/storage/evict",
+          JSON.stringify({ cid: payload.cid }),
+          request.headers,
+          Option.getOrUndefined(request.remoteAddress)
+        )
+        if (refused !== undefined) return yield* Effect.fail(forbidden(refused, Code.FORBIDDEN))
+        const evicted = yield* Effect.mapError(storage.evictHere(payload.cid), storageHttp)
+        return { evicted }
+      })
+    )
+  })
+)

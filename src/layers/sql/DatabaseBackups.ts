@@ -1,0 +1,127 @@
+/**
+ * Backups of node-local databases into content storage (`/v1/db/sqlite/backup(s)`). A backup is
+ * SQLite's online backup API run by a SQL worker (a consistent copy while the database stays in
+ * use, never a file copy), stored as content of the namespace, and kept by a reference of kind
+ * `backup`, so unpinning the same CID does not lose it. Backups share the gateway's transfer slot
+ * with imports and exports.
+ */
+import { Clock, Context, Effect, Layer } from "effect"
+import { randomBytes } from "node:crypto"
+import { createReadStream, mkdirSync, rmSync, statSync } from "node:fs"
+import * as path from "node:path"
+import { Code } from "../../domain/Errors.js"
+import type { Principal } from "../../domain/Principal.js"
+import { Audit } from "../audit/Audit.js"
+import { PorticoConfig } from "../config/PorticoConfig.js"
+import { RegistryStore } from "../registry/RegistryStore.js"
+import { Storage } from "../storage/Storage.js"
+import type { StorageRefused } from "../storage/StorageRefused.js"
+import { TransferSlot } from "../transfer/TransferSlot.js"
+import { LocalDatabases } from "./LocalDatabases.js"
+import { SqliteWorkers } from "./SqliteWorkers.js"
+import { fromSqlite, refuse, registryDown, type SqlRefused } from "./SqlRefused.js"
+
+export interface Backup {
+  readonly id: string
+  readonly databaseName: string
+  readonly backupCid: string
+  readonly sizeBytes: number
+  /** Unix milliseconds. */
+  readonly createdAt: number
+}
+
+export interface DatabaseBackupsService {
+  readonly backup: (caller: Principal, name: string) => Effect.Effect<Backup, SqlRefused>
+  /** Newest first. */
+  readonly list: (caller: Principal, name: string) => Effect.Effect<ReadonlyArray<Backup>, SqlRefused>
+}
+
+const fromStorage = (e: StorageRefused): SqlRefused => refuse(e.status, e.code, e.reason, e.hint, e.retryAfterSeconds)
+
+export class DatabaseBackups extends Context.Tag("portico/DatabaseBackups")<DatabaseBackups, DatabaseBackupsService>() {
+  static readonly Live = Layer.effect(
+    DatabaseBackups,
+    Effect.gen(function* () {
+      const databases = yield* LocalDatabases
+      const workers = yield* SqliteWorkers
+      const slot = yield* TransferSlot
+      const storage = yield* Storage
+      const audit = yield* Audit
+      const registry = yield* RegistryStore
+      const config = yield* PorticoConfig
+      const spool = path.join(config.dataDir, "tmp")
+      const cap = config.sql.importMaxBytes
+
+      const tempFile = Effect.acquireRelease(
+        Effect.sync(() => {
+          mkdirSync(spool, { recursive: true })
+          return path.join(spool, `backup-${randomBytes(8).toString("hex")}.db`)
+        }),
+        (file) => Effect.sync(() => rmSync(file, { force: true }))
+      )
+
+      return {
+        backup: (caller, name) =>
+          Effect.scoped(
+            Effect.gen(function* () {
+              const file = yield* databases.locate(caller.namespace, name)
+              return yield* slot.run(
+                "backup",
+                Effect.gen(function* () {
+                  const dest = yield* tempFile
+                  yield* Effect.mapError(workers.run({ op: "backup", file, dest }, config.sql.transferBudgetMs), fromSqlite)
+                  const size = statSync(dest).size
+                  if (size > cap) {
+                    return yield* Effect.fail(
+                      refuse(413, Code.PAYLOAD_TOO_LARGE, `the database is over the backup limit of ${cap} bytes`, "export what you need with queries")
+                    )
+                  }
+                  const id = randomBytes(12).toString("hex")
+                  const createdAt = yield* Clock.currentTimeMillis
+                  const stored = yield* Effect.mapError(
+                    storage.store(caller.namespace, "backup", id, `${name}.sqlite`, createReadStream(dest), (cid, bytes) => [
+                      {
+                        // lands only with its reference row (the quota may refuse that)
+                        sql: `INSERT INTO local_database_backups (namespace, id, database_name, backup_cid, size_bytes, created_at)
+                              SELECT ?, ?, ?, ?, ?, ? WHERE EXISTS
+                                (SELECT 1 FROM content_refs WHERE cid = ? AND namespace = ? AND kind = 'backup' AND ref = ?)`,
+                        params: [caller.namespace, id, name, cid, bytes, createdAt, cid, caller.namespace, id]
+                      }
+                    ]),
+                    fromStorage
+                  )
+                  yield* Effect.ignore(
+                    Effect.flatMap(
+                      audit.entry(caller.namespace, "sqlite.backup", caller.subject, name, { cid: stored.cid, size_bytes: stored.size }),
+                      registry.exec
+                    )
+                  )
+                  return { id, databaseName: name, backupCid: stored.cid, sizeBytes: stored.size, createdAt }
+                })
+              )
+            })
+          ),
+
+        list: (caller, name) =>
+          Effect.map(
+            Effect.mapError(
+              registry.query({
+                sql: `SELECT id, database_name, backup_cid, size_bytes, created_at FROM local_database_backups
+                      WHERE namespace = ? AND database_name = ? ORDER BY created_at DESC, id DESC LIMIT 1000`,
+                params: [caller.namespace, name]
+              }),
+              registryDown
+            ),
+            (rows) =>
+              rows.map((r) => ({
+                id: String(r["id"]),
+                databaseName: String(r["database_name"]),
+                backupCid: String(r["backup_cid"]),
+                sizeBytes: Number(r["size_bytes"]),
+                createdAt: Number(r["created_at"])
+              }))
+          )
+      }
+    })
+  )
+}

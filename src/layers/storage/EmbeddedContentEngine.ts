@@ -1,0 +1,243 @@
+/**
+ * The embedded content engine: blocks in a `blockstore-fs` directory under `<dataDir>/blocks`,
+ * files cut into blocks by the IPFS project's UnixFS importer and read back by its exporter, with
+ * the `unixfs-v1-2025` profile so a CID here is the CID Kubo gives the same bytes.
+ *
+ * Pins are the registry's (one per CID cluster-wide); this engine only checks that a pinned DAG
+ * is whole and reclaims what no pin reaches. Imports hold a shared permit until their caller has
+ * recorded the pin, and sweep and eviction take every permit, so a reclaim never removes a
+ * block an import in progress has written but not yet pinned.
+ */
+import * as dagPb from "@ipld/dag-pb"
+import { FsBlockstore } from "blockstore-fs"
+import { NextToLast } from "blockstore-fs/sharding"
+import { Effect, Layer } from "effect"
+import { exporter } from "ipfs-unixfs-exporter"
+import { importer } from "ipfs-unixfs-importer"
+import { fixedSize } from "ipfs-unixfs-importer/chunker"
+import { balanced } from "ipfs-unixfs-importer/layout"
+import { CID } from "multiformats/cid"
+import { promises as fs } from "node:fs"
+import * as path from "node:path"
+import { UNIXFS_PROFILE } from "../../domain/ContentId.js"
+import { ContentEngine, ContentEngineError, type ContentEngineService, type PinState } from "./ContentEngine.js"
+
+const RAW = 0x55
+const DAG_PB = 0x70
+/** Sweep and eviction take all of these; an import takes one. */
+const ALL_PERMITS = 1_000_000
+
+const failed = (detail: unknown) => new ContentEngineError({ reason: "failed", detail: String(detail) })
+
+export interface EmbeddedOptions {
+  readonly directory: string
+  readonly nodeId: string
+}
+
+export const makeEmbeddedEngine = (options: EmbeddedOptions) =>
+  Effect.gen(function* () {
+    const store = new FsBlockstore(options.directory, { shardingStrategy: new NextToLast() })
+    yield* Effect.tryPromise({ try: () => store.open(), catch: failed })
+    const permits = yield* Effect.makeSemaphore(ALL_PERMITS)
+
+    /** The file a block lives in: the blockstore's own sharding, so walks and sweeps agree. */
+    const sharding = new NextToLast()
+    const blockKey = (cid: CID): string => sharding.encode(cid).file
+
+    const readBlock = async (cid: CID): Promise<Uint8Array | undefined> => {
+      if (!(await store.has(cid))) return undefined
+      const chunks: Array<Uint8Array> = []
+      for await (const chunk of store.get(cid)) chunks.push(chunk)
+      return Buffer.concat(chunks)
+    }
+
+    /**
+     * Visits the blocks of a DAG, root first, descending where `visit` says so. Raw leaves are
+     * not read (their CID says all). False when a dag-pb node on the way is absent.
+     */
+    const walk = async (root: CID, visit: (cid: CID) => boolean | Promise<boolean>): Promise<boolean> => {
+      let whole = true
+      const stack: Array<CID> = [root]
+      while (stack.length > 0) {
+        const cid = stack.pop() as CID
+        if (!(await visit(cid))) continue
+        if (cid.code !== DAG_PB) continue
+        const bytes = await readBlock(cid)
+        if (bytes === undefined) {
+          whole = false
+          continue
+        }
+        const node = dagPb.decode(bytes)
+        for (let i = node.Links.length - 1; i >= 0; i--) {
+          const link = node.Links[i]
+          if (link !== undefined) stack.push(link.Hash)
+        }
+      }
+      return whole
+    }
+
+    /** Block keys that the DAGs of `roots` reach (as far as they are present). */
+    const mark = async (roots: ReadonlyArray<string>): Promise<Set<string>> => {
+      const marked = new Set<string>()
+      for (const text of roots) {
+        let root: CID
+        try {
+          root = CID.parse(text)
+        } catch {
+          continue
+        }
+        await walk(root, (cid) => {
+          const key = blockKey(cid)
+          if (marked.has(key)) return false
+          marked.add(key)
+          return true
+        })
+      }
+      return marked
+    }
+
+    const engine: ContentEngineService = {
+      kind: "embedded",
+      add: (bytes) =>
+        Effect.gen(function* () {
+          yield* Effect.acquireRelease(permits.take(1), () => permits.release(1))
+          return yield* Effect.tryPromise({
+            try: async () => {
+              let last: { cid: CID } | undefined
+              // the importer's entry size counts the DAG's own nodes; the file's size is the bytes
+              let size = 0
+              const counted = (async function* () {
+                for await (const chunk of bytes) {
+                  size += chunk.length
+                  yield chunk
+                }
+              })()
+              for await (const entry of importer([{ content: counted }], store, {
+                cidVersion: UNIXFS_PROFILE.cidVersion,
+                rawLeaves: UNIXFS_PROFILE.rawLeaves,
+                chunker: fixedSize({ chunkSize: UNIXFS_PROFILE.chunkSize }),
+                layout: balanced({ maxChildrenPerNode: UNIXFS_PROFILE.maxLinksPerNode }),
+                reduceSingleLeafToSelf: true
+              })) {
+                last = entry
+              }
+              if (last === undefined) throw new Error("the importer produced no root")
+              return { cid: last.cid.toString(), size }
+            },
+            catch: (e) =>
+              new ContentEngineError({ reason: "failed", detail: e instanceof Error ? e.message : String(e), cause: e })
+          })
+        }),
+
+      size: (text) =>
+        Effect.tryPromise({
+          try: async () => {
+            const cid = CID.parse(text)
+            if (!(await store.has(cid))) return undefined
+            const entry = await exporter(cid, store)
+            if (entry.type === "raw" || entry.type === "file" || entry.type === "identity") return Number(entry.size)
+            return undefined
+          },
+          catch: failed
+        }),
+
+      read: (text, offset, length) => ({
+        async *[Symbol.asyncIterator]() {
+          if (length === 0) return
+          const entry = await exporter(CID.parse(text), store)
+          if (entry.type !== "raw" && entry.type !== "file" && entry.type !== "identity") throw new Error("not a file")
+          yield* entry.content({ offset, length })
+        }
+      }),
+
+      pin: (text) =>
+        Effect.tryPromise({
+          try: async () => {
+            const root = CID.parse(text)
+            let present = true
+            const whole = await walk(root, async (cid) => {
+              if (cid.code === RAW && !(await store.has(cid))) present = false
+              return present
+            })
+            return whole && present
+          },
+          catch: failed
+        }).pipe(
+          Effect.flatMap((whole) =>
+            whole ? Effect.void : Effect.fail(new ContentEngineError({ reason: "missing", detail: `${text} is not whole here` }))
+          )
+        ),
+
+      // The registry row is the pin; the blocks wait for the sweep.
+      unpin: () => Effect.void,
+
+      status: (text) =>
+        Effect.tryPromise({ try: () => store.has(CID.parse(text)), catch: failed }).pipe(
+          Effect.map(
+            (present): PinState =>
+              present
+                ? { status: "pinned", replicationMin: 1, replicationMax: 1, replicationFactor: 1, peers: [options.nodeId], error: "" }
+                : {
+                    status: "error",
+                    replicationMin: 1,
+                    replicationMax: 1,
+                    replicationFactor: 0,
+                    peers: [options.nodeId],
+                    error: "blocks missing on this node"
+                  }
+          )
+        ),
+
+      evict: (text, keep) =>
+        permits.withPermits(ALL_PERMITS)(
+          Effect.tryPromise({
+            try: async () => {
+              const kept = await mark(keep.filter((k) => k !== text))
+              const doomed: Array<CID> = []
+              await walk(CID.parse(text), (cid) => {
+                if (kept.has(blockKey(cid))) return false
+                doomed.push(cid)
+                return true
+              })
+              for (const cid of doomed) await store.delete(cid)
+              for (const cid of doomed) if (await store.has(cid)) return false
+              return true
+            },
+            catch: failed
+          })
+        ),
+
+      sweep: (keep) =>
+        permits.withPermits(ALL_PERMITS)(
+          Effect.tryPromise({
+            try: async () => {
+              const kept = await mark(keep)
+              let removed = 0
+              for (const shard of await readdirOrEmpty(options.directory)) {
+                const dir = path.join(options.directory, shard)
+                for (const file of await readdirOrEmpty(dir)) {
+                  if (!file.endsWith(".data") || kept.has(file)) continue
+                  await fs.rm(path.join(dir, file), { force: true })
+                  removed++
+                }
+              }
+              return { removed }
+            },
+            catch: failed
+          })
+        )
+    }
+    return engine
+  })
+
+const readdirOrEmpty = async (dir: string): Promise<Array<string>> => {
+  try {
+    return await fs.readdir(dir)
+  } catch {
+    return []
+  }
+}
+
+export const EmbeddedContentEngine = {
+  layer: (options: EmbeddedOptions) => Layer.effect(ContentEngine, makeEmbeddedEngine(options))
+}

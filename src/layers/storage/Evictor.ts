@@ -1,0 +1,65 @@
+/**
+ * The cluster-wide half of a privacy delete: this node evicts its blocks, and every other gateway
+ * named in `PORTICO_STORAGE_EVICT_PEERS` is asked to do the same through
+ * `/v1/internal/storage/evict`. Only when all confirm is the answer `true`; a node that does not
+ * answer in time, or keeps a block, makes it `partial` (the pin is gone everywhere already, so
+ * its next sweep removes what stayed).
+ */
+import { Context, Duration, Effect, Layer } from "effect"
+import { Coordination } from "../coordination/Coordination.js"
+import { PorticoConfig } from "../config/PorticoConfig.js"
+import type { ContentEngineError } from "./ContentEngine.js"
+import { ContentIndex } from "./ContentIndex.js"
+
+export const EVICT_PATH = "/v1/internal/storage/evict"
+const PEER_TIMEOUT = Duration.seconds(10)
+
+export interface EvictorService {
+  readonly evictEverywhere: (
+    cid: string,
+    local: (keep: ReadonlyArray<string>) => Effect.Effect<boolean, ContentEngineError>
+  ) => Effect.Effect<"true" | "partial" | "skipped">
+}
+
+export class Evictor extends Context.Tag("portico/Evictor")<Evictor, EvictorService>() {
+  static readonly Live = Layer.effect(
+    Evictor,
+    Effect.gen(function* () {
+      const index = yield* ContentIndex
+      const coordination = yield* Coordination
+      const config = yield* PorticoConfig
+      const peers = [...config.storage.evictPeers.entries()]
+
+      const askPeer = (nodeId: string, base: string, cid: string) =>
+        Effect.gen(function* () {
+          const body = JSON.stringify({ cid })
+          const headers = yield* coordination.sign(nodeId, "POST", EVICT_PATH, body)
+          const answer = yield* Effect.tryPromise((signal) =>
+            fetch(base + EVICT_PATH, {
+              method: "POST",
+              headers: { ...headers, "content-type": "application/json" },
+              body,
+              redirect: "manual",
+              signal
+            }).then(async (r) => (r.status === 200 ? ((await r.json()) as { evicted?: unknown }) : undefined))
+          )
+          return answer?.evicted === true
+        }).pipe(
+          Effect.timeout(PEER_TIMEOUT),
+          Effect.catchAll((e) => Effect.as(Effect.logWarning(`eviction on ${nodeId} not confirmed: ${String(e)}`), false))
+        )
+
+      return {
+        evictEverywhere: (cid, local) =>
+          Effect.gen(function* () {
+            const keep = yield* Effect.either(index.pinned)
+            // without the pin list no node can tell which blocks other pins still need
+            if (keep._tag === "Left") return "skipped" as const
+            const here = yield* Effect.orElseSucceed(local(keep.right), () => false)
+            const there = yield* Effect.forEach(peers, ([nodeId, base]) => askPeer(nodeId, base, cid), { concurrency: 8 })
+            return here && there.every((ok) => ok) ? ("true" as const) : ("partial" as const)
+          })
+      }
+    })
+  )
+}

@@ -1,0 +1,308 @@
+/**
+ * Content storage's rules (spec §2.4, §4.4): uploads streamed into the engine under a size cap and
+ * a namespace quota, reads only of content the namespace holds, one pin per CID cluster-wide kept
+ * by a reference count, unpins that release then count, privacy deletes that evict on every node,
+ * and the periodic sweep that reclaims what no pin reaches.
+ */
+import type { Multipart } from "@effect/platform"
+import { Context, Duration, Effect, Exit, Layer, Option, Schedule, Stream } from "effect"
+import { canonicalCid } from "../../domain/ContentId.js"
+import { Code } from "../../domain/Errors.js"
+import type { Principal } from "../../domain/Principal.js"
+import { Audit } from "../audit/Audit.js"
+import { PorticoConfig } from "../config/PorticoConfig.js"
+import type { Statement } from "../registry/RegistryStore.js"
+import { RegistryStore } from "../registry/RegistryStore.js"
+import { ContentEngine, type ContentEngineError, type PinState } from "./ContentEngine.js"
+import { ContentIndex, type RefKind } from "./ContentIndex.js"
+import { Evictor } from "./Evictor.js"
+import { noContent, notCanonical, refuse, storeDown, type StorageRefused } from "./StorageRefused.js"
+
+export interface Stored {
+  readonly cid: string
+  readonly size: number
+  readonly name: string
+}
+
+export type Evicted = "true" | "partial" | "shared" | "skipped"
+
+export interface PinStatusAnswer extends PinState {
+  readonly cid: string
+  readonly name: string
+}
+
+export interface StorageService {
+  /** Reads a multipart body (field `file`, optional `name`) into the engine and pins it. */
+  readonly upload: (
+    caller: Principal,
+    parts: Stream.Stream<Multipart.Part, Multipart.MultipartError>
+  ) => Effect.Effect<Stored, StorageRefused>
+  /**
+   * Stores bytes as content of a namespace under a reference (a database backup), with `extra`
+   * statements recorded in the same batch (conditional on the reference row).
+   */
+  readonly store: (
+    namespace: string,
+    kind: RefKind,
+    ref: string,
+    name: string,
+    bytes: AsyncIterable<Uint8Array>,
+    extra: (cid: string, size: number) => ReadonlyArray<Statement>
+  ) => Effect.Effect<{ readonly cid: string; readonly size: number }, StorageRefused>
+  /** Checks that `namespace` holds `cid` and answers its byte size. */
+  readonly open: (namespace: string, cidText: string) => Effect.Effect<{ readonly cid: string; readonly size: number }, StorageRefused>
+  readonly read: (cid: string, offset: number, length: number) => AsyncIterable<Uint8Array>
+  readonly pin: (caller: Principal, cidText: string, name: string) => Effect.Effect<Stored, StorageRefused>
+  readonly status: (caller: Principal, cidText: string) => Effect.Effect<PinStatusAnswer, StorageRefused>
+  readonly unpin: (caller: Principal, cidText: string, immediate: boolean) => Effect.Effect<{ readonly cid: string; readonly evicted: Evicted }, StorageRefused>
+  /** This node's part of a privacy delete; false when the CID is pinned again or a block stayed. */
+  readonly evictHere: (cidText: string) => Effect.Effect<boolean, StorageRefused>
+  /** One sweep now (the periodic one calls this). */
+  readonly sweep: Effect.Effect<{ readonly removed: number }, StorageRefused>
+}
+
+/** Thrown out of the byte source to stop an import that crossed a limit. */
+class OverLimit extends Error {
+  constructor(readonly what: "upload" | "quota", readonly limit: number) {
+    super(`over the ${what} limit`)
+  }
+}
+
+const NAME_MAX = 255
+
+const engineDown = (e: ContentEngineError) =>
+  e.reason === "missing" ? noContent() : storeDown("the content store is unavailable")
+
+const checkCid = (text: string) => {
+  const cid = canonicalCid(text)
+  return cid === undefined ? Effect.fail(notCanonical(text)) : Effect.succeed(cid)
+}
+
+/** Counts bytes as they pass and throws `OverLimit` past `limit`. */
+async function* limited(source: AsyncIterable<Uint8Array>, limit: number, what: "upload" | "quota") {
+  let seen = 0
+  for await (const chunk of source) {
+    seen += chunk.length
+    if (seen > limit) throw new OverLimit(what, limit)
+    yield chunk
+  }
+}
+
+const tooLarge = (e: OverLimit) =>
+  e.what === "upload"
+    ? refuse(413, Code.PAYLOAD_TOO_LARGE, `the file is over the upload limit of ${e.limit} bytes`, "split it, or ask the operator to raise PORTICO_STORAGE_MAX_UPLOAD_BYTES")
+    : refuse(413, Code.PAYLOAD_TOO_LARGE, "the namespace's storage quota would be passed", "unpin content the namespace no longer needs")
+
+export class Storage extends Context.Tag("portico/Storage")<Storage, StorageService>() {
+  static readonly Live = Layer.scoped(
+    Storage,
+    Effect.gen(function* () {
+      const engine = yield* ContentEngine
+      const index = yield* ContentIndex
+      const evictor = yield* Evictor
+      const audit = yield* Audit
+      const registry = yield* RegistryStore
+      const config = yield* PorticoConfig
+      const limits = config.storage
+
+      const auditEntry = (namespace: string, action: string, subject: string, cid: string, detail: Record<string, unknown>) =>
+        Effect.ignore(Effect.flatMap(audit.entry(namespace, action, subject, cid, detail), registry.exec))
+
+      /**
+       * Imports `bytes` and records the reference in one scope: the engine keeps the new blocks
+       * from the sweep until the reference row exists.
+       */
+      const importAndRecord = (
+        namespace: string,
+        kind: RefKind,
+        ref: string,
+        name: string,
+        bytes: AsyncIterable<Uint8Array>,
+        extra: (cid: string, size: number) => ReadonlyArray<Statement>
+      ) =>
+        Effect.scoped(
+          Effect.gen(function* () {
+            // The quota is checked when the reference is recorded, where content the namespace
+            // already holds is free; while streaming only the upload cap applies.
+            const source = limited(bytes, limits.maxUploadBytes, "upload")
+            const imported = yield* engine.add(source).pipe(
+              Effect.mapError((e) => {
+                if (e.cause instanceof OverLimit) return tooLarge(e.cause)
+                if (isMultipartError(e.cause)) return unreadable()
+                return storeDown("the content store could not take the upload")
+              })
+            )
+            const recorded = yield* Effect.mapError(
+              index.add({ namespace, cid: imported.cid, kind, ref, name, size: imported.size }, limits.quotaBytes, extra(imported.cid, imported.size)),
+              () => storeDown()
+            )
+            if (!recorded) return yield* Effect.fail(tooLarge(new OverLimit("quota", limits.quotaBytes)))
+            yield* engine.pin(imported.cid, name).pipe(
+              Effect.tapError(() => Effect.ignore(index.release({ namespace, cid: imported.cid, kind, ref }))),
+              Effect.mapError(() => storeDown("the content store could not pin the upload"))
+            )
+            return imported
+          })
+        )
+
+      const service: StorageService = {
+        upload: (caller, parts) =>
+          Effect.gen(function* () {
+            let fieldName: string | undefined
+            let stored: { cid: string; size: number; recordedName: string } | undefined
+            // a part's content must be read before the next part arrives, so the import runs
+            // inside the loop; the name may come before or after the file
+            const uploads = parts.pipe(
+              Stream.mapError(unreadable),
+              Stream.runForEach((part) =>
+                Effect.gen(function* () {
+                  if (part._tag === "Field") {
+                    if (part.key === "name") {
+                      if (part.value.length > NAME_MAX) return yield* Effect.fail(nameTooLong())
+                      return void (fieldName = part.value)
+                    }
+                    if (part.key !== "file") return yield* Effect.fail(unknownField(part.key))
+                  } else if (part.key !== "file") {
+                    return yield* Effect.fail(unknownField(part.key))
+                  }
+                  if (stored !== undefined) return yield* Effect.fail(refuse(400, Code.BAD_REQUEST, "only one file per upload"))
+                  const bytes =
+                    part._tag === "Field"
+                      ? single(Buffer.from(part.value, "utf8"))
+                      : Stream.toAsyncIterable(part.content)
+                  const recordedName = (fieldName ?? (part._tag === "File" ? part.name : "")).slice(0, NAME_MAX)
+                  const imported = yield* importAndRecord(caller.namespace, "pin", "", recordedName, bytes, () => [])
+                  stored = { ...imported, recordedName }
+                })
+              )
+            )
+            yield* uploads
+            if (stored === undefined) {
+              return yield* Effect.fail(refuse(400, Code.BAD_REQUEST, "no file in the upload", "send the bytes in a multipart field named file"))
+            }
+            const name = fieldName ?? stored.recordedName
+            if (name !== stored.recordedName) {
+              // the name arrived after the file: rename the pin now (a re-pin renames)
+              yield* Effect.ignore(index.add({ namespace: caller.namespace, cid: stored.cid, kind: "pin", ref: "", name, size: stored.size }, limits.quotaBytes))
+            }
+            yield* auditEntry(caller.namespace, "storage.upload", caller.subject, stored.cid, { size: stored.size })
+            return { cid: stored.cid, size: stored.size, name }
+          }),
+
+        store: (namespace, kind, ref, name, bytes, extra) => importAndRecord(namespace, kind, ref, name, bytes, extra),
+
+        open: (namespace, cidText) =>
+          Effect.gen(function* () {
+            const cid = yield* checkCid(cidText)
+            const held = yield* Effect.mapError(index.holds(namespace, cid), () => storeDown())
+            if (!held) return yield* Effect.fail(noContent())
+            const size = yield* Effect.mapError(engine.size(cid), engineDown)
+            if (size === undefined) return yield* Effect.fail(storeDown("the content is not reachable on this node"))
+            return { cid, size }
+          }),
+
+        read: engine.read,
+
+        pin: (caller, cidText, name) =>
+          Effect.gen(function* () {
+            const cid = yield* checkCid(cidText)
+            if (name.length > NAME_MAX) return yield* Effect.fail(nameTooLong())
+            const [mine, anyone] = yield* Effect.mapError(
+              Effect.all([index.holds(caller.namespace, cid), index.heldByAnyone(cid)]),
+              () => storeDown()
+            )
+            // Content another namespace holds is not handed over by knowing its CID.
+            if (!mine && anyone) return yield* Effect.fail(noContent())
+            const size = yield* Effect.mapError(engine.size(cid), engineDown)
+            if (size === undefined) return yield* Effect.fail(noContent())
+            const recorded = yield* Effect.mapError(
+              index.add({ namespace: caller.namespace, cid, kind: "pin", ref: "", name, size }, limits.quotaBytes),
+              () => storeDown()
+            )
+            if (!recorded) return yield* Effect.fail(tooLarge(new OverLimit("quota", limits.quotaBytes)))
+            yield* engine.pin(cid, name).pipe(
+              Effect.tapError(() => Effect.ignore(index.release({ namespace: caller.namespace, cid, kind: "pin", ref: "" }))),
+              Effect.mapError(engineDown)
+            )
+            yield* auditEntry(caller.namespace, "storage.pin", caller.subject, cid, { name })
+            return { cid, size, name }
+          }),
+
+        status: (caller, cidText) =>
+          Effect.gen(function* () {
+            const cid = yield* checkCid(cidText)
+            const name = yield* Effect.mapError(index.pinName(caller.namespace, cid), () => storeDown())
+            // a CID this namespace did not pin is unpinned as far as it may know
+            if (name === undefined) {
+              return { cid, name: "", status: "unpinned", replicationMin: 0, replicationMax: 0, replicationFactor: 0, peers: [], error: "" } as const
+            }
+            const state = yield* Effect.mapError(engine.status(cid), engineDown)
+            return { cid, name, ...state }
+          }),
+
+        unpin: (caller, cidText, immediate) =>
+          Effect.gen(function* () {
+            const cid = yield* checkCid(cidText)
+            // release first, then count: of two concurrent unpins, the later count sees zero
+            const released = yield* Effect.mapError(
+              index.release({ namespace: caller.namespace, cid, kind: "pin", ref: "" }),
+              () => storeDown()
+            )
+            if (!released) return yield* Effect.fail(refuse(404, Code.NOT_FOUND, "this namespace has no pin of that CID"))
+            yield* auditEntry(caller.namespace, "storage.unpin", caller.subject, cid, { immediate })
+            const left = yield* Effect.option(index.count(cid))
+            // the count could not run: the pin stays, and the sweep will not touch it
+            if (Option.isNone(left)) return { cid, evicted: "skipped" as const }
+            if (left.value > 0) return { cid, evicted: immediate ? ("shared" as const) : ("skipped" as const) }
+            const dropped = yield* Effect.option(index.dropPinIfUnreferenced(cid))
+            if (Option.isNone(dropped)) return { cid, evicted: "skipped" as const }
+            // somebody pinned it between the count and the drop: theirs now
+            if (!dropped.value) return { cid, evicted: immediate ? ("shared" as const) : ("skipped" as const) }
+            const unpinned = yield* Effect.exit(engine.unpin(cid))
+            if (Exit.isFailure(unpinned)) yield* Effect.logWarning("engine unpin failed; the sweep will retry", cid)
+            if (!immediate) return { cid, evicted: "skipped" as const }
+            const everywhere = yield* evictor.evictEverywhere(cid, (keep) => engine.evict(cid, keep))
+            return { cid, evicted: everywhere }
+          }),
+
+        evictHere: (cidText) =>
+          Effect.gen(function* () {
+            const cid = yield* checkCid(cidText)
+            const keep = yield* Effect.mapError(index.pinned, () => storeDown())
+            if (keep.includes(cid)) return false
+            return yield* Effect.mapError(engine.evict(cid, keep), () => storeDown("the content store is unavailable"))
+          }),
+
+        sweep: Effect.gen(function* () {
+          const keep = yield* Effect.mapError(index.pinned, () => storeDown())
+          return yield* Effect.mapError(engine.sweep(keep), () => storeDown("the content store is unavailable"))
+        })
+      }
+
+      // The sweep reclaims blocks of plain unpins and of uploads that never finished.
+      yield* service.sweep.pipe(
+        Effect.tap(({ removed }) => (removed > 0 ? Effect.logInfo(`storage sweep removed ${removed} blocks`) : Effect.void)),
+        Effect.catchAll((e) => Effect.logWarning(`storage sweep failed: ${e.reason}`)),
+        Effect.schedule(Schedule.spaced(Duration.millis(limits.sweepIntervalMs))),
+        Effect.delay(Duration.millis(limits.sweepIntervalMs)),
+        Effect.forkScoped
+      )
+      return service
+    })
+  )
+}
+
+const nameTooLong = () => refuse(400, Code.VALIDATION_FAILED, `name is longer than ${NAME_MAX} characters`)
+
+const unreadable = () =>
+  refuse(400, Code.BAD_REQUEST, "the multipart body could not be read", "send multipart/form-data with a field named file")
+
+const isMultipartError = (u: unknown): boolean =>
+  typeof u === "object" && u !== null && "_tag" in u && (u as { _tag: unknown })._tag === "MultipartError"
+
+const unknownField = (key: string) =>
+  refuse(400, Code.BAD_REQUEST, `unexpected multipart field "${key.slice(0, 64)}"`, "send the bytes as field file and optionally a field name")
+
+async function* single(bytes: Uint8Array) {
+  yield bytes
+}

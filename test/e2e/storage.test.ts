@@ -1,0 +1,559 @@
+/**
+ * Content storage over HTTP (spec §2.4, §4.4): uploads give the IPFS importer's CIDs with the
+ * `unixfs-v1-2025` profile and round-trip byte for byte; reads, pins, reference-counted unpins,
+ * privacy deletes, the sweep, fetch capabilities and database backups, as a client sees them.
+ * The expected CIDs come from the importer run here in the test process, independently of the
+ * gateway; the cluster engine suite (Kubo + IPFS Cluster) runs the same checks.
+ */
+import Database from "better-sqlite3"
+import { Effect } from "effect"
+import { Wallet } from "ethers"
+import { importer } from "ipfs-unixfs-importer"
+import { fixedSize } from "ipfs-unixfs-importer/chunker"
+import { balanced } from "ipfs-unixfs-importer/layout"
+import * as jose from "jose"
+import { webcrypto } from "node:crypto"
+import { readdirSync, writeFileSync } from "node:fs"
+import * as path from "node:path"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { type Gateway, type Reply, startGateway, testTmp } from "../support/gateway.js"
+import { freePort } from "../support/process.js"
+import { type StorageEngine, storageEngines } from "../support/storageEngines.js"
+
+const MiB = 1024 * 1024
+
+const expectError = (reply: Reply, status: number, code?: string) => {
+  expect(reply.status, reply.text).toBe(status)
+  if (code !== undefined) expect(reply.body?.code, reply.text).toBe(code)
+  expect(Object.keys(reply.body ?? {}).every((k) => ["error", "code", "hint"].includes(k)), reply.text).toBe(true)
+  expect(reply.text).not.toMatch(/\/tmp\/|\/work\/|at .*\.ts:\d+|node_modules/)
+}
+
+/** The CID the IPFS project's importer gives with the unixfs-v1-2025 profile. */
+const expectedCid = async (bytes: Uint8Array): Promise<string> => {
+  const blocks = { put: async (cid: unknown) => cid } as never
+  let root = ""
+  for await (const entry of importer([{ content: [bytes] }], blocks, {
+    cidVersion: 1,
+    rawLeaves: true,
+    chunker: fixedSize({ chunkSize: MiB }),
+    layout: balanced({ maxChildrenPerNode: 1024 }),
+    reduceSingleLeafToSelf: true
+  })) {
+    root = entry.cid.toString()
+  }
+  return root
+}
+
+/** Deterministic bytes that do not repeat block to block (so no chunk is shared by accident). */
+const bytesOf = (size: number, seed: number): Uint8Array => {
+  const out = new Uint8Array(size)
+  let x = seed * 2654435761 + 1
+  for (let i = 0; i < size; i++) {
+    x = (x * 1103515245 + 12345) >>> 0
+    out[i] = x >>> 24
+  }
+  return out
+}
+
+interface Device {
+  readonly jwk: jose.JWK
+  readonly id: string
+  readonly sign: (text: string) => Promise<string>
+}
+
+const newDevice = async (): Promise<Device> => {
+  const pair = await webcrypto.subtle.generateKey({ name: "ECDSA", namedCurve: "P-256" }, true, ["sign", "verify"])
+  const jwk = (await webcrypto.subtle.exportKey("jwk", pair.publicKey)) as jose.JWK
+  return {
+    jwk,
+    id: await jose.calculateJwkThumbprint(jwk),
+    sign: async (text) =>
+      Buffer.from(
+        await webcrypto.subtle.sign({ name: "ECDSA", hash: "SHA-256" }, pair.privateKey, new TextEncoder().encode(text))
+      ).toString("base64url")
+  }
+}
+
+/** Signs a wallet in to a namespace; with a device, the session is device-bound. */
+type Signer = { readonly address: string; readonly signMessage: (m: string) => Promise<string> }
+
+const signIn = async (gw: Gateway, namespace: string, wallet: Signer, device?: Device): Promise<string> => {
+  const c = await gw.request("POST", "/v1/auth/challenge", {
+    json: { wallet: wallet.address, namespace, ...(device === undefined ? {} : { device_id: device.id }) }
+  })
+  expect(c.status, c.text).toBe(200)
+  const message: string = c.body.message
+  const v = await gw.request("POST", "/v1/auth/verify", {
+    json: {
+      message,
+      signature: await wallet.signMessage(message),
+      ...(device === undefined ? {} : { device_key: device.jwk, device_signature: await device.sign(message) })
+    }
+  })
+  expect(v.status, v.text).toBe(200)
+  return v.body.access_token
+}
+
+const upload = async (gw: Gateway, token: string | undefined, bytes: Uint8Array, name?: string, fileName = "blob.bin") => {
+  const form = new FormData()
+  if (name !== undefined) form.append("name", name)
+  form.append("file", new Blob([bytes]), fileName)
+  const headers: Record<string, string> = token === undefined ? {} : { authorization: `Bearer ${token}` }
+  const res = await fetch(gw.url + "/v1/storage/upload", { method: "POST", body: form, headers })
+  const text = await res.text()
+  let body: any
+  try {
+    body = JSON.parse(text)
+  } catch {
+    body = undefined
+  }
+  return { status: res.status, headers: res.headers, text, body } as Reply
+}
+
+const getBytes = async (gw: Gateway, route: string, headers: Record<string, string>) => {
+  const res = await fetch(gw.url + route, { headers })
+  const buffer = new Uint8Array(await res.arrayBuffer())
+  return { status: res.status, headers: res.headers, bytes: buffer, text: new TextDecoder().decode(buffer.slice(0, 2000)) }
+}
+
+/** Block files in the embedded engine's blockstore. */
+const blockCount = (gw: Gateway): number => {
+  let n = 0
+  try {
+    for (const shard of readdirSync(path.join(gw.dataDir, "blocks"))) {
+      n += readdirSync(path.join(gw.dataDir, "blocks", shard)).filter((f) => f.endsWith(".data")).length
+    }
+  } catch {
+    return 0
+  }
+  return n
+}
+
+const waitFor = async (check: () => Promise<boolean> | boolean, ms: number): Promise<boolean> => {
+  const until = Date.now() + ms
+  while (Date.now() < until) {
+    if (await check()) return true
+    await new Promise((r) => setTimeout(r, 100))
+  }
+  return check()
+}
+
+describe.each(storageEngines())("content storage on the %s engine", (_name, engineFactory) => {
+  let engine: StorageEngine
+  let gw: Gateway
+  let ownerKey: string
+  let otherKey: string
+  const owner = Wallet.createRandom()
+  const other = Wallet.createRandom()
+  const third = Wallet.createRandom()
+  let token: string
+  let otherToken: string
+  let thirdToken: string
+  let device: Device
+  let deviceToken: string
+
+  beforeAll(async () => {
+    engine = await engineFactory()
+    gw = await startGateway({ env: { ...engine.env, PORTICO_NODE_ID: "node-a" } })
+    ownerKey = (await gw.cli(["namespace", "create", "media", "--owner", owner.address])).api_key
+    otherKey = (await gw.cli(["namespace", "create", "press", "--owner", other.address])).api_key
+    await gw.cli(["namespace", "create", "third", "--owner", third.address])
+    token = await signIn(gw, "media", owner)
+    otherToken = await signIn(gw, "press", other)
+    thirdToken = await signIn(gw, "third", third)
+    device = await newDevice()
+    deviceToken = await signIn(gw, "media", owner, device)
+  }, 120_000)
+  afterAll(async () => {
+    await gw?.stop()
+    await engine?.stop()
+  })
+
+  it("gives the importer's CID for 0 B, 1 B, 1 MiB, 1 MiB + 1 and several MiB, and reads them back byte for byte", async () => {
+    for (const [size, seed] of [
+      [0, 1],
+      [1, 2],
+      [MiB, 3],
+      [MiB + 1, 4],
+      [5 * MiB + 12345, 5]
+    ] as const) {
+      const bytes = bytesOf(size, seed)
+      const up = await upload(gw, token, bytes, `file-${size}`)
+      expect(up.status, up.text).toBe(200)
+      expect(up.body).toEqual({ Cid: await expectedCid(bytes), Size: size, Name: `file-${size}` })
+      const got = await getBytes(gw, `/v1/storage/get/${up.body.Cid}`, { authorization: `Bearer ${token}` })
+      expect(got.status).toBe(200)
+      expect(got.headers.get("content-length")).toBe(String(size))
+      expect(got.headers.get("etag")).toBe(`"${up.body.Cid}"`)
+      expect(got.headers.get("cache-control")).toContain("immutable")
+      expect(Buffer.compare(Buffer.from(got.bytes), Buffer.from(bytes))).toBe(0)
+    }
+  })
+
+  it("matches the CIDs Kubo gives these bytes with the unixfs-v1-2025 profile", async () => {
+    // computed by `ipfs add --cid-version=1 --raw-leaves --chunker=size-1048576` (Kubo 0.40.1)
+    const empty = await upload(gw, token, new Uint8Array(0))
+    expect(empty.body.Cid).toBe("bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku")
+    const a = await upload(gw, token, new TextEncoder().encode("a"))
+    expect(a.body.Cid).toBe("bafkreigks6arfsq3xxfpvqrrwonchxcnu6do76auprhhfomao6c273sixm")
+    const zeros = await upload(gw, token, new Uint8Array(3 * MiB))
+    expect(zeros.body.Cid).toBe("bafybeigdsjup7aizxrrjn7yqtcmqg6ffksaugwr7is2ind3cf7esaqrz4m")
+  })
+
+  it("answers ranges, conditional gets and unsatisfiable ranges", async () => {
+    const bytes = bytesOf(2 * MiB + 7, 11)
+    const { body } = await upload(gw, token, bytes)
+    const auth = { authorization: `Bearer ${token}` }
+    const part = await getBytes(gw, `/v1/storage/get/${body.Cid}`, { ...auth, range: `bytes=${MiB - 3}-${MiB + 4}` })
+    expect(part.status).toBe(206)
+    expect(part.headers.get("content-range")).toBe(`bytes ${MiB - 3}-${MiB + 4}/${bytes.length}`)
+    expect(part.headers.get("content-length")).toBe("8")
+    expect(Buffer.from(part.bytes)).toEqual(Buffer.from(bytes.slice(MiB - 3, MiB + 5)))
+    const tail = await getBytes(gw, `/v1/storage/get/${body.Cid}`, { ...auth, range: "bytes=-5" })
+    expect(tail.status).toBe(206)
+    expect(Buffer.from(tail.bytes)).toEqual(Buffer.from(bytes.slice(bytes.length - 5)))
+    const open = await getBytes(gw, `/v1/storage/get/${body.Cid}`, { ...auth, range: `bytes=${bytes.length - 2}-` })
+    expect(open.bytes.length).toBe(2)
+    const beyond = await getBytes(gw, `/v1/storage/get/${body.Cid}`, { ...auth, range: `bytes=${bytes.length}-` })
+    expect(beyond.status).toBe(416)
+    expect(beyond.headers.get("content-range")).toBe(`bytes */${bytes.length}`)
+    const cached = await getBytes(gw, `/v1/storage/get/${body.Cid}`, { ...auth, "if-none-match": `"${body.Cid}"` })
+    expect(cached.status).toBe(304)
+    expect(cached.bytes.length).toBe(0)
+  })
+
+  it("refuses CIDs that do not parse or are not canonical with 400 VALIDATION_FAILED", async () => {
+    const { body } = await upload(gw, token, bytesOf(100, 12))
+    const cid: string = body.Cid
+    const upper = cid.toUpperCase()
+    for (const bad of ["nope", upper, "b" + cid.slice(1).toUpperCase(), "zb2rhe5P4gXftAwvA4eXQ5HJwsER2owDyS9sKaQRRVQPn93bA", "Qm123"]) {
+      for (const [method, route] of [
+        ["GET", `/v1/storage/get/${bad}`],
+        ["GET", `/v1/storage/status/${bad}`],
+        ["DELETE", `/v1/storage/unpin/${bad}`]
+      ] as const) {
+        expectError(await gw.request(method, route, { token }), 400, "VALIDATION_FAILED")
+      }
+      expectError(await gw.request("POST", "/v1/storage/pin", { token, json: { cid: bad, name: "x" } }), 400, "VALIDATION_FAILED")
+      expectError(
+        await gw.request("POST", "/v1/storage/fetch-caps", { token: deviceToken, json: { cid: bad, count: 1, ttl_seconds: 3600 } }),
+        400,
+        "VALIDATION_FAILED"
+      )
+    }
+    // a CIDv0 in base58btc is canonical: it parses, and this namespace holds no such content
+    expectError(await gw.request("GET", "/v1/storage/get/QmdfTbBqBPQ7VNxZEYEj14VmRuZBkqFbiwReogJgS1zR1n", { token }), 404, "NOT_FOUND")
+  })
+
+  it("needs a signed-in user's token: an API key alone is refused", async () => {
+    expectError(await upload(gw, ownerKey, bytesOf(10, 13)), 403, "SESSION_REQUIRED")
+    expectError(await upload(gw, undefined, bytesOf(10, 13)), 401)
+    expectError(await gw.request("GET", "/v1/storage/status/bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku", { token: ownerKey }), 403, "SESSION_REQUIRED")
+    const exchanged = await gw.request("POST", "/v1/auth/token", { token: ownerKey, json: {} })
+    if (exchanged.status === 200) {
+      expectError(await upload(gw, exchanged.body.access_token, bytesOf(10, 13)), 403, "SESSION_REQUIRED")
+    }
+    expectError(await gw.request("POST", "/v1/storage/upload", { token, body: "x", headers: { "content-type": "text/plain" } }), 400)
+    const noFile = new FormData()
+    noFile.append("name", "n")
+    const res = await fetch(gw.url + "/v1/storage/upload", { method: "POST", body: noFile, headers: { authorization: `Bearer ${token}` } })
+    expect(res.status).toBe(400)
+  })
+
+  it("pins, reports status and keeps one pin per CID across namespaces, counted by references", async () => {
+    const bytes = bytesOf(MiB + 100, 21)
+    const mine = await upload(gw, token, bytes, "mine")
+    const theirs = await upload(gw, otherToken, bytes, "theirs")
+    expect(theirs.body.Cid).toBe(mine.body.Cid)
+    const cid: string = mine.body.Cid
+    const status = await gw.request("GET", `/v1/storage/status/${cid}`, { token })
+    expect(status.status, status.text).toBe(200)
+    expect(status.body).toMatchObject({ Cid: cid, Name: "mine", Status: "pinned", Error: "" })
+    expect(Object.keys(status.body).sort()).toEqual(
+      ["Cid", "Error", "Name", "Peers", "ReplicationFactor", "ReplicationMax", "ReplicationMin", "Status"].sort()
+    )
+    expect(status.body.Peers.length).toBeGreaterThan(0)
+    // a namespace that holds nothing learns nothing: unpinned to it, unreadable, unpinnable
+    expect((await gw.request("GET", `/v1/storage/status/${cid}`, { token: thirdToken })).body.Status).toBe("unpinned")
+    expectError(await gw.request("GET", `/v1/storage/get/${cid}`, { token: thirdToken }), 404, "NOT_FOUND")
+    expectError(await gw.request("POST", "/v1/storage/pin", { token: thirdToken, json: { cid, name: "grab" } }), 404, "NOT_FOUND")
+    // a re-pin renames
+    const renamed = await gw.request("POST", "/v1/storage/pin", { token, json: { cid, name: "renamed" } })
+    expect(renamed.status, renamed.text).toBe(200)
+    expect(renamed.body.Name).toBe("renamed")
+
+    // the first namespace lets go: shared, nothing removed, the other still reads it
+    expect((await gw.request("DELETE", `/v1/storage/unpin/${cid}?immediate=true`, { token })).body).toEqual({ Cid: cid, evicted: "shared" })
+    expectError(await gw.request("GET", `/v1/storage/get/${cid}`, { token }), 404, "NOT_FOUND")
+    expectError(await gw.request("DELETE", `/v1/storage/unpin/${cid}`, { token }), 404, "NOT_FOUND")
+    const still = await getBytes(gw, `/v1/storage/get/${cid}`, { authorization: `Bearer ${otherToken}` })
+    expect(Buffer.compare(Buffer.from(still.bytes), Buffer.from(bytes))).toBe(0)
+    // the last one lets go with a privacy delete: every node confirmed
+    expect((await gw.request("DELETE", `/v1/storage/unpin/${cid}?immediate=true`, { token: otherToken })).body).toEqual({ Cid: cid, evicted: "true" })
+    expect(await engine.holds(gw, cid)).toBe(false)
+    expect((await gw.request("GET", `/v1/storage/status/${cid}`, { token: otherToken })).body.Status).toBe("unpinned")
+    expectError(await gw.request("DELETE", `/v1/storage/unpin/${cid}?immediate=yes`, { token: otherToken }), 400)
+  })
+
+  it("never lets two concurrent unpins both miss the last reference", async () => {
+    for (let round = 0; round < 3; round++) {
+      const bytes = bytesOf(200_000, 30 + round)
+      const a = await upload(gw, token, bytes)
+      await upload(gw, otherToken, bytes)
+      const cid: string = a.body.Cid
+      const [x, y] = await Promise.all([
+        gw.request("DELETE", `/v1/storage/unpin/${cid}?immediate=true`, { token }),
+        gw.request("DELETE", `/v1/storage/unpin/${cid}?immediate=true`, { token: otherToken })
+      ])
+      const answers = [x.body.evicted, y.body.evicted]
+      expect(answers).toContain("true")
+      expect(await engine.holds(gw, cid)).toBe(false)
+    }
+  })
+
+  it("removes blocks shared with other pins only when nothing else needs them", async () => {
+    // 1 MiB of one chunk, then the same chunk inside a longer file: the leaf is shared
+    const chunk = bytesOf(MiB, 41)
+    const longer = new Uint8Array(2 * MiB)
+    longer.set(chunk, 0)
+    longer.set(bytesOf(MiB, 42), MiB)
+    const single = await upload(gw, token, chunk)
+    const both = await upload(gw, token, longer)
+    expect((await gw.request("DELETE", `/v1/storage/unpin/${single.body.Cid}?immediate=true`, { token })).body.evicted).toBe("true")
+    const still = await getBytes(gw, `/v1/storage/get/${both.body.Cid}`, { authorization: `Bearer ${token}` })
+    expect(Buffer.compare(Buffer.from(still.bytes), Buffer.from(longer))).toBe(0)
+  })
+
+  it("mints fetch capabilities for a device-bound session only, and refuses every wrong use", async () => {
+    const bytes = bytesOf(300_000, 51)
+    const { body } = await upload(gw, token, bytes, "shared.bin")
+    const cid: string = body.Cid
+    const otherUp = await upload(gw, token, bytesOf(1000, 52))
+    const mint = (t: string, json: unknown) => gw.request("POST", "/v1/storage/fetch-caps", { token: t, json })
+    expectError(await mint(token, { cid, count: 1, ttl_seconds: 3600 }), 403, "FETCH_CAP_DEVICE_REQUIRED")
+    expectError(await mint(ownerKey, { cid, count: 1, ttl_seconds: 3600 }), 403, "FETCH_CAP_DEVICE_REQUIRED")
+    for (const bad of [
+      { cid, count: 0, ttl_seconds: 3600 },
+      { cid, count: 65, ttl_seconds: 3600 },
+      { cid, count: 1, ttl_seconds: 3599 },
+      { cid, count: 1, ttl_seconds: 604801 },
+      { cid, count: 1.5, ttl_seconds: 3600 },
+      { cid, count: 1 }
+    ]) {
+      expectError(await mint(deviceToken, bad), 400)
+    }
+    // content the namespace does not hold
+    const press = await upload(gw, otherToken, bytesOf(999, 53))
+    expectError(await mint(deviceToken, { cid: press.body.Cid, count: 1, ttl_seconds: 3600 }), 404, "NOT_FOUND")
+
+    const minted = await mint(deviceToken, { cid, count: 3, ttl_seconds: 7200 })
+    expect(minted.status, minted.text).toBe(200)
+    expect(minted.body.namespace).toBe("media")
+    expect(minted.body.cid).toBe(cid)
+    expect(minted.body.caps).toHaveLength(3)
+    const now = Math.floor(Date.now() / 1000)
+    for (const cap of minted.body.caps) {
+      expect(Object.keys(cap).sort()).toEqual(["expires_at", "id", "revoke_key", "token"])
+      expect(cap.id).toMatch(/^[0-9a-f]{32}$/)
+      expect(Math.abs(cap.expires_at - (now + 7200))).toBeLessThanOrEqual(5)
+    }
+    expect(new Set(minted.body.caps.map((c: { id: string }) => c.id)).size).toBe(3)
+    const [cap, second] = minted.body.caps
+
+    // relayed fetch: no credential beside it, the right CID, a genuine token
+    const relayed = (c: string, headers: Record<string, string>) => getBytes(gw, `/v1/storage/relayed/${c}`, headers)
+    const ok = await relayed(cid, { "x-portico-fetch-cap": cap.token })
+    expect(ok.status).toBe(200)
+    expect(ok.headers.get("content-length")).toBe(String(bytes.length))
+    expect(ok.headers.get("etag")).toBe(`"${cid}"`)
+    expect(Buffer.compare(Buffer.from(ok.bytes), Buffer.from(bytes))).toBe(0)
+    const ranged = await relayed(cid, { "x-portico-fetch-cap": cap.token, range: "bytes=10-19" })
+    expect(ranged.status).toBe(206)
+    const codeOf = (r: { text: string }) => JSON.parse(r.text).code
+    const missing = await relayed(cid, {})
+    expect([missing.status, codeOf(missing)]).toEqual([401, "FETCH_CAP_MISSING"])
+    const notAlone = await relayed(cid, { "x-portico-fetch-cap": cap.token, authorization: `Bearer ${token}` })
+    expect([notAlone.status, codeOf(notAlone)]).toEqual([400, "FETCH_CAP_NOT_ALONE"])
+    const forged = cap.token.slice(0, -4) + (cap.token.endsWith("AAAA") ? "BBBB" : "AAAA")
+    const forgedReply = await relayed(cid, { "x-portico-fetch-cap": forged })
+    expect([forgedReply.status, codeOf(forgedReply)]).toEqual([403, "FETCH_CAP_INVALID"])
+    const garbage = await relayed(cid, { "x-portico-fetch-cap": "not-a-token" })
+    expect([garbage.status, codeOf(garbage)]).toEqual([403, "FETCH_CAP_INVALID"])
+    const otherCid = await relayed(otherUp.body.Cid, { "x-portico-fetch-cap": cap.token })
+    expect([otherCid.status, codeOf(otherCid)]).toEqual([403, "FETCH_CAP_INVALID"])
+    const badCid = await relayed("nope", { "x-portico-fetch-cap": cap.token })
+    expect([badCid.status, codeOf(badCid)]).toEqual([400, "VALIDATION_FAILED"])
+
+    // revoke: a 32-hex id and its own revoke key
+    const revoke = (id: string, key?: string) =>
+      gw.request("DELETE", `/v1/storage/fetch-caps/${id}`, key === undefined ? {} : { headers: { "x-portico-revoke-key": key } })
+    expectError(await revoke("xyz", cap.revoke_key), 400, "VALIDATION_FAILED")
+    expectError(await revoke(cap.id), 403, "FETCH_CAP_REVOKE_KEY_INVALID")
+    expectError(await revoke(cap.id, second.revoke_key), 403, "FETCH_CAP_REVOKE_KEY_INVALID")
+    expectError(await revoke("0".repeat(32), cap.revoke_key), 403, "FETCH_CAP_REVOKE_KEY_INVALID")
+    const revoked = await revoke(cap.id, cap.revoke_key)
+    expect(revoked.status, revoked.text).toBe(200)
+    expect(revoked.body).toEqual({ revoked: cap.id })
+    const after = await relayed(cid, { "x-portico-fetch-cap": cap.token })
+    expect([after.status, codeOf(after)]).toEqual([403, "FETCH_CAP_REVOKED"])
+    // the others stand
+    expect((await relayed(cid, { "x-portico-fetch-cap": second.token })).status).toBe(200)
+
+    // expiry: move the capability's clock back, as an hour passing would
+    const registry = new Database(path.join(gw.dataDir, "registry.db"))
+    registry.prepare("UPDATE fetch_caps SET expires_at = ? WHERE id = ?").run(now - 1, second.id)
+    registry.close()
+    const expired = await relayed(cid, { "x-portico-fetch-cap": second.token })
+    expect([expired.status, codeOf(expired)]).toEqual([403, "FETCH_CAP_INVALID"])
+    // nothing in the log row of a relayed fetch names the client
+    const rows = gw
+      .logs()
+      .split("\n")
+      .filter((l) => l.includes("/v1/storage/relayed/"))
+    expect(rows.length).toBeGreaterThan(0)
+    for (const row of rows) expect(row).not.toMatch(/127\.0\.0\.1|remote|address|ip"/)
+  })
+
+  it("backs up a node-local database into content storage, restorable with its rows", async () => {
+    const created = await gw.request("POST", "/v1/db/sqlite/create", { token: ownerKey, json: { database_name: "orders" } })
+    expect(created.status, created.text).toBe(201)
+    await gw.request("POST", "/v1/db/sqlite/query", { token: ownerKey, json: { database_name: "orders", query: "CREATE TABLE o (id INTEGER PRIMARY KEY, item TEXT)" } })
+    for (const item of ["tea", "cake", "jam"]) {
+      await gw.request("POST", "/v1/db/sqlite/query", { token: ownerKey, json: { database_name: "orders", query: "INSERT INTO o (item) VALUES (?)", params: [item] } })
+    }
+    const backup = await gw.request("POST", "/v1/db/sqlite/backup", { token: ownerKey, json: { database_name: "orders" } })
+    expect(backup.status, backup.text).toBe(201)
+    expect(Object.keys(backup.body).sort()).toEqual(["backup_cid", "created_at", "database_name", "id", "size_bytes"])
+    expect(backup.body.size_bytes).toBeGreaterThan(0)
+    const list = await gw.request("GET", "/v1/db/sqlite/backups?database_name=orders", { token: ownerKey })
+    expect(list.status, list.text).toBe(200)
+    expect(list.body.count).toBe(1)
+    expect(list.body.backups[0].backup_cid).toBe(backup.body.backup_cid)
+    const dbs = await gw.request("GET", "/v1/db/sqlite/list", { token: ownerKey })
+    expect(dbs.body.databases.find((d: { name: string }) => d.name === "orders").backup_cid).toBe(backup.body.backup_cid)
+
+    const got = await getBytes(gw, `/v1/storage/get/${backup.body.backup_cid}`, { authorization: `Bearer ${token}` })
+    expect(got.status).toBe(200)
+    expect(got.bytes.length).toBe(backup.body.size_bytes)
+    const file = path.join(testTmp(), `restored-${Date.now()}.db`)
+    writeFileSync(file, got.bytes)
+    const restored = new Database(file, { readonly: true })
+    expect(restored.pragma("integrity_check", { simple: true })).toBe("ok")
+    expect(restored.prepare("SELECT item FROM o ORDER BY id").all()).toEqual([{ item: "tea" }, { item: "cake" }, { item: "jam" }])
+    restored.close()
+
+    // a backup is a reference of its own: it is not a pin the namespace can unpin
+    expectError(await gw.request("DELETE", `/v1/storage/unpin/${backup.body.backup_cid}`, { token }), 404, "NOT_FOUND")
+    expectError(await gw.request("POST", "/v1/db/sqlite/backup", { token: ownerKey, json: { database_name: "absent" } }), 404, "NOT_FOUND")
+    expectError(await gw.request("POST", "/v1/db/sqlite/backup", { token: ownerKey, json: { database_name: "../x" } }), 400)
+    expectError(await gw.request("GET", "/v1/db/sqlite/backups", { token: ownerKey }), 400)
+    const runtime = (await gw.cli(["keys", "create", "--namespace", "media", "--profile", "runtime"])).api_key
+    expectError(await gw.request("POST", "/v1/db/sqlite/backup", { token: runtime, json: { database_name: "orders" } }), 403)
+    expect((await gw.request("GET", "/v1/db/sqlite/backups?database_name=orders", { token: otherKey })).body.count).toBe(0)
+  })
+
+  it("is in the OpenAPI document with its multipart body", async () => {
+    const doc = (await gw.request("GET", "/v1/openapi.json")).body
+    for (const route of ["/v1/storage/upload", "/v1/storage/get/{cid}", "/v1/storage/fetch-caps/{id}", "/v1/storage/relayed/{cid}", "/v1/db/sqlite/backups"]) {
+      expect(doc.paths[route], route).toBeDefined()
+    }
+    expect(doc.paths["/v1/storage/upload"].post.requestBody.content["multipart/form-data"]).toBeDefined()
+  })
+})
+
+describe("content storage limits, sweep and eviction on every node (embedded engine)", () => {
+  let gw: Gateway
+  let token: string
+  const owner = Wallet.createRandom()
+
+  beforeAll(async () => {
+    const port = await Effect.runPromise(freePort)
+    gw = await startGateway({
+      port,
+      env: {
+        PORTICO_NODE_ID: "node-s",
+        PORTICO_STORAGE_MAX_UPLOAD_BYTES: String(2 * MiB),
+        PORTICO_STORAGE_QUOTA_BYTES: String(3 * MiB),
+        PORTICO_STORAGE_SWEEP_SECONDS: "1",
+        // this gateway is its own peer, and one peer never answers
+        PORTICO_STORAGE_EVICT_PEERS: `node-s=http://127.0.0.1:${port}`
+      }
+    })
+    await gw.cli(["namespace", "create", "limits", "--owner", owner.address])
+    token = await signIn(gw, "limits", owner)
+  }, 60_000)
+  afterAll(async () => {
+    if (process.env["DEBUG_LOGS"]) console.log(gw?.logs())
+    await gw?.stop()
+  })
+
+  it("refuses an upload over the cap or the quota with 413 and records nothing", async () => {
+    expectError(await upload(gw, token, bytesOf(2 * MiB + 1, 61)), 413, "PAYLOAD_TOO_LARGE")
+    const first = await upload(gw, token, bytesOf(2 * MiB, 62))
+    expect(first.status, first.text).toBe(200)
+    // 2 MiB held, 3 MiB quota: another 1.5 MiB would pass it
+    const over = await upload(gw, token, bytesOf(1.5 * MiB, 63))
+    expectError(over, 413, "PAYLOAD_TOO_LARGE")
+    // what the namespace already holds is free to upload again
+    expect((await upload(gw, token, bytesOf(2 * MiB, 62))).status).toBe(200)
+    const fits = await upload(gw, token, bytesOf(MiB, 64))
+    expect(fits.status, fits.text).toBe(200)
+    // an announced length over the cap is refused before a byte is read
+    const res = await fetch(gw.url + "/v1/storage/upload", {
+      method: "POST",
+      headers: { authorization: `Bearer ${token}`, "content-type": "multipart/form-data; boundary=x", "content-length": String(64 * MiB) },
+      body: new Uint8Array(16)
+    }).catch(() => undefined)
+    if (res !== undefined) expect(res.status).toBe(413)
+    expect((await gw.request("DELETE", `/v1/storage/unpin/${first.body.Cid}`, { token })).body.evicted).toBe("skipped")
+  })
+
+  it("reclaims the blocks of a plain unpin at the next sweep, and keeps pinned ones", async () => {
+    const kept = await upload(gw, token, bytesOf(300_000, 71))
+    const gone = await upload(gw, token, bytesOf(MiB + 20, 72))
+    const before = blockCount(gw)
+    expect((await gw.request("DELETE", `/v1/storage/unpin/${gone.body.Cid}`, { token })).body).toEqual({ Cid: gone.body.Cid, evicted: "skipped" })
+    expect(await waitFor(() => blockCount(gw) <= before - 3, 15_000)).toBe(true)
+    const still = await getBytes(gw, `/v1/storage/get/${kept.body.Cid}`, { authorization: `Bearer ${token}` })
+    expect(still.status).toBe(200)
+    expect(still.bytes.length).toBe(300_000)
+  })
+
+  it("asks every node to evict on a privacy delete over the internal route, which needs the coordination MAC", async () => {
+    const up = await upload(gw, token, bytesOf(50_000, 81))
+    expect((await gw.request("DELETE", `/v1/storage/unpin/${up.body.Cid}?immediate=true`, { token })).body.evicted).toBe("true")
+    // the internal route refuses a caller without a MAC, or with one for another node
+    expectError(await gw.request("POST", "/v1/internal/storage/evict", { json: { cid: up.body.Cid } }), 403)
+    expectError(
+      await gw.request("POST", "/v1/internal/storage/evict", {
+        json: { cid: up.body.Cid },
+        headers: { "x-portico-coordination-mac": "v1=AAAA", "x-portico-coordination-time": String(Math.floor(Date.now() / 1000)) }
+      }),
+      403
+    )
+  })
+})
+
+describe("a privacy delete with a node that does not confirm", () => {
+  let gw: Gateway
+  let token: string
+  const owner = Wallet.createRandom()
+
+  beforeAll(async () => {
+    const dead = await Effect.runPromise(freePort)
+    gw = await startGateway({ env: { PORTICO_NODE_ID: "node-p", PORTICO_STORAGE_EVICT_PEERS: `node-gone=http://127.0.0.1:${dead}` } })
+    await gw.cli(["namespace", "create", "partial", "--owner", owner.address])
+    token = await signIn(gw, "partial", owner)
+  }, 60_000)
+  afterAll(async () => {
+    await gw?.stop()
+  })
+
+  it("answers partial, with the pin removed everywhere and the local blocks gone", async () => {
+    const up = await upload(gw, token, bytesOf(70_000, 91))
+    expect((await gw.request("DELETE", `/v1/storage/unpin/${up.body.Cid}?immediate=true`, { token })).body.evicted).toBe("partial")
+    expect((await gw.request("GET", `/v1/storage/status/${up.body.Cid}`, { token })).body.Status).toBe("unpinned")
+    expect(blockCount(gw)).toBe(0)
+  })
+})
