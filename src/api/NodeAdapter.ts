@@ -328,7 +328,7 @@ const answerDirect = (res: http.ServerResponse, status: number, body: string): v
 
 /** How much of a refused upload we read and discard so the client gets to see our 413. */
 const DRAIN_BUDGET_BYTES = 16 * 1024 * 1024
-const DRAIN_BUDGET_MS = 5_000
+const DRAIN_BUDGET_MS = 15_000
 
 /**
  * Answers 413 at once for an announced oversize body, then discards what the client is still
