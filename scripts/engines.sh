@@ -2,7 +2,7 @@
 # Installs the pinned engine binaries that the engine test suites run against.
 #
 #   scripts/engines.sh            # every engine implemented below
-#   scripts/engines.sh rqlite     # only the named ones
+#   scripts/engines.sh rqlite     # only the named ones (rqlite, redis, kubo, ipfs-cluster)
 #
 # redis-server is the exception: it is the Debian package (what the issue asks the suites to run
 # against), installed with apt-get onto PATH rather than built into $BIN.
@@ -27,7 +27,19 @@ WORK="${PORTICO_ENGINES_WORK:-$REPO_ROOT/.engines/build}"
 RQLITE_MODULE="github.com/rqlite/rqlite/v8"
 RQLITE_VERSION="v8.36.0"
 
-IMPLEMENTED=(rqlite redis)
+# Kubo (the `ipfs` binary). The IPIP-499 `unixfs-v1-2025` import profile arrived in v0.40.0
+# (v0.39.0 lacks it), which the module proxy reachable from CI refuses, as it does v0.44.0;
+# v0.40.1 is served and is the pin. v0.41.0..v0.43.0 are served too, should a later pin be wanted.
+KUBO_MODULE="github.com/ipfs/kubo"
+KUBO_VERSION="v0.40.1"
+
+# IPFS Cluster (`ipfs-cluster-service` and `ipfs-cluster-ctl`). v1.1.0 is the newest release
+# the module proxy reachable from CI serves: it refuses v1.1.1, v1.1.2, v1.1.3 and v1.1.4
+# (v1.0.8 is served too).
+CLUSTER_MODULE="github.com/ipfs-cluster/ipfs-cluster"
+CLUSTER_VERSION="v1.1.0"
+
+IMPLEMENTED=(rqlite redis kubo ipfs-cluster)
 
 log() { printf '[engines] %s\n' "$*" >&2; }
 die() { printf '[engines] error: %s\n' "$*" >&2; exit 1; }
@@ -91,6 +103,75 @@ install_rqlite() {
   log "built rqlited $RQLITE_VERSION in $((SECONDS - started)) s"
 }
 
+# --- kubo -----------------------------------------------------------------------------------
+install_kubo() {
+  local want="$KUBO_MODULE@$KUBO_VERSION"
+  if is_current ipfs "$want"; then
+    log "ipfs (kubo) $KUBO_VERSION already installed"
+    return 0
+  fi
+  need go "install Go (https://go.dev) to build ipfs (kubo)"
+
+  log "building ipfs (kubo) $KUBO_VERSION (first build takes several minutes)"
+  local src build started
+  started=$SECONDS
+  src="$(go_module_dir "$KUBO_MODULE" "$KUBO_VERSION")"
+  # Kubo's go.mod has exclude directives, which `go install pkg@version` refuses, so build
+  # inside a writable copy of the module, where they apply as the authors intended. Its go.sum
+  # is complete, so -mod=readonly: the module's own go.mod decides every dependency version.
+  build="$WORK/kubo-$KUBO_VERSION"
+  rm -rf "$build"
+  mkdir -p "$WORK" "$BIN"
+  cp -R "$src" "$build"
+  chmod -R u+w "$build"
+  (
+    cd "$build"
+    GOFLAGS="-mod=readonly -buildvcs=false" go build -trimpath -ldflags "-s -w" \
+      -o "$BIN/ipfs.tmp" ./cmd/ipfs
+  ) || die "go build of ipfs (kubo) failed"
+  mv -f "$BIN/ipfs.tmp" "$BIN/ipfs"
+  rm -rf "$build"
+  rmdir "$WORK" 2>/dev/null || true
+  stamp ipfs "$want"
+  log "built ipfs (kubo) $KUBO_VERSION in $((SECONDS - started)) s"
+}
+
+# --- ipfs-cluster ---------------------------------------------------------------------------
+install_ipfs_cluster() {
+  local want="$CLUSTER_MODULE@$CLUSTER_VERSION"
+  if is_current ipfs-cluster-service "$want" && is_current ipfs-cluster-ctl "$want"; then
+    log "ipfs-cluster-service and ipfs-cluster-ctl $CLUSTER_VERSION already installed"
+    return 0
+  fi
+  need go "install Go (https://go.dev) to build ipfs-cluster"
+
+  log "building ipfs-cluster-service and ipfs-cluster-ctl $CLUSTER_VERSION (first build takes several minutes)"
+  local src build started
+  started=$SECONDS
+  src="$(go_module_dir "$CLUSTER_MODULE" "$CLUSTER_VERSION")"
+  # Built like the others, inside a writable copy of the module; -mod=readonly so the module's
+  # own go.mod and go.sum decide every dependency version.
+  build="$WORK/ipfs-cluster-$CLUSTER_VERSION"
+  rm -rf "$build"
+  mkdir -p "$WORK" "$BIN"
+  cp -R "$src" "$build"
+  chmod -R u+w "$build"
+  (
+    cd "$build"
+    GOFLAGS="-mod=readonly -buildvcs=false" go build -trimpath -ldflags "-s -w" \
+      -o "$BIN/ipfs-cluster-service.tmp" ./cmd/ipfs-cluster-service
+    GOFLAGS="-mod=readonly -buildvcs=false" go build -trimpath -ldflags "-s -w" \
+      -o "$BIN/ipfs-cluster-ctl.tmp" ./cmd/ipfs-cluster-ctl
+  ) || die "go build of ipfs-cluster failed"
+  mv -f "$BIN/ipfs-cluster-service.tmp" "$BIN/ipfs-cluster-service"
+  mv -f "$BIN/ipfs-cluster-ctl.tmp" "$BIN/ipfs-cluster-ctl"
+  rm -rf "$build"
+  rmdir "$WORK" 2>/dev/null || true
+  stamp ipfs-cluster-service "$want"
+  stamp ipfs-cluster-ctl "$want"
+  log "built ipfs-cluster-service and ipfs-cluster-ctl $CLUSTER_VERSION in $((SECONDS - started)) s"
+}
+
 # --- redis ----------------------------------------------------------------------------------
 install_redis() {
   if command -v redis-server >/dev/null 2>&1; then
@@ -128,6 +209,8 @@ main() {
     case "$engine" in
       rqlite) install_rqlite ;;
       redis) install_redis ;;
+      kubo) install_kubo ;;
+      ipfs-cluster) install_ipfs_cluster ;;
       *) die "unknown engine '$engine' (implemented: ${IMPLEMENTED[*]})" ;;
     esac
   done
@@ -136,6 +219,8 @@ main() {
     case "$engine" in
       rqlite) printf '%s\n' "$BIN/rqlited" ;;
       redis) command -v redis-server ;;
+      kubo) printf '%s\n' "$BIN/ipfs" ;;
+      ipfs-cluster) printf '%s\n' "$BIN/ipfs-cluster-service" "$BIN/ipfs-cluster-ctl" ;;
     esac
   done
 }
