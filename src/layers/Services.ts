@@ -27,6 +27,7 @@ import { TransferSlot } from "./transfer/TransferSlot.js"
 import { Coordination } from "./coordination/Coordination.js"
 import { ContentIndex } from "./storage/ContentIndex.js"
 import { EmbeddedContentEngine } from "./storage/EmbeddedContentEngine.js"
+import { KuboContentEngine } from "./storage/KuboContentEngine.js"
 import { Evictor } from "./storage/Evictor.js"
 import { FetchCaps } from "./storage/FetchCaps.js"
 import { Storage } from "./storage/Storage.js"
@@ -56,7 +57,7 @@ export const servicesLayer = (settings: PorticoSettings) => {
   const engine =
     cluster === undefined
       ? EmbeddedContentEngine.layer({ directory: path.join(settings.dataDir, "blocks"), nodeId: settings.nodeId })
-      : Layer.die(new Error("the Kubo storage engine is not part of this build yet"))
+      : KuboContentEngine.layer({ kuboUrl: cluster.kuboUrl, clusterUrl: cluster.clusterUrl })
   const index = Layer.mergeAll(ContentIndex.Live, Coordination.Live, engine)
   const storage = Layer.mergeAll(Storage.Live, FetchCaps.Live).pipe(
     Layer.provide(Evictor.Live.pipe(Layer.provideMerge(index))),
