@@ -1,0 +1,59 @@
+/** The embedded engine on a real blockstore directory: reclaims never race an import. */
+import { it } from "@effect/vitest"
+import { Deferred, Effect, Exit, Fiber, Scope } from "effect"
+import { mkdtempSync, readdirSync } from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { describe, expect } from "vitest"
+import { makeEmbeddedEngine } from "../../../src/layers/storage/EmbeddedContentEngine.js"
+
+const MiB = 1024 * 1024
+const blockFiles = (dir: string) => readdirSync(dir).flatMap((shard) => readdirSync(path.join(dir, shard)))
+
+describe("embedded content engine", () => {
+  it.live("makes a sweep wait for an import whose pin is not recorded yet", () =>
+    Effect.gen(function* () {
+      const dir = mkdtempSync(path.join(process.env["PORTICO_TEST_TMP"] ?? os.tmpdir(), "portico-blocks-"))
+      const engine = yield* makeEmbeddedEngine({ directory: dir, nodeId: "n" })
+      const more = yield* Deferred.make<void>()
+      const source = (async function* () {
+        yield new Uint8Array(MiB).fill(1)
+        await Effect.runPromise(Deferred.await(more))
+        yield new Uint8Array(MiB).fill(2)
+      })()
+      const scope = yield* Scope.make()
+      const adding = yield* Effect.fork(Scope.extend(engine.add(source), scope))
+      yield* Effect.sleep("200 millis")
+      // the import is part way: a sweep now must wait for it
+      const sweeping = yield* Effect.fork(engine.sweep([]))
+      yield* Effect.sleep("200 millis")
+      expect(sweeping.unsafePoll()).toBeNull()
+      yield* Deferred.succeed(more, undefined)
+      const imported = yield* Fiber.join(adding)
+      // still held: the caller records its pin here, then closes the scope
+      expect(yield* engine.size(imported.cid)).toBe(2 * MiB)
+      yield* engine.pin(imported.cid, "x")
+      yield* Scope.close(scope, Exit.void)
+      const swept = yield* Fiber.join(sweeping)
+      // the sweep was told of no pins, so once the import let go it reclaimed all three blocks
+      expect(swept.removed).toBe(3)
+      expect(blockFiles(dir)).toEqual([])
+      expect(yield* engine.size(imported.cid)).toBeUndefined()
+    })
+  )
+
+  it.live("keeps the blocks other pins reach when it evicts", () =>
+    Effect.gen(function* () {
+      const dir = mkdtempSync(path.join(process.env["PORTICO_TEST_TMP"] ?? os.tmpdir(), "portico-blocks-"))
+      const engine = yield* makeEmbeddedEngine({ directory: dir, nodeId: "n" })
+      const leaf = new Uint8Array(MiB).fill(7)
+      const one = yield* Effect.scoped(engine.add([leaf] as unknown as AsyncIterable<Uint8Array>))
+      const two = yield* Effect.scoped(engine.add((async function* () { yield leaf; yield new Uint8Array(10).fill(8) })()))
+      expect(yield* engine.evict(two.cid, [one.cid, two.cid])).toBe(true)
+      expect(yield* engine.size(one.cid)).toBe(MiB)
+      expect(yield* engine.size(two.cid)).toBeUndefined()
+      yield* engine.pin(one.cid, "still whole")
+      expect(yield* Effect.flip(engine.pin(two.cid, "gone"))).toMatchObject({ reason: "missing" })
+    })
+  )
+})
