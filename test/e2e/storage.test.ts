@@ -18,6 +18,7 @@ import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type Gateway, type Reply, startGateway, testTmp } from "../support/gateway.js"
 import { freePort } from "../support/process.js"
+import { hasRqlited, type RqlitedServer, rqlitedMissingMessage, startRqlited } from "../support/rqlited.js"
 import { type StorageEngine, storageEngines } from "../support/storageEngines.js"
 
 const MiB = 1024 * 1024
@@ -556,4 +557,48 @@ describe("a privacy delete with a node that does not confirm", () => {
     expect((await gw.request("GET", `/v1/storage/status/${up.body.Cid}`, { token })).body.Status).toBe("unpinned")
     expect(blockCount(gw)).toBe(0)
   })
+})
+
+describe("content storage when the registry does not answer (rqlite stopped)", () => {
+  let gw: Gateway
+  let server: RqlitedServer
+  let token: string
+  let deviceToken: string
+  const owner = Wallet.createRandom()
+
+  beforeAll(async () => {
+    if (!hasRqlited()) throw new Error(rqlitedMissingMessage())
+    server = await Effect.runPromise(startRqlited())
+    gw = await startGateway({ env: { PORTICO_RQLITE_URL: server.url, PORTICO_NODE_ID: "node-r" } })
+    await gw.cli(["namespace", "create", "down", "--owner", owner.address])
+    token = await signIn(gw, "down", owner)
+    deviceToken = await signIn(gw, "down", owner, await newDevice())
+  }, 90_000)
+  afterAll(async () => {
+    await gw?.stop()
+    await Effect.runPromise(server?.stop ?? Effect.void)
+  })
+
+  it("works on rqlite, then answers retryable 503s, never a half-written state", async () => {
+    const bytes = bytesOf(120_000, 101)
+    const up = await upload(gw, token, bytes)
+    expect(up.status, up.text).toBe(200)
+    expect(up.body.Cid).toBe(await expectedCid(bytes))
+    const cap = (await gw.request("POST", "/v1/storage/fetch-caps", { token: deviceToken, json: { cid: up.body.Cid, count: 1, ttl_seconds: 3600 } }))
+      .body.caps[0]
+    expect((await getBytes(gw, `/v1/storage/relayed/${up.body.Cid}`, { "x-portico-fetch-cap": cap.token })).status).toBe(200)
+
+    await Effect.runPromise(server.stop)
+    for (const reply of [
+      await gw.request("GET", `/v1/storage/get/${up.body.Cid}`, { token }),
+      await gw.request("GET", `/v1/storage/status/${up.body.Cid}`, { token }),
+      await gw.request("DELETE", `/v1/storage/unpin/${up.body.Cid}`, { token })
+    ]) {
+      expectError(reply, 503)
+      expect(Number(reply.headers.get("retry-after"))).toBeGreaterThan(0)
+    }
+    const relayed = await gw.request("GET", `/v1/storage/relayed/${up.body.Cid}`, { headers: { "x-portico-fetch-cap": cap.token } })
+    expectError(relayed, 503, "FETCH_CAP_UNAVAILABLE")
+    expect(Number(relayed.headers.get("retry-after"))).toBeGreaterThan(0)
+  }, 60_000)
 })

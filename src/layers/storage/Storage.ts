@@ -105,6 +105,10 @@ export class Storage extends Context.Tag("portico/Storage")<Storage, StorageServ
       const config = yield* PorticoConfig
       const limits = config.storage
 
+      /** Takes back a reference just recorded, and the pin row if nothing else keeps it. */
+      const undo = (r: { namespace: string; cid: string; kind: RefKind; ref: string }) =>
+        Effect.ignore(Effect.zipRight(index.release(r), index.dropPinIfUnreferenced(r.cid)))
+
       const auditEntry = (namespace: string, action: string, subject: string, cid: string, detail: Record<string, unknown>) =>
         Effect.ignore(Effect.flatMap(audit.entry(namespace, action, subject, cid, detail), registry.exec))
 
@@ -132,13 +136,16 @@ export class Storage extends Context.Tag("portico/Storage")<Storage, StorageServ
                 return storeDown("the content store could not take the upload")
               })
             )
+            // a pin the namespace had before this upload must survive the engine failing now
+            const existed =
+              kind === "pin" && (yield* Effect.mapError(index.pinName(namespace, imported.cid), () => storeDown())) !== undefined
             const recorded = yield* Effect.mapError(
               index.add({ namespace, cid: imported.cid, kind, ref, name, size: imported.size }, limits.quotaBytes, extra(imported.cid, imported.size)),
               () => storeDown()
             )
             if (!recorded) return yield* Effect.fail(tooLarge(new OverLimit("quota", limits.quotaBytes)))
             yield* engine.pin(imported.cid, name).pipe(
-              Effect.tapError(() => Effect.ignore(index.release({ namespace, cid: imported.cid, kind, ref }))),
+              Effect.tapError(() => (existed ? Effect.void : undo({ namespace, cid: imported.cid, kind, ref }))),
               Effect.mapError(() => storeDown("the content store could not pin the upload"))
             )
             return imported
@@ -221,7 +228,7 @@ export class Storage extends Context.Tag("portico/Storage")<Storage, StorageServ
             )
             if (!recorded) return yield* Effect.fail(tooLarge(new OverLimit("quota", limits.quotaBytes)))
             yield* engine.pin(cid, name).pipe(
-              Effect.tapError(() => Effect.ignore(index.release({ namespace: caller.namespace, cid, kind: "pin", ref: "" }))),
+              Effect.tapError(() => (mine ? Effect.void : undo({ namespace: caller.namespace, cid, kind: "pin", ref: "" }))),
               Effect.mapError(engineDown)
             )
             yield* auditEntry(caller.namespace, "storage.pin", caller.subject, cid, { name })
