@@ -12,7 +12,6 @@ import * as dagPb from "@ipld/dag-pb"
 import { FsBlockstore } from "blockstore-fs"
 import { NextToLast } from "blockstore-fs/sharding"
 import { Effect, Layer } from "effect"
-import { exporter } from "ipfs-unixfs-exporter"
 import { importer } from "ipfs-unixfs-importer"
 import { fixedSize } from "ipfs-unixfs-importer/chunker"
 import { balanced } from "ipfs-unixfs-importer/layout"
@@ -21,6 +20,7 @@ import { promises as fs } from "node:fs"
 import * as path from "node:path"
 import { UNIXFS_PROFILE } from "../../domain/ContentId.js"
 import { ContentEngine, ContentEngineError, type ContentEngineService, type PinState } from "./ContentEngine.js"
+import { type BlockSource, fileSize, readRange } from "./UnixfsReader.js"
 
 const RAW = 0x55
 const DAG_PB = 0x70
@@ -44,11 +44,18 @@ export const makeEmbeddedEngine = (options: EmbeddedOptions) =>
     const sharding = new NextToLast()
     const blockKey = (cid: CID): string => sharding.encode(cid).file
 
+    /** A block file read whole, in one call (the blockstore's `get` reads 64 KiB pieces and copies them). */
+    const blockPath = (cid: CID): string => {
+      const { dir, file } = sharding.encode(cid)
+      return path.join(options.directory, dir, file)
+    }
+    const blocks: BlockSource = { read: (cid) => fs.readFile(blockPath(cid)) }
     const readBlock = async (cid: CID): Promise<Uint8Array | undefined> => {
-      if (!(await store.has(cid))) return undefined
-      const chunks: Array<Uint8Array> = []
-      for await (const chunk of store.get(cid)) chunks.push(chunk)
-      return Buffer.concat(chunks)
+      try {
+        return await fs.readFile(blockPath(cid))
+      } catch {
+        return undefined
+      }
     }
 
     /**
@@ -134,21 +141,12 @@ export const makeEmbeddedEngine = (options: EmbeddedOptions) =>
           try: async () => {
             const cid = CID.parse(text)
             if (!(await store.has(cid))) return undefined
-            const entry = await exporter(cid, store)
-            if (entry.type === "raw" || entry.type === "file" || entry.type === "identity") return Number(entry.size)
-            return undefined
+            return await fileSize(blocks, cid)
           },
           catch: failed
         }),
 
-      read: (text, offset, length) => ({
-        async *[Symbol.asyncIterator]() {
-          if (length === 0) return
-          const entry = await exporter(CID.parse(text), store)
-          if (entry.type !== "raw" && entry.type !== "file" && entry.type !== "identity") throw new Error("not a file")
-          yield* entry.content({ offset, length })
-        }
-      }),
+      read: (text, offset, length) => readRange(blocks, CID.parse(text), offset, length),
 
       pin: (text) =>
         Effect.tryPromise({
