@@ -45,7 +45,8 @@ describe("UnixFS range reader", () => {
       const { root, source } = await build(bytes, rawLeaves)
       expect(await fileSize(source, root)).toBe(1000)
       expect(await collect(readRange(source, root, 0, 1000))).toEqual(Buffer.from(bytes))
-      for (const [offset, length] of [[0, 1], [15, 2], [16, 16], [17, 300], [999, 1], [500, 500], [0, 0], [47, 49]]) {
+      const ranges: ReadonlyArray<readonly [number, number]> = [[0, 1], [15, 2], [16, 16], [17, 300], [999, 1], [500, 500], [0, 0], [47, 49]]
+      for (const [offset, length] of ranges) {
         expect(await collect(readRange(source, root, offset, length)), `${offset}+${length}`).toEqual(Buffer.from(bytes.slice(offset, offset + length)))
       }
     })
