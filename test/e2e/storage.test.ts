@@ -262,6 +262,30 @@ describe.each(storageEngines())("content storage on the %s engine", (_name, engi
     expect(res.status).toBe(400)
   })
 
+  it("answers hostile multipart bodies with 400 and records nothing", async () => {
+    const post = (body: string, boundary = "xyz") =>
+      gw.request("POST", "/v1/storage/upload", { token, body, headers: { "content-type": `multipart/form-data; boundary=${boundary}` } })
+    const part = (name: string, value: string, filename?: string) =>
+      `--xyz\r\nContent-Disposition: form-data; name="${name}"${filename === undefined ? "" : `; filename="${filename}"`}\r\n\r\n${value}\r\n`
+    // cut short: no closing boundary
+    expectError(await post(part("file", "abc", "a.bin").slice(0, -2)), 400)
+    // not multipart at all behind a multipart header
+    expectError(await post("garbage"), 400)
+    // an unexpected field, two files, a name over 255 characters
+    expectError(await post(part("other", "1") + part("file", "abc", "a.bin") + "--xyz--\r\n"), 400)
+    expectError(await post(part("file", "first-of-two", "a.bin") + part("file", "def", "b.bin") + "--xyz--\r\n"), 400)
+    // the first file was read, but a refused form records nothing of it
+    const first = await expectedCid(new TextEncoder().encode("first-of-two"))
+    expect((await gw.request("GET", `/v1/storage/status/${first}`, { token })).body.Status).toBe("unpinned")
+    expectError(await gw.request("GET", `/v1/storage/get/${first}`, { token }), 404, "NOT_FOUND")
+    expectError(await post(part("name", "n".repeat(256)) + part("file", "abc", "a.bin") + "--xyz--\r\n"), 400, "VALIDATION_FAILED")
+    // a well-formed one, name after the file, is taken with that name
+    const good = await post(part("file", "hello", "h.txt") + part("name", "greeting") + "--xyz--\r\n")
+    expect(good.status, good.text).toBe(200)
+    expect(good.body).toEqual({ Cid: await expectedCid(new TextEncoder().encode("hello")), Size: 5, Name: "greeting" })
+    expect((await gw.request("GET", `/v1/storage/status/${good.body.Cid}`, { token })).body.Name).toBe("greeting")
+  })
+
   it("pins, reports status and keeps one pin per CID across namespaces, counted by references", async () => {
     const bytes = bytesOf(MiB + 100, 21)
     const mine = await upload(gw, token, bytes, "mine")

@@ -1,4 +1,4 @@
-import { HttpApiBuilder, HttpServerRequest, HttpServerResponse, Multipart } from "@effect/platform"
+import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Effect, Option, Stream } from "effect"
 import { resolveRange } from "../../domain/ByteRange.js"
 import { badRequest, Code, forbidden, unauthorized, wideRefusal } from "../../domain/Errors.js"
@@ -13,14 +13,6 @@ export const storageHttp = (e: StorageRefused) => wideRefusal(e.status, e.reason
 
 /** Content-addressed bytes never change: caches may keep them for good. */
 const IMMUTABLE = "public, max-age=31536000, immutable"
-
-/** Parts beyond a file and its name are refused by the service; this bounds the parser. */
-const multipartLimits = {
-  maxParts: Option.some(8),
-  maxFieldSize: 64 * 1024,
-  maxFileSize: Option.none(),
-  maxTotalSize: Option.none()
-}
 
 export const StorageHandlers = HttpApiBuilder.group(PorticoApi, "storage", (handlers) =>
   Effect.gen(function* () {
@@ -90,10 +82,7 @@ export const StorageHandlers = HttpApiBuilder.group(PorticoApi, "storage", (hand
               badRequest("the upload must be multipart/form-data", "send the bytes in a field named file (curl -F file=@path)")
             )
           }
-          const stored = yield* Multipart.withLimits(
-            Effect.mapError(storage.upload(caller, request.multipartStream), storageHttp),
-            multipartLimits
-          )
+          const stored = yield* Effect.mapError(storage.upload(caller, contentType, Stream.toAsyncIterable(request.stream)), storageHttp)
           return { Cid: stored.cid, Size: stored.size, Name: stored.name }
         })
       )

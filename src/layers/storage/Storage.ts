@@ -4,8 +4,7 @@
  * by a reference count, unpins that release then count, privacy deletes that evict on every node,
  * and the periodic sweep that reclaims what no pin reaches.
  */
-import type { Multipart } from "@effect/platform"
-import { Context, Duration, Effect, Exit, Layer, Option, Schedule, Stream } from "effect"
+import { Context, Duration, Effect, Exit, Layer, Option, Schedule } from "effect"
 import { canonicalCid } from "../../domain/ContentId.js"
 import { Code } from "../../domain/Errors.js"
 import type { Principal } from "../../domain/Principal.js"
@@ -17,6 +16,7 @@ import { ContentEngine, type ContentEngineError, type PinState } from "./Content
 import { ContentIndex, type RefKind } from "./ContentIndex.js"
 import { Evictor } from "./Evictor.js"
 import { noContent, notCanonical, refuse, storeDown, type StorageRefused } from "./StorageRefused.js"
+import { FormRefused, formEvents } from "./UploadForm.js"
 
 export interface Stored {
   readonly cid: string
@@ -32,11 +32,11 @@ export interface PinStatusAnswer extends PinState {
 }
 
 export interface StorageService {
-  /** Reads a multipart body (field `file`, optional `name`) into the engine and pins it. */
-  readonly upload: (
-    caller: Principal,
-    parts: Stream.Stream<Multipart.Part, Multipart.MultipartError>
-  ) => Effect.Effect<Stored, StorageRefused>
+  /**
+   * Reads a multipart/form-data body (field `file`, optional `name`) into the engine and pins
+   * it; nothing is recorded unless the whole form is good.
+   */
+  readonly upload: (caller: Principal, contentType: string, body: AsyncIterable<Uint8Array>) => Effect.Effect<Stored, StorageRefused>
   /**
    * Stores bytes as content of a namespace under a reference (a database backup), with `extra`
    * statements recorded in the same batch (conditional on the reference row).
@@ -113,90 +113,99 @@ export class Storage extends Context.Tag("portico/Storage")<Storage, StorageServ
         Effect.ignore(Effect.flatMap(audit.entry(namespace, action, subject, cid, detail), registry.exec))
 
       /**
-       * Imports `bytes` and records the reference in one scope: the engine keeps the new blocks
-       * from the sweep until the reference row exists.
+       * Imports `bytes`. The engine keeps the new blocks from the sweep until the caller's scope
+       * closes, which is after it has recorded the reference.
        */
-      const importAndRecord = (
+      const importBytes = (bytes: AsyncIterable<Uint8Array>) =>
+        engine.add(limited(bytes, limits.maxUploadBytes, "upload")).pipe(
+          Effect.mapError((e) => {
+            if (e.cause instanceof OverLimit) return tooLarge(e.cause)
+            if (e.cause instanceof FormRefused) return refuse(400, Code.BAD_REQUEST, e.cause.reason, FORM_HINT)
+            return storeDown("the content store could not take the upload")
+          })
+        )
+
+      /**
+       * Records the reference (the quota is checked there, where content the namespace already
+       * holds is free) and pins the content.
+       */
+      const record = (
         namespace: string,
         kind: RefKind,
         ref: string,
         name: string,
-        bytes: AsyncIterable<Uint8Array>,
-        extra: (cid: string, size: number) => ReadonlyArray<Statement>
+        imported: { readonly cid: string; readonly size: number },
+        extra: ReadonlyArray<Statement>
       ) =>
-        Effect.scoped(
-          Effect.gen(function* () {
-            // The quota is checked when the reference is recorded, where content the namespace
-            // already holds is free; while streaming only the upload cap applies.
-            const source = limited(bytes, limits.maxUploadBytes, "upload")
-            const imported = yield* engine.add(source).pipe(
-              Effect.mapError((e) => {
-                if (e.cause instanceof OverLimit) return tooLarge(e.cause)
-                if (isMultipartError(e.cause)) return unreadable()
-                return storeDown("the content store could not take the upload")
-              })
-            )
-            // a pin the namespace had before this upload must survive the engine failing now
-            const existed =
-              kind === "pin" && (yield* Effect.mapError(index.pinName(namespace, imported.cid), () => storeDown())) !== undefined
-            const recorded = yield* Effect.mapError(
-              index.add({ namespace, cid: imported.cid, kind, ref, name, size: imported.size }, limits.quotaBytes, extra(imported.cid, imported.size)),
-              () => storeDown()
-            )
-            if (!recorded) return yield* Effect.fail(tooLarge(new OverLimit("quota", limits.quotaBytes)))
-            yield* engine.pin(imported.cid, name).pipe(
-              Effect.tapError(() => (existed ? Effect.void : undo({ namespace, cid: imported.cid, kind, ref }))),
-              Effect.mapError(() => storeDown("the content store could not pin the upload"))
-            )
-            return imported
-          })
-        )
+        Effect.gen(function* () {
+          // a pin the namespace had before this upload must survive the engine failing now
+          const existed = kind === "pin" && (yield* Effect.mapError(index.pinName(namespace, imported.cid), () => storeDown())) !== undefined
+          const recorded = yield* Effect.mapError(
+            index.add({ namespace, cid: imported.cid, kind, ref, name, size: imported.size }, limits.quotaBytes, extra),
+            () => storeDown()
+          )
+          if (!recorded) return yield* Effect.fail(tooLarge(new OverLimit("quota", limits.quotaBytes)))
+          yield* engine.pin(imported.cid, name).pipe(
+            Effect.tapError(() => (existed ? Effect.void : undo({ namespace, cid: imported.cid, kind, ref }))),
+            Effect.mapError(() => storeDown("the content store could not pin the upload"))
+          )
+        })
 
       const service: StorageService = {
-        upload: (caller, parts) =>
-          Effect.gen(function* () {
-            let fieldName: string | undefined
-            let stored: { cid: string; size: number; recordedName: string } | undefined
-            // a part's content must be read before the next part arrives, so the import runs
-            // inside the loop; the name may come before or after the file
-            const uploads = parts.pipe(
-              Stream.mapError(unreadable),
-              Stream.runForEach((part) =>
-                Effect.gen(function* () {
-                  if (part._tag === "Field") {
-                    if (part.key === "name") {
-                      if (part.value.length > NAME_MAX) return yield* Effect.fail(nameTooLong())
-                      return void (fieldName = part.value)
-                    }
-                    if (part.key !== "file") return yield* Effect.fail(unknownField(part.key))
-                  } else if (part.key !== "file") {
-                    return yield* Effect.fail(unknownField(part.key))
-                  }
-                  if (stored !== undefined) return yield* Effect.fail(refuse(400, Code.BAD_REQUEST, "only one file per upload"))
-                  const bytes =
-                    part._tag === "Field"
-                      ? single(Buffer.from(part.value, "utf8"))
-                      : Stream.toAsyncIterable(part.content)
-                  const recordedName = (fieldName ?? (part._tag === "File" ? part.name : "")).slice(0, NAME_MAX)
-                  const imported = yield* importAndRecord(caller.namespace, "pin", "", recordedName, bytes, () => [])
-                  stored = { ...imported, recordedName }
-                })
-              )
-            )
-            yield* uploads
-            if (stored === undefined) {
-              return yield* Effect.fail(refuse(400, Code.BAD_REQUEST, "no file in the upload", "send the bytes in a multipart field named file"))
-            }
-            const name = fieldName ?? stored.recordedName
-            if (name !== stored.recordedName) {
-              // the name arrived after the file: rename the pin now (a re-pin renames)
-              yield* Effect.ignore(index.add({ namespace: caller.namespace, cid: stored.cid, kind: "pin", ref: "", name, size: stored.size }, limits.quotaBytes))
-            }
-            yield* auditEntry(caller.namespace, "storage.upload", caller.subject, stored.cid, { size: stored.size })
-            return { cid: stored.cid, size: stored.size, name }
-          }),
+        upload: (caller, contentType, body) =>
+          Effect.scoped(
+            Effect.gen(function* () {
+              const events = formEvents(contentType, body, FORM_LIMITS)[Symbol.asyncIterator]()
+              const next = Effect.tryPromise({
+                try: () => events.next(),
+                catch: (e) => refuse(400, Code.BAD_REQUEST, e instanceof FormRefused ? e.reason : "the upload could not be read", FORM_HINT)
+              })
+              /** The current file part's bytes, pulled from the form as the importer asks. */
+              const fileBytes = async function* () {
+                for (;;) {
+                  const event = await events.next()
+                  if (event.done) throw new FormRefused("the multipart body ended inside the file")
+                  if (event.value.kind === "end-file") return
+                  if (event.value.kind === "chunk") yield event.value.bytes
+                }
+              }
+              let fieldName: string | undefined
+              let file: { readonly cid: string; readonly size: number; readonly fileName: string } | undefined
+              for (;;) {
+                const event = yield* next
+                if (event.done) break
+                const part = event.value
+                if (part.kind === "chunk" || part.kind === "end-file") continue
+                if (part.name === "name" && part.kind === "field") {
+                  if (part.value.length > NAME_MAX) return yield* Effect.fail(nameTooLong())
+                  fieldName = part.value
+                  continue
+                }
+                if (part.name !== "file") return yield* Effect.fail(unknownField(part.name))
+                if (file !== undefined) return yield* Effect.fail(refuse(400, Code.BAD_REQUEST, "only one file per upload"))
+                // the blocks are written now and recorded only once the whole form has been read
+                const bytes = part.kind === "field" ? single(Buffer.from(part.value, "utf8")) : fileBytes()
+                const imported = yield* importBytes(bytes)
+                file = { ...imported, fileName: part.kind === "file" ? part.filename.slice(0, NAME_MAX) : "" }
+              }
+              if (file === undefined) {
+                return yield* Effect.fail(refuse(400, Code.BAD_REQUEST, "no file in the upload", "send the bytes in a multipart field named file"))
+              }
+              const name = fieldName ?? file.fileName
+              yield* record(caller.namespace, "pin", "", name, file, [])
+              yield* auditEntry(caller.namespace, "storage.upload", caller.subject, file.cid, { size: file.size })
+              return { cid: file.cid, size: file.size, name }
+            })
+          ),
 
-        store: (namespace, kind, ref, name, bytes, extra) => importAndRecord(namespace, kind, ref, name, bytes, extra),
+        store: (namespace, kind, ref, name, bytes, extra) =>
+          Effect.scoped(
+            Effect.gen(function* () {
+              const imported = yield* importBytes(bytes)
+              yield* record(namespace, kind, ref, name, imported, extra(imported.cid, imported.size))
+              return imported
+            })
+          ),
 
         open: (namespace, cidText) =>
           Effect.gen(function* () {
@@ -301,11 +310,9 @@ export class Storage extends Context.Tag("portico/Storage")<Storage, StorageServ
 
 const nameTooLong = () => refuse(400, Code.VALIDATION_FAILED, `name is longer than ${NAME_MAX} characters`)
 
-const unreadable = () =>
-  refuse(400, Code.BAD_REQUEST, "the multipart body could not be read", "send multipart/form-data with a field named file")
-
-const isMultipartError = (u: unknown): boolean =>
-  typeof u === "object" && u !== null && "_tag" in u && (u as { _tag: unknown })._tag === "MultipartError"
+const FORM_HINT = "send multipart/form-data with the bytes in a field named file (curl -F file=@path)"
+/** A file and its name; a few more parts are parsed only to be refused by name. */
+const FORM_LIMITS = { maxParts: 8, maxFieldSize: 64 * 1024 }
 
 const unknownField = (key: string) =>
   refuse(400, Code.BAD_REQUEST, `unexpected multipart field "${key.slice(0, 64)}"`, "send the bytes as field file and optionally a field name")
