@@ -249,6 +249,14 @@ describe.each(["embedded", "rqlite"] as const)("databases over HTTP on %s engine
   })
 
   describe("cluster SQL store", () => {
+    it("refuses an answer over the result cap with 413, on either engine, and keeps serving", async () => {
+      const huge = await post("/v1/rqlite/query", {
+        sql: "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 200000) SELECT x, 'some padding text' FROM c"
+      })
+      expectError(huge, 413, "PAYLOAD_TOO_LARGE")
+      expect((await post("/v1/rqlite/query", { sql: "SELECT 40 + 2" })).body.rows).toEqual([[42]])
+    })
+
     it("creates tables, executes writes and answers reads with columns, rows and count", async () => {
       const created = await post("/v1/rqlite/create-table", { schema: "CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT, age INTEGER, team INTEGER)" })
       expect(created.status, created.text).toBe(200)

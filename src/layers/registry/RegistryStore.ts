@@ -26,11 +26,12 @@ export interface ExecResult {
 export type Row = Readonly<Record<string, SqlValue>>
 
 /**
- * The store could not answer: engine down, no leader, deadline passed (retryable, 503), or the
- * statement itself failed (a constraint, a bug: not retryable). `detail` is for logs only.
+ * The store could not answer: engine down, no leader, deadline passed (retryable, 503), the
+ * statement itself failed (a constraint, a bug: not retryable), or its answer was over the
+ * transport's bound (`too_large`). `detail` is for logs only.
  */
 export class StoreError extends Data.TaggedError("StoreError")<{
-  readonly reason: "unavailable" | "constraint" | "statement"
+  readonly reason: "unavailable" | "constraint" | "statement" | "too_large"
   readonly detail: string
 }> {}
 

@@ -17,6 +17,11 @@ export interface RqliteHttpConfig {
   readonly timeout?: Duration.DurationInput | undefined
   /** How many times a retry-safe `unavailable` failure is tried again. Default 3. */
   readonly retries?: number | undefined
+  /**
+   * Largest answer read; a longer one is cut off and fails with reason `too_large` (never
+   * retried). Unset: no bound (the registry's own queries are bounded by their SQL).
+   */
+  readonly maxResponseBytes?: number | undefined
 }
 
 const defaultTimeout = Duration.seconds(10)
@@ -90,8 +95,9 @@ export const rqliteHttp = (config: RqliteHttpConfig): RqliteHttp => {
   // than the rqlite round trip itself on a point read
   const agent = new (base.startsWith("https:") ? https.Agent : http.Agent)({ keepAlive: true, maxSockets: 64 })
 
-  const sendOnce = (url: string, body: string): Effect.Effect<HttpAnswer, Transient> =>
-    Effect.async<HttpAnswer, Transient>((resume, signal) => {
+  const limit = config.maxResponseBytes ?? Number.POSITIVE_INFINITY
+  const sendOnce = (url: string, body: string): Effect.Effect<HttpAnswer, Transient | StoreError> =>
+    Effect.async<HttpAnswer, Transient | StoreError>((resume, signal) => {
       const target = new URL(url)
       const client = target.protocol === "https:" ? https : http
       const request = client.request(
@@ -99,7 +105,15 @@ export const rqliteHttp = (config: RqliteHttpConfig): RqliteHttp => {
         { method: "POST", headers: { ...headers, "content-length": Buffer.byteLength(body) }, agent, signal },
         (response) => {
           const chunks: Array<Buffer> = []
-          response.on("data", (chunk: Buffer) => chunks.push(chunk))
+          let size = 0
+          response.on("data", (chunk: Buffer) => {
+            size += chunk.length
+            if (size <= limit) return void chunks.push(chunk)
+            // a tenant's query may select more than any answer should carry: stop reading it
+            chunks.length = 0
+            response.destroy()
+            resume(Effect.fail(new StoreError({ reason: "too_large", detail: `rqlite's answer is over ${limit} bytes` })))
+          })
           response.on("end", () =>
             resume(
               Effect.succeed({

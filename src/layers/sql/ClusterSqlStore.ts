@@ -72,7 +72,7 @@ export class ClusterSqlStore extends Context.Tag("portico/ClusterSqlStore")<Clus
           if (url === undefined) return embedded(namespace)
           const cached = rqlite.get(namespace)
           if (cached !== undefined) return cached
-          const engine = RqliteSqlEngine.make({ url, timeout: config.sql.timeoutMs })
+          const engine = RqliteSqlEngine.make({ url, timeout: config.sql.timeoutMs, maxResponseBytes: config.sql.maxResultBytes })
           rqlite.set(namespace, engine)
           return engine
         }

@@ -31,7 +31,9 @@ const decodeAnswer = Schema.decodeUnknown(Answer)
 const unavailable = (e: StoreError): SqlRefused =>
   e.reason === "statement"
     ? refuse(400, Code.SQL_ERROR, e.detail.replace(/^rqlite rejected the request: /, ""))
-    : refuse(503, Code.UNAVAILABLE, "the SQL store is unavailable (no leader or past its deadline)", "retry shortly", 1)
+    : e.reason === "too_large"
+      ? refuse(413, Code.PAYLOAD_TOO_LARGE, "the answer is over the result size limit", "select fewer rows or columns, or page with LIMIT and OFFSET")
+      : refuse(503, Code.UNAVAILABLE, "the SQL store is unavailable (no leader or past its deadline)", "retry shortly", 1)
 
 const resultJson = (r: Result, kind: StatementOp["kind"], shape: AnswerShape): string =>
   kind === "read" || r.columns !== undefined
