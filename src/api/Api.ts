@@ -9,7 +9,8 @@ import { DeviceGroup } from "./groups/DeviceGroup.js"
 import { NamespaceGroup } from "./groups/NamespaceGroup.js"
 import { DatabaseGroup } from "./groups/DatabaseGroup.js"
 import { SqlGroup } from "./groups/SqlGroup.js"
-import { InternalGroup, StorageGroup } from "./groups/StorageGroup.js"
+import { InternalGroup } from "./groups/InternalGroup.js"
+import { StorageGroup } from "./groups/StorageGroup.js"
 import { SystemGroup } from "./groups/SystemGroup.js"
 
 /**

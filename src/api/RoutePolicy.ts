@@ -140,6 +140,9 @@ export const routePolicies: Readonly<Record<string, Policy>> = {
 
   // node to node (spec §4.10)
   "POST /v1/internal/storage/evict": internal,
+  "POST /v1/internal/sqlite/query": internal,
+  "POST /v1/internal/sqlite/delete": internal,
+  "POST /v1/internal/sqlite/backup": internal,
 
   // audit
   "GET /v1/audit": controlPlane

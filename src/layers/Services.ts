@@ -38,7 +38,7 @@ export const servicesLayer = (settings: PorticoSettings) => {
   const core = Layer.mergeAll(Sealer.Live, registryLayer(settings)).pipe(
     Layer.provideMerge(PorticoConfig.layer(settings))
   )
-  const registry = Layer.mergeAll(Audit.Live, ApiKeys.Live, KeyRing.Live, Health.Live).pipe(Layer.provideMerge(core))
+  const registry = Layer.mergeAll(Audit.Live, ApiKeys.Live, KeyRing.Live, Health.Live, Coordination.Live).pipe(Layer.provideMerge(core))
   const sessions = Layer.mergeAll(Namespaces.Live, Sessions.Live, SessionPolicy.Live).pipe(Layer.provideMerge(registry))
   const namespaces = Devices.Live.pipe(Layer.provideMerge(sessions))
   const liveness = Sessions.Liveness.pipe(Layer.provideMerge(namespaces))
@@ -58,7 +58,7 @@ export const servicesLayer = (settings: PorticoSettings) => {
     cluster === undefined
       ? EmbeddedContentEngine.layer({ directory: path.join(settings.dataDir, "blocks"), nodeId: settings.nodeId })
       : KuboContentEngine.layer({ kuboUrl: cluster.kuboUrl, clusterUrl: cluster.clusterUrl })
-  const index = Layer.mergeAll(ContentIndex.Live, Coordination.Live, engine)
+  const index = Layer.mergeAll(ContentIndex.Live, engine)
   const storage = Layer.mergeAll(Storage.Live, FetchCaps.Live).pipe(
     Layer.provide(Evictor.Live.pipe(Layer.provideMerge(index))),
     Layer.provideMerge(index)

@@ -11,6 +11,7 @@ import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type Gateway, type Reply, startGateway, testTmp } from "../support/gateway.js"
 import { hasRqlited, type RqlitedServer, rqlitedMissingMessage, startRqlited } from "../support/rqlited.js"
+import { freePort } from "../support/process.js"
 
 const expectError = (reply: Reply, status: number, code?: string) => {
   expect(reply.status, reply.text).toBe(status)
@@ -44,7 +45,9 @@ const streamUpload = (
     const headers: Record<string, string | number> = { authorization: `Bearer ${token}`, "content-type": "application/octet-stream" }
     if (options.contentLength !== undefined) headers["content-length"] = options.contentLength
     let answered = false
-    const req = http.request(gw.url + route, { method: "POST", headers }, (res) => {
+    // a pool of its own (keep-alive, so the gateway drains rather than closes): an upload cut
+    // short must never leave a socket that the next upload reuses
+    const req = http.request(gw.url + route, { method: "POST", headers, agent: new http.Agent({ keepAlive: true }) }, (res) => {
       // as curl does: an early answer ends the upload
       answered = true
       let body = ""
@@ -551,5 +554,75 @@ describe.each(["embedded", "rqlite"] as const)("databases over HTTP on %s engine
       await new Promise((r) => setTimeout(r, 300))
       expect((await fetch(`${gw.url}/v1/rqlite/export`, { headers: { authorization: `Bearer ${owner}` } })).status).toBe(200)
     })
+  })
+})
+
+describe("node-local databases on another node: forwarded to the home node", () => {
+  let server: RqlitedServer
+  let a: Gateway
+  let b: Gateway
+  let owner: string
+  const secret = "11".repeat(32)
+
+  beforeAll(async () => {
+    if (!hasRqlited()) throw new Error(rqlitedMissingMessage())
+    server = await Effect.runPromise(startRqlited())
+    const [portA, portB] = [await Effect.runPromise(freePort), await Effect.runPromise(freePort)]
+    const shared = { PORTICO_RQLITE_URL: server.url, PORTICO_SECRET: secret }
+    a = await startGateway({ port: portA, env: { ...shared, PORTICO_NODE_ID: "node-a", PORTICO_PEERS: `node-b=http://127.0.0.1:${portB}` } })
+    b = await startGateway({ port: portB, env: { ...shared, PORTICO_NODE_ID: "node-b", PORTICO_PEERS: `node-a=http://127.0.0.1:${portA}` } })
+    owner = (await a.cli(["namespace", "create", "homes"])).api_key
+  }, 90_000)
+  afterAll(async () => {
+    await a?.stop()
+    await b?.stop()
+    await Effect.runPromise(server?.stop ?? Effect.void)
+  })
+
+  const q = (gw: Gateway, database: string, query: string, params?: ReadonlyArray<unknown>) =>
+    gw.request("POST", "/v1/db/sqlite/query", { token: owner, json: { database_name: database, query, ...(params === undefined ? {} : { params }) } })
+
+  it("runs queries, backups and deletes on the home node whichever gateway takes them", async () => {
+    const created = await a.request("POST", "/v1/db/sqlite/create", { token: owner, json: { database_name: "ledger" } })
+    expect(created.status, created.text).toBe(201)
+    expect(created.body.home_node).toBe("node-a")
+    expect((await q(b, "ledger", "CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)")).status).toBe(200)
+    // a boolean binds as the integer 1, also into a TEXT column (not "1.0")
+    expect((await q(b, "ledger", "INSERT INTO t (v) VALUES (?), (?)", ["x", true])).body).toEqual({ rows_affected: 2, last_insert_id: 2 })
+    expect((await q(a, "ledger", "SELECT id, v FROM t ORDER BY id")).body).toEqual({ columns: ["id", "v"], rows: [[1, "x"], [2, "1"]] })
+    expect((await q(b, "ledger", "SELECT count(*) AS n FROM t")).body.rows).toEqual([[2]])
+    // the file is on the home node only
+    expect(existsSync(path.join(a.dataDir, "databases", "homes", "ledger.db"))).toBe(true)
+    expect(existsSync(path.join(b.dataDir, "databases", "homes", "ledger.db"))).toBe(false)
+    // the home node's refusals come back as it gave them; the guard still runs at the front
+    expectError(await q(b, "ledger", "SELECT * FROM nope"), 400, "SQL_ERROR")
+    expectError(await q(b, "ledger", "ATTACH DATABASE '/tmp/x' AS x"), 403, "SQL_NOT_ALLOWED")
+    expectError(await q(b, "absent", "SELECT 1"), 404, "NOT_FOUND")
+
+    const backup = await b.request("POST", "/v1/db/sqlite/backup", { token: owner, json: { database_name: "ledger" } })
+    expect(backup.status, backup.text).toBe(201)
+    expect(backup.body.database_name).toBe("ledger")
+    expect((await a.request("GET", "/v1/db/sqlite/backups?database_name=ledger", { token: owner })).body.backups[0].backup_cid).toBe(backup.body.backup_cid)
+
+    const deleted = await b.request("POST", "/v1/db/sqlite/delete", { token: owner, json: { database_name: "ledger" } })
+    expect(deleted.body).toEqual({ name: "ledger", deleted: true })
+    expect(existsSync(path.join(a.dataDir, "databases", "homes", "ledger.db"))).toBe(false)
+    expectError(await q(a, "ledger", "SELECT 1"), 404, "NOT_FOUND")
+  })
+
+  it("refuses internal calls without the coordination MAC", async () => {
+    const forged = await b.request("POST", "/v1/internal/sqlite/query", {
+      json: { principal: { namespace: "homes", subject: "x", method: "api_key", role: "owner", grants: [] }, database_name: "ledger", query: "SELECT 1", params: [] },
+      headers: { "x-portico-coordination-mac": "v1=" + "A".repeat(43), "x-portico-coordination-time": String(Math.floor(Date.now() / 1000)) }
+    })
+    expectError(forged, 403)
+  })
+
+  it("answers 503 HOME_NODE_UNREACHABLE with Retry-After when the home node is down", async () => {
+    expect((await a.request("POST", "/v1/db/sqlite/create", { token: owner, json: { database_name: "orphan" } })).status).toBe(201)
+    await a.stop()
+    const reply = await q(b, "orphan", "SELECT 1")
+    expectError(reply, 503, "HOME_NODE_UNREACHABLE")
+    expect(Number(reply.headers.get("retry-after"))).toBeGreaterThan(0)
   })
 })

@@ -502,7 +502,7 @@ describe("content storage limits, sweep and eviction on every node (embedded eng
         PORTICO_STORAGE_QUOTA_BYTES: String(3 * MiB),
         PORTICO_STORAGE_SWEEP_SECONDS: "1",
         // this gateway is its own peer, and one peer never answers
-        PORTICO_STORAGE_EVICT_PEERS: `node-s=http://127.0.0.1:${port}`
+        PORTICO_PEERS: `node-s=http://127.0.0.1:${port}`
       }
     })
     await gw.cli(["namespace", "create", "limits", "--owner", owner.address])
@@ -567,7 +567,7 @@ describe("a privacy delete with a node that does not confirm", () => {
 
   beforeAll(async () => {
     const dead = await Effect.runPromise(freePort)
-    gw = await startGateway({ env: { PORTICO_NODE_ID: "node-p", PORTICO_STORAGE_EVICT_PEERS: `node-gone=http://127.0.0.1:${dead}` } })
+    gw = await startGateway({ env: { PORTICO_NODE_ID: "node-p", PORTICO_PEERS: `node-gone=http://127.0.0.1:${dead}` } })
     await gw.cli(["namespace", "create", "partial", "--owner", owner.address])
     token = await signIn(gw, "partial", owner)
   }, 60_000)

@@ -102,18 +102,3 @@ export class StorageGroup extends HttpApiGroup.make("storage")
   .addError(Wire.PayloadTooLarge)
   .addError(Wire.RateLimited)
   .addError(Wire.Unavailable) {}
-
-/** Node-to-node routes (spec §4.10): never for clients. */
-export class InternalGroup extends HttpApiGroup.make("internal")
-  .add(
-    HttpApiEndpoint.post("evict", "/v1/internal/storage/evict")
-      .setPayload(strict(Schema.Struct({ cid: CidParam })))
-      .addSuccess(Schema.Struct({ evicted: Schema.Boolean }))
-  )
-  .addError(Wire.BadRequest)
-  .addError(Wire.Unauthorized)
-  .addError(Wire.Forbidden)
-  .addError(Wire.NotFound)
-  .addError(Wire.Conflict)
-  .addError(Wire.RateLimited)
-  .addError(Wire.Unavailable) {}

@@ -14,10 +14,10 @@ export const sqlHttp = (e: SqlRefused) => wideRefusal(e.status, e.reason, e.code
 /** Answers are built as JSON text by the engine so 64-bit integers keep every digit. */
 export const rawJson = (text: string) => HttpServerResponse.text(text, { contentType: "application/json" })
 
-const bind = (params: ReadonlyArray<string | number | boolean | null>) =>
+export const bind = (params: ReadonlyArray<string | number | boolean | null>) =>
   params.map((p) => (typeof p === "boolean" ? (p ? 1 : 0) : p))
 
-const backupWire = (b: Backup) => ({
+export const backupWire = (b: Backup) => ({
   id: b.id,
   database_name: b.databaseName,
   backup_cid: b.backupCid,

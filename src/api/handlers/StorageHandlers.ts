@@ -1,8 +1,7 @@
 import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Effect, Option, Stream } from "effect"
 import { resolveRange } from "../../domain/ByteRange.js"
-import { badRequest, Code, forbidden, unauthorized, wideRefusal } from "../../domain/Errors.js"
-import { Coordination } from "../../layers/coordination/Coordination.js"
+import { badRequest, Code, unauthorized, wideRefusal } from "../../domain/Errors.js"
 import { FetchCaps } from "../../layers/storage/FetchCaps.js"
 import { Storage } from "../../layers/storage/Storage.js"
 import type { StorageRefused } from "../../layers/storage/StorageRefused.js"
@@ -133,27 +132,5 @@ export const StorageHandlers = HttpApiBuilder.group(PorticoApi, "storage", (hand
           return yield* serve(namespace, path.cid)
         })
       )
-  })
-)
-
-export const InternalHandlers = HttpApiBuilder.group(PorticoApi, "internal", (handlers) =>
-  Effect.gen(function* () {
-    const storage = yield* Storage
-    const coordination = yield* Coordination
-    return handlers.handle("evict", ({ payload }) =>
-      Effect.gen(function* () {
-        const request = yield* HttpServerRequest.HttpServerRequest
-        const refused = yield* coordination.verify(
-          "POST",
-          "/v1/internal/storage/evict",
-          JSON.stringify({ cid: payload.cid }),
-          request.headers,
-          Option.getOrUndefined(request.remoteAddress)
-        )
-        if (refused !== undefined) return yield* Effect.fail(forbidden(refused, Code.FORBIDDEN))
-        const evicted = yield* Effect.mapError(storage.evictHere(payload.cid), storageHttp)
-        return { evicted }
-      })
-    )
   })
 )

@@ -48,6 +48,12 @@ export interface PorticoSettings {
   readonly nodeId: string
   readonly sql: SqlSettings
   readonly storage: StorageSettings
+  /**
+   * The other gateways of the cluster, node id → base URL, reached on their private overlay with
+   * a coordination MAC: node-local database requests are forwarded to the home node, and a
+   * privacy delete asks every peer to evict.
+   */
+  readonly peers: ReadonlyMap<string, string>
 }
 
 export interface StorageSettings {
@@ -64,11 +70,7 @@ export interface StorageSettings {
   readonly cluster:
     | { readonly kuboUrl: string; readonly clusterUrl: string }
     | undefined
-  /**
-   * The other gateways of the cluster, node id → base URL: a privacy delete asks each of them to
-   * evict the blocks it holds (`/v1/internal/storage/evict`).
-   */
-  readonly evictPeers: ReadonlyMap<string, string>
+
 }
 
 export interface SqlSettings {
@@ -129,7 +131,7 @@ const load = (overrides: Partial<Pick<PorticoSettings, "host" | "port" | "dataDi
     const sweepSeconds = yield* env(Config.integer("STORAGE_SWEEP_SECONDS")).pipe(Config.withDefault(6 * 3600))
     const kuboUrl = yield* env(Config.option(Config.url("STORAGE_KUBO_URL")))
     const clusterUrl = yield* env(Config.option(Config.url("STORAGE_CLUSTER_URL")))
-    const evictPeers = yield* env(Config.array(Config.string(), "STORAGE_EVICT_PEERS")).pipe(Config.withDefault([]))
+    const peers = yield* env(Config.array(Config.string(), "PEERS")).pipe(Config.withDefault([]))
     if (Option.isSome(kuboUrl) !== Option.isSome(clusterUrl)) {
       return yield* Effect.fail(
         ConfigError.MissingData(["PORTICO", "STORAGE_CLUSTER_URL"], "the storage cluster engine needs both PORTICO_STORAGE_KUBO_URL and PORTICO_STORAGE_CLUSTER_URL")
@@ -177,9 +179,9 @@ const load = (overrides: Partial<Pick<PorticoSettings, "host" | "port" | "dataDi
         cluster:
           Option.isSome(kuboUrl) && Option.isSome(clusterUrl)
             ? { kuboUrl: trim(kuboUrl.value), clusterUrl: trim(clusterUrl.value) }
-            : undefined,
-        evictPeers: yield* parseUrlMap("STORAGE_EVICT_PEERS", evictPeers)
-      }
+            : undefined
+      },
+      peers: yield* parseUrlMap("PEERS", peers)
     }
     return settings
   })
@@ -187,7 +189,7 @@ const load = (overrides: Partial<Pick<PorticoSettings, "host" | "port" | "dataDi
 /**
  * `name=url` pairs with distinct names and URLs. For SQL_RQLITE_URLS each namespace named gets
  * its own rqlite cluster: rqlite holds one database per cluster, and tenants' tables must never
- * share one. For STORAGE_EVICT_PEERS the name is the peer gateway's node id.
+ * share one. For PEERS the name is the peer gateway's node id.
  */
 const parseUrlMap = (variable: string, pairs: ReadonlyArray<string>) =>
   Effect.gen(function* () {
@@ -254,8 +256,8 @@ export const testSettings = (dataDir: string, patch: Partial<PorticoSettings> = 
     maxUploadBytes: 1024 * 1024 * 1024,
     quotaBytes: 10 * 1024 * 1024 * 1024,
     sweepIntervalMs: 6 * 3600_000,
-    cluster: undefined,
-    evictPeers: new Map()
+    cluster: undefined
   },
+  peers: new Map(),
   ...patch
 })

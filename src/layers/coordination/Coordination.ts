@@ -4,7 +4,7 @@
  * private overlay source. The MAC key is derived from the root secret the cluster's gateways
  * share; the timestamp bounds replay to a minute (the internal routes built so far are idempotent).
  */
-import { Clock, Context, Effect, Layer } from "effect"
+import { Clock, Context, Data, Duration, Effect, Layer } from "effect"
 import { createHash } from "node:crypto"
 import { PorticoConfig } from "../config/PorticoConfig.js"
 import { safeEqual, Sealer } from "../secrets/Sealer.js"
@@ -13,7 +13,29 @@ export const MAC_HEADER = "x-portico-coordination-mac"
 export const TIME_HEADER = "x-portico-coordination-time"
 const SKEW_SECONDS = 60
 
+/** JSON with object keys sorted and undefined members left out: what both ends MAC. */
+export const canonicalJson = (value: unknown): string =>
+  JSON.stringify(value, (_key, v: unknown) =>
+    v !== null && typeof v === "object" && !Array.isArray(v)
+      ? Object.fromEntries(Object.entries(v as Record<string, unknown>).filter(([, x]) => x !== undefined).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+      : v
+  )
+
+/** The peer is not configured, did not answer in time, or the connection failed. */
+export class PeerUnreachable extends Data.TaggedError("PeerUnreachable")<{ readonly nodeId: string; readonly detail: string }> {}
+
+export interface PeerAnswer {
+  readonly status: number
+  readonly text: string
+  readonly retryAfter: string | undefined
+}
+
 export interface CoordinationService {
+  /**
+   * POSTs `payload` (as canonical JSON) to an internal route of peer `nodeId` (from
+   * `PORTICO_PEERS`), signed for that node; any HTTP answer is returned as it came.
+   */
+  readonly post: (nodeId: string, path: string, payload: unknown, timeout: Duration.DurationInput) => Effect.Effect<PeerAnswer, PeerUnreachable>
   /** Headers that let node `audience` accept `method path` with `body`. */
   readonly sign: (audience: string, method: string, path: string, body: string) => Effect.Effect<Record<string, string>>
   /** Why the request is refused, or undefined when it is a genuine call to this node. */
@@ -50,7 +72,34 @@ export class Coordination extends Context.Tag("portico/Coordination")<Coordinati
       const config = yield* PorticoConfig
       const mac = (audience: string, method: string, path: string, body: string, time: string) =>
         "v1=" + sealer.hash("coordination-mac", [method.toUpperCase(), path, audience, time, digest(body)].join("\n"))
+      const sign = (audience: string, method: string, path: string, body: string) =>
+        Effect.map(Clock.currentTimeMillis, (now) => {
+          const time = String(Math.floor(now / 1000))
+          return { [MAC_HEADER]: mac(audience, method, path, body, time), [TIME_HEADER]: time }
+        })
       return {
+        post: (nodeId, path, payload, timeout) =>
+          Effect.gen(function* () {
+            const base = config.peers.get(nodeId)
+            if (base === undefined) return yield* Effect.fail(new PeerUnreachable({ nodeId, detail: "not in PORTICO_PEERS" }))
+            const body = canonicalJson(payload)
+            const headers = yield* sign(nodeId, "POST", path, body)
+            return yield* Effect.tryPromise({
+              try: async (signal) => {
+                const response = await fetch(base + path, {
+                  method: "POST",
+                  headers: { ...headers, "content-type": "application/json" },
+                  body,
+                  redirect: "manual",
+                  signal
+                })
+                return { status: response.status, text: await response.text(), retryAfter: response.headers.get("retry-after") ?? undefined }
+              },
+              catch: (e) => new PeerUnreachable({ nodeId, detail: e instanceof Error ? e.message : String(e) })
+            }).pipe(
+              Effect.timeoutFail({ duration: timeout, onTimeout: () => new PeerUnreachable({ nodeId, detail: "no answer in time" }) })
+            )
+          }),
         sign: (audience, method, path, body) =>
           Effect.map(Clock.currentTimeMillis, (now) => {
             const time = String(Math.floor(now / 1000))

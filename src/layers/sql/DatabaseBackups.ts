@@ -5,7 +5,7 @@
  * `backup`, so unpinning the same CID does not lose it. Backups share the gateway's transfer slot
  * with imports and exports.
  */
-import { Clock, Context, Effect, Layer } from "effect"
+import { Clock, Context, Effect, Layer, Schema } from "effect"
 import { randomBytes } from "node:crypto"
 import { createReadStream, mkdirSync, rmSync, statSync } from "node:fs"
 import * as path from "node:path"
@@ -13,10 +13,12 @@ import { Code } from "../../domain/Errors.js"
 import type { Principal } from "../../domain/Principal.js"
 import { Audit } from "../audit/Audit.js"
 import { PorticoConfig } from "../config/PorticoConfig.js"
+import { Coordination } from "../coordination/Coordination.js"
 import { RegistryStore } from "../registry/RegistryStore.js"
 import { Storage } from "../storage/Storage.js"
 import type { StorageRefused } from "../storage/StorageRefused.js"
 import { TransferSlot } from "../transfer/TransferSlot.js"
+import { forwardToHome } from "./HomeNode.js"
 import { LocalDatabases } from "./LocalDatabases.js"
 import { SqliteWorkers } from "./SqliteWorkers.js"
 import { fromSqlite, refuse, registryDown, type SqlRefused } from "./SqlRefused.js"
@@ -31,10 +33,30 @@ export interface Backup {
 }
 
 export interface DatabaseBackupsService {
+  /** Takes the backup on the database's home node, forwarding there when it is another. */
   readonly backup: (caller: Principal, name: string) => Effect.Effect<Backup, SqlRefused>
+  /** The backup as the home node takes it (the internal route). */
+  readonly backupHere: (caller: Principal, name: string) => Effect.Effect<Backup, SqlRefused>
   /** Newest first. */
   readonly list: (caller: Principal, name: string) => Effect.Effect<ReadonlyArray<Backup>, SqlRefused>
 }
+
+/** A backup record as the home node's route answers it (snake case, Unix seconds). */
+const decodeBackup = (text: string) =>
+  Effect.map(
+    Schema.decodeUnknown(
+      Schema.parseJson(
+        Schema.Struct({
+          id: Schema.String,
+          database_name: Schema.String,
+          backup_cid: Schema.String,
+          size_bytes: Schema.Number,
+          created_at: Schema.Number
+        })
+      )
+    )(text),
+    (b): Backup => ({ id: b.id, databaseName: b.database_name, backupCid: b.backup_cid, sizeBytes: b.size_bytes, createdAt: b.created_at * 1000 })
+  )
 
 const fromStorage = (e: StorageRefused): SqlRefused => refuse(e.status, e.code, e.reason, e.hint, e.retryAfterSeconds)
 
@@ -49,6 +71,7 @@ export class DatabaseBackups extends Context.Tag("portico/DatabaseBackups")<Data
       const audit = yield* Audit
       const registry = yield* RegistryStore
       const config = yield* PorticoConfig
+      const coordination = yield* Coordination
       const spool = path.join(config.dataDir, "tmp")
       const cap = config.sql.importMaxBytes
 
@@ -60,8 +83,7 @@ export class DatabaseBackups extends Context.Tag("portico/DatabaseBackups")<Data
         (file) => Effect.sync(() => rmSync(file, { force: true }))
       )
 
-      return {
-        backup: (caller, name) =>
+      const backupHere = (caller: Principal, name: string) =>
           Effect.scoped(
             Effect.gen(function* () {
               const file = yield* databases.locate(caller.namespace, name)
@@ -100,7 +122,20 @@ export class DatabaseBackups extends Context.Tag("portico/DatabaseBackups")<Data
                 })
               )
             })
-          ),
+          )
+
+      return {
+        backupHere,
+
+        backup: (caller, name) =>
+          Effect.gen(function* () {
+            const home = yield* databases.homeOf(caller.namespace, name)
+            if (home === config.nodeId) return yield* backupHere(caller, name)
+            const text = yield* forwardToHome(coordination, home, "backup", caller, { database_name: name }, config.sql.transferBudgetMs + 10_000)
+            return yield* Effect.mapError(decodeBackup(text), () =>
+              refuse(503, Code.HOME_NODE_UNREACHABLE, "the home node answered unexpectedly", "retry shortly", 30)
+            )
+          }),
 
         list: (caller, name) =>
           Effect.map(

@@ -11,7 +11,9 @@ import type { Principal } from "../../domain/Principal.js"
 import { guardLocalSql } from "../../domain/SqlGuard.js"
 import { Audit } from "../audit/Audit.js"
 import { PorticoConfig } from "../config/PorticoConfig.js"
+import { Coordination } from "../coordination/Coordination.js"
 import { RegistryStore, type StoreError } from "../registry/RegistryStore.js"
+import { forwardToHome } from "./HomeNode.js"
 import type { BindValue } from "./SqliteProtocol.js"
 import { SqliteWorkers } from "./SqliteWorkers.js"
 import { fromGuard, fromSqlite, refuse, registryDown, type SqlRefused } from "./SqlRefused.js"
@@ -43,6 +45,11 @@ export interface LocalDatabasesService {
   readonly delete: (caller: Principal, name: string) => Effect.Effect<void, SqlRefused>
   /** The file of a database homed on this node (backups read it). */
   readonly locate: (namespace: string, name: string) => Effect.Effect<string, SqlRefused>
+  /** The node a database lives on. */
+  readonly homeOf: (namespace: string, name: string) => Effect.Effect<string, SqlRefused>
+  /** `query` and `delete` as the home node runs them, never forwarding (the internal routes). */
+  readonly queryHere: LocalDatabasesService["query"]
+  readonly deleteHere: LocalDatabasesService["delete"]
 }
 
 const isConstraint = (e: StoreError) => e.reason === "constraint"
@@ -67,7 +74,9 @@ export class LocalDatabases extends Context.Tag("portico/LocalDatabases")<LocalD
       const audit = yield* Audit
       const workers = yield* SqliteWorkers
       const config = yield* PorticoConfig
+      const coordination = yield* Coordination
       const root = path.join(config.dataDir, "databases")
+      const forwardTimeoutMs = config.sql.timeoutMs + 5_000
       const fileOf = (namespace: string, name: string) => path.join(root, namespace, `${name}.db`)
 
       /**
@@ -114,10 +123,7 @@ export class LocalDatabases extends Context.Tag("portico/LocalDatabases")<LocalD
           }
         )
 
-      /**
-       * The file of a database homed here. Gateways do not yet forward to another node's
-       * databases, so one homed elsewhere answers the spec's retryable 503.
-       */
+      /** The file of a database homed here; one homed elsewhere is the spec's retryable 503. */
       const locate = (namespace: string, name: string) =>
         Effect.flatMap(record(namespace, name), (r) =>
           r.homeNode === config.nodeId
@@ -126,6 +132,37 @@ export class LocalDatabases extends Context.Tag("portico/LocalDatabases")<LocalD
                 refuse(503, Code.HOME_NODE_UNREACHABLE, `the database's home node (${r.homeNode}) is not reachable from this gateway`, "send the request to the home node's gateway", 30)
               )
         )
+
+      const queryHere = (caller: Principal, name: string, sql: string, params: ReadonlyArray<BindValue>) =>
+        Effect.gen(function* () {
+          const checked = guardLocalSql(sql)
+          if (!checked.ok) return yield* Effect.fail(fromGuard(checked.refusal))
+          const file = yield* locate(caller.namespace, name)
+          const value = yield* Effect.mapError(
+            workers.run({ op: "statement", file, sql, params, kind: checked.statement.kind, shape: "table" }),
+            fromSqlite
+          )
+          return value.type === "json" ? value.json : "{}"
+        })
+
+      const deleteHere = (caller: Principal, name: string) =>
+        Effect.gen(function* () {
+          const file = yield* locate(caller.namespace, name)
+          const entry = yield* audit.entry(caller.namespace, "sqlite.delete", caller.subject, name, {}, { onlyIfChanged: true })
+          const [removed] = yield* Effect.mapError(
+            store.batch([
+              { sql: "DELETE FROM local_databases WHERE namespace = ? AND name = ?", params: [caller.namespace, name] },
+              entry
+            ]),
+            registryDown
+          )
+          known.delete(knownKey(caller.namespace, name))
+          if (removed === undefined || removed.rowsAffected === 0) {
+            return yield* Effect.fail(refuse(404, Code.NOT_FOUND, `no database "${name}" in this namespace`))
+          }
+          // the name is free from here; a leftover file is replaced by the next create
+          yield* Effect.ignore(workers.run({ op: "drop", file }))
+        })
 
       return {
         create: (caller, name) =>
@@ -168,12 +205,27 @@ export class LocalDatabases extends Context.Tag("portico/LocalDatabases")<LocalD
           Effect.gen(function* () {
             const checked = guardLocalSql(sql)
             if (!checked.ok) return yield* Effect.fail(fromGuard(checked.refusal))
-            const file = yield* locate(caller.namespace, name)
-            const value = yield* Effect.mapError(
-              workers.run({ op: "statement", file, sql, params, kind: checked.statement.kind, shape: "table" }),
-              fromSqlite
-            )
-            return value.type === "json" ? value.json : "{}"
+            const home = (yield* record(caller.namespace, name)).homeNode
+            if (home !== config.nodeId) {
+              return yield* forwardToHome(coordination, home, "query", caller, { database_name: name, query: sql, params }, forwardTimeoutMs)
+            }
+            return yield* queryHere(caller, name, sql, params)
+          }),
+
+        queryHere: (caller, name, sql, params) => queryHere(caller, name, sql, params),
+
+        deleteHere: (caller, name) => deleteHere(caller, name),
+
+        homeOf: (namespace, name) => Effect.map(record(namespace, name), (r) => r.homeNode),
+
+        delete: (caller, name) =>
+          Effect.gen(function* () {
+            const home = (yield* record(caller.namespace, name)).homeNode
+            if (home !== config.nodeId) {
+              yield* forwardToHome(coordination, home, "delete", caller, { database_name: name }, forwardTimeoutMs)
+              return
+            }
+            return yield* deleteHere(caller, name)
           }),
 
         list: (caller) =>
@@ -204,27 +256,8 @@ export class LocalDatabases extends Context.Tag("portico/LocalDatabases")<LocalD
               })
           ),
 
-        delete: (caller, name) =>
-          Effect.gen(function* () {
-            const file = yield* locate(caller.namespace, name)
-            const entry = yield* audit.entry(caller.namespace, "sqlite.delete", caller.subject, name, {}, { onlyIfChanged: true })
-            const [removed] = yield* Effect.mapError(
-              store.batch([
-                { sql: "DELETE FROM local_databases WHERE namespace = ? AND name = ?", params: [caller.namespace, name] },
-                entry
-              ]),
-              registryDown
-            )
-            known.delete(knownKey(caller.namespace, name))
-            if (removed === undefined || removed.rowsAffected === 0) {
-              return yield* Effect.fail(refuse(404, Code.NOT_FOUND, `no database "${name}" in this namespace`))
-            }
-            // the name is free from here; a leftover file is replaced by the next create
-            yield* Effect.ignore(workers.run({ op: "drop", file }))
-          }),
-
         locate
-      }
+      } satisfies LocalDatabasesService
     })
   )
 }

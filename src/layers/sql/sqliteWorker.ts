@@ -85,8 +85,16 @@ const changes = (db: Database.Database) => {
   return { changes: row[0], lastInsertRowid: row[1] }
 }
 
+/**
+ * Whole numbers bind as SQLite integers, as rqlite binds them: better-sqlite3 binds every JS
+ * number as a double, so `true` (sent as 1) landed in a TEXT column as "1.0".
+ */
+const bindable = (params: ReadonlyArray<unknown>): Array<unknown> =>
+  params.map((p) => (typeof p === "number" && Number.isSafeInteger(p) ? BigInt(p) : p))
+
 /** One statement, answered by its kind: a read answers rows, a write answers the change counts. */
-const runOp = (db: Database.Database, op: StatementOp, shape: "table" | "counted" | "items" | "one"): string => {
+const runOp = (db: Database.Database, raw: StatementOp, shape: "table" | "counted" | "items" | "one"): string => {
+  const op = { ...raw, params: bindable(raw.params) }
   const stmt = db.prepare(op.sql)
   if (op.kind === "read") {
     if (!stmt.reader) {

@@ -1,11 +1,11 @@
 /**
  * The cluster-wide half of a privacy delete: this node evicts its blocks, and every other gateway
- * named in `PORTICO_STORAGE_EVICT_PEERS` is asked to do the same through
+ * named in `PORTICO_PEERS` is asked to do the same through
  * `/v1/internal/storage/evict`. Only when all confirm is the answer `true`; a node that does not
  * answer in time, or keeps a block, makes it `partial` (the pin is gone everywhere already, so
  * its next sweep removes what stayed).
  */
-import { Context, Duration, Effect, Layer } from "effect"
+import { Context, Duration, Effect, Layer, Option, Schema } from "effect"
 import { Coordination } from "../coordination/Coordination.js"
 import { PorticoConfig } from "../config/PorticoConfig.js"
 import type { ContentEngineError } from "./ContentEngine.js"
@@ -13,6 +13,7 @@ import { ContentIndex } from "./ContentIndex.js"
 
 export const EVICT_PATH = "/v1/internal/storage/evict"
 const PEER_TIMEOUT = Duration.seconds(10)
+const confirmed = Schema.decodeUnknownOption(Schema.parseJson(Schema.Struct({ evicted: Schema.Boolean })))
 
 export interface EvictorService {
   readonly evictEverywhere: (
@@ -28,25 +29,12 @@ export class Evictor extends Context.Tag("portico/Evictor")<Evictor, EvictorServ
       const index = yield* ContentIndex
       const coordination = yield* Coordination
       const config = yield* PorticoConfig
-      const peers = [...config.storage.evictPeers.entries()]
+      const peers = [...config.peers.keys()]
 
-      const askPeer = (nodeId: string, base: string, cid: string) =>
-        Effect.gen(function* () {
-          const body = JSON.stringify({ cid })
-          const headers = yield* coordination.sign(nodeId, "POST", EVICT_PATH, body)
-          const answer = yield* Effect.tryPromise((signal) =>
-            fetch(base + EVICT_PATH, {
-              method: "POST",
-              headers: { ...headers, "content-type": "application/json" },
-              body,
-              redirect: "manual",
-              signal
-            }).then(async (r) => (r.status === 200 ? ((await r.json()) as { evicted?: unknown }) : undefined))
-          )
-          return answer?.evicted === true
-        }).pipe(
-          Effect.timeout(PEER_TIMEOUT),
-          Effect.catchAll((e) => Effect.as(Effect.logWarning(`eviction on ${nodeId} not confirmed: ${String(e)}`), false))
+      const askPeer = (nodeId: string, cid: string) =>
+        coordination.post(nodeId, EVICT_PATH, { cid }, PEER_TIMEOUT).pipe(
+          Effect.map((answer) => answer.status === 200 && Option.exists(confirmed(answer.text), (a) => a.evicted)),
+          Effect.catchAll((e) => Effect.as(Effect.logWarning(`eviction on ${nodeId} not confirmed: ${"detail" in e ? e.detail : String(e)}`), false))
         )
 
       return {
@@ -56,7 +44,7 @@ export class Evictor extends Context.Tag("portico/Evictor")<Evictor, EvictorServ
             // without the pin list no node can tell which blocks other pins still need
             if (keep._tag === "Left") return "skipped" as const
             const here = yield* Effect.orElseSucceed(local(keep.right), () => false)
-            const there = yield* Effect.forEach(peers, ([nodeId, base]) => askPeer(nodeId, base, cid), { concurrency: 8 })
+            const there = yield* Effect.forEach(peers, (nodeId) => askPeer(nodeId, cid), { concurrency: 8 })
             return here && there.every((ok) => ok) ? ("true" as const) : ("partial" as const)
           })
       }

@@ -1,0 +1,41 @@
+/**
+ * Node-to-node routes (spec §4.10): never for clients. Each takes no credential; the handler
+ * checks that the call comes from the cluster's private overlay and carries a coordination MAC
+ * over its canonical JSON body, addressed to this node.
+ */
+import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+import { Schema } from "effect"
+import { CidParam } from "../../domain/ContentId.js"
+import { Wire } from "../../domain/Errors.js"
+import { ForwardedPrincipal } from "../../layers/sql/HomeNode.js"
+import { strict } from "../Wire.js"
+import { BackupRecord, DatabaseDeleted, DatabaseName, QueryAnswer, SqlArgs } from "./DatabaseGroup.js"
+
+const Forwarded = {
+  principal: ForwardedPrincipal,
+  database_name: DatabaseName
+}
+
+export class InternalGroup extends HttpApiGroup.make("internal")
+  .add(
+    HttpApiEndpoint.post("evict", "/v1/internal/storage/evict")
+      .setPayload(strict(Schema.Struct({ cid: CidParam })))
+      .addSuccess(Schema.Struct({ evicted: Schema.Boolean }))
+  )
+  .add(
+    HttpApiEndpoint.post("sqliteQuery", "/v1/internal/sqlite/query")
+      .setPayload(strict(Schema.Struct({ ...Forwarded, query: Schema.String, params: SqlArgs })))
+      .addSuccess(QueryAnswer)
+  )
+  .add(HttpApiEndpoint.post("sqliteDelete", "/v1/internal/sqlite/delete").setPayload(strict(Schema.Struct(Forwarded))).addSuccess(DatabaseDeleted))
+  .add(
+    HttpApiEndpoint.post("sqliteBackup", "/v1/internal/sqlite/backup").setPayload(strict(Schema.Struct(Forwarded))).addSuccess(BackupRecord, { status: 201 })
+  )
+  .addError(Wire.BadRequest)
+  .addError(Wire.Unauthorized)
+  .addError(Wire.Forbidden)
+  .addError(Wire.NotFound)
+  .addError(Wire.Conflict)
+  .addError(Wire.PayloadTooLarge)
+  .addError(Wire.RateLimited)
+  .addError(Wire.Unavailable) {}

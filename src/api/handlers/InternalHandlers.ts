@@ -1,0 +1,64 @@
+import { HttpApiBuilder, HttpServerRequest } from "@effect/platform"
+import { Effect, Option } from "effect"
+import { Code, forbidden } from "../../domain/Errors.js"
+import { canonicalJson, Coordination } from "../../layers/coordination/Coordination.js"
+import { DatabaseBackups } from "../../layers/sql/DatabaseBackups.js"
+import { FORWARD_PATHS, toPrincipal } from "../../layers/sql/HomeNode.js"
+import { LocalDatabases } from "../../layers/sql/LocalDatabases.js"
+import { Storage } from "../../layers/storage/Storage.js"
+import { PorticoApi } from "../Api.js"
+import { backupWire, bind, rawJson, sqlHttp } from "./DatabaseHandlers.js"
+import { storageHttp } from "./StorageHandlers.js"
+
+export const InternalHandlers = HttpApiBuilder.group(PorticoApi, "internal", (handlers) =>
+  Effect.gen(function* () {
+    const storage = yield* Storage
+    const databases = yield* LocalDatabases
+    const backups = yield* DatabaseBackups
+    const coordination = yield* Coordination
+
+    /** Another node of this cluster, over the overlay, with a MAC for this node over this body. */
+    const fromPeer = (path: string, payload: unknown) =>
+      Effect.gen(function* () {
+        const request = yield* HttpServerRequest.HttpServerRequest
+        const refused = yield* coordination.verify(
+          "POST",
+          path,
+          canonicalJson(payload),
+          request.headers,
+          Option.getOrUndefined(request.remoteAddress)
+        )
+        if (refused !== undefined) return yield* Effect.fail(forbidden(refused, Code.FORBIDDEN))
+      })
+
+    return handlers
+      .handle("evict", ({ payload }) =>
+        Effect.gen(function* () {
+          yield* fromPeer("/v1/internal/storage/evict", payload)
+          return { evicted: yield* Effect.mapError(storage.evictHere(payload.cid), storageHttp) }
+        })
+      )
+      .handle("sqliteQuery", ({ payload }) =>
+        Effect.gen(function* () {
+          yield* fromPeer(FORWARD_PATHS.query, payload)
+          const caller = toPrincipal(payload.principal)
+          return rawJson(
+            yield* Effect.mapError(databases.queryHere(caller, payload.database_name, payload.query, bind(payload.params)), sqlHttp)
+          )
+        })
+      )
+      .handle("sqliteDelete", ({ payload }) =>
+        Effect.gen(function* () {
+          yield* fromPeer(FORWARD_PATHS.delete, payload)
+          yield* Effect.mapError(databases.deleteHere(toPrincipal(payload.principal), payload.database_name), sqlHttp)
+          return { name: payload.database_name, deleted: true as const }
+        })
+      )
+      .handle("sqliteBackup", ({ payload }) =>
+        Effect.gen(function* () {
+          yield* fromPeer(FORWARD_PATHS.backup, payload)
+          return backupWire(yield* Effect.mapError(backups.backupHere(toPrincipal(payload.principal), payload.database_name), sqlHttp))
+        })
+      )
+  })
+)

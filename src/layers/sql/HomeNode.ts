@@ -1,0 +1,71 @@
+/**
+ * A node-local database lives on its home node; a request for it that reaches another gateway is
+ * forwarded there over the cluster's private overlay (`/v1/internal/sqlite/*`, coordination MAC),
+ * with the caller as this gateway resolved and authorized it. The home node's answer, success or
+ * refusal, goes back to the client as it came; a home node that is not configured or does not
+ * answer in time is the spec's 503 HOME_NODE_UNREACHABLE with Retry-After.
+ */
+import { Duration, Effect, Schema } from "effect"
+import { Code, type RefusalStatus } from "../../domain/Errors.js"
+import { GrantName, KeyRole, Role } from "../../domain/Grants.js"
+import type { Principal } from "../../domain/Principal.js"
+import type { CoordinationService } from "../coordination/Coordination.js"
+import { refuse, type SqlRefused } from "./SqlRefused.js"
+
+export const FORWARD_PATHS = {
+  query: "/v1/internal/sqlite/query",
+  delete: "/v1/internal/sqlite/delete",
+  backup: "/v1/internal/sqlite/backup"
+} as const
+
+/** The caller, carried to the home node (the MAC vouches for it). */
+export const ForwardedPrincipal = Schema.Struct({
+  namespace: Schema.String,
+  subject: Schema.String,
+  method: Schema.Literal("jwt", "api_key"),
+  role: Schema.Union(Role, KeyRole),
+  grants: Schema.Array(Schema.Struct({ name: GrantName, keyPattern: Schema.optional(Schema.String) })),
+  keyId: Schema.optional(Schema.String),
+  sessionId: Schema.optional(Schema.String),
+  deviceId: Schema.optional(Schema.String)
+}).annotations({ identifier: "ForwardedPrincipal" })
+
+export const toPrincipal = (p: typeof ForwardedPrincipal.Type): Principal => ({
+  namespace: p.namespace,
+  subject: p.subject,
+  method: p.method,
+  role: p.role,
+  grants: p.grants.map((g) => ({ name: g.name, keyPattern: g.keyPattern })),
+  keyId: p.keyId,
+  sessionId: p.sessionId,
+  deviceId: p.deviceId
+})
+
+const Envelope = Schema.parseJson(Schema.Struct({ error: Schema.String, code: Schema.String, hint: Schema.optional(Schema.String) }))
+const decodeEnvelope = Schema.decodeUnknownOption(Envelope)
+const passable: ReadonlySet<number> = new Set([400, 401, 403, 404, 409, 413, 429, 503])
+
+const unreachable = (home: string) =>
+  refuse(503, Code.HOME_NODE_UNREACHABLE, `the database's home node (${home}) is not reachable from this gateway`, "retry shortly", 30)
+
+/** Runs `op` on the home node and answers its body text on 200; its refusal otherwise. */
+export const forwardToHome = (
+  coordination: CoordinationService,
+  home: string,
+  op: keyof typeof FORWARD_PATHS,
+  caller: Principal,
+  payload: Readonly<Record<string, unknown>>,
+  timeoutMs: number
+): Effect.Effect<string, SqlRefused> =>
+  coordination.post(home, FORWARD_PATHS[op], { ...payload, principal: caller }, Duration.millis(timeoutMs)).pipe(
+    Effect.mapError(() => unreachable(home)),
+    Effect.flatMap((answer) => {
+      if (answer.status === 200 || answer.status === 201) return Effect.succeed(answer.text)
+      const envelope = decodeEnvelope(answer.text)
+      if (!passable.has(answer.status) || envelope._tag === "None") return Effect.fail(unreachable(home))
+      const retry = Number(answer.retryAfter)
+      return Effect.fail(
+        refuse(answer.status as RefusalStatus, envelope.value.code, envelope.value.error, envelope.value.hint, Number.isFinite(retry) && retry > 0 ? retry : undefined)
+      )
+    })
+  )
