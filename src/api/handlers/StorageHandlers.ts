@@ -6,6 +6,7 @@ import { FetchCaps } from "../../layers/storage/FetchCaps.js"
 import { Storage } from "../../layers/storage/Storage.js"
 import type { StorageRefused } from "../../layers/storage/StorageRefused.js"
 import { PorticoApi } from "../Api.js"
+import { bodyOf } from "../NodeAdapter.js"
 import { requirePrincipal } from "./Principal.js"
 
 export const storageHttp = (e: StorageRefused) => wideRefusal(e.status, e.reason, e.code, e.hint, e.retryAfterSeconds)
@@ -81,7 +82,7 @@ export const StorageHandlers = HttpApiBuilder.group(PorticoApi, "storage", (hand
               badRequest("the upload must be multipart/form-data", "send the bytes in a field named file (curl -F file=@path)")
             )
           }
-          const stored = yield* Effect.mapError(storage.upload(caller, contentType, Stream.toAsyncIterable(request.stream)), storageHttp)
+          const stored = yield* Effect.mapError(storage.upload(caller, contentType, bodyOf(request)), storageHttp)
           return { Cid: stored.cid, Size: stored.size, Name: stored.name }
         })
       )
