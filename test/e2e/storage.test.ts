@@ -13,7 +13,9 @@ import { fixedSize } from "ipfs-unixfs-importer/chunker"
 import { balanced } from "ipfs-unixfs-importer/layout"
 import * as jose from "jose"
 import { webcrypto } from "node:crypto"
-import { readdirSync, writeFileSync } from "node:fs"
+import { NextToLast } from "blockstore-fs/sharding"
+import { CID } from "multiformats/cid"
+import { existsSync, readdirSync, writeFileSync } from "node:fs"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type Gateway, type Reply, startGateway, testTmp } from "../support/gateway.js"
@@ -543,6 +545,20 @@ describe("content storage limits, sweep and eviction on every node (embedded eng
     const still = await getBytes(gw, `/v1/storage/get/${kept.body.Cid}`, { authorization: `Bearer ${token}` })
     expect(still.status).toBe(200)
     expect(still.bytes.length).toBe(300_000)
+  })
+
+  it("drops a pin whose last reference went while the count could not run, at the next sweep", async () => {
+    const up = await upload(gw, token, bytesOf(MiB + 30, 73))
+    const cid: string = up.body.Cid
+    // what an unpin leaves when its release landed and its count did not: a pin nobody holds
+    const registry = new Database(path.join(gw.dataDir, "registry.db"))
+    registry.prepare("DELETE FROM content_refs WHERE cid = ?").run(cid)
+    const pinned = () => registry.prepare("SELECT count(*) AS n FROM content_pins WHERE cid = ?").get(cid) as { n: number }
+    expect(pinned().n).toBe(1)
+    expect(await waitFor(() => pinned().n === 0, 15_000)).toBe(true)
+    registry.close()
+    const { dir, file } = new NextToLast().encode(CID.parse(cid))
+    expect(await waitFor(() => !existsSync(path.join(gw.dataDir, "blocks", dir, file)), 15_000)).toBe(true)
   })
 
   it("asks every node to evict on a privacy delete over the internal route, which needs the coordination MAC", async () => {

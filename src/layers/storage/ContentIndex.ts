@@ -49,6 +49,8 @@ export interface ContentIndexService {
   readonly dropPinIfUnreferenced: (cid: string) => Effect.Effect<boolean, StoreError>
   /** Every pinned CID (what sweeps and evictions keep). */
   readonly pinned: Effect.Effect<ReadonlyArray<string>, StoreError>
+  /** Pins no reference keeps (an unpin whose count could not run left them). */
+  readonly orphans: Effect.Effect<ReadonlyArray<string>, StoreError>
 }
 
 /** Distinct CIDs of a namespace with their sizes, summed. */
@@ -121,7 +123,13 @@ export class ContentIndex extends Context.Tag("portico/ContentIndex")<ContentInd
             }),
             (result) => result.rowsAffected > 0
           ),
-        pinned: Effect.map(store.query({ sql: "SELECT cid FROM content_pins" }), (rows) => rows.map((r) => String(r["cid"])))
+        pinned: Effect.map(store.query({ sql: "SELECT cid FROM content_pins" }), (rows) => rows.map((r) => String(r["cid"]))),
+        orphans: Effect.map(
+          store.query({
+            sql: "SELECT p.cid FROM content_pins p WHERE NOT EXISTS (SELECT 1 FROM content_refs r WHERE r.cid = p.cid) LIMIT 10000"
+          }),
+          (rows) => rows.map((r) => String(r["cid"]))
+        )
       }
       return service
     })

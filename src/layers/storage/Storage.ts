@@ -267,7 +267,7 @@ export class Storage extends Context.Tag("portico/Storage")<Storage, StorageServ
             if (!released) return yield* Effect.fail(refuse(404, Code.NOT_FOUND, "this namespace has no pin of that CID"))
             yield* auditEntry(caller.namespace, "storage.unpin", caller.subject, cid, { immediate })
             const left = yield* Effect.option(index.count(cid))
-            // the count could not run: the pin stays, and the sweep will not touch it
+            // the count could not run: the pin stays for now; the sweep drops it if nothing holds it
             if (Option.isNone(left)) return { cid, evicted: "skipped" as const }
             if (left.value > 0) return { cid, evicted: immediate ? ("shared" as const) : ("skipped" as const) }
             const dropped = yield* Effect.option(index.dropPinIfUnreferenced(cid))
@@ -290,6 +290,10 @@ export class Storage extends Context.Tag("portico/Storage")<Storage, StorageServ
           }),
 
         sweep: Effect.gen(function* () {
+          // pins an unpin left behind when its count could not run: their last reference is gone
+          for (const cid of yield* Effect.orElseSucceed(index.orphans, () => [])) {
+            if (yield* Effect.orElseSucceed(index.dropPinIfUnreferenced(cid), () => false)) yield* Effect.ignore(engine.unpin(cid))
+          }
           const keep = yield* Effect.mapError(index.pinned, () => storeDown())
           return yield* Effect.mapError(engine.sweep(keep), () => storeDown("the content store is unavailable"))
         })
