@@ -1,15 +1,16 @@
 import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Effect, Option, Stream } from "effect"
 import { resolveRange } from "../../domain/ByteRange.js"
-import { badRequest, Code, unauthorized, wideRefusal } from "../../domain/Errors.js"
+import { badRequest, Code, unauthorized } from "../../domain/Errors.js"
 import { FetchCaps } from "../../layers/storage/FetchCaps.js"
 import { Storage } from "../../layers/storage/Storage.js"
-import type { StorageRefused } from "../../layers/storage/StorageRefused.js"
 import { PorticoApi } from "../Api.js"
+import { sqlHttp } from "./DatabaseHandlers.js"
 import { bodyOf } from "../NodeAdapter.js"
 import { requirePrincipal } from "./Principal.js"
 
-export const storageHttp = (e: StorageRefused) => wideRefusal(e.status, e.reason, e.code, e.hint, e.retryAfterSeconds)
+/** The same refusal type as the database services': one mapping serves both. */
+export const storageHttp = sqlHttp
 
 /** Content-addressed bytes never change: caches may keep them for good. */
 const IMMUTABLE = "public, max-age=31536000, immutable"

@@ -16,7 +16,6 @@ import { PorticoConfig } from "../config/PorticoConfig.js"
 import { Coordination } from "../coordination/Coordination.js"
 import { RegistryStore } from "../registry/RegistryStore.js"
 import { Storage } from "../storage/Storage.js"
-import type { StorageRefused } from "../storage/StorageRefused.js"
 import { TransferSlot } from "../transfer/TransferSlot.js"
 import { forwardToHome } from "./HomeNode.js"
 import { LocalDatabases } from "./LocalDatabases.js"
@@ -58,8 +57,6 @@ const decodeBackup = (text: string) =>
     (b): Backup => ({ id: b.id, databaseName: b.database_name, backupCid: b.backup_cid, sizeBytes: b.size_bytes, createdAt: b.created_at * 1000 })
   )
 
-const fromStorage = (e: StorageRefused): SqlRefused => refuse(e.status, e.code, e.reason, e.hint, e.retryAfterSeconds)
-
 export class DatabaseBackups extends Context.Tag("portico/DatabaseBackups")<DatabaseBackups, DatabaseBackupsService>() {
   static readonly Live = Layer.effect(
     DatabaseBackups,
@@ -100,18 +97,15 @@ export class DatabaseBackups extends Context.Tag("portico/DatabaseBackups")<Data
                   }
                   const id = randomBytes(12).toString("hex")
                   const createdAt = yield* Clock.currentTimeMillis
-                  const stored = yield* Effect.mapError(
-                    storage.store(caller.namespace, "backup", id, `${name}.sqlite`, createReadStream(dest), (cid, bytes) => [
-                      {
-                        // lands only with its reference row (the quota may refuse that)
-                        sql: `INSERT INTO local_database_backups (namespace, id, database_name, backup_cid, size_bytes, created_at)
-                              SELECT ?, ?, ?, ?, ?, ? WHERE EXISTS
-                                (SELECT 1 FROM content_refs WHERE cid = ? AND namespace = ? AND kind = 'backup' AND ref = ?)`,
-                        params: [caller.namespace, id, name, cid, bytes, createdAt, cid, caller.namespace, id]
-                      }
-                    ]),
-                    fromStorage
-                  )
+                  const stored = yield* storage.store(caller.namespace, "backup", id, `${name}.sqlite`, createReadStream(dest), (cid, bytes) => [
+                    {
+                      // lands only with its reference row (the quota may refuse that)
+                      sql: `INSERT INTO local_database_backups (namespace, id, database_name, backup_cid, size_bytes, created_at)
+                            SELECT ?, ?, ?, ?, ?, ? WHERE EXISTS
+                              (SELECT 1 FROM content_refs WHERE cid = ? AND namespace = ? AND kind = 'backup' AND ref = ?)`,
+                      params: [caller.namespace, id, name, cid, bytes, createdAt, cid, caller.namespace, id]
+                    }
+                  ])
                   yield* Effect.ignore(
                     Effect.flatMap(
                       audit.entry(caller.namespace, "sqlite.backup", caller.subject, name, { cid: stored.cid, size_bytes: stored.size }),

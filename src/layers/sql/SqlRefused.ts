@@ -1,20 +1,12 @@
 /** The refusals the database services answer with, in statuses, so they stay HTTP-free. */
-import { Data } from "effect"
-import { Code, type RefusalStatus } from "../../domain/Errors.js"
+import { Code } from "../../domain/Errors.js"
 import type { SqlRefusal } from "../../domain/SqlGuard.js"
 import type { StoreError } from "../registry/RegistryStore.js"
 import type { SqliteFailure } from "./SqliteWorkers.js"
 
-export class SqlRefused extends Data.TaggedError("SqlRefused")<{
-  readonly status: RefusalStatus
-  readonly code: string
-  readonly reason: string
-  readonly hint?: string | undefined
-  readonly retryAfterSeconds?: number | undefined
-}> {}
+import { refuse, Refused as SqlRefused } from "../Refused.js"
 
-export const refuse = (status: RefusalStatus, code: string, reason: string, hint?: string, retryAfterSeconds?: number) =>
-  new SqlRefused({ status, code, reason, hint, retryAfterSeconds })
+export { refuse, SqlRefused }
 
 /** The guard's verdict on a statement. */
 export const fromGuard = (r: SqlRefusal): SqlRefused =>

@@ -1,17 +1,8 @@
 /** The refusals of the storage services, in statuses, so they stay HTTP-free. */
-import { Data } from "effect"
-import { Code, type RefusalStatus } from "../../domain/Errors.js"
+import { Code } from "../../domain/Errors.js"
+import { refuse, Refused as StorageRefused } from "../Refused.js"
 
-export class StorageRefused extends Data.TaggedError("StorageRefused")<{
-  readonly status: RefusalStatus
-  readonly code: string
-  readonly reason: string
-  readonly hint?: string | undefined
-  readonly retryAfterSeconds?: number | undefined
-}> {}
-
-export const refuse = (status: RefusalStatus, code: string, reason: string, hint?: string, retryAfterSeconds?: number) =>
-  new StorageRefused({ status, code, reason, hint, retryAfterSeconds })
+export { refuse, StorageRefused }
 
 /** The registry or the engine did not answer in time: retry (spec §4.4). */
 export const storeDown = (what = "the content registry is unavailable") =>
