@@ -216,11 +216,22 @@ export const makeKuboEngine = (options: KuboOptions) =>
       read: (cid, offset, length) => ({
         async *[Symbol.asyncIterator]() {
           if (length === 0) return
-          const response = await fetch(kubo("cat", new URLSearchParams({ arg: cid, offset: String(offset), length: String(length) })), {
-            method: "POST"
-          })
-          if (response.status !== 200 || response.body === null) throw new Error(`kubo cat answered ${response.status}`)
-          for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) yield chunk
+          // a deadline for Kubo to start answering, not for the whole body: big files take long
+          const abort = new AbortController()
+          const deadline = setTimeout(() => abort.abort(), Duration.toMillis(CALL_TIMEOUT))
+          try {
+            const response = await fetch(kubo("cat", new URLSearchParams({ arg: cid, offset: String(offset), length: String(length) })), {
+              method: "POST",
+              signal: abort.signal
+            })
+            clearTimeout(deadline)
+            if (response.status !== 200 || response.body === null) throw new Error(`kubo cat answered ${response.status}`)
+            for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) yield chunk
+          } finally {
+            // the client went away mid-body: stop Kubo's side as well
+            clearTimeout(deadline)
+            abort.abort()
+          }
         }
       }),
 
