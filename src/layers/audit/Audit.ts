@@ -33,6 +33,18 @@ export interface AuditService {
     detail?: Readonly<Record<string, unknown>>,
     options?: { readonly onlyIfChanged?: boolean }
   ) => Effect.Effect<Statement>
+  /**
+   * Writes an audit row on its own, for a change that cannot share its batch (a file written,
+   * content imported, a store outside the registry). Best effort: a failure is logged, the
+   * change it records has happened either way.
+   */
+  readonly record: (
+    namespace: string,
+    action: string,
+    principal: string,
+    target: string,
+    detail?: Readonly<Record<string, unknown>>
+  ) => Effect.Effect<void>
   /** Newest first. */
   readonly list: (namespace: string, query: AuditQuery) => Effect.Effect<ReadonlyArray<AuditEntry>, StoreError>
 }
@@ -40,8 +52,8 @@ export interface AuditService {
 export class Audit extends Context.Tag("portico/Audit")<Audit, AuditService>() {
   static readonly Live = Layer.effect(
     Audit,
-    Effect.map(RegistryStore, (store): AuditService => ({
-      entry: (namespace, action, principal, target, detail = {}, options = {}) =>
+    Effect.map(RegistryStore, (store): AuditService => {
+      const entry: AuditService["entry"] = (namespace, action, principal, target, detail = {}, options = {}) =>
         Effect.map(Clock.currentTimeMillis, (at) => ({
           // `changes()` is the row count of the batch's previous statement: a conditional change
           // that touched nothing leaves no audit row either.
@@ -49,41 +61,49 @@ export class Audit extends Context.Tag("portico/Audit")<Audit, AuditService>() {
             "INSERT INTO audit (namespace, at, action, principal, target, detail) SELECT ?, ?, ?, ?, ?, ?" +
             (options.onlyIfChanged === true ? " WHERE changes() > 0" : ""),
           params: [namespace, at, action, principal, target, JSON.stringify(detail)]
-        })),
-      list: (namespace, query) => {
-        const where = ["namespace = ?"]
-        const params: Array<string | number> = [namespace]
-        if (query.action !== undefined) {
-          where.push("action = ?")
-          params.push(query.action)
+        }))
+      return {
+        entry,
+        record: (namespace, action, principal, target, detail) =>
+          entry(namespace, action, principal, target, detail).pipe(
+            Effect.flatMap(store.exec),
+            Effect.catchAll((e) => Effect.logWarning(`audit row for ${action} not written: ${e.detail}`))
+          ),
+        list: (namespace, query) => {
+          const where = ["namespace = ?"]
+          const params: Array<string | number> = [namespace]
+          if (query.action !== undefined) {
+            where.push("action = ?")
+            params.push(query.action)
+          }
+          if (query.principal !== undefined) {
+            where.push("principal = ?")
+            params.push(query.principal)
+          }
+          if (query.since !== undefined) {
+            where.push("at >= ?")
+            params.push(query.since)
+          }
+          params.push(query.limit)
+          return Effect.map(
+            store.query({
+              sql: `SELECT id, namespace, at, action, principal, target, detail FROM audit WHERE ${where.join(" AND ")} ORDER BY id DESC LIMIT ?`,
+              params
+            }),
+            (rows) =>
+              rows.map((r) => ({
+                id: Number(r.id),
+                namespace: String(r.namespace),
+                at: Number(r.at),
+                action: String(r.action),
+                principal: String(r.principal),
+                target: String(r.target),
+                detail: parseDetail(r.detail)
+              }))
+          )
         }
-        if (query.principal !== undefined) {
-          where.push("principal = ?")
-          params.push(query.principal)
-        }
-        if (query.since !== undefined) {
-          where.push("at >= ?")
-          params.push(query.since)
-        }
-        params.push(query.limit)
-        return Effect.map(
-          store.query({
-            sql: `SELECT id, namespace, at, action, principal, target, detail FROM audit WHERE ${where.join(" AND ")} ORDER BY id DESC LIMIT ?`,
-            params
-          }),
-          (rows) =>
-            rows.map((r) => ({
-              id: Number(r.id),
-              namespace: String(r.namespace),
-              at: Number(r.at),
-              action: String(r.action),
-              principal: String(r.principal),
-              target: String(r.target),
-              detail: parseDetail(r.detail)
-            }))
-        )
       }
-    }))
+    })
   )
 }
 

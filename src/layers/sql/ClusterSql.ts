@@ -15,7 +15,6 @@ import { guardClusterSql, isReservedName } from "../../domain/SqlGuard.js"
 import { tokenize } from "../../domain/SqlTokens.js"
 import { Audit } from "../audit/Audit.js"
 import { PorticoConfig } from "../config/PorticoConfig.js"
-import { RegistryStore } from "../registry/RegistryStore.js"
 import { TransferSlot } from "../transfer/TransferSlot.js"
 import { ClusterSqlStore } from "./ClusterSqlStore.js"
 import type { BindValue, StatementOp } from "./SqliteProtocol.js"
@@ -83,7 +82,6 @@ export class ClusterSql extends Context.Tag("portico/ClusterSql")<ClusterSql, Cl
       const workers = yield* SqliteWorkers
       const slot = yield* TransferSlot
       const audit = yield* Audit
-      const registry = yield* RegistryStore
       const config = yield* PorticoConfig
       const spool = path.join(config.dataDir, "tmp")
 
@@ -232,7 +230,7 @@ export class ClusterSql extends Context.Tag("portico/ClusterSql")<ClusterSql, Cl
             }
             const op = yield* guarded(schema, [], "write")
             const answer = yield* stores.engineFor(caller.namespace).statement(op, "counted")
-            yield* Effect.ignore(Effect.flatMap(audit.entry(caller.namespace, "sql.create_table", caller.subject, "", {}), registry.exec))
+            yield* audit.record(caller.namespace, "sql.create_table", caller.subject, "", {})
             return answer
           }),
         dropTable: (caller, table) =>
@@ -240,7 +238,7 @@ export class ClusterSql extends Context.Tag("portico/ClusterSql")<ClusterSql, Cl
             if (isReservedName(table)) return yield* Effect.fail(reservedTable(table))
             const op = yield* guarded(`DROP TABLE IF EXISTS ${quoteIdentifier(table)}`, [], "write")
             const answer = yield* stores.engineFor(caller.namespace).statement(op, "counted")
-            yield* Effect.ignore(Effect.flatMap(audit.entry(caller.namespace, "sql.drop_table", caller.subject, table, {}), registry.exec))
+            yield* audit.record(caller.namespace, "sql.drop_table", caller.subject, table, {})
             return answer
           }),
         exportDb: (caller) =>
@@ -249,7 +247,7 @@ export class ClusterSql extends Context.Tag("portico/ClusterSql")<ClusterSql, Cl
             yield* slot.hold("export")
             const file = yield* tempFile("export")
             yield* stores.engineFor(caller.namespace).exportTo(file)
-            yield* Effect.ignore(Effect.flatMap(audit.entry(caller.namespace, "sql.export", caller.subject, "", {}), registry.exec))
+            yield* audit.record(caller.namespace, "sql.export", caller.subject, "", {})
             return { file, size: statSync(file).size }
           }),
         importDb: (caller, body) =>
@@ -261,9 +259,7 @@ export class ClusterSql extends Context.Tag("portico/ClusterSql")<ClusterSql, Cl
                 const bytes = yield* spoolTo(file, body)
                 const tables = yield* checkImport(file)
                 yield* stores.engineFor(caller.namespace).importFrom(file)
-                yield* Effect.ignore(
-                  Effect.flatMap(audit.entry(caller.namespace, "sql.import", caller.subject, "", { bytes, tables }), registry.exec)
-                )
+                yield* audit.record(caller.namespace, "sql.import", caller.subject, "", { bytes, tables })
                 return { bytes, tables }
               })
             )

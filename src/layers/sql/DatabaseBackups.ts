@@ -106,12 +106,7 @@ export class DatabaseBackups extends Context.Tag("portico/DatabaseBackups")<Data
                       params: [caller.namespace, id, name, cid, bytes, createdAt, cid, caller.namespace, id]
                     }
                   ])
-                  yield* Effect.ignore(
-                    Effect.flatMap(
-                      audit.entry(caller.namespace, "sqlite.backup", caller.subject, name, { cid: stored.cid, size_bytes: stored.size }),
-                      registry.exec
-                    )
-                  )
+                  yield* audit.record(caller.namespace, "sqlite.backup", caller.subject, name, { cid: stored.cid, size_bytes: stored.size })
                   return { id, databaseName: name, backupCid: stored.cid, sizeBytes: stored.size, createdAt }
                 })
               )

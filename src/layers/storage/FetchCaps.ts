@@ -89,9 +89,7 @@ export class FetchCaps extends Context.Tag("portico/FetchCaps")<FetchCaps, Fetch
             // expired rows go with each mint, so the table stays the size of what is live
             rows.push({ sql: "DELETE FROM fetch_caps WHERE expires_at < ?", params: [Math.floor(now / 1000) - 86400] })
             yield* Effect.mapError(store.batch(rows), unavailable)
-            yield* Effect.ignore(
-              Effect.flatMap(audit.entry(caller.namespace, "storage.fetch_caps", caller.subject, cid, { count, ttl_seconds: ttlSeconds }), store.exec)
-            )
+            yield* audit.record(caller.namespace, "storage.fetch_caps", caller.subject, cid, { count, ttl_seconds: ttlSeconds })
             return { namespace: caller.namespace, cid, caps }
           }),
 

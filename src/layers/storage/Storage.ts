@@ -11,7 +11,6 @@ import type { Principal } from "../../domain/Principal.js"
 import { Audit } from "../audit/Audit.js"
 import { PorticoConfig } from "../config/PorticoConfig.js"
 import type { Statement } from "../registry/RegistryStore.js"
-import { RegistryStore } from "../registry/RegistryStore.js"
 import { ContentEngine, type ContentEngineError, type PinState } from "./ContentEngine.js"
 import { ContentIndex, type RefKind } from "./ContentIndex.js"
 import { Evictor } from "./Evictor.js"
@@ -101,16 +100,12 @@ export class Storage extends Context.Tag("portico/Storage")<Storage, StorageServ
       const index = yield* ContentIndex
       const evictor = yield* Evictor
       const audit = yield* Audit
-      const registry = yield* RegistryStore
       const config = yield* PorticoConfig
       const limits = config.storage
 
       /** Takes back a reference just recorded, and the pin row if nothing else keeps it. */
       const undo = (r: { namespace: string; cid: string; kind: RefKind; ref: string }) =>
         Effect.ignore(Effect.zipRight(index.release(r), index.dropPinIfUnreferenced(r.cid)))
-
-      const auditEntry = (namespace: string, action: string, subject: string, cid: string, detail: Record<string, unknown>) =>
-        Effect.ignore(Effect.flatMap(audit.entry(namespace, action, subject, cid, detail), registry.exec))
 
       /**
        * Imports `bytes`. The engine keeps the new blocks from the sweep until the caller's scope
@@ -193,7 +188,7 @@ export class Storage extends Context.Tag("portico/Storage")<Storage, StorageServ
               }
               const name = fieldName ?? file.fileName
               yield* record(caller.namespace, "pin", "", name, file, [])
-              yield* auditEntry(caller.namespace, "storage.upload", caller.subject, file.cid, { size: file.size })
+              yield* audit.record(caller.namespace, "storage.upload", caller.subject, file.cid, { size: file.size })
               return { cid: file.cid, size: file.size, name }
             })
           ),
@@ -240,7 +235,7 @@ export class Storage extends Context.Tag("portico/Storage")<Storage, StorageServ
               Effect.tapError(() => (mine ? Effect.void : undo({ namespace: caller.namespace, cid, kind: "pin", ref: "" }))),
               Effect.mapError(engineDown)
             )
-            yield* auditEntry(caller.namespace, "storage.pin", caller.subject, cid, { name })
+            yield* audit.record(caller.namespace, "storage.pin", caller.subject, cid, { name })
             return { cid, size, name }
           }),
 
@@ -265,7 +260,7 @@ export class Storage extends Context.Tag("portico/Storage")<Storage, StorageServ
               () => storeDown()
             )
             if (!released) return yield* Effect.fail(refuse(404, Code.NOT_FOUND, "this namespace has no pin of that CID"))
-            yield* auditEntry(caller.namespace, "storage.unpin", caller.subject, cid, { immediate })
+            yield* audit.record(caller.namespace, "storage.unpin", caller.subject, cid, { immediate })
             const left = yield* Effect.option(index.count(cid))
             // the count could not run: the pin stays for now; the sweep drops it if nothing holds it
             if (Option.isNone(left)) return { cid, evicted: "skipped" as const }
