@@ -4,9 +4,7 @@
  * the `unixfs-v1-2025` profile so a CID here is the CID Kubo gives the same bytes.
  *
  * Pins are the registry's (one per CID cluster-wide); this engine only checks that a pinned DAG
- * is whole and reclaims what no pin reaches. Imports hold a shared permit until their caller has
- * recorded the pin, and sweep and eviction take every permit, so a reclaim never removes a
- * block an import in progress has written but not yet pinned.
+ * is whole and reclaims what no pin reaches, under the ReclaimLock it shares with imports.
  */
 import * as dagPb from "@ipld/dag-pb"
 import { FsBlockstore } from "blockstore-fs"
@@ -19,13 +17,12 @@ import { CID } from "multiformats/cid"
 import { promises as fs } from "node:fs"
 import * as path from "node:path"
 import { UNIXFS_PROFILE } from "../../domain/ContentId.js"
+import { makeReclaimLock } from "./ReclaimLock.js"
 import { ContentEngine, ContentEngineError, type ContentEngineService, type PinState } from "./ContentEngine.js"
 import { type BlockSource, fileSize, readRange } from "./UnixfsReader.js"
 
 const RAW = 0x55
 const DAG_PB = 0x70
-/** Sweep and eviction take all of these; an import takes one. */
-const ALL_PERMITS = 1_000_000
 
 const failed = (detail: unknown) => new ContentEngineError({ reason: "failed", detail: String(detail) })
 
@@ -38,7 +35,7 @@ export const makeEmbeddedEngine = (options: EmbeddedOptions) =>
   Effect.gen(function* () {
     const store = new FsBlockstore(options.directory, { shardingStrategy: new NextToLast() })
     yield* Effect.tryPromise({ try: () => store.open(), catch: failed })
-    const permits = yield* Effect.makeSemaphore(ALL_PERMITS)
+    const lock = yield* makeReclaimLock
 
     /** The file a block lives in: the blockstore's own sharding, so walks and sweeps agree. */
     const sharding = new NextToLast()
@@ -107,7 +104,7 @@ export const makeEmbeddedEngine = (options: EmbeddedOptions) =>
       kind: "embedded",
       add: (bytes) =>
         Effect.gen(function* () {
-          yield* Effect.acquireRelease(permits.take(1), () => permits.release(1))
+          yield* lock.hold
           return yield* Effect.tryPromise({
             try: async () => {
               let last: { cid: CID } | undefined
@@ -187,7 +184,7 @@ export const makeEmbeddedEngine = (options: EmbeddedOptions) =>
         ),
 
       evict: (text, keep) =>
-        permits.withPermits(ALL_PERMITS)(
+        lock.exclusive(
           Effect.tryPromise({
             try: async () => {
               const kept = await mark(keep.filter((k) => k !== text))
@@ -206,7 +203,7 @@ export const makeEmbeddedEngine = (options: EmbeddedOptions) =>
         ),
 
       sweep: (keep) =>
-        permits.withPermits(ALL_PERMITS)(
+        lock.exclusive(
           Effect.tryPromise({
             try: async () => {
               const kept = await mark(keep)

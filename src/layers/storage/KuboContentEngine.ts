@@ -9,6 +9,7 @@
 import { Clock, Duration, Effect, Layer } from "effect"
 import { randomBytes } from "node:crypto"
 import { UNIXFS_PROFILE } from "../../domain/ContentId.js"
+import { makeReclaimLock } from "./ReclaimLock.js"
 import { ContentEngine, ContentEngineError, type ContentEngineService, type PinState, type PinStatusName } from "./ContentEngine.js"
 
 export interface KuboOptions {
@@ -18,7 +19,6 @@ export interface KuboOptions {
   readonly clusterUrl: string
 }
 
-const ALL_PERMITS = 1_000_000
 const CALL_TIMEOUT = Duration.seconds(30)
 /** How long a pin waits for a peer to hold it before answering with what the cluster says. */
 const PIN_WAIT_MS = 15_000
@@ -95,7 +95,7 @@ export const aggregate = (
 
 export const makeKuboEngine = (options: KuboOptions) =>
   Effect.gen(function* () {
-    const permits = yield* Effect.makeSemaphore(ALL_PERMITS)
+    const lock = yield* makeReclaimLock
     const kubo = (path: string, params: URLSearchParams | string = "") =>
       `${options.kuboUrl}/api/v0/${path}${params.toString() === "" ? "" : "?" + params.toString()}`
 
@@ -144,7 +144,7 @@ export const makeKuboEngine = (options: KuboOptions) =>
       kind: "kubo",
       add: (bytes) =>
         Effect.gen(function* () {
-          yield* Effect.acquireRelease(permits.take(1), () => permits.release(1))
+          yield* lock.hold
           // what the byte source threw (a limit) is the caller's to report, not Kubo's
           let sourceError: unknown = undefined
           return yield* Effect.tryPromise({
@@ -264,7 +264,7 @@ export const makeKuboEngine = (options: KuboOptions) =>
       status: pinState,
 
       evict: (cid) =>
-        permits.withPermits(ALL_PERMITS)(
+        lock.exclusive(
           Effect.gen(function* () {
             // the cluster's own unpin reaches this node's Kubo in its time; do it now
             yield* Effect.ignore(rpc("pin/rm", new URLSearchParams({ arg: cid })))
@@ -291,7 +291,7 @@ export const makeKuboEngine = (options: KuboOptions) =>
         ).pipe(Effect.mapError((e) => (e instanceof ContentEngineError ? e : unavailable(e)))),
 
       sweep: (keep) =>
-        permits.withPermits(ALL_PERMITS)(
+        lock.exclusive(
           Effect.gen(function* () {
             const kept = new Set(keep)
             const now = yield* Clock.currentTimeMillis
