@@ -4,10 +4,8 @@
  * database export and import through the gateway's one transfer slot.
  */
 import { Context, Effect, Layer, type Scope, Stream } from "effect"
-import { randomBytes } from "node:crypto"
-import { mkdirSync, rmSync, statSync } from "node:fs"
+import { statSync } from "node:fs"
 import { open } from "node:fs/promises"
-import * as path from "node:path"
 import { Code } from "../../domain/Errors.js"
 import type { Principal } from "../../domain/Principal.js"
 import { buildFind, buildSelect, quoteIdentifier, type OrmFind, type OrmSelect, type OrmValue } from "../../domain/OrmQuery.js"
@@ -15,6 +13,7 @@ import { guardClusterSql, isReservedName } from "../../domain/SqlGuard.js"
 import { tokenize } from "../../domain/SqlTokens.js"
 import { Audit } from "../audit/Audit.js"
 import { PorticoConfig } from "../config/PorticoConfig.js"
+import { spoolFile } from "../transfer/SpoolFile.js"
 import { TransferSlot } from "../transfer/TransferSlot.js"
 import { ClusterSqlStore } from "./ClusterSqlStore.js"
 import type { BindValue, StatementOp } from "./SqliteProtocol.js"
@@ -83,7 +82,6 @@ export class ClusterSql extends Context.Tag("portico/ClusterSql")<ClusterSql, Cl
       const slot = yield* TransferSlot
       const audit = yield* Audit
       const config = yield* PorticoConfig
-      const spool = path.join(config.dataDir, "tmp")
 
       /** Guards one statement and checks its kind against what the route runs. */
       const guarded = (sql: string, args: ReadonlyArray<OrmValue>, expect: "read" | "write" | undefined) =>
@@ -104,14 +102,7 @@ export class ClusterSql extends Context.Tag("portico/ClusterSql")<ClusterSql, Cl
           return Effect.succeed<StatementOp>({ sql, params: bind(args), kind })
         })
 
-      const tempFile = (prefix: string) =>
-        Effect.acquireRelease(
-          Effect.sync(() => {
-            mkdirSync(spool, { recursive: true })
-            return path.join(spool, `${prefix}-${randomBytes(8).toString("hex")}.db`)
-          }),
-          (file) => Effect.sync(() => rmSync(file, { force: true }))
-        )
+      const tempFile = (prefix: string) => spoolFile(config.dataDir, prefix)
 
       /** Writes the body to disk as it arrives; the adapter has already capped its length. */
       const spoolTo = (file: string, body: Stream.Stream<Uint8Array, unknown>) =>

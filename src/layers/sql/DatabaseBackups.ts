@@ -7,8 +7,7 @@
  */
 import { Clock, Context, Effect, Layer, Schema } from "effect"
 import { randomBytes } from "node:crypto"
-import { createReadStream, mkdirSync, rmSync, statSync } from "node:fs"
-import * as path from "node:path"
+import { createReadStream, statSync } from "node:fs"
 import { Code } from "../../domain/Errors.js"
 import type { Principal } from "../../domain/Principal.js"
 import { Audit } from "../audit/Audit.js"
@@ -16,6 +15,7 @@ import { PorticoConfig } from "../config/PorticoConfig.js"
 import { Coordination } from "../coordination/Coordination.js"
 import { RegistryStore } from "../registry/RegistryStore.js"
 import { Storage } from "../storage/Storage.js"
+import { spoolFile } from "../transfer/SpoolFile.js"
 import { TransferSlot } from "../transfer/TransferSlot.js"
 import { forwardToHome } from "./HomeNode.js"
 import { LocalDatabases } from "./LocalDatabases.js"
@@ -69,16 +69,9 @@ export class DatabaseBackups extends Context.Tag("portico/DatabaseBackups")<Data
       const registry = yield* RegistryStore
       const config = yield* PorticoConfig
       const coordination = yield* Coordination
-      const spool = path.join(config.dataDir, "tmp")
       const cap = config.sql.importMaxBytes
 
-      const tempFile = Effect.acquireRelease(
-        Effect.sync(() => {
-          mkdirSync(spool, { recursive: true })
-          return path.join(spool, `backup-${randomBytes(8).toString("hex")}.db`)
-        }),
-        (file) => Effect.sync(() => rmSync(file, { force: true }))
-      )
+      const tempFile = spoolFile(config.dataDir, "backup")
 
       const backupHere = (caller: Principal, name: string) =>
           Effect.scoped(
