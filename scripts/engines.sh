@@ -68,6 +68,34 @@ go_module_dir() {
   printf '%s\n' "$dir"
 }
 
+# Builds a module's commands inside a writable copy of the module at a version: replace and
+# exclude directives in a go.mod apply only there (`go install pkg@version` refuses them).
+# Arguments after GOFLAGS and LDFLAGS are binary=package pairs; each binary lands in $BIN and is
+# stamped with module@version only once every build has succeeded.
+build_in_module() {
+  local module="$1" version="$2" goflags="$3" ldflags="$4"
+  shift 4
+  local src build pair
+  src="$(go_module_dir "$module" "$version")"
+  build="$WORK/${module##*/}-$version"
+  rm -rf "$build"
+  mkdir -p "$WORK" "$BIN"
+  cp -R "$src" "$build"
+  chmod -R u+w "$build"
+  for pair in "$@"; do
+    (
+      cd "$build"
+      GOFLAGS="$goflags -buildvcs=false" go build -trimpath -ldflags "$ldflags" -o "$BIN/${pair%%=*}.tmp" "${pair#*=}"
+    ) || die "go build of ${pair%%=*} failed"
+  done
+  for pair in "$@"; do
+    mv -f "$BIN/${pair%%=*}.tmp" "$BIN/${pair%%=*}"
+    stamp "${pair%%=*}" "$module@$version"
+  done
+  rm -rf "$build"
+  rmdir "$WORK" 2>/dev/null || true
+}
+
 # --- rqlite ---------------------------------------------------------------------------------
 install_rqlite() {
   local want="$RQLITE_MODULE@$RQLITE_VERSION"
@@ -80,26 +108,10 @@ install_rqlite() {
   need gcc "rqlited needs cgo for its SQLite driver (apt-get install gcc)"
 
   log "building rqlited $RQLITE_VERSION (first build takes a few minutes)"
-  local src build started
-  started=$SECONDS
-  src="$(go_module_dir "$RQLITE_MODULE" "$RQLITE_VERSION")"
-  # rqlite's go.mod has replace directives, which `go install pkg@version` refuses, so build
-  # inside a writable copy of the module, where the replaces apply as the authors intended.
-  build="$WORK/rqlite-$RQLITE_VERSION"
-  rm -rf "$build"
-  mkdir -p "$WORK" "$BIN"
-  cp -R "$src" "$build"
-  chmod -R u+w "$build"
-  (
-    cd "$build"
-    CGO_ENABLED=1 GOFLAGS="-mod=mod -buildvcs=false" go build -trimpath \
-      -ldflags "-s -w -X $RQLITE_MODULE/cmd.Version=$RQLITE_VERSION" \
-      -o "$BIN/rqlited.tmp" ./cmd/rqlited
-  ) || die "go build of rqlited failed"
-  mv -f "$BIN/rqlited.tmp" "$BIN/rqlited"
-  rm -rf "$build"
-  rmdir "$WORK" 2>/dev/null || true
-  stamp rqlited "$want"
+  local started=$SECONDS
+  # rqlite's go.mod has replace directives; -mod=mod as its authors build it
+  CGO_ENABLED=1 build_in_module "$RQLITE_MODULE" "$RQLITE_VERSION" "-mod=mod" \
+    "-s -w -X $RQLITE_MODULE/cmd.Version=$RQLITE_VERSION" rqlited=./cmd/rqlited
   log "built rqlited $RQLITE_VERSION in $((SECONDS - started)) s"
 }
 
@@ -113,26 +125,10 @@ install_kubo() {
   need go "install Go (https://go.dev) to build ipfs (kubo)"
 
   log "building ipfs (kubo) $KUBO_VERSION (first build takes several minutes)"
-  local src build started
-  started=$SECONDS
-  src="$(go_module_dir "$KUBO_MODULE" "$KUBO_VERSION")"
-  # Kubo's go.mod has exclude directives, which `go install pkg@version` refuses, so build
-  # inside a writable copy of the module, where they apply as the authors intended. Its go.sum
-  # is complete, so -mod=readonly: the module's own go.mod decides every dependency version.
-  build="$WORK/kubo-$KUBO_VERSION"
-  rm -rf "$build"
-  mkdir -p "$WORK" "$BIN"
-  cp -R "$src" "$build"
-  chmod -R u+w "$build"
-  (
-    cd "$build"
-    GOFLAGS="-mod=readonly -buildvcs=false" go build -trimpath -ldflags "-s -w" \
-      -o "$BIN/ipfs.tmp" ./cmd/ipfs
-  ) || die "go build of ipfs (kubo) failed"
-  mv -f "$BIN/ipfs.tmp" "$BIN/ipfs"
-  rm -rf "$build"
-  rmdir "$WORK" 2>/dev/null || true
-  stamp ipfs "$want"
+  local started=$SECONDS
+  # Kubo's go.mod has exclude directives. Its go.sum is complete, so -mod=readonly: the
+  # module's own go.mod decides every dependency version.
+  build_in_module "$KUBO_MODULE" "$KUBO_VERSION" "-mod=readonly" "-s -w" ipfs=./cmd/ipfs
   log "built ipfs (kubo) $KUBO_VERSION in $((SECONDS - started)) s"
 }
 
@@ -146,29 +142,9 @@ install_ipfs_cluster() {
   need go "install Go (https://go.dev) to build ipfs-cluster"
 
   log "building ipfs-cluster-service and ipfs-cluster-ctl $CLUSTER_VERSION (first build takes several minutes)"
-  local src build started
-  started=$SECONDS
-  src="$(go_module_dir "$CLUSTER_MODULE" "$CLUSTER_VERSION")"
-  # Built like the others, inside a writable copy of the module; -mod=readonly so the module's
-  # own go.mod and go.sum decide every dependency version.
-  build="$WORK/ipfs-cluster-$CLUSTER_VERSION"
-  rm -rf "$build"
-  mkdir -p "$WORK" "$BIN"
-  cp -R "$src" "$build"
-  chmod -R u+w "$build"
-  (
-    cd "$build"
-    GOFLAGS="-mod=readonly -buildvcs=false" go build -trimpath -ldflags "-s -w" \
-      -o "$BIN/ipfs-cluster-service.tmp" ./cmd/ipfs-cluster-service
-    GOFLAGS="-mod=readonly -buildvcs=false" go build -trimpath -ldflags "-s -w" \
-      -o "$BIN/ipfs-cluster-ctl.tmp" ./cmd/ipfs-cluster-ctl
-  ) || die "go build of ipfs-cluster failed"
-  mv -f "$BIN/ipfs-cluster-service.tmp" "$BIN/ipfs-cluster-service"
-  mv -f "$BIN/ipfs-cluster-ctl.tmp" "$BIN/ipfs-cluster-ctl"
-  rm -rf "$build"
-  rmdir "$WORK" 2>/dev/null || true
-  stamp ipfs-cluster-service "$want"
-  stamp ipfs-cluster-ctl "$want"
+  local started=$SECONDS
+  build_in_module "$CLUSTER_MODULE" "$CLUSTER_VERSION" "-mod=readonly" "-s -w" \
+    ipfs-cluster-service=./cmd/ipfs-cluster-service ipfs-cluster-ctl=./cmd/ipfs-cluster-ctl
   log "built ipfs-cluster-service and ipfs-cluster-ctl $CLUSTER_VERSION in $((SECONDS - started)) s"
 }
 
