@@ -1,15 +1,11 @@
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
 import { Effect } from "effect"
-import { wideRefusal } from "../../domain/Errors.js"
 import { type Backup, DatabaseBackups } from "../../layers/sql/DatabaseBackups.js"
 import { LocalDatabases } from "../../layers/sql/LocalDatabases.js"
-import type { SqlRefused } from "../../layers/sql/SqlRefused.js"
 import { PorticoApi } from "../Api.js"
 import { toUnixSeconds } from "../Wire.js"
 import { requirePrincipal } from "./Principal.js"
-
-/** A database service's refusal as the API error of its status. */
-export const sqlHttp = (e: SqlRefused) => wideRefusal(e.status, e.reason, e.code, e.hint, e.retryAfterSeconds)
+import { refusedHttp } from "./Refusals.js"
 
 /** Answers are built as JSON text by the engine so 64-bit integers keep every digit. */
 export const rawJson = (text: string) => HttpServerResponse.text(text, { contentType: "application/json" })
@@ -33,7 +29,7 @@ export const DatabaseHandlers = HttpApiBuilder.group(PorticoApi, "databases", (h
       .handle("create", ({ payload }) =>
         Effect.gen(function* () {
           const caller = yield* requirePrincipal
-          const record = yield* Effect.mapError(databases.create(caller, payload.database_name), sqlHttp)
+          const record = yield* Effect.mapError(databases.create(caller, payload.database_name), refusedHttp)
           return { name: record.name, home_node: record.homeNode, created_at: toUnixSeconds(record.createdAt) }
         })
       )
@@ -42,7 +38,7 @@ export const DatabaseHandlers = HttpApiBuilder.group(PorticoApi, "databases", (h
           const caller = yield* requirePrincipal
           const json = yield* Effect.mapError(
             databases.query(caller, payload.database_name, payload.query, bind(payload.params ?? [])),
-            sqlHttp
+            refusedHttp
           )
           return rawJson(json)
         })
@@ -50,7 +46,7 @@ export const DatabaseHandlers = HttpApiBuilder.group(PorticoApi, "databases", (h
       .handle("list", () =>
         Effect.gen(function* () {
           const caller = yield* requirePrincipal
-          const list = yield* Effect.mapError(databases.list(caller), sqlHttp)
+          const list = yield* Effect.mapError(databases.list(caller), refusedHttp)
           return {
             databases: list.map((d) => ({
               name: d.name,
@@ -65,20 +61,20 @@ export const DatabaseHandlers = HttpApiBuilder.group(PorticoApi, "databases", (h
       .handle("delete", ({ payload }) =>
         Effect.gen(function* () {
           const caller = yield* requirePrincipal
-          yield* Effect.mapError(databases.delete(caller, payload.database_name), sqlHttp)
+          yield* Effect.mapError(databases.delete(caller, payload.database_name), refusedHttp)
           return { name: payload.database_name, deleted: true as const }
         })
       )
       .handle("backup", ({ payload }) =>
         Effect.gen(function* () {
           const caller = yield* requirePrincipal
-          return backupWire(yield* Effect.mapError(backups.backup(caller, payload.database_name), sqlHttp))
+          return backupWire(yield* Effect.mapError(backups.backup(caller, payload.database_name), refusedHttp))
         })
       )
       .handle("backups", ({ urlParams }) =>
         Effect.gen(function* () {
           const caller = yield* requirePrincipal
-          const list = yield* Effect.mapError(backups.list(caller, urlParams.database_name), sqlHttp)
+          const list = yield* Effect.mapError(backups.list(caller, urlParams.database_name), refusedHttp)
           return { database_name: urlParams.database_name, backups: list.map(backupWire), count: list.length }
         })
       )

@@ -7,8 +7,8 @@ import { FORWARD_PATHS, toPrincipal } from "../../layers/sql/HomeNode.js"
 import { LocalDatabases } from "../../layers/sql/LocalDatabases.js"
 import { Storage } from "../../layers/storage/Storage.js"
 import { PorticoApi } from "../Api.js"
-import { backupWire, bind, rawJson, sqlHttp } from "./DatabaseHandlers.js"
-import { storageHttp } from "./StorageHandlers.js"
+import { backupWire, bind, rawJson } from "./DatabaseHandlers.js"
+import { refusedHttp } from "./Refusals.js"
 
 export const InternalHandlers = HttpApiBuilder.group(PorticoApi, "internal", (handlers) =>
   Effect.gen(function* () {
@@ -35,7 +35,7 @@ export const InternalHandlers = HttpApiBuilder.group(PorticoApi, "internal", (ha
       .handle("evict", ({ payload }) =>
         Effect.gen(function* () {
           yield* fromPeer("/v1/internal/storage/evict", payload)
-          return { evicted: yield* Effect.mapError(storage.evictHere(payload.cid), storageHttp) }
+          return { evicted: yield* Effect.mapError(storage.evictHere(payload.cid), refusedHttp) }
         })
       )
       .handle("sqliteQuery", ({ payload }) =>
@@ -43,21 +43,21 @@ export const InternalHandlers = HttpApiBuilder.group(PorticoApi, "internal", (ha
           yield* fromPeer(FORWARD_PATHS.query, payload)
           const caller = toPrincipal(payload.principal)
           return rawJson(
-            yield* Effect.mapError(databases.queryHere(caller, payload.database_name, payload.query, bind(payload.params)), sqlHttp)
+            yield* Effect.mapError(databases.queryHere(caller, payload.database_name, payload.query, bind(payload.params)), refusedHttp)
           )
         })
       )
       .handle("sqliteDelete", ({ payload }) =>
         Effect.gen(function* () {
           yield* fromPeer(FORWARD_PATHS.delete, payload)
-          yield* Effect.mapError(databases.deleteHere(toPrincipal(payload.principal), payload.database_name), sqlHttp)
+          yield* Effect.mapError(databases.deleteHere(toPrincipal(payload.principal), payload.database_name), refusedHttp)
           return { name: payload.database_name, deleted: true as const }
         })
       )
       .handle("sqliteBackup", ({ payload }) =>
         Effect.gen(function* () {
           yield* fromPeer(FORWARD_PATHS.backup, payload)
-          return backupWire(yield* Effect.mapError(backups.backupHere(toPrincipal(payload.principal), payload.database_name), sqlHttp))
+          return backupWire(yield* Effect.mapError(backups.backupHere(toPrincipal(payload.principal), payload.database_name), refusedHttp))
         })
       )
   })

@@ -3,7 +3,8 @@ import { Effect, Stream } from "effect"
 import { createReadStream } from "node:fs"
 import { ClusterSql } from "../../layers/sql/ClusterSql.js"
 import { PorticoApi } from "../Api.js"
-import { rawJson, sqlHttp } from "./DatabaseHandlers.js"
+import { rawJson } from "./DatabaseHandlers.js"
+import { refusedHttp } from "./Refusals.js"
 import { requirePrincipal } from "./Principal.js"
 
 export const SqlHandlers = HttpApiBuilder.group(PorticoApi, "sql", (handlers) =>
@@ -13,11 +14,11 @@ export const SqlHandlers = HttpApiBuilder.group(PorticoApi, "sql", (handlers) =>
     const answer = <E>(run: (caller: Effect.Effect.Success<typeof requirePrincipal>) => Effect.Effect<string, E>) =>
       Effect.flatMap(requirePrincipal, (caller) => Effect.map(run(caller), rawJson))
     return handlers
-      .handle("query", ({ payload }) => answer((c) => Effect.mapError(sql.query(c, payload.sql, payload.args ?? []), sqlHttp)))
-      .handle("exec", ({ payload }) => answer((c) => Effect.mapError(sql.exec(c, payload.sql, payload.args ?? []), sqlHttp)))
-      .handle("find", ({ payload }) => answer((c) => Effect.mapError(sql.find(c, payload, false), sqlHttp)))
-      .handle("findOne", ({ payload }) => answer((c) => Effect.mapError(sql.find(c, payload, true), sqlHttp)))
-      .handle("select", ({ payload }) => answer((c) => Effect.mapError(sql.select(c, payload, payload.one === true), sqlHttp)))
+      .handle("query", ({ payload }) => answer((c) => Effect.mapError(sql.query(c, payload.sql, payload.args ?? []), refusedHttp)))
+      .handle("exec", ({ payload }) => answer((c) => Effect.mapError(sql.exec(c, payload.sql, payload.args ?? []), refusedHttp)))
+      .handle("find", ({ payload }) => answer((c) => Effect.mapError(sql.find(c, payload, false), refusedHttp)))
+      .handle("findOne", ({ payload }) => answer((c) => Effect.mapError(sql.find(c, payload, true), refusedHttp)))
+      .handle("select", ({ payload }) => answer((c) => Effect.mapError(sql.select(c, payload, payload.one === true), refusedHttp)))
       .handle("transaction", ({ payload }) =>
         answer((c) =>
           Effect.mapError(
@@ -26,28 +27,28 @@ export const SqlHandlers = HttpApiBuilder.group(PorticoApi, "sql", (handlers) =>
               payload.ops.map((op) => ({ kind: op.kind, sql: op.sql, args: op.args ?? [] })),
               payload.return_results === true
             ),
-            sqlHttp
+            refusedHttp
           )
         )
       )
       .handle("schema", () =>
         Effect.gen(function* () {
           const caller = yield* requirePrincipal
-          const tables = yield* Effect.mapError(sql.schema(caller), sqlHttp)
+          const tables = yield* Effect.mapError(sql.schema(caller), refusedHttp)
           return {
             tables: tables.map((t) => ({ name: t.name, type: t.type === "view" ? ("view" as const) : ("table" as const), sql: t.sql })),
             count: tables.length
           }
         })
       )
-      .handle("createTable", ({ payload }) => answer((c) => Effect.mapError(sql.createTable(c, payload.schema), sqlHttp)))
-      .handle("dropTable", ({ payload }) => answer((c) => Effect.mapError(sql.dropTable(c, payload.table), sqlHttp)))
+      .handle("createTable", ({ payload }) => answer((c) => Effect.mapError(sql.createTable(c, payload.schema), refusedHttp)))
+      .handle("dropTable", ({ payload }) => answer((c) => Effect.mapError(sql.dropTable(c, payload.table), refusedHttp)))
       .handle("export", () =>
         Effect.gen(function* () {
           const caller = yield* requirePrincipal
           // the snapshot file and the transfer slot live until the request's scope closes,
           // which is after the body has been written
-          const exported = yield* Effect.mapError(sql.exportDb(caller), sqlHttp)
+          const exported = yield* Effect.mapError(sql.exportDb(caller), refusedHttp)
           return HttpServerResponse.stream(
             Stream.fromAsyncIterable(createReadStream(exported.file), (e) => e),
             {
@@ -65,7 +66,7 @@ export const SqlHandlers = HttpApiBuilder.group(PorticoApi, "sql", (handlers) =>
         Effect.gen(function* () {
           const caller = yield* requirePrincipal
           const request = yield* HttpServerRequest.HttpServerRequest
-          const result = yield* Effect.mapError(sql.importDb(caller, request.stream), sqlHttp)
+          const result = yield* Effect.mapError(sql.importDb(caller, request.stream), refusedHttp)
           return { status: "ok" as const, bytes: result.bytes, tables: result.tables }
         })
       )

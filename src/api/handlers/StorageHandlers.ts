@@ -1,16 +1,14 @@
 import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Effect, Option, Stream } from "effect"
+import { Effect, Stream } from "effect"
 import { resolveRange } from "../../domain/ByteRange.js"
 import { badRequest, Code, unauthorized } from "../../domain/Errors.js"
 import { FetchCaps } from "../../layers/storage/FetchCaps.js"
 import { Storage } from "../../layers/storage/Storage.js"
 import { PorticoApi } from "../Api.js"
-import { sqlHttp } from "./DatabaseHandlers.js"
 import { bodyOf } from "../NodeAdapter.js"
 import { requirePrincipal } from "./Principal.js"
+import { refusedHttp } from "./Refusals.js"
 
-/** The same refusal type as the database services': one mapping serves both. */
-export const storageHttp = sqlHttp
 
 /** Content-addressed bytes never change: caches may keep them for good. */
 const IMMUTABLE = "public, max-age=31536000, immutable"
@@ -24,7 +22,7 @@ export const StorageHandlers = HttpApiBuilder.group(PorticoApi, "storage", (hand
     const serve = (namespace: string, cidText: string) =>
       Effect.gen(function* () {
         const request = yield* HttpServerRequest.HttpServerRequest
-        const { cid, size } = yield* Effect.mapError(storage.open(namespace, cidText), storageHttp)
+        const { cid, size } = yield* Effect.mapError(storage.open(namespace, cidText), refusedHttp)
         const etag = `"${cid}"`
         const headers = {
           etag,
@@ -83,7 +81,7 @@ export const StorageHandlers = HttpApiBuilder.group(PorticoApi, "storage", (hand
               badRequest("the upload must be multipart/form-data", "send the bytes in a field named file (curl -F file=@path)")
             )
           }
-          const stored = yield* Effect.mapError(storage.upload(caller, contentType, bodyOf(request)), storageHttp)
+          const stored = yield* Effect.mapError(storage.upload(caller, contentType, bodyOf(request)), refusedHttp)
           return { Cid: stored.cid, Size: stored.size, Name: stored.name }
         })
       )
@@ -91,31 +89,31 @@ export const StorageHandlers = HttpApiBuilder.group(PorticoApi, "storage", (hand
       .handle("pin", ({ payload }) =>
         Effect.gen(function* () {
           const caller = yield* requirePrincipal
-          yield* Effect.mapError(storage.pin(caller, payload.cid, payload.name ?? ""), storageHttp)
-          return statusWire(yield* Effect.mapError(storage.status(caller, payload.cid), storageHttp))
+          yield* Effect.mapError(storage.pin(caller, payload.cid, payload.name ?? ""), refusedHttp)
+          return statusWire(yield* Effect.mapError(storage.status(caller, payload.cid), refusedHttp))
         })
       )
       .handle("status", ({ path }) =>
         Effect.gen(function* () {
           const caller = yield* requirePrincipal
-          return statusWire(yield* Effect.mapError(storage.status(caller, path.cid), storageHttp))
+          return statusWire(yield* Effect.mapError(storage.status(caller, path.cid), refusedHttp))
         })
       )
       .handle("unpin", ({ path, urlParams }) =>
         Effect.gen(function* () {
           const caller = yield* requirePrincipal
-          const answer = yield* Effect.mapError(storage.unpin(caller, path.cid, urlParams.immediate === "true"), storageHttp)
+          const answer = yield* Effect.mapError(storage.unpin(caller, path.cid, urlParams.immediate === "true"), refusedHttp)
           return { Cid: answer.cid, evicted: answer.evicted }
         })
       )
       .handle("mintFetchCaps", ({ payload }) =>
         Effect.gen(function* () {
           const caller = yield* requirePrincipal
-          return yield* Effect.mapError(caps.mint(caller, payload.cid, payload.count, payload.ttl_seconds), storageHttp)
+          return yield* Effect.mapError(caps.mint(caller, payload.cid, payload.count, payload.ttl_seconds), refusedHttp)
         })
       )
       .handle("revokeFetchCap", ({ path, headers }) =>
-        Effect.as(Effect.mapError(caps.revoke(path.id, headers["x-portico-revoke-key"]), storageHttp), { revoked: path.id })
+        Effect.as(Effect.mapError(caps.revoke(path.id, headers["x-portico-revoke-key"]), refusedHttp), { revoked: path.id })
       )
       .handle("relayed", ({ path, headers }) =>
         Effect.gen(function* () {
@@ -130,7 +128,7 @@ export const StorageHandlers = HttpApiBuilder.group(PorticoApi, "storage", (hand
           if (token === undefined || token.length === 0) {
             return yield* Effect.fail(unauthorized("a fetch capability is required", Code.FETCH_CAP_MISSING, "send X-Portico-Fetch-Cap: <token>"))
           }
-          const namespace = yield* Effect.mapError(caps.redeem(token, path.cid), storageHttp)
+          const namespace = yield* Effect.mapError(caps.redeem(token, path.cid), refusedHttp)
           return yield* serve(namespace, path.cid)
         })
       )
