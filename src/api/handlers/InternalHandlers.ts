@@ -5,6 +5,7 @@ import { canonicalJson, Coordination } from "../../layers/coordination/Coordinat
 import { DatabaseBackups } from "../../layers/sql/DatabaseBackups.js"
 import { FORWARD_PATHS, toPrincipal } from "../../layers/sql/HomeNode.js"
 import { LocalDatabases } from "../../layers/sql/LocalDatabases.js"
+import { EVICT_PATH } from "../../layers/storage/Evictor.js"
 import { Storage } from "../../layers/storage/Storage.js"
 import { PorticoApi } from "../Api.js"
 import { backupWire, bind, rawJson } from "./DatabaseHandlers.js"
@@ -34,7 +35,7 @@ export const InternalHandlers = HttpApiBuilder.group(PorticoApi, "internal", (ha
     return handlers
       .handle("evict", ({ payload }) =>
         Effect.gen(function* () {
-          yield* fromPeer("/v1/internal/storage/evict", payload)
+          yield* fromPeer(EVICT_PATH, payload)
           return { evicted: yield* Effect.mapError(storage.evictHere(payload.cid), refusedHttp) }
         })
       )
