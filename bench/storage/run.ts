@@ -34,7 +34,8 @@
  *
  *   npx tsx bench/storage/run.ts
  *
- * Needs taskset and two CPUs. Knobs: STORAGE_MIB file size in MiB (256), STORAGE_ROUNDS (2).
+ * Needs taskset and two CPUs. Knobs: STORAGE_MIB file size in MiB (256), STORAGE_ROUNDS (2),
+ * STORAGE_GATEWAY_NODE_ARGS extra node flags for the gateway process (a CPU profile, a GC trace).
  * Everything it writes goes to a temp dir under os.tmpdir(), removed at the end; on failure the
  * logs stay there (the content file and the blocks are removed anyway, they are large).
  */
@@ -281,7 +282,9 @@ const createNamespace = (dataDir: string) => {
 /** `portico serve` on CPU 0 over `dataDir`; ready when it prints its listening line. */
 const startGateway = async (dir: string, dataDir: string, name: string, wallet: HDNodeWallet): Promise<Gateway> => {
   const port = await freePort()
-  const child = startPinned(name, dir, ["src/main.ts", "serve", "--port", String(port), "--data-dir", dataDir], gatewayEnv())
+  // STORAGE_GATEWAY_NODE_ARGS: extra node flags for the gateway only, e.g. "--cpu-prof --cpu-prof-dir=/tmp/p"
+  const nodeArgs = (process.env.STORAGE_GATEWAY_NODE_ARGS ?? "").split(" ").filter((a) => a !== "")
+  const child = startPinned(name, dir, [...nodeArgs, "src/main.ts", "serve", "--port", String(port), "--data-dir", dataDir], gatewayEnv())
   let listening: number | undefined
   await waitUntil(child, () => {
     const found = fs
