@@ -6,7 +6,7 @@
  */
 
 /** A value bound to a `?` parameter; booleans bind as 1 and 0, as SQLite stores them. */
-export type OrmValue = string | number | boolean | null
+export type OrmValue = string | number | bigint | boolean | null
 
 export interface OrmJoin {
   /** INNER (default), LEFT or CROSS. */
@@ -49,7 +49,7 @@ export interface OrmFind {
 
 export interface BuiltQuery {
   readonly sql: string
-  readonly params: ReadonlyArray<string | number | null>
+  readonly params: ReadonlyArray<string | number | bigint | null>
 }
 
 /** An identifier as SQLite reads a double-quoted one: doubled quotes inside. */
@@ -61,9 +61,9 @@ const quoteColumn = (name: string): string => {
   return dot > 0 ? `${quoteIdentifier(name.slice(0, dot))}.${quoteIdentifier(name.slice(dot + 1))}` : quoteIdentifier(name)
 }
 
-const bind = (v: OrmValue): string | number | null => (typeof v === "boolean" ? (v ? 1 : 0) : v)
+const bind = (v: OrmValue): string | number | bigint | null => (typeof v === "boolean" ? (v ? 1 : 0) : v)
 
-const shaping = (s: OrmShaping, params: Array<string | number | null>, oneRow: boolean): string => {
+const shaping = (s: OrmShaping, params: Array<string | number | bigint | null>, oneRow: boolean): string => {
   let sql = ""
   if (s.group_by !== undefined && s.group_by.length > 0) sql += ` GROUP BY ${s.group_by.join(", ")}`
   if (s.order_by !== undefined && s.order_by.length > 0) sql += ` ORDER BY ${s.order_by.join(", ")}`
@@ -92,7 +92,7 @@ const joins = (list: ReadonlyArray<OrmJoin> | undefined): string =>
 
 /** `select`: the table, optional columns, clauses, joins and shaping; `oneRow` adds LIMIT 1. */
 export const buildSelect = (s: OrmSelect, oneRow: boolean): BuiltQuery => {
-  const params: Array<string | number | null> = []
+  const params: Array<string | number | bigint | null> = []
   const columns = s.select === undefined || s.select.length === 0 ? "*" : s.select.join(", ")
   const alias = s.alias === undefined ? "" : ` AS ${quoteIdentifier(s.alias)}`
   let sql = `SELECT ${columns} FROM ${quoteIdentifier(s.table)}${alias}${joins(s.joins)}`
@@ -108,7 +108,7 @@ export const buildSelect = (s: OrmSelect, oneRow: boolean): BuiltQuery => {
 
 /** `find` and `find-one`: equality on every criterion. */
 export const buildFind = (f: OrmFind, oneRow: boolean): BuiltQuery => {
-  const params: Array<string | number | null> = []
+  const params: Array<string | number | bigint | null> = []
   const conditions = Object.entries(f.criteria).map(([column, value]) => {
     if (value === null) return `${quoteColumn(column)} IS NULL`
     params.push(bind(value))

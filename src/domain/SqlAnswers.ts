@@ -56,14 +56,23 @@ const rowObject = (names: ReadonlyArray<string>, row: ReadonlyArray<SqlCell>): s
 
 /**
  * Column names as JSON keys. A result may repeat a name (`SELECT a.id, b.id`); in an object the
- * later one would silently win in most parsers, so repeats get a `:2`, `:3` suffix.
+ * later one would silently win in most parsers, so repeats get a `:2`, `:3` suffix, skipping any
+ * suffixed name a column already has (`SELECT 1 AS a, 2 AS a, 3 AS "a:2"` gives a, a:3, a:2).
  */
 const objectKeys = (columns: ReadonlyArray<string>): ReadonlyArray<string> => {
-  const seen = new Map<string, number>()
+  const taken = new Set(columns)
+  const used = new Set<string>()
+  const suffix = new Map<string, number>()
   return columns.map((c) => {
-    const n = (seen.get(c) ?? 0) + 1
-    seen.set(c, n)
-    return JSON.stringify(n === 1 ? c : `${c}:${n}`)
+    let key = c
+    if (used.has(c)) {
+      let n = suffix.get(c) ?? 1
+      do key = `${c}:${++n}`
+      while (taken.has(key) || used.has(key))
+      suffix.set(c, n)
+    }
+    used.add(key)
+    return JSON.stringify(key)
   })
 }
 

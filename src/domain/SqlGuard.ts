@@ -295,6 +295,22 @@ const localPragmaRefusal = (tokens: ReadonlyArray<Token>, at: number): string | 
 }
 
 /**
+ * Transaction control, refused on every tenant route (403). A database's connection serves every
+ * caller of the namespace, one statement per call, each in its own implicit transaction: a
+ * `BEGIN` left open would make other callers' acknowledged writes provisional until someone's
+ * `ROLLBACK`, and a `COMMIT` or `ROLLBACK` inside `/v1/rqlite/transaction` would break its
+ * all-or-nothing answer. Atomic groups of statements go through `/v1/rqlite/transaction`.
+ */
+const TRANSACTION_VERBS: ReadonlySet<string> = new Set(["BEGIN", "COMMIT", "END", "ROLLBACK", "SAVEPOINT", "RELEASE"])
+
+const transactionControl = (verbs: ReadonlyArray<string>): Checked | undefined => {
+  const verb = verbs.find((v) => TRANSACTION_VERBS.has(v))
+  return verb === undefined
+    ? undefined
+    : notAllowed(`${verb} is not allowed: every call runs in its own transaction; use /v1/rqlite/transaction for an atomic group`)
+}
+
+/**
  * Node-local databases (/v1/db/sqlite/query), the tenant's own file: reserved platform names are
  * fine here. Refused (403): ATTACH, DETACH, VACUUM INTO (plain VACUUM is fine), PRAGMA outside
  * LOCAL_PRAGMAS or on a schema other than main, table-valued `pragma_<name>` outside LOCAL_PRAGMAS,
@@ -308,6 +324,8 @@ export const guardLocalSql = (sql: string): Checked => {
   const tokens = significant(checked.statement.tokens)
   const opening = head(tokens)
   const verbs = [opening.first, opening.verb]
+  const control = transactionControl(verbs)
+  if (control !== undefined) return control
   for (const verb of ["ATTACH", "DETACH"]) {
     if (verbs.includes(verb)) return notAllowed(`${verb} is not allowed`)
   }
@@ -412,6 +430,8 @@ export const guardClusterSql = (sql: string): Checked => {
   if (!checked.ok) return checked
   const tokens = significant(checked.statement.tokens)
   const opening = head(tokens)
+  const control = transactionControl([opening.first, opening.verb])
+  if (control !== undefined) return control
   for (const verb of [opening.first, opening.verb]) {
     if (CLUSTER_REFUSED_VERBS.has(verb)) return notAllowed(`${verb} is not allowed`)
   }

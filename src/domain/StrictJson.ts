@@ -4,6 +4,7 @@
  * device proofs and JOSE headers.
  */
 import { Data, Effect } from "effect"
+import { parseExactJson } from "./ExactJson.js"
 
 export class StrictJsonInvalid extends Data.TaggedError("StrictJsonInvalid")<{ readonly reason: string }> {}
 
@@ -133,7 +134,8 @@ export const parseStrictJson = (
     return Effect.fail(new StrictJsonInvalid({ reason: "trailing characters after the JSON value" }))
   }
   return Effect.try({
-    try: (): unknown => JSON.parse(text),
+    // integers past 2^53 arrive as bigint, not rounded (SQL arguments, ExactJson.ts)
+    try: (): unknown => parseExactJson(text),
     catch: () => new StrictJsonInvalid({ reason: "not valid JSON" })
   })
 }

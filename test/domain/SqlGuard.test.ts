@@ -207,7 +207,21 @@ describe("guardClusterSql", () => {
     "SELECT edit('x')",
     "SELECT * FROM portico_anything",
     "SELECT * FROM PORTICO_Settings",
-    'CREATE TABLE "portico_x" (a)'
+    'CREATE TABLE "portico_x" (a)',
+    "BEGIN",
+    "begin immediate transaction",
+    "BEGIN EXCLUSIVE;",
+    "COMMIT",
+    "commit transaction",
+    "END",
+    "END TRANSACTION",
+    "ROLLBACK",
+    "ROLLBACK TO SAVEPOINT s",
+    "SAVEPOINT s",
+    "RELEASE s",
+    "release savepoint s",
+    "/* c */ ; BEGIN",
+    "EXPLAIN BEGIN"
   ]
 
   it.each(bypassAttempts)("refuses %s", (sql) => {
@@ -344,7 +358,21 @@ describe("guardLocalSql", () => {
     "SELECT readfile('/etc/passwd')",
     "SELECT writefile('/tmp/x', 'y')",
     "SELECT edit('x')",
-    "CREATE TRIGGER tr AFTER INSERT ON t BEGIN SELECT load_extension('x'); END"
+    "CREATE TRIGGER tr AFTER INSERT ON t BEGIN SELECT load_extension('x'); END",
+    "BEGIN",
+    "begin immediate transaction",
+    "BEGIN EXCLUSIVE;",
+    "COMMIT",
+    "commit transaction",
+    "END",
+    "END TRANSACTION",
+    "ROLLBACK",
+    "ROLLBACK TO SAVEPOINT s",
+    "SAVEPOINT s",
+    "RELEASE s",
+    "release savepoint s",
+    "/* c */ ; BEGIN",
+    "EXPLAIN BEGIN"
   ])("refuses %s", (sql) => {
     expectRefused(guardLocalSql(sql), 403)
   })

@@ -24,10 +24,16 @@ const expectError = (reply: Reply, status: number, code?: string) => {
 const scratch = mkdtempSync(path.join(testTmp(), "portico-db-files-"))
 let fileCounter = 0
 /** A SQLite file built in the test process, for import. */
-const sqliteFile = (statements: ReadonlyArray<string>): Buffer => {
+/** A SQLite file built offline; `schemaEdits` run with writable_schema on, as a forger would. */
+const sqliteFile = (statements: ReadonlyArray<string>, schemaEdits: ReadonlyArray<string> = []): Buffer => {
   const file = path.join(scratch, `f${++fileCounter}.db`)
   const db = new Database(file)
   for (const s of statements) db.exec(s)
+  if (schemaEdits.length > 0) {
+    db.unsafeMode(true)
+    db.exec("PRAGMA writable_schema = ON")
+    for (const s of schemaEdits) db.exec(s)
+  }
   db.close()
   return readFileSync(file)
 }
@@ -147,6 +153,19 @@ describe.each(["embedded", "rqlite"] as const)("databases over HTTP on %s engine
         // an INTEGER column turns the bound text into an integer (SQLite's type affinity)
         '{"columns":["id","v","n"],"rows":[[1,"a",1],[2,"b; DROP TABLE t; --",9223372036854775807],[3,"big",9223372036854775807]]}'
       )
+      // an integer argument past 2^53 binds with all 64 bits, not as a rounded REAL
+      const wide = await gw.request("POST", "/v1/db/sqlite/query", {
+        token: owner,
+        headers: { "content-type": "application/json" },
+        body: '{"database_name":"kinds","query":"SELECT ?, typeof(?), ? = 9223372036854775806","params":[9223372036854775807,-9007199254740993,9223372036854775806]}'
+      })
+      expect(wide.text).toBe('{"columns":["?","typeof(?)","? = 9223372036854775806"],"rows":[[9223372036854775807,"integer",1]]}')
+      const tooWide = await gw.request("POST", "/v1/db/sqlite/query", {
+        token: owner,
+        headers: { "content-type": "application/json" },
+        body: '{"database_name":"kinds","query":"SELECT ?","params":[18446744073709551616]}'
+      })
+      expect(tooWide.status, tooWide.text).toBe(400)
       expect((await q("kinds", "UPDATE t SET v = 'z' WHERE id = 999")).text).toMatch(/^\{"rows_affected":0,"last_insert_id":\d+\}$/)
       expect((await q("kinds", "WITH x(v) AS (SELECT 'w') INSERT INTO t (v) SELECT v FROM x")).body.rows_affected).toBe(1)
       expect((await q("kinds", "REPLACE INTO t (id, v) VALUES (1, 'r')")).body).toHaveProperty("rows_affected", 1)
@@ -179,6 +198,10 @@ describe.each(["embedded", "rqlite"] as const)("databases over HTTP on %s engine
         "SELECT load_extension('/tmp/evil.so')"
       ]
       for (const sql of refused) expectError(await q("kinds", sql), 403, "SQL_NOT_ALLOWED")
+      // the connection serves every caller: a transaction left open would hold their writes
+      for (const sql of ["BEGIN", "begin immediate", "SAVEPOINT s", "COMMIT", "END", "ROLLBACK", "RELEASE s"]) {
+        expectError(await q("kinds", sql), 403, "SQL_NOT_ALLOWED")
+      }
       expectError(await q("kinds", "SELECT 1; SELECT 2"), 400, "VALIDATION_FAILED")
       expectError(await q("kinds", "INSERT INTO t (v) VALUES ('x'); DROP TABLE t"), 400, "VALIDATION_FAILED")
       expect((await q("kinds", "SELECT count(*) FROM t")).body.rows).toEqual([[3]])
@@ -291,6 +314,36 @@ describe.each(["embedded", "rqlite"] as const)("databases over HTTP on %s engine
       expect(err.body.error).toContain("no such table")
     })
 
+    it("answers 64-bit integers digit for digit, past 2^53, on either engine", async () => {
+      await post("/v1/rqlite/create-table", { schema: "CREATE TABLE wide (id INTEGER PRIMARY KEY, n INTEGER, r REAL, s TEXT)" })
+      const ins = await post("/v1/rqlite/exec", { sql: "INSERT INTO wide (id, n, r, s) VALUES (9223372036854775806, -9223372036854775808, 1.5, '12345678901234567890')" })
+      expect(ins.text).toBe('{"rows_affected":1,"last_insert_id":9223372036854775806}')
+      const read = await post("/v1/rqlite/query", { sql: "SELECT id, n, r, s, 9007199254740993, 7 FROM wide" })
+      expect(read.text).toBe(
+        '{"columns":["id","n","r","s","9007199254740993","7"],"rows":[[9223372036854775806,-9223372036854775808,1.5,"12345678901234567890",9007199254740993,7]],"count":1}'
+      )
+      // arguments past 2^53 reach the engine whole, on every route that binds them
+      const raw = (route: string, body: string) => gw.request("POST", route, { token: owner, headers: { "content-type": "application/json" }, body })
+      expect((await raw("/v1/rqlite/query", '{"sql":"SELECT id FROM wide WHERE id = ?","args":[9223372036854775806]}')).text).toBe(
+        '{"columns":["id"],"rows":[[9223372036854775806]],"count":1}'
+      )
+      expect((await raw("/v1/rqlite/exec", '{"sql":"INSERT INTO wide (id, n) VALUES (?, ?)","args":[9007199254740993,9007199254740993]}')).text).toBe(
+        '{"rows_affected":1,"last_insert_id":9007199254740993}'
+      )
+      expect((await raw("/v1/rqlite/find", '{"table":"wide","criteria":{"n":9007199254740993}}')).text).toBe(
+        '{"items":[{"id":9007199254740993,"n":9007199254740993,"r":null,"s":null}],"count":1}'
+      )
+      expect((await raw("/v1/rqlite/select", '{"table":"wide","select":["id"],"where":[{"expr":"n = ?","args":[-9223372036854775808]}]}')).text).toBe(
+        '{"items":[{"id":9223372036854775806}],"count":1}'
+      )
+      expect(
+        (await raw("/v1/rqlite/transaction", '{"ops":[{"kind":"query","sql":"SELECT typeof(?)","args":[9223372036854775807]}],"return_results":true}')).text
+      ).toBe('{"results":[{"columns":["typeof(?)"],"rows":[["integer"]],"count":1}],"count":1}')
+      // a criterion named __proto__ would vanish from a decoded object and widen the match
+      expectError(await raw("/v1/rqlite/find", '{"table":"wide","criteria":{"__proto__":"x"}}'), 400, "VALIDATION_FAILED")
+      await post("/v1/rqlite/drop-table", { table: "wide" })
+    })
+
     it("finds by criteria with options, and find-one answers the row or null", async () => {
       const found = await post("/v1/rqlite/find", { table: "users", criteria: { team: 1 }, options: { order_by: ["age DESC"], limit: 5 } })
       expect(found.body).toEqual({
@@ -376,6 +429,21 @@ describe.each(["embedded", "rqlite"] as const)("databases over HTTP on %s engine
       })
       expectError(guarded, 403, "SQL_NOT_ALLOWED")
       expect(guarded.body.error).toContain("op 1")
+      expect((await post("/v1/rqlite/query", { sql: "SELECT count(*) FROM teams" })).body.rows).toEqual([[3]])
+      // transaction control inside a transaction, or on its own, would break all-or-nothing
+      for (const control of ["COMMIT", "ROLLBACK", "END", "SAVEPOINT s", "RELEASE s", "BEGIN"]) {
+        const split = await post("/v1/rqlite/transaction", {
+          ops: [
+            { kind: "exec", sql: "INSERT INTO teams (id, title) VALUES (6, 'six')" },
+            { kind: "query", sql: control },
+            { kind: "exec", sql: "INSERT INTO teams (id, title) VALUES (1, 'duplicate')" }
+          ]
+        })
+        expectError(split, 403, "SQL_NOT_ALLOWED")
+        expect(split.body.error).toContain("op 1")
+        expectError(await post("/v1/rqlite/query", { sql: control }), 403, "SQL_NOT_ALLOWED")
+        expectError(await post("/v1/rqlite/exec", { sql: control }), 403, "SQL_NOT_ALLOWED")
+      }
       expect((await post("/v1/rqlite/query", { sql: "SELECT count(*) FROM teams" })).body.rows).toEqual([[3]])
       expectError(await post("/v1/rqlite/transaction", { ops: [] }), 400)
       expectError(await post("/v1/rqlite/transaction", { ops: [{ kind: "drop", sql: "SELECT 1" }] }), 400, "VALIDATION_FAILED")
@@ -515,7 +583,24 @@ describe.each(["embedded", "rqlite"] as const)("databases over HTTP on %s engine
         ["trigger", sqliteFile(["CREATE TABLE t (x)", "CREATE TRIGGER tr AFTER INSERT ON t BEGIN DELETE FROM t; END"])],
         ["view over a platform table", sqliteFile(["CREATE TABLE keys (k)", "CREATE VIEW v AS SELECT * FROM keys"])],
         ["platform table", sqliteFile(["CREATE TABLE sessions (id)"])],
-        ["prefixed table", sqliteFile(["CREATE TABLE portico_secrets (id)"])]
+        ["prefixed table", sqliteFile(["CREATE TABLE portico_secrets (id)"])],
+        ["view over a pragma", sqliteFile(["CREATE VIEW v AS SELECT file FROM pragma_database_list"])],
+        // objects renamed into SQLite's own prefix with writable_schema are inspected all the same
+        [
+          "trigger under SQLite's prefix",
+          sqliteFile(
+            ["CREATE TABLE t (x)", "CREATE TABLE logt (m)", "CREATE TRIGGER tr AFTER INSERT ON t BEGIN INSERT INTO logt VALUES ('fired'); END"],
+            ["UPDATE sqlite_schema SET name = 'sqlite_tr', sql = replace(sql, 'TRIGGER tr ', 'TRIGGER sqlite_tr ') WHERE name = 'tr'"]
+          )
+        ],
+        [
+          "view under SQLite's prefix",
+          sqliteFile(
+            ["CREATE TABLE t (x)", "CREATE VIEW v AS SELECT file FROM pragma_database_list"],
+            ["UPDATE sqlite_schema SET name = 'sqlite_v', tbl_name = 'sqlite_v', sql = replace(sql, 'VIEW v ', 'VIEW sqlite_v ') WHERE name = 'v'"]
+          )
+        ],
+        ["table under SQLite's prefix", sqliteFile(["CREATE TABLE t (x)"], ["UPDATE sqlite_schema SET name = 'sqlite_x', tbl_name = 'sqlite_x', sql = 'CREATE TABLE sqlite_x (x)' WHERE name = 't'"])]
       ]
       for (const [what, body] of cases) {
         const r = await importAs(body)
@@ -523,6 +608,15 @@ describe.each(["embedded", "rqlite"] as const)("databases over HTTP on %s engine
         expect(Object.keys(r.body as object).every((k) => ["error", "code", "hint"].includes(k))).toBe(true)
       }
       // the earlier import is still what the namespace holds
+      expect((await post("/v1/rqlite/query", { sql: "SELECT count(*) FROM users" }, otherOwner)).body.rows).toEqual([[3]])
+      // SQLite's own bookkeeping (AUTOINCREMENT's counter, constraint indexes, ANALYZE) imports
+      const internals = sqliteFile([
+        "CREATE TABLE users (id INTEGER PRIMARY KEY AUTOINCREMENT, name TEXT UNIQUE)",
+        "INSERT INTO users (name) VALUES ('a'), ('b'), ('c')",
+        "ANALYZE"
+      ])
+      const imported = await importAs(internals)
+      expect(imported.status, JSON.stringify(imported.body)).toBe(200)
       expect((await post("/v1/rqlite/query", { sql: "SELECT count(*) FROM users" }, otherOwner)).body.rows).toEqual([[3]])
     })
 

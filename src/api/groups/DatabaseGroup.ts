@@ -10,8 +10,11 @@ export const DatabaseName = Schema.String.pipe(
   })
 ).annotations({ description: "1-64 of A-Z, a-z, 0-9, _ and -" })
 
-/** A bound parameter: JSON scalars only (booleans bind as 1 and 0). */
-export const SqlArg = Schema.Union(Schema.String, Schema.Number, Schema.Boolean, Schema.Null).annotations({
+/** An integer literal past 2^53, kept whole by the body parser (ExactJson.ts); on the wire a JSON integer. */
+const WideInteger = Schema.BigIntFromSelf.annotations({ jsonSchema: { type: "integer" }, description: "an integer past 2^53, bound with all 64 bits" })
+
+/** A bound parameter: JSON scalars only (booleans bind as 1 and 0, whole numbers as integers). */
+export const SqlArg = Schema.Union(Schema.String, Schema.Number, WideInteger, Schema.Boolean, Schema.Null).annotations({
   identifier: "SqlArg"
 })
 export const SqlArgs = Schema.Array(SqlArg).pipe(Schema.maxItems(32_766))

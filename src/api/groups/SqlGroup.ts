@@ -10,6 +10,11 @@ const Name = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(128), Sche
 const Fragment = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(4096)).annotations({
   description: "an SQL expression; text needed as data goes in args"
 })
+// A decoded record is a plain object, where "__proto__" would set the prototype instead of a
+// member: the criterion would vanish and widen the match. Refused instead (select can name it).
+const CriterionColumn = Name.pipe(
+  Schema.filter((k) => k !== "__proto__", { message: () => "a criteria column cannot be named __proto__; use select with a where expression" })
+)
 const Count = Schema.Int.pipe(Schema.between(0, Number.MAX_SAFE_INTEGER))
 
 const Join = strict(
@@ -37,7 +42,7 @@ export const StatementRequest = strict(Schema.Struct({ sql: Sql, args: Schema.op
 export const FindRequest = strict(
   Schema.Struct({
     table: Name,
-    criteria: Schema.Record({ key: Name, value: SqlArg }),
+    criteria: Schema.Record({ key: CriterionColumn, value: SqlArg }),
     options: Schema.optional(strict(Schema.Struct(Shaping)))
   })
 ).annotations({ identifier: "SqlFind" })

@@ -10,7 +10,7 @@ import { refusedHttp } from "./Refusals.js"
 /** Answers are built as JSON text by the engine so 64-bit integers keep every digit. */
 export const rawJson = (text: string) => HttpServerResponse.text(text, { contentType: "application/json" })
 
-export const bind = (params: ReadonlyArray<string | number | boolean | null>) =>
+export const bind = (params: ReadonlyArray<string | number | bigint | boolean | null>) =>
   params.map((p) => (typeof p === "boolean" ? (p ? 1 : 0) : p))
 
 export const backupWire = (b: Backup) => ({

@@ -5,6 +5,7 @@
  * share; the timestamp bounds replay to a minute (the internal routes built so far are idempotent).
  */
 import { Clock, Context, Data, Duration, Effect, Layer } from "effect"
+import { stringifyExactJson } from "../../domain/ExactJson.js"
 import { createHash } from "node:crypto"
 import { PorticoConfig } from "../config/PorticoConfig.js"
 import { safeEqual, Sealer } from "../secrets/Sealer.js"
@@ -14,12 +15,20 @@ export const TIME_HEADER = "x-portico-coordination-time"
 const SKEW_SECONDS = 60
 
 /** JSON with object keys sorted and undefined members left out: what both ends MAC. */
-export const canonicalJson = (value: unknown): string =>
-  JSON.stringify(value, (_key, v: unknown) =>
-    v !== null && typeof v === "object" && !Array.isArray(v)
-      ? Object.fromEntries(Object.entries(v as Record<string, unknown>).filter(([, x]) => x !== undefined).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+const sortedKeys = (v: unknown): unknown =>
+  Array.isArray(v)
+    ? v.map(sortedKeys)
+    : v !== null && typeof v === "object"
+      ? Object.fromEntries(
+          Object.entries(v as Record<string, unknown>)
+            .filter(([, x]) => x !== undefined)
+            .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+            .map(([k, x]) => [k, sortedKeys(x)])
+        )
       : v
-  )
+
+/** Keys sorted at every depth, undefined members dropped; bigints (wide SQL arguments) as digits. */
+export const canonicalJson = (value: unknown): string => stringifyExactJson(sortedKeys(value))
 
 /** The peer is not configured, did not answer in time, or the connection failed. */
 export class PeerUnreachable extends Data.TaggedError("PeerUnreachable")<{ readonly nodeId: string; readonly detail: string }> {}

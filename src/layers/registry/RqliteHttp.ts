@@ -4,6 +4,7 @@
  * tenants' cluster SQL store both speak through it.
  */
 import { Data, Duration, Effect, Redacted, Schedule } from "effect"
+import { parseExactJson } from "../../domain/ExactJson.js"
 import * as http from "node:http"
 import * as https from "node:https"
 import { StoreError } from "./RegistryStore.js"
@@ -155,7 +156,8 @@ export const rqliteHttp = (config: RqliteHttpConfig): RqliteHttp => {
         )
       }
       return Effect.try({
-        try: (): unknown => JSON.parse(answer.body),
+        // rqlite writes 64-bit integers digit for digit; parseExactJson keeps them
+        try: (): unknown => parseExactJson(answer.body),
         catch: () => new StoreError({ reason: "statement", detail: "rqlite answered something other than JSON" })
       }).pipe(
         Effect.flatMap((parsed) => {

@@ -20,6 +20,16 @@ import type { BindValue, StatementOp } from "./SqliteProtocol.js"
 import { SqliteWorkers } from "./SqliteWorkers.js"
 import { fromGuard, fromSqlite, refuse, type SqlRefused } from "./SqlRefused.js"
 
+
+/** The objects SQLite creates by itself: AUTOINCREMENT's counter, ANALYZE's tables, constraint indexes. */
+const SQLITE_TABLES: ReadonlySet<string> = new Set(["sqlite_sequence", "sqlite_stat1", "sqlite_stat2", "sqlite_stat3", "sqlite_stat4"])
+const isSqliteInternal = (object: { readonly type: string; readonly name: string; readonly sql: string | null }): boolean => {
+  const name = object.name.toLowerCase()
+  return object.type === "table"
+    ? SQLITE_TABLES.has(name)
+    : object.type === "index" && object.sql === null && name.startsWith("sqlite_autoindex_")
+}
+
 export interface TransactionOp {
   readonly kind: "exec" | "query"
   readonly sql: string
@@ -147,16 +157,26 @@ export class ClusterSql extends Context.Tag("portico/ClusterSql")<ClusterSql, Cl
           }
           let tables = 0
           for (const object of inspected.objects) {
-            // SQLite's own objects (sqlite_sequence, sqlite_stat1, autoindexes) are not the tenant's
-            if (object.name.toLowerCase().startsWith("sqlite_")) continue
             if (object.type === "trigger") {
               return yield* Effect.fail(refuse(400, Code.VALIDATION_FAILED, `the file holds a trigger (${object.name}); triggers cannot be imported`))
             }
-            const named = isReservedName(object.name) || isReservedName(object.tbl_name)
-            const checked = object.sql === null ? undefined : guardClusterSql(object.sql)
-            if (named || (checked !== undefined && !checked.ok)) {
+            // SQLite's own bookkeeping is not the tenant's and is not checked further; any other
+            // object under SQLite's reserved prefix was planted with writable_schema: refused
+            if (isSqliteInternal(object)) continue
+            if (object.name.toLowerCase().startsWith("sqlite_")) {
+              return yield* Effect.fail(
+                refuse(400, Code.VALIDATION_FAILED, `the file's ${object.type} "${object.name}" uses a name SQLite reserves for itself`)
+              )
+            }
+            if (isReservedName(object.name) || isReservedName(object.tbl_name)) {
               return yield* Effect.fail(
                 refuse(400, Code.VALIDATION_FAILED, `the file's ${object.type} "${object.name}" names a reserved platform table`)
+              )
+            }
+            const checked = object.sql === null ? undefined : guardClusterSql(object.sql)
+            if (checked !== undefined && !checked.ok) {
+              return yield* Effect.fail(
+                refuse(400, Code.VALIDATION_FAILED, `the file's ${object.type} "${object.name}" is refused: ${checked.refusal.reason}`)
               )
             }
             if (object.type === "table") tables++

@@ -9,6 +9,7 @@ import { createReadStream, createWriteStream } from "node:fs"
 import { Readable } from "node:stream"
 import { pipeline } from "node:stream/promises"
 import { Code } from "../../domain/Errors.js"
+import { stringifyExactJson } from "../../domain/ExactJson.js"
 import { execAnswer, readAnswer, type AnswerShape, type SqlCell } from "../../domain/SqlAnswers.js"
 import type { StoreError } from "../registry/RegistryStore.js"
 import { rqliteHttp, type RqliteHttpConfig } from "../registry/RqliteHttp.js"
@@ -16,13 +17,15 @@ import type { StatementOp } from "./SqliteProtocol.js"
 import type { SqlEngine } from "./ClusterSqlStore.js"
 import { refuse, type SqlRefused } from "./SqlRefused.js"
 
-const Cell = Schema.Union(Schema.String, Schema.Number, Schema.Boolean, Schema.Null)
+// integers past 2^53 arrive as bigint (parseAnswer in RqliteHttp.ts)
+const Int = Schema.Union(Schema.Number, Schema.BigIntFromSelf)
+const Cell = Schema.Union(Schema.String, Int, Schema.Boolean, Schema.Null)
 const Result = Schema.Struct({
   error: Schema.optional(Schema.String),
   columns: Schema.optional(Schema.Array(Schema.String)),
   values: Schema.optional(Schema.Array(Schema.Array(Cell))),
-  rows_affected: Schema.optional(Schema.Number),
-  last_insert_id: Schema.optional(Schema.Number)
+  rows_affected: Schema.optional(Int),
+  last_insert_id: Schema.optional(Int)
 })
 type Result = typeof Result.Type
 const Answer = Schema.Struct({ results: Schema.optional(Schema.Array(Result)) })
@@ -40,7 +43,8 @@ const resultJson = (r: Result, kind: StatementOp["kind"], shape: AnswerShape): s
     ? readAnswer(shape, r.columns ?? [], (r.values ?? []) as ReadonlyArray<ReadonlyArray<SqlCell>>)
     : execAnswer(r.rows_affected ?? 0, r.last_insert_id ?? 0)
 
-const body = (ops: ReadonlyArray<StatementOp>) => JSON.stringify(ops.map((op) => [op.sql, ...op.params]))
+// wide integers go to rqlite as JSON integers, digit for digit (rqlite binds them as int64)
+const body = (ops: ReadonlyArray<StatementOp>) => stringifyExactJson(ops.map((op) => [op.sql, ...op.params]))
 
 export const RqliteSqlEngine = {
   make: (config: RqliteHttpConfig): SqlEngine => {

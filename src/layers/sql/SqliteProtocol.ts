@@ -2,7 +2,7 @@
 import type { AnswerShape } from "../../domain/SqlAnswers.js"
 
 /** A value bound to a `?` parameter. */
-export type BindValue = string | number | null
+export type BindValue = string | number | bigint | null
 
 export interface StatementOp {
   readonly sql: string
