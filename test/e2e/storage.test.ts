@@ -599,6 +599,113 @@ describe("a privacy delete with a node that does not confirm", () => {
   })
 })
 
+/** A multipart upload whose file bytes arrive over `seconds`, in 8 steps. */
+const slowUpload = async (gw: Gateway, token: string, bytes: Uint8Array, seconds: number) => {
+  const head = new TextEncoder().encode('--slow\r\nContent-Disposition: form-data; name="file"; filename="s.bin"\r\n\r\n')
+  const tail = new TextEncoder().encode("\r\n--slow--\r\n")
+  const step = Math.ceil(bytes.length / 8)
+  const body = new ReadableStream<Uint8Array>({
+    async start(controller) {
+      controller.enqueue(head)
+      for (let at = 0; at < bytes.length; at += step) {
+        controller.enqueue(bytes.subarray(at, at + step))
+        await new Promise((resolve) => setTimeout(resolve, (seconds * 1000) / 8))
+      }
+      controller.enqueue(tail)
+      controller.close()
+    }
+  })
+  const res = await fetch(gw.url + "/v1/storage/upload", {
+    method: "POST",
+    headers: { authorization: `Bearer ${token}`, "content-type": "multipart/form-data; boundary=slow" },
+    body,
+    duplex: "half"
+  } as RequestInit)
+  return { status: res.status, body: (await res.json()) as { Cid: string; Size: number } }
+}
+
+describe("reclaims and uploads in progress (embedded engine)", () => {
+  let gw: Gateway
+  let alice: string
+  let bob: string
+  const aliceWallet = Wallet.createRandom()
+  const bobWallet = Wallet.createRandom()
+
+  beforeAll(async () => {
+    gw = await startGateway({ env: { PORTICO_NODE_ID: "node-r", PORTICO_STORAGE_SWEEP_SECONDS: "1" } })
+    await gw.cli(["namespace", "create", "race-a", "--owner", aliceWallet.address])
+    await gw.cli(["namespace", "create", "race-b", "--owner", bobWallet.address])
+    alice = await signIn(gw, "race-a", aliceWallet)
+    bob = await signIn(gw, "race-b", bobWallet)
+  }, 60_000)
+  afterAll(async () => {
+    await gw?.stop()
+  })
+
+  it("never sweeps the blocks of an upload that was streaming when the sweep began", async () => {
+    const bytes = bytesOf(2 * MiB + 5, 101)
+    // sweeps run every second, so several start while this upload streams
+    const up = await slowUpload(gw, alice, bytes, 3)
+    expect(up.status).toBe(200)
+    expect(up.body.Cid).toBe(await expectedCid(bytes))
+    await new Promise((resolve) => setTimeout(resolve, 2500))
+    const read = await getBytes(gw, `/v1/storage/get/${up.body.Cid}`, { authorization: `Bearer ${alice}` })
+    expect(read.status).toBe(200)
+    expect(Buffer.compare(Buffer.from(read.bytes), Buffer.from(bytes))).toBe(0)
+  })
+
+  it("does not evict what another namespace's upload recorded while the privacy delete waited", async () => {
+    const bytes = bytesOf(MiB + 77, 102)
+    const held = await upload(gw, bob, bytes)
+    expect(held.status).toBe(200)
+    const racing = slowUpload(gw, alice, bytes, 2)
+    await new Promise((resolve) => setTimeout(resolve, 700))
+    const deleted = await gw.request("DELETE", `/v1/storage/unpin/${held.body.Cid}?immediate=true`, { token: bob })
+    expect(deleted.status).toBe(200)
+    // alice's upload landed before the eviction could run: hers now, nothing removed
+    expect(deleted.body.evicted).toBe("shared")
+    expect((await racing).status).toBe(200)
+    const read = await getBytes(gw, `/v1/storage/get/${held.body.Cid}`, { authorization: `Bearer ${alice}` })
+    expect(read.status).toBe(200)
+    expect(read.bytes.length).toBe(bytes.length)
+  })
+
+  it("does not hand out leftover blocks nobody holds by their CID", async () => {
+    const bytes = bytesOf(300_000, 103)
+    const up = await upload(gw, bob, bytes)
+    expect((await gw.request("DELETE", `/v1/storage/unpin/${up.body.Cid}`, { token: bob })).body.evicted).toBe("skipped")
+    // the blocks may still be on disk until the sweep; they are nobody's
+    expectError(await gw.request("POST", "/v1/storage/pin", { token: alice, json: { cid: up.body.Cid, name: "found" } }), 404, "NOT_FOUND")
+    expectError(await gw.request("POST", "/v1/storage/pin", { token: bob, json: { cid: up.body.Cid, name: "again" } }), 404, "NOT_FOUND")
+  })
+
+  it("stores a file part without a filename byte for byte", async () => {
+    const bytes = new Uint8Array([0xff, 0xfe, 0x00, 0x01, 0x62, 0xe9, 0x0d, 0x0a, 0x80])
+    const body = Buffer.concat([
+      Buffer.from('--b\r\nContent-Disposition: form-data; name="file"\r\n\r\n'),
+      Buffer.from(bytes),
+      Buffer.from("\r\n--b\r\nContent-Disposition: form-data; name=\"file2\"\r\nContent-Type: text/plain\r\n\r\nx\r\n--b--\r\n")
+    ])
+    // a second, text part is still an unknown field
+    const refused = await fetch(gw.url + "/v1/storage/upload", {
+      method: "POST",
+      headers: { authorization: `Bearer ${alice}`, "content-type": "multipart/form-data; boundary=b" },
+      body
+    })
+    expect(refused.status).toBe(400)
+    const res = await fetch(gw.url + "/v1/storage/upload", {
+      method: "POST",
+      headers: { authorization: `Bearer ${alice}`, "content-type": "multipart/form-data; boundary=b" },
+      body: Buffer.concat([Buffer.from('--b\r\nContent-Disposition: form-data; name="file"\r\n\r\n'), Buffer.from(bytes), Buffer.from("\r\n--b--\r\n")])
+    })
+    const answer = (await res.json()) as { Cid: string; Size: number; Name: string }
+    expect(res.status).toBe(200)
+    expect(answer).toEqual({ Cid: await expectedCid(bytes), Size: bytes.length, Name: "" })
+    const read = await getBytes(gw, `/v1/storage/get/${answer.Cid}`, { authorization: `Bearer ${alice}` })
+    expect(Array.from(read.bytes)).toEqual(Array.from(bytes))
+  })
+})
+
 describe("content storage when the registry does not answer (rqlite stopped)", () => {
   let gw: Gateway
   let server: RqlitedServer

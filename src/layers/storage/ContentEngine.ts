@@ -6,7 +6,8 @@
  * The engine knows blocks and pins, never namespaces: who holds what, and whether an unpin
  * removes the pin, is the storage service's business (`ContentIndex`).
  */
-import { Context, Data, type Effect, type Scope } from "effect"
+import { Context, Data, Duration, type Effect, type Scope } from "effect"
+import type { ReclaimBusy } from "./ReclaimLock.js"
 
 export const PIN_STATUSES = ["pinned", "pinning", "queued", "unpinned", "error", "unknown"] as const
 export type PinStatusName = (typeof PIN_STATUSES)[number]
@@ -60,11 +61,19 @@ export interface ContentEngineService {
   readonly status: (cid: string) => Effect.Effect<PinState, ContentEngineError>
   /**
    * Removes this node's blocks of `cid` now, keeping blocks that any of `keep` (the CIDs still
-   * pinned) reaches. True when every such block is gone from this node.
+   * pinned, read once no import is in progress) reaches. True when every such block is gone from
+   * this node; false when `cid` itself is pinned again. `ReclaimBusy` when an import in progress
+   * held the node past `EVICT_WAIT`: nothing was removed.
    */
-  readonly evict: (cid: string, keep: ReadonlyArray<string>) => Effect.Effect<boolean, ContentEngineError>
-  /** Reclaims blocks that none of `keep` reaches and that no import in progress wrote. */
-  readonly sweep: (keep: ReadonlyArray<string>) => Effect.Effect<{ readonly removed: number }, ContentEngineError>
+  readonly evict: <E>(cid: string, keep: Effect.Effect<ReadonlyArray<string>, E>) => Effect.Effect<boolean, ContentEngineError | E | ReclaimBusy>
+  /** Reclaims blocks that none of `keep` (read once no import is in progress) reaches. */
+  readonly sweep: <E>(keep: Effect.Effect<ReadonlyArray<string>, E>) => Effect.Effect<{ readonly removed: number }, ContentEngineError | E>
 }
+
+/**
+ * How long an eviction waits for imports in progress to finish. Under the coordination timeout
+ * (10 s), so a peer answers "not confirmed" itself instead of the asking node giving up on it.
+ */
+export const EVICT_WAIT = Duration.seconds(8)
 
 export class ContentEngine extends Context.Tag("portico/ContentEngine")<ContentEngine, ContentEngineService>() {}

@@ -18,7 +18,7 @@ import { promises as fs } from "node:fs"
 import * as path from "node:path"
 import { UNIXFS_PROFILE } from "../../domain/ContentId.js"
 import { makeReclaimLock } from "./ReclaimLock.js"
-import { ContentEngine, ContentEngineError, type ContentEngineService, type PinState } from "./ContentEngine.js"
+import { ContentEngine, ContentEngineError, type ContentEngineService, EVICT_WAIT, type PinState } from "./ContentEngine.js"
 import { type BlockSource, fileSize, readRange } from "./UnixfsReader.js"
 
 const RAW = 0x55
@@ -184,10 +184,13 @@ export const makeEmbeddedEngine = (options: EmbeddedOptions) =>
         ),
 
       evict: (text, keep) =>
-        lock.exclusive(
-          Effect.tryPromise({
+        lock.exclusiveWithin(EVICT_WAIT)(
+          Effect.flatMap(keep, (pinned) =>
+            pinned.includes(text)
+              ? Effect.succeed(false)
+              : Effect.tryPromise({
             try: async () => {
-              const kept = await mark(keep.filter((k) => k !== text))
+              const kept = await mark(pinned)
               const doomed: Array<CID> = []
               await walk(CID.parse(text), (cid) => {
                 if (kept.has(blockKey(cid))) return false
@@ -200,13 +203,14 @@ export const makeEmbeddedEngine = (options: EmbeddedOptions) =>
             },
             catch: failed
           })
+          )
         ),
 
       sweep: (keep) =>
         lock.exclusive(
-          Effect.tryPromise({
+          Effect.flatMap(keep, (pinned) => Effect.tryPromise({
             try: async () => {
-              const kept = await mark(keep)
+              const kept = await mark(pinned)
               let removed = 0
               for (const shard of await readdirOrEmpty(options.directory)) {
                 const dir = path.join(options.directory, shard)
@@ -219,7 +223,7 @@ export const makeEmbeddedEngine = (options: EmbeddedOptions) =>
               return { removed }
             },
             catch: failed
-          })
+          }))
         )
     }
     return engine

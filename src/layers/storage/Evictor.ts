@@ -5,20 +5,26 @@
  * answer in time, or keeps a block, makes it `partial` (the pin is gone everywhere already, so
  * its next sweep removes what stayed).
  */
-import { Context, Duration, Effect, Layer, Option, Schema } from "effect"
+import { Context, Data, Duration, Effect, Layer, Option, Schema } from "effect"
 import { Coordination } from "../coordination/Coordination.js"
 import { PorticoConfig } from "../config/PorticoConfig.js"
-import type { ContentEngineError } from "./ContentEngine.js"
 import { ContentIndex } from "./ContentIndex.js"
 
 export const EVICT_PATH = "/v1/internal/storage/evict"
 const PEER_TIMEOUT = Duration.seconds(10)
 const confirmed = Schema.decodeUnknownOption(Schema.parseJson(Schema.Struct({ evicted: Schema.Boolean })))
 
+/** The registry could not list the pins to keep. */
+export class PinListUnavailable extends Data.TaggedError("PinListUnavailable")<{}> {}
+
 export interface EvictorService {
-  readonly evictEverywhere: (
+  /**
+   * `local` is this node's eviction; it reads the pins to keep through the effect it is given,
+   * once it holds the reclaim lock.
+   */
+  readonly evictEverywhere: <E>(
     cid: string,
-    local: (keep: ReadonlyArray<string>) => Effect.Effect<boolean, ContentEngineError>
+    local: (keep: Effect.Effect<ReadonlyArray<string>, PinListUnavailable>) => Effect.Effect<boolean, E | PinListUnavailable>
   ) => Effect.Effect<"true" | "partial" | "skipped">
 }
 
@@ -40,12 +46,14 @@ export class Evictor extends Context.Tag("portico/Evictor")<Evictor, EvictorServ
       return {
         evictEverywhere: (cid, local) =>
           Effect.gen(function* () {
-            const keep = yield* Effect.either(index.pinned)
-            // without the pin list no node can tell which blocks other pins still need
-            if (keep._tag === "Left") return "skipped" as const
-            const here = yield* Effect.orElseSucceed(local(keep.right), () => false)
+            const here = yield* local(Effect.mapError(index.pinned, () => new PinListUnavailable())).pipe(
+              Effect.map((evicted) => (evicted ? ("evicted" as const) : ("stayed" as const))),
+              // without the pin list no node can tell which blocks other pins still need
+              Effect.catchAll((e) => Effect.succeed(e instanceof PinListUnavailable ? ("unknown" as const) : ("stayed" as const)))
+            )
+            if (here === "unknown") return "skipped" as const
             const there = yield* Effect.forEach(peers, (nodeId) => askPeer(nodeId, cid), { concurrency: 8 })
-            return here && there.every((ok) => ok) ? ("true" as const) : ("partial" as const)
+            return here === "evicted" && there.every((ok) => ok) ? ("true" as const) : ("partial" as const)
           })
       }
     })

@@ -10,7 +10,7 @@ import { Clock, Duration, Effect, Layer } from "effect"
 import { randomBytes } from "node:crypto"
 import { UNIXFS_PROFILE } from "../../domain/ContentId.js"
 import { makeReclaimLock } from "./ReclaimLock.js"
-import { ContentEngine, ContentEngineError, type ContentEngineService, type PinState, type PinStatusName } from "./ContentEngine.js"
+import { ContentEngine, ContentEngineError, type ContentEngineService, EVICT_WAIT, type PinState, type PinStatusName } from "./ContentEngine.js"
 
 export interface KuboOptions {
   /** Kubo's RPC API, e.g. http://127.0.0.1:5001 */
@@ -263,9 +263,11 @@ export const makeKuboEngine = (options: KuboOptions) =>
 
       status: pinState,
 
-      evict: (cid) =>
-        lock.exclusive(
+      evict: (cid, keep) =>
+        lock.exclusiveWithin(EVICT_WAIT)(
           Effect.gen(function* () {
+            // pinned again since the unpin: theirs now, nothing is removed
+            if ((yield* keep).includes(cid)) return false
             // the cluster's own unpin reaches this node's Kubo in its time; do it now
             yield* Effect.ignore(rpc("pin/rm", new URLSearchParams({ arg: cid })))
             const refs = yield* rpc("refs", new URLSearchParams({ arg: cid, recursive: "true", unique: "true", offline: "true" })).pipe(
@@ -293,7 +295,7 @@ export const makeKuboEngine = (options: KuboOptions) =>
       sweep: (keep) =>
         lock.exclusive(
           Effect.gen(function* () {
-            const kept = new Set(keep)
+            const kept = new Set(yield* keep)
             const now = yield* Clock.currentTimeMillis
             // pins the registry no longer has (an unpin whose cluster call failed)
             const all = yield* cluster("GET", "/allocations")

@@ -11,7 +11,7 @@ import type { Principal } from "../../domain/Principal.js"
 import { Audit } from "../audit/Audit.js"
 import { PorticoConfig } from "../config/PorticoConfig.js"
 import type { Statement } from "../registry/RegistryStore.js"
-import { ContentEngine, type ContentEngineError, type PinState } from "./ContentEngine.js"
+import { ContentEngine, ContentEngineError, type PinState } from "./ContentEngine.js"
 import { ContentIndex, type RefKind } from "./ContentIndex.js"
 import { Evictor } from "./Evictor.js"
 import { noContent, notCanonical, refuse, storeDown, type StorageRefused } from "./StorageRefused.js"
@@ -222,8 +222,10 @@ export class Storage extends Context.Tag("portico/Storage")<Storage, StorageServ
               Effect.all([index.holds(caller.namespace, cid), index.heldByAnyone(cid)]),
               () => storeDown()
             )
-            // Content another namespace holds is not handed over by knowing its CID.
-            if (!mine && anyone) return yield* Effect.fail(noContent())
+            // Content another namespace holds is not handed over by knowing its CID. Nor is content
+            // nobody holds on the embedded engine: it cannot fetch, so such blocks are leftovers
+            // (a refused upload, an unpin, an evicted file's shared chunk) waiting for the sweep.
+            if (!mine && (anyone || engine.kind === "embedded")) return yield* Effect.fail(noContent())
             const size = yield* Effect.mapError(engine.size(cid), engineDown)
             if (size === undefined) return yield* Effect.fail(noContent())
             const recorded = yield* Effect.mapError(
@@ -273,15 +275,24 @@ export class Storage extends Context.Tag("portico/Storage")<Storage, StorageServ
             if (Exit.isFailure(unpinned)) yield* Effect.logWarning("engine unpin failed; the sweep will retry", cid)
             if (!immediate) return { cid, evicted: "skipped" as const }
             const everywhere = yield* evictor.evictEverywhere(cid, (keep) => engine.evict(cid, keep))
+            // a reference that landed while the eviction waited for an upload kept the blocks
+            if (everywhere === "partial" && (yield* Effect.orElseSucceed(index.heldByAnyone(cid), () => false))) {
+              return { cid, evicted: "shared" as const }
+            }
             return { cid, evicted: everywhere }
           }),
 
         evictHere: (cidText) =>
           Effect.gen(function* () {
             const cid = yield* checkCid(cidText)
-            const keep = yield* Effect.mapError(index.pinned, () => storeDown())
-            if (keep.includes(cid)) return false
-            return yield* Effect.mapError(engine.evict(cid, keep), () => storeDown("the content store is unavailable"))
+            return yield* engine.evict(cid, Effect.mapError(index.pinned, () => storeDown())).pipe(
+              // imports in progress held this node past the wait: not confirmed, the sweep follows
+              Effect.catchTag("ReclaimBusy", () => Effect.succeed(false)),
+              Effect.catchIf(
+                (e): e is ContentEngineError => e instanceof ContentEngineError,
+                () => Effect.fail(storeDown("the content store is unavailable"))
+              )
+            )
           }),
 
         sweep: Effect.gen(function* () {
@@ -289,8 +300,12 @@ export class Storage extends Context.Tag("portico/Storage")<Storage, StorageServ
           for (const cid of yield* Effect.orElseSucceed(index.orphans, () => [])) {
             if (yield* Effect.orElseSucceed(index.dropPinIfUnreferenced(cid), () => false)) yield* Effect.ignore(engine.unpin(cid))
           }
-          const keep = yield* Effect.mapError(index.pinned, () => storeDown())
-          return yield* Effect.mapError(engine.sweep(keep), () => storeDown("the content store is unavailable"))
+          return yield* engine.sweep(Effect.mapError(index.pinned, () => storeDown())).pipe(
+            Effect.catchIf(
+              (e): e is ContentEngineError => e instanceof ContentEngineError,
+              () => Effect.fail(storeDown("the content store is unavailable"))
+            )
+          )
         })
       }
 

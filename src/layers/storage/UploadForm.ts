@@ -48,6 +48,10 @@ export async function* formEvents(contentType: string, body: AsyncIterable<Uint8
   let done = false
   const parser = MP.make({
     headers: { "content-type": contentType },
+    // The part named `file` is the content whatever its headers say: without a filename the
+    // parser's default would read it as a text field and decode its bytes, changing them (and
+    // the CID). Other parts keep the default: with a filename or as octet-stream, a file.
+    isFile: (info) => info.name === "file" || MP.defaultIsFile(info),
     maxParts: limits.maxParts,
     maxFieldSize: limits.maxFieldSize,
     onField: (info, value) => queue.push({ kind: "field", name: info.name, value: MP.decodeField(info, value) }),

@@ -24,8 +24,9 @@ describe("embedded content engine", () => {
       const scope = yield* Scope.make()
       const adding = yield* Effect.fork(Scope.extend(engine.add(source), scope))
       yield* Effect.sleep("200 millis")
-      // the import is part way: a sweep now must wait for it
-      const sweeping = yield* Effect.fork(engine.sweep([]))
+      // the import is part way: a sweep now must wait for it, and read the pins only then
+      const pinned: Array<string> = []
+      const sweeping = yield* Effect.fork(engine.sweep(Effect.sync(() => [...pinned])))
       yield* Effect.sleep("200 millis")
       expect(sweeping.unsafePoll()).toBeNull()
       yield* Deferred.succeed(more, undefined)
@@ -33,10 +34,14 @@ describe("embedded content engine", () => {
       // still held: the caller records its pin here, then closes the scope
       expect(yield* engine.size(imported.cid)).toBe(2 * MiB)
       yield* engine.pin(imported.cid, "x")
+      pinned.push(imported.cid)
       yield* Scope.close(scope, Exit.void)
-      const swept = yield* Fiber.join(sweeping)
-      // the sweep was told of no pins, so once the import let go it reclaimed all three blocks
-      expect(swept.removed).toBe(3)
+      // the pin recorded while the sweep waited keeps all three blocks
+      expect((yield* Fiber.join(sweeping)).removed).toBe(0)
+      expect(yield* engine.size(imported.cid)).toBe(2 * MiB)
+      // unpinned, the next sweep reclaims them
+      pinned.length = 0
+      expect((yield* engine.sweep(Effect.sync(() => [...pinned]))).removed).toBe(3)
       expect(blockFiles(dir)).toEqual([])
       expect(yield* engine.size(imported.cid)).toBeUndefined()
     })
@@ -49,7 +54,10 @@ describe("embedded content engine", () => {
       const leaf = new Uint8Array(MiB).fill(7)
       const one = yield* Effect.scoped(engine.add([leaf] as unknown as AsyncIterable<Uint8Array>))
       const two = yield* Effect.scoped(engine.add((async function* () { yield leaf; yield new Uint8Array(10).fill(8) })()))
-      expect(yield* engine.evict(two.cid, [one.cid, two.cid])).toBe(true)
+      // pinned again before the eviction ran: nothing is removed
+      expect(yield* engine.evict(two.cid, Effect.succeed([one.cid, two.cid]))).toBe(false)
+      expect(yield* engine.size(two.cid)).toBe(MiB + 10)
+      expect(yield* engine.evict(two.cid, Effect.succeed([one.cid]))).toBe(true)
       expect(yield* engine.size(one.cid)).toBe(MiB)
       expect(yield* engine.size(two.cid)).toBeUndefined()
       yield* engine.pin(one.cid, "still whole")
