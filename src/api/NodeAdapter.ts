@@ -256,7 +256,9 @@ export class LeanServerRequest extends Inspectable.Class implements ServerReques
   get json(): Effect.Effect<unknown, ServerError.RequestError> {
     const limits = { maxChars: this.exchange.maxBodyBytes, maxDepth: 128 }
     return Effect.flatMap(this.text, (s) =>
-      s === "" ? Effect.succeed(null) : Effect.mapError(parseStrictJson(s, limits), (e) => this.decodeError(e)))
+      // no body is an empty object: a route whose members are all optional needs none, and a
+      // route with required members names the missing one
+      s === "" ? Effect.succeed({}) : Effect.mapError(parseStrictJson(s, limits), (e) => this.decodeError(e)))
   }
   get urlParamsBody(): Effect.Effect<UrlParams.UrlParams, ServerError.RequestError> {
     return Effect.flatMap(this.text, (s) =>
@@ -687,9 +689,15 @@ export const makeRequestListener = <E, R>(
       refuseOversize(req, res, capBody, cap)
       return
     }
-    if (streamed || !hasJsonBody(req)) {
+    if (streamed || !hasBody(req)) {
       serve(req, res, cap, capBody, undefined)
       return
+    }
+    // Every other route takes JSON, so its body is read as JSON whatever type it states: a form
+    // or multipart body is then 400 MALFORMED_JSON instead of being decoded as form fields, and
+    // `curl -d '{…}'` (which says form-urlencoded) works.
+    if (req.headers["content-type"] === undefined || !req.headers["content-type"].startsWith("application/json")) {
+      req.headers["content-type"] = "application/json"
     }
     // a JSON body within the cap: read it whole first (see `serve`)
     const chunks: Array<Buffer> = []
@@ -712,10 +720,8 @@ export const makeRequestListener = <E, R>(
   }
 }
 
-/** A request with a JSON body (or a body of no stated type) that is not a file upload. */
-const hasJsonBody = (req: http.IncomingMessage): boolean => {
+/** A request that carries a body. */
+const hasBody = (req: http.IncomingMessage): boolean => {
   const length = req.headers["content-length"]
-  if ((length === undefined || length === "0") && req.headers["transfer-encoding"] === undefined) return false
-  const type = req.headers["content-type"]
-  return type === undefined || type.startsWith("application/json")
+  return !((length === undefined || length === "0") && req.headers["transfer-encoding"] === undefined)
 }

@@ -89,9 +89,10 @@ export const routePolicies: Readonly<Record<string, Policy>> = {
   "POST /v1/namespace/members": membersWrite,
   "DELETE /v1/namespace/members/:wallet": membersWrite,
   "POST /v1/namespace/members/transfer": owner,
-  "GET /v1/namespace/keys": membersWrite,
-  "POST /v1/namespace/keys": membersWrite,
-  "DELETE /v1/namespace/keys/:id": membersWrite,
+  // spec §5.5: keys are control plane (admin keys, wallets of role developer or above)
+  "GET /v1/namespace/keys": controlPlane,
+  "POST /v1/namespace/keys": controlPlane,
+  "DELETE /v1/namespace/keys/:id": controlPlane,
   "GET /v1/namespace/rate-limit": authenticated,
   "PUT /v1/namespace/rate-limit": namespaceWrite,
 

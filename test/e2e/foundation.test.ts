@@ -129,6 +129,25 @@ describe.each(["sqlite", "rqlite"] as const)("foundation over HTTP, registry on 
     const runtime = await gw.request("POST", "/v1/namespace/keys", { token: ownerKey, json: { profile: "runtime" } })
     expectError(await gw.request("POST", "/v1/namespace/keys", { token: runtime.body.api_key, json: { profile: "admin" } }), 403)
     expectError(await gw.request("GET", "/v1/audit", { token: runtime.body.api_key }), 403, "CONTROL_PLANE_REQUIRED")
+    // keys are control plane (spec §5.5): a custom key is refused whatever grants it holds
+    const custom = await gw.request("POST", "/v1/namespace/keys", { token: ownerKey, json: { scopes: ["members-write", "namespace-write"] } })
+    expect(custom.status).toBe(201)
+    const mk = custom.body.api_key
+    expectError(await gw.request("GET", "/v1/namespace/keys", { token: mk }), 403, "CONTROL_PLANE_REQUIRED")
+    expectError(await gw.request("POST", "/v1/namespace/keys", { token: mk, json: { profile: "runtime" } }), 403, "CONTROL_PLANE_REQUIRED")
+    expectError(await gw.request("DELETE", `/v1/namespace/keys/${runtime.body.id}`, { token: mk }), 403, "CONTROL_PLANE_REQUIRED")
+    // and cannot manage members either, with a message that says why
+    expectError(await gw.request("POST", "/v1/namespace/members", { token: mk, json: { wallet: "0x" + "44".repeat(20), role: "reader" } }), 403, "CONTROL_PLANE_REQUIRED")
+    // an admin key revokes keys below it, its own, never another admin's or the owner's
+    const admin = await gw.request("POST", "/v1/namespace/keys", { token: ownerKey, json: { profile: "admin" } })
+    const admin2 = await gw.request("POST", "/v1/namespace/keys", { token: ownerKey, json: { profile: "admin" } })
+    const ownerId = (await gw.request("GET", "/v1/auth/whoami", { token: ownerKey })).body.subject.replace("key:", "")
+    expectError(await gw.request("DELETE", `/v1/namespace/keys/${ownerId}`, { token: admin.body.api_key }), 403, "OWNER_REQUIRED")
+    expectError(await gw.request("DELETE", `/v1/namespace/keys/${admin2.body.id}`, { token: admin.body.api_key }), 403, "OWNER_REQUIRED")
+    expect((await gw.request("DELETE", `/v1/namespace/keys/${runtime.body.id}`, { token: admin.body.api_key })).status).toBe(200)
+    expect((await gw.request("DELETE", `/v1/namespace/keys/${admin.body.id}`, { token: admin.body.api_key })).status).toBe(200)
+    expect((await gw.request("DELETE", `/v1/namespace/keys/${admin2.body.id}`, { token: ownerKey })).status).toBe(200)
+    expect((await gw.request("DELETE", `/v1/namespace/keys/${custom.body.id}`, { token: ownerKey })).status).toBe(200)
   })
 
   it("manages members, refuses the owner's removal, transfers ownership", async () => {
@@ -148,6 +167,11 @@ describe.each(["sqlite", "rqlite"] as const)("foundation over HTTP, registry on 
     const after = await gw.request("GET", "/v1/namespace/members", { token: ownerKey })
     const roles = Object.fromEntries(after.body.members.map((m: { wallet: string; role: string }) => [m.wallet, m.role]))
     expect(roles).toEqual({ [DEV]: "owner", [OWNER]: "admin" })
+    // the owner key belonged to the ownership: it is an admin key now and cannot move it again
+    expect((await gw.request("GET", "/v1/auth/whoami", { token: ownerKey })).body.role).toBe("admin")
+    const exchanged = await gw.request("POST", "/v1/auth/token", { token: ownerKey })
+    expect((await gw.request("GET", "/v1/auth/whoami", { token: exchanged.body.access_token })).body.role).toBe("admin")
+    expectError(await gw.request("POST", "/v1/namespace/members/transfer", { token: ownerKey, json: { wallet: OWNER } }), 403, "OWNER_REQUIRED")
     const audit = await gw.request("GET", "/v1/audit?action=namespace.transfer", { token: ownerKey })
     expect(audit.body.entries).toHaveLength(1)
     expect(audit.body.entries[0]).toMatchObject({ action: "namespace.transfer", target: DEV })
@@ -178,6 +202,32 @@ describe.each(["sqlite", "rqlite"] as const)("foundation over HTTP, registry on 
       await gw.request("POST", "/v1/namespace/keys", { token: ownerKey, body: "{not json", headers: { "content-type": "application/json" } }),
       400
     )
+    // bodies are JSON whatever type they state: a form is malformed JSON and mints nothing
+    const before = (await gw.request("GET", "/v1/namespace/keys", { token: ownerKey })).body.keys.length
+    const form = await gw.request("POST", "/v1/namespace/keys", {
+      token: ownerKey,
+      body: "profile=runtime&label=form",
+      headers: { "content-type": "application/x-www-form-urlencoded" }
+    })
+    expectError(form, 400, "MALFORMED_JSON")
+    const multipart = await gw.request("POST", "/v1/namespace/keys", {
+      token: ownerKey,
+      body: '--xx\r\nContent-Disposition: form-data; name="profile"\r\n\r\nruntime\r\n--xx--\r\n',
+      headers: { "content-type": "multipart/form-data; boundary=xx" }
+    })
+    expectError(multipart, 400, "MALFORMED_JSON")
+    expect((await gw.request("GET", "/v1/namespace/keys", { token: ownerKey })).body.keys.length).toBe(before)
+    // and `curl -d '{…}'`, which states form-urlencoded, is read as the JSON it is
+    const curlish = await gw.request("POST", "/v1/namespace/keys", {
+      token: ownerKey,
+      body: '{"profile":"runtime","label":"curl"}',
+      headers: { "content-type": "application/x-www-form-urlencoded" }
+    })
+    expect(curlish.status, curlish.text).toBe(201)
+    // no body at all is an empty object: the missing member is named
+    const empty = await gw.request("PUT", "/v1/namespace/rate-limit", { token: ownerKey, headers: { "content-type": "application/json" }, body: "" })
+    expectError(empty, 400, "VALIDATION_FAILED")
+    expect(empty.body.error).toContain("requests_per_second")
     const huge = JSON.stringify({ profile: "runtime", label: "x".repeat(5 * 1024 * 1024) })
     expectError(
       await gw.request("POST", "/v1/namespace/keys", { token: ownerKey, body: huge, headers: { "content-type": "application/json" } }),
@@ -199,6 +249,12 @@ describe.each(["sqlite", "rqlite"] as const)("foundation over HTTP, registry on 
     const html = await gw.request("GET", "/status", { headers: { accept: "text/html" } })
     expect(html.headers.get("content-type")).toContain("text/html")
     expect(html.text).toContain("<h1>Portico: ok</h1>")
+    expect(html.headers.get("vary")).toBe("Accept")
+    expect((await gw.request("GET", "/status", { headers: { accept: "TEXT/HTML,*/*;q=0.8" } })).headers.get("content-type")).toContain("text/html")
+    const refusedHtml = await gw.request("GET", "/status", { headers: { accept: "text/html;q=0, application/json" } })
+    expect(refusedHtml.body).toMatchObject({ service: "portico" })
+    expect(refusedHtml.headers.get("vary")).toBe("Accept")
+    expect(status.body.capabilities).toEqual(expect.arrayContaining(["keys", "sign-in", "cache", "sqlite", "rqlite", "storage", "fetch-caps"]))
     expect((await gw.request("GET", "/v1/version")).body.api).toBe("v1")
     expectError(await gw.request("GET", "/v1/schema-status"), 401)
     const schema = await gw.request("GET", "/v1/schema-status", { token: ownerKey })

@@ -80,6 +80,39 @@ describe.each(["sqlite", "rqlite"] as const)("wallet sign-in and sessions, regis
     return gw.request("POST", "/v1/auth/verify", { json: { message, signature: await signer.signMessage(message) } })
   }
 
+  it("lets developer wallets manage keys below them, ends a removed member's sign-in keys, and moves ownership only from the owner now", async () => {
+    const dev = Wallet.createRandom()
+    expect((await gw.request("POST", "/v1/namespace/members", { token: ownerKey, json: { wallet: dev.address, role: "developer" } })).status).toBe(200)
+    const devToken = (await signIn(dev)).body.access_token as string
+    // keys are control plane: a developer lists and mints (never more than it holds), not admin keys
+    expect((await gw.request("GET", "/v1/namespace/keys", { token: devToken })).status).toBe(200)
+    const devKey = await gw.request("POST", "/v1/namespace/keys", { token: devToken, json: { scopes: ["cache"] } })
+    expect(devKey.status, devKey.text).toBe(201)
+    expectError(await gw.request("POST", "/v1/namespace/keys", { token: devToken, json: { profile: "admin" } }), 403, "GRANT_REQUIRED")
+    const ownerId = (await gw.request("GET", "/v1/auth/whoami", { token: ownerKey })).body.subject.replace("key:", "")
+    expectError(await gw.request("DELETE", `/v1/namespace/keys/${ownerId}`, { token: devToken }), 403, "OWNER_REQUIRED")
+    expect((await gw.request("DELETE", `/v1/namespace/keys/${devKey.body.id}`, { token: devToken })).status).toBe(200)
+    // a sign-in key ends with its member
+    const signInKey = await gw.request("POST", "/v1/auth/api-key", { token: devToken, json: { label: "laptop" } })
+    expect(signInKey.status, signInKey.text).toBe(201)
+    expect((await gw.request("GET", "/v1/auth/whoami", { token: signInKey.body.api_key })).status).toBe(200)
+    expect((await gw.request("DELETE", `/v1/namespace/members/${dev.address}`, { token: ownerKey })).status).toBe(200)
+    expectError(await gw.request("GET", "/v1/auth/whoami", { token: signInKey.body.api_key }), 401, "INVALID_API_KEY")
+    // ownership: the owner wallet hands it on; its still-valid token cannot take it back
+    const first = Wallet.createRandom()
+    const second = Wallet.createRandom()
+    expect((await gw.request("POST", "/v1/namespace/members/transfer", { token: ownerKey, json: { wallet: first.address } })).status).toBe(200)
+    const firstToken = (await signIn(first)).body.access_token as string
+    expect((await gw.request("GET", "/v1/auth/whoami", { token: firstToken })).body.role).toBe("owner")
+    expect((await gw.request("POST", "/v1/namespace/members/transfer", { token: firstToken, json: { wallet: second.address } })).status).toBe(200)
+    // firstToken still says "owner" for up to 15 minutes; the registry says otherwise
+    expectError(await gw.request("POST", "/v1/namespace/members/transfer", { token: firstToken, json: { wallet: first.address } }), 403, "OWNER_REQUIRED")
+    const members = await gw.request("GET", "/v1/namespace/members", { token: ownerKey })
+    expect(members.body.owner).toBe(second.address.toLowerCase())
+    // the CLI's owner key was demoted by the first transfer: it keeps admin powers for the rest
+    expect((await gw.request("GET", "/v1/auth/whoami", { token: ownerKey })).body.role).toBe("admin")
+  })
+
   it("issues an EIP-4361 challenge naming the namespace host, wallet and resources", async () => {
     const device = await newDevice()
     const c = await challenge(member.address, device.id)

@@ -5,7 +5,7 @@ import { type KeyRole, profileGrants } from "../../domain/Grants.js"
 import type { Principal } from "../../domain/Principal.js"
 import { Audit } from "../../layers/audit/Audit.js"
 import { ApiKeys, type ApiKeyRecord } from "../../layers/keys/ApiKeys.js"
-import { type NamespaceRuleError, Namespaces } from "../../layers/namespaces/Namespaces.js"
+import { type NamespaceRuleError, Namespaces, rank } from "../../layers/namespaces/Namespaces.js"
 import { RateLimiter } from "../../layers/ratelimit/RateLimiter.js"
 import { RegistryStore, type StoreError } from "../../layers/registry/RegistryStore.js"
 import { PorticoApi } from "../Api.js"
@@ -24,6 +24,10 @@ const ruleError = (e: NamespaceRuleError) => {
       return forbidden("the owner cannot be changed or removed here", Code.FORBIDDEN, "use POST /v1/namespace/members/transfer")
     case "RoleTooHigh":
       return forbidden("only the owner may give, change or remove the admin role", Code.OWNER_REQUIRED)
+    case "NotOwnerNow":
+      return forbidden("only the namespace's current owner may transfer it", Code.OWNER_REQUIRED, "ownership moved since this token was issued")
+    case "KeysCannotManageMembers":
+      return forbidden("a custom key cannot manage members", Code.CONTROL_PLANE_REQUIRED, "use an admin key or a wallet with role admin or owner")
     case "NotOwner":
       return conflict("the namespace owner changed meanwhile", Code.CONFLICT, "read the members again and retry")
     case "NamespaceExists":
@@ -112,7 +116,7 @@ export const NamespaceHandlers = HttpApiBuilder.group(PorticoApi, "namespace", (
         Effect.gen(function* () {
           const p = yield* requirePrincipal
           const record = yield* namespaces
-            .transfer(p.namespace, payload.wallet, p.subject)
+            .transfer(p.namespace, payload.wallet, p.subject, p.method === "jwt" && p.keyId === undefined ? p.subject : undefined)
             .pipe(Effect.catchTags({ NamespaceRuleError: (e) => Effect.fail(ruleError(e)), StoreError: (e) => Effect.fail(storeDown(e)) }))
           return { namespace: p.namespace, owner: record.owner ?? payload.wallet }
         })
@@ -162,6 +166,12 @@ export const NamespaceHandlers = HttpApiBuilder.group(PorticoApi, "namespace", (
       .handle("revokeKey", ({ path }) =>
         Effect.gen(function* () {
           const p = yield* requirePrincipal
+          const target = yield* Effect.mapError(keys.active(path.id), storeDown)
+          if (Option.isNone(target) || target.value.namespace !== p.namespace) return yield* notFound("no such active key in this namespace")
+          // as with members: keys below the caller's rank, its own key, or anything for the owner
+          if (p.role !== "owner" && target.value.id !== p.keyId && rank[target.value.role] >= rank[p.role]) {
+            return yield* forbidden(`a ${p.role} cannot revoke a ${target.value.role} key`, Code.OWNER_REQUIRED, "the owner revokes admin and owner keys")
+          }
           const now = yield* Clock.currentTimeMillis
           const entry = yield* audit.entry(p.namespace, "key.revoke", p.subject, path.id, {}, { onlyIfChanged: true })
           const [result] = yield* Effect.mapError(

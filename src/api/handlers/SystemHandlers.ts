@@ -9,7 +9,30 @@ import { PorticoApi } from "../Api.js"
 import { toUnixSeconds } from "../Wire.js"
 import type { PublicJwk } from "../groups/SystemGroup.js"
 
-const CAPABILITIES = ["namespaces", "keys", "audit"] as const
+/** What this gateway serves, by route family (docs/api.md): clients may use it to detect features. */
+const CAPABILITIES = [
+  "namespaces",
+  "members",
+  "keys",
+  "audit",
+  "rate-limit",
+  "sign-in",
+  "devices",
+  "cache",
+  "sqlite",
+  "rqlite",
+  "storage",
+  "fetch-caps"
+] as const
+
+/** Whether an Accept header asks for HTML: a `text/html` range (any case) with a q above zero. */
+export const wantsHtml = (accept: string): boolean =>
+  accept.split(",").some((range) => {
+    const [type = "", ...params] = range.split(";").map((p) => p.trim().toLowerCase())
+    if (type !== "text/html") return false
+    const q = params.find((p) => p.startsWith("q="))
+    return q === undefined || Number(q.slice(2)) > 0
+  })
 
 const statusOf = (health: HealthService) =>
   Effect.map(health.cached, (report) => {
@@ -41,15 +64,17 @@ export const SystemHandlers = HttpApiBuilder.group(PorticoApi, "system", (handle
         Effect.gen(function* () {
           const request = yield* HttpServerRequest.HttpServerRequest
           const status = yield* statusOf(health)
-          // A browser asks for HTML; every other client gets the JSON of /v1/status.
-          if (!(request.headers["accept"] ?? "").includes("text/html")) return status
+          // A browser asks for HTML; every other client gets the JSON of /v1/status. The answer
+          // depends on Accept, so a shared cache must key on it.
+          const vary = { vary: "Accept" }
+          if (!wantsHtml(request.headers["accept"] ?? "")) return HttpServerResponse.unsafeJson(status, { headers: vary })
           const rows = Object.entries(status)
             .map(([k, v]) => `<tr><th>${escapeHtml(k)}</th><td>${escapeHtml(Array.isArray(v) ? v.join(", ") : String(v))}</td></tr>`)
             .join("")
           return HttpServerResponse.html(
             `<!doctype html><html><head><meta charset="utf-8"><title>Portico status</title></head>` +
               `<body><h1>Portico: ${escapeHtml(status.status)}</h1><table>${rows}</table></body></html>`
-          )
+          ).pipe(HttpServerResponse.setHeaders(vary))
         })
       )
       .handle("version", () => Effect.succeed({ version: health.version, api: "v1" as const }))

@@ -73,12 +73,15 @@ export class Authenticator extends Context.Tag("portico/Authenticator")<Authenti
               ring.verify(bearer),
               (e) => new CredentialRejected({ kind: "jwt", reason: e.reason })
             )
-            // A token exchanged from a key dies with the key: revocation is at once.
+            // A token exchanged from a key dies with the key: revocation is at once. It acts with
+            // the key's role and grants as they are now (an owner key becomes an admin key when
+            // the namespace changes hands), not as they were when the token was issued.
             if (claims.key !== undefined) {
               const key = yield* keys.active(claims.key)
               if (Option.isNone(key) || key.value.namespace !== claims.ns) {
                 return yield* new CredentialRejected({ kind: "jwt", reason: "the key behind this token was revoked" })
               }
+              return { ...fromKey(key.value), method: "jwt" as const }
             }
             // A session's tokens die with it: logout, session end and device revocation are at once.
             if (claims.sid !== undefined && !(yield* sessions.isLive(claims.sid))) {

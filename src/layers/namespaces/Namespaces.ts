@@ -24,7 +24,7 @@ export interface Member {
 
 /** A namespace rule refused the change; the API maps each rule to its status. */
 export class NamespaceRuleError extends Data.TaggedError("NamespaceRuleError")<{
-  readonly rule: "NamespaceExists" | "NoSuchNamespace" | "NoSuchMember" | "OwnerImmutable" | "NotOwner" | "RoleTooHigh"
+  readonly rule: "NamespaceExists" | "NoSuchNamespace" | "NoSuchMember" | "OwnerImmutable" | "NotOwner" | "NotOwnerNow" | "RoleTooHigh" | "KeysCannotManageMembers"
 }> {}
 
 export interface CreatedNamespace {
@@ -55,11 +55,16 @@ export interface NamespacesService {
     actor: string,
     actorRole: Role | KeyRole
   ) => Effect.Effect<void, NamespaceRuleError | StoreError>
-  /** Makes `wallet` the owner; the previous owner wallet stays as an admin. */
+  /**
+   * Makes `wallet` the owner; the previous owner wallet stays as an admin, and owner keys become
+   * admin keys. `actorWallet` is the caller's wallet when a wallet (not a key) asks: it must be
+   * the owner the registry names now.
+   */
   readonly transfer: (
     namespace: string,
     wallet: string,
-    actor: string
+    actor: string,
+    actorWallet: string | undefined
   ) => Effect.Effect<NamespaceRecord, NamespaceRuleError | StoreError>
   readonly setRateLimit: (
     namespace: string,
@@ -68,7 +73,7 @@ export interface NamespacesService {
   ) => Effect.Effect<void, StoreError>
 }
 
-const rank: Record<Role | KeyRole, number> = { owner: 4, admin: 3, developer: 2, runtime: 1, reader: 0, user: 0, custom: 0 }
+export const rank: Record<Role | KeyRole, number> = { owner: 4, admin: 3, developer: 2, runtime: 1, reader: 0, user: 0, custom: 0 }
 
 export class Namespaces extends Context.Tag("portico/Namespaces")<Namespaces, NamespacesService>() {
   static readonly Live = Layer.effect(
@@ -154,6 +159,7 @@ export class Namespaces extends Context.Tag("portico/Namespaces")<Namespaces, Na
           ),
         putMember: (namespace, wallet, role, actor, actorRole) =>
           Effect.gen(function* () {
+            if (actorRole === "custom") return yield* new NamespaceRuleError({ rule: "KeysCannotManageMembers" })
             // Admins manage members below them; only the owner makes or unmakes admins.
             if (rank[role] >= rank[actorRole] && actorRole !== "owner") {
               return yield* new NamespaceRuleError({ rule: "RoleTooHigh" })
@@ -173,7 +179,9 @@ export class Namespaces extends Context.Tag("portico/Namespaces")<Namespaces, Na
               params: [namespace, wallet, role, now, actor]
             }
             const entry = yield* audit.entry(namespace, "member.put", actor, wallet, { role }, { onlyIfChanged: true })
-            const [result] = yield* store.batch([write, entry])
+            // a role change ends the keys the member minted from a session under the old role
+            const changed = Option.isSome(existing) && existing.value.role !== role
+            const [result] = yield* store.batch(changed ? [write, entry, revokeSignInKeys(namespace, wallet, now)] : [write, entry])
             if (result === undefined || result.rowsAffected === 0) return yield* new NamespaceRuleError({ rule: "OwnerImmutable" })
             const member: Member = Option.match(existing, {
               onNone: () => ({ wallet, role, addedAt: now, addedBy: actor }),
@@ -183,6 +191,7 @@ export class Namespaces extends Context.Tag("portico/Namespaces")<Namespaces, Na
           }),
         removeMember: (namespace, wallet, actor, actorRole) =>
           Effect.gen(function* () {
+            if (actorRole === "custom") return yield* new NamespaceRuleError({ rule: "KeysCannotManageMembers" })
             const existing = yield* memberRow(namespace, wallet)
             if (Option.isNone(existing)) return yield* new NamespaceRuleError({ rule: "NoSuchMember" })
             if (existing.value.role === "owner") return yield* new NamespaceRuleError({ rule: "OwnerImmutable" })
@@ -190,23 +199,31 @@ export class Namespaces extends Context.Tag("portico/Namespaces")<Namespaces, Na
               return yield* new NamespaceRuleError({ rule: "RoleTooHigh" })
             }
             const entry = yield* audit.entry(namespace, "member.remove", actor, wallet, {}, { onlyIfChanged: true })
+            const now = yield* Clock.currentTimeMillis
             const [result] = yield* store.batch([
               { sql: "DELETE FROM members WHERE namespace = ? AND wallet = ? AND role <> 'owner'", params: [namespace, wallet] },
-              entry
+              entry,
+              // the keys they minted from a session go with them
+              revokeSignInKeys(namespace, wallet, now)
             ])
             if (result === undefined || result.rowsAffected === 0) return yield* new NamespaceRuleError({ rule: "NoSuchMember" })
           }),
-        transfer: (namespace, wallet, actor) =>
+        transfer: (namespace, wallet, actor, actorWallet) =>
           Effect.gen(function* () {
             const record = yield* requireNamespace(namespace)
             const now = yield* Clock.currentTimeMillis
             const previous = record.owner
-            // The owner column is the compare-and-swap: a concurrent transfer makes this one lose.
+            // A wallet's token carries the role it had when issued (up to 15 minutes old): only the
+            // wallet the registry names as owner now may hand the namespace on.
+            if (actorWallet !== undefined && actorWallet !== previous) return yield* new NamespaceRuleError({ rule: "NotOwnerNow" })
+            // The owner column is the compare-and-swap: a concurrent transfer makes this one lose,
+            // and then writes nothing, its audit row included.
             const statements: Array<Statement> = [
               {
                 sql: "UPDATE namespaces SET owner = ? WHERE name = ? AND owner IS ?",
                 params: [wallet, namespace, previous ?? null]
               },
+              yield* audit.entry(namespace, "namespace.transfer", actor, wallet, { previous: previous ?? null }, { onlyIfChanged: true }),
               {
                 sql: `INSERT INTO members (namespace, wallet, role, added_at, added_by) SELECT ?, ?, 'owner', ?, ? WHERE changes() > 0
                       ON CONFLICT (namespace, wallet) DO UPDATE SET role = 'owner'`,
@@ -219,7 +236,13 @@ export class Namespaces extends Context.Tag("portico/Namespaces")<Namespaces, Na
                 params: [namespace, previous]
               })
             }
-            statements.push(yield* audit.entry(namespace, "namespace.transfer", actor, wallet, { previous: previous ?? null }))
+            // Owner keys (the one `namespace create` printed) belong to the ownership, not to a
+            // person: they become admin keys, so the owner's powers move with the transfer. Only
+            // when the swap happened: the namespace then names the new owner.
+            statements.push({
+              sql: "UPDATE api_keys SET role = 'admin' WHERE namespace = ? AND role = 'owner' AND EXISTS (SELECT 1 FROM namespaces WHERE name = ? AND owner IS ?)",
+              params: [namespace, namespace, wallet]
+            })
             const [swap] = yield* store.batch(statements)
             if (swap === undefined || swap.rowsAffected === 0) return yield* new NamespaceRuleError({ rule: "NotOwner" })
             return { ...record, owner: wallet }
@@ -242,6 +265,12 @@ export class Namespaces extends Context.Tag("portico/Namespaces")<Namespaces, Na
     })
   )
 }
+
+/** Ends the API keys a wallet minted from its sessions (`POST /v1/auth/api-key`). */
+const revokeSignInKeys = (namespace: string, wallet: string, at: number): Statement => ({
+  sql: "UPDATE api_keys SET revoked_at = ? WHERE namespace = ? AND origin = 'sign-in' AND lower(created_by) = lower(?) AND revoked_at IS NULL",
+  params: [at, namespace, wallet]
+})
 
 const toMember = (r: Readonly<Record<string, string | number | null>>): Member => ({
   wallet: String(r.wallet),
