@@ -28,13 +28,25 @@ const routes = Object.keys(routePolicies).map((key) => {
   return { method, pattern }
 })
 
-export const allowedMethods = (path: string): ReadonlyArray<string> =>
-  routes.filter((r) => r.pattern.test(path)).map((r) => r.method)
+/** The methods a path is served with; HEAD wherever GET is, as the router answers it there. */
+export const allowedMethods = (path: string): ReadonlyArray<string> => {
+  const methods = routes.filter((r) => r.pattern.test(path)).map((r) => r.method)
+  return methods.includes("GET") ? [...methods, "HEAD"] : methods
+}
 
 const notFoundOrNotAllowed = (request: HttpServerRequest.HttpServerRequest) => {
   const path = request.url.split("?")[0] ?? "/"
   const methods = allowedMethods(path)
-  if (methods.length > 0 && !methods.includes(request.method)) {
+  if (methods.includes(request.method) && path.includes("%")) {
+    // the route exists for this method, yet the router did not take the path: a parameter it
+    // could not decode (`%ff`)
+    return errorResponse(400, {
+      error: "a path parameter is not valid percent-encoded UTF-8",
+      code: Code.VALIDATION_FAILED,
+      hint: "percent-encode path parameters as UTF-8"
+    })
+  }
+  if (methods.length > 0) {
     return errorResponse(405, {
       error: `method ${request.method} not allowed on ${path}`,
       code: Code.METHOD_NOT_ALLOWED,

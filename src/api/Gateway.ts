@@ -3,7 +3,7 @@
  * the error envelope, the access log, and a node:http listener. `serveGateway` is what
  * `portico serve` and the end-to-end tests run.
  */
-import { HttpApiBuilder, HttpApiScalar, type HttpRouter } from "@effect/platform"
+import { HttpApiBuilder, HttpApiScalar, HttpRouter } from "@effect/platform"
 import { Effect, Layer, Scope } from "effect"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
@@ -81,7 +81,9 @@ export const serveGateway = (settings: PorticoSettings) =>
     // with the ~40 gateway services in it, whoami ran 9-13% slower (docs/performance.md).
     const platform = yield* Layer.build(NodeHttpServer.layerContext)
     const runtime = yield* Effect.runtime<HttpRouter.HttpRouter.DefaultServices>().pipe(Effect.provide(platform), Effect.provide(fastRuntimeLayer))
-    const app = yield* HttpApiBuilder.httpApp.pipe(Effect.provide(context))
+    // find-my-way's default refuses path parameters over 100 characters as "no such route"; a
+    // sha2-512 CID is 110, and an over-long CID or id must reach its route's own check (400)
+    const app = yield* HttpApiBuilder.httpApp.pipe(Effect.provide(context), HttpRouter.withRouterConfig({ maxParamLength: 2048 }))
     const logged = accessLog(app, settings.logRequests)
     const server = http.createServer(
       { keepAliveTimeout: 65_000, requestTimeout: 330_000, headersTimeout: 20_000 },

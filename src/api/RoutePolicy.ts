@@ -133,8 +133,9 @@ export const routePolicies: Readonly<Record<string, Policy>> = {
   "POST /v1/storage/pin": session("storage"),
   "GET /v1/storage/status/:cid": session("storage-read"),
   "DELETE /v1/storage/unpin/:cid": session("storage"),
-  // an API key reaches the service, which answers FETCH_CAP_DEVICE_REQUIRED (spec §4.4)
-  "POST /v1/storage/fetch-caps": grant("storage-read"),
+  // any credential reaches the service, which answers FETCH_CAP_DEVICE_REQUIRED to anything but a
+  // device-bound session (spec §4.4: "for an API key or workload token"), then checks storage-read
+  "POST /v1/storage/fetch-caps": authenticated,
   // the revoke key and the capability token are the credentials (spec §5.13)
   "DELETE /v1/storage/fetch-caps/:id": open,
   "GET /v1/storage/relayed/:cid": open,

@@ -224,18 +224,42 @@ describe.each(storageEngines())("content storage on the %s engine", (_name, engi
     const cached = await getBytes(gw, `/v1/storage/get/${body.Cid}`, { ...auth, "if-none-match": `"${body.Cid}"` })
     expect(cached.status).toBe(304)
     expect(cached.bytes.length).toBe(0)
+    // a Content-Length on every answer: on a 304, the length the 200 would carry
+    expect(cached.headers.get("content-length")).toBe(String(bytes.length))
+    // immutable, but never for a shared cache: reaching the bytes takes a credential
+    expect(part.headers.get("cache-control")).toBe("private, max-age=31536000, immutable")
+    // If-Range: the range only while the client's copy is this content
+    const stale = await getBytes(gw, `/v1/storage/get/${body.Cid}`, { ...auth, range: "bytes=0-1", "if-range": '"other"' })
+    expect(stale.status).toBe(200)
+    expect(stale.bytes.length).toBe(bytes.length)
+    const current = await getBytes(gw, `/v1/storage/get/${body.Cid}`, { ...auth, range: "bytes=0-1", "if-range": `"${body.Cid}"` })
+    expect(current.status).toBe(206)
+    // a path that does not decode is a bad CID, not a missing route; HEAD is listed where GET is
+    expectError(await gw.request("GET", "/v1/storage/get/%ff", { token }), 400, "VALIDATION_FAILED")
+    const wrong = await gw.request("POST", `/v1/storage/get/${body.Cid}`, { token })
+    expectError(wrong, 405, "METHOD_NOT_ALLOWED")
+    expect(wrong.headers.get("allow")).toBe("GET, HEAD")
+    // a re-pin without a name keeps the name
+    await gw.request("POST", "/v1/storage/pin", { token, json: { cid: body.Cid, name: "named" } })
+    await gw.request("POST", "/v1/storage/pin", { token, json: { cid: body.Cid } })
+    expect((await gw.request("GET", `/v1/storage/status/${body.Cid}`, { token })).body.Name).toBe("named")
   })
 
   it("refuses CIDs that do not parse or are not canonical with 400 VALIDATION_FAILED", async () => {
     const { body } = await upload(gw, token, bytesOf(100, 12))
     const cid: string = body.Cid
     const upper = cid.toUpperCase()
-    for (const bad of ["nope", upper, "b" + cid.slice(1).toUpperCase(), "zb2rhe5P4gXftAwvA4eXQ5HJwsER2owDyS9sKaQRRVQPn93bA", "Qm123"]) {
+    for (const bad of ["nope", upper, "b" + cid.slice(1).toUpperCase(), "zb2rhe5P4gXftAwvA4eXQ5HJwsER2owDyS9sKaQRRVQPn93bA", "Qm123", "b".repeat(300)]) {
       for (const [method, route] of [
         ["GET", `/v1/storage/get/${bad}`],
         ["GET", `/v1/storage/status/${bad}`],
-        ["DELETE", `/v1/storage/unpin/${bad}`]
+        ["DELETE", `/v1/storage/unpin/${bad}`],
+        ["GET", `/v1/storage/relayed/${bad}`]
       ] as const) {
+        if (route.startsWith("/v1/storage/relayed/")) {
+          expectError(await gw.request(method, route, { headers: { "x-portico-fetch-cap": "pfc1.x.y" } }), 400, "VALIDATION_FAILED")
+          continue
+        }
         expectError(await gw.request(method, route, { token }), 400, "VALIDATION_FAILED")
       }
       expectError(await gw.request("POST", "/v1/storage/pin", { token, json: { cid: bad, name: "x" } }), 400, "VALIDATION_FAILED")
@@ -247,6 +271,10 @@ describe.each(storageEngines())("content storage on the %s engine", (_name, engi
     }
     // a CIDv0 in base58btc is canonical: it parses, and this namespace holds no such content
     expectError(await gw.request("GET", "/v1/storage/get/QmdfTbBqBPQ7VNxZEYEj14VmRuZBkqFbiwReogJgS1zR1n", { token }), 404, "NOT_FOUND")
+    // so is a CIDv1 with a sha2-512 multihash (110 characters): it reaches its route
+    const sha512 = "bafkrgqe3ohjcjplc6n4f3fwunlj6upltggn7xqujbsvnvyw764srszz4u4rshq6ztos4chl4plgg4ffyyxnayrtdi5oc4xb2332g645433aeg"
+    expectError(await gw.request("GET", `/v1/storage/get/${sha512}`, { token }), 404, "NOT_FOUND")
+    expect((await gw.request("GET", `/v1/storage/status/${sha512}`, { token })).body.Status).toBe("unpinned")
   })
 
   it("needs a signed-in user's token: an API key alone is refused", async () => {
@@ -360,6 +388,9 @@ describe.each(storageEngines())("content storage on the %s engine", (_name, engi
     const mint = (t: string, json: unknown) => gw.request("POST", "/v1/storage/fetch-caps", { token: t, json })
     expectError(await mint(token, { cid, count: 1, ttl_seconds: 3600 }), 403, "FETCH_CAP_DEVICE_REQUIRED")
     expectError(await mint(ownerKey, { cid, count: 1, ttl_seconds: 3600 }), 403, "FETCH_CAP_DEVICE_REQUIRED")
+    // an API key without storage-read hears the same: what it lacks first is a device
+    const cacheOnly = await gw.request("POST", "/v1/namespace/keys", { token: ownerKey, json: { scopes: ["cache"] } })
+    expectError(await mint(cacheOnly.body.api_key, { cid, count: 1, ttl_seconds: 3600 }), 403, "FETCH_CAP_DEVICE_REQUIRED")
     for (const bad of [
       { cid, count: 0, ttl_seconds: 3600 },
       { cid, count: 65, ttl_seconds: 3600 },
@@ -400,6 +431,9 @@ describe.each(storageEngines())("content storage on the %s engine", (_name, engi
     const codeOf = (r: { text: string }) => JSON.parse(r.text).code
     const missing = await relayed(cid, {})
     expect([missing.status, codeOf(missing)]).toEqual([401, "FETCH_CAP_MISSING"])
+    // a credential with no capability at all: the capability is what is missing
+    const onlyCredential = await relayed(cid, { authorization: `Bearer ${token}` })
+    expect([onlyCredential.status, codeOf(onlyCredential)]).toEqual([401, "FETCH_CAP_MISSING"])
     const notAlone = await relayed(cid, { "x-portico-fetch-cap": cap.token, authorization: `Bearer ${token}` })
     expect([notAlone.status, codeOf(notAlone)]).toEqual([400, "FETCH_CAP_NOT_ALONE"])
     const forged = cap.token.slice(0, -4) + (cap.token.endsWith("AAAA") ? "BBBB" : "AAAA")
@@ -419,7 +453,8 @@ describe.each(storageEngines())("content storage on the %s engine", (_name, engi
     expectError(await revoke(cap.id), 403, "FETCH_CAP_REVOKE_KEY_INVALID")
     expectError(await revoke(cap.id, second.revoke_key), 403, "FETCH_CAP_REVOKE_KEY_INVALID")
     expectError(await revoke("0".repeat(32), cap.revoke_key), 403, "FETCH_CAP_REVOKE_KEY_INVALID")
-    const revoked = await revoke(cap.id, cap.revoke_key)
+    // hex in upper case is the same id
+    const revoked = await revoke(cap.id.toUpperCase(), cap.revoke_key)
     expect(revoked.status, revoked.text).toBe(200)
     expect(revoked.body).toEqual({ revoked: cap.id })
     const after = await relayed(cid, { "x-portico-fetch-cap": cap.token })

@@ -11,7 +11,9 @@ import { refusedHttp } from "./Refusals.js"
 
 
 /** Content-addressed bytes never change: caches may keep them for good. */
-const IMMUTABLE = "public, max-age=31536000, immutable"
+// Content-addressed bytes never change, but reaching them takes a credential or a capability:
+// `private` keeps a shared cache from serving them to anyone else, and from outliving a revoked cap.
+const IMMUTABLE = "private, max-age=31536000, immutable"
 
 export const StorageHandlers = HttpApiBuilder.group(PorticoApi, "storage", (handlers) =>
   Effect.gen(function* () {
@@ -32,9 +34,13 @@ export const StorageHandlers = HttpApiBuilder.group(PorticoApi, "storage", (hand
         }
         const ifNoneMatch = request.headers["if-none-match"]
         if (ifNoneMatch !== undefined && (ifNoneMatch.trim() === "*" || ifNoneMatch.split(",").some((t) => t.trim().replace(/^W\//, "") === etag))) {
-          return HttpServerResponse.empty({ status: 304, headers })
+          // the length a 200 would carry (RFC 9110 §8.6): a Content-Length on every answer
+          return HttpServerResponse.empty({ status: 304, headers: { ...headers, "content-length": String(size) } })
         }
-        const range = resolveRange(request.headers["range"], size)
+        // If-Range: a range only while the client's copy is this content (strong match), else whole
+        const ifRange = request.headers["if-range"]
+        const rangeHeader = ifRange === undefined || ifRange.trim() === etag ? request.headers["range"] : undefined
+        const range = resolveRange(rangeHeader, size)
         if (range.kind === "unsatisfiable") {
           return HttpServerResponse.unsafeJson(
             { error: "the range is outside the content", code: Code.RANGE_NOT_SATISFIABLE, hint: `the content is ${size} bytes` },
@@ -89,7 +95,7 @@ export const StorageHandlers = HttpApiBuilder.group(PorticoApi, "storage", (hand
       .handle("pin", ({ payload }) =>
         Effect.gen(function* () {
           const caller = yield* requirePrincipal
-          yield* Effect.mapError(storage.pin(caller, payload.cid, payload.name ?? ""), refusedHttp)
+          yield* Effect.mapError(storage.pin(caller, payload.cid, payload.name), refusedHttp)
           return statusWire(yield* Effect.mapError(storage.status(caller, payload.cid), refusedHttp))
         })
       )
@@ -112,21 +118,23 @@ export const StorageHandlers = HttpApiBuilder.group(PorticoApi, "storage", (hand
           return yield* Effect.mapError(caps.mint(caller, payload.cid, payload.count, payload.ttl_seconds), refusedHttp)
         })
       )
-      .handle("revokeFetchCap", ({ path, headers }) =>
-        Effect.as(Effect.mapError(caps.revoke(path.id, headers["x-portico-revoke-key"]), refusedHttp), { revoked: path.id })
-      )
+      .handle("revokeFetchCap", ({ path, headers }) => {
+        // hex is hex in either case; ids are minted and answered in lower case
+        const id = path.id.toLowerCase()
+        return Effect.as(Effect.mapError(caps.revoke(id, headers["x-portico-revoke-key"]), refusedHttp), { revoked: id })
+      })
       .handle("relayed", ({ path, headers }) =>
         Effect.gen(function* () {
           const request = yield* HttpServerRequest.HttpServerRequest
+          const token = headers["x-portico-fetch-cap"]
+          if (token === undefined || token.length === 0) {
+            return yield* Effect.fail(unauthorized("a fetch capability is required", Code.FETCH_CAP_MISSING, "send X-Portico-Fetch-Cap: <token>"))
+          }
           // a capability stands alone: a credential beside it would tie the fetch to an account
           if (request.headers["authorization"] !== undefined || request.headers["cookie"] !== undefined) {
             return yield* Effect.fail(
               badRequest("send the fetch capability without any other credential", "drop the Authorization header", Code.FETCH_CAP_NOT_ALONE)
             )
-          }
-          const token = headers["x-portico-fetch-cap"]
-          if (token === undefined || token.length === 0) {
-            return yield* Effect.fail(unauthorized("a fetch capability is required", Code.FETCH_CAP_MISSING, "send X-Portico-Fetch-Cap: <token>"))
           }
           const namespace = yield* Effect.mapError(caps.redeem(token, path.cid), refusedHttp)
           return yield* serve(namespace, path.cid)

@@ -11,7 +11,7 @@ import { Clock, Context, Effect, Layer } from "effect"
 import { randomBytes } from "node:crypto"
 import { canonicalCid } from "../../domain/ContentId.js"
 import { Code } from "../../domain/Errors.js"
-import type { Principal } from "../../domain/Principal.js"
+import { hasGrant, type Principal } from "../../domain/Principal.js"
 import { Audit } from "../audit/Audit.js"
 import { RegistryStore } from "../registry/RegistryStore.js"
 import { safeEqual, Sealer } from "../secrets/Sealer.js"
@@ -66,6 +66,10 @@ export class FetchCaps extends Context.Tag("portico/FetchCaps")<FetchCaps, Fetch
               return yield* Effect.fail(
                 refuse(403, Code.FETCH_CAP_DEVICE_REQUIRED, "minting fetch capabilities needs a device-bound session", "sign in with a device key")
               )
+            }
+            // checked here, after the credential kind, so an API key always hears it needs a device
+            if (!hasGrant(caller, "storage-read")) {
+              return yield* Effect.fail(refuse(403, Code.GRANT_REQUIRED, "this route needs the storage-read grant"))
             }
             const cid = canonicalCid(cidText)
             if (cid === undefined) return yield* Effect.fail(notCanonical(cidText))

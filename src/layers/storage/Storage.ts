@@ -51,7 +51,8 @@ export interface StorageService {
   /** Checks that `namespace` holds `cid` and answers its byte size. */
   readonly open: (namespace: string, cidText: string) => Effect.Effect<{ readonly cid: string; readonly size: number }, StorageRefused>
   readonly read: (cid: string, offset: number, length: number) => AsyncIterable<Uint8Array>
-  readonly pin: (caller: Principal, cidText: string, name: string) => Effect.Effect<Stored, StorageRefused>
+  /** Without a name, a CID the namespace holds keeps the name it has. */
+  readonly pin: (caller: Principal, cidText: string, name: string | undefined) => Effect.Effect<Stored, StorageRefused>
   readonly status: (caller: Principal, cidText: string) => Effect.Effect<PinStatusAnswer, StorageRefused>
   readonly unpin: (caller: Principal, cidText: string, immediate: boolean) => Effect.Effect<{ readonly cid: string; readonly evicted: Evicted }, StorageRefused>
   /** This node's part of a privacy delete; false when the CID is pinned again or a block stayed. */
@@ -172,7 +173,7 @@ export class Storage extends Context.Tag("portico/Storage")<Storage, StorageServ
                 const part = event.value
                 if (part.kind === "chunk" || part.kind === "end-file") continue
                 if (part.name === "name" && part.kind === "field") {
-                  if (part.value.length > NAME_MAX) return yield* Effect.fail(nameTooLong())
+                  if (characters(part.value) > NAME_MAX) return yield* Effect.fail(nameTooLong())
                   fieldName = part.value
                   continue
                 }
@@ -181,7 +182,7 @@ export class Storage extends Context.Tag("portico/Storage")<Storage, StorageServ
                 // the blocks are written now and recorded only once the whole form has been read
                 const bytes = part.kind === "field" ? single(Buffer.from(part.value, "utf8")) : fileBytes()
                 const imported = yield* importBytes(bytes)
-                file = { ...imported, fileName: part.kind === "file" ? part.filename.slice(0, NAME_MAX) : "" }
+                file = { ...imported, fileName: part.kind === "file" ? [...part.filename].slice(0, NAME_MAX).join("") : "" }
               }
               if (file === undefined) {
                 return yield* Effect.fail(refuse(400, Code.BAD_REQUEST, "no file in the upload", "send the bytes in a multipart field named file"))
@@ -214,10 +215,10 @@ export class Storage extends Context.Tag("portico/Storage")<Storage, StorageServ
 
         read: engine.read,
 
-        pin: (caller, cidText, name) =>
+        pin: (caller, cidText, requestedName) =>
           Effect.gen(function* () {
             const cid = yield* checkCid(cidText)
-            if (name.length > NAME_MAX) return yield* Effect.fail(nameTooLong())
+            if (requestedName !== undefined && characters(requestedName) > NAME_MAX) return yield* Effect.fail(nameTooLong())
             const [mine, anyone] = yield* Effect.mapError(
               Effect.all([index.holds(caller.namespace, cid), index.heldByAnyone(cid)]),
               () => storeDown()
@@ -226,6 +227,7 @@ export class Storage extends Context.Tag("portico/Storage")<Storage, StorageServ
             // nobody holds on the embedded engine: it cannot fetch, so such blocks are leftovers
             // (a refused upload, an unpin, an evicted file's shared chunk) waiting for the sweep.
             if (!mine && (anyone || engine.kind === "embedded")) return yield* Effect.fail(noContent())
+            const name = requestedName ?? (mine ? ((yield* Effect.mapError(index.pinName(caller.namespace, cid), () => storeDown())) ?? "") : "")
             const size = yield* Effect.mapError(engine.size(cid), engineDown)
             if (size === undefined) return yield* Effect.fail(noContent())
             const recorded = yield* Effect.mapError(
@@ -321,6 +323,9 @@ export class Storage extends Context.Tag("portico/Storage")<Storage, StorageServ
     })
   )
 }
+
+/** Names are counted in characters (code points), not UTF-16 units. */
+const characters = (text: string): number => [...text].length
 
 const nameTooLong = () => refuse(400, Code.VALIDATION_FAILED, `name is longer than ${NAME_MAX} characters`)
 
