@@ -81,7 +81,8 @@ export const roleGrants: Record<Role, ReadonlyArray<GrantName>> = {
   admin: ["admin", "namespace-write", "members-write", "db:write", "secrets:write", ...dataPlane],
   developer: ["db:write", "secrets:write", ...dataPlane],
   runtime: ["invoke", "storage", "storage-read", "push:write", "webrtc", "proxy", "pubsub", "cache"],
-  reader: ["storage-read"],
+  // spec §5.4: "a signed-in user's session holds [cache]", whatever the role
+  reader: ["storage-read", "cache"],
   // An app's end user: the data plane an app's client needs, never the control plane.
   user: ["cache", "storage", "storage-read", "invoke", "proxy", "webrtc", "pubsub"]
 }
@@ -117,4 +118,32 @@ export const matchesKeyPattern = (pattern: string, key: string): boolean => {
     }
   }
   return true
+}
+
+/**
+ * A cache narrowing split into the map it names and the glob over keys in that map. Map names
+ * may hold `/`, so the joined `<map>/<key>` alone is ambiguous: `cache:key=m1/*` would reach map
+ * `m1/secrets` too. The map part is everything before the last `/` that precedes the first `*`
+ * and must equal the dmap exactly; the rest globs the key. A pattern with no `/` before its first
+ * `*` (`*`, `app*`) names no map: it globs the joined `<map>/<key>` as written.
+ */
+export const cacheScope = (pattern: string): { readonly map: string | undefined; readonly keys: string } => {
+  const star = pattern.indexOf("*")
+  const slash = pattern.lastIndexOf("/", star < 0 ? pattern.length : star)
+  return slash < 0 ? { map: undefined, keys: pattern } : { map: pattern.slice(0, slash), keys: pattern.slice(slash + 1) }
+}
+
+/** Whether a narrowing pattern reaches `key` in `dmap`. */
+export const cacheGrantReaches = (pattern: string, dmap: string, key: string): boolean => {
+  const scope = cacheScope(pattern)
+  return scope.map === undefined ? matchesKeyPattern(pattern, `${dmap}/${key}`) : scope.map === dmap && matchesKeyPattern(scope.keys, key)
+}
+
+/** Whether a narrowing pattern could reach some key of `dmap` (a scan of any other map is refused). */
+export const cacheGrantReachesMap = (pattern: string, dmap: string): boolean => {
+  const scope = cacheScope(pattern)
+  if (scope.map !== undefined) return scope.map === dmap
+  const literal = pattern.slice(0, pattern.indexOf("*") < 0 ? pattern.length : pattern.indexOf("*"))
+  const prefix = `${dmap}/`
+  return prefix.startsWith(literal) || literal.startsWith(prefix)
 }

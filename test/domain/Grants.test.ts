@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest"
-import { matchesKeyPattern, parseGrant, profileGrants } from "../../src/domain/Grants.js"
+import { cacheGrantReaches, cacheGrantReachesMap, cacheScope, matchesKeyPattern, parseGrant, profileGrants, roleGrants } from "../../src/domain/Grants.js"
 
 describe("grants", () => {
   it("parses known grants and narrowed cache grants only", () => {
@@ -14,6 +14,8 @@ describe("grants", () => {
   it("keeps cache out of the runtime profile (spec §5.4)", () => {
     expect(profileGrants.runtime).not.toContain("cache")
     expect(profileGrants.admin).toContain("cache")
+    // every signed-in session holds cache (spec §5.4), a reader's too
+    for (const role of ["owner", "admin", "developer", "runtime", "reader", "user"] as const) expect(roleGrants[role]).toContain("cache")
   })
   it("matches key patterns with * as any run", () => {
     expect(matchesKeyPattern("sessions/*", "sessions/abc")).toBe(true)
@@ -24,5 +26,25 @@ describe("grants", () => {
     expect(matchesKeyPattern("a/*/z", "a/z")).toBe(false)
     expect(matchesKeyPattern("exact", "exact")).toBe(true)
     expect(matchesKeyPattern("exact", "exactly")).toBe(false)
+  })
+  it("reads a cache narrowing as one map and a glob over its keys", () => {
+    expect(cacheScope("m1/*")).toEqual({ map: "m1", keys: "*" })
+    expect(cacheScope("m1/a/*")).toEqual({ map: "m1/a", keys: "*" })
+    expect(cacheScope("m1/user-*")).toEqual({ map: "m1", keys: "user-*" })
+    expect(cacheScope("m1/k")).toEqual({ map: "m1", keys: "k" })
+    expect(cacheScope("*")).toEqual({ map: undefined, keys: "*" })
+    expect(cacheScope("app*/x")).toEqual({ map: undefined, keys: "app*/x" })
+    // a map named with the narrowed map as its prefix is another map
+    expect(cacheGrantReaches("m1/*", "m1", "x")).toBe(true)
+    expect(cacheGrantReaches("m1/*", "m1", "a/x")).toBe(true)
+    expect(cacheGrantReaches("m1/*", "m1/a", "x")).toBe(false)
+    expect(cacheGrantReaches("m1/*", "m1/secrets", "x")).toBe(false)
+    expect(cacheGrantReaches("m1/user-*", "m1", "user-7")).toBe(true)
+    expect(cacheGrantReaches("m1/user-*", "m1", "admin")).toBe(false)
+    expect(cacheGrantReaches("*", "anything", "x")).toBe(true)
+    expect(cacheGrantReachesMap("m1/*", "m1")).toBe(true)
+    expect(cacheGrantReachesMap("m1/*", "m1/a")).toBe(false)
+    expect(cacheGrantReachesMap("app*", "apple")).toBe(true)
+    expect(cacheGrantReachesMap("app*", "other")).toBe(false)
   })
 })

@@ -124,6 +124,12 @@ const cacheSuite = (engine: string, options: EngineOptions) =>
       expect((await gw.request("POST", "/v1/cache/put", { token: narrow, json: { dmap: "sessions", key: "abc", value: 1 } })).status).toBe(200)
       expectError(await gw.request("POST", "/v1/cache/put", { token: narrow, json: { dmap: "other", key: "abc", value: 1 } }), 403)
       expectError(await gw.request("POST", "/v1/cache/mget", { token: narrow, json: { dmap: "other", keys: ["abc"] } }), 403)
+      // another map whose name starts with the narrowed one is another map
+      expectError(await gw.request("POST", "/v1/cache/put", { token: narrow, json: { dmap: "sessions/admin", key: "x", value: 1 } }), 403, "GRANT_REQUIRED")
+      expect((await gw.request("POST", "/v1/cache/put", { token: narrow, json: { dmap: "sessions", key: "a/b", value: 1 } })).status).toBe(200)
+      // scan: the narrowed map answers, any other map is refused rather than shown empty
+      expect((await gw.request("POST", "/v1/cache/scan", { token: narrow, json: { dmap: "sessions" } })).body.keys).toEqual(["a/b", "abc"])
+      expectError(await gw.request("POST", "/v1/cache/scan", { token: narrow, json: { dmap: "other" } }), 403, "GRANT_REQUIRED")
       const runtime = (await gw.request("POST", "/v1/namespace/keys", { token: owner, json: { profile: "runtime" } })).body.api_key
       expectError(await gw.request("POST", "/v1/cache/get", { token: runtime, json: { dmap: "sessions", key: "abc" } }), 403, "GRANT_REQUIRED")
       expect((await gw.request("GET", "/v1/cache/health", { token: key })).body).toEqual({ status: "ok", service: "cache" })

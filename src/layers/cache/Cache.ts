@@ -5,7 +5,7 @@
 import { Clock, Context, Data, Effect, Layer, Option } from "effect"
 import { RE2JS } from "re2js"
 import { ENTRY_MAX_BYTES, entryBytes, KEY_BOUND_BYTES, keyBytes, MGET_MAX_KEYS, parseTtl } from "../../domain/CacheRules.js"
-import { matchesKeyPattern } from "../../domain/Grants.js"
+import { cacheGrantReaches, cacheGrantReachesMap } from "../../domain/Grants.js"
 import type { Principal } from "../../domain/Principal.js"
 import { CacheStore, type CacheUnavailable } from "./CacheStore.js"
 
@@ -42,11 +42,13 @@ export interface CacheService {
   readonly ping: Effect.Effect<void, CacheUnavailable>
 }
 
-/** Whether the caller's cache grants reach `<dmap>/<key>`. */
+/** Whether the caller's cache grants reach `key` in `dmap`. */
 const allows = (caller: Principal, dmap: string, key: string): boolean =>
-  caller.grants.some(
-    (g) => g.name === "cache" && (g.keyPattern === undefined || matchesKeyPattern(g.keyPattern, `${dmap}/${key}`))
-  )
+  caller.grants.some((g) => g.name === "cache" && (g.keyPattern === undefined || cacheGrantReaches(g.keyPattern, dmap, key)))
+
+/** Whether the caller's cache grants could reach any key of `dmap`. */
+const allowsMap = (caller: Principal, dmap: string): boolean =>
+  caller.grants.some((g) => g.name === "cache" && (g.keyPattern === undefined || cacheGrantReachesMap(g.keyPattern, dmap)))
 
 export class Cache extends Context.Tag("portico/Cache")<Cache, CacheService>() {
   static readonly Live = Layer.effect(
@@ -104,6 +106,8 @@ export class Cache extends Context.Tag("portico/Cache")<Cache, CacheService>() {
           }),
         scan: (caller, dmap, match) =>
           Effect.gen(function* () {
+            // a map the grant cannot reach is refused like every other route, not shown as empty
+            if (!allowsMap(caller, dmap)) return yield* Effect.fail(refuse(403, "GRANT_REQUIRED", `your cache grant does not cover the map ${dmap}`))
             // RE2 semantics: matching time is linear in the key, whatever the tenant's pattern.
             let matcher: (key: string) => boolean = () => true
             if (match !== undefined) {
