@@ -11,6 +11,7 @@ import type { PorticoSettings } from "../layers/config/PorticoConfig.js"
 import { servicesLayer } from "../layers/Services.js"
 import { PorticoApi } from "./Api.js"
 import { AuthenticationLive } from "./Authentication.js"
+import { Code } from "../domain/Errors.js"
 import { renderFailure } from "./ErrorResponses.js"
 import { AuditHandlers } from "./handlers/AuditHandlers.js"
 import { AuthHandlers } from "./handlers/AuthHandlers.js"
@@ -85,9 +86,7 @@ export const serveGateway = (settings: PorticoSettings) =>
     // sha2-512 CID is 110, and an over-long CID or id must reach its route's own check (400)
     const app = yield* HttpApiBuilder.httpApp.pipe(Effect.provide(context), HttpRouter.withRouterConfig({ maxParamLength: 2048 }))
     const logged = accessLog(app, settings.logRequests)
-    const server = http.createServer(
-      { keepAliveTimeout: 65_000, requestTimeout: 330_000, headersTimeout: 20_000 },
-      makeRequestListener(logged, runtime, {
+    const listener = makeRequestListener(logged, runtime, {
         maxBodyBytes: settings.maxBodyBytes,
         routeBodyCaps: new Map([
           ["POST /v1/rqlite/import", settings.sql.importMaxBytes],
@@ -96,7 +95,30 @@ export const serveGateway = (settings: PorticoSettings) =>
           ["POST /v1/storage/upload", settings.storage.maxUploadBytes + 64 * 1024]
         ])
       })
-    )
+    const server = http.createServer({ keepAliveTimeout: 65_000, requestTimeout: 330_000, headersTimeout: 20_000 }, listener)
+    // `Expect: 100-continue`: the listener refuses an announced oversize body at once; only a body
+    // it will read gets the go-ahead, so a client is never invited to send what will be refused.
+    server.on("checkContinue", (req, res) => {
+      listener(req, res)
+      if (!res.headersSent) res.writeContinue()
+    })
+    // What node's parser refuses before any route sees it still answers with the envelope.
+    server.on("clientError", (error: NodeJS.ErrnoException, socket) => {
+      if (!socket.writable || (socket as { _httpMessage?: { headersSent?: boolean } })._httpMessage?.headersSent === true) {
+        socket.destroy()
+        return
+      }
+      const [status, reason, text] =
+        error.code === "HPE_HEADER_OVERFLOW"
+          ? [431, "Request Header Fields Too Large", "request headers too large"]
+          : error.code === "ERR_HTTP_REQUEST_TIMEOUT"
+            ? [408, "Request Timeout", "the request took too long to arrive"]
+            : [400, "Bad Request", "malformed HTTP request"]
+      const body = JSON.stringify({ error: text, code: status === 400 ? Code.BAD_REQUEST : status === 431 ? Code.HEADERS_TOO_LARGE : Code.REQUEST_TIMEOUT })
+      socket.end(
+        `HTTP/1.1 ${status} ${reason}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`
+      )
+    })
     yield* Effect.async<void, Error>((resume) => {
       const onError = (e: Error) => resume(Effect.fail(e))
       server.once("error", onError)

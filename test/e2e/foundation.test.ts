@@ -3,6 +3,7 @@
  * its key used over HTTP. Each check lists what must appear and, where it matters, what must not.
  */
 import * as jose from "jose"
+import * as net from "node:net"
 import { Effect } from "effect"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { hasRqlited, type RqlitedServer, rqlitedMissingMessage, startRqlited } from "../support/rqlited.js"
@@ -10,6 +11,22 @@ import { type Gateway, type Reply, startGateway } from "../support/gateway.js"
 
 const OWNER = "0x" + "ab".repeat(20)
 const DEV = "0x" + "cd".repeat(20)
+
+/** Sends raw bytes and reads what comes back until the server closes or `ms` pass. */
+const rawExchange = (port: number, request: string, ms = 3000): Promise<string> =>
+  new Promise((resolve) => {
+    let answer = ""
+    const socket = net.connect(port, "127.0.0.1", () => socket.write(request))
+    socket.setEncoding("latin1")
+    socket.on("data", (chunk: string) => (answer += chunk))
+    const done = () => resolve(answer)
+    socket.on("close", done)
+    socket.on("error", done)
+    setTimeout(() => {
+      socket.destroy()
+      done()
+    }, ms)
+  })
 
 const expectError = (reply: Reply, status: number, code?: string) => {
   expect(reply.status, reply.text).toBe(status)
@@ -235,6 +252,29 @@ describe.each(["sqlite", "rqlite"] as const)("foundation over HTTP, registry on 
       "PAYLOAD_TOO_LARGE"
     )
     expectError(await gw.request("GET", "/v1/auth/whoami", { token: "x".repeat(5000) }), 401)
+    // what node's parser refuses still gets the envelope
+    const badLine = await rawExchange(gw.port, "GET /v1/health HTTP/1.1\r\nHost: x\r\nno colon here\r\n\r\n")
+    expect(badLine).toMatch(/^HTTP\/1\.1 400 /)
+    expect(badLine).toContain('{"error":"malformed HTTP request","code":"BAD_REQUEST"}')
+    const bigHeaders = await rawExchange(gw.port, `GET /v1/health HTTP/1.1\r\nHost: x\r\nX-Pad: ${"a".repeat(20_000)}\r\n\r\n`)
+    expect(bigHeaders).toMatch(/^HTTP\/1\.1 431 /)
+    expect(bigHeaders).toContain('"code":"HEADERS_TOO_LARGE"')
+    // an announced oversize body behind Expect: 100-continue is refused without inviting it
+    const expect100 = await rawExchange(
+      gw.port,
+      `POST /v1/namespace/keys HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${ownerKey}\r\nContent-Type: application/json\r\nContent-Length: ${64 * 1024 * 1024}\r\nExpect: 100-continue\r\n\r\n`,
+      1500
+    )
+    expect(expect100).not.toContain("100 Continue")
+    expect(expect100).toMatch(/^HTTP\/1\.1 413 /)
+    // a body within the cap is invited and served
+    const small = '{"profile":"runtime","label":"continue"}'
+    const invited = await rawExchange(
+      gw.port,
+      `POST /v1/namespace/keys HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${ownerKey}\r\nContent-Type: application/json\r\nContent-Length: ${small.length}\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n${small}`
+    )
+    expect(invited).toContain("HTTP/1.1 100 Continue")
+    expect(invited).toContain("HTTP/1.1 201 ")
   })
 
   it("serves health, status, version and schema status", async () => {
