@@ -205,6 +205,8 @@ describe.each(["sqlite", "rqlite"] as const)("foundation over HTTP, registry on 
     expect(one.body.count).toBe(1)
     expectError(await gw.request("GET", "/v1/audit?limit=201", { token: ownerKey }), 400)
     expectError(await gw.request("GET", "/v1/audit?limit=abc", { token: ownerKey }), 400)
+    // an unknown query member is a 400 like an unknown body member, never silently ignored
+    expectError(await gw.request("GET", "/v1/audit?foo=bar", { token: ownerKey }), 400, "VALIDATION_FAILED")
     const future = await gw.request("GET", `/v1/audit?since=${Math.floor(Date.now() / 1000) + 3600}`, { token: ownerKey })
     expect(future.body.entries).toEqual([])
     expect(all.text).not.toContain("portico_key_")
@@ -385,6 +387,8 @@ describe("namespace rate limit", () => {
     await new Promise((r) => setTimeout(r, 1100))
     const reset = await gw.request("PUT", "/v1/namespace/rate-limit", { token: key, json: { requests_per_second: null } })
     expect(reset.body.source).toBe("default")
+    // a burst with the default rate says nothing coherent: refused, not silently dropped
+    expectError(await gw.request("PUT", "/v1/namespace/rate-limit", { token: key, json: { requests_per_second: null, burst: 50 } }), 400, "VALIDATION_FAILED")
   })
 })
 

@@ -705,6 +705,34 @@ describe("reclaims and uploads in progress (embedded engine)", () => {
     expect(read.bytes.length).toBe(bytes.length)
   })
 
+  it("answers a privacy delete within the wait even while another namespace's upload stalls", async () => {
+    const mine = await upload(gw, bob, bytesOf(200_000, 104))
+    // alice opens an upload, sends a little and stalls: it holds the node's import lock
+    const controller = new AbortController()
+    const stalled = fetch(gw.url + "/v1/storage/upload", {
+      method: "POST",
+      headers: { authorization: `Bearer ${alice}`, "content-type": "multipart/form-data; boundary=s" },
+      body: new ReadableStream<Uint8Array>({
+        start(c) {
+          c.enqueue(new TextEncoder().encode('--s\r\nContent-Disposition: form-data; name="file"; filename="f"\r\n\r\n' + "x".repeat(4096)))
+        }
+      }),
+      duplex: "half",
+      signal: controller.signal
+    } as RequestInit).catch(() => undefined)
+    await new Promise((resolve) => setTimeout(resolve, 300))
+    const started = Date.now()
+    const deleted = await gw.request("DELETE", `/v1/storage/unpin/${mine.body.Cid}?immediate=true`, { token: bob })
+    // not confirmed on this node within the wait: partial, and the client is not held
+    expect(deleted.status).toBe(200)
+    expect(deleted.body.evicted).toBe("partial")
+    expect(Date.now() - started).toBeLessThan(12_000)
+    controller.abort()
+    await stalled
+    // nobody holds it now, and nobody can pin it back by its CID before the sweep
+    expectError(await gw.request("POST", "/v1/storage/pin", { token: alice, json: { cid: mine.body.Cid } }), 404, "NOT_FOUND")
+  }, 30_000)
+
   it("does not hand out leftover blocks nobody holds by their CID", async () => {
     const bytes = bytesOf(300_000, 103)
     const up = await upload(gw, bob, bytes)

@@ -1,7 +1,7 @@
 /** The namespace audit trail (spec §4.9, §8: default 50, at most 200). */
 import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Schema } from "effect"
-import { UnixSeconds } from "../Wire.js"
+import { strict, UnixSeconds } from "../Wire.js"
 
 export const AuditQuery = Schema.Struct({
   action: Schema.optional(Schema.String.pipe(Schema.maxLength(64))),
@@ -28,5 +28,5 @@ export const AuditList = Schema.Struct({
 }).annotations({ identifier: "AuditList" })
 
 export class AuditGroup extends HttpApiGroup.make("audit").add(
-  HttpApiEndpoint.get("list", "/v1/audit").setUrlParams(AuditQuery).addSuccess(AuditList)
+  HttpApiEndpoint.get("list", "/v1/audit").setUrlParams(strict(AuditQuery)).addSuccess(AuditList)
 ) {}

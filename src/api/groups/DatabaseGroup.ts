@@ -78,7 +78,7 @@ export class DatabaseGroup extends HttpApiGroup.make("databases")
   .add(HttpApiEndpoint.post("backup", "/v1/db/sqlite/backup").setPayload(NameRequest).addSuccess(BackupRecord, { status: 201 }))
   .add(
     HttpApiEndpoint.get("backups", "/v1/db/sqlite/backups")
-      .setUrlParams(Schema.Struct({ database_name: DatabaseName }))
+      .setUrlParams(strict(Schema.Struct({ database_name: DatabaseName })))
       .addSuccess(BackupList)
   )
   .addError(Wire.BadRequest)

@@ -52,7 +52,7 @@ export class DeviceGroup extends HttpApiGroup.make("devices")
   .add(HttpApiEndpoint.del("revoke")`/v1/auth/devices/${deviceParam}`.setPayload(RevokeRequest).addSuccess(Revoked))
   .add(
     HttpApiEndpoint.get("listFor", "/v1/namespace/devices")
-      .setUrlParams(Schema.Struct({ subject: Wallet }))
+      .setUrlParams(strict(Schema.Struct({ subject: Wallet })))
       .addSuccess(SubjectDevices)
   )
   .add(HttpApiEndpoint.del("revokeAny")`/v1/namespace/devices/${deviceParam}`.addSuccess(Revoked))

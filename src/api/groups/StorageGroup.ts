@@ -80,7 +80,7 @@ export class StorageGroup extends HttpApiGroup.make("storage")
   .add(HttpApiEndpoint.get("get", "/v1/storage/get/:cid").setPath(CidPath).addSuccess(Bytes))
   .add(HttpApiEndpoint.post("pin", "/v1/storage/pin").setPayload(PinRequest).addSuccess(PinStatus))
   .add(HttpApiEndpoint.get("status", "/v1/storage/status/:cid").setPath(CidPath).addSuccess(PinStatus))
-  .add(HttpApiEndpoint.del("unpin", "/v1/storage/unpin/:cid").setPath(CidPath).setUrlParams(UnpinQuery).addSuccess(Unpinned))
+  .add(HttpApiEndpoint.del("unpin", "/v1/storage/unpin/:cid").setPath(CidPath).setUrlParams(strict(UnpinQuery)).addSuccess(Unpinned))
   .add(HttpApiEndpoint.post("mintFetchCaps", "/v1/storage/fetch-caps").setPayload(MintRequest).addSuccess(Minted))
   .add(
     HttpApiEndpoint.del("revokeFetchCap", "/v1/storage/fetch-caps/:id")

@@ -186,6 +186,9 @@ export const NamespaceHandlers = HttpApiBuilder.group(PorticoApi, "namespace", (
       .handle("setRateLimit", ({ payload }) =>
         Effect.gen(function* () {
           const p = yield* requirePrincipal
+          if (payload.requests_per_second === null && payload.burst !== undefined) {
+            return yield* badRequest("burst needs requests_per_second; null restores the default for both", undefined, Code.VALIDATION_FAILED)
+          }
           const limit =
             payload.requests_per_second === null
               ? undefined
