@@ -21,6 +21,25 @@ const expectRefused = (checked: Checked, status: 400 | 403) => {
   expect(refused?.code).toBe(status === 403 ? "SQL_NOT_ALLOWED" : "VALIDATION_FAILED")
 }
 
+
+/** Transaction control: refused on every tenant route, node-local and cluster alike. */
+const transactionControl = [
+    "BEGIN",
+    "begin immediate transaction",
+    "BEGIN EXCLUSIVE;",
+    "COMMIT",
+    "commit transaction",
+    "END",
+    "END TRANSACTION",
+    "ROLLBACK",
+    "ROLLBACK TO SAVEPOINT s",
+    "SAVEPOINT s",
+    "RELEASE s",
+    "release savepoint s",
+    "/* c */ ; BEGIN",
+    "EXPLAIN BEGIN"
+]
+
 describe("statementKind", () => {
   it("classifies the write verbs, in any case", () => {
     for (const sql of [
@@ -207,24 +226,10 @@ describe("guardClusterSql", () => {
     "SELECT edit('x')",
     "SELECT * FROM portico_anything",
     "SELECT * FROM PORTICO_Settings",
-    'CREATE TABLE "portico_x" (a)',
-    "BEGIN",
-    "begin immediate transaction",
-    "BEGIN EXCLUSIVE;",
-    "COMMIT",
-    "commit transaction",
-    "END",
-    "END TRANSACTION",
-    "ROLLBACK",
-    "ROLLBACK TO SAVEPOINT s",
-    "SAVEPOINT s",
-    "RELEASE s",
-    "release savepoint s",
-    "/* c */ ; BEGIN",
-    "EXPLAIN BEGIN"
+    'CREATE TABLE "portico_x" (a)'
   ]
 
-  it.each(bypassAttempts)("refuses %s", (sql) => {
+  it.each([...bypassAttempts, ...transactionControl])("refuses %s", (sql) => {
     expectRefused(guardClusterSql(sql), 403)
   })
 
@@ -359,20 +364,7 @@ describe("guardLocalSql", () => {
     "SELECT writefile('/tmp/x', 'y')",
     "SELECT edit('x')",
     "CREATE TRIGGER tr AFTER INSERT ON t BEGIN SELECT load_extension('x'); END",
-    "BEGIN",
-    "begin immediate transaction",
-    "BEGIN EXCLUSIVE;",
-    "COMMIT",
-    "commit transaction",
-    "END",
-    "END TRANSACTION",
-    "ROLLBACK",
-    "ROLLBACK TO SAVEPOINT s",
-    "SAVEPOINT s",
-    "RELEASE s",
-    "release savepoint s",
-    "/* c */ ; BEGIN",
-    "EXPLAIN BEGIN"
+    ...transactionControl
   ])("refuses %s", (sql) => {
     expectRefused(guardLocalSql(sql), 403)
   })
