@@ -7,11 +7,11 @@ import { HttpApiBuilder, HttpApiScalar, HttpRouter } from "@effect/platform"
 import { Effect, Layer, Scope } from "effect"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
+import { Code } from "../domain/Errors.js"
 import type { PorticoSettings } from "../layers/config/PorticoConfig.js"
 import { servicesLayer } from "../layers/Services.js"
 import { PorticoApi } from "./Api.js"
 import { AuthenticationLive } from "./Authentication.js"
-import { Code } from "../domain/Errors.js"
 import { renderFailure } from "./ErrorResponses.js"
 import { AuditHandlers } from "./handlers/AuditHandlers.js"
 import { AuthHandlers } from "./handlers/AuthHandlers.js"
@@ -87,14 +87,14 @@ export const serveGateway = (settings: PorticoSettings) =>
     const app = yield* HttpApiBuilder.httpApp.pipe(Effect.provide(context), HttpRouter.withRouterConfig({ maxParamLength: 2048 }))
     const logged = accessLog(app, settings.logRequests)
     const listener = makeRequestListener(logged, runtime, {
-        maxBodyBytes: settings.maxBodyBytes,
-        routeBodyCaps: new Map([
-          ["POST /v1/rqlite/import", settings.sql.importMaxBytes],
-          // the file plus room for the multipart framing and a name; the exact cap on the
-          // file's bytes is the storage service's
-          ["POST /v1/storage/upload", settings.storage.maxUploadBytes + 64 * 1024]
-        ])
-      })
+      maxBodyBytes: settings.maxBodyBytes,
+      routeBodyCaps: new Map([
+        ["POST /v1/rqlite/import", settings.sql.importMaxBytes],
+        // the file plus room for the multipart framing and a name; the exact cap on the
+        // file's bytes is the storage service's
+        ["POST /v1/storage/upload", settings.storage.maxUploadBytes + 64 * 1024]
+      ])
+    })
     const server = http.createServer({ keepAliveTimeout: 65_000, requestTimeout: 330_000, headersTimeout: 20_000 }, listener)
     // `Expect: 100-continue`: the listener refuses an announced oversize body at once; only a body
     // it will read gets the go-ahead, so a client is never invited to send what will be refused.
@@ -104,7 +104,7 @@ export const serveGateway = (settings: PorticoSettings) =>
     })
     // What node's parser refuses before any route sees it still answers with the envelope.
     server.on("clientError", (error: NodeJS.ErrnoException, socket) => {
-      if (!socket.writable || (socket as { _httpMessage?: { headersSent?: boolean } })._httpMessage?.headersSent === true) {
+      if (error.code === "ECONNRESET" || !socket.writable) {
         socket.destroy()
         return
       }

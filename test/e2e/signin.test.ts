@@ -92,12 +92,21 @@ describe.each(["sqlite", "rqlite"] as const)("wallet sign-in and sessions, regis
     const ownerId = (await gw.request("GET", "/v1/auth/whoami", { token: ownerKey })).body.subject.replace("key:", "")
     expectError(await gw.request("DELETE", `/v1/namespace/keys/${ownerId}`, { token: devToken }), 403, "OWNER_REQUIRED")
     expect((await gw.request("DELETE", `/v1/namespace/keys/${devKey.body.id}`, { token: devToken })).status).toBe(200)
-    // a sign-in key ends with its member
-    const signInKey = await gw.request("POST", "/v1/auth/api-key", { token: devToken, json: { label: "laptop" } })
-    expect(signInKey.status, signInKey.text).toBe(201)
-    expect((await gw.request("GET", "/v1/auth/whoami", { token: signInKey.body.api_key })).status).toBe(200)
+    // a sign-in key ends with its member's role, and with the member
+    const laptop = await gw.request("POST", "/v1/auth/api-key", { token: devToken, json: { label: "laptop" } })
+    expect(laptop.status, laptop.text).toBe(201)
+    const phone = await gw.request("POST", "/v1/auth/api-key", { token: devToken, json: { label: "phone" } })
+    expect((await gw.request("GET", "/v1/auth/whoami", { token: laptop.body.api_key })).status).toBe(200)
+    // the same role again changes nothing
+    expect((await gw.request("POST", "/v1/namespace/members", { token: ownerKey, json: { wallet: dev.address, role: "developer" } })).status).toBe(200)
+    expect((await gw.request("GET", "/v1/auth/whoami", { token: laptop.body.api_key })).status).toBe(200)
+    expect((await gw.request("POST", "/v1/namespace/members", { token: ownerKey, json: { wallet: dev.address, role: "reader" } })).status).toBe(200)
+    expectError(await gw.request("GET", "/v1/auth/whoami", { token: laptop.body.api_key }), 401, "INVALID_API_KEY")
+    expectError(await gw.request("GET", "/v1/auth/whoami", { token: phone.body.api_key }), 401, "INVALID_API_KEY")
+    const later = await gw.request("POST", "/v1/auth/api-key", { token: (await signIn(dev)).body.access_token, json: { label: "later" } })
+    expect((await gw.request("GET", "/v1/auth/whoami", { token: later.body.api_key })).status).toBe(200)
     expect((await gw.request("DELETE", `/v1/namespace/members/${dev.address}`, { token: ownerKey })).status).toBe(200)
-    expectError(await gw.request("GET", "/v1/auth/whoami", { token: signInKey.body.api_key }), 401, "INVALID_API_KEY")
+    expectError(await gw.request("GET", "/v1/auth/whoami", { token: later.body.api_key }), 401, "INVALID_API_KEY")
     // ownership: the owner wallet hands it on; its still-valid token cannot take it back
     const first = Wallet.createRandom()
     const second = Wallet.createRandom()

@@ -10,9 +10,10 @@ import { requirePrincipal } from "./Principal.js"
 import { refusedHttp } from "./Refusals.js"
 
 
-/** Content-addressed bytes never change: caches may keep them for good. */
-// Content-addressed bytes never change, but reaching them takes a credential or a capability:
-// `private` keeps a shared cache from serving them to anyone else, and from outliving a revoked cap.
+/**
+ * Content-addressed bytes never change, but reaching them takes a credential or a capability:
+ * `private` keeps a shared cache from serving them to anyone else, or past a revoked capability.
+ */
 const IMMUTABLE = "private, max-age=31536000, immutable"
 
 export const StorageHandlers = HttpApiBuilder.group(PorticoApi, "storage", (handlers) =>

@@ -181,7 +181,7 @@ export class Namespaces extends Context.Tag("portico/Namespaces")<Namespaces, Na
             const entry = yield* audit.entry(namespace, "member.put", actor, wallet, { role }, { onlyIfChanged: true })
             // a role change ends the keys the member minted from a session under the old role
             const changed = Option.isSome(existing) && existing.value.role !== role
-            const [result] = yield* store.batch(changed ? [write, entry, revokeSignInKeys(namespace, wallet, now)] : [write, entry])
+            const [result] = yield* store.batch(changed ? [write, entry, revokeSignInKeys(namespace, wallet, now, role)] : [write, entry])
             if (result === undefined || result.rowsAffected === 0) return yield* new NamespaceRuleError({ rule: "OwnerImmutable" })
             const member: Member = Option.match(existing, {
               onNone: () => ({ wallet, role, addedAt: now, addedBy: actor }),
@@ -204,7 +204,7 @@ export class Namespaces extends Context.Tag("portico/Namespaces")<Namespaces, Na
               { sql: "DELETE FROM members WHERE namespace = ? AND wallet = ? AND role <> 'owner'", params: [namespace, wallet] },
               entry,
               // the keys they minted from a session go with them
-              revokeSignInKeys(namespace, wallet, now)
+              revokeSignInKeys(namespace, wallet, now, undefined)
             ])
             if (result === undefined || result.rowsAffected === 0) return yield* new NamespaceRuleError({ rule: "NoSuchMember" })
           }),
@@ -266,10 +266,17 @@ export class Namespaces extends Context.Tag("portico/Namespaces")<Namespaces, Na
   )
 }
 
-/** Ends the API keys a wallet minted from its sessions (`POST /v1/auth/api-key`). */
-const revokeSignInKeys = (namespace: string, wallet: string, at: number): Statement => ({
-  sql: "UPDATE api_keys SET revoked_at = ? WHERE namespace = ? AND origin = 'sign-in' AND lower(created_by) = lower(?) AND revoked_at IS NULL",
-  params: [at, namespace, wallet]
+/**
+ * Ends the API keys a wallet minted from its sessions (`POST /v1/auth/api-key`), only if the
+ * batch's member write took effect: the member now has `role`, or (undefined) is gone.
+ */
+const revokeSignInKeys = (namespace: string, wallet: string, at: number, role: Role | undefined): Statement => ({
+  sql:
+    "UPDATE api_keys SET revoked_at = ? WHERE namespace = ? AND origin = 'sign-in' AND lower(created_by) = lower(?) AND revoked_at IS NULL AND " +
+    (role === undefined
+      ? "NOT EXISTS (SELECT 1 FROM members WHERE namespace = ? AND wallet = ?)"
+      : "EXISTS (SELECT 1 FROM members WHERE namespace = ? AND wallet = ? AND role = ?)"),
+  params: role === undefined ? [at, namespace, wallet, namespace, wallet] : [at, namespace, wallet, namespace, wallet, role]
 })
 
 const toMember = (r: Readonly<Record<string, string | number | null>>): Member => ({
