@@ -52,8 +52,12 @@ export interface BuiltQuery {
   readonly params: ReadonlyArray<string | number | bigint | null>
 }
 
-/** An identifier as SQLite reads a double-quoted one: doubled quotes inside. */
-export const quoteIdentifier = (name: string): string => `"${name.replaceAll('"', '""')}"`
+/**
+ * An identifier in backticks, doubled inside. Not double quotes: rqlite's SQLite keeps the
+ * "double-quoted string" fallback on, so an unknown `"column"` became the string 'column' there
+ * and a misspelt criterion matched every row. A backticked name is only ever an identifier.
+ */
+export const quoteIdentifier = (name: string): string => `\`${name.replaceAll("`", "``")}\``
 
 /** A criterion's column: `table.column` names a joined table's column. */
 const quoteColumn = (name: string): string => {

@@ -165,7 +165,7 @@ describe.each(["embedded", "rqlite"] as const)("databases over HTTP on %s engine
         headers: { "content-type": "application/json" },
         body: '{"database_name":"kinds","query":"SELECT ?","params":[18446744073709551616]}'
       })
-      expect(tooWide.status, tooWide.text).toBe(400)
+      expectError(tooWide, 400, "VALIDATION_FAILED")
       expect((await q("kinds", "UPDATE t SET v = 'z' WHERE id = 999")).text).toMatch(/^\{"rows_affected":0,"last_insert_id":\d+\}$/)
       expect((await q("kinds", "WITH x(v) AS (SELECT 'w') INSERT INTO t (v) SELECT v FROM x")).body.rows_affected).toBe(1)
       expect((await q("kinds", "REPLACE INTO t (id, v) VALUES (1, 'r')")).body).toHaveProperty("rows_affected", 1)
@@ -339,6 +339,18 @@ describe.each(["embedded", "rqlite"] as const)("databases over HTTP on %s engine
       expect(
         (await raw("/v1/rqlite/transaction", '{"ops":[{"kind":"query","sql":"SELECT typeof(?)","args":[9223372036854775807]}],"return_results":true}')).text
       ).toBe('{"results":[{"columns":["typeof(?)"],"rows":[["integer"]],"count":1}],"count":1}')
+      // ±Infinity: null on the embedded engine; rqlite cannot write it as JSON, a 400 that says so
+      const infinite = await post("/v1/rqlite/query", { sql: "SELECT 1e999 AS inf" })
+      if (engine === "embedded") expect(infinite.body.rows).toEqual([[null]])
+      else expectError(infinite, 400, "SQL_ERROR")
+      // past 64 bits is refused on both engines (rqlite would round it to a double)
+      expectError(await raw("/v1/rqlite/query", '{"sql":"SELECT ?","args":[9223372036854775808]}'), 400, "VALIDATION_FAILED")
+      expectError(await raw("/v1/rqlite/query", '{"sql":"SELECT ?","args":[-9223372036854775809]}'), 400, "VALIDATION_FAILED")
+      expect((await raw("/v1/rqlite/query", '{"sql":"SELECT ?","args":[-9223372036854775808]}')).body.rows).toEqual([[-9223372036854775808]])
+      // a write with RETURNING answers its counts on both engines
+      const returning = await raw("/v1/rqlite/exec", '{"sql":"INSERT INTO wide (id, n) VALUES (5, 6) RETURNING id, n"}')
+      expect(Object.keys(returning.body).sort()).toEqual(["last_insert_id", "rows_affected"])
+      expect(returning.body.rows_affected).toBe(1)
       // a criterion named __proto__ would vanish from a decoded object and widen the match
       expectError(await raw("/v1/rqlite/find", '{"table":"wide","criteria":{"__proto__":"x"}}'), 400, "VALIDATION_FAILED")
       await post("/v1/rqlite/drop-table", { table: "wide" })
@@ -365,11 +377,11 @@ describe.each(["embedded", "rqlite"] as const)("databases over HTTP on %s engine
       const none = await post("/v1/rqlite/find-one", { table: "users", criteria: { name: "zed" } })
       expect(none.status).toBe(200)
       expect(none.text).toBe("null")
-      // a column name is data: quoted, never SQL. SQLite refuses the unknown column; rqlite's
-      // build reads an unknown double-quoted name as a string, which matches nothing
-      const injected = await post("/v1/rqlite/find", { table: "users", criteria: { "1=1 OR name": "x" } })
-      if (injected.status === 200) expect(injected.body).toEqual({ items: [], count: 0 })
-      else expectError(injected, 400, "SQL_ERROR")
+      // a column name is data: quoted as an identifier, never SQL, and never read as a string
+      // (rqlite's SQLite reads an unknown double-quoted name as one: a criterion named like its
+      // value would match every row)
+      expectError(await post("/v1/rqlite/find", { table: "users", criteria: { "1=1 OR name": "x" } }), 400, "SQL_ERROR")
+      expectError(await post("/v1/rqlite/find", { table: "users", criteria: { nocol: "nocol" } }), 400, "SQL_ERROR")
       expectError(await post("/v1/rqlite/find", { table: "users", criteria: { name: { $ne: 1 } } }), 400, "VALIDATION_FAILED")
     })
 
@@ -430,6 +442,27 @@ describe.each(["embedded", "rqlite"] as const)("databases over HTTP on %s engine
       expectError(guarded, 403, "SQL_NOT_ALLOWED")
       expect(guarded.body.error).toContain("op 1")
       expect((await post("/v1/rqlite/query", { sql: "SELECT count(*) FROM teams" })).body.rows).toEqual([[3]])
+      // an op that fails to prepare (a missing function or table) applies nothing either, with or
+      // without results asked for (rqlite's /db/request skips such a statement and commits the rest)
+      for (const return_results of [true, false]) {
+        for (const broken of [
+          { kind: "query", sql: "SELECT nosuchfn(1)" },
+          { kind: "query", sql: "SELECT * FROM nosuch" },
+          { kind: "exec", sql: "INSERT INTO nosuch VALUES (1)" }
+        ]) {
+          const prepared = await post("/v1/rqlite/transaction", {
+            ops: [
+              { kind: "exec", sql: "INSERT INTO teams (id, title) VALUES (7, 'seven')" },
+              broken,
+              { kind: "exec", sql: "UPDATE teams SET title = 'changed'" }
+            ],
+            return_results
+          })
+          expectError(prepared, 400, "TRANSACTION_FAILED")
+          expect(prepared.body.error).toContain("op 1")
+          expect((await post("/v1/rqlite/query", { sql: "SELECT id, title FROM teams ORDER BY id" })).body.rows).toEqual([[1, "red"], [2, "blue"], [3, "g"]])
+        }
+      }
       // transaction control inside a transaction, or on its own, would break all-or-nothing
       for (const control of ["COMMIT", "ROLLBACK", "END", "SAVEPOINT s", "RELEASE s", "BEGIN"]) {
         const split = await post("/v1/rqlite/transaction", {

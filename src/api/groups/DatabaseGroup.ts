@@ -11,7 +11,10 @@ export const DatabaseName = Schema.String.pipe(
 ).annotations({ description: "1-64 of A-Z, a-z, 0-9, _ and -" })
 
 /** An integer literal past 2^53, kept whole by the body parser (ExactJson.ts); on the wire a JSON integer. */
-const WideInteger = Schema.BigIntFromSelf.annotations({ jsonSchema: { type: "integer" }, description: "an integer past 2^53, bound with all 64 bits" })
+const WideInteger = Schema.BigIntFromSelf.pipe(
+  // both engines bind 64-bit integers; past that rqlite would round to a double without a word
+  Schema.filter((n) => n >= -(2n ** 63n) && n < 2n ** 63n, { message: () => "an integer argument must fit in 64 bits" })
+).annotations({ jsonSchema: { type: "integer" }, description: "an integer past 2^53, bound with all 64 bits" })
 
 /** A bound parameter: JSON scalars only (booleans bind as 1 and 0, whole numbers as integers). */
 export const SqlArg = Schema.Union(Schema.String, Schema.Number, WideInteger, Schema.Boolean, Schema.Null).annotations({

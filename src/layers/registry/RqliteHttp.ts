@@ -146,7 +146,9 @@ export const rqliteHttp = (config: RqliteHttpConfig): RqliteHttp => {
         // rqlite answers 503 before touching the log: no leader, or the node is not ready.
         return Effect.fail(new Transient({ detail: `rqlite unavailable: ${answer.body.trim()}`, unsent: true }))
       }
-      if (status === 400 || (status === 500 && answer.body.startsWith("SQL rewrite"))) {
+      // A result rqlite cannot write as JSON (±Infinity: "json: unsupported value: +Inf") is a 500
+      // that no retry will clear: the statement's answer, not the store, is the problem.
+      if (status === 400 || (status === 500 && (answer.body.startsWith("SQL rewrite") || answer.body.includes("unsupported value")))) {
         return Effect.fail(new StoreError({ reason: "statement", detail: `rqlite rejected the request: ${answer.body.trim()}` }))
       }
       if (status !== 200) {
