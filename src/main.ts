@@ -187,6 +187,10 @@ Effect.runPromiseExit(program).then((exit) => {
     process.stderr.write(`portico: ${failure.message}\n${USAGE}\n`)
     return process.exit(2)
   }
-  process.stderr.write(`portico: failed\n${String(exit.cause)}\n`)
+  // Our typed errors carry the reason in `detail` (a store that cannot open, a Redis with no
+  // eviction policy); an Error's default message says only "An error has occurred".
+  const tag = typeof failure === "object" && failure !== null && "_tag" in failure ? String(failure._tag) : undefined
+  const detail = typeof failure === "object" && failure !== null && "detail" in failure ? String(failure.detail) : undefined
+  process.stderr.write(detail !== undefined ? `portico: failed: ${tag ?? "error"}: ${detail}\n` : `portico: failed\n${String(exit.cause)}\n`)
   return process.exit(1)
 })

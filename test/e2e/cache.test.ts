@@ -1,5 +1,9 @@
 /** The cache over HTTP: exact JSON round trips, TTL, bounds, scan patterns, isolation, narrowing. */
 import { Effect } from "effect"
+import { spawnSync } from "node:child_process"
+import { mkdtempSync, rmSync } from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { hasRedisServer, redisMissingMessage, type RedisServer, startRedis } from "../support/redis.js"
 import { type Gateway, type Reply, startGateway } from "../support/gateway.js"
@@ -50,6 +54,14 @@ const cacheSuite = (engine: string, options: EngineOptions) =>
       }
       expectError(await raw("/v1/cache/put", '{"dmap":"m","key":"k","value":null}'), 400)
       expectError(await raw("/v1/cache/put", '{"dmap":"m","key":"k"}'), 400)
+      // a lone surrogate has no UTF-8 form (Redis would fold every such name into one): refused
+      for (const route of ["/v1/cache/put", "/v1/cache/get", "/v1/cache/delete"]) {
+        expectError(await raw(route, '{"dmap":"m","key":"\\ud800","value":1}'.replace(',"value":1', route.endsWith("put") ? ',"value":1' : "")), 400, "VALIDATION_FAILED")
+      }
+      expectError(await raw("/v1/cache/scan", '{"dmap":"s\\udc00"}'), 400, "VALIDATION_FAILED")
+      expectError(await raw("/v1/cache/mget", '{"dmap":"m","keys":["ok","\\ud800"]}'), 400, "VALIDATION_FAILED")
+      // a well-formed pair is an ordinary character
+      expect((await raw("/v1/cache/put", '{"dmap":"m","key":"\\ud83d\\ude00","value":1}')).status).toBe(200)
     })
 
     it("answers misses with 404 NOT_FOUND and mget with null slots in request order", async () => {
@@ -170,4 +182,25 @@ cacheSuite("Redis", {
   teardown: async () => {
     if (redis !== undefined) await Effect.runPromise(redis.stop)
   }
+})
+
+describe("the gateway against a Redis that would not evict", () => {
+  it("refuses to start and says why", async () => {
+    if (!hasRedisServer()) throw new Error(redisMissingMessage())
+    const refusing = await Effect.runPromise(startRedis({ policy: "noeviction" }))
+    const dataDir = mkdtempSync(path.join(os.tmpdir(), "portico-noevict-"))
+    try {
+      const run = spawnSync(process.execPath, ["--import", "tsx", "src/main.ts", "serve", "--port", "0", "--data-dir", dataDir], {
+        env: { ...process.env, PORTICO_REDIS_URL: refusing.url },
+        encoding: "utf8",
+        timeout: 60_000
+      })
+      expect(run.status).toBe(1)
+      expect(run.stderr).toContain("RedisCacheRefused")
+      expect(run.stderr).toContain("noeviction")
+    } finally {
+      await Effect.runPromise(refusing.stop)
+      rmSync(dataDir, { recursive: true, force: true })
+    }
+  }, 90_000)
 })

@@ -633,7 +633,11 @@ describe.each(["embedded", "rqlite"] as const)("databases over HTTP on %s engine
             ["UPDATE sqlite_schema SET name = 'sqlite_v', tbl_name = 'sqlite_v', sql = replace(sql, 'VIEW v ', 'VIEW sqlite_v ') WHERE name = 'v'"]
           )
         ],
-        ["table under SQLite's prefix", sqliteFile(["CREATE TABLE t (x)"], ["UPDATE sqlite_schema SET name = 'sqlite_x', tbl_name = 'sqlite_x', sql = 'CREATE TABLE sqlite_x (x)' WHERE name = 't'"])]
+        ["table under SQLite's prefix", sqliteFile(["CREATE TABLE t (x)"], ["UPDATE sqlite_schema SET name = 'sqlite_x', tbl_name = 'sqlite_x', sql = 'CREATE TABLE sqlite_x (x)' WHERE name = 't'"])],
+        [
+          "table posing as ANALYZE's",
+          sqliteFile(["CREATE TABLE t (b)"], ["UPDATE sqlite_schema SET name = 'sqlite_stat1', tbl_name = 'sqlite_stat1', sql = 'CREATE TABLE sqlite_stat1 (b)' WHERE name = 't'"])
+        ]
       ]
       for (const [what, body] of cases) {
         const r = await importAs(body)

@@ -4,8 +4,14 @@ import { Schema } from "effect"
 import { Wire } from "../../domain/Errors.js"
 import { strict } from "../Wire.js"
 
-const Dmap = Schema.String.pipe(Schema.minLength(1)).annotations({ description: "the map's name" })
-const Key = Schema.String.pipe(Schema.minLength(1))
+/**
+ * Names are Unicode text: a lone UTF-16 surrogate (`"\ud800"`) has no UTF-8 form, and Redis would
+ * store every such name as U+FFFD, so two different names would share one entry there.
+ */
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
+const Text = Schema.String.pipe(Schema.filter((s) => !LONE_SURROGATE.test(s), { message: () => "names must be valid Unicode (no lone surrogates)" }))
+const Dmap = Text.pipe(Schema.minLength(1)).annotations({ description: "the map's name" })
+const Key = Text.pipe(Schema.minLength(1))
 const NotNull = Schema.Unknown.pipe(
   Schema.filter((v) => v !== null && v !== undefined, { message: () => "value is required and cannot be null" })
 ).annotations({ description: "any JSON value except null; returned with its exact JSON text" })
@@ -13,8 +19,8 @@ const NotNull = Schema.Unknown.pipe(
 export const PutRequest = strict(
   Schema.Struct({ dmap: Dmap, key: Key, value: NotNull, ttl: Schema.optional(Schema.String.pipe(Schema.maxLength(64))) })
 ).annotations({ identifier: "CachePut" })
-export const KeyRequest = strict(Schema.Struct({ dmap: Dmap, key: Schema.String })).annotations({ identifier: "CacheKey" })
-export const MgetRequest = strict(Schema.Struct({ dmap: Dmap, keys: Schema.Array(Schema.String) })).annotations({
+export const KeyRequest = strict(Schema.Struct({ dmap: Dmap, key: Text })).annotations({ identifier: "CacheKey" })
+export const MgetRequest = strict(Schema.Struct({ dmap: Dmap, keys: Schema.Array(Text) })).annotations({
   identifier: "CacheMget"
 })
 export const ScanRequest = strict(

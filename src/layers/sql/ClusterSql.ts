@@ -21,14 +21,22 @@ import { SqliteWorkers } from "./SqliteWorkers.js"
 import { fromGuard, fromSqlite, refuse, type SqlRefused } from "./SqlRefused.js"
 
 
-/** The objects SQLite creates by itself: AUTOINCREMENT's counter, ANALYZE's tables, constraint indexes. */
-const SQLITE_TABLES: ReadonlySet<string> = new Set(["sqlite_sequence", "sqlite_stat1", "sqlite_stat2", "sqlite_stat3", "sqlite_stat4"])
-const isSqliteInternal = (object: { readonly type: string; readonly name: string; readonly sql: string | null }): boolean => {
-  const name = object.name.toLowerCase()
-  return object.type === "table"
-    ? SQLITE_TABLES.has(name)
-    : object.type === "index" && object.sql === null && name.startsWith("sqlite_autoindex_")
-}
+/**
+ * The objects SQLite creates by itself, as it writes them: AUTOINCREMENT's counter, ANALYZE's
+ * tables (stat2 and stat3 from older versions), constraint indexes (no SQL). A table under one of
+ * these names with any other definition was planted.
+ */
+const SQLITE_TABLES: ReadonlyMap<string, string> = new Map([
+  ["sqlite_sequence", "CREATE TABLE sqlite_sequence(name,seq)"],
+  ["sqlite_stat1", "CREATE TABLE sqlite_stat1(tbl,idx,stat)"],
+  ["sqlite_stat2", "CREATE TABLE sqlite_stat2(tbl,idx,sampleno,sample)"],
+  ["sqlite_stat3", "CREATE TABLE sqlite_stat3(tbl,idx,neq,nlt,ndlt,sample)"],
+  ["sqlite_stat4", "CREATE TABLE sqlite_stat4(tbl,idx,neq,nlt,ndlt,sample)"]
+])
+const isSqliteInternal = (object: { readonly type: string; readonly name: string; readonly sql: string | null }): boolean =>
+  object.type === "table"
+    ? SQLITE_TABLES.get(object.name) === object.sql
+    : object.type === "index" && object.sql === null && object.name.startsWith("sqlite_autoindex_")
 
 export interface TransactionOp {
   readonly kind: "exec" | "query"

@@ -14,5 +14,8 @@ export const spoolFile = (dataDir: string, prefix: string) =>
       mkdirSync(dir, { recursive: true })
       return path.join(dir, `${prefix}-${randomBytes(8).toString("hex")}.db`)
     }),
-    (file) => Effect.sync(() => rmSync(file, { force: true }))
+    // with the -wal/-shm/-journal files SQLite opened beside it (an imported WAL-mode file)
+    (file) => Effect.sync(() => {
+      for (const suffix of ["", "-wal", "-shm", "-journal"]) rmSync(file + suffix, { force: true })
+    })
   )
