@@ -689,15 +689,20 @@ export const makeRequestListener = <E, R>(
       refuseOversize(req, res, capBody, cap)
       return
     }
-    if (streamed || !hasBody(req)) {
+    if (streamed) {
       serve(req, res, cap, capBody, undefined)
       return
     }
     // Every other route takes JSON, so its body is read as JSON whatever type it states: a form
-    // or multipart body is then 400 MALFORMED_JSON instead of being decoded as form fields, and
-    // `curl -d '{…}'` (which says form-urlencoded) works.
-    if (req.headers["content-type"] === undefined || !req.headers["content-type"].startsWith("application/json")) {
+    // or multipart body is then 400 MALFORMED_JSON instead of being decoded as form fields,
+    // `curl -d '{…}'` (which says form-urlencoded) works, and so does an empty body sent as
+    // text/plain (what fetch sends for `body: ""`).
+    if (req.headers["content-type"] !== undefined && !req.headers["content-type"].startsWith("application/json")) {
       req.headers["content-type"] = "application/json"
+    }
+    if (!hasBody(req)) {
+      serve(req, res, cap, capBody, undefined)
+      return
     }
     // a JSON body within the cap: read it whole first (see `serve`)
     const chunks: Array<Buffer> = []

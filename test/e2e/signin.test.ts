@@ -166,6 +166,22 @@ describe.each(["sqlite", "rqlite"] as const)("wallet sign-in and sessions, regis
     expectError(await gw.request("POST", "/v1/auth/verify", { json: { message: edited, signature } }), 401, "SIGNATURE_INVALID")
     expect((await gw.request("POST", "/v1/auth/verify", { json: { message, signature: "0xzz" } })).status).toBe(401)
     expect((await gw.request("POST", "/v1/auth/verify", { json: { message, signature, extra: 1 } })).status).toBe(400)
+    // any other edit the parser would tolerate, signed by the right wallet, is not the issued message
+    for (const edit of [
+      (m: string) => m.replace(/URI: .*/, "URI: https://evil.example/login"),
+      (m: string) => m.replace("Chain ID: 1", "Chain ID: 137"),
+      (m: string) => m.replace(/Issued At: .*/, "Issued At: 2020-01-01T00:00:00.000Z"),
+      (m: string) => m.replace(/Expiration Time: .*/, "Expiration Time: 2099-01-01T00:00:00.000Z"),
+      (m: string) => m.replace(/(Expiration Time: .*)/, "$1\nRequest ID: abc")
+    ]) {
+      const fresh = (await challenge(member.address)).message
+      const changed = edit(fresh)
+      expect(changed).not.toBe(fresh)
+      const reply = await gw.request("POST", "/v1/auth/verify", { json: { message: changed, signature: await member.signMessage(changed) } })
+      expectError(reply, 401, "SIGNATURE_INVALID")
+      // and the nonce is not spent by the refusal: the issued message still signs in
+      expect((await gw.request("POST", "/v1/auth/verify", { json: { message: fresh, signature: await member.signMessage(fresh) } })).status).toBe(200)
+    }
   })
 
   it("rotates refresh tokens: one grace reuse yields the same successor, further reuse ends the session", async () => {
@@ -182,6 +198,13 @@ describe.each(["sqlite", "rqlite"] as const)("wallet sign-in and sessions, regis
     expectError(await gw.request("POST", "/v1/auth/refresh", { json: { refresh_token: r1.body.refresh_token } }), 401, "INVALID_REFRESH_TOKEN")
     expectError(await gw.request("GET", "/v1/auth/whoami", { token: r1.body.access_token }), 401, "INVALID_TOKEN")
     expectError(await gw.request("POST", "/v1/auth/refresh", { json: { refresh_token: "rt1_" + "A".repeat(43) } }), 401, "INVALID_REFRESH_TOKEN")
+    // the grace is for a lost answer only: once the successor was used, an older token is reuse
+    const a = (await signIn(member)).body
+    const b = await gw.request("POST", "/v1/auth/refresh", { json: { refresh_token: a.refresh_token } })
+    const c = await gw.request("POST", "/v1/auth/refresh", { json: { refresh_token: b.body.refresh_token } })
+    expect(c.status).toBe(200)
+    expectError(await gw.request("POST", "/v1/auth/refresh", { json: { refresh_token: a.refresh_token } }), 401, "INVALID_REFRESH_TOKEN")
+    expectError(await gw.request("POST", "/v1/auth/refresh", { json: { refresh_token: c.body.refresh_token } }), 401, "INVALID_REFRESH_TOKEN")
   })
 
   it("lists and ends sessions; logout stops the access token at once", async () => {
@@ -196,10 +219,27 @@ describe.each(["sqlite", "rqlite"] as const)("wallet sign-in and sessions, regis
     expect(ended.body).toEqual({ ended: b.session_id })
     expectError(await gw.request("GET", "/v1/auth/whoami", { token: b.access_token }), 401, "INVALID_TOKEN")
     expectError(await gw.request("DELETE", `/v1/auth/sessions/${b.session_id}`, { token: a.access_token, json: {} }), 404, "NOT_FOUND")
-    expect((await gw.request("POST", "/v1/auth/logout", { token: a.access_token })).body).toEqual({ ended: a.session_id })
+    // what fetch sends for `body: ""`: an empty text/plain body is an empty JSON object
+    const out = await gw.request("POST", "/v1/auth/logout", { token: a.access_token, body: "", headers: { "content-type": "text/plain;charset=UTF-8" } })
+    expect(out.body).toEqual({ ended: a.session_id })
     expectError(await gw.request("GET", "/v1/auth/whoami", { token: a.access_token }), 401, "INVALID_TOKEN")
     expectError(await gw.request("POST", "/v1/auth/refresh", { json: { refresh_token: a.refresh_token } }), 401, "INVALID_REFRESH_TOKEN")
     expect((await gw.request("GET", "/v1/auth/sessions", { token: ownerKey })).status).toBe(400)
+  })
+
+  it("asks a device-bound session's logout for its device's proof", async () => {
+    const device = await newDevice()
+    const { message } = await challenge(member.address, device.id)
+    const bound = await gw.request("POST", "/v1/auth/verify", {
+      json: { message, signature: await member.signMessage(message), device_key: device.jwk, device_signature: await device.sign(message) }
+    })
+    expect(bound.status, bound.text).toBe(200)
+    expectError(await gw.request("POST", "/v1/auth/logout", { token: bound.body.access_token }), 401, "DEVICE_PROOF_REQUIRED")
+    const out = await gw.request("POST", "/v1/auth/logout", {
+      token: bound.body.access_token,
+      json: { device_proof: await proof(device, "end-session", "shop", bound.body.session_id) }
+    })
+    expect(out.body).toEqual({ ended: bound.body.session_id })
   })
 
   it("binds a session to a device: signatures, dv1_ refresh with fresh proofs only", async () => {
@@ -214,6 +254,11 @@ describe.each(["sqlite", "rqlite"] as const)("wallet sign-in and sessions, regis
       400,
       "DEVICE_KEY_INVALID"
     )
+    // anything that is not a public JWK is the same refusal, not a generic one
+    for (const notAKey of ["hello", [1, 2], null, 7]) {
+      expectError(await gw.request("POST", "/v1/auth/verify", { json: { message, signature, device_key: notAKey, device_signature: "x" } }), 400, "DEVICE_KEY_INVALID")
+      expectError(await gw.request("POST", "/v1/auth/device", { json: { namespace: "shop", device_key: notAKey } }), 400, "DEVICE_KEY_INVALID")
+    }
     expectError(
       await gw.request("POST", "/v1/auth/verify", { json: { message, signature, device_key: device.jwk, device_signature: await device.sign(message + " ") } }),
       401,
@@ -417,6 +462,10 @@ describe.each(["sqlite", "rqlite"] as const)("devices, revocation across gateway
   })
 
   it("mints sign-in keys for plain sessions only, and a stricter policy revokes them", async () => {
+    // the admin wallet's own sign-in key: control-plane roles are held to optional, so it stays
+    const adminPlain = (await signIn(gw, admin)).body
+    const adminKey = await gw.request("POST", "/v1/auth/api-key", { token: adminPlain.access_token, json: { label: "admin-cli" } })
+    expect(adminKey.status, adminKey.text).toBe(201)
     const plain = (await signIn(gw, member)).body
     const minted = await gw.request("POST", "/v1/auth/api-key", { token: plain.access_token, json: { label: "cli" } })
     expect(minted.status, minted.text).toBe(201)
@@ -437,6 +486,7 @@ describe.each(["sqlite", "rqlite"] as const)("devices, revocation across gateway
     expect(set.body).toEqual({ namespace: "apps", device_policy: "required", sign_in: "members", revoked_sign_in_keys: 1 })
     expectError(await gw.request("GET", "/v1/auth/whoami", { token: minted.body.api_key }), 401, "INVALID_API_KEY")
     expect((await gw.request("GET", "/v1/auth/whoami", { token: ownerKey })).status).toBe(200)
+    expect((await gw.request("GET", "/v1/auth/whoami", { token: adminKey.body.api_key })).status).toBe(200)
 
     // required: plain sign-in, refresh and key minting of end users answer DEVICE_REQUIRED
     expectError(await signIn(gw, member), 403, "DEVICE_REQUIRED")
@@ -455,7 +505,15 @@ describe.each(["sqlite", "rqlite"] as const)("devices, revocation across gateway
     const who = await gw.request("GET", "/v1/auth/whoami", { token: outsiderSession.body.access_token })
     expect(who.body.role).toBe("user")
     expect(who.body.grants).not.toContain("admin")
-    await gw.request("PUT", "/v1/namespace/session-policy", { token: ownerKey, json: { device_policy: "optional", sign_in: "members" } })
+    // an outsider's sign-in key does not outlive sign-in closing to members
+    await gw.request("PUT", "/v1/namespace/session-policy", { token: ownerKey, json: { device_policy: "optional" } })
+    const outsiderPlain = (await signIn(gw, outsider)).body
+    const outsiderKey = await gw.request("POST", "/v1/auth/api-key", { token: outsiderPlain.access_token, json: { label: "x" } })
+    expect(outsiderKey.status, outsiderKey.text).toBe(201)
+    const closed = await gw.request("PUT", "/v1/namespace/session-policy", { token: ownerKey, json: { sign_in: "members" } })
+    expect(closed.body.revoked_sign_in_keys).toBe(1)
+    expectError(await gw.request("GET", "/v1/auth/whoami", { token: outsiderKey.body.api_key }), 401, "INVALID_API_KEY")
+    expect((await gw.request("GET", "/v1/auth/whoami", { token: adminKey.body.api_key })).status).toBe(200)
   })
 })
 
@@ -513,7 +571,12 @@ describe.each(["sqlite", "rqlite"] as const)("approval of further devices, devic
     expect(pending.body.user_code).toMatch(/^[A-Z]{4}-[A-Z]{4}$/)
     const list = await gw.request("GET", "/v1/auth/devices", { token: firstSession.body.access_token })
     expect(list.body.devices.find((d: { id: string }) => d.id === second.id).status).toBe("pending")
-    expectError(await signIn(member, second), 403, "DEVICE_PENDING")
+    // signing in again while pending answers 202 with a fresh request (spec §7: 202 on sign-in),
+    // so a lost answer or an expired request never strands the device; the first stays valid
+    const again = await signIn(member, second)
+    expect(again.status, again.text).toBe(202)
+    expect(again.body.user_code).not.toBe(pending.body.user_code)
+    expect(again.body.device_code).not.toBe(pending.body.device_code)
 
     const code: string = pending.body.device_code
     expectError(await poll(second, code), 400, "authorization_pending")
@@ -589,6 +652,29 @@ describe.each(["sqlite", "rqlite"] as const)("approval of further devices, devic
     await gw.request("POST", "/v1/auth/device/approve", { json: { user_code: denied.user_code, message: m2, signature: await member.signMessage(m2), deny: true } })
     expectError(await poll(undefined, denied.device_code), 400, "access_denied")
     expectError(await poll(undefined, "dc_" + "x".repeat(43)), 400, "invalid_grant")
+
+    // one signature, one try: a wrong code spends the challenge
+    const third = (await gw.request("POST", "/v1/auth/device", { json: { namespace: ns } })).body
+    const m3 = await challengeFor(member)
+    const s3 = await member.signMessage(m3)
+    expectError(await gw.request("POST", "/v1/auth/device/approve", { json: { user_code: "ABCD-EFGH", message: m3, signature: s3 } }), 404, "NOT_FOUND")
+    expectError(await gw.request("POST", "/v1/auth/device/approve", { json: { user_code: third.user_code, message: m3, signature: s3 } }), 401, "SIGNATURE_INVALID")
+    // a wallet that may not sign in here cannot deny either
+    const stranger = Wallet.createRandom()
+    const ms = await challengeFor(stranger)
+    expectError(
+      await gw.request("POST", "/v1/auth/device/approve", { json: { user_code: third.user_code, message: ms, signature: await stranger.signMessage(ms), deny: true } }),
+      403,
+      "NOT_A_MEMBER"
+    )
+    // a message naming a device stands for a device, which cannot answer a plain login
+    const md = await challengeFor(member, phone)
+    expectError(
+      await gw.request("POST", "/v1/auth/device/approve", { json: { user_code: third.user_code, message: md, signature: await member.signMessage(md) } }),
+      403,
+      "FORBIDDEN"
+    )
+    expectError(await poll(undefined, third.device_code), 400, "authorization_pending")
   })
 })
 

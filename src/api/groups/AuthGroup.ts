@@ -40,11 +40,17 @@ export const ChallengeAnswer = Schema.Struct({
   expires_at: UnixSeconds
 }).annotations({ identifier: "Challenge" })
 
+/**
+ * A device's public JWK. Any JSON here reaches the key check, so whatever is not a P-256 or
+ * Ed25519 public JWK (a string, an array, null) answers 400 DEVICE_KEY_INVALID (spec §7).
+ */
+const DeviceKeyWire = Schema.Unknown.annotations({ description: "a P-256 (EC) or Ed25519 (OKP) public JWK" })
+
 export const VerifyRequest = strict(
   Schema.Struct({
     message: Schema.String.pipe(Schema.maxLength(4096)),
     signature: Schema.String.pipe(Schema.maxLength(200)),
-    device_key: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown })),
+    device_key: Schema.optional(DeviceKeyWire),
     device_signature: Schema.optional(Schema.String.pipe(Schema.maxLength(200))),
     device_label: Schema.optional(Label)
   })
@@ -70,7 +76,7 @@ export const PendingAnswer = Schema.Struct({
 export const StartDeviceRequest = strict(
   Schema.Struct({
     namespace: NamespaceName,
-    device_key: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.Unknown })).annotations({
+    device_key: Schema.optional(DeviceKeyWire).annotations({
       description: "present: link this new device (an active device approves); absent: a plain login (a wallet approves)"
     }),
     device_label: Schema.optional(Label)
@@ -163,7 +169,7 @@ export class AuthGroup extends HttpApiGroup.make("auth")
   .add(HttpApiEndpoint.post("approveDevice", "/v1/auth/devices/approve").setPayload(ApproveRequest).addSuccess(Approved))
   .add(HttpApiEndpoint.post("answerLogin", "/v1/auth/device/approve").setPayload(AnswerLoginRequest).addSuccess(LoginAnswered))
   .add(HttpApiEndpoint.post("refresh", "/v1/auth/refresh").setPayload(RefreshRequest).addSuccess(SessionAnswer))
-  .add(HttpApiEndpoint.post("logout", "/v1/auth/logout").addSuccess(Ended))
+  .add(HttpApiEndpoint.post("logout", "/v1/auth/logout").setPayload(EndSessionRequest).addSuccess(Ended))
   .add(HttpApiEndpoint.get("sessions", "/v1/auth/sessions").addSuccess(SessionList))
   .add(
     HttpApiEndpoint.del("endSession")`/v1/auth/sessions/${sessionParam}`

@@ -172,9 +172,10 @@ export const AuthHandlers = HttpApiBuilder.group(PorticoApi, "auth", (handlers) 
           .refresh({ refreshToken: payload.refresh_token, deviceProof: payload.device_proof })
           .pipe(Effect.map(sessionAnswer), Effect.mapError(asHttp))
       )
-      .handle("logout", () =>
-        // Logging out is the session's own act with its own token: no device proof is asked.
-        Effect.flatMap(requireSession, (p) => endSession(p, p.sessionId, undefined, undefined, "logout"))
+      .handle("logout", ({ payload }) =>
+        // Spec §5.9: ending a session from a device-bound session carries a proof, logout too; a
+        // leaked access token alone then cannot end the session.
+        Effect.flatMap(requireSession, (p) => endSession(p, p.sessionId, p.deviceId, payload.device_proof, "logout"))
       )
       .handle("sessions", () =>
         Effect.gen(function* () {

@@ -49,6 +49,7 @@ export class SessionPolicy extends Context.Tag("portico/SessionPolicy")<SessionP
           Effect.gen(function* () {
             const now = yield* Clock.currentTimeMillis
             const strict = patch.devicePolicy === "required" || patch.devicePolicy === "approval"
+            const closing = patch.signIn === "members"
             const entry = yield* audit.entry(namespace, "namespace.session_policy", actor, namespace, {
               device_policy: patch.devicePolicy ?? null,
               sign_in: patch.signIn ?? null
@@ -58,20 +59,23 @@ export class SessionPolicy extends Context.Tag("portico/SessionPolicy")<SessionP
                 sql: "UPDATE namespaces SET device_policy = COALESCE(?, device_policy), sign_in = COALESCE(?, sign_in) WHERE name = ?",
                 params: [patch.devicePolicy ?? null, patch.signIn ?? null, namespace]
               },
-              ...(strict
-                ? [
-                    {
-                      sql: "UPDATE api_keys SET revoked_at = ? WHERE namespace = ? AND origin = 'sign-in' AND revoked_at IS NULL",
-                      params: [now, namespace]
-                    }
-                  ]
-                : []),
+              // A stricter device policy ends the keys end users minted at sign-in (spec §4.5); a
+              // wallet with a control-plane role is held to optional whatever the policy (§5.11),
+              // so its keys stay. Closing sign-in to members ends the keys of those who are not.
+              {
+                sql: `UPDATE api_keys SET revoked_at = ? WHERE namespace = ? AND origin = 'sign-in' AND revoked_at IS NULL AND (
+                        (? = 1 AND NOT EXISTS (SELECT 1 FROM members m WHERE m.namespace = api_keys.namespace
+                          AND lower(m.wallet) = lower(api_keys.created_by) AND m.role IN ('owner', 'admin', 'developer')))
+                        OR (? = 1 AND NOT EXISTS (SELECT 1 FROM members m WHERE m.namespace = api_keys.namespace
+                          AND lower(m.wallet) = lower(api_keys.created_by))))`,
+                params: [now, namespace, strict ? 1 : 0, closing ? 1 : 0]
+              },
               entry
             ])
             const policy = yield* get(namespace)
             return {
               policy: Option.getOrElse(policy, () => ({ devicePolicy: "optional" as const, signIn: "members" as const })),
-              revokedSignInKeys: strict ? (results[1]?.rowsAffected ?? 0) : 0
+              revokedSignInKeys: results[1]?.rowsAffected ?? 0
             }
           })
       }

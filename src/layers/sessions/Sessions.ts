@@ -356,8 +356,40 @@ export class Sessions extends Context.Tag("portico/Sessions")<Sessions, Sessions
           )
         })
 
-      const spendNonce = (nonce: string, namespace: string, wallet: string, deviceId: string | undefined) =>
+      /**
+       * The message must be the very text this gateway issued for the nonce, not one with another
+       * URI, chain, time or an added field the parser tolerates: it is rebuilt from the challenge
+       * row (issued CHALLENGE_SECONDS before its expiry) and compared byte for byte.
+       */
+      const assertIssued = (message: string, nonce: string, namespace: string, wallet: string, deviceId: string | undefined) =>
         Effect.gen(function* () {
+          const rows = yield* store.query({ sql: "SELECT expires_at FROM auth_challenges WHERE nonce = ?", params: [nonce] })
+          const expiresAt = rows[0] === undefined ? undefined : Number(rows[0].expires_at)
+          const host = namespaceHost(namespace, config.baseDomain)
+          const issued =
+            expiresAt === undefined
+              ? undefined
+              : yield* Effect.option(
+                  makeChallenge({
+                    domain: host,
+                    wallet,
+                    namespace,
+                    deviceId,
+                    uri: `https://${host}`,
+                    chainId: 1,
+                    nonce,
+                    issuedAt: expiresAt - CHALLENGE_SECONDS * 1000,
+                    expirationTime: expiresAt
+                  })
+                )
+          if (issued === undefined || Option.isNone(issued) || issued.value !== message) {
+            return yield* refuse(401, "SIGNATURE_INVALID", "the message is not the one this gateway issued for its nonce")
+          }
+        })
+
+      const spendNonce = (message: string, nonce: string, namespace: string, wallet: string, deviceId: string | undefined) =>
+        Effect.gen(function* () {
+          yield* assertIssued(message, nonce, namespace, wallet, deviceId)
           const now = yield* Clock.currentTimeMillis
           const spent = yield* store.exec({
             sql: `UPDATE auth_challenges SET spent_at = ? WHERE nonce = ? AND spent_at IS NULL AND expires_at > ?
@@ -423,16 +455,18 @@ export class Sessions extends Context.Tag("portico/Sessions")<Sessions, Sessions
           const again = yield* sessionOfToken(hash)
           const usedAt = Option.match(again, { onNone: () => 0, onSome: (r) => Number(r.used_at ?? 0) })
           const sealed = Option.match(again, { onNone: () => null, onSome: (r) => r.successor })
+          // "A lost response" means the successor never reached the client: the grace holds only
+          // while the successor is unused. Otherwise an old token could be replayed down the chain.
           if (now - usedAt <= REFRESH_GRACE_MS && typeof sealed === "string") {
-            const claimed = yield* store.exec({
-              sql: "UPDATE refresh_tokens SET grace_used = 1 WHERE hash = ? AND grace_used = 0",
-              params: [hash]
-            })
-            if (claimed.rowsAffected === 1) {
-              const successor = yield* Effect.orElseSucceed(sealer.open("refresh-successor", hash, sealed), () => undefined)
-              if (successor !== undefined) {
-                return yield* issue(namespace, wallet, role, sessionId, deviceId, new TextDecoder().decode(successor))
-              }
+            const opened = yield* Effect.orElseSucceed(sealer.open("refresh-successor", hash, sealed), () => undefined)
+            if (opened !== undefined) {
+              const successor = new TextDecoder().decode(opened)
+              const claimed = yield* store.exec({
+                sql: `UPDATE refresh_tokens SET grace_used = 1 WHERE hash = ? AND grace_used = 0
+                      AND EXISTS (SELECT 1 FROM refresh_tokens WHERE hash = ? AND used_at IS NULL)`,
+                params: [hash, sealer.hash("refresh-token-hash", successor)]
+              })
+              if (claimed.rowsAffected === 1) return yield* issue(namespace, wallet, role, sessionId, deviceId, successor)
             }
           }
           yield* endSession(sessionId, "refresh_token_reuse")
@@ -512,13 +546,18 @@ export class Sessions extends Context.Tag("portico/Sessions")<Sessions, Sessions
             }
             let existing: Option.Option<Row> = Option.none()
             let needsApproval = false
+            // A device still waiting signs in again: spec §7 "DEVICE_PENDING … (202 on sign-in)".
+            // It gets a fresh request, so a lost answer, an expired request or a revoked approver
+            // never leaves it pending for good.
+            let pendingAgain = false
             if (device !== undefined) {
               existing = yield* deviceRow(namespace, device.id)
               if (Option.isSome(existing)) {
                 if (existing.value.wallet !== wallet) {
                   return yield* refuse(403, "DEVICE_KEY_TAKEN", "this device key belongs to another account")
                 }
-                yield* deviceState(existing.value)
+                if (existing.value.status === "pending") pendingAgain = true
+                else yield* deviceState(existing.value)
               } else if (policy === "approval") {
                 // The account's first device enrols; every further one waits for an active one.
                 const active = yield* store.query({
@@ -530,8 +569,13 @@ export class Sessions extends Context.Tag("portico/Sessions")<Sessions, Sessions
             }
 
             // One spent nonce per sign-in: the conditional update is the replay check.
-            yield* spendNonce(signedIn.nonce, namespace, wallet, signedIn.deviceId)
+            yield* spendNonce(input.message, signedIn.nonce, namespace, wallet, signedIn.deviceId)
 
+            if (pendingAgain && device !== undefined) {
+              const codes = yield* newCodes
+              yield* store.exec(requestInsert(codes, namespace, "approval", wallet, device, input.deviceLabel ?? "", now))
+              return { _tag: "Pending" as const, userCode: codes.userCode, deviceCode: codes.deviceCode }
+            }
             if (needsApproval && device !== undefined) {
               const codes = yield* newCodes
               yield* store
@@ -629,6 +673,19 @@ export class Sessions extends Context.Tag("portico/Sessions")<Sessions, Sessions
         answerLogin: (input) =>
           Effect.gen(function* () {
             const signedIn = yield* verifiedWallet(input.message, input.signature)
+            // a message naming a device would stand for that device, which signs nothing here
+            if (signedIn.deviceId !== undefined) {
+              return yield* refuse(403, "FORBIDDEN", "a plain login is answered with a wallet signature only; this message names a device")
+            }
+            const ns = yield* namespaceRow(signedIn.namespace)
+            if (Option.isNone(ns)) return yield* refuse(404, "NOT_FOUND", "no such namespace")
+            // approving and denying alike are for wallets that may sign in here (roleOf refuses others)
+            const role = yield* roleOf(signedIn.namespace, signedIn.wallet, String(ns.value.sign_in))
+            if (!input.deny && String(ns.value.device_policy) !== "optional" && !isControlPlaneRole(role)) {
+              return yield* refuse(403, "DEVICE_REQUIRED", "this namespace needs device-bound sessions")
+            }
+            // one signature, one try: the nonce is spent before the code is looked up
+            yield* spendNonce(input.message, signedIn.nonce, signedIn.namespace, signedIn.wallet, signedIn.deviceId)
             const request = yield* requestByUserCode(signedIn.namespace, input.userCode)
             const now = yield* Clock.currentTimeMillis
             if (Option.isNone(request) || Number(request.value.expires_at) <= now || request.value.status !== "pending") {
@@ -637,15 +694,6 @@ export class Sessions extends Context.Tag("portico/Sessions")<Sessions, Sessions
             if (request.value.kind !== "login") {
               return yield* refuse(403, "FORBIDDEN", "a wallet signature cannot approve a device link")
             }
-            if (!input.deny) {
-              const ns = yield* namespaceRow(signedIn.namespace)
-              if (Option.isNone(ns)) return yield* refuse(404, "NOT_FOUND", "no such namespace")
-              const role = yield* roleOf(signedIn.namespace, signedIn.wallet, String(ns.value.sign_in))
-              if (String(ns.value.device_policy) !== "optional" && !isControlPlaneRole(role)) {
-                return yield* refuse(403, "DEVICE_REQUIRED", "this namespace needs device-bound sessions")
-              }
-            }
-            yield* spendNonce(signedIn.nonce, signedIn.namespace, signedIn.wallet, signedIn.deviceId)
             const updated = yield* store.exec({
               sql: `UPDATE device_requests SET status = ?, wallet = ? WHERE device_code_hash = ? AND status = 'pending'`,
               params: [input.deny ? "denied" : "approved", signedIn.wallet, String(request.value.device_code_hash)]
