@@ -45,7 +45,7 @@ export const servicesLayer = (settings: PorticoSettings) => {
   const cacheStore =
     settings.cache.redisUrl === undefined
       ? MemoryCacheStore.layer(settings.cache.maxBytesPerNamespace)
-      : RedisCacheStore.layer({ url: settings.cache.redisUrl })
+      : RedisCacheStore.layer({ url: settings.cache.redisUrl, overrides: Object.fromEntries(settings.cache.redisOverrides) })
   const cache = Cache.Live.pipe(Layer.provide(cacheStore))
   const workers = SqliteWorkers.layer({
     workers: settings.sql.workers,

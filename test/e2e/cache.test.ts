@@ -204,3 +204,29 @@ describe("the gateway against a Redis that would not evict", () => {
     }
   }, 90_000)
 })
+
+describe("a namespace with a Redis deployment of its own (PORTICO_REDIS_URLS)", () => {
+  it("keeps its memory bound to itself: filling it evicts only its own entries", async () => {
+    if (!hasRedisServer()) throw new Error(redisMissingMessage())
+    const shared = await Effect.runPromise(startRedis({ maxmemory: "64mb" }))
+    const own = await Effect.runPromise(startRedis({ maxmemory: "4mb" }))
+    const gw = await startGateway({ env: { PORTICO_REDIS_URL: shared.url, PORTICO_REDIS_URLS: `bigcache=${own.url}` } })
+    try {
+      const small = (await gw.cli(["namespace", "create", "smallcache"])).api_key
+      const big = (await gw.cli(["namespace", "create", "bigcache"])).api_key
+      const put = (token: string, key: string, value: string) =>
+        gw.request("POST", "/v1/cache/put", { token, json: { dmap: "m", key, value } })
+      expect((await put(small, "keep", "mine")).status).toBe(200)
+      const filler = "v".repeat(100 * 1024)
+      for (let i = 0; i < 120; i++) expect((await put(big, `k${i}`, filler)).status).toBe(200)
+      // the big namespace evicted within its own deployment; the other one was never touched
+      expect((await gw.request("POST", "/v1/cache/get", { token: small, json: { dmap: "m", key: "keep" } })).body.value).toBe("mine")
+      expect((await gw.request("POST", "/v1/cache/get", { token: big, json: { dmap: "m", key: "k0" } })).status).toBe(404)
+      expect((await gw.request("POST", "/v1/cache/get", { token: big, json: { dmap: "m", key: "k119" } })).status).toBe(200)
+    } finally {
+      await gw.stop()
+      await Effect.runPromise(shared.stop)
+      await Effect.runPromise(own.stop)
+    }
+  }, 90_000)
+})

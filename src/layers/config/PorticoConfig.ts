@@ -43,7 +43,12 @@ export interface PorticoSettings {
   readonly operators: ReadonlyArray<string>
   readonly logRequests: boolean
   /** The cache: the embedded LRU (bounded per namespace) or a Redis/Valkey server. */
-  readonly cache: { readonly maxBytesPerNamespace: number; readonly redisUrl: string | undefined }
+  readonly cache: {
+    readonly maxBytesPerNamespace: number
+    readonly redisUrl: string | undefined
+    /** Namespaces with a Redis deployment of their own (their bound is its maxmemory). */
+    readonly redisOverrides: ReadonlyMap<string, string>
+  }
   /** This gateway's node id: the home node recorded for node-local databases. */
   readonly nodeId: string
   readonly sql: SqlSettings
@@ -120,6 +125,7 @@ const load = (overrides: Partial<Pick<PorticoSettings, "host" | "port" | "dataDi
     const logRequests = yield* env(Config.boolean("LOG_REQUESTS")).pipe(Config.withDefault(true))
     const cacheMaxBytes = yield* env(Config.integer("CACHE_MAX_BYTES")).pipe(Config.withDefault(256 * 1024 * 1024))
     const redisUrl = yield* env(Config.option(Config.string("REDIS_URL")))
+    const redisUrls = yield* env(Config.array(Config.string(), "REDIS_URLS")).pipe(Config.withDefault([]))
     const nodeId = yield* env(Config.option(Config.string("NODE_ID")))
     const sqlWorkers = yield* env(Config.integer("SQL_WORKERS")).pipe(Config.withDefault(2))
     const sqlTimeoutMs = yield* env(Config.integer("SQL_TIMEOUT_MS")).pipe(Config.withDefault(10_000))
@@ -162,7 +168,11 @@ const load = (overrides: Partial<Pick<PorticoSettings, "host" | "port" | "dataDi
       },
       operators: operators.map((w) => w.toLowerCase()).filter((w) => w.length > 0),
       logRequests,
-      cache: { maxBytesPerNamespace: cacheMaxBytes, redisUrl: Option.getOrUndefined(redisUrl) },
+      cache: {
+        maxBytesPerNamespace: cacheMaxBytes,
+        redisUrl: Option.getOrUndefined(redisUrl),
+        redisOverrides: yield* parseRedisMap(redisUrls, Option.isSome(redisUrl))
+      },
       nodeId: Option.getOrElse(nodeId, () => localNodeId(dataDir)),
       sql: {
         workers: sqlWorkers,
@@ -208,6 +218,31 @@ const parseUrlMap = (variable: string, pairs: ReadonlyArray<string>) =>
     return map as ReadonlyMap<string, string>
   })
 
+/**
+ * REDIS_URLS: `namespace=redis://…` pairs, each namespace's cache on a deployment of its own, so
+ * its memory bound is that deployment's maxmemory (spec §8: 256 MiB per namespace). Needs
+ * REDIS_URL, which keeps every namespace not listed.
+ */
+const parseRedisMap = (pairs: ReadonlyArray<string>, hasDefault: boolean) =>
+  Effect.gen(function* () {
+    const map = new Map<string, string>()
+    if (pairs.length > 0 && !hasDefault) {
+      return yield* Effect.fail(ConfigError.InvalidData(["PORTICO", "REDIS_URLS"], "REDIS_URLS needs REDIS_URL for the namespaces it does not list"))
+    }
+    for (const pair of pairs) {
+      const at = pair.indexOf("=")
+      const ns = pair.slice(0, at).trim()
+      const url = pair.slice(at + 1).trim()
+      if (at <= 0 || !/^rediss?:\/\/[^\s]+$/.test(url) || map.has(ns)) {
+        return yield* Effect.fail(
+          ConfigError.InvalidData(["PORTICO", "REDIS_URLS"], `expected distinct namespace=redis(s)://host:port pairs, got "${pair}"`)
+        )
+      }
+      map.set(ns, url)
+    }
+    return map as ReadonlyMap<string, string>
+  })
+
 /** A node id kept in the data directory, so a restart keeps the databases homed here. */
 const localNodeId = (dataDir: string): string => {
   const file = path.join(dataDir, "node-id")
@@ -242,7 +277,7 @@ export const testSettings = (dataDir: string, patch: Partial<PorticoSettings> = 
   },
   operators: [],
   logRequests: false,
-  cache: { maxBytesPerNamespace: 256 * 1024 * 1024, redisUrl: undefined },
+  cache: { maxBytesPerNamespace: 256 * 1024 * 1024, redisUrl: undefined, redisOverrides: new Map() },
   nodeId: "test-node",
   sql: {
     workers: 2,
