@@ -356,6 +356,22 @@ export class Sessions extends Context.Tag("portico/Sessions")<Sessions, Sessions
           )
         })
 
+      /** The sign-in message of a challenge: what `challenge` hands out and `assertIssued` rebuilds. */
+      const challengeText = (namespace: string, wallet: string, deviceId: string | undefined, nonce: string, issuedAt: number) => {
+        const host = namespaceHost(namespace, config.baseDomain)
+        return makeChallenge({
+          domain: host,
+          wallet,
+          namespace,
+          deviceId,
+          uri: `https://${host}`,
+          chainId: 1,
+          nonce,
+          issuedAt,
+          expirationTime: issuedAt + CHALLENGE_SECONDS * 1000
+        })
+      }
+
       /**
        * The message must be the very text this gateway issued for the nonce, not one with another
        * URI, chain, time or an added field the parser tolerates: it is rebuilt from the challenge
@@ -365,23 +381,10 @@ export class Sessions extends Context.Tag("portico/Sessions")<Sessions, Sessions
         Effect.gen(function* () {
           const rows = yield* store.query({ sql: "SELECT expires_at FROM auth_challenges WHERE nonce = ?", params: [nonce] })
           const expiresAt = rows[0] === undefined ? undefined : Number(rows[0].expires_at)
-          const host = namespaceHost(namespace, config.baseDomain)
           const issued =
             expiresAt === undefined
               ? undefined
-              : yield* Effect.option(
-                  makeChallenge({
-                    domain: host,
-                    wallet,
-                    namespace,
-                    deviceId,
-                    uri: `https://${host}`,
-                    chainId: 1,
-                    nonce,
-                    issuedAt: expiresAt - CHALLENGE_SECONDS * 1000,
-                    expirationTime: expiresAt
-                  })
-                )
+              : yield* Effect.option(challengeText(namespace, wallet, deviceId, nonce, expiresAt - CHALLENGE_SECONDS * 1000))
           if (issued === undefined || Option.isNone(issued) || issued.value !== message) {
             return yield* refuse(401, "SIGNATURE_INVALID", "the message is not the one this gateway issued for its nonce")
           }
@@ -481,20 +484,8 @@ export class Sessions extends Context.Tag("portico/Sessions")<Sessions, Sessions
             const now = yield* Clock.currentTimeMillis
             const nonce = newNonce()
             const expiresAt = now + CHALLENGE_SECONDS * 1000
-            const host = namespaceHost(namespace, config.baseDomain)
-            const message = yield* Effect.mapError(
-              makeChallenge({
-                domain: host,
-                wallet,
-                namespace,
-                deviceId,
-                uri: `https://${host}`,
-                chainId: 1,
-                nonce,
-                issuedAt: now,
-                expirationTime: expiresAt
-              }),
-              (e) => refuse(400, "VALIDATION_FAILED", e.reason)
+            const message = yield* Effect.mapError(challengeText(namespace, wallet, deviceId, nonce, now), (e) =>
+              refuse(400, "VALIDATION_FAILED", e.reason)
             )
             yield* store.exec({
               sql: "INSERT INTO auth_challenges (nonce, namespace, wallet, device_id, expires_at) VALUES (?, ?, ?, ?, ?)",
