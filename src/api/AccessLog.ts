@@ -3,7 +3,7 @@
  * a query string or a body: credentials can travel in all three.
  */
 import { type HttpApp, HttpServerRequest } from "@effect/platform"
-import { Effect } from "effect"
+import { Cause, Effect } from "effect"
 import { RequestMeta } from "./RequestMeta.js"
 
 export const logLine = (fields: Readonly<Record<string, unknown>>): void => {
@@ -19,7 +19,9 @@ export const accessLog = <E, R>(
     const started = performance.now()
     return Effect.onExit(app, (exit) =>
       Effect.sync(() => {
-        const status = exit._tag === "Success" ? exit.value.status : 500
+        // Every failure is rendered into a response before it gets here; what still ends without
+        // one was interrupted because the client went away: 499, as nginx logs it, not a 500.
+        const status = exit._tag === "Success" ? exit.value.status : Cause.isInterruptedOnly(exit.cause) ? 499 : 500
         logLine({
           level: "info",
           msg: "request",

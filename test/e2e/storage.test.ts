@@ -733,6 +733,27 @@ describe("reclaims and uploads in progress (embedded engine)", () => {
     expectError(await gw.request("POST", "/v1/storage/pin", { token: alice, json: { cid: mine.body.Cid } }), 404, "NOT_FOUND")
   }, 30_000)
 
+  it("logs an upload whose client stopped sending as a client error, and keeps serving", async () => {
+    const net = await import("node:net")
+    const head = '--c\r\nContent-Disposition: form-data; name="file"; filename="f"\r\n\r\n'
+    await new Promise<void>((resolve) => {
+      const socket = net.connect(gw.port, "127.0.0.1", () => {
+        socket.write(
+          `POST /v1/storage/upload HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${alice}\r\nContent-Type: multipart/form-data; boundary=c\r\nContent-Length: 3000000\r\n\r\n${head}${"x".repeat(1024)}`
+        )
+        setTimeout(() => socket.end(), 200)
+      })
+      socket.on("close", () => resolve())
+      socket.on("error", () => resolve())
+      setTimeout(() => { socket.destroy(); resolve() }, 5000)
+    })
+    await new Promise((resolve) => setTimeout(resolve, 500))
+    // the client is gone: nothing was recorded and the log says so, not that the gateway failed
+    const last = gw.logs().split("\n").filter((l) => l.includes('"route":"/v1/storage/upload"')).at(-1) ?? ""
+    expect(JSON.parse(last).status).toBe(499)
+    expect((await upload(gw, alice, bytesOf(10, 105))).status).toBe(200)
+  })
+
   it("does not hand out leftover blocks nobody holds by their CID", async () => {
     const bytes = bytesOf(300_000, 103)
     const up = await upload(gw, bob, bytes)
