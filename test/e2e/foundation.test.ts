@@ -312,6 +312,22 @@ describe.each(["sqlite", "rqlite"] as const)("foundation over HTTP, registry on 
       expect(paths).toContain(p)
     }
     expect(doc.text).not.toContain("HttpApiDecodeError")
+    // a generated client must know to send the credential: the route table decides where
+    expect(doc.body.components.securitySchemes.bearer).toMatchObject({ type: "http", scheme: "bearer" })
+    expect(doc.body.paths["/v1/auth/whoami"].get.security).toEqual([{ bearer: [] }])
+    expect(doc.body.paths["/v1/schema-status"].get.security).toEqual([{ bearer: [] }])
+    expect(doc.body.paths["/health"].get.security).toEqual([])
+    expect(doc.body.paths["/v1/auth/challenge"].post.security).toEqual([])
+    expect(doc.body.paths["/v1/internal/storage/evict"].post["x-internal"]).toBe(true)
+    // what the handlers write by hand is declared: 206 ranges, Retry-After, optional bodies
+    expect(Object.keys(doc.body.paths["/v1/storage/get/{cid}"].get.responses)).toEqual(expect.arrayContaining(["200", "206", "304"]))
+    expect(doc.body.paths["/v1/auth/whoami"].get.responses["503"].headers["Retry-After"]).toBeDefined()
+    expect(doc.body.paths["/v1/auth/logout"].post.requestBody.required).toBe(false)
+    // no schema id repeated (JSON Schema validators refuse a document that repeats one)
+    expect(doc.text).not.toContain('"$id"')
+    // and it validates as OpenAPI with the tool generators build on
+    const SwaggerParser = (await import("@apidevtools/swagger-parser")).default
+    await expect(SwaggerParser.validate(structuredClone(doc.body))).resolves.toBeDefined()
     const docs = await gw.request("GET", "/v1/docs")
     expect(docs.status).toBe(200)
     expect(docs.headers.get("content-type")).toContain("text/html")
