@@ -303,6 +303,27 @@ const localPragmaRefusal = (tokens: ReadonlyArray<Token>, at: number): string | 
  */
 const TRANSACTION_VERBS: ReadonlySet<string> = new Set(["BEGIN", "COMMIT", "END", "ROLLBACK", "SAVEPOINT", "RELEASE"])
 
+/**
+ * The temp schema, refused on every tenant route (403): its objects live on the shared
+ * connection, not in the file, so every caller would see them, they would vanish when a worker
+ * restarts, and no backup or export would hold them. `CREATE TEMP|TEMPORARY …` and any name
+ * qualified `temp.` (in any quoting) are refused; with nothing created there, reading it is moot.
+ */
+const tempSchema = (tokens: ReadonlyArray<Token>, opening: Head): Checked | undefined => {
+  if (opening.verb === "CREATE") {
+    const next = bareWord(tokens[opening.at + 1])
+    if (next === "TEMP" || next === "TEMPORARY") return notAllowed("temporary objects are not allowed: create them in main")
+  }
+  for (let i = 0; i + 1 < tokens.length; i++) {
+    const token = tokens[i]
+    if (isNameToken(token) && isPunct(tokens[i + 1], ".")) {
+      const key = nameKey(token.value)
+      if (key === "temp" || key === "temporary") return notAllowed("the temp schema is not allowed: use main")
+    }
+  }
+  return undefined
+}
+
 const transactionControl = (verbs: ReadonlyArray<string>): Checked | undefined => {
   const verb = verbs.find((v) => TRANSACTION_VERBS.has(v))
   return verb === undefined
@@ -324,7 +345,7 @@ export const guardLocalSql = (sql: string): Checked => {
   const tokens = significant(checked.statement.tokens)
   const opening = head(tokens)
   const verbs = [opening.first, opening.verb]
-  const control = transactionControl(verbs)
+  const control = transactionControl(verbs) ?? tempSchema(tokens, opening)
   if (control !== undefined) return control
   for (const verb of ["ATTACH", "DETACH"]) {
     if (verbs.includes(verb)) return notAllowed(`${verb} is not allowed`)
@@ -430,7 +451,7 @@ export const guardClusterSql = (sql: string): Checked => {
   if (!checked.ok) return checked
   const tokens = significant(checked.statement.tokens)
   const opening = head(tokens)
-  const control = transactionControl([opening.first, opening.verb])
+  const control = transactionControl([opening.first, opening.verb]) ?? tempSchema(tokens, opening)
   if (control !== undefined) return control
   for (const verb of [opening.first, opening.verb]) {
     if (CLUSTER_REFUSED_VERBS.has(verb)) return notAllowed(`${verb} is not allowed`)

@@ -22,8 +22,15 @@ const expectRefused = (checked: Checked, status: 400 | 403) => {
 }
 
 
-/** Transaction control: refused on every tenant route, node-local and cluster alike. */
+/** Transaction control and the temp schema: refused on every tenant route, node-local and cluster alike. */
 const transactionControl = [
+  "CREATE TEMP TABLE z(a)",
+  "create temporary view v as select 1",
+  "CREATE TABLE temp.z2(a)",
+  'CREATE TABLE "temp" . z3(a)',
+  "CREATE INDEX temp.i ON t(a)",
+  "SELECT * FROM temp.sqlite_master",
+  "SELECT * FROM [TEMPORARY].sqlite_schema",
     "BEGIN",
     "begin immediate transaction",
     "BEGIN EXCLUSIVE;",
@@ -257,7 +264,10 @@ describe("guardClusterSql", () => {
     "CREATE TABLE triggers_log (a)",
     "SELECT edit FROM docs",
     "SELECT x'6b657973'",
-    "EXPLAIN QUERY PLAN SELECT * FROM users"
+    "EXPLAIN QUERY PLAN SELECT * FROM users",
+    // a column or value called temp is not the temp schema
+    "SELECT temp FROM readings WHERE temp > 'temp'",
+    "SELECT r.temp FROM readings AS r"
   ]
 
   it.each(allowed)("allows %s", (sql) => {
@@ -335,7 +345,8 @@ describe("guardLocalSql", () => {
     "SELECT * FROM sessions JOIN portico_x USING (id)",
     "CREATE TRIGGER tr AFTER INSERT ON t BEGIN DELETE FROM u; END",
     "SELECT edit FROM docs",
-    "EXPLAIN QUERY PLAN SELECT * FROM t"
+    "EXPLAIN QUERY PLAN SELECT * FROM t",
+    "SELECT temp FROM readings"
   ])("allows %s", (sql) => {
     expect(refusal(guardLocalSql(sql))).toBeUndefined()
   })

@@ -195,7 +195,11 @@ describe.each(["embedded", "rqlite"] as const)("databases over HTTP on %s engine
         "PRAGMA writable_schema = 1",
         "PRAGMA temp.table_info(t)",
         "SELECT * FROM pragma_journal_mode()",
-        "SELECT load_extension('/tmp/evil.so')"
+        "SELECT load_extension('/tmp/evil.so')",
+        // temp objects live on the shared connection, not in the file
+        "CREATE TEMP TABLE z(a)",
+        "CREATE TABLE temp.z2(a)",
+        "SELECT * FROM temp.sqlite_master"
       ]
       for (const sql of refused) expectError(await q("kinds", sql), 403, "SQL_NOT_ALLOWED")
       // the connection serves every caller: a transaction left open would hold their writes
@@ -464,7 +468,7 @@ describe.each(["embedded", "rqlite"] as const)("databases over HTTP on %s engine
         }
       }
       // transaction control inside a transaction, or on its own, would break all-or-nothing
-      for (const control of ["COMMIT", "ROLLBACK", "END", "SAVEPOINT s", "RELEASE s", "BEGIN"]) {
+      for (const control of ["COMMIT", "ROLLBACK", "END", "SAVEPOINT s", "RELEASE s", "BEGIN", "CREATE TEMP TABLE tt(a)"]) {
         const split = await post("/v1/rqlite/transaction", {
           ops: [
             { kind: "exec", sql: "INSERT INTO teams (id, title) VALUES (6, 'six')" },
