@@ -62,14 +62,20 @@ export const authorize = (policy: Policy, principal: Principal, operators: Reado
               "app-runtime keys cannot reach the control plane"
             )
           )
+    // Namespace and members write are the owner's and admins' (admin keys or wallets): a custom
+    // key minted with one of these grants is still not the control plane.
     case "namespace-write":
-      return hasGrant(principal, "namespace-write")
-        ? Effect.void
-        : Effect.fail(forbidden("this route needs namespace write (owner or admin)", Code.GRANT_REQUIRED))
+      return !isControlPlane(principal)
+        ? Effect.fail(forbidden("this route is for owners and admins", Code.CONTROL_PLANE_REQUIRED, "use an admin key or an admin wallet"))
+        : hasGrant(principal, "namespace-write")
+          ? Effect.void
+          : Effect.fail(forbidden("this route needs namespace write (owner or admin)", Code.GRANT_REQUIRED))
     case "members-write":
-      return hasGrant(principal, "members-write")
-        ? Effect.void
-        : Effect.fail(forbidden("this route needs members write (owner or admin)", Code.GRANT_REQUIRED))
+      return !isControlPlane(principal)
+        ? Effect.fail(forbidden("this route is for owners and admins", Code.CONTROL_PLANE_REQUIRED, "use an admin key or an admin wallet"))
+        : hasGrant(principal, "members-write")
+          ? Effect.void
+          : Effect.fail(forbidden("this route needs members write (owner or admin)", Code.GRANT_REQUIRED))
     case "owner":
       return principal.role !== "owner"
         ? Effect.fail(forbidden("only the namespace owner may do this", Code.OWNER_REQUIRED))

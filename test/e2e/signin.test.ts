@@ -114,8 +114,19 @@ describe.each(["sqlite", "rqlite"] as const)("wallet sign-in and sessions, regis
     const firstToken = (await signIn(first)).body.access_token as string
     expect((await gw.request("GET", "/v1/auth/whoami", { token: firstToken })).body.role).toBe("owner")
     expect((await gw.request("POST", "/v1/namespace/members/transfer", { token: firstToken, json: { wallet: second.address } })).status).toBe(200)
-    // firstToken still says "owner" for up to 15 minutes; the registry says otherwise
+    // firstToken still says "owner" for up to 15 minutes; the registry says otherwise, and every
+    // request acts with the role the registry holds now
+    expect((await gw.request("GET", "/v1/auth/whoami", { token: firstToken })).body.role).toBe("admin")
     expectError(await gw.request("POST", "/v1/namespace/members/transfer", { token: firstToken, json: { wallet: first.address } }), 403, "OWNER_REQUIRED")
+    expectError(await gw.request("GET", "/v1/rqlite/export", { token: firstToken }), 403, "OWNER_REQUIRED")
+    // a demoted admin's token is a reader's at once; a removed member's token stops
+    const secondToken = (await signIn(second)).body.access_token as string
+    expect((await gw.request("POST", "/v1/namespace/members", { token: secondToken, json: { wallet: first.address, role: "reader" } })).status).toBe(200)
+    expect((await gw.request("GET", "/v1/auth/whoami", { token: firstToken })).body.role).toBe("reader")
+    expectError(await gw.request("POST", "/v1/namespace/keys", { token: firstToken, json: { profile: "admin" } }), 403, "CONTROL_PLANE_REQUIRED")
+    expect((await gw.request("DELETE", `/v1/namespace/members/${first.address}`, { token: secondToken })).status).toBe(200)
+    expectError(await gw.request("GET", "/v1/auth/whoami", { token: firstToken }), 401, "INVALID_TOKEN")
+    expectError(await gw.request("POST", "/v1/auth/api-key", { token: firstToken, json: {} }), 401, "INVALID_TOKEN")
     const members = await gw.request("GET", "/v1/namespace/members", { token: ownerKey })
     expect(members.body.owner).toBe(second.address.toLowerCase())
     // the CLI's owner key was demoted by the first transfer: it keeps admin powers for the rest
@@ -452,7 +463,12 @@ describe.each(["sqlite", "rqlite"] as const)("devices, revocation across gateway
     const listed = await gw.request("GET", `/v1/namespace/devices?subject=${member.address}`, { token: ownerKey })
     expect(listed.body.subject).toBe(member.address.toLowerCase())
     expect(listed.body.devices.map((d: { id: string }) => d.id)).toContain(device.id)
-    expectError(await gw.request("GET", `/v1/namespace/devices?subject=${member.address}`, { token: bound.access_token }), 403, "GRANT_REQUIRED")
+    // the operator routes are the owner's and admins': a runtime wallet is not the control plane,
+    // and neither is a custom key that holds members-write
+    expectError(await gw.request("GET", `/v1/namespace/devices?subject=${member.address}`, { token: bound.access_token }), 403, "CONTROL_PLANE_REQUIRED")
+    const custom = await gw.request("POST", "/v1/namespace/keys", { token: ownerKey, json: { scopes: ["members-write", "namespace-write"] } })
+    expectError(await gw.request("GET", `/v1/namespace/devices?subject=${member.address}`, { token: custom.body.api_key }), 403, "CONTROL_PLANE_REQUIRED")
+    expectError(await gw.request("PUT", "/v1/namespace/session-policy", { token: custom.body.api_key, json: { sign_in: "open" } }), 403, "CONTROL_PLANE_REQUIRED")
     expect((await gw.request("GET", "/v1/namespace/devices?subject=0x12", { token: ownerKey })).status).toBe(400)
     const done = await gw.request("DELETE", `/v1/namespace/devices/${device.id}`, { token: ownerKey })
     expect(done.body).toEqual({ revoked: device.id })
@@ -480,7 +496,7 @@ describe.each(["sqlite", "rqlite"] as const)("devices, revocation across gateway
       device_policy: "optional",
       sign_in: "members"
     })
-    expectError(await gw.request("PUT", "/v1/namespace/session-policy", { token: plain.access_token, json: { device_policy: "required" } }), 403, "GRANT_REQUIRED")
+    expectError(await gw.request("PUT", "/v1/namespace/session-policy", { token: plain.access_token, json: { device_policy: "required" } }), 403, "CONTROL_PLANE_REQUIRED")
     expect((await gw.request("PUT", "/v1/namespace/session-policy", { token: ownerKey, json: { device_policy: "strict" } })).status).toBe(400)
     const set = await gw.request("PUT", "/v1/namespace/session-policy", { token: ownerKey, json: { device_policy: "required" } })
     expect(set.body).toEqual({ namespace: "apps", device_policy: "required", sign_in: "members", revoked_sign_in_keys: 1 })
@@ -675,6 +691,15 @@ describe.each(["sqlite", "rqlite"] as const)("approval of further devices, devic
       "FORBIDDEN"
     )
     expectError(await poll(undefined, third.device_code), 400, "authorization_pending")
+
+    // the policy in force at collection decides: approved under optional, collected under required
+    await gw.request("PUT", "/v1/namespace/session-policy", { token: ownerKey, json: { device_policy: "optional" } })
+    const late = (await gw.request("POST", "/v1/auth/device", { json: { namespace: ns } })).body
+    const ml = await challengeFor(member)
+    expect((await gw.request("POST", "/v1/auth/device/approve", { json: { user_code: late.user_code, message: ml, signature: await member.signMessage(ml) } })).status).toBe(200)
+    await gw.request("PUT", "/v1/namespace/session-policy", { token: ownerKey, json: { device_policy: "required" } })
+    expectError(await poll(undefined, late.device_code), 403, "DEVICE_REQUIRED")
+    await gw.request("PUT", "/v1/namespace/session-policy", { token: ownerKey, json: { device_policy: "optional" } })
   })
 })
 

@@ -3,19 +3,20 @@
  * access token by signature, with a token exchanged from a key still tied to that key's life.
  */
 import { Context, Data, Effect, Layer, Option } from "effect"
-import { type Grant, type KeyRole, parseGrant, type Role } from "../../domain/Grants.js"
+import { type Grant, type KeyRole, parseGrant, type Role, roleGrants } from "../../domain/Grants.js"
 import type { Principal } from "../../domain/Principal.js"
 import { ApiKeys, type ApiKeyRecord } from "../keys/ApiKeys.js"
 import type { StoreError } from "../registry/RegistryStore.js"
 import { KeyRing } from "../tokens/KeyRing.js"
 
 /**
- * Whether a session still stands. A Tag of its own so the authenticator does not depend on the
- * whole sign-in service (which itself signs tokens with the key ring).
+ * Whether a session still stands, and with which role its wallet stands in the namespace now.
+ * A Tag of its own so the authenticator does not depend on the whole sign-in service (which
+ * itself signs tokens with the key ring).
  */
 export class SessionLiveness extends Context.Tag("portico/SessionLiveness")<
   SessionLiveness,
-  { readonly isLive: (sessionId: string) => Effect.Effect<boolean, StoreError> }
+  { readonly standing: (sessionId: string) => Effect.Effect<Option.Option<Role>, StoreError> }
 >() {}
 
 export class CredentialRejected extends Data.TaggedError("CredentialRejected")<{
@@ -83,16 +84,26 @@ export class Authenticator extends Context.Tag("portico/Authenticator")<Authenti
               }
               return { ...fromKey(key.value), method: "jwt" as const }
             }
-            // A session's tokens die with it: logout, session end and device revocation are at once.
-            if (claims.sid !== undefined && !(yield* sessions.isLive(claims.sid))) {
-              return yield* new CredentialRejected({ kind: "jwt", reason: "the session of this token has ended" })
+            // A session's tokens die with it: logout, session end, device revocation and the
+            // wallet's removal are at once. They act with the role the wallet holds now, not the
+            // one written into the token up to 15 minutes ago: a demoted admin, or an owner who
+            // handed the namespace on, has only what the registry says at each request.
+            let role = claims.role as Role | KeyRole
+            let grants = grantsOf(claims.grants)
+            if (claims.sid !== undefined) {
+              const standing = yield* sessions.standing(claims.sid)
+              if (Option.isNone(standing)) {
+                return yield* new CredentialRejected({ kind: "jwt", reason: "the session of this token has ended" })
+              }
+              role = standing.value
+              grants = grantsOf(roleGrants[standing.value])
             }
             return {
               namespace: claims.ns,
               subject: claims.sub,
               method: "jwt" as const,
-              role: claims.role as Role | KeyRole,
-              grants: grantsOf(claims.grants),
+              role,
+              grants,
               keyId: claims.key,
               sessionId: claims.sid,
               deviceId: claims.did

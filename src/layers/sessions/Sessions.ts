@@ -151,8 +151,11 @@ export interface SessionsService {
     binding: string,
     proof: unknown
   ) => Effect.Effect<void, SessionRefused | StoreError>
-  /** Whether a session still stands and its device, if any, is active (checked per request). */
-  readonly isLive: (sessionId: string) => Effect.Effect<boolean, StoreError>
+  /**
+   * The role a session's wallet holds now, when the session stands, its device (if any) is
+   * active and the wallet may still sign in (checked per request).
+   */
+  readonly standing: (sessionId: string) => Effect.Effect<Option.Option<Role>, StoreError>
 }
 
 const tokenPattern = /^(rt1|dv1)_[A-Za-z0-9_-]{43}$/
@@ -166,7 +169,7 @@ export class Sessions extends Context.Tag("portico/Sessions")<Sessions, Sessions
   /** The liveness check the authenticator needs, from the same service. */
   static readonly Liveness = Layer.effect(
     SessionLiveness,
-    Effect.map(Sessions, (s) => ({ isLive: s.isLive }))
+    Effect.map(Sessions, (s) => ({ standing: s.standing }))
   )
 
   static readonly Live = Layer.effect(
@@ -740,9 +743,21 @@ export class Sessions extends Context.Tag("portico/Sessions")<Sessions, Sessions
                 return yield* refuse(400, "access_denied", "the approving device is no longer active")
               }
             }
+            // A device revoked after its request was approved does not collect a session.
+            if (deviceId !== undefined) {
+              const device = yield* deviceRow(namespace, deviceId)
+              if (Option.isSome(device) && device.value.status === "revoked") {
+                return yield* refuse(403, "DEVICE_REVOKED", "this device was revoked")
+              }
+            }
             const ns = yield* namespaceRow(namespace)
             if (Option.isNone(ns)) return yield* refuse(400, "expired_token", "the namespace is gone")
             const role = yield* roleOf(namespace, wallet, String(ns.value.sign_in))
+            // The policy in force at collection decides: a plain login approved under optional
+            // is not a device-less session for an end user once the namespace requires devices.
+            if (deviceId === undefined && String(ns.value.device_policy) !== "optional" && !isControlPlaneRole(role)) {
+              return yield* refuse(403, "DEVICE_REQUIRED", "this namespace needs device-bound sessions")
+            }
             const sessionId = newSessionId()
             const refreshToken = newToken(deviceId !== undefined)
             const claimed = "EXISTS (SELECT 1 FROM device_requests WHERE device_code_hash = ? AND session_id = ?)"
@@ -817,16 +832,22 @@ export class Sessions extends Context.Tag("portico/Sessions")<Sessions, Sessions
             })
             if (ended.rowsAffected === 0) return yield* refuse(404, "NOT_FOUND", "no such session")
           }),
-        isLive: (sessionId) =>
+        standing: (sessionId) =>
           Effect.map(
             store.query({
-              sql: `SELECT s.ended_at, d.status FROM sessions s
-                    LEFT JOIN devices d ON d.namespace = s.namespace AND d.id = s.device_id WHERE s.id = ?`,
+              sql: `SELECT s.ended_at, d.status, m.role, n.sign_in FROM sessions s
+                    LEFT JOIN devices d ON d.namespace = s.namespace AND d.id = s.device_id
+                    LEFT JOIN members m ON m.namespace = s.namespace AND m.wallet = s.wallet
+                    LEFT JOIN namespaces n ON n.name = s.namespace
+                    WHERE s.id = ?`,
               params: [sessionId]
             }),
-            (rows) => {
+            (rows): Option.Option<Role> => {
               const row = rows[0]
-              return row !== undefined && row.ended_at === null && (row.status === null || row.status === "active")
+              if (row === undefined || row.ended_at !== null || (row.status !== null && row.status !== "active")) return Option.none()
+              // a member's role, else an end user where sign-in is open, else no longer let in
+              if (typeof row.role === "string") return Option.some(row.role as Role)
+              return row.sign_in === "open" ? Option.some("user" as const) : Option.none()
             }
           )
       }
