@@ -616,6 +616,18 @@ describe.each(["sqlite", "rqlite"] as const)("approval of further devices, devic
     expect(collected.body.refresh_token).toMatch(/^dv1_/)
     expectError(await poll(second, code), 400, "expired_token")
     expect((await signIn(member, second)).status).toBe(200)
+
+    // a device revoked between its approval and its collection collects nothing
+    const third = await newDevice()
+    const waiting = await signIn(member, third)
+    expect(waiting.status, waiting.text).toBe(202)
+    const ok = await gw.request("POST", "/v1/auth/devices/approve", {
+      token: firstSession.body.access_token,
+      json: { user_code: waiting.body.user_code, device_proof: await proof(first, "approve", ns, waiting.body.user_code) }
+    })
+    expect(ok.status, ok.text).toBe(200)
+    expect((await gw.request("DELETE", `/v1/namespace/devices/${third.id}`, { token: ownerKey })).status).toBe(200)
+    expectError(await poll(third, waiting.body.device_code), 403, "DEVICE_REVOKED")
   })
 
   it("links a seedless device to the approver's account", async () => {
