@@ -243,6 +243,13 @@ describe.each(storageEngines())("content storage on the %s engine", (_name, engi
     await gw.request("POST", "/v1/storage/pin", { token, json: { cid: body.Cid, name: "named" } })
     await gw.request("POST", "/v1/storage/pin", { token, json: { cid: body.Cid } })
     expect((await gw.request("GET", `/v1/storage/status/${body.Cid}`, { token })).body.Name).toBe("named")
+    // names count characters, not UTF-16 units, and must be valid Unicode
+    const emoji = "😀".repeat(200)
+    expect((await gw.request("POST", "/v1/storage/pin", { token, json: { cid: body.Cid, name: emoji } })).status).toBe(200)
+    expect((await gw.request("GET", `/v1/storage/status/${body.Cid}`, { token })).body.Name).toBe(emoji)
+    expectError(await gw.request("POST", "/v1/storage/pin", { token, json: { cid: body.Cid, name: "😀".repeat(256) } }), 400, "VALIDATION_FAILED")
+    const lone = await gw.request("POST", "/v1/storage/pin", { token, headers: { "content-type": "application/json" }, body: `{"cid":"${body.Cid}","name":"\\ud800"}` })
+    expectError(lone, 400, "VALIDATION_FAILED")
   })
 
   it("refuses CIDs that do not parse or are not canonical with 400 VALIDATION_FAILED", async () => {
@@ -513,6 +520,15 @@ describe.each(storageEngines())("content storage on the %s engine", (_name, engi
     const runtime = (await gw.cli(["keys", "create", "--namespace", "media", "--profile", "runtime"])).api_key
     expectError(await gw.request("POST", "/v1/db/sqlite/backup", { token: runtime, json: { database_name: "orders" } }), 403)
     expect((await gw.request("GET", "/v1/db/sqlite/backups?database_name=orders", { token: otherKey })).body.count).toBe(0)
+
+    // a database created again under the same name starts without a backup of its own; the
+    // earlier backups stay listed under the name (they restore the deleted one)
+    expect((await gw.request("POST", "/v1/db/sqlite/delete", { token: ownerKey, json: { database_name: "orders" } })).status).toBe(200)
+    await new Promise((resolve) => setTimeout(resolve, 5))
+    expect((await gw.request("POST", "/v1/db/sqlite/create", { token: ownerKey, json: { database_name: "orders" } })).status).toBe(201)
+    const again = await gw.request("GET", "/v1/db/sqlite/list", { token: ownerKey })
+    expect(again.body.databases.find((d: { name: string }) => d.name === "orders").backup_cid).toBeNull()
+    expect((await gw.request("GET", "/v1/db/sqlite/backups?database_name=orders", { token: ownerKey })).body.count).toBe(1)
   })
 
   it("is in the OpenAPI document with its multipart body", async () => {

@@ -2,14 +2,10 @@
 import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Schema } from "effect"
 import { Wire } from "../../domain/Errors.js"
-import { strict } from "../Wire.js"
+import { strict, WellFormedText } from "../Wire.js"
 
-/**
- * Names are Unicode text: a lone UTF-16 surrogate (`"\ud800"`) has no UTF-8 form, and Redis would
- * store every such name as U+FFFD, so two different names would share one entry there.
- */
-const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/
-const Text = Schema.String.pipe(Schema.filter((s) => !LONE_SURROGATE.test(s), { message: () => "names must be valid Unicode (no lone surrogates)" }))
+// Names are valid Unicode: on Redis two names with lone surrogates would share one key.
+const Text = WellFormedText
 const Dmap = Text.pipe(Schema.minLength(1)).annotations({ description: "the map's name" })
 const Key = Text.pipe(Schema.minLength(1))
 const NotNull = Schema.Unknown.pipe(

@@ -235,6 +235,8 @@ export class LocalDatabases extends Context.Tag("portico/LocalDatabases")<LocalD
                 sql: `SELECT d.name, d.home_node, d.created_at,
                         (SELECT b.backup_cid FROM local_database_backups b
                           WHERE b.namespace = d.namespace AND b.database_name = d.name
+                            -- a backup of an earlier database of the same name is not this one's
+                            AND b.created_at >= d.created_at
                           ORDER BY b.created_at DESC, b.id DESC LIMIT 1) AS backup_cid
                       FROM local_databases d WHERE d.namespace = ? ORDER BY d.name`,
                 params: [caller.namespace]
