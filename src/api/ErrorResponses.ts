@@ -59,6 +59,19 @@ const notFoundOrNotAllowed = (request: HttpServerRequest.HttpServerRequest) => {
 /** Keeps parser messages useful but bounded; they never contain server state, only the input's shape. */
 const clip = (s: string) => (s.length > 600 ? s.slice(0, 600) + "…" : s)
 
+/**
+ * A schema refusal as the member it is about and what is wrong with it (`name: at most 255
+ * characters`), one line per issue, rather than the schema tree with its internal type names.
+ */
+const describeIssues = (error: HttpApiError.HttpApiDecodeError): string => {
+  const lines = error.issues.slice(0, 5).map((issue) => {
+    const at = issue.path.map(String).join(".")
+    const message = issue.message.split("\n")[0] ?? issue.message
+    return at === "" ? message : `${at}: ${message}`
+  })
+  return lines.length === 0 ? error.message : lines.join("; ")
+}
+
 export const renderFailure = (
   cause: Cause.Cause<unknown>
 ): Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest> =>
@@ -76,7 +89,7 @@ export const renderFailure = (
       }
       if (error instanceof HttpApiError.HttpApiDecodeError) {
         return errorResponse(400, {
-          error: clip(error.message),
+          error: clip(describeIssues(error)),
           code: Code.VALIDATION_FAILED,
           hint: "check the request against /v1/openapi.json"
         })
