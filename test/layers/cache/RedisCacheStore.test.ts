@@ -121,12 +121,13 @@ if (!hasRedisServer()) {
         for (let index = 0; index < count; index++) {
           yield* store.put("ns", "m", `k${index}`, { json: value, expiresAt: undefined })
         }
-        // Redis' LRU is approximated by sampling, so a few early keys may survive: assert the shape
-        // (early ones mostly gone, the newest all present), not an exact cut.
+        // Redis' LRU is approximated by sampling, so a few early keys may survive and, rarely, a
+        // recent one goes: assert the shape (early ones mostly gone, the newest kept), not a cut.
         const early = yield* store.mget("ns", "m", Array.from({ length: 100 }, (_, index) => `k${index}`))
         const late = yield* store.mget("ns", "m", Array.from({ length: 10 }, (_, index) => `k${count - 10 + index}`))
         expect(early.filter((slot) => slot !== undefined).length).toBeLessThan(10)
-        expect(late.every((slot) => slot === value)).toBe(true)
+        // (sampling can pick a recent key now and then: nearly all of the newest stay)
+        expect(late.filter((slot) => slot === value).length).toBeGreaterThanOrEqual(8)
         const live = yield* store.scan("ns", "m", () => true)
         expect(live.length).toBeGreaterThan(10)
         expect(live.length).toBeLessThan(count / 2)
