@@ -142,7 +142,11 @@ describe.each(["sqlite", "rqlite"] as const)("foundation over HTTP, registry on 
     expectError(await gw.request("POST", "/v1/namespace/keys", { token: ownerKey, json: { scopes: ["root"] } }), 400)
     expectError(await gw.request("POST", "/v1/namespace/keys", { token: ownerKey, json: { scopes: ["cache"], profile: "runtime" } }), 400)
     expectError(await gw.request("POST", "/v1/namespace/keys", { token: ownerKey, json: { profile: "runtime", extra: 1 } }), 400)
-    expectError(await gw.request("POST", "/v1/namespace/keys", { token: ownerKey, json: { profile: 7 } }), 400)
+    const wrongType = await gw.request("POST", "/v1/namespace/keys", { token: ownerKey, json: { profile: 7 } })
+    expectError(wrongType, 400, "VALIDATION_FAILED")
+    // the text names the member, not the schema's internal names
+    expect(wrongType.body.error).toMatch(/^profile: /)
+    expect(wrongType.body.error).not.toMatch(/MintKey|\n/)
     const runtime = await gw.request("POST", "/v1/namespace/keys", { token: ownerKey, json: { profile: "runtime" } })
     expectError(await gw.request("POST", "/v1/namespace/keys", { token: runtime.body.api_key, json: { profile: "admin" } }), 403)
     expectError(await gw.request("GET", "/v1/audit", { token: runtime.body.api_key }), 403, "CONTROL_PLANE_REQUIRED")
