@@ -5,7 +5,7 @@
 import { HttpApiMiddleware, HttpRouter, HttpServerRequest } from "@effect/platform"
 import { Effect, Layer, Option, Schema } from "effect"
 import { Code, forbidden, internal, RateLimited, unauthorized, unavailable, Wire } from "../domain/Errors.js"
-import { CurrentPrincipal, hasGrant, isControlPlane, type Principal } from "../domain/Principal.js"
+import { CurrentPrincipal, hasGrant, isControlPlane, isNamespaceAdmin, type Principal } from "../domain/Principal.js"
 import { Authenticator } from "../layers/auth/Authenticator.js"
 import { PorticoConfig } from "../layers/config/PorticoConfig.js"
 import { RateLimiter } from "../layers/ratelimit/RateLimiter.js"
@@ -62,16 +62,16 @@ export const authorize = (policy: Policy, principal: Principal, operators: Reado
               "app-runtime keys cannot reach the control plane"
             )
           )
-    // Namespace and members write are the owner's and admins' (admin keys or wallets): a custom
-    // key minted with one of these grants is still not the control plane.
+    // Namespace and members write are the owner's and admins' (keys or wallets of those roles): a
+    // custom key minted with one of these grants, or a developer, is refused as not the owner's.
     case "namespace-write":
-      return !isControlPlane(principal)
+      return !isNamespaceAdmin(principal)
         ? Effect.fail(forbidden("this route is for owners and admins", Code.CONTROL_PLANE_REQUIRED, "use an admin key or an admin wallet"))
         : hasGrant(principal, "namespace-write")
           ? Effect.void
           : Effect.fail(forbidden("this route needs namespace write (owner or admin)", Code.GRANT_REQUIRED))
     case "members-write":
-      return !isControlPlane(principal)
+      return !isNamespaceAdmin(principal)
         ? Effect.fail(forbidden("this route is for owners and admins", Code.CONTROL_PLANE_REQUIRED, "use an admin key or an admin wallet"))
         : hasGrant(principal, "members-write")
           ? Effect.void

@@ -86,6 +86,13 @@ describe.each(["sqlite", "rqlite"] as const)("wallet sign-in and sessions, regis
     const devToken = (await signIn(dev)).body.access_token as string
     // keys are control plane: a developer lists and mints (never more than it holds), not admin keys
     expect((await gw.request("GET", "/v1/namespace/keys", { token: devToken })).status).toBe(200)
+    // members, devices and policy are the owner's and admins': a developer is told so
+    expectError(await gw.request("PUT", "/v1/namespace/session-policy", { token: devToken, json: { sign_in: "open" } }), 403, "CONTROL_PLANE_REQUIRED")
+    expectError(
+      await gw.request("POST", "/v1/namespace/members", { token: devToken, json: { wallet: Wallet.createRandom().address, role: "reader" } }),
+      403,
+      "CONTROL_PLANE_REQUIRED"
+    )
     const devKey = await gw.request("POST", "/v1/namespace/keys", { token: devToken, json: { scopes: ["cache"] } })
     expect(devKey.status, devKey.text).toBe(201)
     expectError(await gw.request("POST", "/v1/namespace/keys", { token: devToken, json: { profile: "admin" } }), 403, "GRANT_REQUIRED")
