@@ -221,7 +221,9 @@ describe("a namespace with a Redis deployment of its own (PORTICO_REDIS_URLS)", 
       for (let i = 0; i < 120; i++) expect((await put(big, `k${i}`, filler)).status).toBe(200)
       // the big namespace evicted within its own deployment; the other one was never touched
       expect((await gw.request("POST", "/v1/cache/get", { token: small, json: { dmap: "m", key: "keep" } })).body.value).toBe("mine")
-      expect((await gw.request("POST", "/v1/cache/get", { token: big, json: { dmap: "m", key: "k0" } })).status).toBe(404)
+      // (Redis samples for LRU: most early entries are gone, a few may stay; the newest stays)
+      const early = await gw.request("POST", "/v1/cache/mget", { token: big, json: { dmap: "m", keys: Array.from({ length: 40 }, (_, i) => `k${i}`) } })
+      expect(early.body.results.filter((r: { value: unknown }) => r.value !== null).length).toBeLessThan(20)
       expect((await gw.request("POST", "/v1/cache/get", { token: big, json: { dmap: "m", key: "k119" } })).status).toBe(200)
     } finally {
       await gw.stop()
