@@ -22,12 +22,12 @@
  * PORTICO_ENGINES_DIR). Knobs: SQL_DURATION seconds per measured run (8), SQL_ROUNDS (2).
  * Everything it writes goes to a temp dir under os.tmpdir(), removed at the end (kept on failure).
  */
-import { spawn, spawnSync, type ChildProcess } from "node:child_process"
+import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
-import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
+import { freePort, startPinned, stopAll, waitUntil } from "../support/children.js"
 import { hasRqlited, rqlitedMissingMessage, rqlitedPath } from "../../test/support/rqlited.js"
 import {
   bareAuthorization,
@@ -76,90 +76,12 @@ interface Pair {
   readonly target: number | undefined
 }
 
-// ---- child processes ---------------------------------------------------------------------
+// ---- child processes (bench/support/children.ts) ----------------------------------------
 
-interface Child {
-  readonly name: string
-  readonly process: ChildProcess
-  readonly log: string
-}
-
-const children: Array<Child> = []
-
-const alive = (child: ChildProcess) => child.exitCode === null && child.signalCode === null
-
-/** Starts `command` pinned to CPU 0, stdout and stderr to a log file (a pipe nobody drains could stall it). */
-const startPinned = (name: string, dir: string, command: string, args: ReadonlyArray<string>, env?: NodeJS.ProcessEnv): Child => {
-  const log = path.join(dir, `${name}.log`)
-  const fd = fs.openSync(log, "w")
-  const child = spawn("taskset", ["-c", "0", command, ...args], { cwd: root, env: env ?? process.env, stdio: ["ignore", fd, fd] })
-  fs.closeSync(fd)
-  const tracked = { name, process: child, log }
-  children.push(tracked)
-  return tracked
-}
-
-const logTail = (child: Child) => {
-  try {
-    return fs.readFileSync(child.log, "utf8").slice(-3000)
-  } catch {
-    return ""
-  }
-}
-
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
-
-const exited = (child: ChildProcess) =>
-  new Promise<void>((resolve) => {
-    if (!alive(child)) return resolve()
-    child.once("exit", () => resolve())
-  })
-
-/** SIGTERM to every child still running, SIGKILL to any not gone after 5 s. */
-const stopAll = async () => {
-  await Promise.all(
-    children.map(async ({ process: child }) => {
-      if (!alive(child)) return
-      child.kill("SIGTERM")
-      const gone = await Promise.race([exited(child).then(() => true), sleep(5000).then(() => false)])
-      if (!gone) {
-        child.kill("SIGKILL")
-        await exited(child)
-      }
-    })
-  )
-}
-
-// A driver that dies without reaching its cleanup must not leave servers behind.
-process.once("exit", () => {
-  for (const { process: child } of children) if (alive(child)) child.kill("SIGKILL")
-})
 for (const signal of ["SIGINT", "SIGTERM"] as const) {
   process.once(signal, () => {
     void stopAll().then(() => process.exit(130))
   })
-}
-
-const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const server = net.createServer()
-    server.once("error", reject)
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address()
-      const port = typeof address === "object" && address !== null ? address.port : 0
-      server.close(() => (port > 0 ? resolve(port) : reject(new Error("no port assigned"))))
-    })
-  })
-
-/** Polls `probe` until it holds; fails with the child's log tail when it exits or time runs out. */
-const waitUntil = async (child: Child, probe: () => Promise<boolean>, timeoutMs = 60_000) => {
-  const deadline = Date.now() + timeoutMs
-  while (Date.now() < deadline) {
-    if (!alive(child.process)) throw new Error(`${child.name} exited (${child.process.exitCode ?? child.process.signalCode})\n${logTail(child)}`)
-    if (await probe().catch(() => false)) return
-    await sleep(100)
-  }
-  throw new Error(`${child.name} not ready after ${timeoutMs} ms\n${logTail(child)}`)
 }
 
 const answers = (url: string, init?: RequestInit) => async () => (await fetch(url, { ...init, signal: AbortSignal.timeout(2000) })).ok
@@ -206,7 +128,7 @@ const startGateway = async (dir: string, rqliteUrl: string) => {
     dir,
     process.execPath,
     ["--import", "tsx", "src/main.ts", "serve", "--port", String(port), "--data-dir", dataDir],
-    { ...env, PORTICO_SQL_RQLITE_URLS: `${namespace}=${rqliteUrl}` }
+    { env: { ...env, PORTICO_SQL_RQLITE_URLS: `${namespace}=${rqliteUrl}` } }
   )
   await waitUntil(child, answers(`${url}/health`))
   return { url, authorization: `Bearer ${apiKey}` }

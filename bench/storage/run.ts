@@ -40,14 +40,14 @@
  * logs stay there (the content file and the blocks are removed anyway, they are large).
  */
 import { type HDNodeWallet, Wallet } from "ethers"
-import { spawn, spawnSync, type ChildProcess } from "node:child_process"
+import { spawnSync } from "node:child_process"
 import * as crypto from "node:crypto"
 import * as fs from "node:fs"
 import * as http from "node:http"
-import * as net from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
+import { alive, type Child, freePort, logTail, sleep, startPinned, stop, stopAll, waitUntil } from "../support/children.js"
 
 const here = path.dirname(fileURLToPath(import.meta.url))
 const root = path.resolve(here, "../..")
@@ -63,79 +63,10 @@ const namespace = "storagebench"
 
 // ---- child processes (as in bench/sql/run.ts) --------------------------------------------
 
-interface Child {
-  readonly name: string
-  readonly process: ChildProcess
-  readonly log: string
-}
+/** Starts `node --import tsx <args>` pinned to CPU 0 (see bench/support/children.ts). */
+const startNode = (name: string, dir: string, args: ReadonlyArray<string>, env: NodeJS.ProcessEnv, pipeStdout = false): Child =>
+  startPinned(name, dir, process.execPath, ["--import", "tsx", ...args], { env, pipeStdout })
 
-const children: Array<Child> = []
-
-const alive = (child: ChildProcess) => child.exitCode === null && child.signalCode === null
-
-/**
- * Starts `node --import tsx <args>` pinned to CPU 0 (taskset execs, so the pid is node's), stderr
- * to a log file and stdout too unless `pipeStdout`. Each child leads its own process group, so a
- * hard stop also reaches what it started (the gateway's SQLite worker processes).
- */
-const startPinned = (name: string, dir: string, args: ReadonlyArray<string>, env: NodeJS.ProcessEnv, pipeStdout = false): Child => {
-  const log = path.join(dir, `${name}.log`)
-  const fd = fs.openSync(log, "a")
-  const child = spawn("taskset", ["-c", "0", process.execPath, "--import", "tsx", ...args], {
-    cwd: root,
-    env,
-    stdio: ["ignore", pipeStdout ? "pipe" : fd, fd],
-    detached: true
-  })
-  fs.closeSync(fd)
-  const tracked = { name, process: child, log }
-  children.push(tracked)
-  return tracked
-}
-
-const logTail = (child: Child) => {
-  try {
-    return fs.readFileSync(child.log, "utf8").slice(-3000)
-  } catch {
-    return ""
-  }
-}
-
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
-
-const exited = (child: ChildProcess) =>
-  new Promise<void>((resolve) => {
-    if (!alive(child)) return resolve()
-    child.once("exit", () => resolve())
-  })
-
-/** SIGKILL to the child's process group: the child and whatever it started and left behind. */
-const killGroup = (child: ChildProcess) => {
-  if (child.pid === undefined) return
-  try {
-    process.kill(-child.pid, "SIGKILL")
-  } catch {
-    // the group is gone already
-  }
-}
-
-/** SIGTERM to the child (the gateway then stops its workers), SIGKILL to its group after `graceMs`. */
-const stop = async (child: ChildProcess, graceMs: number) => {
-  if (alive(child)) {
-    child.kill("SIGTERM")
-    await Promise.race([exited(child), sleep(graceMs)])
-  }
-  killGroup(child)
-  await exited(child)
-}
-
-/** Stops every child still running, and anything left in their process groups. */
-const stopAll = () => Promise.all(children.map(({ process: child }) => stop(child, 5000)))
-
-// A driver that dies without reaching its cleanup must not leave servers behind.
-process.once("exit", () => {
-  for (const { process: child } of children) killGroup(child)
-})
 /** What an interrupted run leaves behind: set by main once it has a temp dir. */
 let discard: () => void = () => {}
 for (const signal of ["SIGINT", "SIGTERM"] as const) {
@@ -145,28 +76,6 @@ for (const signal of ["SIGINT", "SIGTERM"] as const) {
       process.exit(130)
     })
   })
-}
-
-const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const server = net.createServer()
-    server.once("error", reject)
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address()
-      const port = typeof address === "object" && address !== null ? address.port : 0
-      server.close(() => (port > 0 ? resolve(port) : reject(new Error("no port assigned"))))
-    })
-  })
-
-/** Polls `probe` until it holds; fails with the child's log tail when it exits or time runs out. */
-const waitUntil = async (child: Child, probe: () => boolean | Promise<boolean>, timeoutMs = 60_000) => {
-  const deadline = Date.now() + timeoutMs
-  while (Date.now() < deadline) {
-    if (!alive(child.process)) throw new Error(`${child.name} exited (${child.process.exitCode ?? child.process.signalCode})\n${logTail(child)}`)
-    if (await Promise.resolve().then(probe).catch(() => false)) return
-    await sleep(100)
-  }
-  throw new Error(`${child.name} not ready after ${timeoutMs} ms\n${logTail(child)}`)
 }
 
 /** This process is the client: CPU 1, every thread (the libuv pool threads it starts later inherit it). */
@@ -284,7 +193,7 @@ const startGateway = async (dir: string, dataDir: string, name: string, wallet: 
   const port = await freePort()
   // STORAGE_GATEWAY_NODE_ARGS: extra node flags for the gateway only, e.g. "--cpu-prof --cpu-prof-dir=/tmp/p"
   const nodeArgs = (process.env.STORAGE_GATEWAY_NODE_ARGS ?? "").split(" ").filter((a) => a !== "")
-  const child = startPinned(name, dir, [...nodeArgs, "src/main.ts", "serve", "--port", String(port), "--data-dir", dataDir], gatewayEnv())
+  const child = startNode(name, dir, [...nodeArgs, "src/main.ts", "serve", "--port", String(port), "--data-dir", dataDir], gatewayEnv())
   let listening: number | undefined
   await waitUntil(child, () => {
     const found = fs
@@ -424,7 +333,7 @@ interface AnchorImport {
 const anchorImport = async (dir: string, file: string, blocks: string, warmupFile: string): Promise<AnchorImport> => {
   const warmupDir = path.join(dir, "anchor-warmup-blocks")
   fs.rmSync(warmupDir, { recursive: true, force: true })
-  const child = startPinned("anchor-import", dir, [path.join(here, "anchor.ts"), "import", file, blocks, warmupFile, warmupDir], process.env, true)
+  const child = startNode("anchor-import", dir, [path.join(here, "anchor.ts"), "import", file, blocks, warmupFile, warmupDir], process.env, true)
   let out = ""
   child.process.stdout?.on("data", (d: Buffer) => (out += d.toString()))
   // "close", not "exit": stdout is read to its end
@@ -435,7 +344,7 @@ const anchorImport = async (dir: string, file: string, blocks: string, warmupFil
 
 const startAnchorServer = async (dir: string, file: string) => {
   const port = await freePort()
-  const child = startPinned("anchor-server", dir, [path.join(here, "anchor.ts"), "serve", String(port), file], process.env)
+  const child = startNode("anchor-server", dir, [path.join(here, "anchor.ts"), "serve", String(port), file], process.env)
   await waitUntil(child, () => fs.readFileSync(child.log, "utf8").includes("READY"))
   return { url: `http://127.0.0.1:${port}/content`, pid: child.process.pid ?? 0 }
 }
