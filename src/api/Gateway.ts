@@ -61,10 +61,10 @@ export interface Listening {
 }
 
 /**
- * Starts the gateway in the current scope; closing the scope stops accepting, lets in-flight
- * requests finish (bounded), then closes the stores.
+ * The gateway's node:http request listener, its services built in the current scope. Split from
+ * `serveGateway` so the in-process benchmark (bench/floor/inproc.ts) drives the very same listener.
  */
-export const serveGateway = (settings: PorticoSettings) =>
+export const gatewayListener = (settings: PorticoSettings) =>
   Effect.gen(function* () {
     const scope = yield* Effect.scope
     // The runtime settings must sit below the layers so the captured runtime carries them.
@@ -86,7 +86,7 @@ export const serveGateway = (settings: PorticoSettings) =>
     // sha2-512 CID is 110, and an over-long CID or id must reach its route's own check (400)
     const app = yield* HttpApiBuilder.httpApp.pipe(Effect.provide(context), HttpRouter.withRouterConfig({ maxParamLength: 2048 }))
     const logged = accessLog(app, settings.logRequests)
-    const listener = makeRequestListener(logged, runtime, {
+    return makeRequestListener(logged, runtime, {
       maxBodyBytes: settings.maxBodyBytes,
       routeBodyCaps: new Map([
         ["POST /v1/rqlite/import", settings.sql.importMaxBytes],
@@ -95,6 +95,16 @@ export const serveGateway = (settings: PorticoSettings) =>
         ["POST /v1/storage/upload", settings.storage.maxUploadBytes + 64 * 1024]
       ])
     })
+  })
+
+/**
+ * Starts the gateway in the current scope; closing the scope stops accepting, lets in-flight
+ * requests finish (bounded), then closes the stores.
+ */
+export const serveGateway = (settings: PorticoSettings) =>
+  Effect.gen(function* () {
+    const scope = yield* Effect.scope
+    const listener = yield* gatewayListener(settings)
     const server = http.createServer({ keepAliveTimeout: 65_000, requestTimeout: 330_000, headersTimeout: 20_000 }, listener)
     // `Expect: 100-continue`: the listener refuses an announced oversize body at once; only a body
     // it will read gets the go-ahead, so a client is never invited to send what will be refused.
