@@ -390,3 +390,24 @@ describe("guardLocalSql", () => {
     expect(refusal(guardLocalSql("PRAGMA journal_mode"))?.reason).toBe("PRAGMA journal_mode is not allowed")
   })
 })
+
+describe("remembered verdicts", () => {
+  it("give the same answer on every repeat, for allowed and refused texts alike", () => {
+    for (let round = 0; round < 3; round++) {
+      expect(guardClusterSql("SELECT * FROM t WHERE id = ?").ok).toBe(true)
+      expectRefused(guardClusterSql("SELECT * FROM portico_keys"), 403)
+      expectRefused(guardLocalSql("ATTACH 'x' AS y"), 403)
+      // the same text is judged by each family's own rules, not by the other's verdict
+      expect(guardLocalSql("SELECT * FROM portico_keys").ok).toBe(true)
+    }
+  })
+
+  it("keep judging after many distinct texts and for texts past the remembered length", () => {
+    for (let i = 0; i < 600; i++) expect(guardClusterSql(`SELECT ${i} FROM t`).ok).toBe(true)
+    expectRefused(guardClusterSql("SELECT * FROM portico_keys"), 403)
+    const long = `SELECT * FROM t WHERE name = '${"x".repeat(2000)}'`
+    expect(guardClusterSql(long).ok).toBe(true)
+    expectRefused(guardClusterSql(`${long} UNION SELECT * FROM portico_keys`), 403)
+    expectRefused(guardClusterSql(`${long} UNION SELECT * FROM portico_keys`), 403)
+  })
+})
