@@ -58,6 +58,8 @@ export const targets: ReadonlyArray<Target> = [
   // the real gateway: its own namespace and key, printed as HEADER lines before READY
   { name: "gateway-key", command: gateway("key"), path: whoami, headers: {} },
   { name: "gateway-jwt", command: gateway("jwt"), path: whoami, headers: {} },
+  // reference only: bare node:http doing an API-key check's irreducible work (SQLite read + HMAC)
+  { name: "bare-keycheck", command: node("bare-keycheck"), path: whoami, headers: {} },
   // reference only: the lean adapter around a plain Effect handler, no HttpApi (run with FLOOR_TARGETS=...)
   { name: "lean-plain", command: node("lean-plain", ...gcFlags), path: whoami, headers: auth }
 ]

@@ -5,7 +5,12 @@
 import { HttpApiBuilder, HttpRouter, HttpServer, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { NodeHttpServer, NodeRuntime } from "@effect/platform-node"
 import { Effect, Layer, Runtime } from "effect"
+import Database from "better-sqlite3"
+import * as crypto from "node:crypto"
+import * as fs from "node:fs"
 import * as http from "node:http"
+import * as os from "node:os"
+import * as path from "node:path"
 import { fastRuntimeLayer, makeRequestListener } from "../../src/api/NodeAdapter.js"
 import { ApiLive, principals } from "./app.js"
 
@@ -82,7 +87,68 @@ const startLeanPlain = () => {
   process.on("SIGTERM", () => process.exit(0))
 }
 
+/**
+ * Reference: bare node:http doing the least any API-key check must do without a cache of keys
+ * (revocation at once): parse the key, read its row from SQLite (WAL, a read-only connection,
+ * one prepared statement), HMAC the secret, compare in constant time, check expiry and
+ * revocation. The ceiling of `gateway-key` while every request reads its key.
+ */
+const startBareKeycheck = () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "portico-keycheck-"))
+  const file = path.join(dir, "registry.db")
+  const writer = new Database(file)
+  writer.pragma("journal_mode = WAL")
+  writer.exec(
+    "CREATE TABLE api_keys (id TEXT PRIMARY KEY, namespace TEXT NOT NULL, hash TEXT NOT NULL, role TEXT NOT NULL, scopes TEXT NOT NULL, label TEXT, created_at INTEGER NOT NULL, created_by TEXT, expires_at INTEGER, revoked_at INTEGER)"
+  )
+  const hmacKey = crypto.randomBytes(32)
+  const hash = (value: string) => crypto.createHmac("sha256", hmacKey).update(value, "utf8").digest("base64url")
+  const id = "key_aaaaaaaaaaaaaaaa"
+  const secret = crypto.randomBytes(32).toString("base64url")
+  writer
+    .prepare("INSERT INTO api_keys VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)")
+    .run(id, "ns", hash(`${id}:${secret}`), "admin", JSON.stringify(["cache"]), "bench", Date.now(), "bench", null, null)
+  const reader = new Database(file, { readonly: true, fileMustExist: true })
+  const byId = reader.prepare(
+    "SELECT id, namespace, hash, role, scopes, label, created_at, created_by, expires_at, revoked_at FROM api_keys WHERE id = ?"
+  )
+  const pattern = /^Bearer (portico_(key_[a-z2-7]{16})_([A-Za-z0-9_-]{43}))$/
+  const refuse = (res: http.ServerResponse) => {
+    res.writeHead(401, { "content-type": "application/json" })
+    res.end(`{"error":"unauthorized","code":"INVALID_API_KEY"}`)
+  }
+  const server = http.createServer((req, res) => {
+    const m = pattern.exec(req.headers.authorization ?? "")
+    const row = m === null ? undefined : (byId.get(m[2]) as Record<string, string | number | null> | undefined)
+    if (m === null || row === undefined) return refuse(res)
+    const expected = Buffer.from(String(row["hash"]))
+    const presented = Buffer.from(hash(`${m[2]}:${m[3]}`))
+    const now = Date.now()
+    if (
+      expected.length !== presented.length || !crypto.timingSafeEqual(expected, presented) || row["revoked_at"] !== null ||
+      (row["expires_at"] !== null && Number(row["expires_at"]) <= now)
+    ) return refuse(res)
+    const body = JSON.stringify({
+      namespace: row["namespace"],
+      subject: `key:${row["id"]}`,
+      method: "api_key",
+      role: row["role"],
+      grants: JSON.parse(String(row["scopes"]))
+    })
+    res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(body) })
+    res.end(body)
+  })
+  server.listen(port, host, () => process.stdout.write(`HEADER authorization: Bearer portico_${id}_${secret}\nREADY ${port}\n`))
+  process.on("SIGTERM", () => {
+    fs.rmSync(dir, { recursive: true, force: true })
+    process.exit(0)
+  })
+}
+
 switch (kind) {
+  case "bare-keycheck":
+    startBareKeycheck()
+    break
   case "lean-plain":
     startLeanPlain()
     break

@@ -9,6 +9,8 @@
  *   3. `POST /v1/db/sqlite/query` (the same point read on a node-local database) through the
  *      gateway against a bare node:http server running the statement with better-sqlite3
  *      in-process on an equivalent file (bench/sql/servers.ts). Reported, no target.
+ *   4. Reference rows, no target: a bare node:http proxy (bench/sql/servers.ts `proxy`) in front
+ *      of the same rqlited for 1 and 2, i.e. the least any Node front costs beside rqlited.
  *
  * One gateway process serves all three (`src/main.ts serve`, registry embedded, rate limit and
  * request log off, `PORTICO_SQL_RQLITE_URLS=<ns>=<rqlited>`). Gateway (with its SQLite worker
@@ -19,7 +21,9 @@
  *   npx tsx bench/sql/run.ts
  *
  * Needs wrk, taskset and `.engines/bin/rqlited` (`scripts/engines.sh rqlite`, or
- * PORTICO_ENGINES_DIR). Knobs: SQL_DURATION seconds per measured run (8), SQL_ROUNDS (2).
+ * PORTICO_ENGINES_DIR). Knobs: SQL_DURATION seconds per measured run (8), SQL_ROUNDS (2),
+ * SQL_ONLY a word of the comparisons to run (e.g. `exec`), SQL_GATEWAY_NODE_ARGS extra node flags
+ * for the gateway process (e.g. "--cpu-prof --cpu-prof-dir=/tmp/p").
  * Everything it writes goes to a temp dir under os.tmpdir(), removed at the end (kept on failure).
  */
 import { spawnSync } from "node:child_process"
@@ -127,7 +131,17 @@ const startGateway = async (dir: string, rqliteUrl: string) => {
     "gateway",
     dir,
     process.execPath,
-    ["--import", "tsx", "src/main.ts", "serve", "--port", String(port), "--data-dir", dataDir],
+    [
+      ...(process.env.SQL_GATEWAY_NODE_ARGS ?? "").split(" ").filter((a) => a !== ""),
+      "--import",
+      "tsx",
+      "src/main.ts",
+      "serve",
+      "--port",
+      String(port),
+      "--data-dir",
+      dataDir
+    ],
     { env: { ...env, PORTICO_SQL_RQLITE_URLS: `${namespace}=${rqliteUrl}` } }
   )
   await waitUntil(child, answers(`${url}/health`))
@@ -144,6 +158,15 @@ const startBare = async (dir: string) => {
 }
 
 // ---- requests ----------------------------------------------------------------------------
+
+/** A bare node:http front of rqlited (bench/sql/servers.ts `proxy`): the reference rows. */
+const startProxy = async (dir: string, rqliteUrl: string) => {
+  const port = await freePort()
+  const url = `http://127.0.0.1:${port}`
+  const child = startPinned("proxy", dir, process.execPath, ["--import", "tsx", path.join(here, "servers.ts"), "proxy", String(port), rqliteUrl])
+  await waitUntil(child, async () => (await fetch(url, { signal: AbortSignal.timeout(2000) })).status > 0)
+  return url
+}
 
 const post = async (url: string, body: unknown, authorization?: string) => {
   const headers: Record<string, string> = { "content-type": "application/json" }
@@ -217,7 +240,12 @@ const median = (xs: ReadonlyArray<number>) => {
 
 // ---- main --------------------------------------------------------------------------------
 
-const pairs = (rqliteUrl: string, gateway: { readonly url: string; readonly authorization: string }, bareUrl: string): ReadonlyArray<Pair> => {
+const pairs = (
+  rqliteUrl: string,
+  gateway: { readonly url: string; readonly authorization: string },
+  bareUrl: string,
+  proxyUrl: string
+): ReadonlyArray<Pair> => {
   const statement = (sql: string, args: ReadonlyArray<unknown>) => JSON.stringify({ sql, args })
   const direct = (sql: string, args: ReadonlyArray<unknown>) => JSON.stringify([[sql, ...args]])
   const nodeLocal = JSON.stringify({ database_name: databaseName, query: pointRead, params: [pointId] })
@@ -248,6 +276,19 @@ const pairs = (rqliteUrl: string, gateway: { readonly url: string; readonly auth
       anchor: { name: "bare node:http + better-sqlite3", url: `${bareUrl}/v1/db/sqlite/query`, body: nodeLocal, authorization: bareAuthorization, expect: row },
       gateway: viaGateway("/v1/db/sqlite/query", nodeLocal, row),
       target: undefined
+    },
+    // What a Node front costs at the least: no credential, guard or reshaping (servers.ts proxy).
+    {
+      label: "reference: node:http proxy, query",
+      anchor: { name: "rqlited /db/query?level=weak", url: `${rqliteUrl}/db/query?level=weak`, body: direct(pointRead, [pointId]), authorization: undefined, expect: row },
+      gateway: { name: "node:http proxy /v1/rqlite/query", url: `${proxyUrl}/v1/rqlite/query`, body: statement(pointRead, [pointId]), authorization: undefined, expect: row },
+      target: undefined
+    },
+    {
+      label: "reference: node:http proxy, exec",
+      anchor: { name: "rqlited /db/execute", url: `${rqliteUrl}/db/execute`, body: direct(insertEvent, eventArgs), authorization: undefined, expect: inserted },
+      gateway: { name: "node:http proxy /v1/rqlite/exec", url: `${proxyUrl}/v1/rqlite/exec`, body: statement(insertEvent, eventArgs), authorization: undefined, expect: inserted },
+      target: undefined
     }
   ]
 }
@@ -261,7 +302,9 @@ const main = async () => {
     const gateway = await startGateway(dir, rqliteUrl)
     await fill(gateway)
     const bareUrl = await startBare(dir)
-    const comparisons = pairs(rqliteUrl, gateway, bareUrl)
+    const proxyUrl = await startProxy(dir, rqliteUrl)
+    const only = process.env.SQL_ONLY
+    const comparisons = pairs(rqliteUrl, gateway, bareUrl, proxyUrl).filter((p) => only === undefined || p.label.includes(only))
     for (const pair of comparisons) {
       await check(pair.anchor)
       await check(pair.gateway)

@@ -82,9 +82,51 @@ const bare = (port: number, file: string) => {
   })
 }
 
-const [kind, portArg, file] = process.argv.slice(2)
-if (kind !== "bare" || portArg === undefined || file === undefined) {
-  process.stderr.write("usage: node --import tsx bench/sql/servers.ts bare <port> <sqlite-file>\n")
+/**
+ * Reference for the cluster comparisons: the least any Node front of rqlited does per request.
+ * A bare `node:http` server that takes the gateway's body `{sql, args}`, posts `[[sql, ...args]]`
+ * to rqlited over a keep-alive pool and answers rqlited's text as it came. No credential, no
+ * guard, no reshaping: what it costs on CPU 0 beside rqlited bounds what a Node gateway can reach.
+ *
+ *   node --import tsx bench/sql/servers.ts proxy <port> <rqlited url>
+ */
+const proxy = (port: number, rqlited: string) => {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 64 })
+  const target = new URL(rqlited)
+  http
+    .createServer((req, res) => {
+      const chunks: Array<Buffer> = []
+      req.on("data", (c: Buffer) => chunks.push(c))
+      req.on("end", () => {
+        const path = req.url === "/v1/rqlite/query" ? "/db/query?level=weak" : req.url === "/v1/rqlite/exec" ? "/db/execute" : undefined
+        if (req.method !== "POST" || path === undefined) return answer(res, 404, `{"error":"not found"}`)
+        let forwarded: string
+        try {
+          const body = JSON.parse(Buffer.concat(chunks).toString("utf8")) as { sql: string; args?: ReadonlyArray<unknown> }
+          forwarded = JSON.stringify([[body.sql, ...(body.args ?? [])]])
+        } catch {
+          return answer(res, 400, `{"error":"bad body"}`)
+        }
+        const upstream = http.request(
+          { hostname: target.hostname, port: target.port, path, method: "POST", agent, headers: { "content-type": "application/json", "content-length": Buffer.byteLength(forwarded) } },
+          (answerStream) => {
+            const parts: Array<Buffer> = []
+            answerStream.on("data", (c: Buffer) => parts.push(c))
+            answerStream.on("end", () => answer(res, answerStream.statusCode ?? 502, Buffer.concat(parts).toString("utf8")))
+          }
+        )
+        upstream.on("error", () => answer(res, 502, `{"error":"upstream"}`))
+        upstream.end(forwarded)
+      })
+    })
+    .listen(port, "127.0.0.1", () => process.stdout.write("READY\n"))
+  process.once("SIGTERM", () => process.exit(0))
+}
+
+const [kind, portArg, arg] = process.argv.slice(2)
+if ((kind !== "bare" && kind !== "proxy") || portArg === undefined || arg === undefined) {
+  process.stderr.write("usage: node --import tsx bench/sql/servers.ts bare <port> <sqlite-file> | proxy <port> <rqlited url>\n")
   process.exit(2)
 }
-bare(Number(portArg), file)
+if (kind === "bare") bare(Number(portArg), arg)
+else proxy(Number(portArg), arg)
