@@ -102,7 +102,9 @@ export const rqliteHttp = (config: RqliteHttpConfig): RqliteHttp => {
   const agent = new (base.startsWith("https:") ? https.Agent : http.Agent)({ keepAlive: true, maxSockets: 64 })
 
   const limit = config.maxResponseBytes ?? Number.POSITIVE_INFINITY
+  // node fires a timer past 2^31-1 ms at once: a longer (or infinite) deadline means no timer
   const timeoutMillis = Duration.toMillis(timeout)
+  const timed = Number.isFinite(timeoutMillis) && timeoutMillis <= 2_147_483_647
   const timeoutDetail = `rqlite did not answer within ${Duration.format(timeout)}`
 
   // Request options by URL, parsed once: a gateway sends to a handful of paths (plus the odd
@@ -134,6 +136,7 @@ export const rqliteHttp = (config: RqliteHttpConfig): RqliteHttp => {
   const sendOnce = (url: string, body: string): Effect.Effect<HttpAnswer, Transient | StoreError> =>
     Effect.async<HttpAnswer, Transient | StoreError>((resume) => {
       let settled = false
+      let timer: ReturnType<typeof setTimeout> | undefined
       const settle = (outcome: Effect.Effect<HttpAnswer, Transient | StoreError>) => {
         if (settled) return
         settled = true
@@ -167,10 +170,12 @@ export const rqliteHttp = (config: RqliteHttpConfig): RqliteHttp => {
           response.on("error", (error) => settle(Effect.fail(transportFailure(error))))
         }
       )
-      const timer = setTimeout(() => {
-        settle(Effect.fail(new Transient({ detail: timeoutDetail, unsent: false })))
-        request.destroy()
-      }, timeoutMillis)
+      if (timed) {
+        timer = setTimeout(() => {
+          settle(Effect.fail(new Transient({ detail: timeoutDetail, unsent: false })))
+          request.destroy()
+        }, timeoutMillis)
+      }
       request.on("error", (error) => settle(Effect.fail(transportFailure(error))))
       request.end(body)
       return Effect.sync(() => {
