@@ -62,6 +62,13 @@ export interface AdapterOptions {
 // ---------------------------------------------------------------------------
 
 /**
+ * Where a drain is queued: a `then` on a settled promise. Node's `queueMicrotask` wraps every
+ * callback in an AsyncResource (an async id, init hooks, a bound function), which is most of
+ * the cost of a drain that runs one continuation.
+ */
+const settled = Promise.resolve()
+
+/**
  * One run queue for all fibers, drained in a single microtask per batch.
  *
  * The default MixedScheduler keeps a runner per fiber (a WeakMap lookup and a
@@ -70,13 +77,6 @@ export interface AdapterOptions {
  * Here the fallback is `setImmediate`, which lets node's I/O poll run and then
  * continues without a timer floor.
  */
-/**
- * Where a drain is queued: a `then` on a settled promise. Node's `queueMicrotask` wraps every
- * callback in an AsyncResource (an async id, init hooks, a bound function), which is most of
- * the cost of a drain that runs one continuation.
- */
-const settled = Promise.resolve()
-
 export class BatchScheduler implements Scheduler.Scheduler {
   private tasks = new Scheduler.PriorityBuckets()
   private running = false
