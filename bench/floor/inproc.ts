@@ -119,6 +119,7 @@ const program = Effect.gen(function* () {
       await oneRequest(listener, "POST", "/v1/rqlite/exec", auth, JSON.stringify({ sql: `INSERT INTO ${table} VALUES (42, 'x')` }))
       await measure("POST /v1/rqlite/query", listener, "POST", "/v1/rqlite/query", auth, JSON.stringify({ sql: `SELECT * FROM ${table} WHERE id = ?`, args: [42] }))
     }
+    if (process.env.INPROC_ONLY === "rqlite") return
     await oneRequest(listener, "POST", "/v1/db/sqlite/create", auth, JSON.stringify({ database_name: "bench" }))
     await oneRequest(listener, "POST", "/v1/db/sqlite/query", auth, JSON.stringify({ database_name: "bench", query: "CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT)" }))
     await oneRequest(listener, "POST", "/v1/db/sqlite/query", auth, JSON.stringify({ database_name: "bench", query: "INSERT INTO t VALUES (42, 'x')" }))
