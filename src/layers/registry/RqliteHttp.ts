@@ -98,8 +98,17 @@ export const rqliteHttp = (config: RqliteHttpConfig): RqliteHttp => {
   const firstRetryDelay = Effect.suspend(() => Effect.sleep(Duration.millis(100 * (0.8 + Math.random() * 0.4))))
 
   // node:http with a keep-alive pool rather than fetch: the WHATWG stream machinery costs more
-  // than the rqlite round trip itself on a point read
-  const agent = new (base.startsWith("https:") ? https.Agent : http.Agent)({ keepAlive: true, maxSockets: 64 })
+  // than the rqlite round trip itself on a point read. One pool per protocol, made on first use:
+  // a leader redirect may name the other one.
+  const agents = new Map<string, http.Agent>()
+  const agentFor = (protocol: "http:" | "https:"): http.Agent => {
+    let agent = agents.get(protocol)
+    if (agent === undefined) {
+      agent = new (protocol === "https:" ? https.Agent : http.Agent)({ keepAlive: true, maxSockets: 64 })
+      agents.set(protocol, agent)
+    }
+    return agent
+  }
 
   const limit = config.maxResponseBytes ?? Number.POSITIVE_INFINITY
   // node fires a timer past 2^31-1 ms at once: a longer (or infinite) deadline means no timer
@@ -109,18 +118,28 @@ export const rqliteHttp = (config: RqliteHttpConfig): RqliteHttp => {
 
   // Request options by URL, parsed once: a gateway sends to a handful of paths (plus the odd
   // leader redirect), and `new URL` per request showed in the profile.
+  // A URL's user and password (`http://user:pass@host:4001`, the only place a tenant's rqlite
+  // credentials can go) become Basic auth, as node does for a URL object; configured credentials
+  // (the Authorization header above) win over them.
   const targets = new Map<string, http.RequestOptions>()
-  const optionsFor = (url: string): http.RequestOptions => {
+  const optionsFor = (url: string): http.RequestOptions | undefined => {
     const known = targets.get(url)
     if (known !== undefined) return known
-    const target = new URL(url)
+    let target: URL
+    try {
+      target = new URL(url)
+    } catch {
+      return undefined
+    }
+    if (target.protocol !== "http:" && target.protocol !== "https:") return undefined
     const options: http.RequestOptions = {
       protocol: target.protocol,
       hostname: target.hostname.replace(/^\[|\]$/g, ""),
       port: target.port === "" ? undefined : Number(target.port),
       path: target.pathname + target.search,
+      auth: target.username === "" ? undefined : `${decodeURIComponent(target.username)}:${decodeURIComponent(target.password)}`,
       method: "POST",
-      agent
+      agent: agentFor(target.protocol)
     }
     if (targets.size >= 64) targets.clear()
     targets.set(url, options)
@@ -144,6 +163,11 @@ export const rqliteHttp = (config: RqliteHttpConfig): RqliteHttp => {
         resume(outcome)
       }
       const options = optionsFor(url)
+      if (options === undefined) {
+        // a redirect to something that is not an http(s) URL: the cluster is misconfigured
+        resume(Effect.fail(new StoreError({ reason: "unavailable", detail: "rqlite redirected to an address that is not an http(s) URL" })))
+        return
+      }
       const client = options.protocol === "https:" ? https : http
       const request = client.request(
         { ...options, headers: { ...headers, "content-length": Buffer.byteLength(body) } },
@@ -189,7 +213,15 @@ export const rqliteHttp = (config: RqliteHttpConfig): RqliteHttp => {
     Effect.flatMap(sendOnce(url, body), (answer) => {
       const { status } = answer
       if (status >= 300 && status < 400 && answer.location !== null && hops < maxRedirects) {
-        return send(new URL(answer.location, url).toString(), body, hops + 1)
+        let next: string
+        try {
+          next = new URL(answer.location, url).toString()
+        } catch {
+          return Effect.fail(
+            new StoreError({ reason: "unavailable", detail: `rqlite redirected to an invalid location: ${answer.location.slice(0, 200)}` })
+          )
+        }
+        return send(next, body, hops + 1)
       }
       if (status === 503) {
         // rqlite answers 503 before touching the log: no leader, or the node is not ready.

@@ -64,6 +64,10 @@ export const RqliteSqlEngine = {
   make: (config: RqliteHttpConfig): SqlEngine => {
     const http = rqliteHttp(config)
     const timeoutMs = Duration.toMillis(http.timeout)
+    // Whole-database transfers get at least 5 minutes. Node cannot hold a timer past 2^31-1 ms
+    // (it fires at once, and AbortSignal.timeout refuses an infinite one): no deadline then.
+    const transferMs = Math.max(timeoutMs, 300_000)
+    const transferTimeout = Number.isFinite(transferMs) && transferMs <= 2_147_483_647 ? transferMs : undefined
 
     const post = (path: string, ops: ReadonlyArray<StatementOp>, idempotent: boolean) =>
       http.post(path, body(ops), idempotent).pipe(
@@ -79,7 +83,7 @@ export const RqliteSqlEngine = {
     /** Streams to or from rqlite outside JSON; `what` names the step for the message. */
     const transfer = (what: string, run: (signal: AbortSignal) => Promise<void>) =>
       Effect.tryPromise({
-        try: (signal) => run(AbortSignal.any([signal, AbortSignal.timeout(Math.max(timeoutMs, 300_000))])),
+        try: (signal) => run(transferTimeout === undefined ? signal : AbortSignal.any([signal, AbortSignal.timeout(transferTimeout)])),
         catch: (e) => refuse(503, Code.UNAVAILABLE, `the SQL store could not ${what}: ${e instanceof Error ? e.message : String(e)}`, "retry shortly", 5)
       })
 

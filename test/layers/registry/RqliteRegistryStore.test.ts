@@ -146,5 +146,54 @@ if (!hasRqlited()) {
         expect(seen).toBe(`Basic ${Buffer.from("portico:s3cret").toString("base64")}`)
       })
     )
+
+    it.scopedLive("sends a URL's user and password as basic auth (tenants' rqlite URLs carry them there)", () =>
+      Effect.gen(function* () {
+        let seen: string | undefined
+        const recorder = yield* localServer((request, response) => {
+          seen = request.headers.authorization
+          response.writeHead(200, { "content-type": "application/json" })
+          response.end(JSON.stringify({ results: [{ rows_affected: 1, last_insert_id: 3 }] }))
+        })
+        const withCredentials = recorder.url.replace("http://", "http://ten%40ant:p%3Ass@")
+        const store = RqliteRegistryStore.make(testConfig(withCredentials))
+        expect(yield* store.exec({ sql: "INSERT INTO t VALUES (1)" })).toEqual({ rowsAffected: 1, lastInsertId: 3 })
+        expect(seen).toBe(`Basic ${Buffer.from("ten@ant:p:ss").toString("base64")}`)
+      })
+    )
+
+    it.scopedLive("a redirect to an unusable location fails as `unavailable`, not as a crash", () =>
+      Effect.gen(function* () {
+        for (const location of ["http://", "ftp://127.0.0.1/db/execute"]) {
+          const bouncer = yield* localServer((_request, response) => {
+            response.writeHead(301, { location })
+            response.end()
+          })
+          const store = RqliteRegistryStore.make(testConfig(bouncer.url, { retries: 0 }))
+          const error = yield* Effect.flip(store.exec({ sql: "INSERT INTO t VALUES (1)" }))
+          expect(error.reason, location).toBe("unavailable")
+          expect(bouncer.requests(), location).toBe(1)
+        }
+      })
+    )
+
+    it.scopedLive("follows a redirect to the other protocol with a pool of its own", () =>
+      Effect.gen(function* () {
+        // an https leader is not available here; a redirect to https on a plain-http port must
+        // still be a transport failure (a TLS handshake the port cannot speak), never a crash
+        const plain = yield* localServer((_request, response) => {
+          response.writeHead(200, { "content-type": "application/json" })
+          response.end(JSON.stringify({ results: [] }))
+        })
+        const bouncer = yield* localServer((request, response) => {
+          response.writeHead(307, { location: `${plain.url.replace("http://", "https://")}${request.url ?? "/"}` })
+          response.end()
+        })
+        const store = RqliteRegistryStore.make(testConfig(bouncer.url, { retries: 0, timeout: Duration.seconds(2) }))
+        const error = yield* Effect.flip(store.exec({ sql: "INSERT INTO t VALUES (1)" }))
+        expect(error.reason).toBe("unavailable")
+        expect(bouncer.requests()).toBe(1)
+      })
+    )
   })
 }
