@@ -196,6 +196,9 @@ const load = (overrides: Partial<Pick<PorticoSettings, "host" | "port" | "dataDi
     return settings
   })
 
+/** A refused setting is printed without the password a URL in it may carry. */
+const withoutCredentials = (text: string): string => text.replace(/\/\/[^/@\s]*@/g, "//***@")
+
 /**
  * `name=url` pairs with distinct names and URLs. For SQL_RQLITE_URLS each namespace named gets
  * its own rqlite cluster: rqlite holds one database per cluster, and tenants' tables must never
@@ -210,7 +213,7 @@ const parseUrlMap = (variable: string, pairs: ReadonlyArray<string>) =>
       const url = pair.slice(at + 1).trim().replace(/\/$/, "")
       if (at <= 0 || !/^https?:\/\/[^\s]+$/.test(url) || map.has(ns) || [...map.values()].includes(url)) {
         return yield* Effect.fail(
-          ConfigError.InvalidData(["PORTICO", variable], `expected distinct name=http(s)://host:port pairs, got "${pair}"`)
+          ConfigError.InvalidData(["PORTICO", variable], `expected distinct name=http(s)://host:port pairs, got "${withoutCredentials(pair)}"`)
         )
       }
       map.set(ns, url)
@@ -235,7 +238,7 @@ const parseRedisMap = (pairs: ReadonlyArray<string>, hasDefault: boolean) =>
       const url = pair.slice(at + 1).trim()
       if (at <= 0 || !/^rediss?:\/\/[^\s]+$/.test(url) || map.has(ns)) {
         return yield* Effect.fail(
-          ConfigError.InvalidData(["PORTICO", "REDIS_URLS"], `expected distinct namespace=redis(s)://host:port pairs, got "${pair}"`)
+          ConfigError.InvalidData(["PORTICO", "REDIS_URLS"], `expected distinct namespace=redis(s)://host:port pairs, got "${withoutCredentials(pair)}"`)
         )
       }
       map.set(ns, url)

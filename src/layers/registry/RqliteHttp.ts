@@ -79,13 +79,34 @@ export interface RqliteHttp {
   readonly timeout: Duration.Duration
 }
 
+/** A URL without its user and password, and those as `user:password` (percent-decoded). */
+const splitCredentials = (url: string): { readonly base: string; readonly urlCredentials: string | undefined } => {
+  let parsed: URL
+  try {
+    parsed = new URL(url)
+  } catch {
+    return { base: url, urlCredentials: undefined }
+  }
+  if (parsed.username === "" && parsed.password === "") return { base: url, urlCredentials: undefined }
+  const urlCredentials = `${decodeURIComponent(parsed.username)}:${decodeURIComponent(parsed.password)}`
+  parsed.username = ""
+  parsed.password = ""
+  return { base: parsed.toString().replace(/\/+$/, ""), urlCredentials }
+}
+
 export const rqliteHttp = (config: RqliteHttpConfig): RqliteHttp => {
-  const base = config.url.replace(/\/+$/, "")
+  // Credentials in the URL (`http://user:pass@host:4001`, the only place a tenant's rqlite
+  // credentials can go) become the Authorization header, and the base keeps none: fetch (backup,
+  // load) refuses a URL with credentials, and they must not reach a log with the URL. Configured
+  // credentials win over them.
+  const { base, urlCredentials } = splitCredentials(config.url.replace(/\/+$/, ""))
   const timeout = Duration.decode(config.timeout ?? defaultTimeout)
   const headers: Record<string, string> = { "content-type": "application/json" }
   if (config.user !== undefined) {
     const secret = config.password === undefined ? "" : Redacted.value(config.password)
     headers["authorization"] = `Basic ${Buffer.from(`${config.user}:${secret}`).toString("base64")}`
+  } else if (urlCredentials !== undefined) {
+    headers["authorization"] = `Basic ${Buffer.from(urlCredentials).toString("base64")}`
   }
   // Retries wait 100, 200, 400 ms … (jittered). The first wait is taken by hand and the schedule
   // covers the later ones: `Effect.retry` builds its schedule driver up front, ~4.5 µs on every
@@ -118,9 +139,8 @@ export const rqliteHttp = (config: RqliteHttpConfig): RqliteHttp => {
 
   // Request options by URL, parsed once: a gateway sends to a handful of paths (plus the odd
   // leader redirect), and `new URL` per request showed in the profile.
-  // A URL's user and password (`http://user:pass@host:4001`, the only place a tenant's rqlite
-  // credentials can go) become Basic auth, as node does for a URL object; configured credentials
-  // (the Authorization header above) win over them.
+  // A redirect's URL with a user and password sends them as Basic auth, as node does for a URL
+  // object, unless an Authorization header is already set (the base's, above).
   const targets = new Map<string, http.RequestOptions>()
   const optionsFor = (url: string): http.RequestOptions | undefined => {
     const known = targets.get(url)

@@ -2,10 +2,51 @@ import { describe, expect, it } from "@effect/vitest"
 import Database from "better-sqlite3"
 import { Duration, Effect } from "effect"
 import * as fs from "node:fs"
+import { createServer } from "node:http"
 import * as os from "node:os"
 import * as path from "node:path"
 import { RqliteSqlEngine } from "../../../src/layers/sql/RqliteSqlEngine.js"
 import { hasRqlited, rqlited, rqlitedMissingMessage } from "../../support/rqlited.js"
+
+describe("RqliteSqlEngine credentials", () => {
+  it.scopedLive("sends a URL's user and password on statements, export and import", () =>
+    Effect.gen(function* () {
+      const expected = `Basic ${Buffer.from("ten@nt:p:ss").toString("base64")}`
+      const seen: Array<string> = []
+      const server = createServer((request, response) => {
+        seen.push(`${request.url ?? ""} ${request.headers.authorization === expected ? "auth" : "none"}`)
+        if (request.headers.authorization !== expected) {
+          response.writeHead(401).end("unauthorized")
+          return
+        }
+        request.resume()
+        request.on("end", () => {
+          if (request.url === "/db/backup") response.writeHead(200, { "content-type": "application/octet-stream" }).end("SQLite format 3\0")
+          else response.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ results: [{ rows_affected: 1, last_insert_id: 1 }] }))
+        })
+      })
+      yield* Effect.acquireRelease(
+        Effect.async<void>((resume) => {
+          server.listen(0, "127.0.0.1", () => resume(Effect.void))
+        }),
+        () => Effect.async<void>((resume) => {
+          server.closeAllConnections()
+          server.close(() => resume(Effect.void))
+        })
+      )
+      const address = server.address()
+      const port = typeof address === "object" && address !== null ? address.port : 0
+      const engine = RqliteSqlEngine.make({ url: `http://ten%40nt:p%3Ass@127.0.0.1:${port}/`, timeout: Duration.seconds(5) })
+      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "portico-engine-"))
+      yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true })))
+      yield* engine.statement({ sql: "INSERT INTO t VALUES (1)", params: [], kind: "write" }, "counted")
+      yield* engine.exportTo(path.join(dir, "copy.db"))
+      fs.writeFileSync(path.join(dir, "load.db"), "SQLite format 3\0")
+      yield* engine.importFrom(path.join(dir, "load.db"))
+      expect(seen).toEqual(["/db/execute auth", "/db/backup auth", "/db/load auth"])
+    })
+  )
+})
 
 if (!hasRqlited()) {
   describe("RqliteSqlEngine", () => {
