@@ -5,6 +5,8 @@
  * design, and the assembled statement goes through the SQL guard like any other.
  */
 
+import { tokenize } from "./SqlTokens.js"
+
 /** A value bound to a `?` parameter; booleans bind as 1 and 0, as SQLite stores them. */
 export type OrmValue = string | number | bigint | boolean | null
 
@@ -93,6 +95,47 @@ const joins = (list: ReadonlyArray<OrmJoin> | undefined): string =>
       return ` ${j.kind ?? "INNER"} JOIN ${quoteIdentifier(j.table)}${alias}${on}`
     })
     .join("")
+
+/** How many `?` a fragment binds, or why its placeholders cannot be bound where they stand. */
+const placeholders = (fragment: string): number | string => {
+  let count = 0
+  for (const token of tokenize(fragment)) {
+    if (token.kind !== "variable") continue
+    // `?NNN`, `:name`, `@name` and `$name` address the statement's whole argument list, not
+    // the fragment's own: they would reach another clause's values
+    if (token.text !== "?") return `only a bare ? placeholder is allowed here, not ${token.text}`
+    count++
+  }
+  return count
+}
+
+/**
+ * Why a request's fragments and arguments do not line up, or undefined when they do. Each
+ * `where` clause binds exactly its own `args`, in order; every other fragment binds nothing.
+ * Without this, a clause with too many values fed its extras to the next clause's (or LIMIT's)
+ * placeholders, and a request with one value short silently matched against NULL.
+ */
+export const bindingProblem = (request: OrmSelect | OrmFind): string | undefined => {
+  const fragments: Array<[string, string]> = []
+  const shapingOf = "criteria" in request ? (request.options ?? {}) : request
+  if (!("criteria" in request)) for (const [i, c] of (request.select ?? []).entries()) fragments.push([`select[${i}]`, c])
+  for (const [i, j] of (shapingOf.joins ?? []).entries()) if (j.on !== undefined) fragments.push([`joins[${i}].on`, j.on])
+  for (const [i, o] of (shapingOf.order_by ?? []).entries()) fragments.push([`order_by[${i}]`, o])
+  for (const [i, g] of (shapingOf.group_by ?? []).entries()) fragments.push([`group_by[${i}]`, g])
+  for (const [where, text] of fragments) {
+    const n = placeholders(text)
+    if (typeof n === "string") return `${where}: ${n}`
+    if (n > 0) return `${where} has a ? placeholder, but only where clauses take arguments`
+  }
+  if ("criteria" in request) return undefined
+  for (const [i, w] of (request.where ?? []).entries()) {
+    const n = placeholders(w.expr)
+    if (typeof n === "string") return `where[${i}].expr: ${n}`
+    const given = w.args?.length ?? 0
+    if (n !== given) return `where[${i}].expr has ${n} ? placeholder${n === 1 ? "" : "s"} but ${given} arg${given === 1 ? "" : "s"}`
+  }
+  return undefined
+}
 
 /** `select`: the table, optional columns, clauses, joins and shaping; `oneRow` adds LIMIT 1. */
 export const buildSelect = (s: OrmSelect, oneRow: boolean): BuiltQuery => {

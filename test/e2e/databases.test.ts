@@ -411,6 +411,42 @@ describe.each(["embedded", "rqlite"] as const)("databases over HTTP on %s engine
       expect((await post("/v1/rqlite/query", { sql: "SELECT count(*) FROM users" })).body.rows).toEqual([[3]])
     })
 
+    it("binds each where clause to its own args, and nothing else to any", async () => {
+      // two clauses, two args, each where it belongs
+      const both = await post("/v1/rqlite/select", {
+        table: "users",
+        where: [{ expr: "name = ?", args: ["ann"] }, { conj: "OR", expr: "id = ?", args: [2] }],
+        order_by: ["id"]
+      })
+      expect(both.body.items.map((u: { id: number }) => u.id)).toEqual([1, 2])
+      // a `?` inside a string literal is text, not a placeholder
+      expect((await post("/v1/rqlite/select", { table: "users", where: [{ expr: "name <> '?' AND id = ?", args: [3] }] })).body.count).toBe(1)
+      // an extra arg would have bound the next clause's placeholder (or LIMIT's)
+      const overflow = await post("/v1/rqlite/select", {
+        table: "users",
+        where: [{ expr: "id > ?", args: [0, "ann"] }, { expr: "name = ?" }]
+      })
+      expectError(overflow, 400, "VALIDATION_FAILED")
+      expect(overflow.body.error).toContain("where[0].expr has 1 ? placeholder but 2 args")
+      expectError(await post("/v1/rqlite/select", { table: "users", where: [{ expr: "id > ?", args: [0, 5] }], limit: 10 }), 400, "VALIDATION_FAILED")
+      // one short would have matched against NULL
+      expectError(await post("/v1/rqlite/select", { table: "users", where: [{ expr: "id = ? OR name = ?", args: [1] }] }), 400, "VALIDATION_FAILED")
+      expectError(await post("/v1/rqlite/select", { table: "users", where: [{ expr: "id = ?" }] }), 400, "VALIDATION_FAILED")
+      // numbered and named parameters address the whole statement's list
+      expectError(await post("/v1/rqlite/select", { table: "users", where: [{ expr: "id = ?2", args: [1] }] }), 400, "VALIDATION_FAILED")
+      expectError(await post("/v1/rqlite/select", { table: "users", where: [{ expr: "id = :id", args: [1] }] }), 400, "VALIDATION_FAILED")
+      // fragments other than where clauses take no arguments
+      for (const request of [
+        { table: "users", select: ["?"], where: [{ expr: "id = ?", args: [1] }] },
+        { table: "users", order_by: ["?"] },
+        { table: "users", group_by: ["$x"] },
+        { table: "users", joins: [{ table: "teams", on: "teams.id = ?" }] }
+      ]) {
+        expectError(await post("/v1/rqlite/select", request), 400, "VALIDATION_FAILED")
+      }
+      expectError(await post("/v1/rqlite/find", { table: "users", criteria: { id: 1 }, options: { order_by: ["?"], limit: 1 } }), 400, "VALIDATION_FAILED")
+    })
+
     it("runs a transaction atomically: a failing op is named and nothing is applied", async () => {
       const ok = await post("/v1/rqlite/transaction", {
         ops: [

@@ -8,7 +8,7 @@ import { statSync } from "node:fs"
 import { open } from "node:fs/promises"
 import { Code } from "../../domain/Errors.js"
 import type { Principal } from "../../domain/Principal.js"
-import { buildFind, buildSelect, quoteIdentifier, type OrmFind, type OrmSelect, type OrmValue } from "../../domain/OrmQuery.js"
+import { bindingProblem, buildFind, buildSelect, quoteIdentifier, type OrmFind, type OrmSelect, type OrmValue } from "../../domain/OrmQuery.js"
 import { guardClusterSql, isReservedName } from "../../domain/SqlGuard.js"
 import { tokenize } from "../../domain/SqlTokens.js"
 import { Audit } from "../audit/Audit.js"
@@ -200,6 +200,8 @@ export class ClusterSql extends Context.Tag("portico/ClusterSql")<ClusterSql, Cl
         find: (caller, request, one) =>
           Effect.suspend(() => {
             if (isReservedName(request.table)) return Effect.fail(reservedTable(request.table))
+            const problem = bindingProblem(request)
+            if (problem !== undefined) return Effect.fail(refuse(400, Code.VALIDATION_FAILED, problem))
             const built = buildFind(request, one)
             return Effect.flatMap(guarded(built.sql, built.params, "read"), (op) =>
               stores.engineFor(caller.namespace).statement(op, one ? "one" : "items")
@@ -208,6 +210,8 @@ export class ClusterSql extends Context.Tag("portico/ClusterSql")<ClusterSql, Cl
         select: (caller, request, one) =>
           Effect.suspend(() => {
             if (isReservedName(request.table)) return Effect.fail(reservedTable(request.table))
+            const problem = bindingProblem(request)
+            if (problem !== undefined) return Effect.fail(refuse(400, Code.VALIDATION_FAILED, problem))
             const built = buildSelect(request, one)
             return Effect.flatMap(guarded(built.sql, built.params, "read"), (op) =>
               stores.engineFor(caller.namespace).statement(op, one ? "one" : "items")
