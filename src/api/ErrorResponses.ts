@@ -7,6 +7,7 @@
 import { HttpApiError, HttpServerError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Cause, Effect, Option } from "effect"
 import { type ApiError, Code, type ErrorBody, statusOf } from "../domain/Errors.js"
+import { BodyNotUtf8 } from "./NodeAdapter.js"
 import { policyKey, routePolicies } from "./RoutePolicy.js"
 
 const isApiError = (u: unknown): u is ApiError =>
@@ -96,6 +97,13 @@ export const renderFailure = (
       }
       if (error instanceof HttpServerError.RouteNotFound) {
         return notFoundOrNotAllowed(yield* HttpServerRequest.HttpServerRequest)
+      }
+      if (error instanceof HttpServerError.RequestError && error.cause instanceof BodyNotUtf8) {
+        return errorResponse(400, {
+          error: "the request body is not valid UTF-8",
+          code: Code.MALFORMED_JSON,
+          hint: "send JSON encoded as UTF-8 (RFC 8259); bytes that are not UTF-8 are refused, never replaced"
+        })
       }
       if (error instanceof HttpServerError.RequestError) {
         return errorResponse(400, {

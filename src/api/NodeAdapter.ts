@@ -33,6 +33,7 @@ import * as NodeStream from "@effect/platform-node/NodeStream"
 import * as Cause from "effect/Cause"
 import * as Chunk from "effect/Chunk"
 import * as Context from "effect/Context"
+import * as Data from "effect/Data"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as ExecutionStrategy from "effect/ExecutionStrategy"
@@ -193,6 +194,27 @@ class Exchange {
   }
 }
 
+/** Why a body was refused before it was parsed: its bytes are not UTF-8. */
+export class BodyNotUtf8 extends Data.TaggedError("BodyNotUtf8")<{}> {}
+
+/**
+ * Bodies are read as strict UTF-8: a lenient decode turns every bad byte into U+FFFD, so distinct
+ * bodies (`"a\xff"`, `"a\xfe"`) would read as the same text. `ignoreBOM` keeps a BOM in the text,
+ * as `Buffer#toString` did, so the JSON reader still refuses it rather than skipping it.
+ */
+const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true })
+
+/** The body's text, decoded once; a body that is not UTF-8 fails the way an unreadable one does. */
+const bodyText = (request: ServerRequest.HttpServerRequest, bytes: Uint8Array): Effect.Effect<string, ServerError.RequestError> => {
+  try {
+    return Effect.succeed(utf8.decode(bytes))
+  } catch {
+    return Effect.fail(
+      new ServerError.RequestError({ request, reason: "Decode", cause: new BodyNotUtf8(), description: "the body is not valid UTF-8" })
+    )
+  }
+}
+
 class PayloadTooLarge extends Error {
   constructor(readonly limit: number) {
     super(`request body larger than ${limit} bytes`)
@@ -251,7 +273,10 @@ export class LeanServerRequest extends Inspectable.Class implements ServerReques
     const ex = this.exchange
     if (ex.bodyText !== undefined) return ex.bodyText
     ex.bodyText = Effect.runSync(Effect.cached(
-      NodeStream.toString(() => ex.readable(), { onFailure: this.decodeError, maxBytes: ex.maxBodyBytes })
+      Effect.flatMap(
+        NodeStream.toUint8Array(() => ex.readable(), { onFailure: this.decodeError, maxBytes: ex.maxBodyBytes }),
+        (bytes) => bodyText(this, bytes)
+      )
     ))
     return ex.bodyText
   }
@@ -650,11 +675,11 @@ export const makeRequestListener = <E, R>(
       if (!res.headersSent) refuseOversize(req, res, capBody, cap)
       interrupt?.()
     })
+    const request = new LeanServerRequest(ex, req.url ?? "/", undefined, undefined)
     if (body !== undefined) {
       ex.prebuffered = body
-      ex.bodyText = Effect.succeed(body.toString("utf8"))
+      ex.bodyText = bodyText(request, body)
     }
-    const request = new LeanServerRequest(ex, req.url ?? "/", undefined, undefined)
     const scope = new RequestScope()
     const map = new Map(baseMap)
     map.set(ServerRequest.HttpServerRequest.key, request)

@@ -283,6 +283,30 @@ describe.each(["sqlite", "rqlite"] as const)("foundation over HTTP, registry on 
     expect(invited).toContain("HTTP/1.1 201 ")
   })
 
+  it("refuses a body that is not valid UTF-8 instead of reading it with replacement characters", async () => {
+    const send = (bytes: Buffer) =>
+      fetch(gw.url + "/v1/namespace/keys", {
+        method: "POST",
+        headers: { authorization: `Bearer ${ownerKey}`, "content-type": "application/json" },
+        body: bytes
+      }).then(async (res) => ({ status: res.status, headers: res.headers, text: await res.text() }))
+    const before = (await gw.request("GET", "/v1/namespace/keys", { token: ownerKey })).body.keys.length
+    // "a\xff" and "a\xfe" would both become "a\ufffd"; an encoded surrogate (CESU-8) and an
+    // overlong "/" are not UTF-8 either
+    for (const bad of [[0xff], [0xfe], [0xed, 0xa0, 0x80], [0xc0, 0xaf]]) {
+      const body = Buffer.concat([Buffer.from('{"profile":"runtime","label":"a'), Buffer.from(bad), Buffer.from('"}')])
+      const reply = await send(body)
+      const parsed = JSON.parse(reply.text)
+      expectError({ ...reply, body: parsed }, 400, "MALFORMED_JSON")
+      expect(parsed.hint).toMatch(/UTF-8/)
+    }
+    expect((await gw.request("GET", "/v1/namespace/keys", { token: ownerKey })).body.keys.length).toBe(before)
+    // valid multi-byte UTF-8 is read as it is
+    const ok = await send(Buffer.from('{"profile":"runtime","label":"café 😀"}'))
+    expect(ok.status, ok.text).toBe(201)
+    expect(JSON.parse(ok.text).label).toBe("café 😀")
+  })
+
   it("serves health, status, version and schema status", async () => {
     const health = await gw.request("GET", "/health")
     expect(health.body).toEqual({ status: "ok", checks: { registry: "ok" } })
