@@ -184,6 +184,27 @@ cacheSuite("Redis", {
   }
 })
 
+describe("an embedded cache bound smaller than the 1 MiB entry limit", () => {
+  it("refuses an entry larger than the whole bound with 413 and keeps the old value", async () => {
+    const gw = await startGateway({ env: { PORTICO_CACHE_MAX_BYTES: String(64 * 1024) } })
+    try {
+      const owner = (await gw.cli(["namespace", "create", "tinycache"])).api_key
+      const put = (value: string) => gw.request("POST", "/v1/cache/put", { token: owner, json: { dmap: "m", key: "k", value } })
+      expect((await put("old")).status).toBe(200)
+      const refused = await put("v".repeat(64 * 1024))
+      expectError(refused, 413, "PAYLOAD_TOO_LARGE")
+      expect(refused.body.error).toContain("cache bound")
+      // before: 200, nothing stored, and the old value gone with it
+      expect((await gw.request("POST", "/v1/cache/get", { token: owner, json: { dmap: "m", key: "k" } })).body.value).toBe("old")
+      // one that fits is kept
+      expect((await put("v".repeat(32 * 1024))).status).toBe(200)
+      expect((await gw.request("POST", "/v1/cache/get", { token: owner, json: { dmap: "m", key: "k" } })).body.value).toHaveLength(32 * 1024)
+    } finally {
+      await gw.stop()
+    }
+  }, 60_000)
+})
+
 describe("the gateway against a Redis that would not evict", () => {
   it("refuses to start and says why", async () => {
     if (!hasRedisServer()) throw new Error(redisMissingMessage())

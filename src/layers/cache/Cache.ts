@@ -73,6 +73,14 @@ export class Cache extends Context.Tag("portico/Cache")<Cache, CacheService>() {
             if (entryBytes(input.dmap, input.key, input.json) > ENTRY_MAX_BYTES) {
               return yield* refuse(413, "PAYLOAD_TOO_LARGE", `the entry is over ${ENTRY_MAX_BYTES} bytes`, "key and encoding count too")
             }
+            if (!store.fits(input.dmap, input.key, input.json)) {
+              return yield* refuse(
+                413,
+                "PAYLOAD_TOO_LARGE",
+                "the entry is larger than this namespace's whole cache bound",
+                "the embedded cache's bound is PORTICO_CACHE_MAX_BYTES per namespace; an entry counts its key, value and about 96 bytes"
+              )
+            }
             const now = yield* Clock.currentTimeMillis
             yield* store.put(caller.namespace, input.dmap, input.key, {
               json: input.json,

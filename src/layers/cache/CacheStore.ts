@@ -17,7 +17,12 @@ export interface CacheEntry {
 
 export interface CacheStoreService {
   readonly engine: "memory" | "redis"
-  /** Stores an entry; the caller has already checked key and entry size. */
+  /**
+   * Whether an entry this size can be kept at all. The embedded engine cannot hold one larger
+   * than its whole per-namespace bound: lru-cache would drop it on set, and the old value with it.
+   */
+  readonly fits: (dmap: string, key: string, json: string) => boolean
+  /** Stores an entry; the caller has already checked key and entry size, and `fits`. */
   readonly put: (namespace: string, dmap: string, key: string, entry: CacheEntry) => Effect.Effect<void, CacheUnavailable>
   /** The value's JSON text; none when absent or expired (an expired entry is never returned). */
   readonly get: (namespace: string, dmap: string, key: string) => Effect.Effect<Option.Option<string>, CacheUnavailable>

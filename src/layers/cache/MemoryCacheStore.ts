@@ -16,6 +16,9 @@ const slot = (dmap: string, key: string) => `${dmap.length}:${dmap}:${key}`
  * `now` is the clock lru-cache reads for TTLs; the layer passes Effect's Clock, so a test on
  * `TestClock` moves expiry with it.
  */
+/** What an entry costs against the namespace's bound: its slot name, value text and bookkeeping. */
+const entrySize = (json: string, name: string) => Buffer.byteLength(name, "utf8") + Buffer.byteLength(json, "utf8") + ENTRY_OVERHEAD_BYTES
+
 export const makeMemoryCacheStore = (maxBytesPerNamespace: number, now: () => number = Date.now): CacheStoreService => {
   const spaces = new Map<string, LRUCache<string, string>>()
   const spaceOf = (namespace: string) => {
@@ -23,7 +26,7 @@ export const makeMemoryCacheStore = (maxBytesPerNamespace: number, now: () => nu
     if (cache === undefined) {
       cache = new LRUCache<string, string>({
         maxSize: maxBytesPerNamespace,
-        sizeCalculation: (json, k) => Buffer.byteLength(k, "utf8") + Buffer.byteLength(json, "utf8") + ENTRY_OVERHEAD_BYTES,
+        sizeCalculation: entrySize,
         allowStale: false,
         ttlAutopurge: false,
         // Our clock decides expiry; lru-cache would otherwise read performance.now itself.
@@ -38,6 +41,7 @@ export const makeMemoryCacheStore = (maxBytesPerNamespace: number, now: () => nu
   }
   return {
     engine: "memory",
+    fits: (dmap, key, json) => entrySize(json, slot(dmap, key)) <= maxBytesPerNamespace,
     put: (namespace, dmap, key, entry) =>
       Effect.map(Clock.currentTimeMillis, (now) => {
         const cache = spaceOf(namespace)

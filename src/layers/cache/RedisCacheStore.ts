@@ -259,7 +259,8 @@ const make = (config: RedisCacheConfig): Effect.Effect<CacheStoreService, CacheU
       { discard: true, concurrency: "unbounded" }
     )
 
-    return { engine: "redis", put, get, delete: del, mget, scan, ping }
+    // Redis bounds memory per deployment, and its own OOM refusal answers an entry it cannot keep
+    return { engine: "redis", fits: () => true, put, get, delete: del, mget, scan, ping }
   })
 
 export const RedisCacheStore = {
