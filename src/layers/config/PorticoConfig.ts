@@ -102,6 +102,13 @@ export class PorticoConfig extends Context.Tag("portico/PorticoConfig")<PorticoC
   static readonly layer = (settings: PorticoSettings) => Layer.succeed(PorticoConfig, settings)
 }
 
+/**
+ * A count, size or duration: zero or less would not mean "off" but break the thing it sizes (a
+ * zero-byte cache drops every entry, zero workers run nothing), so it is refused at start.
+ */
+const positiveInteger = (name: string) =>
+  Config.integer(name).pipe(Config.validate({ message: "expected a positive integer", validation: (n) => n > 0 }))
+
 const load = (overrides: Partial<Pick<PorticoSettings, "host" | "port" | "dataDir">>) =>
   Effect.gen(function* () {
     const env = Config.nested("PORTICO")
@@ -113,28 +120,28 @@ const load = (overrides: Partial<Pick<PorticoSettings, "host" | "port" | "dataDi
     const rqliteUser = yield* env(Config.option(Config.string("RQLITE_USER")))
     const rqlitePassword = yield* env(Config.option(Config.redacted("RQLITE_PASSWORD")))
     const secret = yield* env(Config.option(Config.redacted("SECRET")))
-    const maxBodyBytes = yield* env(Config.integer("MAX_BODY_BYTES")).pipe(Config.withDefault(4 * 1024 * 1024))
+    const maxBodyBytes = yield* env(positiveInteger("MAX_BODY_BYTES")).pipe(Config.withDefault(4 * 1024 * 1024))
     const rateLimitEnabled = yield* env(Config.boolean("RATE_LIMIT")).pipe(Config.withDefault(true))
-    const clientRps = yield* env(Config.integer("RATE_LIMIT_CLIENT_RPS")).pipe(Config.withDefault(100))
-    const clientBurst = yield* env(Config.integer("RATE_LIMIT_CLIENT_BURST")).pipe(Config.withDefault(200))
-    const nsRps = yield* env(Config.integer("RATE_LIMIT_NAMESPACE_RPS")).pipe(Config.withDefault(1000))
-    const nsBurst = yield* env(Config.integer("RATE_LIMIT_NAMESPACE_BURST")).pipe(Config.withDefault(2000))
-    const walletRps = yield* env(Config.integer("RATE_LIMIT_WALLET_RPS")).pipe(Config.withDefault(1))
-    const walletBurst = yield* env(Config.integer("RATE_LIMIT_WALLET_BURST")).pipe(Config.withDefault(20))
+    const clientRps = yield* env(positiveInteger("RATE_LIMIT_CLIENT_RPS")).pipe(Config.withDefault(100))
+    const clientBurst = yield* env(positiveInteger("RATE_LIMIT_CLIENT_BURST")).pipe(Config.withDefault(200))
+    const nsRps = yield* env(positiveInteger("RATE_LIMIT_NAMESPACE_RPS")).pipe(Config.withDefault(1000))
+    const nsBurst = yield* env(positiveInteger("RATE_LIMIT_NAMESPACE_BURST")).pipe(Config.withDefault(2000))
+    const walletRps = yield* env(positiveInteger("RATE_LIMIT_WALLET_RPS")).pipe(Config.withDefault(1))
+    const walletBurst = yield* env(positiveInteger("RATE_LIMIT_WALLET_BURST")).pipe(Config.withDefault(20))
     const operators = yield* env(Config.array(Config.string(), "OPERATORS")).pipe(Config.withDefault([]))
     const logRequests = yield* env(Config.boolean("LOG_REQUESTS")).pipe(Config.withDefault(true))
-    const cacheMaxBytes = yield* env(Config.integer("CACHE_MAX_BYTES")).pipe(Config.withDefault(256 * 1024 * 1024))
+    const cacheMaxBytes = yield* env(positiveInteger("CACHE_MAX_BYTES")).pipe(Config.withDefault(256 * 1024 * 1024))
     const redisUrl = yield* env(Config.option(Config.string("REDIS_URL")))
     const redisUrls = yield* env(Config.array(Config.string(), "REDIS_URLS")).pipe(Config.withDefault([]))
     const nodeId = yield* env(Config.option(Config.string("NODE_ID")))
-    const sqlWorkers = yield* env(Config.integer("SQL_WORKERS")).pipe(Config.withDefault(2))
-    const sqlTimeoutMs = yield* env(Config.integer("SQL_TIMEOUT_MS")).pipe(Config.withDefault(10_000))
-    const sqlMaxResult = yield* env(Config.integer("SQL_MAX_RESULT_BYTES")).pipe(Config.withDefault(64 * 1024 * 1024))
-    const importMax = yield* env(Config.integer("SQL_IMPORT_MAX_BYTES")).pipe(Config.withDefault(256 * 1024 * 1024))
+    const sqlWorkers = yield* env(positiveInteger("SQL_WORKERS")).pipe(Config.withDefault(2))
+    const sqlTimeoutMs = yield* env(positiveInteger("SQL_TIMEOUT_MS")).pipe(Config.withDefault(10_000))
+    const sqlMaxResult = yield* env(positiveInteger("SQL_MAX_RESULT_BYTES")).pipe(Config.withDefault(64 * 1024 * 1024))
+    const importMax = yield* env(positiveInteger("SQL_IMPORT_MAX_BYTES")).pipe(Config.withDefault(256 * 1024 * 1024))
     const sqlRqlite = yield* env(Config.array(Config.string(), "SQL_RQLITE_URLS")).pipe(Config.withDefault([]))
-    const maxUpload = yield* env(Config.integer("STORAGE_MAX_UPLOAD_BYTES")).pipe(Config.withDefault(1024 * 1024 * 1024))
-    const quota = yield* env(Config.integer("STORAGE_QUOTA_BYTES")).pipe(Config.withDefault(10 * 1024 * 1024 * 1024))
-    const sweepSeconds = yield* env(Config.integer("STORAGE_SWEEP_SECONDS")).pipe(Config.withDefault(6 * 3600))
+    const maxUpload = yield* env(positiveInteger("STORAGE_MAX_UPLOAD_BYTES")).pipe(Config.withDefault(1024 * 1024 * 1024))
+    const quota = yield* env(positiveInteger("STORAGE_QUOTA_BYTES")).pipe(Config.withDefault(10 * 1024 * 1024 * 1024))
+    const sweepSeconds = yield* env(positiveInteger("STORAGE_SWEEP_SECONDS")).pipe(Config.withDefault(6 * 3600))
     const kuboUrl = yield* env(Config.option(Config.url("STORAGE_KUBO_URL")))
     const clusterUrl = yield* env(Config.option(Config.url("STORAGE_CLUSTER_URL")))
     const peers = yield* env(Config.array(Config.string(), "PEERS")).pipe(Config.withDefault([]))

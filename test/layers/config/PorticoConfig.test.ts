@@ -26,4 +26,20 @@ describe("PorticoConfig", () => {
       expect(String(redis)).not.toContain("hunter2")
     })
   )
+
+  it.effect("refuses sizes, counts and durations of zero or less, and non-integers", () =>
+    Effect.gen(function* () {
+      for (const [name, value] of [
+        ["PORTICO_CACHE_MAX_BYTES", "0"],
+        ["PORTICO_SQL_WORKERS", "-1"],
+        ["PORTICO_MAX_BODY_BYTES", "0"],
+        ["PORTICO_STORAGE_QUOTA_BYTES", "-5"],
+        ["PORTICO_SQL_TIMEOUT_MS", "1.5"]
+      ]) {
+        const refused = yield* Effect.flip(settingsFrom({ [name]: value }))
+        expect(String(refused), name).toContain(name.slice("PORTICO_".length))
+      }
+      expect((yield* settingsFrom({ PORTICO_CACHE_MAX_BYTES: "1" })).cache.maxBytesPerNamespace).toBe(1)
+    })
+  )
 })
