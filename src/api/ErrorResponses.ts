@@ -65,7 +65,10 @@ const clip = (s: string) => (s.length > 600 ? s.slice(0, 600) + "…" : s)
  * characters`), one line per issue, rather than the schema tree with its internal type names.
  */
 const describeIssues = (error: HttpApiError.HttpApiDecodeError): string => {
-  const lines = error.issues.slice(0, 5).map((issue) => {
+  // An optional member is the union of its schema and Undefined, so a wrong value fails both
+  // branches; "Expected undefined" is never what the client meant to send, so it is left out.
+  const real = error.issues.filter((issue) => !(issue._tag === "Type" && issue.message.startsWith("Expected undefined,")))
+  const lines = (real.length > 0 ? real : error.issues).slice(0, 5).map((issue) => {
     const at = issue.path.map(String).join(".")
     const message = issue.message.split("\n")[0] ?? issue.message
     return at === "" ? message : `${at}: ${message}`

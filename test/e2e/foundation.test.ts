@@ -216,6 +216,17 @@ describe.each(["sqlite", "rqlite"] as const)("foundation over HTTP, registry on 
     expect(all.text).not.toContain("portico_key_")
   })
 
+  it("names only the real expectation when an optional member has the wrong type", async () => {
+    const label = await gw.request("POST", "/v1/namespace/keys", { token: ownerKey, json: { profile: "runtime", label: 7 } })
+    expectError(label, 400, "VALIDATION_FAILED")
+    expect(label.body.error).toMatch(/^label: Expected string, actual 7$/)
+    const days = await gw.request("POST", "/v1/namespace/keys", { token: ownerKey, json: { profile: "runtime", expires_in_days: "x" } })
+    expectError(days, 400, "VALIDATION_FAILED")
+    expect(days.body.error).toMatch(/^expires_in_days: /)
+    const limit = await gw.request("GET", "/v1/audit?limit=abc", { token: ownerKey })
+    for (const reply of [label, days, limit]) expect(reply.body.error).not.toMatch(/undefined/)
+  })
+
   it("answers the envelope for unknown routes, wrong methods, malformed and oversized bodies", async () => {
     expectError(await gw.request("GET", "/v1/nope"), 404, "ROUTE_NOT_FOUND")
     const wrong = await gw.request("PATCH", "/v1/namespace/keys", { token: ownerKey })
