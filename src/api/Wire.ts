@@ -22,3 +22,20 @@ export const WellFormedText = Schema.String.pipe(
 /** Well-formed text of at most `max` characters, counted as Unicode code points. */
 export const TextOfAtMost = (max: number) =>
   WellFormedText.pipe(Schema.filter((s) => [...s].length <= max, { message: () => `at most ${max} characters` }))
+
+/**
+ * An integer query parameter, written as plain decimal digits (and a leading minus where
+ * `signed`): `Number()` would also take `0x10`, `1e2`, `5.0` and ` 5`, so one value would have
+ * many spellings and a proxy or cache keyed on the query would see different requests. Up to 15
+ * digits, so every value is a safe integer; bounds go on the result (`.pipe(Schema.between(…))`).
+ */
+export const QueryInteger = (options: { readonly signed?: boolean } = {}) =>
+  Schema.transform(
+    Schema.String.pipe(
+      Schema.pattern(options.signed === true ? /^-?[0-9]{1,15}$/ : /^[0-9]{1,15}$/, {
+        message: () => (options.signed === true ? "an integer in decimal digits, optionally after -" : "a non-negative integer in decimal digits")
+      })
+    ),
+    Schema.Int,
+    { strict: true, decode: (s) => Number(s), encode: (n) => String(n) }
+  )

@@ -216,6 +216,21 @@ describe.each(["sqlite", "rqlite"] as const)("foundation over HTTP, registry on 
     expect(all.text).not.toContain("portico_key_")
   })
 
+  it("reads integer query parameters as plain decimal digits only", async () => {
+    for (const query of ["limit=0x10", "limit=1e2", "limit=5.0", "limit=%205", "limit=5%20", "limit=+5", "limit=", "limit=-1", "since=1e9", "since=-0", "since=0x10", "since=1.5"]) {
+      const reply = await gw.request("GET", `/v1/audit?${query}`, { token: ownerKey })
+      expectError(reply, 400, "VALIDATION_FAILED")
+      expect(reply.body.error).toMatch(/^(limit|since): /)
+    }
+    expect((await gw.request("GET", "/v1/audit?limit=5&since=0", { token: ownerKey })).status).toBe(200)
+    expect((await gw.request("GET", "/v1/audit?limit=200", { token: ownerKey })).body.count).toBeLessThanOrEqual(200)
+    // the document says what the schema takes
+    const doc = await gw.request("GET", "/v1/openapi.json")
+    const params = doc.body.paths["/v1/audit"].get.parameters
+    expect(params.find((p: { name: string }) => p.name === "limit").schema).toMatchObject({ type: "integer", minimum: 1, maximum: 200 })
+    expect(params.find((p: { name: string }) => p.name === "since").schema).toMatchObject({ type: "integer", minimum: 0 })
+  })
+
   it("names only the real expectation when an optional member has the wrong type", async () => {
     const label = await gw.request("POST", "/v1/namespace/keys", { token: ownerKey, json: { profile: "runtime", label: 7 } })
     expectError(label, 400, "VALIDATION_FAILED")

@@ -1,15 +1,13 @@
 /** The namespace audit trail (spec §4.9, §8: default 50, at most 200). */
 import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Schema } from "effect"
-import { strict, UnixSeconds } from "../Wire.js"
+import { QueryInteger, strict, UnixSeconds } from "../Wire.js"
 
 export const AuditQuery = Schema.Struct({
   action: Schema.optional(Schema.String.pipe(Schema.maxLength(64))),
   principal: Schema.optional(Schema.String.pipe(Schema.maxLength(128))),
-  since: Schema.optional(
-    Schema.NumberFromString.pipe(Schema.int(), Schema.nonNegative()).annotations({ description: "Unix seconds" })
-  ),
-  limit: Schema.optional(Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 200)))
+  since: Schema.optional(QueryInteger().annotations({ description: "Unix seconds" })),
+  limit: Schema.optional(QueryInteger().pipe(Schema.between(1, 200)))
 })
 
 export const AuditEntryView = Schema.Struct({
