@@ -281,6 +281,44 @@ export const LOCAL_PRAGMAS: ReadonlySet<string> = new Set([
 
 const PRAGMA_PREFIX = "pragma_"
 
+/** Allowed pragmas that take no argument: as table-valued functions their first argument is the schema. */
+const SCHEMA_FIRST_PRAGMAS: ReadonlySet<string> = new Set([
+  "foreign_keys",
+  "defer_foreign_keys",
+  "user_version",
+  "application_id",
+  "page_count",
+  "freelist_count"
+])
+
+/**
+ * A table-valued pragma's hidden schema argument (`pragma_table_info('t', 'temp')`) must be the
+ * literal main, like `PRAGMA main.x`: the temp schema and attached names stay out of reach.
+ */
+const pragmaSchemaRefusal = (tokens: ReadonlyArray<Token>, at: number, pragma: string): string | undefined => {
+  if (!isPunct(tokens[at + 1], "(")) return undefined
+  let current: Array<Token> = []
+  const args: Array<Array<Token>> = [current]
+  let depth = 0
+  for (let i = at + 1; i < tokens.length; i++) {
+    const token = tokens[i]
+    if (token === undefined) break
+    if (isPunct(token, "(")) depth++
+    else if (isPunct(token, ")")) depth--
+    if (depth === 0) break
+    if (depth === 1 && isPunct(token, ",")) {
+      current = []
+      args.push(current)
+    } else if (!(depth === 1 && isPunct(token, "("))) current.push(token)
+  }
+  const schemaAt = SCHEMA_FIRST_PRAGMAS.has(pragma) ? 0 : 1
+  if (args.length > schemaAt + 1) return `${PRAGMA_PREFIX}${pragma} takes at most ${schemaAt + 1} argument${schemaAt === 0 ? "" : "s"}`
+  const schema = args[schemaAt]
+  if (schema === undefined || (schemaAt === 0 && schema.length === 0)) return undefined
+  const only = schema.length === 1 ? schema[0] : undefined
+  return isNameToken(only) && nameKey(only.value) === "main" ? undefined : `${PRAGMA_PREFIX}${pragma} on a schema other than main is not allowed`
+}
+
 /** `PRAGMA [main.]name [= value | (arg)]`, with name and schema compared exactly (allow-list). */
 const localPragmaRefusal = (tokens: ReadonlyArray<Token>, at: number): string | undefined => {
   let name = tokens[at + 1]
@@ -357,8 +395,11 @@ const checkLocalSql = (sql: string): Checked => {
   }
   const reason = firstNameRefusal(tokens, (key, i) => {
     // Strings too: SQLite accepts a string literal as a table name (`FROM 'pragma_x'`).
-    if (key.startsWith(PRAGMA_PREFIX) && !LOCAL_PRAGMAS.has(key.slice(PRAGMA_PREFIX.length))) {
-      return `table-valued pragma ${key} is not allowed`
+    if (key.startsWith(PRAGMA_PREFIX)) {
+      const pragma = key.slice(PRAGMA_PREFIX.length)
+      if (!LOCAL_PRAGMAS.has(pragma)) return `table-valued pragma ${key} is not allowed`
+      const schema = pragmaSchemaRefusal(tokens, i, pragma)
+      if (schema !== undefined) return schema
     }
     return blockedName(tokens, i, key)
   })

@@ -29,7 +29,7 @@ describe("PorticoConfig", () => {
 
   it.effect("refuses sizes, counts and durations of zero or less, and non-integers", () =>
     Effect.gen(function* () {
-      for (const [name, value] of [
+      for (const [name, value] of <Array<[string, string]>>[
         ["PORTICO_CACHE_MAX_BYTES", "0"],
         ["PORTICO_SQL_WORKERS", "-1"],
         ["PORTICO_MAX_BODY_BYTES", "0"],
