@@ -9,6 +9,7 @@ import { Cause, Effect, Option } from "effect"
 import { type ApiError, Code, type ErrorBody, statusOf } from "../domain/Errors.js"
 import { BodyNotUtf8 } from "./NodeAdapter.js"
 import { policyKey, routePolicies } from "./RoutePolicy.js"
+import { MAX_PATH_PARAM_LENGTH } from "./Wire.js"
 
 const isApiError = (u: unknown): u is ApiError =>
   typeof u === "object" && u !== null && "_tag" in u && typeof u._tag === "string" && u._tag in statusOf && "code" in u
@@ -35,9 +36,34 @@ export const allowedMethods = (path: string): ReadonlyArray<string> => {
   return methods.includes("GET") ? [...methods, "HEAD"] : methods
 }
 
+/** Whether a segment is past the router's cap on a parameter, counted decoded as the router does. */
+const hasOverlongSegment = (path: string): boolean =>
+  path.length > MAX_PATH_PARAM_LENGTH &&
+  path.split("/").some((segment) => segment.length > MAX_PATH_PARAM_LENGTH && decodedLength(segment) > MAX_PATH_PARAM_LENGTH)
+
+const decodedLength = (segment: string): number => {
+  try {
+    return decodeURIComponent(segment).length
+  } catch {
+    return segment.length
+  }
+}
+
+/** A path as quoted back in a message: the route's shape is enough, a 16 KiB path is not. */
+const quoted = (path: string) => (path.length > 120 ? path.slice(0, 120) + "…" : path)
+
 const notFoundOrNotAllowed = (request: HttpServerRequest.HttpServerRequest) => {
   const path = request.url.split("?")[0] ?? "/"
   const methods = allowedMethods(path)
+  if (methods.includes(request.method) && hasOverlongSegment(path)) {
+    // the route exists for this method, yet the router did not take the path: a parameter past
+    // its cap, which no route accepts (every id, CID and name is far shorter)
+    return errorResponse(400, {
+      error: "a path parameter is too long",
+      code: Code.VALIDATION_FAILED,
+      hint: `a path segment is at most ${MAX_PATH_PARAM_LENGTH} characters`
+    })
+  }
   if (methods.includes(request.method) && path.includes("%")) {
     // the route exists for this method, yet the router did not take the path: a parameter it
     // could not decode (`%ff`)
@@ -49,7 +75,7 @@ const notFoundOrNotAllowed = (request: HttpServerRequest.HttpServerRequest) => {
   }
   if (methods.length > 0) {
     return errorResponse(405, {
-      error: `method ${request.method} not allowed on ${path}`,
+      error: `method ${request.method} not allowed on ${quoted(path)}`,
       code: Code.METHOD_NOT_ALLOWED,
       hint: "allowed: " + methods.join(", ")
     }).pipe(HttpServerResponse.setHeader("allow", methods.join(", ")))

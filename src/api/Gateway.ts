@@ -13,6 +13,7 @@ import { servicesLayer } from "../layers/Services.js"
 import { PorticoApi } from "./Api.js"
 import { AuthenticationLive } from "./Authentication.js"
 import { renderFailure } from "./ErrorResponses.js"
+import { MAX_PATH_PARAM_LENGTH } from "./Wire.js"
 import { AuditHandlers } from "./handlers/AuditHandlers.js"
 import { AuthHandlers } from "./handlers/AuthHandlers.js"
 import { CacheHandlers } from "./handlers/CacheHandlers.js"
@@ -84,7 +85,10 @@ export const gatewayListener = (settings: PorticoSettings) =>
     const runtime = yield* Effect.runtime<HttpRouter.HttpRouter.DefaultServices>().pipe(Effect.provide(platform), Effect.provide(fastRuntimeLayer))
     // find-my-way's default refuses path parameters over 100 characters as "no such route"; a
     // sha2-512 CID is 110, and an over-long CID or id must reach its route's own check (400)
-    const app = yield* HttpApiBuilder.httpApp.pipe(Effect.provide(context), HttpRouter.withRouterConfig({ maxParamLength: 2048 }))
+    const app = yield* HttpApiBuilder.httpApp.pipe(
+      Effect.provide(context),
+      HttpRouter.withRouterConfig({ maxParamLength: MAX_PATH_PARAM_LENGTH })
+    )
     const logged = accessLog(app, settings.logRequests)
     return makeRequestListener(logged, runtime, {
       maxBodyBytes: settings.maxBodyBytes,

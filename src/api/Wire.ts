@@ -5,6 +5,12 @@ import { Schema } from "effect"
 export const strict = <S extends Schema.Schema.Any>(schema: S): S =>
   schema.annotations({ parseOptions: { onExcessProperty: "error" } }) as S
 
+/**
+ * The router's cap on one path parameter, counted decoded. find-my-way's default (100) would
+ * refuse a sha2-512 CID (110); past this cap a parameter never reaches its route's own check.
+ */
+export const MAX_PATH_PARAM_LENGTH = 2048
+
 /** Unix seconds, as every timestamp on the wire. */
 export const UnixSeconds = Schema.Int.annotations({ description: "Unix time in seconds" })
 

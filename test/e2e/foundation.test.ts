@@ -309,6 +309,38 @@ describe.each(["sqlite", "rqlite"] as const)("foundation over HTTP, registry on 
     expect(invited).toContain("HTTP/1.1 201 ")
   })
 
+  it("refuses a path parameter past the router's cap as a validation failure, never a wrong method", async () => {
+    const long = "b".repeat(3000)
+    for (const [method, route] of [
+      ["GET", `/v1/storage/get/${long}`],
+      ["HEAD", `/v1/storage/get/${long}`],
+      ["GET", `/v1/storage/relayed/${long}`],
+      ["DELETE", `/v1/namespace/keys/${long}`],
+      ["DELETE", `/v1/namespace/members/${long}`],
+      ["DELETE", `/v1/auth/sessions/${long}`],
+      ["DELETE", `/v1/storage/fetch-caps/${long}`],
+      // counted decoded, as the router counts: 2100 escapes are 2100 characters
+      ["GET", `/v1/storage/status/${"%41".repeat(2100)}`]
+    ] as const) {
+      const reply = await gw.request(method, route, { token: ownerKey })
+      expect(reply.status, `${method} ${route.slice(0, 40)}: ${reply.text}`).toBe(400)
+      expect(reply.headers.get("allow")).toBeNull()
+      if (method === "HEAD") continue
+      expectError(reply, 400, "VALIDATION_FAILED")
+      expect(reply.body.hint).toMatch(/path segment.*2048/)
+      expect(reply.text).not.toContain("b".repeat(100))
+    }
+    // at the cap the route's own check answers
+    const atCap = await gw.request("DELETE", `/v1/namespace/keys/${"b".repeat(2048)}`, { token: ownerKey })
+    expectError(atCap, 400, "VALIDATION_FAILED")
+    expect(atCap.body.error).toMatch(/key id/)
+    // another method on such a path is still 405, and the answer does not echo the path whole
+    const wrong = await gw.request("PUT", `/v1/storage/get/${long}`, { token: ownerKey })
+    expectError(wrong, 405, "METHOD_NOT_ALLOWED")
+    expect(wrong.headers.get("allow")).toBe("GET, HEAD")
+    expect(wrong.text).not.toContain("b".repeat(300))
+  })
+
   it("refuses a body that is not valid UTF-8 instead of reading it with replacement characters", async () => {
     const send = (bytes: Buffer) =>
       fetch(gw.url + "/v1/namespace/keys", {
