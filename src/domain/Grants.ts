@@ -33,8 +33,12 @@ export type KeyRole = typeof KeyRole.Type
 export const KeyProfile = Schema.Literal("admin", "runtime")
 export type KeyProfile = typeof KeyProfile.Type
 
-/** A grant as written on the wire and stored: a name, optionally `:key=<pattern>`. */
-const grantPattern = /^([a-z-]+(?::write)?)(?::key=([^\s]{1,255}))?$/
+/**
+ * A grant as written on the wire and stored: a name, optionally `:key=<pattern>`. The pattern
+ * holds no whitespace, control character or lone surrogate (they would be stored mangled or
+ * print as something else), and at most 255 code points.
+ */
+const grantPattern = /^([a-z-]+(?::write)?)(?::key=([^\s\p{Cc}\p{Cs}]{1,255}))?$/u
 
 /** Parsed grant: the name plus the key pattern it is narrowed to, if any. */
 export interface Grant {
@@ -53,6 +57,9 @@ export const parseGrant = (text: string): Grant | undefined => {
   // Only data-plane grants may be narrowed: narrowing "admin" to keys would mean nothing.
   const pattern = match[2]
   if (pattern !== undefined && name !== "cache") return undefined
+  // With neither `/` nor `*` a pattern can match no joined `<map>/<key>`: a key minted with it
+  // would hold a grant that reaches nothing, so it is refused rather than silently useless.
+  if (pattern !== undefined && !pattern.includes("/") && !pattern.includes("*")) return undefined
   return { name: name as GrantName, keyPattern: pattern }
 }
 

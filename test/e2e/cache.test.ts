@@ -142,6 +142,10 @@ const cacheSuite = (engine: string, options: EngineOptions) =>
       // scan: the narrowed map answers, any other map is refused rather than shown empty
       expect((await gw.request("POST", "/v1/cache/scan", { token: narrow, json: { dmap: "sessions" } })).body.keys).toEqual(["a/b", "abc"])
       expectError(await gw.request("POST", "/v1/cache/scan", { token: narrow, json: { dmap: "other" } }), 403, "GRANT_REQUIRED")
+      // a narrowing that reaches nothing, or holds a control character, is not minted
+      for (const scope of ["cache:key=sessions", "cache:key=sessions\u0000/*", "cache:key=s\ud800/*"]) {
+        expectError(await gw.request("POST", "/v1/namespace/keys", { token: owner, json: { scopes: [scope] } }), 400, "VALIDATION_FAILED")
+      }
       const runtime = (await gw.request("POST", "/v1/namespace/keys", { token: owner, json: { profile: "runtime" } })).body.api_key
       expectError(await gw.request("POST", "/v1/cache/get", { token: runtime, json: { dmap: "sessions", key: "abc" } }), 403, "GRANT_REQUIRED")
       expect((await gw.request("GET", "/v1/cache/health", { token: key })).body).toEqual({ status: "ok", service: "cache" })
