@@ -175,7 +175,7 @@ const withHandWrittenAnswers = (spec: Json): Json => {
       const answer = responses[status]
       if (isObject(answer)) answer["headers"] = { ...(isObject(answer["headers"]) ? answer["headers"] : {}), ...retryAfter }
     }
-    // a Range request answers 206 with the part and its Content-Range (storage get, relayed)
+    // a Range request answers 206 with the part and its Content-Range, or 416 (storage get, relayed)
     if ((key === "GET /v1/storage/get/:cid" || key === "GET /v1/storage/relayed/:cid") && isObject(responses["200"])) {
       responses["206"] = {
         ...responses["200"],
@@ -183,6 +183,12 @@ const withHandWrittenAnswers = (spec: Json): Json => {
         headers: { "Content-Range": { description: "bytes <first>-<last>/<size>", schema: { type: "string" } } }
       }
       responses["304"] = { description: "not modified: the ETag matched (no body)" }
+      // the handler answers this one itself, with the content's size: every client must expect it
+      responses["416"] = {
+        description: "the range starts past the end of the content (RANGE_NOT_SATISFIABLE)",
+        headers: { "Content-Range": { description: "bytes */<size>", schema: { type: "string" } } },
+        content: { "application/json": { schema: { $ref: "#/components/schemas/ErrorBody" } } }
+      }
     }
     // a browser asking /status for HTML gets a page
     if (key === "GET /status" && isObject(responses["200"]) && isObject(responses["200"]["content"])) {
