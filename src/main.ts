@@ -10,7 +10,7 @@
  */
 import { Effect, Exit, Layer, Schema } from "effect"
 import { GrantString, KeyProfile, profileGrants } from "./domain/Grants.js"
-import { NamespaceName, reservedNamespaces, Wallet } from "./domain/Names.js"
+import { Label, NamespaceName, reservedNamespaces, Wallet } from "./domain/Names.js"
 import { Audit } from "./layers/audit/Audit.js"
 import { PorticoConfig } from "./layers/config/PorticoConfig.js"
 import { ApiKeys } from "./layers/keys/ApiKeys.js"
@@ -137,7 +137,7 @@ const keysCreate = (parsed: Parsed) =>
         : profileGrants[yield* decode(KeyProfile, profileFlag, "--profile")]
     const role = profileFlag === undefined ? ("custom" as const) : yield* decode(KeyProfile, profileFlag, "--profile")
     const days = yield* flagInt(parsed.flags, "expires-in-days")
-    const label = parsed.flags.get("label") ?? ""
+    const label = yield* decode(Label, parsed.flags.get("label") ?? "", "--label")
     const minted = yield* withRegistry(
       parsed.flags,
       Effect.gen(function* () {

@@ -63,7 +63,7 @@ const streamedBodies: Readonly<
       required: ["file"],
       properties: {
         file: { type: "string", format: "binary", description: "the bytes; streamed to disk, never held whole" },
-        name: { type: "string", maxLength: 255, description: "a name for the pin; defaults to the file's name" }
+        name: { type: "string", maxLength: 255, description: "a name for the pin (no control characters); defaults to the file's name" }
       }
     },
     description: "multipart form with the file (upload cap and namespace quota: 413 past either)"

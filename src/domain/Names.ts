@@ -1,5 +1,6 @@
 /** Names and identifiers that cross the wire, each a checked Schema. */
 import { Schema } from "effect"
+import { PlainText } from "./Text.js"
 
 /**
  * A namespace name: it becomes a DNS label (`ns-<name>.<domain>`) and a directory name, so it is
@@ -30,8 +31,5 @@ export const KeyId = Schema.String.pipe(
   Schema.pattern(/^key_[a-z2-7]{16}$/, { message: () => "a key id is key_ followed by 16 characters" })
 ).annotations({ identifier: "KeyId" })
 
-/** A short human label: printable, no control characters. */
-export const Label = Schema.String.pipe(
-  Schema.maxLength(128),
-  Schema.pattern(/^[^\u0000-\u001f\u007f]*$/, { message: () => "labels have no control characters" })
-)
+/** A short human label (keys, devices): plain text, at most 128 UTF-16 units. */
+export const Label = PlainText.pipe(Schema.maxLength(128))

@@ -216,6 +216,30 @@ describe.each(["sqlite", "rqlite"] as const)("foundation over HTTP, registry on 
     expect(all.text).not.toContain("portico_key_")
   })
 
+  it("refuses key labels that are not plain text: lone surrogates and control characters", async () => {
+    const mint = (labelJson: string) =>
+      gw.request("POST", "/v1/namespace/keys", {
+        token: ownerKey,
+        headers: { "content-type": "application/json" },
+        body: `{"profile":"runtime","label":${labelJson}}`
+      })
+    const before = (await gw.request("GET", "/v1/namespace/keys", { token: ownerKey })).body.keys.length
+    for (const label of ['"\\ud800"', '"x\\udc00y"', '"\\ude00\\ud83d"', '"a\\u0000b"', '"a\\nb"', '"\\u007f"']) {
+      const reply = await mint(label)
+      expectError(reply, 400, "VALIDATION_FAILED")
+      expect(reply.body.error).toMatch(/^label: /)
+    }
+    expect((await gw.request("GET", "/v1/namespace/keys", { token: ownerKey })).body.keys.length).toBe(before)
+    // a pair is one character, and any other printable text is a label
+    const pair = await mint('"\\ud83d\\ude00 caf\\u00e9 \\u00a0"')
+    expect(pair.status, pair.text).toBe(201)
+    expect(pair.body.label).toBe("😀 café \u00a0")
+    // what the audit trail shows is strict UTF-8 JSON a strict parser reads back
+    const audit = await fetch(gw.url + "/v1/audit?action=key.create", { headers: { authorization: `Bearer ${ownerKey}` } })
+    const text = new TextDecoder("utf-8", { fatal: true }).decode(await audit.arrayBuffer())
+    expect(text).not.toMatch(/\\u[dD][89a-fA-F]/)
+  })
+
   it("reads integer query parameters as plain decimal digits only", async () => {
     for (const query of ["limit=0x10", "limit=1e2", "limit=5.0", "limit=%205", "limit=5%20", "limit=+5", "limit=", "limit=-1", "since=1e9", "since=-0", "since=0x10", "since=1.5"]) {
       const reply = await gw.request("GET", `/v1/audit?${query}`, { token: ownerKey })
@@ -531,6 +555,7 @@ describe("process lifecycle", () => {
       const who = await gw.request("GET", "/v1/auth/whoami", { token: key.api_key })
       expect(who.body.grants).toEqual(["cache", "storage"])
       await expect(gw.cli(["keys", "create", "--namespace", "twice", "--scopes", "root"])).rejects.toThrow(/scopes/)
+      await expect(gw.cli(["keys", "create", "--namespace", "twice", "--profile", "runtime", "--label", "a\u0001b"])).rejects.toThrow(/--label/)
       await expect(gw.cli(["keys", "create", "--namespace", "nope", "--profile", "runtime"])).rejects.toThrow(/no namespace/)
     } finally {
       await gw.stop()

@@ -102,6 +102,14 @@ describe.each(["sqlite", "rqlite"] as const)("wallet sign-in and sessions, regis
     // a sign-in key ends with its member's role, and with the member
     const laptop = await gw.request("POST", "/v1/auth/api-key", { token: devToken, json: { label: "laptop" } })
     expect(laptop.status, laptop.text).toBe(201)
+    // labels are plain text here too: no lone surrogate, no control character
+    for (const label of ['"\\ud800"', '"a\\u0000"', '"a\\u001fb"']) {
+      const body = `{"label":${label}}`
+      const refused = await gw.request("POST", "/v1/auth/api-key", { token: devToken, headers: { "content-type": "application/json" }, body })
+      expectError(refused, 400, "VALIDATION_FAILED")
+      const device = await gw.request("POST", "/v1/auth/device", { headers: { "content-type": "application/json" }, body: `{"namespace":"shop","device_label":${label}}` })
+      expectError(device, 400, "VALIDATION_FAILED")
+    }
     const phone = await gw.request("POST", "/v1/auth/api-key", { token: devToken, json: { label: "phone" } })
     expect((await gw.request("GET", "/v1/auth/whoami", { token: laptop.body.api_key })).status).toBe(200)
     // the same role again changes nothing

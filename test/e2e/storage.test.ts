@@ -250,6 +250,13 @@ describe.each(storageEngines())("content storage on the %s engine", (_name, engi
     expectError(await gw.request("POST", "/v1/storage/pin", { token, json: { cid: body.Cid, name: "😀".repeat(256) } }), 400, "VALIDATION_FAILED")
     const lone = await gw.request("POST", "/v1/storage/pin", { token, headers: { "content-type": "application/json" }, body: `{"cid":"${body.Cid}","name":"\\ud800"}` })
     expectError(lone, 400, "VALIDATION_FAILED")
+    // and plain text: no NUL or other control character a listing or a log would carry
+    for (const name of ["a\u0000b", "a\nb", "tab\there", "\u007f"]) {
+      const refused = await gw.request("POST", "/v1/storage/pin", { token, json: { cid: body.Cid, name } })
+      expectError(refused, 400, "VALIDATION_FAILED")
+      expect(refused.body.error).toMatch(/^name: /)
+    }
+    expect((await gw.request("GET", `/v1/storage/status/${body.Cid}`, { token })).body.Name).toBe(emoji)
   })
 
   it("refuses CIDs that do not parse or are not canonical with 400 VALIDATION_FAILED", async () => {
@@ -316,6 +323,13 @@ describe.each(storageEngines())("content storage on the %s engine", (_name, engi
     expect((await gw.request("GET", `/v1/storage/status/${first}`, { token })).body.Status).toBe("unpinned")
     expectError(await gw.request("GET", `/v1/storage/get/${first}`, { token }), 404, "NOT_FOUND")
     expectError(await post(part("name", "n".repeat(256)) + part("file", "abc", "a.bin") + "--xyz--\r\n"), 400, "VALIDATION_FAILED")
+    // the name field is held to the pin route's rule: plain text
+    expectError(await post(part("name", "a\u0000b") + part("file", "abc", "a.bin") + "--xyz--\r\n"), 400, "VALIDATION_FAILED")
+    expectError(await post(part("file", "abc", "a.bin") + part("name", "a\u001bb") + "--xyz--\r\n"), 400, "VALIDATION_FAILED")
+    // a name taken from the file's name (here RFC 5987-encoded) keeps its text but no control characters
+    const fromFile = await post(`--xyz\r\nContent-Disposition: form-data; name="file"; filename*=UTF-8''a%00b%01.txt\r\n\r\ncontrol\r\n--xyz--\r\n`)
+    expect(fromFile.status, fromFile.text).toBe(200)
+    expect(fromFile.body.Name).toBe("ab.txt")
     // a well-formed one, name after the file, is taken with that name
     const good = await post(part("file", "hello", "h.txt") + part("name", "greeting") + "--xyz--\r\n")
     expect(good.status, good.text).toBe(200)

@@ -8,7 +8,7 @@ import { CidParam } from "../../domain/ContentId.js"
 import { Wire } from "../../domain/Errors.js"
 import { PIN_STATUSES } from "../../layers/storage/ContentEngine.js"
 import { FETCH_CAP_LIMITS } from "../../layers/storage/FetchCaps.js"
-import { strict, TextOfAtMost, UnixSeconds } from "../Wire.js"
+import { PlainTextOfAtMost, strict, UnixSeconds } from "../Wire.js"
 
 const CidPath = Schema.Struct({ cid: CidParam })
 
@@ -21,7 +21,7 @@ export const Uploaded = Schema.Struct({
 export const PinRequest = strict(
   Schema.Struct({
     cid: CidParam,
-    name: Schema.optional(TextOfAtMost(255))
+    name: Schema.optional(PlainTextOfAtMost(255))
   })
 ).annotations({ identifier: "StoragePin" })
 

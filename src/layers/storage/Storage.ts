@@ -8,6 +8,7 @@ import { Context, Duration, Effect, Exit, Layer, Option, Schedule } from "effect
 import { canonicalCid } from "../../domain/ContentId.js"
 import { Code } from "../../domain/Errors.js"
 import type { Principal } from "../../domain/Principal.js"
+import { isPlainText, withoutControls } from "../../domain/Text.js"
 import { Audit } from "../audit/Audit.js"
 import { PorticoConfig } from "../config/PorticoConfig.js"
 import type { Statement } from "../registry/RegistryStore.js"
@@ -174,6 +175,8 @@ export class Storage extends Context.Tag("portico/Storage")<Storage, StorageServ
                 if (part.kind === "chunk" || part.kind === "end-file") continue
                 if (part.name === "name" && part.kind === "field") {
                   if (characters(part.value) > NAME_MAX) return yield* Effect.fail(nameTooLong())
+                  // the rule the pin route's schema applies to a name
+                  if (!isPlainText(part.value)) return yield* Effect.fail(nameNotPlain())
                   fieldName = part.value
                   continue
                 }
@@ -182,7 +185,7 @@ export class Storage extends Context.Tag("portico/Storage")<Storage, StorageServ
                 // the blocks are written now and recorded only once the whole form has been read
                 const bytes = part.kind === "field" ? single(Buffer.from(part.value, "utf8")) : fileBytes()
                 const imported = yield* importBytes(bytes)
-                file = { ...imported, fileName: part.kind === "file" ? [...part.filename].slice(0, NAME_MAX).join("") : "" }
+                file = { ...imported, fileName: part.kind === "file" ? [...withoutControls(part.filename)].slice(0, NAME_MAX).join("") : "" }
               }
               if (file === undefined) {
                 return yield* Effect.fail(refuse(400, Code.BAD_REQUEST, "no file in the upload", "send the bytes in a multipart field named file"))
@@ -328,6 +331,7 @@ export class Storage extends Context.Tag("portico/Storage")<Storage, StorageServ
 const characters = (text: string): number => [...text].length
 
 const nameTooLong = () => refuse(400, Code.VALIDATION_FAILED, `name is longer than ${NAME_MAX} characters`)
+const nameNotPlain = () => refuse(400, Code.VALIDATION_FAILED, "name: no control characters (U+0000-U+001F, U+007F)")
 
 const FORM_HINT = "send multipart/form-data with the bytes in a field named file (curl -F file=@path)"
 /** A file and its name; a few more parts are parsed only to be refused by name. */
