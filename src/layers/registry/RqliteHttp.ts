@@ -23,6 +23,12 @@ export interface RqliteHttpConfig {
    * retried). Unset: no bound (the registry's own queries are bounded by their SQL).
    */
   readonly maxResponseBytes?: number | undefined
+  /**
+   * Whether a read whose attempt ran past the deadline is tried again. Default true. The SQL
+   * store says false: rqlite stops its statements itself before the deadline (`db_timeout`), so
+   * an attempt still running at the deadline is one that would only run as long again.
+   */
+  readonly retryPastDeadline?: boolean | undefined
 }
 
 const defaultTimeout = Duration.seconds(10)
@@ -35,7 +41,12 @@ const maxRedirects = 3
  * means the request certainly never reached rqlite (connection refused, or rqlite refused it
  * before doing anything: no leader), so even a write can be sent again; otherwise only reads are.
  */
-class Transient extends Data.TaggedError("Transient")<{ readonly detail: string; readonly unsent: boolean }> {}
+class Transient extends Data.TaggedError("Transient")<{
+  readonly detail: string
+  readonly unsent: boolean
+  /** The attempt ran past its deadline. */
+  readonly late?: boolean
+}> {}
 
 /** Socket errors raised before a byte of the request left: retrying cannot apply a write twice. */
 const unsentCodes = new Set([
@@ -112,6 +123,7 @@ export const rqliteHttp = (config: RqliteHttpConfig): RqliteHttp => {
   // covers the later ones: `Effect.retry` builds its schedule driver up front, ~4.5 µs on every
   // request that never needs it.
   const retries = config.retries ?? defaultRetries
+  const retryPastDeadline = config.retryPastDeadline ?? true
   const laterRetries = Schedule.exponential(Duration.millis(200), 2).pipe(
     Schedule.jittered,
     Schedule.intersect(Schedule.recurs(retries - 1))
@@ -216,7 +228,7 @@ export const rqliteHttp = (config: RqliteHttpConfig): RqliteHttp => {
       )
       if (timed) {
         timer = setTimeout(() => {
-          settle(Effect.fail(new Transient({ detail: timeoutDetail, unsent: false })))
+          settle(Effect.fail(new Transient({ detail: timeoutDetail, unsent: false, late: true })))
           request.destroy()
         }, timeoutMillis)
       }
@@ -276,7 +288,8 @@ export const rqliteHttp = (config: RqliteHttpConfig): RqliteHttp => {
 
   const post = (path: string, body: string, idempotent: boolean): Effect.Effect<unknown, StoreError> => {
     const attempt = Effect.suspend(() => send(`${base}${path}`, body, 0))
-    const retriable = (error: Transient | StoreError) => error._tag === "Transient" && (error.unsent || idempotent)
+    const retriable = (error: Transient | StoreError) =>
+      error._tag === "Transient" && (error.unsent || (idempotent && (retryPastDeadline || error.late !== true)))
     return attempt.pipe(
       Effect.catchAll((error) =>
         retries < 1 || !retriable(error)

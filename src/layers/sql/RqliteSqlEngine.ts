@@ -3,6 +3,10 @@
  * `/db/query`, writes on `/db/execute`, a transaction as one `/db/request?transaction` (a single
  * Raft entry run in one SQLite transaction: rqlite stops at the first failing statement and rolls
  * all back), export from `/db/backup`, import through `/db/load`.
+ *
+ * Every statement carries rqlite's `db_timeout`, the statement timeout of the embedded engine:
+ * rqlite interrupts SQLite past it (a write too, on the leader and again if the Raft log is
+ * replayed) and answers the statement's result with an error instead of rows.
  */
 import { Duration, Effect, Either, Schema } from "effect"
 import { createReadStream, createWriteStream } from "node:fs"
@@ -15,7 +19,7 @@ import type { StoreError } from "../registry/RegistryStore.js"
 import { rqliteHttp, type RqliteHttpConfig } from "../registry/RqliteHttp.js"
 import type { StatementOp } from "./SqliteProtocol.js"
 import type { SqlEngine } from "./ClusterSqlStore.js"
-import { refuse, type SqlRefused } from "./SqlRefused.js"
+import { refuse, statementTimedOut, type SqlRefused } from "./SqlRefused.js"
 
 // integers past 2^53 arrive as bigint (parseAnswer in RqliteHttp.ts)
 const Int = Schema.Union(Schema.Number, Schema.BigIntFromSelf)
@@ -39,6 +43,21 @@ const unavailable = (e: StoreError): SqlRefused =>
       ? refuse(413, Code.PAYLOAD_TOO_LARGE, "the answer is over the result size limit", "select fewer rows or columns, or page with LIMIT and OFFSET")
       : refuse(503, Code.UNAVAILABLE, "the SQL store is unavailable (no leader or past its deadline)", "retry shortly", 1)
 
+/**
+ * A result error from `db_timeout`: rqlite's own texts (ErrQueryTimeout, ErrExecuteTimeout in
+ * its db/db.go), and SQLite's for an interrupt, which only `db_timeout` causes in rqlite.
+ */
+const TIMED_OUT: ReadonlySet<string> = new Set(["query timeout", "execute timeout", "interrupted"])
+
+/**
+ * The HTTP deadline sits this far past the statement timeout, so that rqlite's own answer for a
+ * stopped statement (a 400 `STATEMENT_TIMEOUT`) arrives before the gateway gives up on it (503).
+ */
+const ANSWER_GRACE_MS = 5_000
+
+/** Go's time.ParseDuration overflows past ~292 years; longer is no timeout at all. */
+const MAX_DB_TIMEOUT_MS = 9_000_000_000_000
+
 // A write answers its counts, as on the embedded engine, also with RETURNING: rqlite then sends
 // the returned rows instead of counts, so their number is the count (and no last_insert_id).
 const resultJson = (r: Result, kind: StatementOp["kind"], shape: AnswerShape): string =>
@@ -49,21 +68,44 @@ const resultJson = (r: Result, kind: StatementOp["kind"], shape: AnswerShape): s
 /** Prepares everywhere, fails when run ("integer overflow"): ends a dry run, rolling it all back. */
 const ROLLBACK_SENTINEL: StatementOp = { sql: "SELECT abs(-9223372036854775807 - 1)", params: [], kind: "read" }
 
-/** The refusal for the first failing op of a transaction's results, if any op failed. */
-const firstFailure = (results: ReadonlyArray<Result>): SqlRefused | undefined => {
-  const failed = results.findIndex((r) => r.error !== undefined)
-  return failed < 0
-    ? undefined
-    : refuse(400, Code.TRANSACTION_FAILED, `transaction failed at op ${failed}: ${results[failed]?.error ?? ""}`, "nothing was applied")
-}
-
 // wide integers go to rqlite as JSON integers, digit for digit (rqlite binds them as int64)
 const body = (ops: ReadonlyArray<StatementOp>) => stringifyExactJson(ops.map((op) => [op.sql, ...op.params]))
 
 export const RqliteSqlEngine = {
+  /** `config.timeout` is the statement timeout (default 10 s); each HTTP attempt gets 5 s more. */
   make: (config: RqliteHttpConfig): SqlEngine => {
-    const http = rqliteHttp(config)
-    const timeoutMs = Duration.toMillis(http.timeout)
+    const timeoutMs = Duration.toMillis(Duration.decode(config.timeout ?? Duration.seconds(10)))
+    const stopsStatements = timeoutMs > 0 && timeoutMs <= MAX_DB_TIMEOUT_MS
+    const http = rqliteHttp({
+      ...config,
+      timeout: Duration.millis(timeoutMs + ANSWER_GRACE_MS),
+      // an attempt still running at the deadline is not a statement rqlite would stop: a retry
+      // would only wait as long again
+      retryPastDeadline: false
+    })
+    // Built once: the transport caches request options by URL. Whole milliseconds, which Go's
+    // time.ParseDuration reads ("1500ms"); rqlite refuses a value it cannot parse with a 400.
+    const dbTimeout = stopsStatements ? `db_timeout=${Math.ceil(timeoutMs)}ms` : ""
+    const withTimeout = (path: string) => (dbTimeout === "" ? path : `${path}${path.includes("?") ? "&" : "?"}${dbTimeout}`)
+    const QUERY = withTimeout("/db/query?level=weak")
+    const EXECUTE = withTimeout("/db/execute")
+    const EXECUTE_TX = withTimeout("/db/execute?transaction")
+    const REQUEST_TX = withTimeout("/db/request?transaction")
+
+    /** A statement's own failure: stopped at the timeout, as the embedded engine says it, or SQLite's. */
+    const failure = (error: string, at: number | undefined): SqlRefused =>
+      TIMED_OUT.has(error)
+        ? statementTimedOut(timeoutMs)
+        : at === undefined
+          ? refuse(400, Code.SQL_ERROR, error)
+          : refuse(400, Code.TRANSACTION_FAILED, `transaction failed at op ${at}: ${error}`, "nothing was applied")
+
+    /** The refusal for the first failing op of a transaction's results, if any op failed. */
+    const firstFailure = (results: ReadonlyArray<Result>): SqlRefused | undefined => {
+      const failed = results.findIndex((r) => r.error !== undefined)
+      const error = results[failed]?.error
+      return error === undefined ? undefined : failure(error, failed)
+    }
     // Whole-database transfers get at least 5 minutes. Node cannot hold a timer past 2^31-1 ms
     // (it fires at once, and AbortSignal.timeout refuses an infinite one): no deadline then.
     const transferMs = Math.max(timeoutMs, 300_000)
@@ -91,11 +133,11 @@ export const RqliteSqlEngine = {
       kind: "rqlite",
       statement: (op, shape) =>
         Effect.flatMap(
-          op.kind === "read" ? post("/db/query?level=weak", [op], true) : post("/db/execute", [op], false),
+          op.kind === "read" ? post(QUERY, [op], true) : post(EXECUTE, [op], false),
           (results) => {
             const r = results[0]
             if (r === undefined) return Effect.fail(refuse(503, Code.UNAVAILABLE, "the SQL store returned no result", "retry shortly", 1))
-            if (r.error !== undefined) return Effect.fail(refuse(400, Code.SQL_ERROR, r.error))
+            if (r.error !== undefined) return Effect.fail(failure(r.error, undefined))
             return Effect.succeed(resultJson(r, op.kind, shape))
           }
         ),
@@ -119,15 +161,15 @@ export const RqliteSqlEngine = {
         // whole dry run back: a prepare failure shows up there with nothing applied. (A table
         // dropped by another writer between the dry run and the run can still slip through.)
         if (!returnResults || ops.every((op) => op.kind === "write")) {
-          return Effect.flatMap(post("/db/execute?transaction", ops, false), answer)
+          return Effect.flatMap(post(EXECUTE_TX, ops, false), answer)
         }
-        return Effect.flatMap(post("/db/request?transaction", [...ops, ROLLBACK_SENTINEL], true), (dry) => {
+        return Effect.flatMap(post(REQUEST_TX, [...ops, ROLLBACK_SENTINEL], true), (dry) => {
           const failed = firstFailure(dry.slice(0, ops.length))
           if (failed !== undefined) return Effect.fail(failed)
           if (dry.length !== ops.length + 1 || dry[ops.length]?.error === undefined) {
             return Effect.fail(refuse(503, Code.UNAVAILABLE, "the SQL store answered the dry run unexpectedly", "retry shortly", 1))
           }
-          return Effect.flatMap(post("/db/request?transaction", ops, false), answer)
+          return Effect.flatMap(post(REQUEST_TX, ops, false), answer)
         })
       },
       exportTo: (dest) =>

@@ -8,6 +8,11 @@ import { refuse, Refused as SqlRefused } from "../Refused.js"
 
 export { refuse, SqlRefused }
 
+/** What a statement stopped at the timeout answers, on every SQL engine (rqlite's too). */
+export const timeoutMessage = (timeoutMs: number): string => `the statement ran over ${timeoutMs / 1000} s and was stopped`
+
+const TIMEOUT_HINT = "add an index, narrow the query, or page it"
+
 /** The guard's verdict on a statement. */
 export const fromGuard = (r: SqlRefusal): SqlRefused =>
   refuse(r.status, r.code, r.reason, r.reason.includes("reserved") ? "pass text needed as data as a bound argument" : undefined)
@@ -32,7 +37,7 @@ export const fromSqlite = (f: SqliteFailure): SqlRefused => {
     case "too_large":
       return refuse(413, Code.PAYLOAD_TOO_LARGE, f.message)
     case "timeout":
-      return refuse(400, Code.STATEMENT_TIMEOUT, `${at}${f.message}`, "add an index, narrow the query, or page it")
+      return refuse(400, Code.STATEMENT_TIMEOUT, `${at}${f.message}`, TIMEOUT_HINT)
     case "busy":
       return refuse(503, Code.UNAVAILABLE, "the database is locked by another statement", "retry shortly", 1)
     case "overloaded":
@@ -41,3 +46,7 @@ export const fromSqlite = (f: SqliteFailure): SqlRefused => {
       return refuse(503, Code.UNAVAILABLE, "the database could not be reached", "retry shortly", 1)
   }
 }
+
+/** A statement stopped at the statement timeout by rqlite: the workers' refusal, word for word. */
+export const statementTimedOut = (timeoutMs: number): SqlRefused =>
+  refuse(400, Code.STATEMENT_TIMEOUT, timeoutMessage(timeoutMs), TIMEOUT_HINT)

@@ -8,6 +8,7 @@
 import { Context, Data, Effect, Layer } from "effect"
 import { type ChildProcess, fork } from "node:child_process"
 import { fileURLToPath } from "node:url"
+import { timeoutMessage } from "./SqlRefused.js"
 import type { WorkerFailure, WorkerOptions, WorkerReply, WorkerRequest, WorkerValue } from "./SqliteProtocol.js"
 
 export class SqliteFailure extends Data.TaggedError("SqliteFailure")<{
@@ -121,11 +122,10 @@ class Lane {
 
   private onTimeout(id: number, timeoutMs: number): void {
     if (this.current?.id !== id) return
-    const seconds = timeoutMs / 1000
     this.discard()
     // a deliberate stop: have the next worker warm for what is queued
     this.worker = this.spawn()
-    this.settle(Effect.fail(new SqliteFailure({ kind: "timeout", message: `the statement ran over ${seconds} s and was stopped` })))
+    this.settle(Effect.fail(new SqliteFailure({ kind: "timeout", message: timeoutMessage(timeoutMs) })))
     this.pump()
   }
 

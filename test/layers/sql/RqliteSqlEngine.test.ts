@@ -43,7 +43,7 @@ describe("RqliteSqlEngine credentials", () => {
       yield* engine.exportTo(path.join(dir, "copy.db"))
       fs.writeFileSync(path.join(dir, "load.db"), "SQLite format 3\0")
       yield* engine.importFrom(path.join(dir, "load.db"))
-      expect(seen).toEqual(["/db/execute auth", "/db/backup auth", "/db/load auth"])
+      expect(seen).toEqual(["/db/execute?db_timeout=5000ms auth", "/db/backup auth", "/db/load auth"])
     })
   )
 })
@@ -81,5 +81,81 @@ if (!hasRqlited()) {
         })
       )
     }
+  })
+
+  describe("RqliteSqlEngine statement timeout", () => {
+    const RUNAWAY_READ = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT count(*) FROM c"
+    const RUNAWAY_WRITE = "INSERT INTO t (v) WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT x FROM c"
+    // the embedded engine's refusal, word for word (SqliteWorkers, SqlRefused.fromSqlite)
+    const stopped = {
+      status: 400,
+      code: "STATEMENT_TIMEOUT",
+      reason: "the statement ran over 1 s and was stopped",
+      hint: "add an index, narrow the query, or page it"
+    }
+    const refusal = (e: { readonly status: number; readonly code: string; readonly reason: string; readonly hint?: string | undefined }) => ({
+      status: e.status,
+      code: e.code,
+      reason: e.reason,
+      hint: e.hint
+    })
+    const seconds = (since: number) => (Date.now() - since) / 1000
+
+    it.scopedLive("stops a runaway read at the timeout, once, and answers 400 STATEMENT_TIMEOUT", () =>
+      Effect.gen(function* () {
+        const server = yield* rqlited()
+        const engine = RqliteSqlEngine.make({ url: server.url, timeout: Duration.seconds(1) })
+        const started = Date.now()
+        const error = yield* Effect.flip(engine.statement({ sql: RUNAWAY_READ, params: [], kind: "read" }, "counted"))
+        // no retry: one stop at ~1 s, not four attempts
+        expect(seconds(started)).toBeLessThan(2.5)
+        expect(refusal(error)).toEqual(stopped)
+        expect(yield* engine.statement({ sql: "SELECT 40 + 2", params: [], kind: "read" }, "counted")).toBe(
+          '{"columns":["40 + 2"],"rows":[[42]],"count":1}'
+        )
+      })
+    )
+
+    it.scopedLive("stops a runaway write, applies none of it, and later writes go through", () =>
+      Effect.gen(function* () {
+        const server = yield* rqlited()
+        const engine = RqliteSqlEngine.make({ url: server.url, timeout: Duration.seconds(1) })
+        yield* engine.statement({ sql: "CREATE TABLE t (id INTEGER PRIMARY KEY, v)", params: [], kind: "write" }, "counted")
+        const started = Date.now()
+        const error = yield* Effect.flip(engine.statement({ sql: RUNAWAY_WRITE, params: [], kind: "write" }, "counted"))
+        expect(seconds(started)).toBeLessThan(2.5)
+        expect(refusal(error)).toEqual(stopped)
+        const after = Date.now()
+        expect(yield* engine.statement({ sql: "INSERT INTO t (v) VALUES (7)", params: [], kind: "write" }, "counted")).toBe(
+          '{"rows_affected":1,"last_insert_id":1}'
+        )
+        expect(seconds(after)).toBeLessThan(1)
+        expect(yield* engine.statement({ sql: "SELECT v FROM t", params: [], kind: "read" }, "counted")).toBe(
+          '{"columns":["v"],"rows":[[7]],"count":1}'
+        )
+      })
+    )
+
+    it.scopedLive("stops a runaway op of a transaction, with or without rows asked for; nothing is applied", () =>
+      Effect.gen(function* () {
+        const server = yield* rqlited()
+        const engine = RqliteSqlEngine.make({ url: server.url, timeout: Duration.seconds(1) })
+        yield* engine.statement({ sql: "CREATE TABLE t (id INTEGER PRIMARY KEY, v)", params: [], kind: "write" }, "counted")
+        const first = { sql: "INSERT INTO t (v) VALUES (1)", params: [], kind: "write" } as const
+        for (const [ops, returnResults] of [
+          [[first, { sql: RUNAWAY_WRITE, params: [], kind: "write" }], false],
+          [[first, { sql: RUNAWAY_READ, params: [], kind: "read" }], true],
+          [[first, { sql: RUNAWAY_WRITE, params: [], kind: "write" }, { sql: "SELECT 1", params: [], kind: "read" }], true]
+        ] as const) {
+          const started = Date.now()
+          const error = yield* Effect.flip(engine.batch(ops, returnResults))
+          expect(seconds(started)).toBeLessThan(2.5)
+          expect(refusal(error)).toEqual(stopped)
+        }
+        expect(yield* engine.statement({ sql: "SELECT count(*) FROM t", params: [], kind: "read" }, "counted")).toBe(
+          '{"columns":["count(*)"],"rows":[[0]],"count":1}'
+        )
+      })
+    )
   })
 }
