@@ -1,38 +1,37 @@
 /**
  * One structured line per request: method, route, status, duration, namespace. Never a header,
- * a query string or a body: credentials can travel in all three.
+ * a query string or a body: credentials can travel in all three. The listener calls it once per
+ * answer (see `onAnswered` in NodeAdapter.ts), so what it refuses before any route runs (413) is
+ * logged like the rest.
  */
-import { type HttpApp, HttpServerRequest } from "@effect/platform"
-import { Cause, Effect } from "effect"
+import type * as http from "node:http"
 import { RequestMeta } from "./RequestMeta.js"
 
 export const logLine = (fields: Readonly<Record<string, unknown>>): void => {
   process.stdout.write(JSON.stringify({ time: new Date().toISOString(), ...fields }) + "\n")
 }
 
-export const accessLog = <E, R>(
-  app: HttpApp.Default<E, R>,
-  enabled: boolean
-): HttpApp.Default<E, R | HttpServerRequest.HttpServerRequest> => {
-  if (!enabled) return app
-  return Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
-    const started = performance.now()
-    return Effect.onExit(app, (exit) =>
-      Effect.sync(() => {
-        // Every failure is rendered into a response before it gets here; what still ends without
-        // one was interrupted because the client went away: 499, as nginx logs it, not a 500.
-        const status = exit._tag === "Success" ? exit.value.status : Cause.isInterruptedOnly(exit.cause) ? 499 : 500
-        logLine({
-          level: "info",
-          msg: "request",
-          method: request.method,
-          route: request.url.split("?")[0],
-          status,
-          ms: Math.round((performance.now() - started) * 100) / 100,
-          namespace: RequestMeta.namespaceOf(request) ?? null
-        })
-      })
-    )
+const round = (ms: number) => Math.round(ms * 100) / 100
+
+/** The access-log line of a request the listener answered (or whose client left: 499). */
+export const logRequest = (req: http.IncomingMessage, status: number, ms: number): void => {
+  const url = req.url ?? "/"
+  const q = url.indexOf("?")
+  logLine({
+    level: "info",
+    msg: "request",
+    method: req.method ?? null,
+    route: q < 0 ? url : url.slice(0, q),
+    status,
+    ms: round(ms),
+    namespace: RequestMeta.namespaceOfSource(req) ?? null
   })
 }
 
+/**
+ * The line of a request node's HTTP parser refused (400, 408, 431): no method or route could be
+ * read from it, and it never reached the listener, so neither is known nor how long it took.
+ */
+export const logParserRefusal = (status: number): void => {
+  logLine({ level: "info", msg: "request", method: null, route: null, status, ms: null, namespace: null })
+}

@@ -24,7 +24,7 @@ import { InternalHandlers } from "./handlers/InternalHandlers.js"
 import { StorageHandlers } from "./handlers/StorageHandlers.js"
 import { NamespaceHandlers } from "./handlers/NamespaceHandlers.js"
 import { SystemHandlers } from "./handlers/SystemHandlers.js"
-import { accessLog } from "./AccessLog.js"
+import { logParserRefusal, logRequest } from "./AccessLog.js"
 import { fastRuntimeLayer, makeRequestListener } from "./NodeAdapter.js"
 import { NodeHttpServer } from "@effect/platform-node"
 
@@ -89,9 +89,9 @@ export const gatewayListener = (settings: PorticoSettings) =>
       Effect.provide(context),
       HttpRouter.withRouterConfig({ maxParamLength: MAX_PATH_PARAM_LENGTH })
     )
-    const logged = accessLog(app, settings.logRequests)
-    return makeRequestListener(logged, runtime, {
+    return makeRequestListener(app, runtime, {
       maxBodyBytes: settings.maxBodyBytes,
+      onAnswered: settings.logRequests ? logRequest : undefined,
       routeBodyCaps: new Map([
         ["POST /v1/rqlite/import", settings.sql.importMaxBytes],
         // the file plus room for the multipart framing and a name; the exact cap on the
@@ -118,7 +118,9 @@ export const serveGateway = (settings: PorticoSettings) =>
     })
     // What node's parser refuses before any route sees it still answers with the envelope.
     server.on("clientError", (error: NodeJS.ErrnoException, socket) => {
-      if (error.code === "ECONNRESET" || !socket.writable) {
+      // HPE_INVALID_EOF_STATE: the client closed its side mid-request (often one already answered,
+      // a 413 whose body it stopped sending); nobody is left to read an answer, nor is it a request
+      if (error.code === "ECONNRESET" || error.code === "HPE_INVALID_EOF_STATE" || !socket.writable) {
         socket.destroy()
         return
       }
@@ -129,6 +131,7 @@ export const serveGateway = (settings: PorticoSettings) =>
             ? [408, "Request Timeout", "the request took too long to arrive"]
             : [400, "Bad Request", "malformed HTTP request"]
       const body = JSON.stringify({ error: text, code: status === 400 ? Code.BAD_REQUEST : status === 431 ? Code.HEADERS_TOO_LARGE : Code.REQUEST_TIMEOUT })
+      if (settings.logRequests) logParserRefusal(status)
       socket.end(
         `HTTP/1.1 ${status} ${reason}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`
       )

@@ -56,6 +56,12 @@ export interface AdapterOptions {
   readonly maxBodyBytes: number
   /** Caps of routes that take more (file uploads), by `METHOD /path`. */
   readonly routeBodyCaps?: ReadonlyMap<string, number> | undefined
+  /**
+   * Called once per request when its answer is written, the adapter's own refusals (413) included:
+   * the access log. `status` is what the client was sent, 499 when it left before any answer;
+   * `ms` runs from the request's arrival to the end of the answer.
+   */
+  readonly onAnswered?: ((req: http.IncomingMessage, status: number, ms: number) => void) | undefined
 }
 
 // ---------------------------------------------------------------------------
@@ -154,7 +160,9 @@ class Exchange {
     readonly source: http.IncomingMessage,
     readonly response: http.ServerResponse,
     readonly maxBodyBytes: number,
-    readonly onTooLarge: () => void
+    readonly onTooLarge: () => void,
+    /** `performance.now()` when the request arrived; 0 when nobody asked (no `onAnswered`). */
+    readonly startedAt: number
   ) {}
 
   /**
@@ -622,6 +630,7 @@ export const makeRequestListener = <E, R>(
   options: AdapterOptions
 ): (req: http.IncomingMessage, res: http.ServerResponse) => void => {
   const maxBodyBytes = options.maxBodyBytes
+  const onAnswered = options.onAnswered
   const tooLarge = tooLargeBody(maxBodyBytes)
   const routeCaps = options.routeBodyCaps ?? new Map<string, number>()
   const routeTooLarge = new Map([...routeCaps].map(([route, cap]) => [route, tooLargeBody(cap)]))
@@ -649,7 +658,13 @@ export const makeRequestListener = <E, R>(
   const fiberRefs = runtime.fiberRefs
 
   const finish = (ex: Exchange, scope: RequestScope, exit: Exit.Exit<void>): void => {
-    if (Exit.isFailure(exit) && !ex.response.headersSent) answerDirect(ex.response, 500, internalBody)
+    const res = ex.response
+    if (onAnswered !== undefined) {
+      // what the client was told; an interruption with nothing sent is a client that went away
+      const status = res.headersSent ? res.statusCode : Exit.isFailure(exit) && Cause.isInterruptedOnly(exit.cause) ? 499 : 500
+      onAnswered(ex.source, status, performance.now() - ex.startedAt)
+    }
+    if (Exit.isFailure(exit) && !res.headersSent) answerDirect(res, 500, internalBody)
     if (scope.hasFinalizers) {
       const closeWith = ex.failure !== undefined ? Exit.failCause(ex.failure) : exit
       Runtime.runFork(runtime, scope.close(closeWith))
@@ -666,7 +681,8 @@ export const makeRequestListener = <E, R>(
     res: http.ServerResponse,
     cap: number,
     capBody: string,
-    body: Buffer | undefined
+    body: Buffer | undefined,
+    startedAt: number
   ): void => {
     let interrupt: (() => void) | undefined
     const ex = new Exchange(req, res, cap, () => {
@@ -674,7 +690,7 @@ export const makeRequestListener = <E, R>(
       // not answerDirect: its Connection: close would reset a client that is still sending
       if (!res.headersSent) refuseOversize(req, res, capBody, cap)
       interrupt?.()
-    })
+    }, startedAt)
     const request = new LeanServerRequest(ex, req.url ?? "/", undefined, undefined)
     if (body !== undefined) {
       ex.prebuffered = body
@@ -701,7 +717,13 @@ export const makeRequestListener = <E, R>(
     fiber.addObserver((exit) => finish(ex, scope, exit))
   }
 
+  /** The adapter answered on its own, before the app ran: the access log still gets its line. */
+  const refused = (req: http.IncomingMessage, status: number, startedAt: number): void => {
+    if (onAnswered !== undefined) onAnswered(req, status, performance.now() - startedAt)
+  }
+
   return (req, res) => {
+    const startedAt = onAnswered === undefined ? 0 : performance.now()
     let cap = maxBodyBytes
     let capBody = tooLarge
     let streamed = false
@@ -719,10 +741,11 @@ export const makeRequestListener = <E, R>(
     const announced = req.headers["content-length"]
     if (announced !== undefined && Number(announced) > cap) {
       refuseOversize(req, res, capBody, cap)
+      refused(req, 413, startedAt)
       return
     }
     if (streamed) {
-      serve(req, res, cap, capBody, undefined)
+      serve(req, res, cap, capBody, undefined, startedAt)
       return
     }
     // Every other route takes JSON, so its body is read as JSON whatever type it states: a form
@@ -733,27 +756,40 @@ export const makeRequestListener = <E, R>(
       req.headers["content-type"] = "application/json"
     }
     if (!hasBody(req)) {
-      serve(req, res, cap, capBody, undefined)
+      serve(req, res, cap, capBody, undefined, startedAt)
       return
     }
     // a JSON body within the cap: read it whole first (see `serve`)
     const chunks: Array<Buffer> = []
     let size = 0
-    const onEnd = () => serve(req, res, cap, capBody, chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size))
+    // set once the body is served or refused: an error after that is no longer this listener's
+    let settled = false
+    const onEnd = () => {
+      settled = true
+      serve(req, res, cap, capBody, chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size), startedAt)
+    }
     const onData = (chunk: Buffer) => {
       size += chunk.length
       if (size <= cap) {
         chunks.push(chunk)
         return
       }
+      settled = true
       req.off("data", onData)
       req.off("end", onEnd)
       refuseOversize(req, res, capBody, cap)
+      refused(req, 413, startedAt)
     }
     req.on("data", onData)
     req.once("end", onEnd)
-    // a client gone before the end of its body gets no answer; the error must not go unhandled
-    req.once("error", () => req.off("end", onEnd))
+    // a client gone before the end of its body gets no answer (logged as 499, as nginx does); the
+    // error must not go unhandled
+    req.once("error", () => {
+      req.off("end", onEnd)
+      if (settled) return
+      settled = true
+      refused(req, 499, startedAt)
+    })
   }
 }
 

@@ -14,5 +14,6 @@ export const RequestMeta = {
   setNamespace: (request: HttpServerRequest.HttpServerRequest, namespace: string): void => {
     namespaces.set(keyOf(request), namespace)
   },
-  namespaceOf: (request: HttpServerRequest.HttpServerRequest): string | undefined => namespaces.get(keyOf(request))
+  /** The namespace by the platform's request itself (the node:http one), as the listener holds it. */
+  namespaceOfSource: (source: object): string | undefined => namespaces.get(source)
 }

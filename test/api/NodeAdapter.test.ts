@@ -24,6 +24,9 @@ const signal = () => {
   return { promise, resolve: () => resolve() }
 }
 
+// What the listener reported to its access log: one entry per answer.
+const answered: Array<{ readonly method: string | undefined; readonly url: string | undefined; readonly status: number; readonly ms: number }> = []
+
 // What the handlers did, observed from the outside.
 const seen = {
   echoRuns: 0,
@@ -89,7 +92,12 @@ beforeAll(async () => {
   managed = ManagedRuntime.make(AppLayer)
   const app = await managed.runPromise(HttpApiBuilder.httpApp)
   const runtime = await managed.runtime()
-  server = http.createServer(makeRequestListener(app, runtime, { maxBodyBytes: MAX }))
+  server = http.createServer(
+    makeRequestListener(app, runtime, {
+      maxBodyBytes: MAX,
+      onAnswered: (req, status, ms) => answered.push({ method: req.method, url: req.url, status, ms })
+    })
+  )
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
   port = (server.address() as AddressInfo).port
 })
@@ -102,7 +110,17 @@ afterAll(async () => {
 
 beforeEach(() => {
   seen.echoRuns = 0
+  answered.length = 0
 })
+
+/** The access-log entries once `count` have arrived (or what there is after a second). */
+const entries = async (count: number) => {
+  const until = Date.now() + 1000
+  while (answered.length < count && Date.now() < until) await new Promise((r) => setTimeout(r, 10))
+  // and nothing more arrives for a while: one entry per request, never two
+  await new Promise((r) => setTimeout(r, 50))
+  return answered.map(({ method, url, status }) => ({ method, url, status }))
+}
 
 interface Reply {
   readonly status: number
@@ -245,5 +263,82 @@ describe("NodeAdapter.makeRequestListener", () => {
   it("answers 404 for an unknown route", async () => {
     const r = await call({ path: "/nope" })
     expect(r.status).toBe(404)
+  })
+
+  it("refuses a body that is not UTF-8 before the handler sees it", async () => {
+    const body = Buffer.concat([Buffer.from('{"name":"a'), Buffer.from([0xff]), Buffer.from('"}')])
+    const r = await call({ method: "POST", path: "/echo", headers: { "content-type": "application/json" } }, (req) => req.end(body))
+    expect(r.status).toBe(400)
+    expect(seen.echoRuns).toBe(0)
+    // a BOM stays in the text (and is no JSON), as Buffer#toString kept it
+    const bom = await call({ method: "POST", path: "/echo", headers: { "content-type": "application/json" } }, (req) =>
+      req.end(Buffer.concat([Buffer.from([0xef, 0xbb, 0xbf]), Buffer.from('{"name":"b"}')])))
+    expect(bom.status).toBe(400)
+  })
+})
+
+describe("NodeAdapter access log (onAnswered)", () => {
+  it("reports each answered request once, with the status sent", async () => {
+    await call({ path: "/addr?q=secret" })
+    await call({ path: "/nope" })
+    await call({ path: "/boom" })
+    await call({ path: "/stream" })
+    const ok = JSON.stringify({ name: "ada" })
+    await call({ method: "POST", path: "/echo", headers: { "content-type": "application/json" } }, (req) => req.end(ok))
+    expect(await entries(5)).toEqual([
+      { method: "GET", url: "/addr?q=secret", status: 200 },
+      { method: "GET", url: "/nope", status: 404 },
+      { method: "GET", url: "/boom", status: 500 },
+      { method: "GET", url: "/stream", status: 200 },
+      { method: "POST", url: "/echo", status: 200 }
+    ])
+    expect(answered.every((a) => a.ms >= 0 && a.ms < 5000)).toBe(true)
+  })
+
+  it("reports the 413s the listener answers before the app runs", async () => {
+    const announced = await call(
+      { method: "POST", path: "/echo", headers: { "content-type": "application/json", "content-length": String(MAX * 100) } },
+      (req) => req.write("{\"name\":")
+    )
+    expect(announced.status).toBe(413)
+    const chunked = await call(
+      { method: "POST", path: "/echo", headers: { "content-type": "application/json", "transfer-encoding": "chunked" } },
+      (req) => {
+        req.write("{\"name\":\"")
+        req.write("x".repeat(MAX + 1))
+      }
+    )
+    expect(chunked.status).toBe(413)
+    expect(await entries(2)).toEqual([
+      { method: "POST", url: "/echo", status: 413 },
+      { method: "POST", url: "/echo", status: 413 }
+    ])
+  })
+
+  it("reports a client gone before its answer as 499, once", async () => {
+    const started = signal()
+    seen.slowStarted = started
+    const req = http.request({ host: "127.0.0.1", port, path: "/slow", agent: false })
+    req.on("error", () => {})
+    req.end()
+    await started.promise
+    req.destroy()
+    // and one that leaves halfway through sending its body
+    const half = http.request({
+      host: "127.0.0.1",
+      port,
+      method: "POST",
+      path: "/echo",
+      agent: false,
+      headers: { "content-type": "application/json", "content-length": "100" }
+    })
+    half.on("error", () => {})
+    half.write("{\"name\":")
+    await new Promise((r) => setTimeout(r, 50))
+    half.destroy()
+    expect(await entries(2)).toEqual([
+      { method: "GET", url: "/slow", status: 499 },
+      { method: "POST", url: "/echo", status: 499 }
+    ])
   })
 })

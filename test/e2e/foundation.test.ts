@@ -464,6 +464,43 @@ describe.each(["sqlite", "rqlite"] as const)("foundation over HTTP, registry on 
     expect(gw.logs()).not.toContain(ownerKey)
     expect(gw.logs()).not.toMatch(/portico_key_[a-z2-7]{16}_/)
   })
+
+  it("logs one line for what is refused before any route runs: 413s and requests node cannot parse", async () => {
+    const requestLines = () =>
+      gw.logs().split("\n").filter((l) => l.includes('"msg":"request"')).map((l) => JSON.parse(l))
+    const linesFor = (route: string | null) => requestLines().filter((l) => l.route === route)
+    const parserRefusals = linesFor(null).length
+    // announced over the cap: refused before a byte is read
+    const announced = await rawExchange(
+      gw.port,
+      `POST /v1/log-probe/announced?token=${ownerKey} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${ownerKey}\r\nContent-Type: application/json\r\nContent-Length: ${64 * 1024 * 1024}\r\n\r\n{`,
+      1500
+    )
+    expect(announced).toMatch(/^HTTP\/1\.1 413 /)
+    // chunked, refused when it crosses the cap while being read
+    const chunk = "x".repeat(4 * 1024 * 1024 + 1)
+    const chunked = await rawExchange(
+      gw.port,
+      `POST /v1/log-probe/chunked HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n${chunk.length.toString(16)}\r\n${chunk}\r\n`,
+      3000
+    )
+    expect(chunked).toMatch(/^HTTP\/1\.1 413 /)
+    // and a request line node's parser refuses
+    expect(await rawExchange(gw.port, "GET /v1/health HTTP/1.1\r\nHost: x\r\nno colon here\r\n\r\n")).toMatch(/^HTTP\/1\.1 400 /)
+    await new Promise((r) => setTimeout(r, 200))
+    const [announcedLine, ...moreAnnounced] = linesFor("/v1/log-probe/announced")
+    expect(moreAnnounced).toEqual([])
+    expect(announcedLine).toMatchObject({ level: "info", method: "POST", status: 413, namespace: null })
+    expect(typeof announcedLine.ms).toBe("number")
+    const chunkedLines = linesFor("/v1/log-probe/chunked")
+    expect(chunkedLines).toHaveLength(1)
+    expect(chunkedLines[0]).toMatchObject({ method: "POST", status: 413 })
+    const refusals = linesFor(null)
+    expect(refusals).toHaveLength(parserRefusals + 1)
+    expect(refusals.at(-1)).toMatchObject({ method: null, status: 400 })
+    // the query string (a credential here) is never logged
+    expect(gw.logs()).not.toContain(ownerKey)
+  })
 })
 
 describe("rate limits", () => {
