@@ -447,6 +447,26 @@ describe.each(["embedded", "rqlite"] as const)("databases over HTTP on %s engine
       expectError(await post("/v1/rqlite/find", { table: "users", criteria: { id: 1 }, options: { order_by: ["?"], limit: 1 } }), 400, "VALIDATION_FAILED")
     })
 
+    it("refuses text that is not valid Unicode in statements, arguments and names, on every route", async () => {
+      // SQLite keeps UTF-8: a lone surrogate would be stored as U+FFFD, two values read back as one
+      const lone = "\ud800"
+      for (const [route, body] of [
+        ["/v1/rqlite/query", { sql: "SELECT ?", args: [`a${lone}`] }],
+        ["/v1/rqlite/query", { sql: `SELECT '${lone}'` }],
+        ["/v1/rqlite/exec", { sql: "INSERT INTO teams (id, title) VALUES (?, ?)", args: [70, lone] }],
+        ["/v1/rqlite/find", { table: `teams${lone}`, criteria: {} }],
+        ["/v1/rqlite/find", { table: "teams", criteria: { [`title${lone}`]: 1 } }],
+        ["/v1/rqlite/select", { table: "teams", where: [{ expr: "title = ?", args: [lone] }] }],
+        ["/v1/rqlite/transaction", { ops: [{ kind: "exec", sql: "INSERT INTO teams (id, title) VALUES (71, ?)", args: [lone] }] }],
+        ["/v1/db/sqlite/query", { database_name: "kinds", query: "SELECT ?", params: [lone] }]
+      ] as const) {
+        expectError(await post(route, body), 400, "VALIDATION_FAILED")
+      }
+      expect((await post("/v1/rqlite/query", { sql: "SELECT count(*) FROM teams WHERE id >= 70" })).body.rows).toEqual([[0]])
+      // a well-formed pair is text like any other
+      expect((await post("/v1/rqlite/query", { sql: "SELECT ?", args: ["😀"] })).body.rows).toEqual([["😀"]])
+    })
+
     it("runs a transaction atomically: a failing op is named and nothing is applied", async () => {
       const ok = await post("/v1/rqlite/transaction", {
         ops: [

@@ -2,7 +2,7 @@
 import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Schema } from "effect"
 import { Wire } from "../../domain/Errors.js"
-import { strict, UnixSeconds } from "../Wire.js"
+import { strict, UnixSeconds, WellFormedText } from "../Wire.js"
 
 export const DatabaseName = Schema.String.pipe(
   Schema.pattern(/^[A-Za-z0-9_-]{1,64}$/, {
@@ -16,8 +16,14 @@ const WideInteger = Schema.BigIntFromSelf.pipe(
   Schema.filter((n) => n >= -(2n ** 63n) && n < 2n ** 63n, { message: () => "an integer argument must fit in 64 bits" })
 ).annotations({ jsonSchema: { type: "integer" }, description: "an integer past 2^53, bound with all 64 bits" })
 
+/**
+ * SQL text and text arguments: SQLite keeps text as UTF-8, where a lone surrogate has no form;
+ * it would be stored as U+FFFD, so two different values would read back as one.
+ */
+export const SqlText = WellFormedText.annotations({ description: "one SQL statement with ? placeholders" })
+
 /** A bound parameter: JSON scalars only (booleans bind as 1 and 0, whole numbers as integers). */
-export const SqlArg = Schema.Union(Schema.String, Schema.Number, WideInteger, Schema.Boolean, Schema.Null).annotations({
+export const SqlArg = Schema.Union(WellFormedText, Schema.Number, WideInteger, Schema.Boolean, Schema.Null).annotations({
   identifier: "SqlArg"
 })
 export const SqlArgs = Schema.Array(SqlArg).pipe(Schema.maxItems(32_766))
@@ -26,7 +32,7 @@ export const NameRequest = strict(Schema.Struct({ database_name: DatabaseName })
 export const QueryRequest = strict(
   Schema.Struct({
     database_name: DatabaseName,
-    query: Schema.String.annotations({ description: "one SQL statement with ? placeholders" }),
+    query: SqlText,
     params: Schema.optional(SqlArgs)
   })
 ).annotations({ identifier: "DatabaseQuery" })

@@ -2,12 +2,12 @@
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "@effect/platform"
 import { Schema } from "effect"
 import { Wire } from "../../domain/Errors.js"
-import { strict } from "../Wire.js"
-import { SqlArg, SqlArgs } from "./DatabaseGroup.js"
+import { strict, WellFormedText } from "../Wire.js"
+import { SqlArg, SqlArgs, SqlText } from "./DatabaseGroup.js"
 
-const Sql = Schema.String.annotations({ description: "one SQL statement with ? placeholders" })
-const Name = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(128), Schema.pattern(/^[^\u0000]*$/))
-const Fragment = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(4096)).annotations({
+const Sql = SqlText
+const Name = WellFormedText.pipe(Schema.minLength(1), Schema.maxLength(128), Schema.pattern(/^[^\u0000]*$/))
+const Fragment = WellFormedText.pipe(Schema.minLength(1), Schema.maxLength(4096)).annotations({
   description: "an SQL expression; text needed as data goes in args"
 })
 // A decoded record is a plain object, where "__proto__" would set the prototype instead of a
