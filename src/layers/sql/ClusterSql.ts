@@ -10,7 +10,7 @@ import { Code } from "../../domain/Errors.js"
 import type { Principal } from "../../domain/Principal.js"
 import { bindingProblem, buildFind, buildSelect, quoteIdentifier, type OrmFind, type OrmSelect, type OrmValue } from "../../domain/OrmQuery.js"
 import { guardClusterSql, isReservedName } from "../../domain/SqlGuard.js"
-import { tokenize } from "../../domain/SqlTokens.js"
+import { type Token, tokenize } from "../../domain/SqlTokens.js"
 import { Audit } from "../audit/Audit.js"
 import { PorticoConfig } from "../config/PorticoConfig.js"
 import { spoolFile } from "../transfer/SpoolFile.js"
@@ -88,6 +88,24 @@ const leadingWords = (sql: string): string =>
     .map((t) => t.value.toUpperCase())
     .join(" ")
 
+/**
+ * The statement without its first trailing `;` and all after it. rqlite's SQLite driver runs the
+ * rest of a text as further statements, and a rest of only `;`s and comments (`SELECT 1; -- x`,
+ * `SELECT 1;;`) makes it spin a read until the statement timeout and a write answer no counts.
+ * Comments before the `;` stay: they can be part of an unaliased column's name
+ * (`SELECT 1 -- x` names its column `1 -- x`), on both engines.
+ */
+const withoutTail = (sql: string, tokens: ReadonlyArray<Token>): string => {
+  let cut: number | undefined
+  for (let i = tokens.length - 1; i >= 0; i--) {
+    const token = tokens[i]
+    if (token === undefined || token.kind === "whitespace") continue
+    if (token.text !== ";") break
+    cut = token.start
+  }
+  return cut === undefined ? sql : sql.slice(0, cut)
+}
+
 /** The SQLite header every database file starts with. */
 const SQLITE_HEADER = Buffer.from("SQLite format 3\0", "latin1")
 
@@ -117,7 +135,7 @@ export class ClusterSql extends Context.Tag("portico/ClusterSql")<ClusterSql, Cl
               )
             )
           }
-          return Effect.succeed<StatementOp>({ sql, params: bind(args), kind })
+          return Effect.succeed<StatementOp>({ sql: withoutTail(sql, checked.statement.tokens), params: bind(args), kind })
         })
 
       const tempFile = (prefix: string) => spoolFile(config.dataDir, prefix)
