@@ -746,6 +746,104 @@ describe.each(["embedded", "rqlite"] as const)("databases over HTTP on %s engine
       expect((await fetch(`${gw.url}/v1/rqlite/export`, { headers: { authorization: `Bearer ${owner}` } })).status).toBe(200)
     })
   })
+
+  // Written out answer for answer: both engines must give exactly these bodies.
+  describe("cluster SQL store: the same answers on both engines", () => {
+    const stopped = {
+      error: "the statement ran over 1.5 s and was stopped",
+      code: "STATEMENT_TIMEOUT",
+      hint: "add an index, narrow the query, or page it"
+    }
+    const RUNAWAY = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c) SELECT x FROM c"
+
+    it("stops a runaway read, write or transaction at the statement timeout, once, and keeps serving", async () => {
+      await post("/v1/rqlite/create-table", { schema: "CREATE TABLE slow (id INTEGER PRIMARY KEY, v)" })
+      const attempts: ReadonlyArray<readonly [string, unknown]> = [
+        ["/v1/rqlite/query", { sql: `${RUNAWAY.replace("SELECT x FROM c", "SELECT count(*) FROM c")}` }],
+        ["/v1/rqlite/exec", { sql: `INSERT INTO slow (v) ${RUNAWAY}` }],
+        ["/v1/rqlite/transaction", { ops: [{ kind: "exec", sql: "INSERT INTO slow (v) VALUES (1)" }, { kind: "exec", sql: `INSERT INTO slow (v) ${RUNAWAY}` }] }],
+        ["/v1/rqlite/transaction", { ops: [{ kind: "exec", sql: "INSERT INTO slow (v) VALUES (1)" }, { kind: "query", sql: `SELECT count(*) FROM (${RUNAWAY})` }], return_results: true }]
+      ]
+      for (const [route, body] of attempts) {
+        const started = Date.now()
+        const reply = await post(route, body)
+        expect(reply.status, `${route} ${reply.text}`).toBe(400)
+        expect(reply.body).toEqual(stopped)
+        // stopped once at 1.5 s: not retried, not left to the gateway's deadline
+        expect(Date.now() - started).toBeLessThan(4_000)
+      }
+      // nothing of the stopped writes was applied, and writes go through at once (a comment
+      // after the `;` is no further statement: rqlite's driver used to answer no counts for it)
+      const started = Date.now()
+      expect((await post("/v1/rqlite/exec", { sql: "INSERT INTO slow (v) VALUES (7); -- seven" })).body).toEqual({ rows_affected: 1, last_insert_id: 1 })
+      expect(Date.now() - started).toBeLessThan(1_000)
+      expect((await post("/v1/rqlite/query", { sql: "SELECT v FROM slow" })).body).toEqual({ columns: ["v"], rows: [[7]], count: 1 })
+    }, 30_000)
+
+    it("answers blobs as base64 in every kind of column, and every value as stored", async () => {
+      await post("/v1/rqlite/create-table", { schema: "CREATE TABLE vals (id INTEGER PRIMARY KEY, u, b BLOB, t TEXT, d DATE, f BOOLEAN)" })
+      const ins = await post("/v1/rqlite/exec", {
+        sql: "INSERT INTO vals (u, b, t, d, f) VALUES (X'00FF', X'00FF', X'6869', 5, 5), (?, ?, ?, ?, ?), (NULL, X'', 'plain', 1700000000, 0)",
+        args: ["text", 1, 2.5, "hello", "x"]
+      })
+      expect(ins.body).toEqual({ rows_affected: 3, last_insert_id: 3 })
+      const rows = [
+        [1, "AP8=", "AP8=", "aGk=", 5, 5],
+        [2, "text", 1, "2.5", "hello", "x"],
+        [3, null, "", "plain", 1700000000, 0]
+      ]
+      // each twice: the second read is the one rqlite answers wrapped from the start
+      for (let round = 0; round < 2; round++) {
+        expect((await post("/v1/rqlite/query", { sql: "SELECT X'00FF', X'6869', X'', 'hi'" })).body).toEqual({
+          columns: ["X'00FF'", "X'6869'", "X''", "'hi'"],
+          rows: [["AP8=", "aGk=", "", "hi"]],
+          count: 1
+        })
+        expect((await post("/v1/rqlite/query", { sql: "SELECT id, u, b, t, d, f FROM vals ORDER BY id; -- all of it" })).body).toEqual({
+          columns: ["id", "u", "b", "t", "d", "f"],
+          rows,
+          count: 3
+        })
+        expect((await post("/v1/rqlite/query", { sql: "SELECT u, b FROM vals ORDER BY id DESC LIMIT 2" })).body.rows).toEqual([
+          [null, ""],
+          ["text", 1]
+        ])
+        expect((await post("/v1/rqlite/find-one", { table: "vals", criteria: { id: 1 } })).body).toEqual({
+          id: 1, u: "AP8=", b: "AP8=", t: "aGk=", d: 5, f: 5
+        })
+        expect((await post("/v1/rqlite/select", { table: "vals", select: ["u", "b AS u"], where: [{ expr: "id = ?", args: [1] }] })).body).toEqual({
+          items: [{ u: "AP8=", "u:2": "AP8=" }],
+          count: 1
+        })
+        const tx = await post("/v1/rqlite/transaction", {
+          ops: [
+            { kind: "exec", sql: "UPDATE vals SET f = f WHERE id = 1" },
+            { kind: "query", sql: "SELECT u, t FROM vals WHERE id = 1" }
+          ],
+          return_results: true
+        })
+        expect(tx.body).toEqual({
+          results: [{ rows_affected: 1, last_insert_id: 3 }, { columns: ["u", "t"], rows: [["AP8=", "aGk="]], count: 1 }],
+          count: 2
+        })
+      }
+      // a schema change renames what the same statement answers
+      const all = { sql: "SELECT * FROM vals WHERE id = 1" }
+      expect((await post("/v1/rqlite/query", all)).body.columns).toEqual(["id", "u", "b", "t", "d", "f"])
+      expect((await post("/v1/rqlite/exec", { sql: "ALTER TABLE vals RENAME COLUMN u TO untyped" })).status).toBe(200)
+      expect((await post("/v1/rqlite/query", all)).body).toEqual({
+        columns: ["id", "untyped", "b", "t", "d", "f"],
+        rows: [rows[0]],
+        count: 1
+      })
+      expect((await post("/v1/rqlite/exec", { sql: "ALTER TABLE vals ADD COLUMN e BLOB" })).status).toBe(200)
+      expect((await post("/v1/rqlite/query", all)).body).toEqual({
+        columns: ["id", "untyped", "b", "t", "d", "f", "e"],
+        rows: [[...rows[0] ?? [], null]],
+        count: 1
+      })
+    })
+  })
 })
 
 describe("node-local databases on another node: forwarded to the home node", () => {

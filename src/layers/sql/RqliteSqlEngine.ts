@@ -7,6 +7,11 @@
  * Every statement carries rqlite's `db_timeout`, the statement timeout of the embedded engine:
  * rqlite interrupts SQLite past it (a write too, on the leader and again if the Raft log is
  * replayed) and answers the statement's result with an error instead of rows.
+ *
+ * Reads are wrapped so that every cell comes back as the embedded engine answers it (see
+ * `cellsSql`): rqlite writes a blob as text, lossily, in any column it types as text or not at
+ * all (`SELECT X'00FF'`, an untyped column), and turns values of DATE/DATETIME/TIMESTAMP and
+ * BOOLEAN columns into times and booleans.
  */
 import { Duration, Effect, Either, Schema } from "effect"
 import { createReadStream, createWriteStream } from "node:fs"
@@ -15,6 +20,7 @@ import { pipeline } from "node:stream/promises"
 import { Code } from "../../domain/Errors.js"
 import { stringifyExactJson } from "../../domain/ExactJson.js"
 import { execAnswer, readAnswer, type AnswerShape, type SqlCell } from "../../domain/SqlAnswers.js"
+import { tokenize } from "../../domain/SqlTokens.js"
 import type { StoreError } from "../registry/RegistryStore.js"
 import { rqliteHttp, type RqliteHttpConfig } from "../registry/RqliteHttp.js"
 import type { StatementOp } from "./SqliteProtocol.js"
@@ -27,6 +33,7 @@ const Cell = Schema.Union(Schema.String, Int, Schema.Boolean, Schema.Null)
 const Result = Schema.Struct({
   error: Schema.optional(Schema.String),
   columns: Schema.optional(Schema.Array(Schema.String)),
+  types: Schema.optional(Schema.Array(Schema.String)),
   values: Schema.optional(Schema.Array(Schema.Array(Cell))),
   rows_affected: Schema.optional(Int),
   last_insert_id: Schema.optional(Int)
@@ -64,6 +71,74 @@ const resultJson = (r: Result, kind: StatementOp["kind"], shape: AnswerShape): s
   kind === "read"
     ? readAnswer(shape, r.columns ?? [], (r.values ?? []) as ReadonlyArray<ReadonlyArray<SqlCell>>)
     : execAnswer(r.rows_affected ?? r.values?.length ?? 0, r.last_insert_id ?? 0)
+
+/**
+ * rqlite's column types (a column's declared type, lower-cased) under which a cell may not come
+ * back as stored: a blob becomes text (its isTextType, which also takes an untyped column), an
+ * integer or text a time, an integer a boolean (the go-sqlite3 driver's decltype conversions).
+ */
+const alteredUnder = (type: string): boolean =>
+  type === "" ||
+  type === "text" ||
+  type === "json" ||
+  type === "boolean" ||
+  type === "date" ||
+  type === "datetime" ||
+  type === "timestamp" ||
+  /^(varchar|varying character|nchar|native character|nvarchar|clob)/.test(type)
+
+/** Whether rqlite answered every cell as stored: no value in a column whose type alters it. */
+const asStored = (r: Result): boolean => {
+  const types = r.types ?? []
+  const rows = r.values ?? []
+  for (let c = 0; c < types.length; c++) {
+    if (!alteredUnder(types[c] ?? "")) continue
+    for (const row of rows) if (row[c] !== null && row[c] !== undefined) return false
+  }
+  return true
+}
+
+/** The CTE holding the tenant's rows; the guard refuses `portico_` names in tenant SQL. */
+const CELLS = `"portico_cells"`
+
+/**
+ * The read as a CTE whose cells say their own storage class: a blob as `b` + hex, text as
+ * `t` + text, numbers and NULL as they are, all in columns without a declared type, which rqlite
+ * leaves alone. The ORDER BY of the read stands: SQLite keeps a FROM subquery's ORDER BY when the
+ * outer query is a plain scan of it. EXPLAIN cannot be a CTE and answers no blobs: undefined.
+ */
+const cellsSql = (sql: string, columns: number): string | undefined => {
+  const tokens = tokenize(sql)
+  const first = tokens.find((t) => t.kind !== "whitespace")
+  if (columns === 0 || first === undefined || first.text.toUpperCase() === "EXPLAIN") return undefined
+  // up to the last token that is not a comment, a space or a `;`
+  let end = tokens.length - 1
+  while (end >= 0 && (tokens[end]?.kind === "whitespace" || tokens[end]?.text === ";")) end--
+  const body = sql.slice(0, tokens[end]?.end ?? 0)
+  const names: Array<string> = []
+  const cells: Array<string> = []
+  for (let i = 0; i < columns; i++) {
+    names.push(`c${i}`)
+    cells.push(`CASE typeof(c${i}) WHEN 'blob' THEN 'b' || hex(c${i}) WHEN 'text' THEN 't' || c${i} ELSE c${i} END AS c${i}`)
+  }
+  return `WITH ${CELLS}(${names.join(",")}) AS (\n${body}\n) SELECT ${cells.join(", ")} FROM ${CELLS}`
+}
+
+/** A cell of a `cellsSql` read back as stored. */
+const storedCell = (cell: typeof Cell.Type): SqlCell =>
+  typeof cell !== "string" ? cell : cell.startsWith("b") ? Buffer.from(cell.slice(1), "hex") : cell.slice(1)
+
+const storedRows = (r: Result): ReadonlyArray<ReadonlyArray<SqlCell>> => (r.values ?? []).map((row) => row.map(storedCell))
+
+/** SQLite's answer when a CTE's column count no longer fits the statement in it. */
+const COLUMN_COUNT_CHANGED = /^table "?portico_cells"? has \d+ values for \d+ columns$/
+
+/** The schema's version, read before and after a read (`versionOf`). */
+const SCHEMA_VERSION: StatementOp = { sql: "SELECT schema_version FROM pragma_schema_version", params: [], kind: "read" }
+
+/** Reads whose wrapping is remembered, per store; a text longer than this is wrapped anew each time. */
+const MAX_REMEMBERED = 512
+const MAX_REMEMBERED_SQL = 16 * 1024
 
 /** Prepares everywhere, fails when run ("integer overflow"): ends a dry run, rolling it all back. */
 const ROLLBACK_SENTINEL: StatementOp = { sql: "SELECT abs(-9223372036854775807 - 1)", params: [], kind: "read" }
@@ -122,6 +197,71 @@ export const RqliteSqlEngine = {
         })
       )
 
+    const noResult = refuse(503, Code.UNAVAILABLE, "the SQL store returned no result", "retry shortly", 1)
+    /**
+     * The schema's version around a read sent as [version, read, version]: the same before and
+     * after, or undefined. (rqlite cannot run a read transaction with db_timeout: a stopped read
+     * fails the whole request; SQLite's schema version only grows, so equal ends bound the read.)
+     */
+    const versionOf = (results: ReadonlyArray<Result>): unknown => {
+      const before = results[0]?.values?.[0]?.[0]
+      return before !== undefined && before === results[2]?.values?.[0]?.[0] ? before : undefined
+    }
+
+    /**
+     * How a read is wrapped (`sql`, undefined for one that is not) and its column names, valid
+     * while the schema keeps its `version`: the names come from the read itself, which a wrapped
+     * read no longer answers, and the wrapping from its column count.
+     */
+    interface Wrapping {
+      readonly sql: string | undefined
+      readonly columns: ReadonlyArray<string>
+      readonly version: unknown
+    }
+    const wrappings = new Map<string, Wrapping>()
+    const remember = (sql: string, wrapping: Wrapping) => {
+      if (sql.length > MAX_REMEMBERED_SQL) return
+      if (wrappings.size >= MAX_REMEMBERED) wrappings.clear()
+      wrappings.set(sql, wrapping)
+    }
+
+    /**
+     * A read answered as stored. Known: one round trip, the wrapped read beside the schema's
+     * version. First seen: the read itself, answered as is when rqlite altered none of its cells,
+     * else once more wrapped. `attempts` bounds re-learning a schema that keeps changing.
+     */
+    const read = (op: StatementOp, shape: AnswerShape, attempts: number): Effect.Effect<string, SqlRefused> => {
+      const known = wrappings.get(op.sql)
+      if (known?.sql !== undefined) return wrappedRead(op, shape, known, attempts)
+      return Effect.flatMap(post(QUERY, [SCHEMA_VERSION, op, SCHEMA_VERSION], true), (results) => {
+        const r = results[1]
+        if (r === undefined) return Effect.fail(noResult)
+        if (r.error !== undefined) return Effect.fail(failure(r.error, undefined))
+        const columns = r.columns ?? []
+        const wrapping: Wrapping = known ?? { sql: cellsSql(op.sql, columns.length), columns, version: versionOf(results) }
+        if (known === undefined && wrapping.version !== undefined) remember(op.sql, wrapping)
+        return wrapping.sql === undefined || asStored(r)
+          ? Effect.succeed(readAnswer(shape, columns, (r.values ?? []) as ReadonlyArray<ReadonlyArray<SqlCell>>))
+          : wrappedRead(op, shape, wrapping, attempts)
+      })
+    }
+
+    const wrappedRead = (op: StatementOp, shape: AnswerShape, wrapping: Wrapping, attempts: number): Effect.Effect<string, SqlRefused> =>
+      Effect.flatMap(post(QUERY, [SCHEMA_VERSION, { ...op, sql: wrapping.sql ?? op.sql }, SCHEMA_VERSION], true), (results) => {
+        const r = results[1]
+        if (r === undefined) return Effect.fail(noResult)
+        const version = versionOf(results)
+        if (version === undefined || version !== wrapping.version || (r.error !== undefined && COLUMN_COUNT_CHANGED.test(r.error))) {
+          // the schema changed since the names were learnt: learn them again
+          wrappings.delete(op.sql)
+          return attempts < 2
+            ? read(op, shape, attempts + 1)
+            : Effect.fail(refuse(503, Code.UNAVAILABLE, "the schema kept changing during the read", "retry shortly", 1))
+        }
+        if (r.error !== undefined) return Effect.fail(failure(r.error, undefined))
+        return Effect.succeed(readAnswer(shape, wrapping.columns, storedRows(r)))
+      })
+
     /** Streams to or from rqlite outside JSON; `what` names the step for the message. */
     const transfer = (what: string, run: (signal: AbortSignal) => Promise<void>) =>
       Effect.tryPromise({
@@ -132,23 +272,26 @@ export const RqliteSqlEngine = {
     return {
       kind: "rqlite",
       statement: (op, shape) =>
-        Effect.flatMap(
-          op.kind === "read" ? post(QUERY, [op], true) : post(EXECUTE, [op], false),
-          (results) => {
-            const r = results[0]
-            if (r === undefined) return Effect.fail(refuse(503, Code.UNAVAILABLE, "the SQL store returned no result", "retry shortly", 1))
-            if (r.error !== undefined) return Effect.fail(failure(r.error, undefined))
-            return Effect.succeed(resultJson(r, op.kind, shape))
-          }
-        ),
+        op.kind === "read"
+          ? read(op, shape, 0)
+          : Effect.flatMap(post(EXECUTE, [op], false), (results) => {
+              const r = results[0]
+              if (r === undefined) return Effect.fail(noResult)
+              if (r.error !== undefined) return Effect.fail(failure(r.error, undefined))
+              return Effect.succeed(resultJson(r, op.kind, shape))
+            }),
       batch: (ops, returnResults) => {
-        const answer = (results: ReadonlyArray<Result>) => {
+        /** `wrapped`: per op, the column names of a read sent as `cellsSql`. */
+        const answer = (results: ReadonlyArray<Result>, wrapped?: ReadonlyArray<ReadonlyArray<string> | undefined>) => {
           const failed = firstFailure(results)
           if (failed !== undefined) return Effect.fail(failed)
           if (results.length !== ops.length) {
             return Effect.fail(refuse(503, Code.UNAVAILABLE, "the SQL store returned a partial answer", "retry shortly", 1))
           }
-          const texts = results.map((r, i) => resultJson(r, ops[i]?.kind ?? "write", "counted"))
+          const texts = results.map((r, i) => {
+            const columns = wrapped?.[i]
+            return columns === undefined ? resultJson(r, ops[i]?.kind ?? "write", "counted") : readAnswer("counted", columns, storedRows(r))
+          })
           return Effect.succeed(
             returnResults ? `{"results":[${texts.join(",")}],"count":${texts.length}}` : `{"status":"ok","count":${texts.length}}`
           )
@@ -169,7 +312,20 @@ export const RqliteSqlEngine = {
           if (dry.length !== ops.length + 1 || dry[ops.length]?.error === undefined) {
             return Effect.fail(refuse(503, Code.UNAVAILABLE, "the SQL store answered the dry run unexpectedly", "retry shortly", 1))
           }
-          return Effect.flatMap(post(REQUEST_TX, ops, false), answer)
+          // the reads again, wrapped to answer as stored; the dry run gave their column names
+          const wrapped = ops.map((op, i) => (op.kind === "read" ? cellsSql(op.sql, dry[i]?.columns?.length ?? 0) : undefined))
+          const run = ops.map((op, i) => {
+            const sql = wrapped[i]
+            return sql === undefined ? op : { ...op, sql }
+          })
+          return Effect.flatMap(post(REQUEST_TX, run, false), (results) =>
+            results.some((r) => r.error !== undefined && COLUMN_COUNT_CHANGED.test(r.error))
+              ? Effect.fail(refuse(503, Code.UNAVAILABLE, "the schema changed during the transaction; nothing was applied", "retry shortly", 1))
+              : answer(
+                  results,
+                  wrapped.map((sql, i) => (sql === undefined ? undefined : (dry[i]?.columns ?? [])))
+                )
+          )
         })
       },
       exportTo: (dest) =>
@@ -202,6 +358,8 @@ export const RqliteSqlEngine = {
             const results = typeof parsed === "object" && parsed !== null && "results" in parsed ? parsed.results : undefined
             const error = Array.isArray(results) ? results.find((r: unknown) => typeof r === "object" && r !== null && "error" in r) : undefined
             if (error !== undefined) throw new Error("the cluster refused the file")
+            // a new schema, whose version may be one a remembered read was learnt under
+            wrappings.clear()
             return
           }
           throw new Error("too many redirects")
