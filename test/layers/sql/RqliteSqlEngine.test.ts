@@ -48,6 +48,37 @@ describe("RqliteSqlEngine credentials", () => {
   )
 })
 
+describe("RqliteSqlEngine deadline", () => {
+  it.scopedLive("sends a read that outlives the HTTP deadline once: the statement timeout plus 5 s, then 503", () =>
+    Effect.gen(function* () {
+      let requests = 0
+      // an rqlite that never answers: its statement would not have been stopped either
+      const server = createServer((request) => {
+        requests++
+        request.resume()
+      })
+      yield* Effect.acquireRelease(
+        Effect.async<void>((resume) => {
+          server.listen(0, "127.0.0.1", () => resume(Effect.void))
+        }),
+        () => Effect.async<void>((resume) => {
+          server.closeAllConnections()
+          server.close(() => resume(Effect.void))
+        })
+      )
+      const address = server.address()
+      const port = typeof address === "object" && address !== null ? address.port : 0
+      const engine = RqliteSqlEngine.make({ url: `http://127.0.0.1:${port}`, timeout: Duration.millis(300) })
+      const started = Date.now()
+      const error = yield* Effect.flip(engine.statement({ sql: "SELECT 1", params: [], kind: "read" }, "counted"))
+      expect(error.status).toBe(503)
+      expect(requests).toBe(1)
+      expect(Date.now() - started).toBeGreaterThanOrEqual(5_300)
+      expect(Date.now() - started).toBeLessThan(7_000)
+    })
+  , 20_000)
+})
+
 if (!hasRqlited()) {
   describe("RqliteSqlEngine", () => {
     it("needs the rqlited binary", () => {
