@@ -1,5 +1,6 @@
 /** Names and identifiers that cross the wire, each a checked Schema. */
 import { Schema } from "effect"
+import { hasValidChecksum } from "./Siwe.js"
 import { PlainText } from "./Text.js"
 
 /**
@@ -17,10 +18,15 @@ export type NamespaceName = typeof NamespaceName.Type
 /** Reserved namespace names: platform hosts and the lobby. */
 export const reservedNamespaces: ReadonlySet<string> = new Set(["lobby", "cluster", "portico", "www", "api", "admin", "internal"])
 
-/** An EVM wallet address, stored lowercase so lookups never depend on checksum casing. */
+/**
+ * An EVM wallet address, stored lowercase so lookups never depend on checksum casing. Mixed case
+ * is an EIP-55 checksum and must be right, as sign-in requires: a mistyped address would
+ * otherwise be added as a member no wallet can ever sign in as.
+ */
 export const Wallet = Schema.transform(
   Schema.String.pipe(
-    Schema.pattern(/^0x[0-9a-fA-F]{40}$/, { message: () => "a wallet is 0x followed by 40 hex characters" })
+    Schema.pattern(/^0x[0-9a-fA-F]{40}$/, { message: () => "a wallet is 0x followed by 40 hex characters" }),
+    Schema.filter(hasValidChecksum, { message: () => "the wallet's mixed-case checksum (EIP-55) is wrong: check the address" })
   ),
   Schema.String,
   { strict: true, decode: (s) => s.toLowerCase(), encode: (s) => s }

@@ -139,6 +139,19 @@ export const toChecksumAddress = (address: string): Effect.Effect<string, SiweMe
   return Effect.succeed(out)
 }
 
+/** Whether a well-formed address's casing is single-case (no checksum) or the exact EIP-55 form. */
+export const hasValidChecksum = (address: string): boolean => {
+  const body = address.slice(2)
+  if (body === body.toLowerCase() || body === body.toUpperCase()) return true
+  const lower = body.toLowerCase()
+  const hash = bytesToHex(keccak_256(utf8ToBytes(lower)))
+  for (let i = 0; i < lower.length; i++) {
+    const c = body.charAt(i)
+    if (c !== (parseInt(hash.charAt(i), 16) >= 8 ? c.toUpperCase() : c.toLowerCase())) return false
+  }
+  return true
+}
+
 /** True when the address is well formed and, if mixed-case, carries a correct EIP-55 checksum. */
 export const isValidAddress = (address: string): Effect.Effect<boolean> =>
   toChecksumAddress(address).pipe(

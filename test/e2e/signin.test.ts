@@ -5,7 +5,9 @@
 import { Effect } from "effect"
 import { Wallet } from "ethers"
 import * as jose from "jose"
+import Database from "better-sqlite3"
 import { webcrypto } from "node:crypto"
+import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type Gateway, type Reply, startGateway } from "../support/gateway.js"
 import { hasRqlited, type RqlitedServer, rqlitedMissingMessage, startRqlited } from "../support/rqlited.js"
@@ -146,6 +148,98 @@ describe.each(["sqlite", "rqlite"] as const)("wallet sign-in and sessions, regis
     expect(members.body.owner).toBe(second.address.toLowerCase())
     // the CLI's owner key was demoted by the first transfer: it keeps admin powers for the rest
     expect((await gw.request("GET", "/v1/auth/whoami", { token: ownerKey })).body.role).toBe("admin")
+  })
+
+  it("ends a removed member's sessions for good: adding the wallet back or opening sign-in brings none back", async () => {
+    const gone = Wallet.createRandom()
+    expect((await gw.request("POST", "/v1/namespace/members", { token: ownerKey, json: { wallet: gone.address, role: "runtime" } })).status).toBe(200)
+    const session = (await signIn(gone)).body
+    expect((await gw.request("DELETE", `/v1/namespace/members/${gone.address}`, { token: ownerKey })).status).toBe(200)
+    expectError(await gw.request("GET", "/v1/auth/whoami", { token: session.access_token }), 401, "INVALID_TOKEN")
+    expectError(await gw.request("POST", "/v1/auth/refresh", { json: { refresh_token: session.refresh_token } }), 401, "INVALID_REFRESH_TOKEN")
+    // before: the session was only suspended, and came back with the membership
+    expect((await gw.request("POST", "/v1/namespace/members", { token: ownerKey, json: { wallet: gone.address, role: "reader" } })).status).toBe(200)
+    expectError(await gw.request("GET", "/v1/auth/whoami", { token: session.access_token }), 401, "INVALID_TOKEN")
+    expectError(await gw.request("POST", "/v1/auth/refresh", { json: { refresh_token: session.refresh_token } }), 401, "INVALID_REFRESH_TOKEN")
+    // a new sign-in is a new session, with the new role
+    const again = (await signIn(gone)).body
+    expect((await gw.request("GET", "/v1/auth/whoami", { token: again.access_token })).body.role).toBe("reader")
+  })
+
+  it("refuses a member wallet whose mixed-case checksum is wrong, as sign-in does", async () => {
+    const address = Wallet.createRandom().address
+    // flip the case of one letter of the EIP-55 form: still hex, no longer its checksum
+    const at = [...address.slice(2)].findIndex((c) => /[a-fA-F]/.test(c)) + 2
+    const c = address.charAt(at)
+    const wrong = address.slice(0, at) + (c === c.toUpperCase() ? c.toLowerCase() : c.toUpperCase()) + address.slice(at + 1)
+    expect(wrong.toLowerCase()).toBe(address.toLowerCase())
+    expectError(await gw.request("POST", "/v1/namespace/members", { token: ownerKey, json: { wallet: wrong, role: "reader" } }), 400, "VALIDATION_FAILED")
+    expect((await gw.request("POST", "/v1/auth/challenge", { json: { wallet: wrong, namespace: "shop" } })).status).toBe(400)
+    // single case carries no checksum, and the right one is accepted
+    for (const ok of [address, address.toLowerCase()]) {
+      expect((await gw.request("POST", "/v1/namespace/members", { token: ownerKey, json: { wallet: ok, role: "reader" } })).status).toBe(200)
+    }
+  })
+
+  it("transfers to the current owner as a no-op: owner keys stay owner keys, nothing is audited", async () => {
+    const owner = Wallet.createRandom()
+    const key = (await gw.cli(["namespace", "create", "selfowned", "--owner", owner.address])).api_key
+    const moved = await gw.request("POST", "/v1/namespace/members/transfer", { token: key, json: { wallet: owner.address } })
+    expect(moved.status, moved.text).toBe(200)
+    expect(moved.body).toMatchObject({ namespace: "selfowned", owner: owner.address.toLowerCase() })
+    expect((await gw.request("GET", "/v1/auth/whoami", { token: key })).body.role).toBe("owner")
+    const audit = await gw.request("GET", "/v1/audit", { token: key })
+    expect(audit.body.entries.map((e: { action: string }) => e.action)).not.toContain("namespace.transfer")
+  })
+
+  it("drops expired challenges, proof nonces and device requests as new ones are made", async () => {
+    const past = Date.now() - 2 * 3_600_000
+    const exec = async (sql: string, params: ReadonlyArray<string | number>) => {
+      if (engineServer === undefined) {
+        const db = new Database(path.join(gw.dataDir, "registry.db"))
+        try {
+          db.prepare(sql).run(...params)
+        } finally {
+          db.close()
+        }
+        return
+      }
+      const reply = await fetch(`${engineServer.url}/db/execute`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify([[sql, ...params]]) })
+      expect(reply.status).toBe(200)
+    }
+    const count = async (table: string, key: string, value: string) => {
+      const sql = `SELECT count(*) AS n FROM ${table} WHERE ${key} = ?`
+      if (engineServer === undefined) {
+        const db = new Database(path.join(gw.dataDir, "registry.db"), { readonly: true })
+        try {
+          return (db.prepare(sql).get(value) as { n: number }).n
+        } finally {
+          db.close()
+        }
+      }
+      const reply = await fetch(`${engineServer.url}/db/query?level=strong`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify([[sql, value]]) })
+      return ((await reply.json()) as { results: Array<{ values: Array<Array<number>> }> }).results[0]?.values[0]?.[0]
+    }
+    await exec("INSERT INTO auth_challenges (nonce, namespace, wallet, device_id, expires_at) VALUES (?, 'shop', ?, NULL, ?)", ["deadnonce", member.address.toLowerCase(), past])
+    await exec("INSERT INTO proof_nonces (key, expires_at) VALUES (?, ?)", ["deadproof", past])
+    await exec(
+      `INSERT INTO device_requests (device_code_hash, user_code, namespace, kind, wallet, device_id, public_jwk, label, status, created_at, expires_at)
+       VALUES (?, 'DEAD-CODE', 'shop', 'login', NULL, '', '', '', 'pending', ?, ?)`,
+      ["deadrequest", past, past]
+    )
+    expect(await count("auth_challenges", "nonce", "deadnonce")).toBe(1)
+    await challenge(member.address)
+    expect(await count("auth_challenges", "nonce", "deadnonce")).toBe(0)
+    const device = await newDevice()
+    const started = await gw.request("POST", "/v1/auth/device", { json: { namespace: "shop", device_key: device.jwk } })
+    expect(started.status, started.text).toBe(200)
+    expect(await count("device_requests", "device_code_hash", "deadrequest")).toBe(0)
+    // a poll spends a proof nonce
+    const polled = await gw.request("POST", "/v1/auth/device/token", {
+      json: { device_code: started.body.device_code, device_proof: await proof(device, "claim", "shop", started.body.device_code) }
+    })
+    expectError(polled, 400, "authorization_pending")
+    expect(await count("proof_nonces", "key", "deadproof")).toBe(0)
   })
 
   it("issues an EIP-4361 challenge naming the namespace host, wallet and resources", async () => {
@@ -643,6 +737,36 @@ describe.each(["sqlite", "rqlite"] as const)("approval of further devices, devic
     expect(ok.status, ok.text).toBe(200)
     expect((await gw.request("DELETE", `/v1/namespace/devices/${third.id}`, { token: ownerKey })).status).toBe(200)
     expectError(await poll(third, waiting.body.device_code), 403, "DEVICE_REVOKED")
+  })
+
+  it("enrols a pending device once no active device is left to approve it, or the policy stops asking", async () => {
+    const wallet = Wallet.createRandom()
+    await gw.request("POST", "/v1/namespace/members", { token: ownerKey, json: { wallet: wallet.address, role: "runtime" } })
+    const a = await newDevice()
+    const b = await newDevice()
+    expect((await signIn(wallet, a)).status).toBe(200)
+    expect((await signIn(wallet, b)).status).toBe(202)
+    expect((await gw.request("DELETE", `/v1/namespace/devices/${a.id}`, { token: ownerKey })).status).toBe(200)
+    // spec §3.1: with every active device revoked, the next sign-in enrols its device as the first
+    const enrolled = await signIn(wallet, b)
+    expect(enrolled.status, enrolled.text).toBe(200)
+    expect(enrolled.body.device_id).toBe(b.id)
+    const listed = await gw.request("GET", "/v1/auth/devices", { token: enrolled.body.access_token })
+    expect(listed.body.devices.find((d: { id: string }) => d.id === b.id).status).toBe("active")
+    // a further device waits again, until the policy no longer asks for approval
+    const c = await newDevice()
+    expect((await signIn(wallet, c)).status).toBe(202)
+    try {
+      await gw.request("PUT", "/v1/namespace/session-policy", { token: ownerKey, json: { device_policy: "required" } })
+      const now = await signIn(wallet, c)
+      expect(now.status, now.text).toBe(200)
+      expect(now.body.device_id).toBe(c.id)
+    } finally {
+      await gw.request("PUT", "/v1/namespace/session-policy", { token: ownerKey, json: { device_policy: "approval" } })
+    }
+    // a revoked device stays revoked
+    expect((await gw.request("DELETE", `/v1/namespace/devices/${c.id}`, { token: ownerKey })).status).toBe(200)
+    expectError(await signIn(wallet, c), 403, "DEVICE_REVOKED")
   })
 
   it("links a seedless device to the approver's account", async () => {

@@ -204,7 +204,14 @@ export class Namespaces extends Context.Tag("portico/Namespaces")<Namespaces, Na
               { sql: "DELETE FROM members WHERE namespace = ? AND wallet = ? AND role <> 'owner'", params: [namespace, wallet] },
               entry,
               // the keys they minted from a session go with them
-              revokeSignInKeys(namespace, wallet, now, undefined)
+              revokeSignInKeys(namespace, wallet, now, undefined),
+              // and so do their sessions, for good: judged only by membership now, a session
+              // would come back if the wallet were added again or sign-in opened to everyone
+              {
+                sql: `UPDATE sessions SET ended_at = ?, end_reason = 'member_removed' WHERE namespace = ? AND wallet = ?
+                      AND ended_at IS NULL AND NOT EXISTS (SELECT 1 FROM members WHERE namespace = ? AND wallet = ?)`,
+                params: [now, namespace, wallet, namespace, wallet]
+              }
             ])
             if (result === undefined || result.rowsAffected === 0) return yield* new NamespaceRuleError({ rule: "NoSuchMember" })
           }),
@@ -216,6 +223,9 @@ export class Namespaces extends Context.Tag("portico/Namespaces")<Namespaces, Na
             // A wallet's token carries the role it had when issued (up to 15 minutes old): only the
             // wallet the registry names as owner now may hand the namespace on.
             if (actorWallet !== undefined && actorWallet !== previous) return yield* new NamespaceRuleError({ rule: "NotOwnerNow" })
+            // To the owner it already has: nothing moves, so nothing changes (the owner keys would
+            // otherwise become admin keys with no one to hand their powers to).
+            if (previous === wallet) return record
             // The owner column is the compare-and-swap: a concurrent transfer makes this one lose,
             // and then writes nothing, its audit row included.
             const statements: Array<Statement> = [

@@ -203,5 +203,16 @@ export const migrations: ReadonlyArray<Migration> = [
       )`,
       `CREATE INDEX IF NOT EXISTS local_database_backups_by_name ON local_database_backups (namespace, database_name, created_at)`
     ]
+  },
+  {
+    id: 6,
+    name: "sign_in_expiry_indexes",
+    statements: [
+      // Each new challenge, proof and device request deletes the expired ones (anyone may make
+      // them): by expiry, so that delete reads only what it removes.
+      `CREATE INDEX IF NOT EXISTS auth_challenges_expiry ON auth_challenges (expires_at)`,
+      `CREATE INDEX IF NOT EXISTS proof_nonces_expiry ON proof_nonces (expires_at)`,
+      `CREATE INDEX IF NOT EXISTS device_requests_expiry ON device_requests (expires_at)`
+    ]
   }
 ]

@@ -51,6 +51,12 @@ export const REFRESH_GRACE_MS = 30_000
 /** Sessions end after 30 days without a refresh. */
 export const SESSION_IDLE_MS = 30 * 86_400_000
 
+/** An ended session's rows are kept a day (its tokens answer 401 either way), then dropped. */
+const ENDED_SESSION_KEPT_MS = 86_400_000
+
+/** A device request is kept an hour past its expiry, so a late poll still hears `expired_token`. */
+const REQUEST_KEPT_AFTER_EXPIRY_MS = 3_600_000
+
 export interface Challenge {
   readonly message: string
   readonly nonce: string
@@ -253,11 +259,15 @@ export class Sessions extends Context.Tag("portico/Sessions")<Sessions, Sessions
             checkProof({ proof, action, namespace, binding, key, now }),
             (e) => refuse(401, "DEVICE_PROOF_INVALID", e.reason)
           )
-          const spent = yield* store.exec({
-            sql: "INSERT INTO proof_nonces (key, expires_at) VALUES (?, ?) ON CONFLICT DO NOTHING",
-            params: [checked.nonceKey, checked.nonceExpiresAt]
-          })
-          if (spent.rowsAffected === 0) return yield* refuse(401, "DEVICE_PROOF_INVALID", "this proof was already used")
+          const [, spent] = yield* store.batch([
+            // a nonce past its expiry guards nothing: its proof is refused as stale anyway
+            { sql: "DELETE FROM proof_nonces WHERE expires_at < ?", params: [now] },
+            {
+              sql: "INSERT INTO proof_nonces (key, expires_at) VALUES (?, ?) ON CONFLICT DO NOTHING",
+              params: [checked.nonceKey, checked.nonceExpiresAt]
+            }
+          ])
+          if (spent === undefined || spent.rowsAffected === 0) return yield* refuse(401, "DEVICE_PROOF_INVALID", "this proof was already used")
         })
 
       /** An enrolled, active device proves its key over `binding` for `action`; the proof is spent. */
@@ -309,6 +319,15 @@ export class Sessions extends Context.Tag("portico/Sessions")<Sessions, Sessions
         deviceCode: "dc_" + crypto.randomBytes(32).toString("base64url"),
         userCode: userCode()
       }))
+
+      /**
+       * Requests expired an hour ago are dropped by the next one made: anyone may start a
+       * request, so rows must not pile up. Polling a dropped one answers `invalid_grant`.
+       */
+      const pruneRequests = (now: number) => ({
+        sql: "DELETE FROM device_requests WHERE expires_at < ?",
+        params: [now - REQUEST_KEPT_AFTER_EXPIRY_MS]
+      })
 
       const requestInsert = (
         codes: { readonly deviceCode: string; readonly userCode: string },
@@ -450,7 +469,9 @@ export class Sessions extends Context.Tag("portico/Sessions")<Sessions, Sessions
                 sql: "INSERT INTO refresh_tokens (hash, session_id, created_at) SELECT ?, ?, ? WHERE changes() > 0",
                 params: [sealer.hash("refresh-token-hash", successor), sessionId, now]
               },
-              { sql: "UPDATE sessions SET refreshed_at = ? WHERE id = ? AND ended_at IS NULL", params: [now, sessionId] }
+              { sql: "UPDATE sessions SET refreshed_at = ? WHERE id = ? AND ended_at IS NULL", params: [now, sessionId] },
+              // a long session's rotated tokens are kept for replay detection for the idle window
+              { sql: "DELETE FROM refresh_tokens WHERE session_id = ? AND used_at < ?", params: [sessionId, now - SESSION_IDLE_MS] }
             ])
             if (rotated !== undefined && rotated.rowsAffected === 1) {
               return yield* issue(namespace, wallet, role, sessionId, deviceId, successor)
@@ -490,10 +511,14 @@ export class Sessions extends Context.Tag("portico/Sessions")<Sessions, Sessions
             const message = yield* Effect.mapError(challengeText(namespace, wallet, deviceId, nonce, now), (e) =>
               refuse(400, "VALIDATION_FAILED", e.reason)
             )
-            yield* store.exec({
-              sql: "INSERT INTO auth_challenges (nonce, namespace, wallet, device_id, expires_at) VALUES (?, ?, ?, ?, ?)",
-              params: [nonce, namespace, wallet.toLowerCase(), deviceId ?? null, expiresAt]
-            })
+            yield* store.batch([
+              // anyone may ask for a challenge: expired ones go with the next, so they never pile up
+              { sql: "DELETE FROM auth_challenges WHERE expires_at < ?", params: [now] },
+              {
+                sql: "INSERT INTO auth_challenges (nonce, namespace, wallet, device_id, expires_at) VALUES (?, ?, ?, ?, ?)",
+                params: [nonce, namespace, wallet.toLowerCase(), deviceId ?? null, expiresAt]
+              }
+            ])
             return { message, nonce, expiresAt }
           }),
         verify: (input) =>
@@ -544,21 +569,31 @@ export class Sessions extends Context.Tag("portico/Sessions")<Sessions, Sessions
             // It gets a fresh request, so a lost answer, an expired request or a revoked approver
             // never leaves it pending for good.
             let pendingAgain = false
+            // A pending device that no longer needs approval (the policy changed, the wallet is
+            // held to optional, or the account has no active device left to approve it) enrols.
+            let activatePending = false
+            const hasActiveDevice = Effect.map(
+              store.query({
+                sql: "SELECT 1 AS one FROM devices WHERE namespace = ? AND wallet = ? AND status = 'active' LIMIT 1",
+                params: [namespace, wallet]
+              }),
+              (rows) => rows.length > 0
+            )
             if (device !== undefined) {
               existing = yield* deviceRow(namespace, device.id)
               if (Option.isSome(existing)) {
                 if (existing.value.wallet !== wallet) {
                   return yield* refuse(403, "DEVICE_KEY_TAKEN", "this device key belongs to another account")
                 }
-                if (existing.value.status === "pending") pendingAgain = true
-                else yield* deviceState(existing.value)
+                if (existing.value.status === "pending") {
+                  // spec §3.1: once every active device is revoked, the next sign-in enrols its
+                  // device as the account's first
+                  if (policy === "approval" && (yield* hasActiveDevice)) pendingAgain = true
+                  else activatePending = true
+                } else yield* deviceState(existing.value)
               } else if (policy === "approval") {
                 // The account's first device enrols; every further one waits for an active one.
-                const active = yield* store.query({
-                  sql: "SELECT 1 AS one FROM devices WHERE namespace = ? AND wallet = ? AND status = 'active' LIMIT 1",
-                  params: [namespace, wallet]
-                })
-                needsApproval = active.length > 0
+                needsApproval = yield* hasActiveDevice
               }
             }
 
@@ -567,13 +602,14 @@ export class Sessions extends Context.Tag("portico/Sessions")<Sessions, Sessions
 
             if (pendingAgain && device !== undefined) {
               const codes = yield* newCodes
-              yield* store.exec(requestInsert(codes, namespace, "approval", wallet, device, input.deviceLabel ?? "", now))
+              yield* store.batch([pruneRequests(now), requestInsert(codes, namespace, "approval", wallet, device, input.deviceLabel ?? "", now)])
               return { _tag: "Pending" as const, userCode: codes.userCode, deviceCode: codes.deviceCode }
             }
             if (needsApproval && device !== undefined) {
               const codes = yield* newCodes
               yield* store
                 .batch([
+                  pruneRequests(now),
                   {
                     sql: `INSERT INTO devices (namespace, id, wallet, public_jwk, label, status, created_at)
                           VALUES (?, ?, ?, ?, ?, 'pending', ?)`,
@@ -593,6 +629,14 @@ export class Sessions extends Context.Tag("portico/Sessions")<Sessions, Sessions
             const sessionId = newSessionId()
             const refreshToken = newToken(device !== undefined)
             const statements = []
+            if (activatePending && device !== undefined) {
+              // only from pending: a revocation that landed meanwhile stays (and the session
+              // below then stands on a revoked device, which every request refuses)
+              statements.push({
+                sql: "UPDATE devices SET status = 'active' WHERE namespace = ? AND id = ? AND wallet = ? AND status = 'pending'",
+                params: [namespace, device.id, wallet]
+              })
+            }
             if (device !== undefined && Option.isNone(existing)) {
               statements.push({
                 // A racing sign-in with the same new key for another wallet loses on the key.
@@ -601,7 +645,12 @@ export class Sessions extends Context.Tag("portico/Sessions")<Sessions, Sessions
                 params: [namespace, device.id, wallet, JSON.stringify(device.jwk), input.deviceLabel ?? "", now]
               })
             }
+            // this wallet's sessions ended over a day ago, or idle past their window, go now
+            const stale = "namespace = ? AND wallet = ? AND (ended_at < ? OR refreshed_at < ?)"
+            const staleParams = [namespace, wallet, now - ENDED_SESSION_KEPT_MS, now - SESSION_IDLE_MS]
             statements.push(
+              { sql: `DELETE FROM refresh_tokens WHERE session_id IN (SELECT id FROM sessions WHERE ${stale})`, params: staleParams },
+              { sql: `DELETE FROM sessions WHERE ${stale}`, params: staleParams },
               {
                 sql: "INSERT INTO sessions (id, namespace, wallet, device_id, created_at, refreshed_at) VALUES (?, ?, ?, ?, ?, ?)",
                 params: [sessionId, namespace, wallet, device?.id ?? null, now, now]
@@ -635,9 +684,10 @@ export class Sessions extends Context.Tag("portico/Sessions")<Sessions, Sessions
               }
             }
             const codes = yield* newCodes
-            yield* store.exec(
+            yield* store.batch([
+              pruneRequests(now),
               requestInsert(codes, input.namespace, key === undefined ? "login" : "link", undefined, key, input.deviceLabel ?? "", now)
-            )
+            ])
             return { deviceCode: codes.deviceCode, userCode: codes.userCode, expiresIn: DEVICE_CODE_SECONDS, interval: POLL_INTERVAL_SECONDS }
           }),
         approveFromDevice: (input) =>
