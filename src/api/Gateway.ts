@@ -24,6 +24,7 @@ import { InternalHandlers } from "./handlers/InternalHandlers.js"
 import { StorageHandlers } from "./handlers/StorageHandlers.js"
 import { NamespaceHandlers } from "./handlers/NamespaceHandlers.js"
 import { SystemHandlers } from "./handlers/SystemHandlers.js"
+import { FORWARD_PATHS } from "../layers/sql/HomeNode.js"
 import { logParserRefusal, logRequest } from "./AccessLog.js"
 import { fastRuntimeLayer, makeRequestListener } from "./NodeAdapter.js"
 import { NodeHttpServer } from "@effect/platform-node"
@@ -96,7 +97,10 @@ export const gatewayListener = (settings: PorticoSettings) =>
         ["POST /v1/rqlite/import", settings.sql.importMaxBytes],
         // the file plus room for the multipart framing and a name; the exact cap on the
         // file's bytes is the storage service's
-        ["POST /v1/storage/upload", settings.storage.maxUploadBytes + 64 * 1024]
+        ["POST /v1/storage/upload", settings.storage.maxUploadBytes + 64 * 1024],
+        // a forwarded request is the client's body (within the cap at the front gateway) plus
+        // the caller it was authorized as: room for that, so what passed there is not 413 here
+        ...Object.values(FORWARD_PATHS).map((p): [string, number] => [`POST ${p}`, settings.maxBodyBytes + 64 * 1024])
       ])
     })
   })

@@ -136,6 +136,11 @@ export const Code = {
   TRANSACTION_FAILED: "TRANSACTION_FAILED",
   DATABASE_EXISTS: "DATABASE_EXISTS",
   HOME_NODE_UNREACHABLE: "HOME_NODE_UNREACHABLE",
+  /**
+   * An internal route refused the calling node's coordination (source, MAC, time, replay). Only
+   * gateways see it: the front gateway answers its client 503 HOME_NODE_UNREACHABLE instead.
+   */
+  COORDINATION_REFUSED: "COORDINATION_REFUSED",
   SESSION_REQUIRED: "SESSION_REQUIRED",
   RANGE_NOT_SATISFIABLE: "RANGE_NOT_SATISFIABLE",
   FETCH_CAP_NOT_ALONE: "FETCH_CAP_NOT_ALONE",

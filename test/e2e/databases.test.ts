@@ -907,6 +907,75 @@ describe("node-local databases on another node: forwarded to the home node", () 
     expectError(forged, 403)
   })
 
+  it("accepts a forwarded call once: a captured one replayed to the home node runs nothing", async () => {
+    // a listener on the overlay, between gateway C and the home node A
+    const captured: Array<{ headers: http.IncomingHttpHeaders; body: string }> = []
+    const [portA, portProxy] = [Number(new URL(a.url).port), await Effect.runPromise(freePort)]
+    const proxy = http.createServer((req, res) => {
+      const chunks: Array<Buffer> = []
+      req.on("data", (c: Buffer) => chunks.push(c))
+      req.on("end", () => {
+        const body = Buffer.concat(chunks).toString("utf8")
+        captured.push({ headers: req.headers, body })
+        const out = http.request({ host: "127.0.0.1", port: portA, path: req.url, method: req.method, headers: req.headers }, (back) => {
+          res.writeHead(back.statusCode ?? 502, back.headers)
+          back.pipe(res)
+        })
+        out.end(body)
+      })
+    })
+    await new Promise<void>((resolve) => proxy.listen(portProxy, "127.0.0.1", resolve))
+    const c = await startGateway({
+      env: { PORTICO_RQLITE_URL: server.url, PORTICO_SECRET: secret, PORTICO_NODE_ID: "node-c", PORTICO_PEERS: `node-a=http://127.0.0.1:${portProxy}` }
+    })
+    try {
+      expect((await a.request("POST", "/v1/db/sqlite/create", { token: owner, json: { database_name: "once" } })).status).toBe(201)
+      await q(a, "once", "CREATE TABLE t (v)")
+      expect((await q(c, "once", "INSERT INTO t (v) VALUES (?)", ["via-c"])).body).toEqual({ rows_affected: 1, last_insert_id: 1 })
+      const call = captured.at(-1)
+      expect(call?.headers["x-portico-coordination-mac"]).toMatch(/^v2=/)
+      const replay = await fetch(`${a.url}/v1/internal/sqlite/query`, {
+        method: "POST",
+        headers: Object.fromEntries(Object.entries(call?.headers ?? {}).filter(([k]) => k.startsWith("x-portico-") || k === "content-type")) as Record<string, string>,
+        body: call?.body
+      })
+      expect(replay.status).toBe(403)
+      expect(await replay.json()).toMatchObject({ code: "COORDINATION_REFUSED", error: "coordination call replayed" })
+      expect((await q(a, "once", "SELECT count(*) FROM t")).body.rows).toEqual([[1]])
+      // numbers reach the home node as the client wrote them: a double stays a double
+      for (const literal of ["3e18", "1e19", "-1.5e19", "1e400"]) {
+        const body = `{"database_name":"once","query":"SELECT v, typeof(v) FROM (SELECT ? AS v)","params":[${literal}]}`
+        const send = (gw: Gateway) => gw.request("POST", "/v1/db/sqlite/query", { token: owner, headers: { "content-type": "application/json" }, body })
+        const [direct, forwarded] = [await send(a), await send(c)]
+        expect(direct.status, direct.text).toBe(200)
+        expect(forwarded.text, literal).toBe(direct.text)
+      }
+      // a body within the cap at the front is within it at the home node too, principal and all
+      const long = "SELECT 1 -- " + "a".repeat(4 * 1024 * 1024 - 200)
+      const near = await c.request("POST", "/v1/db/sqlite/query", { token: owner, json: { database_name: "once", query: long } })
+      expect(near.status, near.text.slice(0, 200)).toBe(200)
+    } finally {
+      await c.stop()
+      await new Promise<void>((resolve) => proxy.close(() => resolve()))
+    }
+  }, 90_000)
+
+  it("tells the client the home node is unreachable when it refuses this gateway's coordination", async () => {
+    // node-a's id pointed at node-b's address: B refuses a MAC addressed to A
+    const d = await startGateway({
+      env: { PORTICO_RQLITE_URL: server.url, PORTICO_SECRET: secret, PORTICO_NODE_ID: "node-d", PORTICO_PEERS: `node-a=${b.url}` }
+    })
+    try {
+      expect((await a.request("POST", "/v1/db/sqlite/create", { token: owner, json: { database_name: "misrouted" } })).status).toBe(201)
+      const reply = await q(d, "misrouted", "SELECT 1")
+      expectError(reply, 503, "HOME_NODE_UNREACHABLE")
+      expect(reply.text).not.toContain("MAC")
+      expect(d.logs()).toContain("refused this gateway's coordination call")
+    } finally {
+      await d.stop()
+    }
+  }, 90_000)
+
   it("answers 503 HOME_NODE_UNREACHABLE with Retry-After when the home node is down", async () => {
     expect((await a.request("POST", "/v1/db/sqlite/create", { token: owner, json: { database_name: "orphan" } })).status).toBe(201)
     await a.stop()

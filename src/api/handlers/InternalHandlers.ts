@@ -19,7 +19,7 @@ export const InternalHandlers = HttpApiBuilder.group(PorticoApi, "internal", (ha
     const coordination = yield* Coordination
 
     /** Another node of this cluster, over the overlay, with a MAC for this node over this body. */
-    const fromPeer = (path: string, payload: unknown) =>
+    const fromPeer = (path: string, payload: unknown, acceptV1 = false) =>
       Effect.gen(function* () {
         const request = yield* HttpServerRequest.HttpServerRequest
         const refused = yield* coordination.verify(
@@ -27,15 +27,17 @@ export const InternalHandlers = HttpApiBuilder.group(PorticoApi, "internal", (ha
           path,
           canonicalJson(payload),
           request.headers,
-          Option.getOrUndefined(request.remoteAddress)
+          Option.getOrUndefined(request.remoteAddress),
+          acceptV1
         )
-        if (refused !== undefined) return yield* Effect.fail(forbidden(refused, Code.FORBIDDEN))
+        if (refused !== undefined) return yield* Effect.fail(forbidden(refused, Code.COORDINATION_REFUSED))
       })
 
     return handlers
       .handle("evict", ({ payload }) =>
         Effect.gen(function* () {
-          yield* fromPeer(EVICT_PATH, payload)
+          // eviction is idempotent: v1 still accepted from a node not yet upgraded (spec §9.4)
+          yield* fromPeer(EVICT_PATH, payload, true)
           return { evicted: yield* Effect.mapError(storage.evictHere(payload.cid), refusedHttp) }
         })
       )

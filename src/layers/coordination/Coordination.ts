@@ -2,22 +2,44 @@
  * Node-to-node calls (spec §4.10): a request from another gateway of the cluster carries a
  * coordination MAC over what it asks, addressed to the receiving node's id, and must come from a
  * private overlay source. The MAC key is derived from the root secret the cluster's gateways
- * share; the timestamp bounds replay to a minute (the internal routes built so far are idempotent).
+ * share.
+ *
+ * MAC v2 (spec §9.4) also covers a random nonce, spent in the shared registry on receipt: a call
+ * is accepted once. The internal SQL routes are not idempotent (a captured INSERT replayed within
+ * the minute ran again, a captured delete removed a database re-created since). v1, with no
+ * nonce, is accepted only for storage eviction (idempotent), for a rolling upgrade.
  */
 import { Clock, Context, Data, Duration, Effect, Layer } from "effect"
-import { stringifyExactJson } from "../../domain/ExactJson.js"
-import { createHash } from "node:crypto"
+import { LosslessNumber, stringify as losslessStringify } from "lossless-json"
+import { createHash, randomBytes } from "node:crypto"
 import { PorticoConfig } from "../config/PorticoConfig.js"
+import { RegistryStore } from "../registry/RegistryStore.js"
 import { safeEqual, Sealer } from "../secrets/Sealer.js"
 
 export const MAC_HEADER = "x-portico-coordination-mac"
 export const TIME_HEADER = "x-portico-coordination-time"
+export const NONCE_HEADER = "x-portico-coordination-nonce"
 const SKEW_SECONDS = 60
+const NONCE = /^[A-Za-z0-9_-]{22,64}$/
+
+/**
+ * A number written so the receiving end parses the same value back: `JSON.stringify` writes a
+ * whole double past 2^53 as bare digits (read back as a 64-bit integer, or refused past it) and
+ * ±Infinity as null. Exponent form keeps such a double a double; 1e999 reads back as Infinity.
+ */
+const exactNumber = (n: number): number | LosslessNumber =>
+  Number.isSafeInteger(n) || (Number.isFinite(n) && !Number.isInteger(n))
+    ? n
+    : new LosslessNumber(Number.isFinite(n) ? n.toExponential() : n > 0 ? "1e999" : "-1e999")
 
 /** JSON with object keys sorted and undefined members left out: what both ends MAC. */
 const sortedKeys = (v: unknown): unknown =>
-  Array.isArray(v)
+  typeof v === "number"
+    ? exactNumber(v)
+    : Array.isArray(v)
     ? v.map(sortedKeys)
+    : v instanceof LosslessNumber
+    ? v
     : v !== null && typeof v === "object"
       ? Object.fromEntries(
           Object.entries(v as Record<string, unknown>)
@@ -27,8 +49,11 @@ const sortedKeys = (v: unknown): unknown =>
         )
       : v
 
-/** Keys sorted at every depth, undefined members dropped; bigints (wide SQL arguments) as digits. */
-export const canonicalJson = (value: unknown): string => stringifyExactJson(sortedKeys(value))
+/**
+ * Keys sorted at every depth, undefined members dropped; bigints (wide SQL arguments) as digits,
+ * and every number as text that parses back to the same value (`exactNumber`).
+ */
+export const canonicalJson = (value: unknown): string => losslessStringify(sortedKeys(value)) ?? "null"
 
 /** The peer is not configured, did not answer in time, or the connection failed. */
 export class PeerUnreachable extends Data.TaggedError("PeerUnreachable")<{ readonly nodeId: string; readonly detail: string }> {}
@@ -45,15 +70,19 @@ export interface CoordinationService {
    * `PORTICO_PEERS`), signed for that node; any HTTP answer is returned as it came.
    */
   readonly post: (nodeId: string, path: string, payload: unknown, timeout: Duration.DurationInput) => Effect.Effect<PeerAnswer, PeerUnreachable>
-  /** Headers that let node `audience` accept `method path` with `body`. */
+  /** Headers (MAC v2, single-use) that let node `audience` accept `method path` with `body`. */
   readonly sign: (audience: string, method: string, path: string, body: string) => Effect.Effect<Record<string, string>>
-  /** Why the request is refused, or undefined when it is a genuine call to this node. */
+  /**
+   * Why the request is refused, or undefined when it is a genuine call to this node, seen for the
+   * first time. `acceptV1`: the route is idempotent and may take a v1 MAC (storage eviction).
+   */
   readonly verify: (
     method: string,
     path: string,
     body: string,
     headers: Readonly<Record<string, string | undefined>>,
-    remoteAddress: string | undefined
+    remoteAddress: string | undefined,
+    acceptV1: boolean
   ) => Effect.Effect<string | undefined>
 }
 
@@ -79,13 +108,26 @@ export class Coordination extends Context.Tag("portico/Coordination")<Coordinati
     Effect.gen(function* () {
       const sealer = yield* Sealer
       const config = yield* PorticoConfig
-      const mac = (audience: string, method: string, path: string, body: string, time: string) =>
+      const store = yield* RegistryStore
+      const macV1 = (audience: string, method: string, path: string, body: string, time: string) =>
         "v1=" + sealer.hash("coordination-mac", [method.toUpperCase(), path, audience, time, digest(body)].join("\n"))
+      const macV2 = (audience: string, method: string, path: string, body: string, time: string, nonce: string) =>
+        "v2=" + sealer.hash("coordination-mac-v2", [method.toUpperCase(), path, audience, time, nonce, digest(body)].join("\n"))
       const sign = (audience: string, method: string, path: string, body: string) =>
         Effect.map(Clock.currentTimeMillis, (now) => {
           const time = String(Math.floor(now / 1000))
-          return { [MAC_HEADER]: mac(audience, method, path, body, time), [TIME_HEADER]: time }
+          const nonce = randomBytes(18).toString("base64url")
+          return { [MAC_HEADER]: macV2(audience, method, path, body, time, nonce), [TIME_HEADER]: time, [NONCE_HEADER]: nonce }
         })
+      /** Spends a v2 nonce in the registry every gateway shares: false when it was spent before. */
+      const spend = (nonce: string, time: string) =>
+        Effect.map(
+          store.exec({
+            sql: "INSERT INTO proof_nonces (key, expires_at) VALUES (?, ?) ON CONFLICT DO NOTHING",
+            params: [`coordination:${config.nodeId}:${nonce}`, (Number(time) + SKEW_SECONDS + 1) * 1000]
+          }),
+          (r) => r.rowsAffected === 1
+        )
       return {
         post: (nodeId, path, payload, timeout) =>
           Effect.gen(function* () {
@@ -109,19 +151,26 @@ export class Coordination extends Context.Tag("portico/Coordination")<Coordinati
               Effect.timeoutFail({ duration: timeout, onTimeout: () => new PeerUnreachable({ nodeId, detail: "no answer in time" }) })
             )
           }),
-        sign: (audience, method, path, body) =>
-          Effect.map(Clock.currentTimeMillis, (now) => {
-            const time = String(Math.floor(now / 1000))
-            return { [MAC_HEADER]: mac(audience, method, path, body, time), [TIME_HEADER]: time }
-          }),
-        verify: (method, path, body, headers, remoteAddress) =>
-          Effect.map(Clock.currentTimeMillis, (now) => {
+        sign,
+        verify: (method, path, body, headers, remoteAddress, acceptV1) =>
+          Effect.gen(function* () {
             if (!isOverlaySource(remoteAddress)) return "not from the cluster's private network"
             const given = headers[MAC_HEADER]
             const time = headers[TIME_HEADER]
             if (given === undefined || time === undefined || !/^\d{1,12}$/.test(time)) return "coordination MAC missing"
+            const now = yield* Clock.currentTimeMillis
             if (Math.abs(Number(time) - now / 1000) > SKEW_SECONDS) return "coordination MAC expired"
-            return safeEqual(given, mac(config.nodeId, method, path, body, time)) ? undefined : "coordination MAC invalid"
+            if (given.startsWith("v1=")) {
+              if (!acceptV1) return "coordination MAC v1 is not accepted here: v2 is required"
+              return safeEqual(given, macV1(config.nodeId, method, path, body, time)) ? undefined : "coordination MAC invalid"
+            }
+            const nonce = headers[NONCE_HEADER]
+            if (nonce === undefined || !NONCE.test(nonce)) return "coordination nonce missing"
+            if (!safeEqual(given, macV2(config.nodeId, method, path, body, time, nonce))) return "coordination MAC invalid"
+            // spent only once the MAC holds: a forged call cannot use up a genuine one's nonce
+            const fresh = yield* Effect.orElseSucceed(spend(nonce, time), () => undefined)
+            if (fresh === undefined) return "the registry could not record the coordination nonce"
+            return fresh ? undefined : "coordination call replayed"
           })
       }
     })

@@ -20,6 +20,7 @@ export type Purpose =
   | "deployment-env"
   | "fetch-cap-hash"
   | "coordination-mac"
+  | "coordination-mac-v2"
 
 export interface SealerService {
   /** Encrypts `plaintext` for `purpose`, bound to `owner` (e.g. `namespace/id`). */

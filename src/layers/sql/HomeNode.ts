@@ -63,6 +63,14 @@ export const forwardToHome = (
       if (answer.status === 200 || answer.status === 201) return Effect.succeed(answer.text)
       const envelope = decodeEnvelope(answer.text)
       if (!passable.has(answer.status) || envelope._tag === "None") return Effect.fail(unreachable(home))
+      if (envelope.value.code === Code.COORDINATION_REFUSED) {
+        // the home node refused this gateway, not the client: a cluster misconfiguration (peer
+        // address, secret, clock) for the operator's log; the client hears the node is unreachable
+        return Effect.zipRight(
+          Effect.logWarning(`the home node ${home} refused this gateway's coordination call: ${envelope.value.error}`),
+          Effect.fail(unreachable(home))
+        )
+      }
       const retry = Number(answer.retryAfter)
       return Effect.fail(
         refuse(answer.status as RefusalStatus, envelope.value.code, envelope.value.error, envelope.value.hint, Number.isFinite(retry) && retry > 0 ? retry : undefined)

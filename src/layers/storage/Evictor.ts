@@ -39,6 +39,9 @@ export class Evictor extends Context.Tag("portico/Evictor")<Evictor, EvictorServ
 
       const askPeer = (nodeId: string, cid: string) =>
         coordination.post(nodeId, EVICT_PATH, { cid }, PEER_TIMEOUT).pipe(
+          Effect.tap((answer) =>
+            answer.status === 200 ? Effect.void : Effect.logWarning(`eviction on ${nodeId} not confirmed: it answered ${answer.status} ${answer.text.slice(0, 200)}`)
+          ),
           Effect.map((answer) => answer.status === 200 && Option.exists(confirmed(answer.text), (a) => a.evicted)),
           Effect.catchAll((e) => Effect.as(Effect.logWarning(`eviction on ${nodeId} not confirmed: ${"detail" in e ? e.detail : String(e)}`), false))
         )
