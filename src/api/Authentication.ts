@@ -1,6 +1,7 @@
 /**
- * The one gate in front of every route: rate limit by client network, resolve the credential,
- * rate limit by namespace, then apply the route's policy from `RoutePolicy.ts`.
+ * The one gate in front of every route: rate limit by client network (node-to-node routes
+ * excepted), resolve the credential, rate limit by namespace, then apply the route's policy from
+ * `RoutePolicy.ts`.
  */
 import { HttpApiMiddleware, HttpRouter, HttpServerRequest } from "@effect/platform"
 import { Effect, Layer, Option, Schema } from "effect"
@@ -101,9 +102,14 @@ export const AuthenticationLive = Layer.effect(
       const policy = routePolicies[policyKey(route.method, route.path)]
       if (policy === undefined) return yield* Effect.fail(internal())
 
+      // A node-to-node call comes from a peer gateway's address on behalf of its clients, who were
+      // charged at that front gateway: charging it here too would put every client reaching this
+      // node through that peer in one bucket. The route's own source check and coordination MAC
+      // guard it instead.
+      if (policy.kind === "internal") return undefined
       const client = yield* limiter.checkClient(Option.getOrUndefined(request.remoteAddress))
       if (!client.allowed) return yield* Effect.fail(rateLimited(client.retryAfterSeconds, "network"))
-      if (policy.kind === "open" || policy.kind === "internal") return undefined
+      if (policy.kind === "open") return undefined
 
       const header = request.headers["authorization"]
       const bearer = header === undefined ? undefined : bearerPattern.exec(header)?.[1]
