@@ -5,6 +5,7 @@
  */
 import Database from "better-sqlite3"
 import { Effect } from "effect"
+import { Wallet } from "ethers"
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs"
 import * as http from "node:http"
 import * as path from "node:path"
@@ -892,6 +893,18 @@ describe("node-local databases on another node: forwarded to the home node", () 
     expect(backup.status, backup.text).toBe(201)
     expect(backup.body.database_name).toBe("ledger")
     expect((await a.request("GET", "/v1/db/sqlite/backups?database_name=ledger", { token: owner })).body.backups[0].backup_cid).toBe(backup.body.backup_cid)
+    // the embedded content engine kept the backup's blocks on the home node: read there; through
+    // the other gateway the answer says where to read it instead of "retry shortly"
+    // (reading content takes a signed-in wallet's session)
+    const reader = Wallet.createRandom()
+    await a.request("POST", "/v1/namespace/members", { token: owner, json: { wallet: reader.address, role: "developer" } })
+    const { message } = (await a.request("POST", "/v1/auth/challenge", { json: { wallet: reader.address, namespace: "homes" } })).body
+    const session = (await a.request("POST", "/v1/auth/verify", { json: { message, signature: await reader.signMessage(message) } })).body
+    const there = await a.request("GET", `/v1/storage/get/${backup.body.backup_cid}`, { token: session.access_token })
+    expect(there.status).toBe(200)
+    const elsewhere = await b.request("GET", `/v1/storage/get/${backup.body.backup_cid}`, { token: session.access_token })
+    expectError(elsewhere, 503, "UNAVAILABLE")
+    expect(elsewhere.body.hint).toContain("home node")
 
     const deleted = await b.request("POST", "/v1/db/sqlite/delete", { token: owner, json: { database_name: "ledger" } })
     expect(deleted.body).toEqual({ name: "ledger", deleted: true })

@@ -15,7 +15,7 @@ import type { Statement } from "../registry/RegistryStore.js"
 import { ContentEngine, ContentEngineError, type PinState } from "./ContentEngine.js"
 import { ContentIndex, type RefKind } from "./ContentIndex.js"
 import { Evictor } from "./Evictor.js"
-import { noContent, notCanonical, refuse, storeDown, type StorageRefused } from "./StorageRefused.js"
+import { heldElsewhere, noContent, notCanonical, refuse, storeDown, type StorageRefused } from "./StorageRefused.js"
 import { FormRefused, formEvents } from "./UploadForm.js"
 
 export interface Stored {
@@ -212,7 +212,11 @@ export class Storage extends Context.Tag("portico/Storage")<Storage, StorageServ
             const held = yield* Effect.mapError(index.holds(namespace, cid), () => storeDown())
             if (!held) return yield* Effect.fail(noContent())
             const size = yield* Effect.mapError(engine.size(cid), engineDown)
-            if (size === undefined) return yield* Effect.fail(storeDown("the content is not reachable on this node"))
+            if (size === undefined) {
+              return yield* Effect.fail(
+                engine.kind === "embedded" ? heldElsewhere() : storeDown("the content is not reachable on this node")
+              )
+            }
             return { cid, size }
           }),
 

@@ -16,5 +16,18 @@ export const notCanonical = (text: string) =>
     "send a CIDv1 in lowercase base32 (bafy…) or a CIDv0 in base58btc (Qm…)"
   )
 
+/**
+ * The namespace holds the content, but the embedded engine of this gateway has none of its
+ * blocks: another gateway of the cluster stored it (an upload there, a backup taken on a
+ * database's home node). Retrying here will not change that: the hint says where to read it.
+ */
+export const heldElsewhere = () =>
+  refuse(
+    503,
+    Code.UNAVAILABLE,
+    "the content is held by another gateway of this cluster: the embedded content engine keeps blocks on the node that stored them",
+    "read it through the gateway that stored it (for a database backup, the database's home node), or run the cluster content engine so every gateway reaches it"
+  )
+
 export const noContent = () =>
   refuse(404, Code.NOT_FOUND, "this namespace holds no content with that CID", "upload it first")
