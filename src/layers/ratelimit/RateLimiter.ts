@@ -33,13 +33,64 @@ const allowed: Decision = { allowed: true, retryAfterSeconds: 0 }
 const MAX_BUCKETS = 100_000
 const LIMIT_CACHE_MS = 30_000
 
-/** The network a client address belongs to, so one host cannot dodge limits by rotating. */
+/** Four decimal octets, each 0-255, or undefined when the text is not a dotted IPv4 address. */
+const ipv4Octets = (text: string): ReadonlyArray<number> | undefined => {
+  const parts = text.split(".")
+  if (parts.length !== 4 || !parts.every((p) => /^\d{1,3}$/.test(p))) return undefined
+  const octets = parts.map(Number)
+  return octets.every((o) => o <= 255) ? octets : undefined
+}
+
+/**
+ * The eight 16-bit groups of an IPv6 address written any legal way (`::` anywhere, leading zeros,
+ * any case, a trailing dotted IPv4), or undefined when it is not one. Expanding first is what
+ * makes two spellings of one address agree and keeps the groups after `::` in their place.
+ */
+const ipv6Groups = (text: string): ReadonlyArray<number> | undefined => {
+  const halves = text.split("::")
+  if (halves.length > 2) return undefined
+  const split = (half: string | undefined) => (half === undefined || half === "" ? [] : half.split(":"))
+  const head = split(halves[0])
+  const tail = split(halves[1])
+  const last = halves.length === 2 ? tail : head
+  const lastPart = last[last.length - 1]
+  if (lastPart !== undefined && lastPart.includes(".")) {
+    const octets = ipv4Octets(lastPart)
+    if (octets === undefined) return undefined
+    const [a = 0, b = 0, c = 0, d = 0] = octets
+    last.splice(last.length - 1, 1, ((a << 8) | b).toString(16), ((c << 8) | d).toString(16))
+  }
+  if (![...head, ...tail].every((g) => /^[0-9a-f]{1,4}$/.test(g))) return undefined
+  const given = head.length + tail.length
+  // `::` stands for at least one zero group; without it all eight must be written
+  if (halves.length === 2 ? given > 7 : given !== 8) return undefined
+  const zeros = Array.from({ length: 8 - given }, () => "0")
+  return [...head, ...zeros, ...tail].map((g) => parseInt(g, 16))
+}
+
+/**
+ * The network a client address belongs to (IPv4 /24, IPv6 /64), so one host cannot dodge limits
+ * by rotating through the addresses it holds. An IPv4-mapped IPv6 address is its IPv4 network, so
+ * a dual-stack listener charges one client to one bucket whichever way it connected.
+ */
 export const clientNetwork = (address: string | undefined): string => {
   if (address === undefined || address === "") return "unknown"
-  const v4 = address.startsWith("::ffff:") ? address.slice(7) : address
-  if (/^\d+\.\d+\.\d+\.\d+$/.test(v4)) return v4.split(".").slice(0, 3).join(".") + ".0/24"
-  const groups = address.split("::")[0]?.split(":") ?? []
-  return groups.slice(0, 4).join(":") + "::/64"
+  // a zone names the local interface, not a different network
+  const bare = address.split("%")[0]?.toLowerCase().replace(/^\[(.*)\]$/, "$1") ?? ""
+  if (bare === "") return "unknown"
+  const v4 = ipv4Octets(bare)
+  if (v4 !== undefined) return v4.slice(0, 3).join(".") + ".0/24"
+  const groups = ipv6Groups(bare)
+  // Not from a socket in practice; keyed by itself so an unknown form cannot throttle everyone.
+  if (groups === undefined) return bare
+  const [g0, g1, g2, g3, g4, g5, g6 = 0, g7 = 0] = groups
+  if (g0 === 0 && g1 === 0 && g2 === 0 && g3 === 0 && g4 === 0 && g5 === 0xffff) {
+    return [g6 >> 8, g6 & 0xff, g7 >> 8].join(".") + ".0/24"
+  }
+  return groups
+    .slice(0, 4)
+    .map((g) => g.toString(16))
+    .join(":") + "::/64"
 }
 
 const take = (buckets: Map<string, Bucket>, key: string, limit: RateLimitSetting, now: number): Decision => {
