@@ -52,3 +52,61 @@ describe("client-network limit and node-to-node routes", () => {
     expect(reply.status).toBe(413)
   })
 })
+
+describe("a namespace's own limit is capped at the operator's per-namespace default", () => {
+  let gw: Gateway
+  let key: string
+  const env = {
+    PORTICO_RATE_LIMIT: "true",
+    PORTICO_RATE_LIMIT_CLIENT_RPS: "10000",
+    PORTICO_RATE_LIMIT_CLIENT_BURST: "10000",
+    PORTICO_RATE_LIMIT_NAMESPACE_RPS: "50",
+    PORTICO_RATE_LIMIT_NAMESPACE_BURST: "80"
+  }
+  beforeAll(async () => {
+    gw = await startGateway({ env })
+    key = (await gw.cli(["namespace", "create", "capped"])).api_key
+  })
+  afterAll(async () => {
+    await gw?.stop()
+  })
+
+  const put = (json: unknown) => gw.request("PUT", "/v1/namespace/rate-limit", { token: key, json })
+
+  it("refuses the owner a limit above the default, naming the ceiling, and keeps the default", async () => {
+    const raised = await put({ requests_per_second: 1_000_000, burst: 10_000_000 })
+    expectError(raised, 400, "VALIDATION_FAILED")
+    expect(raised.body.hint).toContain("50 requests per second")
+    expect(raised.body.hint).toContain("burst 80")
+    expectError(await put({ requests_per_second: 51 }), 400, "VALIDATION_FAILED")
+    expectError(await put({ requests_per_second: 10, burst: 81 }), 400, "VALIDATION_FAILED")
+    const view = await gw.request("GET", "/v1/namespace/rate-limit", { token: key })
+    expect(view.body).toEqual({ namespace: "capped", requests_per_second: 50, burst: 80, source: "default" })
+  })
+
+  it("accepts a limit at or below the default; a derived burst is held to the ceiling", async () => {
+    expect((await put({ requests_per_second: 50 })).body).toEqual({
+      namespace: "capped",
+      requests_per_second: 50,
+      // twice the rate would be 100
+      burst: 80,
+      source: "namespace"
+    })
+    expect((await put({ requests_per_second: 20 })).body).toMatchObject({ requests_per_second: 20, burst: 40 })
+    expect((await put({ requests_per_second: 10, burst: 80 })).body).toMatchObject({ requests_per_second: 10, burst: 80 })
+  })
+
+  it("bounds a stored limit by a lower default on another gateway", async () => {
+    expect((await put({ requests_per_second: 40, burst: 80 })).status).toBe(200)
+    const lower = await startGateway({
+      dataDir: gw.dataDir,
+      env: { ...env, PORTICO_RATE_LIMIT_NAMESPACE_RPS: "20", PORTICO_RATE_LIMIT_NAMESPACE_BURST: "30" }
+    })
+    try {
+      const view = await lower.request("GET", "/v1/namespace/rate-limit", { token: key })
+      expect(view.body).toEqual({ namespace: "capped", requests_per_second: 20, burst: 30, source: "namespace" })
+    } finally {
+      await lower.stop()
+    }
+  })
+})

@@ -189,10 +189,22 @@ export const NamespaceHandlers = HttpApiBuilder.group(PorticoApi, "namespace", (
           if (payload.requests_per_second === null && payload.burst !== undefined) {
             return yield* badRequest("burst needs requests_per_second; null restores the default for both", undefined, Code.VALIDATION_FAILED)
           }
-          const limit =
-            payload.requests_per_second === null
-              ? undefined
-              : { rps: payload.requests_per_second, burst: payload.burst ?? payload.requests_per_second * 2 }
+          // A tenant may lower its limit, not raise it: the operator's per-namespace default is
+          // what this gateway was sized for, and one namespace lifting itself would take the
+          // capacity its neighbours share.
+          const ceiling = limiter.namespaceCeiling
+          const aboveCeiling = (what: string, max: number) =>
+            badRequest(
+              `${what} may be at most ${max}`,
+              `the ceiling is this gateway's per-namespace default (${ceiling.rps} requests per second, burst ${ceiling.burst}); a namespace may lower its limit, only the operator raises the default`,
+              Code.VALIDATION_FAILED
+            )
+          const rps = payload.requests_per_second
+          if (rps !== null && rps > ceiling.rps) return yield* aboveCeiling("requests_per_second", ceiling.rps)
+          if (payload.burst !== undefined && payload.burst > ceiling.burst) return yield* aboveCeiling("burst", ceiling.burst)
+          // the derived burst (twice the rate) is held to the ceiling rather than refused: the
+          // caller did not ask for it
+          const limit = rps === null ? undefined : { rps, burst: payload.burst ?? Math.min(rps * 2, ceiling.burst) }
           yield* Effect.mapError(namespaces.setRateLimit(p.namespace, limit, p.subject), storeDown)
           yield* limiter.invalidate(p.namespace)
           return yield* rateLimitView(p.namespace)

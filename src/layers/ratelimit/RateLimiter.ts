@@ -1,7 +1,8 @@
 /**
  * Token-bucket rate limits per client network (IPv4 /24, IPv6 /64) and per namespace, held in
- * memory per gateway. A namespace's own limit, when set, replaces the default; it is read from
- * the registry at most every 30 seconds so the check stays off the store on the hot path.
+ * memory per gateway. A namespace's own limit, when set, replaces the default but never exceeds
+ * it; it is read from the registry at most every 30 seconds so the check stays off the store on
+ * the hot path.
  */
 import { Clock, Context, Effect, Layer, Option } from "effect"
 import { PorticoConfig, type RateLimitSetting } from "../config/PorticoConfig.js"
@@ -18,6 +19,8 @@ export interface RateLimiterService {
   readonly checkNamespace: (namespace: string) => Effect.Effect<Decision>
   /** Sign-in attempts per wallet, so one account cannot be hammered from many networks. */
   readonly checkWallet: (wallet: string) => Effect.Effect<Decision>
+  /** The operator's per-namespace default: the most a namespace may set as its own limit. */
+  readonly namespaceCeiling: RateLimitSetting
   /** The limit in force for a namespace and where it comes from. */
   readonly limitOf: (namespace: string) => Effect.Effect<{ readonly limit: RateLimitSetting; readonly source: "namespace" | "default" }>
   /** Forgets the cached namespace limit after a change on this gateway. */
@@ -93,6 +96,15 @@ export const clientNetwork = (address: string | undefined): string => {
     .join(":") + "::/64"
 }
 
+/**
+ * A namespace's own limit as enforced: each value capped at the operator's default. A row stored
+ * before the cap existed, or before the operator lowered the default, is bounded all the same.
+ */
+export const capNamespaceLimit = (own: RateLimitSetting, ceiling: RateLimitSetting): RateLimitSetting => ({
+  rps: Math.min(own.rps, ceiling.rps),
+  burst: Math.min(own.burst, ceiling.burst)
+})
+
 const take = (buckets: Map<string, Bucket>, key: string, limit: RateLimitSetting, now: number): Decision => {
   let bucket = buckets.get(key)
   if (bucket === undefined) {
@@ -137,6 +149,7 @@ export class RateLimiter extends Context.Tag("portico/RateLimiter")<RateLimiter,
           // A registry hiccup keeps the last known limit rather than failing the request.
           const value = yield* namespaces.get(namespace).pipe(
             Effect.map(Option.flatMap((ns) => Option.fromNullable(ns.rateLimit))),
+            Effect.map(Option.map((own) => capNamespaceLimit(own, defaults.perNamespace))),
             Effect.map(Option.getOrUndefined),
             Effect.orElseSucceed(() => cached?.value)
           )
@@ -163,6 +176,7 @@ export class RateLimiter extends Context.Tag("portico/RateLimiter")<RateLimiter,
           defaults.enabled
             ? Effect.map(Clock.currentTimeMillis, (now) => take(wallets, wallet.toLowerCase(), defaults.perWallet, now))
             : Effect.succeed(allowed),
+        namespaceCeiling: defaults.perNamespace,
         limitOf: (namespace) =>
           Effect.map(namespaceLimit(namespace), (own) =>
             own === undefined
