@@ -8,6 +8,7 @@ import { Effect, Layer, Option, Schema } from "effect"
 import { Code, forbidden, internal, RateLimited, unauthorized, unavailable, Wire } from "../domain/Errors.js"
 import { CurrentPrincipal, hasGrant, isControlPlane, isNamespaceAdmin, type Principal } from "../domain/Principal.js"
 import { Authenticator } from "../layers/auth/Authenticator.js"
+import { isOverlaySource } from "../layers/coordination/Coordination.js"
 import { PorticoConfig } from "../layers/config/PorticoConfig.js"
 import { RateLimiter } from "../layers/ratelimit/RateLimiter.js"
 import { RequestMeta } from "./RequestMeta.js"
@@ -105,8 +106,12 @@ export const AuthenticationLive = Layer.effect(
       // A node-to-node call comes from a peer gateway's address on behalf of its clients, who were
       // charged at that front gateway: charging it here too would put every client reaching this
       // node through that peer in one bucket. The route's own source check and coordination MAC
-      // guard it instead.
-      if (policy.kind === "internal") return undefined
+      // guard it instead. A source off the private overlay is refused here, before its body is
+      // even decoded: it learns nothing of the internal routes' shapes and costs almost nothing.
+      if (policy.kind === "internal") {
+        if (isOverlaySource(Option.getOrUndefined(request.remoteAddress))) return undefined
+        return yield* Effect.fail(forbidden("not from the cluster's private network", Code.COORDINATION_REFUSED))
+      }
       const client = yield* limiter.checkClient(Option.getOrUndefined(request.remoteAddress))
       if (!client.allowed) return yield* Effect.fail(rateLimited(client.retryAfterSeconds, "network"))
       if (policy.kind === "open") return undefined
