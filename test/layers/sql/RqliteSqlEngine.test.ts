@@ -2,11 +2,27 @@ import { describe, expect, it } from "@effect/vitest"
 import Database from "better-sqlite3"
 import { Duration, Effect } from "effect"
 import * as fs from "node:fs"
-import { createServer } from "node:http"
+import { createServer, type Server } from "node:http"
 import * as os from "node:os"
 import * as path from "node:path"
 import { RqliteSqlEngine } from "../../../src/layers/sql/RqliteSqlEngine.js"
 import { hasRqlited, rqlited, rqlitedMissingMessage } from "../../support/rqlited.js"
+
+/** Listens on a free loopback port for the scope; the port. */
+const listening = (server: Server) =>
+  Effect.acquireRelease(
+    Effect.async<number>((resume) => {
+      server.listen(0, "127.0.0.1", () => {
+        const address = server.address()
+        resume(Effect.succeed(typeof address === "object" && address !== null ? address.port : 0))
+      })
+    }),
+    () =>
+      Effect.async<void>((resume) => {
+        server.closeAllConnections()
+        server.close(() => resume(Effect.void))
+      })
+  )
 
 describe("RqliteSqlEngine credentials", () => {
   it.scopedLive("sends a URL's user and password on statements, export and import", () =>
@@ -25,17 +41,7 @@ describe("RqliteSqlEngine credentials", () => {
           else response.writeHead(200, { "content-type": "application/json" }).end(JSON.stringify({ results: [{ rows_affected: 1, last_insert_id: 1 }] }))
         })
       })
-      yield* Effect.acquireRelease(
-        Effect.async<void>((resume) => {
-          server.listen(0, "127.0.0.1", () => resume(Effect.void))
-        }),
-        () => Effect.async<void>((resume) => {
-          server.closeAllConnections()
-          server.close(() => resume(Effect.void))
-        })
-      )
-      const address = server.address()
-      const port = typeof address === "object" && address !== null ? address.port : 0
+      const port = yield* listening(server)
       const engine = RqliteSqlEngine.make({ url: `http://ten%40nt:p%3Ass@127.0.0.1:${port}/`, timeout: Duration.seconds(5) })
       const dir = fs.mkdtempSync(path.join(os.tmpdir(), "portico-engine-"))
       yield* Effect.addFinalizer(() => Effect.sync(() => fs.rmSync(dir, { recursive: true, force: true })))
@@ -57,17 +63,7 @@ describe("RqliteSqlEngine deadline", () => {
         requests++
         request.resume()
       })
-      yield* Effect.acquireRelease(
-        Effect.async<void>((resume) => {
-          server.listen(0, "127.0.0.1", () => resume(Effect.void))
-        }),
-        () => Effect.async<void>((resume) => {
-          server.closeAllConnections()
-          server.close(() => resume(Effect.void))
-        })
-      )
-      const address = server.address()
-      const port = typeof address === "object" && address !== null ? address.port : 0
+      const port = yield* listening(server)
       const engine = RqliteSqlEngine.make({ url: `http://127.0.0.1:${port}`, timeout: Duration.millis(300) })
       const started = Date.now()
       const error = yield* Effect.flip(engine.statement({ sql: "SELECT 1", params: [], kind: "read" }, "counted"))
