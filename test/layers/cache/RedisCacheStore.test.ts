@@ -5,6 +5,7 @@ import { RedisCacheStore } from "../../../src/layers/cache/RedisCacheStore.js"
 import type { RedisCacheConfig } from "../../../src/layers/cache/RedisCacheStore.js"
 import { hasRedisServer, redisMissingMessage, redisServer } from "../../support/redis.js"
 import { cacheStoreSuite } from "./CacheStore.suite.js"
+import { Redis } from "ioredis"
 
 /** Short deadlines so failure paths are quick; a local server answers in well under a millisecond. */
 const testConfig = (url: string, patch?: Partial<RedisCacheConfig>): RedisCacheConfig => ({
@@ -112,25 +113,49 @@ if (!hasRedisServer()) {
       })
     )
 
-    it.scopedLive("evicts least recently used entries under a small maxmemory", () =>
+    it.scopedLive("evicts least recently used entries once past maxmemory", () =>
       Effect.gen(function* () {
-        const server = yield* redisServer({ maxmemory: "2mb" })
+        // Redis' LRU clock ticks once a second and eviction samples keys, so among keys written
+        // within one second which one goes is chance (an earlier version of this test wrote 500
+        // keys in ~200 ms and asserted the early ones went; it failed whenever they had not).
+        // Here ages differ by more than a tick: an old generation, then, a second and a half
+        // later, a hot set read again and a new generation that pushes memory past the bound.
+        // LRU must take old entries only; random eviction would take hot and new ones too.
+        const server = yield* redisServer({ maxmemory: "64mb" })
         const store = yield* build(testConfig(server.url))
+        const admin = yield* Effect.acquireRelease(
+          Effect.sync(() => new Redis(server.url, { lazyConnect: false, maxRetriesPerRequest: 1 })),
+          (client) => Effect.sync(() => client.disconnect())
+        )
         const value = JSON.stringify("x".repeat(10_000))
-        const count = 500 // ~5 MB written into a 2 MB server
-        for (let index = 0; index < count; index++) {
-          yield* store.put("ns", "m", `k${index}`, { json: value, expiresAt: undefined })
-        }
-        // Redis' LRU is approximated by sampling, so a few early keys may survive and, rarely, a
-        // recent one goes: assert the shape (early ones mostly gone, the newest kept), not a cut.
-        const early = yield* store.mget("ns", "m", Array.from({ length: 100 }, (_, index) => `k${index}`))
-        const late = yield* store.mget("ns", "m", Array.from({ length: 10 }, (_, index) => `k${count - 10 + index}`))
-        expect(early.filter((slot) => slot !== undefined).length).toBeLessThan(10)
-        // (sampling can pick a recent key now and then: nearly all of the newest stay)
-        expect(late.filter((slot) => slot === value).length).toBeGreaterThanOrEqual(8)
-        const live = yield* store.scan("ns", "m", () => true)
-        expect(live.length).toBeGreaterThan(10)
-        expect(live.length).toBeLessThan(count / 2)
+        const keys = (prefix: string, count: number) => Array.from({ length: count }, (_, index) => `${prefix}${index}`)
+        const putAll = (names: ReadonlyArray<string>) =>
+          Effect.forEach(names, (key) => store.put("ns", "m", key, { json: value, expiresAt: undefined }), { discard: true })
+        const present = (names: ReadonlyArray<string>) =>
+          Effect.map(store.mget("ns", "m", names), (slots) => slots.filter((slot) => slot === value).length)
+
+        const old = keys("old", 150)
+        const hot = keys("hot", 10)
+        const fresh = keys("new", 100)
+        yield* putAll(old)
+        yield* putAll(hot)
+        yield* Effect.sleep(Duration.millis(1500))
+        expect(yield* present(hot)).toBe(10) // read: their LRU clock moves past the old generation's
+
+        // the bound: what is held now plus ~0.6 MB, so the new generation (~1 MB) must evict
+        const info = yield* Effect.promise(() => admin.info("memory"))
+        const used = Number(/used_memory:(\d+)/.exec(info)?.[1])
+        expect(used).toBeGreaterThan(1_500_000)
+        yield* Effect.promise(() => admin.config("SET", "maxmemory-samples", "10"))
+        yield* Effect.promise(() => admin.config("SET", "maxmemory", String(used + 600_000)))
+        yield* putAll(fresh)
+
+        expect(yield* present(fresh)).toBe(100)
+        expect(yield* present(hot)).toBe(10)
+        const oldLeft = yield* present(old)
+        expect(oldLeft).toBeLessThan(150 - 30)
+        const stats = yield* Effect.promise(() => admin.info("stats"))
+        expect(Number(/evicted_keys:(\d+)/.exec(stats)?.[1])).toBe(150 - oldLeft)
       })
     )
 
