@@ -6,7 +6,7 @@
  * caller checks. The SQLite engine behaves the same way, so services written against this Tag
  * run unchanged on either engine.
  */
-import { Context, Data, Effect } from "effect"
+import { Context, Data, type Effect, type Either } from "effect"
 
 /** A value that can be bound to a statement parameter or read from a column. */
 export type SqlValue = string | number | null
@@ -38,6 +38,11 @@ export class StoreError extends Data.TaggedError("StoreError")<{
 export interface RegistryStoreService {
   /** Runs a read statement and returns its rows as objects keyed by column name. */
   readonly query: (statement: Statement) => Effect.Effect<ReadonlyArray<Row>, StoreError>
+  /**
+   * `query` answered on the spot, on an engine that can (SQLite's read connection); absent where
+   * a read must wait (rqlite). The listener's fast lane reads through it (src/api/FastLane.ts).
+   */
+  readonly queryNow?: ((statement: Statement) => Either.Either<ReadonlyArray<Row>, StoreError>) | undefined
   /** Runs one write statement. */
   readonly exec: (statement: Statement) => Effect.Effect<ExecResult, StoreError>
   /** Runs write statements atomically, in order: all apply or none do. */

@@ -8,11 +8,12 @@ import { Migrator, SqlClient } from "@effect/sql"
 import type { SqlError } from "@effect/sql/SqlError"
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import Database from "better-sqlite3"
-import { Duration, Effect, Exit, Layer, Schedule } from "effect"
+import { Duration, Effect, Either, Exit, Layer, Schedule } from "effect"
 import { mkdirSync } from "node:fs"
 import * as path from "node:path"
 import { migrations as registryMigrations } from "./migrations.js"
 import { RegistryStore, StoreError } from "./RegistryStore.js"
+import { openWalGeneration } from "./WalGeneration.js"
 import type { ExecResult, RegistryStoreService, Row, Statement } from "./RegistryStore.js"
 
 export interface SqliteRegistryConfig {
@@ -27,6 +28,9 @@ export const registryDbPath = (dataDir: string): string => path.join(dataDir, "r
 
 /** The `@effect/sql` Migrator's bookkeeping table (its own schema: migration_id, name, created_at). */
 const migrationsTable = "effect_sql_migrations"
+/** Registry answers kept between commits: how many, and the most rows one may hold. */
+const KEPT_ANSWERS_MAX = 4096
+const KEPT_ROWS_MAX = 4
 const defaultBusyTimeout = Duration.seconds(5)
 
 const errorCode = (error: unknown): string | undefined =>
@@ -148,22 +152,52 @@ const make = (config: SqliteRegistryConfig) =>
       (db) => Effect.sync(() => db.close())
     )
     const prepared = new Map<string, Database.Statement>()
-    const query = (statement: Statement): Effect.Effect<ReadonlyArray<Row>, StoreError> =>
-      Effect.try({
-        try: () => {
-          let stmt = prepared.get(statement.sql)
-          if (stmt === undefined) {
-            stmt = reader.prepare(statement.sql)
-            // the registry's statements are a fixed set; a bound keeps a bug from growing it forever
-            if (prepared.size >= 512) prepared.clear()
-            prepared.set(statement.sql, stmt)
-          }
-          // The registry schema has no BLOB columns and integers stay below 2^53, so the rows
-          // hold only strings, numbers and nulls.
-          return stmt.all(...(statement.params ?? [])) as ReadonlyArray<Row>
-        },
-        catch: fromDriverError
-      })
+    const read = (statement: Statement): Either.Either<ReadonlyArray<Row>, StoreError> => {
+      try {
+        let stmt = prepared.get(statement.sql)
+        if (stmt === undefined) {
+          stmt = reader.prepare(statement.sql)
+          // the registry's statements are a fixed set; a bound keeps a bug from growing it forever
+          if (prepared.size >= 512) prepared.clear()
+          prepared.set(statement.sql, stmt)
+        }
+        // The registry schema has no BLOB columns and integers stay below 2^53, so the rows
+        // hold only strings, numbers and nulls.
+        return Either.right(stmt.all(...(statement.params ?? [])) as ReadonlyArray<Row>)
+      } catch (error) {
+        return Either.left(fromDriverError(error))
+      }
+    }
+
+    // Small answers are kept while nothing has been committed to the registry since they were read,
+    // by this process or any other (the CLI, a second gateway on the same file): the answer to the
+    // same statement is then the same, and telling so costs one pread of the WAL generation
+    // instead of a read transaction. Every request with a credential reads its key or session
+    // row, so this is most of what a hot route pays for its credential check; a revocation is
+    // still seen by the very next request, on every gateway (docs/performance.md).
+    const generation = yield* Effect.acquireRelease(
+      Effect.sync(() => openWalGeneration(config.filename)),
+      (g) => Effect.sync(() => g?.close())
+    )
+    const answers = new Map<string, { readonly generation: string; readonly rows: ReadonlyArray<Row> }>()
+    const queryNow = (statement: Statement): Either.Either<ReadonlyArray<Row>, StoreError> => {
+      // read before the statement runs: a commit in between leaves the answer kept under the older
+      // generation, so the next caller reads again
+      const current = generation?.read()
+      if (current === undefined) return read(statement)
+      const key = statement.params === undefined ? statement.sql : statement.sql + "\u0000" + JSON.stringify(statement.params)
+      const kept = answers.get(key)
+      if (kept !== undefined && kept.generation === current) return Either.right(kept.rows)
+      const result = read(statement)
+      if (Either.isRight(result) && result.right.length <= KEPT_ROWS_MAX) {
+        if (answers.size >= KEPT_ANSWERS_MAX) answers.clear()
+        // shared by every caller that reads it until the next commit: nobody may change it
+        for (const row of result.right) Object.freeze(row)
+        answers.set(key, { generation: current, rows: Object.freeze(result.right) })
+      }
+      return result
+    }
+    const query = (statement: Statement): Effect.Effect<ReadonlyArray<Row>, StoreError> => Effect.suspend(() => queryNow(statement))
 
     const execUnlocked = (statement: Statement): Effect.Effect<ExecResult, StoreError> =>
       connection
@@ -192,7 +226,7 @@ const make = (config: SqliteRegistryConfig) =>
       (rows) => rows.flatMap((row) => (typeof row["name"] === "string" ? [row["name"]] : []))
     )
 
-    const service: RegistryStoreService = { query, exec, batch, migrations, engine: "sqlite" }
+    const service: RegistryStoreService = { query, queryNow, exec, batch, migrations, engine: "sqlite" }
     return service
   })
 

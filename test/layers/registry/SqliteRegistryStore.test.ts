@@ -1,7 +1,8 @@
 import * as Reactivity from "@effect/experimental/Reactivity"
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import { describe, expect, it } from "@effect/vitest"
-import { Context, Duration, Effect, Layer } from "effect"
+import { Context, Duration, Effect, Either, Layer } from "effect"
+import Database from "better-sqlite3"
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
@@ -67,6 +68,42 @@ describe("SqliteRegistryStore specifics", () => {
       expect(yield* store.query({ sql: "SELECT COUNT(*) AS n FROM t" })).toEqual([{ n: 0 }])
       yield* other.unsafe("ROLLBACK")
       expect((yield* store.exec({ sql: "INSERT INTO t (x) VALUES (1)" })).rowsAffected).toBe(1)
+    })
+  )
+
+  it.scopedLive("an answer kept between commits is read again after any connection commits", () =>
+    Effect.gen(function* () {
+      const dir = yield* tempDir
+      const filename = registryDbPath(dir)
+      const store = Context.get(yield* Layer.build(SqliteRegistryStore.layer({ filename })), RegistryStore)
+      const queryNow = store.queryNow
+      if (queryNow === undefined) return expect.fail("the SQLite store reads on the spot")
+      yield* store.exec({ sql: "CREATE TABLE t (id TEXT PRIMARY KEY, v INTEGER)" })
+      yield* store.exec({ sql: "INSERT INTO t VALUES ('a', 1)" })
+      const read = () => Either.getOrThrow(queryNow({ sql: "SELECT v FROM t WHERE id = ?", params: ["a"] }))
+      expect(read()).toEqual([{ v: 1 }])
+      const kept = read()
+      expect(read()).toBe(kept) // the very same answer: nothing was committed in between
+
+      // another connection, as a second gateway or the CLI would hold, commits a change
+      const other = new Database(filename)
+      yield* Effect.addFinalizer(() => Effect.sync(() => other.close()))
+      other.prepare("UPDATE t SET v = 2 WHERE id = 'a'").run()
+      expect(read()).toEqual([{ v: 2 }])
+      // this store's own writes, and a write that changes nothing the statement reads, too
+      yield* store.exec({ sql: "UPDATE t SET v = 3 WHERE id = 'a'" })
+      expect(read()).toEqual([{ v: 3 }])
+      const before = read()
+      other.prepare("INSERT INTO t VALUES ('b', 9)").run()
+      const after = read()
+      expect(after).toEqual([{ v: 3 }])
+      expect(after).not.toBe(before)
+      // a checkpoint that empties the WAL moves the generation on as well
+      other.pragma("wal_checkpoint(TRUNCATE)")
+      other.prepare("UPDATE t SET v = 4 WHERE id = 'a'").run()
+      expect(read()).toEqual([{ v: 4 }])
+      // kept answers cannot be changed by one caller under another's feet
+      expect(Object.isFrozen(read()[0])).toBe(true)
     })
   )
 })
