@@ -5,7 +5,7 @@
  */
 import { HttpApiMiddleware, HttpRouter, HttpServerRequest } from "@effect/platform"
 import { Effect, Layer, Option, Schema } from "effect"
-import { Code, forbidden, internal, RateLimited, unauthorized, unavailable, Wire } from "../domain/Errors.js"
+import { Code, type Forbidden, forbidden, internal, RateLimited, unauthorized, unavailable, Wire } from "../domain/Errors.js"
 import { CurrentPrincipal, hasGrant, isControlPlane, isNamespaceAdmin, type Principal } from "../domain/Principal.js"
 import { Authenticator } from "../layers/auth/Authenticator.js"
 import { isOverlaySource } from "../layers/coordination/Coordination.js"
@@ -19,9 +19,10 @@ export class Authentication extends HttpApiMiddleware.Tag<Authentication>()("por
   provides: CurrentPrincipal
 }) {}
 
-const bearerPattern = /^Bearer[ \t]+([A-Za-z0-9._~+/=-]{1,4096})[ \t]*$/i
+/** `Authorization: Bearer <credential>`, the credential's characters and length bounded. */
+export const bearerPattern = /^Bearer[ \t]+([A-Za-z0-9._~+/=-]{1,4096})[ \t]*$/i
 
-const rateLimited = (retryAfterSeconds: number, what: string) =>
+export const rateLimited = (retryAfterSeconds: number, what: string) =>
   new RateLimited({
     error: `too many requests from this ${what}`,
     code: Code.RATE_LIMITED,
@@ -29,66 +30,68 @@ const rateLimited = (retryAfterSeconds: number, what: string) =>
     retryAfterSeconds
   })
 
-/** Applies a route policy to a resolved caller. */
-export const authorize = (policy: Policy, principal: Principal, operators: ReadonlyArray<string>) => {
+/** Why a route policy refuses a resolved caller, or undefined when it admits them. */
+export const policyRefusal = (policy: Policy, principal: Principal, operators: ReadonlyArray<string>): Forbidden | undefined => {
   switch (policy.kind) {
     case "open":
     case "internal":
     case "authenticated":
-      return Effect.void
+      return undefined
     case "session":
       return principal.method !== "jwt" || principal.keyId !== undefined
-        ? Effect.fail(
-            forbidden(
-              "this route needs a signed-in user's token; an API key is refused",
-              Code.SESSION_REQUIRED,
-              "sign in with a wallet (POST /v1/auth/challenge, /v1/auth/verify) and send its access token"
-            )
+        ? forbidden(
+            "this route needs a signed-in user's token; an API key is refused",
+            Code.SESSION_REQUIRED,
+            "sign in with a wallet (POST /v1/auth/challenge, /v1/auth/verify) and send its access token"
           )
         : hasGrant(principal, policy.grant)
-          ? Effect.void
-          : Effect.fail(forbidden(`this route needs the ${policy.grant} grant`, Code.GRANT_REQUIRED))
+          ? undefined
+          : forbidden(`this route needs the ${policy.grant} grant`, Code.GRANT_REQUIRED)
     case "grant":
       return hasGrant(principal, policy.grant)
-        ? Effect.void
-        : Effect.fail(forbidden(`this route needs the ${policy.grant} grant`, Code.GRANT_REQUIRED))
+        ? undefined
+        : forbidden(`this route needs the ${policy.grant} grant`, Code.GRANT_REQUIRED)
     case "control-plane":
       return isControlPlane(principal)
         ? policy.grant === undefined || hasGrant(principal, policy.grant)
-          ? Effect.void
-          : Effect.fail(forbidden(`this route needs the ${policy.grant} grant`, Code.GRANT_REQUIRED))
-        : Effect.fail(
-            forbidden(
-              "this route needs an admin key or a wallet with role developer or above",
-              Code.CONTROL_PLANE_REQUIRED,
-              "app-runtime keys cannot reach the control plane"
-            )
+          ? undefined
+          : forbidden(`this route needs the ${policy.grant} grant`, Code.GRANT_REQUIRED)
+        : forbidden(
+            "this route needs an admin key or a wallet with role developer or above",
+            Code.CONTROL_PLANE_REQUIRED,
+            "app-runtime keys cannot reach the control plane"
           )
     // Namespace and members write are the owner's and admins' (keys or wallets of those roles): a
     // custom key minted with one of these grants, or a developer, is refused as not the owner's.
     case "namespace-write":
       return !isNamespaceAdmin(principal)
-        ? Effect.fail(forbidden("this route is for owners and admins", Code.CONTROL_PLANE_REQUIRED, "use an admin key or an admin wallet"))
+        ? forbidden("this route is for owners and admins", Code.CONTROL_PLANE_REQUIRED, "use an admin key or an admin wallet")
         : hasGrant(principal, "namespace-write")
-          ? Effect.void
-          : Effect.fail(forbidden("this route needs namespace write (owner or admin)", Code.GRANT_REQUIRED))
+          ? undefined
+          : forbidden("this route needs namespace write (owner or admin)", Code.GRANT_REQUIRED)
     case "members-write":
       return !isNamespaceAdmin(principal)
-        ? Effect.fail(forbidden("this route is for owners and admins", Code.CONTROL_PLANE_REQUIRED, "use an admin key or an admin wallet"))
+        ? forbidden("this route is for owners and admins", Code.CONTROL_PLANE_REQUIRED, "use an admin key or an admin wallet")
         : hasGrant(principal, "members-write")
-          ? Effect.void
-          : Effect.fail(forbidden("this route needs members write (owner or admin)", Code.GRANT_REQUIRED))
+          ? undefined
+          : forbidden("this route needs members write (owner or admin)", Code.GRANT_REQUIRED)
     case "owner":
       return principal.role !== "owner"
-        ? Effect.fail(forbidden("only the namespace owner may do this", Code.OWNER_REQUIRED))
+        ? forbidden("only the namespace owner may do this", Code.OWNER_REQUIRED)
         : policy.grant === undefined || hasGrant(principal, policy.grant)
-          ? Effect.void
-          : Effect.fail(forbidden(`this route needs the ${policy.grant} grant`, Code.GRANT_REQUIRED))
+          ? undefined
+          : forbidden(`this route needs the ${policy.grant} grant`, Code.GRANT_REQUIRED)
     case "operator":
       return hasGrant(principal, "operator") && operators.includes(principal.subject)
-        ? Effect.void
-        : Effect.fail(forbidden("this route is for cluster operators", Code.NOT_AN_OPERATOR))
+        ? undefined
+        : forbidden("this route is for cluster operators", Code.NOT_AN_OPERATOR)
   }
+}
+
+/** Applies a route policy to a resolved caller. */
+export const authorize = (policy: Policy, principal: Principal, operators: ReadonlyArray<string>) => {
+  const refused = policyRefusal(policy, principal, operators)
+  return refused === undefined ? Effect.void : Effect.fail(refused)
 }
 
 export const AuthenticationLive = Layer.effect(

@@ -3,7 +3,7 @@
  * size and depth. Used where an attacker could smuggle a second value past a last-wins parser:
  * device proofs and JOSE headers.
  */
-import { Data, Effect } from "effect"
+import { Data, type Effect, Either } from "effect"
 import { parseExactJson } from "./ExactJson.js"
 
 export class StrictJsonInvalid extends Data.TaggedError("StrictJsonInvalid")<{ readonly reason: string }> {}
@@ -123,22 +123,24 @@ const scanArray = (src: string, pos: number, depth: number, limits: StrictJsonLi
 }
 
 /** JSON.parse that refuses duplicate keys at any depth, over-deep nesting and over-long input. */
-export const parseStrictJson = (
-  text: string,
-  limits: StrictJsonLimits = DEFAULT_LIMITS
-): Effect.Effect<unknown, StrictJsonInvalid> => {
-  if (text.length > limits.maxChars) return Effect.fail(new StrictJsonInvalid({ reason: "JSON text too long" }))
+export const strictJson = (text: string, limits: StrictJsonLimits = DEFAULT_LIMITS): Either.Either<unknown, StrictJsonInvalid> => {
+  if (text.length > limits.maxChars) return Either.left(new StrictJsonInvalid({ reason: "JSON text too long" }))
   const scan = scanValue(text, 0, 0, limits)
-  if (!scan.ok) return Effect.fail(new StrictJsonInvalid({ reason: scan.reason }))
+  if (!scan.ok) return Either.left(new StrictJsonInvalid({ reason: scan.reason }))
   if (skipWs(text, scan.pos) !== text.length) {
-    return Effect.fail(new StrictJsonInvalid({ reason: "trailing characters after the JSON value" }))
+    return Either.left(new StrictJsonInvalid({ reason: "trailing characters after the JSON value" }))
   }
-  return Effect.try({
+  try {
     // integers past 2^53 arrive as bigint, not rounded (SQL arguments, ExactJson.ts)
-    try: (): unknown => parseExactJson(text),
-    catch: () => new StrictJsonInvalid({ reason: "not valid JSON" })
-  })
+    return Either.right(parseExactJson(text))
+  } catch {
+    return Either.left(new StrictJsonInvalid({ reason: "not valid JSON" }))
+  }
 }
+
+/** `strictJson` as an effect. */
+export const parseStrictJson = (text: string, limits: StrictJsonLimits = DEFAULT_LIMITS): Effect.Effect<unknown, StrictJsonInvalid> =>
+  strictJson(text, limits)
 
 /**
  * The source text of one member of a top-level JSON object, exactly as written (so a number

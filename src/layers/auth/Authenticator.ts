@@ -2,12 +2,12 @@
  * Turns a presented bearer credential into a Principal: an API key by keyed-hash lookup, or an
  * access token by signature, with a token exchanged from a key still tied to that key's life.
  */
-import { Context, Data, Effect, Layer, Option } from "effect"
+import { Context, Data, Effect, Either, Layer, Option } from "effect"
 import { type Grant, type KeyRole, parseGrant, type Role, roleGrants } from "../../domain/Grants.js"
 import type { Principal } from "../../domain/Principal.js"
 import { ApiKeys, type ApiKeyRecord } from "../keys/ApiKeys.js"
 import type { StoreError } from "../registry/RegistryStore.js"
-import { KeyRing } from "../tokens/KeyRing.js"
+import { KeyRing, type VerifiedClaims } from "../tokens/KeyRing.js"
 
 /**
  * Whether a session still stands, and with which role its wallet stands in the namespace now.
@@ -16,7 +16,11 @@ import { KeyRing } from "../tokens/KeyRing.js"
  */
 export class SessionLiveness extends Context.Tag("portico/SessionLiveness")<
   SessionLiveness,
-  { readonly standing: (sessionId: string) => Effect.Effect<Option.Option<Role>, StoreError> }
+  {
+    readonly standing: (sessionId: string) => Effect.Effect<Option.Option<Role>, StoreError>
+    /** `standing` answered on the spot, where the registry reads on the spot. */
+    readonly standingNow?: ((sessionId: string) => Either.Either<Option.Option<Role>, StoreError>) | undefined
+  }
 >() {}
 
 export class CredentialRejected extends Data.TaggedError("CredentialRejected")<{
@@ -31,6 +35,12 @@ export const looksLikeApiKey = (token: string): boolean => token.startsWith("por
 
 export interface AuthenticatorService {
   readonly authenticate: (bearer: string) => Effect.Effect<Principal, CredentialRejected | StoreError>
+  /**
+   * `authenticate` answered on the spot (`now` in Unix ms), or undefined when that needs a wait:
+   * a token never verified here, or a registry that cannot read on the spot. Same rules, same
+   * answers; the listener's fast lane uses it (src/api/FastLane.ts).
+   */
+  readonly authenticateNow: (bearer: string, now: number) => Either.Either<Principal, CredentialRejected | StoreError> | undefined
   /** A 15-minute access token carrying the key's namespace, role and grants. */
   readonly exchange: (key: ApiKeyRecord) => Effect.Effect<string>
 }
@@ -52,6 +62,38 @@ const fromKey = (key: ApiKeyRecord): Principal => ({
   deviceId: undefined
 })
 
+const unknownKey = new CredentialRejected({ kind: "api_key", reason: "unknown, expired or revoked API key" })
+const keyRevoked = new CredentialRejected({ kind: "jwt", reason: "the key behind this token was revoked" })
+const sessionEnded = new CredentialRejected({ kind: "jwt", reason: "the session of this token has ended" })
+
+const byKey = (found: Option.Option<ApiKeyRecord>): Either.Either<Principal, CredentialRejected> =>
+  Option.isSome(found) ? Either.right(fromKey(found.value)) : Either.left(unknownKey)
+
+// A token exchanged from a key dies with the key: revocation is at once. It acts with the key's
+// role and grants as they are now (an owner key becomes an admin key when the namespace changes
+// hands), not as they were when the token was issued.
+const byExchangedToken = (claims: VerifiedClaims, key: Option.Option<ApiKeyRecord>): Either.Either<Principal, CredentialRejected> =>
+  Option.isNone(key) || key.value.namespace !== claims.ns ? Either.left(keyRevoked) : Either.right({ ...fromKey(key.value), method: "jwt" })
+
+// A session's tokens die with it: logout, session end, device revocation and the wallet's removal
+// are at once. They act with the role the wallet holds now, not the one written into the token up
+// to 15 minutes ago: a demoted admin, or an owner who handed the namespace on, has only what the
+// registry says at each request. `standing` is undefined for a token of no session.
+const bySessionToken = (claims: VerifiedClaims, standing: Option.Option<Role> | undefined): Either.Either<Principal, CredentialRejected> => {
+  if (standing !== undefined && Option.isNone(standing)) return Either.left(sessionEnded)
+  const role = standing === undefined ? (claims.role as Role | KeyRole) : standing.value
+  return Either.right({
+    namespace: claims.ns,
+    subject: claims.sub,
+    method: "jwt",
+    role,
+    grants: standing === undefined ? grantsOf(claims.grants) : grantsOf(roleGrants[standing.value]),
+    keyId: claims.key,
+    sessionId: claims.sid,
+    deviceId: claims.did
+  })
+}
+
 export class Authenticator extends Context.Tag("portico/Authenticator")<Authenticator, AuthenticatorService>() {
   static readonly Live = Layer.effect(
     Authenticator,
@@ -59,56 +101,29 @@ export class Authenticator extends Context.Tag("portico/Authenticator")<Authenti
       const keys = yield* ApiKeys
       const ring = yield* KeyRing
       const sessions = yield* SessionLiveness
+      const keysNow = keys.now
+      const standingNow = sessions.standingNow
       return {
         authenticate: (bearer) => {
-          if (looksLikeApiKey(bearer)) {
-            return Effect.flatMap(keys.authenticate(bearer), (found) =>
-              Option.match(found, {
-                onNone: () => Effect.fail(new CredentialRejected({ kind: "api_key", reason: "unknown, expired or revoked API key" })),
-                onSome: (key) => Effect.succeed(fromKey(key))
-              })
-            )
-          }
+          if (looksLikeApiKey(bearer)) return Effect.flatMap(keys.authenticate(bearer), byKey)
           return Effect.gen(function* () {
             const claims = yield* Effect.mapError(
               ring.verify(bearer),
               (e) => new CredentialRejected({ kind: "jwt", reason: e.reason })
             )
-            // A token exchanged from a key dies with the key: revocation is at once. It acts with
-            // the key's role and grants as they are now (an owner key becomes an admin key when
-            // the namespace changes hands), not as they were when the token was issued.
-            if (claims.key !== undefined) {
-              const key = yield* keys.active(claims.key)
-              if (Option.isNone(key) || key.value.namespace !== claims.ns) {
-                return yield* new CredentialRejected({ kind: "jwt", reason: "the key behind this token was revoked" })
-              }
-              return { ...fromKey(key.value), method: "jwt" as const }
-            }
-            // A session's tokens die with it: logout, session end, device revocation and the
-            // wallet's removal are at once. They act with the role the wallet holds now, not the
-            // one written into the token up to 15 minutes ago: a demoted admin, or an owner who
-            // handed the namespace on, has only what the registry says at each request.
-            let role = claims.role as Role | KeyRole
-            let grants = grantsOf(claims.grants)
-            if (claims.sid !== undefined) {
-              const standing = yield* sessions.standing(claims.sid)
-              if (Option.isNone(standing)) {
-                return yield* new CredentialRejected({ kind: "jwt", reason: "the session of this token has ended" })
-              }
-              role = standing.value
-              grants = grantsOf(roleGrants[standing.value])
-            }
-            return {
-              namespace: claims.ns,
-              subject: claims.sub,
-              method: "jwt" as const,
-              role,
-              grants,
-              keyId: claims.key,
-              sessionId: claims.sid,
-              deviceId: claims.did
-            }
+            if (claims.key !== undefined) return yield* byExchangedToken(claims, yield* keys.active(claims.key))
+            return yield* bySessionToken(claims, claims.sid === undefined ? undefined : yield* sessions.standing(claims.sid))
           })
+        },
+        authenticateNow: (bearer, now) => {
+          if (keysNow === undefined) return undefined
+          if (looksLikeApiKey(bearer)) return Either.flatMap(keysNow.authenticate(bearer, now), byKey)
+          const claims = ring.verifiedBefore(bearer, now)
+          if (claims === undefined) return undefined
+          if (claims.key !== undefined) return Either.flatMap(keysNow.active(claims.key, now), (key) => byExchangedToken(claims, key))
+          if (claims.sid === undefined) return bySessionToken(claims, undefined)
+          if (standingNow === undefined) return undefined
+          return Either.flatMap(standingNow(claims.sid), (standing) => bySessionToken(claims, standing))
         },
         exchange: (key) =>
           ring.sign(

@@ -42,6 +42,15 @@ export interface CacheStoreService {
   ) => Effect.Effect<ReadonlyArray<string>, CacheUnavailable>
   /** Cheap liveness for `/v1/cache/health` and `/health`. */
   readonly ping: Effect.Effect<void, CacheUnavailable>
+  /** put, get, delete and mget answered on the spot, on an engine that can (the embedded one). */
+  readonly now?: CacheStoreNow | undefined
+}
+
+export interface CacheStoreNow {
+  readonly put: (namespace: string, dmap: string, key: string, entry: CacheEntry) => void
+  readonly get: (namespace: string, dmap: string, key: string) => string | undefined
+  readonly delete: (namespace: string, dmap: string, key: string) => boolean
+  readonly mget: (namespace: string, dmap: string, keys: ReadonlyArray<string>) => ReadonlyArray<string | undefined>
 }
 
 export class CacheStore extends Context.Tag("portico/CacheStore")<CacheStore, CacheStoreService>() {}

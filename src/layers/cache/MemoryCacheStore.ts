@@ -4,7 +4,7 @@
  */
 import { Clock, Effect, Layer, Option } from "effect"
 import { LRUCache } from "lru-cache"
-import { CacheStore, type CacheStoreService } from "./CacheStore.js"
+import { type CacheEntry, CacheStore, type CacheStoreNow, type CacheStoreService } from "./CacheStore.js"
 
 /** Per-entry bookkeeping in lru-cache and our object: counted so the bound is about real memory. */
 const ENTRY_OVERHEAD_BYTES = 96
@@ -39,26 +39,32 @@ export const makeMemoryCacheStore = (maxBytesPerNamespace: number, now: () => nu
     }
     return cache
   }
+  const putAt = (namespace: string, dmap: string, key: string, entry: CacheEntry, at: number): void => {
+    const cache = spaceOf(namespace)
+    const name = slot(dmap, key)
+    if (entry.expiresAt !== undefined && entry.expiresAt <= at) {
+      cache.delete(name)
+      return
+    }
+    cache.set(name, entry.json, entry.expiresAt === undefined ? {} : { ttl: entry.expiresAt - at })
+  }
+  const sync: CacheStoreNow = {
+    put: (namespace, dmap, key, entry) => putAt(namespace, dmap, key, entry, now()),
+    get: (namespace, dmap, key) => spaces.get(namespace)?.get(slot(dmap, key)),
+    delete: (namespace, dmap, key) => spaces.get(namespace)?.delete(slot(dmap, key)) ?? false,
+    mget: (namespace, dmap, keys) => {
+      const cache = spaces.get(namespace)
+      return keys.map((k) => cache?.get(slot(dmap, k)))
+    }
+  }
   return {
     engine: "memory",
+    now: sync,
     fits: (dmap, key, json) => entrySize(json, slot(dmap, key)) <= maxBytesPerNamespace,
-    put: (namespace, dmap, key, entry) =>
-      Effect.map(Clock.currentTimeMillis, (now) => {
-        const cache = spaceOf(namespace)
-        const name = slot(dmap, key)
-        if (entry.expiresAt !== undefined && entry.expiresAt <= now) {
-          cache.delete(name)
-          return
-        }
-        cache.set(name, entry.json, entry.expiresAt === undefined ? {} : { ttl: entry.expiresAt - now })
-      }),
-    get: (namespace, dmap, key) => Effect.sync(() => Option.fromNullable(spaces.get(namespace)?.get(slot(dmap, key)))),
-    delete: (namespace, dmap, key) => Effect.sync(() => spaces.get(namespace)?.delete(slot(dmap, key)) ?? false),
-    mget: (namespace, dmap, keys) =>
-      Effect.sync(() => {
-        const cache = spaces.get(namespace)
-        return keys.map((k) => cache?.get(slot(dmap, k)))
-      }),
+    put: (namespace, dmap, key, entry) => Effect.map(Clock.currentTimeMillis, (at) => putAt(namespace, dmap, key, entry, at)),
+    get: (namespace, dmap, key) => Effect.sync(() => Option.fromNullable(sync.get(namespace, dmap, key))),
+    delete: (namespace, dmap, key) => Effect.sync(() => sync.delete(namespace, dmap, key)),
+    mget: (namespace, dmap, keys) => Effect.sync(() => sync.mget(namespace, dmap, keys)),
     scan: (namespace, dmap, match) =>
       Effect.sync(() => {
         const cache = spaces.get(namespace)

@@ -6,7 +6,7 @@
  * is 32 random bytes in base64url. The id lets a lookup hit the primary key; the secret is only
  * ever compared as an HMAC under a purpose-derived key, so a registry dump reveals no usable key.
  */
-import { Clock, Context, Effect, Layer, Option } from "effect"
+import { Clock, Context, Effect, Either, Layer, Option } from "effect"
 import * as crypto from "node:crypto"
 import { type Grant, type KeyRole, parseGrant } from "../../domain/Grants.js"
 import { RegistryStore, type Row, type Statement, type StoreError } from "../registry/RegistryStore.js"
@@ -54,6 +54,13 @@ export interface ApiKeysService {
   readonly list: (namespace: string) => Effect.Effect<ReadonlyArray<ApiKeyRecord>, StoreError>
   /** The conditional revoke for the caller's batch: touches only an unrevoked key of `namespace`. */
   readonly revokeStatement: (namespace: string, id: string, at: number) => Statement
+  /** `authenticate` and `active` answered on the spot, where the registry reads on the spot. */
+  readonly now?: ApiKeysNow | undefined
+}
+
+export interface ApiKeysNow {
+  readonly authenticate: (presented: string, now: number) => Either.Either<Option.Option<ApiKeyRecord>, StoreError>
+  readonly active: (id: string, now: number) => Either.Either<Option.Option<ApiKeyRecord>, StoreError>
 }
 
 const BASE32 = "abcdefghijklmnopqrstuvwxyz234567"
@@ -65,6 +72,14 @@ const newKeyId = (): string => {
 }
 
 const tokenPattern = /^portico_(key_[a-z2-7]{16})_([A-Za-z0-9_-]{43})$/
+
+/** A presented key's id and secret, or undefined when it is not of the key's form. */
+const parsePresented = (presented: string): { readonly id: string; readonly secret: string } | undefined => {
+  const match = tokenPattern.exec(presented)
+  const id = match?.[1]
+  const secret = match?.[2]
+  return id === undefined || secret === undefined ? undefined : { id, secret }
+}
 
 interface ParsedScopes {
   readonly scopes: ReadonlyArray<string>
@@ -122,6 +137,9 @@ const parseScopes = (text: string): Array<string> => {
   }
 }
 
+/** Keys whose matched secret is remembered (secretMatches). */
+const MATCHED_MAX = 10_000
+
 const COLUMNS = "id, namespace, hash, role, scopes, label, created_at, created_by, expires_at, revoked_at"
 
 export class ApiKeys extends Context.Tag("portico/ApiKeys")<ApiKeys, ApiKeysService>() {
@@ -135,10 +153,44 @@ export class ApiKeys extends Context.Tag("portico/ApiKeys")<ApiKeys, ApiKeysServ
       const isActive = (record: ApiKeyRecord, now: number) =>
         record.revokedAt === undefined && (record.expiresAt === undefined || record.expiresAt > now)
 
-      const byId = (id: string) =>
-        Effect.map(store.query({ sql: `SELECT ${COLUMNS} FROM api_keys WHERE id = ?`, params: [id] }), (rows) =>
-          Option.fromNullable(rows[0])
-        )
+      const byId = (id: string): Statement => ({ sql: `SELECT ${COLUMNS} FROM api_keys WHERE id = ?`, params: [id] })
+
+      // A secret that matched its key's stored hash is not hashed again while that hash is the
+      // one stored: the HMAC was most of what a request paid for its key once the row read became
+      // cheap. Held in memory only, as the secret is while its request is served; bounded.
+      const matched = new Map<string, { readonly hash: string; readonly secret: string }>()
+      const secretMatches = (id: string, stored: string, secret: string): boolean => {
+        const known = matched.get(id)
+        if (known !== undefined && known.hash === stored) return safeEqual(known.secret, secret)
+        if (!safeEqual(stored, hashOf(id, secret))) return false
+        if (matched.size >= MATCHED_MAX) matched.clear()
+        matched.set(id, { hash: stored, secret })
+        return true
+      }
+
+      /** The presented key's row, when its secret matches and the key is live. */
+      const accepted = (rows: ReadonlyArray<Row>, id: string, secret: string, now: number): Option.Option<ApiKeyRecord> => {
+        const row = rows[0]
+        if (row === undefined) return Option.none()
+        const record = toRecord(row)
+        return secretMatches(id, String(row.hash), secret) && isActive(record, now) ? Option.some(record) : Option.none()
+      }
+      const live = (rows: ReadonlyArray<Row>, now: number): Option.Option<ApiKeyRecord> =>
+        Option.filter(Option.map(Option.fromNullable(rows[0]), toRecord), (record) => isActive(record, now))
+
+      const readNow = store.queryNow
+      const now: ApiKeysNow | undefined =
+        readNow === undefined
+          ? undefined
+          : {
+              authenticate: (presented, at) => {
+                const parsed = parsePresented(presented)
+                return parsed === undefined
+                  ? Either.right(Option.none())
+                  : Either.map(readNow(byId(parsed.id)), (rows) => accepted(rows, parsed.id, parsed.secret, at))
+              },
+              active: (id, at) => Either.map(readNow(byId(id)), (rows) => live(rows, at))
+            }
 
       return {
         prepare: (request) =>
@@ -181,27 +233,13 @@ export class ApiKeys extends Context.Tag("portico/ApiKeys")<ApiKeys, ApiKeysServ
             }
           }),
         authenticate: (presented) => {
-          const match = tokenPattern.exec(presented)
-          const id = match?.[1]
-          const secret = match?.[2]
-          if (id === undefined || secret === undefined) return Effect.succeed(Option.none())
-          return Effect.flatMap(byId(id), (row) =>
-            Effect.map(Clock.currentTimeMillis, (now) =>
-              Option.flatMap(row, (r) => {
-                const record = toRecord(r)
-                return safeEqual(String(r.hash), hashOf(id, secret)) && isActive(record, now)
-                  ? Option.some(record)
-                  : Option.none()
-              })
-            )
+          const parsed = parsePresented(presented)
+          if (parsed === undefined) return Effect.succeed(Option.none())
+          return Effect.flatMap(store.query(byId(parsed.id)), (rows) =>
+            Effect.map(Clock.currentTimeMillis, (at) => accepted(rows, parsed.id, parsed.secret, at))
           )
         },
-        active: (id) =>
-          Effect.flatMap(byId(id), (row) =>
-            Effect.map(Clock.currentTimeMillis, (now) =>
-              Option.filter(Option.map(row, toRecord), (record) => isActive(record, now))
-            )
-          ),
+        active: (id) => Effect.flatMap(store.query(byId(id)), (rows) => Effect.map(Clock.currentTimeMillis, (at) => live(rows, at))),
         list: (namespace) =>
           Effect.map(
             store.query({
@@ -213,7 +251,8 @@ export class ApiKeys extends Context.Tag("portico/ApiKeys")<ApiKeys, ApiKeysServ
         revokeStatement: (namespace, id, at) => ({
           sql: "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND namespace = ? AND revoked_at IS NULL",
           params: [at, id, namespace]
-        })
+        }),
+        now
       }
     })
   )

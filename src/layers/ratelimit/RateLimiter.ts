@@ -25,6 +25,17 @@ export interface RateLimiterService {
   readonly limitOf: (namespace: string) => Effect.Effect<{ readonly limit: RateLimitSetting; readonly source: "namespace" | "default" }>
   /** Forgets the cached namespace limit after a change on this gateway. */
   readonly invalidate: (namespace: string) => Effect.Effect<void>
+  /**
+   * `checkClient` then, if that allows, `checkNamespace`, answered on the spot (`now` in Unix ms),
+   * saying which refused; undefined, with nothing charged, when the namespace's own limit is not
+   * known without a registry read. The listener's fast lane uses it (src/api/FastLane.ts).
+   */
+  readonly admitNow: (remoteAddress: string | undefined, namespace: string, now: number) => Admission | undefined
+}
+
+export interface Admission extends Decision {
+  /** The bucket that refused, when one did. */
+  readonly refusedBy: "network" | "namespace" | undefined
 }
 
 interface Bucket {
@@ -33,6 +44,7 @@ interface Bucket {
 }
 
 const allowed: Decision = { allowed: true, retryAfterSeconds: 0 }
+const admitted: Admission = { allowed: true, retryAfterSeconds: 0, refusedBy: undefined }
 const MAX_BUCKETS = 100_000
 const LIMIT_CACHE_MS = 30_000
 
@@ -183,7 +195,16 @@ export class RateLimiter extends Context.Tag("portico/RateLimiter")<RateLimiter,
               ? { limit: defaults.perNamespace, source: "default" as const }
               : { limit: own, source: "namespace" as const }
           ),
-        invalidate: (namespace) => Effect.sync(() => void limits.delete(namespace))
+        invalidate: (namespace) => Effect.sync(() => void limits.delete(namespace)),
+        admitNow: (remoteAddress, namespace, now) => {
+          if (!defaults.enabled) return admitted
+          const cached = limits.get(namespace)
+          if (cached === undefined || now - cached.at >= LIMIT_CACHE_MS) return undefined
+          const client = take(clients, clientNetwork(remoteAddress), defaults.perClientNetwork, now)
+          if (!client.allowed) return { ...client, refusedBy: "network" }
+          const space = take(spaces, namespace, cached.value ?? defaults.perNamespace, now)
+          return space.allowed ? admitted : { ...space, refusedBy: "namespace" }
+        }
       }
     })
   )

@@ -6,7 +6,7 @@
  * Every check runs before anything is spent or written; every conditional write is an SQL
  * predicate whose row count decides (rqlite has no interactive transactions).
  */
-import { Clock, Context, Data, Effect, Layer, Option } from "effect"
+import { Clock, Context, Data, Effect, Either, Layer, Option } from "effect"
 import * as crypto from "node:crypto"
 import { assertDeviceId, type DeviceKey, parseDeviceKey, verifyDeviceSignature } from "../../domain/DeviceKey.js"
 import { checkProof, type DeviceProofAction } from "../../domain/DeviceProof.js"
@@ -162,6 +162,26 @@ export interface SessionsService {
    * active and the wallet may still sign in (checked per request).
    */
   readonly standing: (sessionId: string) => Effect.Effect<Option.Option<Role>, StoreError>
+  /** `standing` answered on the spot, where the registry reads on the spot. */
+  readonly standingNow?: ((sessionId: string) => Either.Either<Option.Option<Role>, StoreError>) | undefined
+}
+
+/** The session, its device, the wallet's membership and the namespace's sign-in rule, in one read. */
+const standingStatement = (sessionId: string) => ({
+  sql: `SELECT s.ended_at, d.status, m.role, n.sign_in FROM sessions s
+        LEFT JOIN devices d ON d.namespace = s.namespace AND d.id = s.device_id
+        LEFT JOIN members m ON m.namespace = s.namespace AND m.wallet = s.wallet
+        LEFT JOIN namespaces n ON n.name = s.namespace
+        WHERE s.id = ?`,
+  params: [sessionId]
+})
+
+const standingOf = (rows: ReadonlyArray<Row>): Option.Option<Role> => {
+  const row = rows[0]
+  if (row === undefined || row.ended_at !== null || (row.status !== null && row.status !== "active")) return Option.none()
+  // a member's role, else an end user where sign-in is open, else no longer let in
+  if (typeof row.role === "string") return Option.some(row.role as Role)
+  return row.sign_in === "open" ? Option.some("user" as const) : Option.none()
 }
 
 const tokenPattern = /^(rt1|dv1)_[A-Za-z0-9_-]{43}$/
@@ -175,13 +195,14 @@ export class Sessions extends Context.Tag("portico/Sessions")<Sessions, Sessions
   /** The liveness check the authenticator needs, from the same service. */
   static readonly Liveness = Layer.effect(
     SessionLiveness,
-    Effect.map(Sessions, (s) => ({ standing: s.standing }))
+    Effect.map(Sessions, (s) => ({ standing: s.standing, standingNow: s.standingNow }))
   )
 
   static readonly Live = Layer.effect(
     Sessions,
     Effect.gen(function* () {
       const store = yield* RegistryStore
+      const readNow = store.queryNow
       const sealer = yield* Sealer
       const ring = yield* KeyRing
       const config = yield* PorticoConfig
@@ -882,24 +903,8 @@ export class Sessions extends Context.Tag("portico/Sessions")<Sessions, Sessions
             })
             if (ended.rowsAffected === 0) return yield* refuse(404, "NOT_FOUND", "no such session")
           }),
-        standing: (sessionId) =>
-          Effect.map(
-            store.query({
-              sql: `SELECT s.ended_at, d.status, m.role, n.sign_in FROM sessions s
-                    LEFT JOIN devices d ON d.namespace = s.namespace AND d.id = s.device_id
-                    LEFT JOIN members m ON m.namespace = s.namespace AND m.wallet = s.wallet
-                    LEFT JOIN namespaces n ON n.name = s.namespace
-                    WHERE s.id = ?`,
-              params: [sessionId]
-            }),
-            (rows): Option.Option<Role> => {
-              const row = rows[0]
-              if (row === undefined || row.ended_at !== null || (row.status !== null && row.status !== "active")) return Option.none()
-              // a member's role, else an end user where sign-in is open, else no longer let in
-              if (typeof row.role === "string") return Option.some(row.role as Role)
-              return row.sign_in === "open" ? Option.some("user" as const) : Option.none()
-            }
-          )
+        standing: (sessionId) => Effect.map(store.query(standingStatement(sessionId)), standingOf),
+        standingNow: readNow === undefined ? undefined : (sessionId) => Either.map(readNow(standingStatement(sessionId)), standingOf)
       }
     })
   )

@@ -32,6 +32,11 @@ export interface KeyRingService {
   readonly sign: (claims: AccessClaims, ttlSeconds: number) => Effect.Effect<string>
   /** Verifies signature, algorithm, issuer and expiry; any failure is `TokenInvalid`. */
   readonly verify: (token: string) => Effect.Effect<VerifiedClaims, TokenInvalid>
+  /**
+   * The claims of a token `verify` accepted before and that has not expired at `now` (Unix ms);
+   * undefined for any other token, which must go through `verify`.
+   */
+  readonly verifiedBefore: (token: string, now: number) => VerifiedClaims | undefined
   /** The public keys, as published at `/v1/auth/jwks`. */
   readonly jwks: Effect.Effect<{ readonly keys: ReadonlyArray<jose.JWK> }>
 }
@@ -118,8 +123,13 @@ export class KeyRing extends Context.Tag("portico/KeyRing")<KeyRing, KeyRingServ
         })
 
       const verified = new Map<string, VerifiedClaims>()
+      const verifiedBefore = (token: string, now: number): VerifiedClaims | undefined => {
+        const known = verified.get(token)
+        return known !== undefined && known.exp * 1000 > now ? known : undefined
+      }
       const signKey = signer.privateKey
       return {
+        verifiedBefore,
         sign: (claims, ttlSeconds) =>
           Effect.flatMap(Clock.currentTimeMillis, (now) =>
             Effect.promise(() => {
@@ -138,8 +148,8 @@ export class KeyRing extends Context.Tag("portico/KeyRing")<KeyRing, KeyRingServ
             const now = yield* Clock.currentTimeMillis
             // A token verified before is immutable: its claims are reused until it expires.
             // Liveness (session, device, key) is checked by the caller on every request anyway.
-            const known = verified.get(token)
-            if (known !== undefined && known.exp * 1000 > now) return known
+            const known = verifiedBefore(token, now)
+            if (known !== undefined) return known
             const [headerPart, payloadPart] = token.split(".")
             if (headerPart === undefined || payloadPart === undefined) {
               return yield* new TokenInvalid({ reason: "malformed token" })
