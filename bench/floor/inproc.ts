@@ -1,6 +1,6 @@
 /**
  * CPU per request through the real gateway listener, in process, no sockets:
- * `npx tsx bench/floor/inproc.ts [N]`. Drives `gatewayListener` with minimal stand-ins for node's
+ * `npx tsx bench/floor/inproc.ts [N]` (INPROC_ONLY=whoami|sql|rqlite|cache, INPROC_FAST_LANE=false). Drives `gatewayListener` with minimal stand-ins for node's
  * request and response (what the adapter reads and writes), so a change to the request path can
  * be measured in seconds and without the machine's socket noise. The socket's own cost (writev,
  * the HTTP parser) is not in these numbers; the floor run (run.ts) has it.
@@ -100,7 +100,8 @@ const measure = async (name: string, listener: Listener, method: string, url: st
 
 const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "portico-inproc-"))
 const rqliteUrl = process.env.INPROC_RQLITE // an rqlited to serve namespace "bench"'s cluster SQL store
-const base = testSettings(dataDir, { port: 0, logRequests: false })
+// INPROC_FAST_LANE=false serves every request through the HttpApi app (src/api/FastLane.ts)
+const base = testSettings(dataDir, { port: 0, logRequests: false, fastLane: process.env.INPROC_FAST_LANE !== "false" })
 const settings = rqliteUrl === undefined ? base : { ...base, sql: { ...base.sql, rqlite: new Map([["bench", rqliteUrl]]) } }
 
 const program = Effect.gen(function* () {
@@ -120,11 +121,13 @@ const program = Effect.gen(function* () {
       await measure("POST /v1/rqlite/query", listener, "POST", "/v1/rqlite/query", auth, JSON.stringify({ sql: `SELECT * FROM ${table} WHERE id = ?`, args: [42] }))
     }
     if (process.env.INPROC_ONLY === "rqlite") return
+    if (process.env.INPROC_ONLY !== "cache") {
     await oneRequest(listener, "POST", "/v1/db/sqlite/create", auth, JSON.stringify({ database_name: "bench" }))
     await oneRequest(listener, "POST", "/v1/db/sqlite/query", auth, JSON.stringify({ database_name: "bench", query: "CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT)" }))
     await oneRequest(listener, "POST", "/v1/db/sqlite/query", auth, JSON.stringify({ database_name: "bench", query: "INSERT INTO t VALUES (42, 'x')" }))
     await measure("POST /v1/db/sqlite/query", listener, "POST", "/v1/db/sqlite/query", auth, JSON.stringify({ database_name: "bench", query: "SELECT * FROM t WHERE id = ?", params: [42] }))
     if (process.env.INPROC_ONLY === "sql") return
+    }
     await measure("POST /v1/cache/get", listener, "POST", "/v1/cache/get", auth, JSON.stringify({ dmap: "bench", key: "hot" }))
     await measure("POST /v1/cache/put", listener, "POST", "/v1/cache/put", auth, JSON.stringify({ dmap: "bench", key: "hot", value: "y".repeat(100) }))
   })

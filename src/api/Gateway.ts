@@ -27,6 +27,7 @@ import { SystemHandlers } from "./handlers/SystemHandlers.js"
 import { FORWARD_PATHS } from "../layers/sql/HomeNode.js"
 import { logParserRefusal, logRequest } from "./AccessLog.js"
 import { fastRuntimeLayer, makeRequestListener } from "./NodeAdapter.js"
+import { makeFastLane } from "./FastLane.js"
 import { NodeHttpServer } from "@effect/platform-node"
 
 const HandlersLive = Layer.mergeAll(
@@ -90,8 +91,10 @@ export const gatewayListener = (settings: PorticoSettings) =>
       Effect.provide(context),
       HttpRouter.withRouterConfig({ maxParamLength: MAX_PATH_PARAM_LENGTH })
     )
+    const fastLane = settings.fastLane ? yield* makeFastLane.pipe(Effect.provide(context)) : undefined
     return makeRequestListener(app, runtime, {
       maxBodyBytes: settings.maxBodyBytes,
+      fastLane,
       onAnswered: settings.logRequests ? logRequest : undefined,
       routeBodyCaps: new Map([
         ["POST /v1/rqlite/import", settings.sql.importMaxBytes],

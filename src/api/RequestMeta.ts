@@ -14,6 +14,10 @@ export const RequestMeta = {
   setNamespace: (request: HttpServerRequest.HttpServerRequest, namespace: string): void => {
     namespaces.set(keyOf(request), namespace)
   },
+  /** `setNamespace` by the platform's request itself (the fast lane has no HttpServerRequest). */
+  setNamespaceOfSource: (source: object, namespace: string): void => {
+    namespaces.set(source, namespace)
+  },
   /** The namespace by the platform's request itself (the node:http one), as the listener holds it. */
   namespaceOfSource: (source: object): string | undefined => namespaces.get(source)
 }

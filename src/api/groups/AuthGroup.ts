@@ -3,6 +3,7 @@ import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "@effect/platform"
 import { Schema } from "effect"
 import { Wire } from "../../domain/Errors.js"
 import { Label, NamespaceName } from "../../domain/Names.js"
+import { grantStrings, type Principal } from "../../domain/Principal.js"
 import { strict, UnixSeconds } from "../Wire.js"
 
 export const Whoami = Schema.Struct({
@@ -12,6 +13,15 @@ export const Whoami = Schema.Struct({
   role: Schema.String,
   grants: Schema.Array(Schema.String)
 }).annotations({ identifier: "Whoami" })
+
+/** The whoami answer for a caller: never the credential itself. */
+export const whoamiOf = (p: Principal): typeof Whoami.Type => ({
+  namespace: p.namespace,
+  subject: p.subject,
+  method: p.method,
+  role: p.role,
+  grants: [...grantStrings(p)]
+})
 
 export const AccessToken = Schema.Struct({
   access_token: Schema.String,

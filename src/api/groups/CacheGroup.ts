@@ -36,6 +36,25 @@ export const MgetAnswer = Schema.Struct({
 export const ScanAnswer = Schema.Struct({ keys: Schema.Array(Schema.String), count: Schema.Int, dmap: Schema.String }).annotations({
   identifier: "CacheKeys"
 })
+/*
+ * Answers are assembled around the stored JSON text rather than parsed and re-encoded, which
+ * would round large integers and long decimals. The HttpApi handlers and the fast lane both
+ * answer through these.
+ */
+
+/** The answer of a put or delete. */
+export const changedText = (key: string, dmap: string): string => `{"status":"ok","key":${JSON.stringify(key)},"dmap":${JSON.stringify(dmap)}}`
+
+/** The answer of a get: the value's stored JSON text, as it was put. */
+export const valueText = (key: string, json: string, dmap: string): string =>
+  `{"key":${JSON.stringify(key)},"value":${json},"dmap":${JSON.stringify(dmap)}}`
+
+/** The answer of an mget: one result per requested key, in request order, null for a miss. */
+export const valuesText = (dmap: string, keys: ReadonlyArray<string>, values: ReadonlyArray<string | undefined>): string => {
+  const results = keys.map((k, i) => `{"key":${JSON.stringify(k)},"value":${values[i] ?? "null"}}`)
+  return `{"dmap":${JSON.stringify(dmap)},"results":[${results.join(",")}]}`
+}
+
 export const CacheHealth = Schema.Struct({ status: Schema.Literal("ok"), service: Schema.Literal("cache") })
 
 export class CacheGroup extends HttpApiGroup.make("cache")

@@ -12,6 +12,7 @@ import { ApiKeys } from "../../layers/keys/ApiKeys.js"
 import type { StoreError } from "../../layers/registry/RegistryStore.js"
 import { type IssuedSession, type SessionRefused, Sessions } from "../../layers/sessions/Sessions.js"
 import { PorticoApi } from "../Api.js"
+import { whoamiOf } from "../groups/AuthGroup.js"
 import { toUnixSeconds } from "../Wire.js"
 import { requirePrincipal } from "./Principal.js"
 
@@ -77,15 +78,7 @@ export const AuthHandlers = HttpApiBuilder.group(PorticoApi, "auth", (handlers) 
         .end({ namespace: p.namespace, wallet: p.subject, sessionId, callerDeviceId, deviceProof, reason })
         .pipe(Effect.mapError(asHttp), Effect.as({ ended: sessionId }))
     return handlers
-      .handle("whoami", () =>
-        Effect.map(requirePrincipal, (p) => ({
-          namespace: p.namespace,
-          subject: p.subject,
-          method: p.method,
-          role: p.role,
-          grants: [...grantStrings(p)]
-        }))
-      )
+      .handle("whoami", () => Effect.map(requirePrincipal, whoamiOf))
       .handle("token", () =>
         Effect.gen(function* () {
           const principal = yield* requirePrincipal

@@ -5,6 +5,7 @@ import { memberSource } from "../../domain/StrictJson.js"
 import { Cache, type CacheRefused } from "../../layers/cache/Cache.js"
 import type { CacheUnavailable } from "../../layers/cache/CacheStore.js"
 import { PorticoApi } from "../Api.js"
+import { changedText, valuesText, valueText } from "../groups/CacheGroup.js"
 import { requirePrincipal } from "./Principal.js"
 
 const asHttp = (e: CacheRefused | CacheUnavailable) => {
@@ -12,14 +13,11 @@ const asHttp = (e: CacheRefused | CacheUnavailable) => {
   return refusal(e.status, e.reason, e.code, e.hint)
 }
 
-/**
- * Values travel as their exact JSON text: the answer is assembled around the stored text rather
- * than parsed and re-encoded, which would round large integers and long decimals.
- */
+/** An answer assembled around stored JSON text (CacheGroup.ts says why). */
 const rawJson = (text: string) => HttpServerResponse.text(text, { contentType: "application/json" })
 
 /** The `value` member's source text from the (already strictly parsed) request body. */
-const valueText = Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
+const putValue = Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
   Effect.flatMap(Effect.orDie(request.text), (text) => {
     const source = memberSource(text, "value")
     return source === undefined
@@ -35,31 +33,30 @@ export const CacheHandlers = HttpApiBuilder.group(PorticoApi, "cache", (handlers
       .handle("put", ({ payload }) =>
         Effect.gen(function* () {
           const caller = yield* requirePrincipal
-          const json = yield* valueText
+          const json = yield* putValue
           yield* Effect.mapError(cache.put(caller, { dmap: payload.dmap, key: payload.key, json, ttl: payload.ttl }), asHttp)
-          return { status: "ok" as const, key: payload.key, dmap: payload.dmap }
+          return rawJson(changedText(payload.key, payload.dmap))
         })
       )
       .handle("get", ({ payload }) =>
         Effect.gen(function* () {
           const caller = yield* requirePrincipal
           const json = yield* Effect.mapError(cache.get(caller, payload.dmap, payload.key), asHttp)
-          return rawJson(`{"key":${JSON.stringify(payload.key)},"value":${json},"dmap":${JSON.stringify(payload.dmap)}}`)
+          return rawJson(valueText(payload.key, json, payload.dmap))
         })
       )
       .handle("delete", ({ payload }) =>
         Effect.gen(function* () {
           const caller = yield* requirePrincipal
           yield* Effect.mapError(cache.delete(caller, payload.dmap, payload.key), asHttp)
-          return { status: "ok" as const, key: payload.key, dmap: payload.dmap }
+          return rawJson(changedText(payload.key, payload.dmap))
         })
       )
       .handle("mget", ({ payload }) =>
         Effect.gen(function* () {
           const caller = yield* requirePrincipal
           const values = yield* Effect.mapError(cache.mget(caller, payload.dmap, payload.keys), asHttp)
-          const results = payload.keys.map((k, i) => `{"key":${JSON.stringify(k)},"value":${values[i] ?? "null"}}`)
-          return rawJson(`{"dmap":${JSON.stringify(payload.dmap)},"results":[${results.join(",")}]}`)
+          return rawJson(valuesText(payload.dmap, payload.keys, values))
         })
       )
       .handle("scan", ({ payload }) =>

@@ -42,6 +42,11 @@ export interface PorticoSettings {
   /** Wallets on the operator list. */
   readonly operators: ReadonlyArray<string>
   readonly logRequests: boolean
+  /**
+   * Whether the listener answers its hottest routes on the spot (src/api/FastLane.ts). On by
+   * default; off serves every request through the HttpApi app, which answers the same.
+   */
+  readonly fastLane: boolean
   /** The cache: the embedded LRU (bounded per namespace) or a Redis/Valkey server. */
   readonly cache: {
     readonly maxBytesPerNamespace: number
@@ -130,6 +135,7 @@ const load = (overrides: Partial<Pick<PorticoSettings, "host" | "port" | "dataDi
     const walletBurst = yield* env(positiveInteger("RATE_LIMIT_WALLET_BURST")).pipe(Config.withDefault(20))
     const operators = yield* env(Config.array(Config.string(), "OPERATORS")).pipe(Config.withDefault([]))
     const logRequests = yield* env(Config.boolean("LOG_REQUESTS")).pipe(Config.withDefault(true))
+    const fastLane = yield* env(Config.boolean("FAST_LANE")).pipe(Config.withDefault(true))
     const cacheMaxBytes = yield* env(positiveInteger("CACHE_MAX_BYTES")).pipe(Config.withDefault(256 * 1024 * 1024))
     const redisUrl = yield* env(Config.option(Config.string("REDIS_URL")))
     const redisUrls = yield* env(Config.array(Config.string(), "REDIS_URLS")).pipe(Config.withDefault([]))
@@ -175,6 +181,7 @@ const load = (overrides: Partial<Pick<PorticoSettings, "host" | "port" | "dataDi
       },
       operators: operators.map((w) => w.toLowerCase()).filter((w) => w.length > 0),
       logRequests,
+      fastLane,
       cache: {
         maxBytesPerNamespace: cacheMaxBytes,
         redisUrl: Option.getOrUndefined(redisUrl),
@@ -287,6 +294,7 @@ export const testSettings = (dataDir: string, patch: Partial<PorticoSettings> = 
   },
   operators: [],
   logRequests: false,
+  fastLane: true,
   cache: { maxBytesPerNamespace: 256 * 1024 * 1024, redisUrl: undefined, redisOverrides: new Map() },
   nodeId: "test-node",
   sql: {

@@ -1,0 +1,191 @@
+/**
+ * The fast lane: the hottest routes answered inside the node:http listener, on the spot, when
+ * every step can be taken without waiting. Those are whoami and the cache's put, get, delete and
+ * mget on the embedded engine, for a credential the registry can check on the spot: an API key,
+ * or a token this gateway verified before, on the SQLite registry.
+ *
+ * Why: through the HttpApi app these routes cost ~50 µs of CPU each in fibers, context copies and
+ * schema plumbing around a few microseconds of work (docs/performance.md), and they are what an
+ * app calls on every page view. What stays the same: the endpoint's payload schema, the route
+ * policy table, the services' rules (their `now` facets share their code with the effectful
+ * ones), the rate limits and the access log. The answers are byte for byte the app's
+ * (test/e2e/fastlane.test.ts sends the same requests to a gateway with the lane and one without).
+ *
+ * The lane declines, and the HttpApi app serves the request as if the lane did not exist, whenever
+ * it cannot finish: a route or query string it does not take, a credential it cannot check on the
+ * spot or that is refused, a policy refusal, a body that does not decode, a namespace limit not
+ * read yet. It always declines before it has charged a rate limit or changed anything, so the app
+ * then does everything once, as it would have. Refusals the lane gives itself are the two that
+ * come after that point: 429 from the rate limits, and the cache service's own refusals.
+ */
+import { Effect, Either, Schema } from "effect"
+import type * as http from "node:http"
+import type { ErrorBody } from "../domain/Errors.js"
+import type { Principal } from "../domain/Principal.js"
+import { memberSource, strictJson } from "../domain/StrictJson.js"
+import { Authenticator } from "../layers/auth/Authenticator.js"
+import { Cache, type CacheNow, type CacheRefused } from "../layers/cache/Cache.js"
+import { PorticoConfig } from "../layers/config/PorticoConfig.js"
+import { RateLimiter } from "../layers/ratelimit/RateLimiter.js"
+import { bearerPattern, policyRefusal, rateLimited } from "./Authentication.js"
+import { whoamiOf } from "./groups/AuthGroup.js"
+import { changedText, KeyRequest, MgetRequest, PutRequest, valuesText, valueText } from "./groups/CacheGroup.js"
+import { RequestMeta } from "./RequestMeta.js"
+import { type Policy, policyKey, routePolicies } from "./RoutePolicy.js"
+
+/**
+ * Answers a request on the spot and says with which status, or declines with undefined having
+ * written nothing. `body` is the whole request body when it has one.
+ */
+export type FastLane = (req: http.IncomingMessage, res: http.ServerResponse, body: Buffer | undefined) => number | undefined
+
+interface Answer {
+  readonly status: number
+  readonly body: string
+}
+
+/** A route of the lane: its policy, its payload as decoded from the body text, its answer. */
+interface LaneRoute<P> {
+  readonly policy: Policy
+  /** The payload, or undefined when it does not decode (the app then says what is wrong). */
+  readonly decode: (text: string) => P | undefined
+  readonly answer: (caller: Principal, payload: P, text: string, now: number) => Answer
+}
+
+const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true })
+
+const ok = (body: string): Answer => ({ status: 200, body })
+
+/** The envelope of spec §7, as the app writes it. */
+const envelope = (status: number, body: ErrorBody): Answer => ({
+  status,
+  body: JSON.stringify(body.hint === undefined ? { error: body.error, code: body.code } : { error: body.error, code: body.code, hint: body.hint })
+})
+
+const refused = (e: CacheRefused): Answer => envelope(e.status, { error: e.reason, code: e.code, hint: e.hint })
+
+const fromCache = <A>(result: Either.Either<A, CacheRefused>, then: (a: A) => string): Answer =>
+  Either.isRight(result) ? ok(then(result.right)) : refused(result.left)
+
+/** A schema's decoder that says undefined instead of why (the app says why). */
+const decoderOf = <A, I>(schema: Schema.Schema<A, I>) => {
+  const decode = Schema.decodeUnknownEither(schema)
+  return (value: unknown): A | undefined => {
+    const decoded = decode(value)
+    return Either.isRight(decoded) ? decoded.right : undefined
+  }
+}
+
+/** Routes by `METHOD /path` with their policy; one the policy table lacks is left to the app. */
+const withPolicies = (routes: ReadonlyArray<readonly [string, Omit<LaneRoute<any>, "policy">]>): ReadonlyArray<[string, LaneRoute<any>]> =>
+  routes.flatMap(([key, route]) => {
+    const [method = "", path = ""] = key.split(" ")
+    const policy = routePolicies[policyKey(method, path)]
+    return policy === undefined ? [] : [[key, { ...route, policy }]]
+  })
+
+type Route<P> = Omit<LaneRoute<P>, "policy">
+
+const cacheRoutes = (cache: CacheNow, maxBodyBytes: number): ReadonlyArray<readonly [string, Route<any>]> => {
+  const limits = { maxChars: maxBodyBytes, maxDepth: 128 }
+  /** The body as the app reads it: strict JSON, an empty body being `{}`, then the schema. */
+  const json = <A, I>(schema: Schema.Schema<A, I>) => {
+    const decode = decoderOf(schema)
+    return (text: string): A | undefined => {
+      const value = text === "" ? Either.right({}) : strictJson(text, limits)
+      return Either.isRight(value) ? decode(value.right) : undefined
+    }
+  }
+  const putPayload = json(PutRequest)
+  const put: Route<typeof PutRequest.Type & { readonly json: string }> = {
+    decode: (text) => {
+      const payload = putPayload(text)
+      // the value's exact text, as the app stores it
+      const value = payload === undefined ? undefined : memberSource(text, "value")
+      return payload === undefined || value === undefined ? undefined : { ...payload, json: value }
+    },
+    answer: (caller, payload, _text, now) =>
+      fromCache(cache.put(caller, { dmap: payload.dmap, key: payload.key, json: payload.json, ttl: payload.ttl }, now), () =>
+        changedText(payload.key, payload.dmap)
+      )
+  }
+  const get: Route<typeof KeyRequest.Type> = {
+    decode: json(KeyRequest),
+    answer: (caller, payload) => fromCache(cache.get(caller, payload.dmap, payload.key), (found) => valueText(payload.key, found, payload.dmap))
+  }
+  const del: Route<typeof KeyRequest.Type> = {
+    decode: json(KeyRequest),
+    answer: (caller, payload) => fromCache(cache.delete(caller, payload.dmap, payload.key), () => changedText(payload.key, payload.dmap))
+  }
+  const mget: Route<typeof MgetRequest.Type> = {
+    decode: json(MgetRequest),
+    answer: (caller, payload) => fromCache(cache.mget(caller, payload.dmap, payload.keys), (found) => valuesText(payload.dmap, payload.keys, found))
+  }
+  return [
+    ["POST /v1/cache/put", put],
+    ["POST /v1/cache/get", get],
+    ["POST /v1/cache/delete", del],
+    ["POST /v1/cache/mget", mget]
+  ]
+}
+
+/** The lane over the gateway's services, or undefined when none of its routes can be answered on the spot. */
+export const makeFastLane = Effect.gen(function* () {
+  const authenticator = yield* Authenticator
+  const limiter = yield* RateLimiter
+  const cache = yield* Cache
+  const config = yield* PorticoConfig
+  const operators = config.operators
+
+  // whoami takes no payload: any body is not read, as the app does not read it
+  const whoami: Route<null> = { decode: () => null, answer: (caller) => ok(JSON.stringify(whoamiOf(caller))) }
+  const routes = new Map<string, LaneRoute<any>>(
+    withPolicies([["GET /v1/auth/whoami", whoami], ...(cache.now === undefined ? [] : cacheRoutes(cache.now, config.maxBodyBytes))])
+  )
+
+  const lane: FastLane = (req, res, body) => {
+    // the exact path only: a query string (refused as unknown members), a trailing slash or an
+    // encoded character is the app's to answer
+    const route = routes.get(`${req.method} ${req.url}`)
+    if (route === undefined) return undefined
+    const header = req.headers["authorization"]
+    const bearer = header === undefined ? undefined : bearerPattern.exec(header)?.[1]
+    if (bearer === undefined) return undefined
+    const now = Date.now()
+    const authenticated = authenticator.authenticateNow(bearer, now)
+    if (authenticated === undefined || Either.isLeft(authenticated)) return undefined
+    const caller = authenticated.right
+    if (policyRefusal(route.policy, caller, operators) !== undefined) return undefined
+
+    let text = ""
+    if (body !== undefined && req.method !== "GET") {
+      try {
+        text = utf8.decode(body)
+      } catch {
+        return undefined
+      }
+    }
+    const payload: unknown = route.decode(text)
+    if (payload === undefined) return undefined
+
+    const admission = limiter.admitNow(req.socket.remoteAddress, caller.namespace, now)
+    if (admission === undefined) return undefined
+    RequestMeta.setNamespaceOfSource(req, caller.namespace)
+    if (!admission.allowed) {
+      const limited = rateLimited(admission.retryAfterSeconds, admission.refusedBy ?? "network")
+      const answer = envelope(429, limited)
+      res.writeHead(429, {
+        "content-type": "application/json",
+        "content-length": Buffer.byteLength(answer.body),
+        "retry-after": String(limited.retryAfterSeconds)
+      })
+      res.end(answer.body)
+      return 429
+    }
+    const answer = route.answer(caller, payload, text, now)
+    res.writeHead(answer.status, { "content-type": "application/json", "content-length": Buffer.byteLength(answer.body) })
+    res.end(answer.body)
+    return answer.status
+  }
+  return lane
+})

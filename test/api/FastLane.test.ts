@@ -1,0 +1,186 @@
+/**
+ * Which requests the fast lane answers itself and which it leaves to the HttpApi app, over the
+ * real services on a temp data dir. That its answers are the app's is test/e2e/fastlane.test.ts.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import { Effect, Layer } from "effect"
+import { mkdtempSync, rmSync } from "node:fs"
+import type * as http from "node:http"
+import { tmpdir } from "node:os"
+import * as path from "node:path"
+import { type FastLane, makeFastLane } from "../../src/api/FastLane.js"
+import { Authenticator } from "../../src/layers/auth/Authenticator.js"
+import { type PorticoSettings, testSettings } from "../../src/layers/config/PorticoConfig.js"
+import { ApiKeys } from "../../src/layers/keys/ApiKeys.js"
+import { Namespaces } from "../../src/layers/namespaces/Namespaces.js"
+import { RateLimiter } from "../../src/layers/ratelimit/RateLimiter.js"
+import { RegistryStore } from "../../src/layers/registry/RegistryStore.js"
+import { Audit } from "../../src/layers/audit/Audit.js"
+import { Cache } from "../../src/layers/cache/Cache.js"
+import { MemoryCacheStore } from "../../src/layers/cache/MemoryCacheStore.js"
+import { PorticoConfig } from "../../src/layers/config/PorticoConfig.js"
+import { registryLayer } from "../../src/layers/registry/registryLayer.js"
+import { Sealer } from "../../src/layers/secrets/Sealer.js"
+import { Sessions } from "../../src/layers/sessions/Sessions.js"
+import { KeyRing } from "../../src/layers/tokens/KeyRing.js"
+
+interface Written {
+  status: number
+  headers: Record<string, unknown>
+  body: string
+}
+
+/** What the lane reads of node's request and writes to its response, nothing more. */
+const call = (lane: FastLane, method: string, url: string, token: string | undefined, body?: string) => {
+  const req = {
+    method,
+    url,
+    headers: token === undefined ? {} : { authorization: `Bearer ${token}` },
+    socket: { remoteAddress: "127.0.0.1" }
+  } as unknown as http.IncomingMessage
+  const written: Written = { status: 0, headers: {}, body: "" }
+  const res = {
+    writeHead: (status: number, headers: Record<string, unknown>) => {
+      written.status = status
+      written.headers = headers
+    },
+    end: (text: string) => {
+      written.body = text
+    }
+  } as unknown as http.ServerResponse
+  const status = lane(req, res, body === undefined ? undefined : Buffer.from(body))
+  return { status, written }
+}
+
+/** The services the lane reads, as Services.ts wires them (its SQL workers cannot start under vitest). */
+const laneServices = (settings: PorticoSettings) => {
+  const core = Layer.mergeAll(Sealer.Live, registryLayer(settings)).pipe(Layer.provideMerge(PorticoConfig.layer(settings)))
+  const registry = Layer.mergeAll(Audit.Live, ApiKeys.Live, KeyRing.Live).pipe(Layer.provideMerge(core))
+  const sessions = Layer.mergeAll(Namespaces.Live, Sessions.Live).pipe(Layer.provideMerge(registry))
+  const liveness = Sessions.Liveness.pipe(Layer.provideMerge(sessions))
+  const cache = Cache.Live.pipe(Layer.provide(MemoryCacheStore.layer(settings.cache.maxBytesPerNamespace)))
+  return Layer.mergeAll(RateLimiter.Live, Authenticator.Live, cache).pipe(Layer.provideMerge(liveness))
+}
+
+const withGateway = <A, E>(
+  patch: Partial<PorticoSettings>,
+  use: (lane: FastLane, keys: { owner: string; cache: string; runtime: string; revoke: (key: string) => Effect.Effect<void, unknown> }) => Effect.Effect<A, E, any>
+) =>
+  Effect.gen(function* () {
+    const dir = yield* Effect.acquireRelease(
+      Effect.sync(() => mkdtempSync(path.join(tmpdir(), "portico-lane-"))),
+      (d) => Effect.sync(() => rmSync(d, { recursive: true, force: true }))
+    )
+    const context = yield* Layer.build(laneServices(testSettings(dir, patch)))
+    return yield* Effect.gen(function* () {
+      const created = yield* Effect.flatMap(Namespaces, (ns) => ns.create("lane", undefined, "test"))
+      const store = yield* RegistryStore
+      const apiKeys = yield* ApiKeys
+      const mint = (scopes: ReadonlyArray<string>) =>
+        Effect.gen(function* () {
+          const minted = yield* apiKeys.prepare({ namespace: "lane", role: "custom", scopes, label: "t", expiresAt: undefined, createdBy: "test" })
+          yield* store.exec(minted.statement)
+          return minted.apiKey
+        })
+      const keys = {
+        owner: created.ownerKey.apiKey,
+        cache: yield* mint(["cache"]),
+        runtime: yield* mint(["invoke"]),
+        revoke: (key: string) => store.exec(apiKeys.revokeStatement("lane", key.slice("portico_".length, "portico_".length + 20), Date.now()))
+      }
+      const lane = yield* makeFastLane
+      return yield* use(lane, keys)
+    }).pipe(Effect.provide(context))
+  })
+
+describe("the fast lane", () => {
+  it.scopedLive("answers whoami for an API key and a token it verified before, and leaves the rest to the app", () =>
+    withGateway({}, (lane, keys) =>
+      Effect.gen(function* () {
+        const whoami = call(lane, "GET", "/v1/auth/whoami", keys.owner)
+        expect(whoami.status).toBe(200)
+        expect(JSON.parse(whoami.written.body)).toMatchObject({ namespace: "lane", method: "api_key", role: "owner" })
+        expect(whoami.written.headers).toEqual({ "content-type": "application/json", "content-length": Buffer.byteLength(whoami.written.body) })
+
+        // a token is verified by the app the first time (a signature check is not done on the spot)
+        const authenticator = yield* Authenticator
+        const apiKeys = yield* ApiKeys
+        const record = yield* apiKeys.authenticate(keys.owner)
+        const token = yield* authenticator.exchange(record.pipe((o) => (o._tag === "Some" ? o.value : expect.fail("key"))))
+        expect(call(lane, "GET", "/v1/auth/whoami", token).status).toBeUndefined()
+        yield* authenticator.authenticate(token)
+        expect(call(lane, "GET", "/v1/auth/whoami", token).status).toBe(200)
+
+        for (const [url, token] of [
+          ["/v1/auth/whoami", undefined],
+          ["/v1/auth/whoami", keys.owner.slice(0, -1) + (keys.owner.endsWith("A") ? "B" : "A")],
+          ["/v1/auth/whoami?x=1", keys.owner],
+          ["/v1/auth/whoami/", keys.owner],
+          ["/v1/auth/jwks", keys.owner]
+        ] as const) {
+          expect(call(lane, "GET", url, token).status, `${url} ${token}`).toBeUndefined()
+        }
+        expect(call(lane, "HEAD", "/v1/auth/whoami", keys.owner).status).toBeUndefined()
+      })
+    )
+  )
+
+  it.scopedLive("answers the embedded cache's routes, misses and refusals of its rules included", () =>
+    withGateway({}, (lane, keys) =>
+      Effect.sync(() => {
+        const put = call(lane, "POST", "/v1/cache/put", keys.cache, '{"dmap":"m","key":"k","value":[1,12345678901234567890]}')
+        expect(put).toMatchObject({ status: 200, written: { body: '{"status":"ok","key":"k","dmap":"m"}' } })
+        expect(call(lane, "POST", "/v1/cache/get", keys.cache, '{"dmap":"m","key":"k"}').written.body).toBe(
+          '{"key":"k","value":[1,12345678901234567890],"dmap":"m"}'
+        )
+        expect(call(lane, "POST", "/v1/cache/mget", keys.cache, '{"dmap":"m","keys":["k","x"]}').written.body).toBe(
+          '{"dmap":"m","results":[{"key":"k","value":[1,12345678901234567890]},{"key":"x","value":null}]}'
+        )
+        expect(call(lane, "POST", "/v1/cache/get", keys.cache, '{"dmap":"m","key":"x"}')).toMatchObject({ status: 404 })
+        expect(call(lane, "POST", "/v1/cache/put", keys.cache, '{"dmap":"m","key":"k","value":1,"ttl":"soon"}')).toMatchObject({ status: 400 })
+        expect(call(lane, "POST", "/v1/cache/delete", keys.cache, '{"dmap":"m","key":"k"}')).toMatchObject({ status: 200 })
+        expect(call(lane, "POST", "/v1/cache/delete", keys.cache, '{"dmap":"m","key":"k"}')).toMatchObject({ status: 404 })
+
+        // what the app must answer: bodies that do not decode, a policy refusal, a route it lacks
+        for (const [url, token, body] of [
+          ["/v1/cache/put", keys.cache, '{"dmap":"m","key":"k","value":null}'],
+          ["/v1/cache/put", keys.cache, '{"dmap":"m","key":"k","value":1,"value":2}'],
+          ["/v1/cache/put", keys.cache, '{"dmap":"m","key":"k","value":1,"other":1}'],
+          ["/v1/cache/put", keys.cache, "not json"],
+          ["/v1/cache/put", keys.runtime, '{"dmap":"m","key":"k","value":1}'],
+          ["/v1/cache/scan", keys.cache, '{"dmap":"m"}']
+        ] as const) {
+          expect(call(lane, "POST", url, token, body).status, body).toBeUndefined()
+        }
+      })
+    )
+  )
+
+  it.scopedLive("leaves a revoked key to the app at its next request", () =>
+    withGateway({}, (lane, keys) =>
+      Effect.gen(function* () {
+        for (let i = 0; i < 3; i++) expect(call(lane, "GET", "/v1/auth/whoami", keys.cache).status).toBe(200)
+        yield* keys.revoke(keys.cache)
+        expect(call(lane, "GET", "/v1/auth/whoami", keys.cache).status).toBeUndefined()
+      })
+    )
+  )
+
+  it.scopedLive("charges the rate limits only once the namespace's limit is known, then refuses with 429", () =>
+    withGateway(
+      { rateLimit: { enabled: true, perClientNetwork: { rps: 1, burst: 2 }, perNamespace: { rps: 1000, burst: 2000 }, perWallet: { rps: 1, burst: 1 } } },
+      (lane, keys) =>
+        Effect.gen(function* () {
+          // the namespace's own limit has not been read yet: nothing is charged, the app reads it
+          for (let i = 0; i < 5; i++) expect(call(lane, "GET", "/v1/auth/whoami", keys.owner).status).toBeUndefined()
+          yield* Effect.flatMap(RateLimiter, (limiter) => limiter.limitOf("lane"))
+          expect(call(lane, "GET", "/v1/auth/whoami", keys.owner).status).toBe(200)
+          expect(call(lane, "GET", "/v1/auth/whoami", keys.owner).status).toBe(200)
+          const limited = call(lane, "GET", "/v1/auth/whoami", keys.owner)
+          expect(limited.status).toBe(429)
+          expect(limited.written.headers["retry-after"]).toBe("1")
+          expect(JSON.parse(limited.written.body)).toEqual({ error: "too many requests from this network", code: "RATE_LIMITED", hint: "retry after 1 s" })
+        })
+    )
+  )
+})

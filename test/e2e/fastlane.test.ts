@@ -1,0 +1,220 @@
+/**
+ * The fast lane answers as the HttpApi app does. Two gateways share one registry, one with the
+ * lane (the default) and one without (PORTICO_FAST_LANE=false); every request below goes to both,
+ * in the same order, and the two answers must match: status, the headers a client reads, and the
+ * body byte for byte. Each gateway has its own embedded cache, and both see the same writes, so
+ * their state stays the same. Which requests the lane itself takes is test/api/FastLane.test.ts.
+ */
+import * as http from "node:http"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { type Gateway, startGateway } from "../support/gateway.js"
+
+interface Exchange {
+  readonly method: string
+  readonly path: string
+  readonly headers?: Readonly<Record<string, string>>
+  readonly body?: string | Buffer
+}
+
+interface Answer {
+  readonly status: number
+  readonly headers: Readonly<Record<string, string | undefined>>
+  readonly body: string
+}
+
+/** One request over a fresh connection, the body sent as given (no client-side JSON encoding). */
+const send = (port: number, exchange: Exchange): Promise<Answer> =>
+  new Promise((resolve, reject) => {
+    const body = exchange.body === undefined ? undefined : Buffer.isBuffer(exchange.body) ? exchange.body : Buffer.from(exchange.body)
+    const req = http.request(
+      {
+        host: "127.0.0.1",
+        port,
+        method: exchange.method,
+        path: exchange.path,
+        agent: false,
+        headers: { ...exchange.headers, ...(body === undefined ? {} : { "content-length": String(body.length) }) }
+      },
+      (res) => {
+        const chunks: Array<Buffer> = []
+        res.on("data", (c: Buffer) => chunks.push(c))
+        res.on("end", () =>
+          resolve({
+            status: res.statusCode ?? 0,
+            headers: {
+              "content-type": res.headers["content-type"],
+              "content-length": res.headers["content-length"],
+              "retry-after": res.headers["retry-after"],
+              allow: res.headers["allow"]
+            },
+            body: Buffer.concat(chunks).toString("latin1")
+          })
+        )
+        res.on("error", reject)
+      }
+    )
+    req.on("error", reject)
+    req.end(body)
+  })
+
+describe("the fast lane answers as the HttpApi app does", () => {
+  let lane: Gateway
+  let app: Gateway
+  let owner: string
+  let cacheKey: string
+  let narrowKey: string
+  let runtimeKey: string
+  let token: string
+
+  const post = (path: string, token: string | undefined, body: string | Buffer, extra: Record<string, string> = {}): Exchange => ({
+    method: "POST",
+    path,
+    headers: { ...(token === undefined ? {} : { authorization: `Bearer ${token}` }), "content-type": "application/json", ...extra },
+    body
+  })
+  const get = (path: string, token: string | undefined, extra: Record<string, string> = {}): Exchange => ({
+    method: "GET",
+    path,
+    headers: { ...(token === undefined ? {} : { authorization: `Bearer ${token}` }), ...extra }
+  })
+
+  /** Sends to both gateways and checks the answers are the same; returns the lane's. */
+  const both = async (exchange: Exchange): Promise<Answer> => {
+    const fromLane = await send(lane.port, exchange)
+    const fromApp = await send(app.port, exchange)
+    expect(fromLane, `${exchange.method} ${exchange.path} ${String(exchange.body ?? "")}`).toEqual(fromApp)
+    return fromLane
+  }
+
+  beforeAll(async () => {
+    lane = await startGateway({ env: { PORTICO_RATE_LIMIT: "true", PORTICO_RATE_LIMIT_CLIENT_BURST: "100000" } })
+    app = await startGateway({
+      dataDir: lane.dataDir,
+      env: { PORTICO_FAST_LANE: "false", PORTICO_RATE_LIMIT: "true", PORTICO_RATE_LIMIT_CLIENT_BURST: "100000" }
+    })
+    owner = (await lane.cli(["namespace", "create", "lanens"])).api_key
+    const mint = async (body: unknown) => (await lane.request("POST", "/v1/namespace/keys", { token: owner, json: body })).body.api_key as string
+    cacheKey = await mint({ scopes: ["cache"], label: "cache" })
+    narrowKey = await mint({ scopes: ["cache:key=m1/*"], label: "narrow" })
+    runtimeKey = await mint({ scopes: ["invoke"], label: "no cache" })
+    token = (await lane.request("POST", "/v1/auth/token", { token: owner })).body.access_token
+    expect(typeof token).toBe("string")
+  }, 90_000)
+  afterAll(async () => {
+    await lane?.stop()
+    await app?.stop()
+  })
+
+  it("whoami: keys, tokens and every credential refusal", async () => {
+    for (const credential of [owner, cacheKey, narrowKey, runtimeKey, token, token]) {
+      expect((await both(get("/v1/auth/whoami", credential))).status).toBe(200)
+    }
+    const unknown = owner.slice(0, -4) + (owner.endsWith("AAAA") ? "BBBB" : "AAAA")
+    for (const exchange of [
+      get("/v1/auth/whoami", undefined),
+      get("/v1/auth/whoami", unknown),
+      get("/v1/auth/whoami", "portico_nonsense"),
+      get("/v1/auth/whoami", token.slice(0, -3) + "abc"),
+      get("/v1/auth/whoami", undefined, { authorization: "Basic abc" }),
+      get("/v1/auth/whoami?x=1", owner),
+      get("/v1/auth/whoami/", owner),
+      { method: "HEAD", path: "/v1/auth/whoami", headers: { authorization: `Bearer ${owner}` } },
+      { method: "POST", path: "/v1/auth/whoami", headers: { authorization: `Bearer ${owner}` } },
+      { ...get("/v1/auth/whoami", owner), body: "\xff\xfe not json" }
+    ]) {
+      await both(exchange)
+    }
+  })
+
+  it("cache put, get, delete and mget: answers, misses and every refusal", async () => {
+    const big = "x".repeat(1024 * 1024)
+    const exchanges: ReadonlyArray<Exchange> = [
+      post("/v1/cache/put", cacheKey, '{"dmap":"m","key":"k","value":{"a":[1,null,{"b":false}],"n":12345678901234567890123}}'),
+      post("/v1/cache/get", cacheKey, '{"dmap":"m","key":"k"}'),
+      post("/v1/cache/put", cacheKey, '{"dmap":"m","key":"t","value":"soon","ttl":"1h30m"}'),
+      post("/v1/cache/put", cacheKey, '{"dmap":"m","key":"t","value":"x","ttl":"90"}'),
+      post("/v1/cache/put", cacheKey, '{"dmap":"m","key":"t","value":"x","ttl":"-1s"}'),
+      post("/v1/cache/put", cacheKey, '{"dmap":"m","key":"k","value":null}'),
+      post("/v1/cache/put", cacheKey, '{"dmap":"m","key":"k"}'),
+      post("/v1/cache/put", cacheKey, '{"dmap":"m","key":"k","value":1,"extra":true}'),
+      post("/v1/cache/put", cacheKey, '{"dmap":"m","key":"k","value":1,"value":2}'),
+      post("/v1/cache/put", cacheKey, '{"dmap":"m","key":"k","va\\u006cue":7}'),
+      post("/v1/cache/get", cacheKey, '{"dmap":"m","key":"k"}'),
+      post("/v1/cache/put", cacheKey, `{"dmap":"m","key":"${"k".repeat(300)}","value":1}`),
+      post("/v1/cache/put", cacheKey, `{"dmap":"m","key":"big","value":"${big}"}`),
+      post("/v1/cache/put", cacheKey, '{"dmap":"","key":"k","value":1}'),
+      post("/v1/cache/put", cacheKey, '{"dmap":"m","key":"\\ud800","value":1}'),
+      post("/v1/cache/put", cacheKey, '{"dmap":"m","key":"k","value":1'),
+      post("/v1/cache/put", cacheKey, ""),
+      post("/v1/cache/put", cacheKey, "[]"),
+      post("/v1/cache/put", cacheKey, Buffer.from([0x7b, 0x22, 0xff, 0x22, 0x7d])),
+      post("/v1/cache/put", cacheKey, '{"dmap":"m","key":"form","value":1}', { "content-type": "application/x-www-form-urlencoded" }),
+      post("/v1/cache/put?x=1", cacheKey, '{"dmap":"m","key":"k","value":1}'),
+      post("/v1/cache/put", undefined, '{"dmap":"m","key":"k","value":1}'),
+      post("/v1/cache/put", runtimeKey, '{"dmap":"m","key":"k","value":1}'),
+      post("/v1/cache/put", narrowKey, '{"dmap":"m1","key":"ok","value":"narrow"}'),
+      post("/v1/cache/put", narrowKey, '{"dmap":"m2","key":"no","value":1}'),
+      post("/v1/cache/get", narrowKey, '{"dmap":"m1","key":"ok"}'),
+      post("/v1/cache/get", narrowKey, '{"dmap":"m","key":"k"}'),
+      post("/v1/cache/get", cacheKey, '{"dmap":"m","key":"absent"}'),
+      post("/v1/cache/get", cacheKey, `{"dmap":"m","key":"${"k".repeat(300)}"}`),
+      post("/v1/cache/get", cacheKey, '{"dmap":"m","key":"form"}'),
+      post("/v1/cache/get", token, '{"dmap":"m","key":"k"}'),
+      post("/v1/cache/mget", cacheKey, '{"dmap":"m","keys":["k","absent","t","k"]}'),
+      post("/v1/cache/mget", cacheKey, '{"dmap":"m","keys":[]}'),
+      post("/v1/cache/mget", cacheKey, JSON.stringify({ dmap: "m", keys: Array.from({ length: 1001 }, (_, i) => `k${i}`) })),
+      post("/v1/cache/mget", narrowKey, '{"dmap":"m1","keys":["ok","nope"]}'),
+      post("/v1/cache/mget", narrowKey, '{"dmap":"m","keys":["k"]}'),
+      post("/v1/cache/delete", cacheKey, '{"dmap":"m","key":"k"}'),
+      post("/v1/cache/delete", cacheKey, '{"dmap":"m","key":"k"}'),
+      post("/v1/cache/get", cacheKey, '{"dmap":"m","key":"k"}'),
+      post("/v1/cache/delete", narrowKey, '{"dmap":"m2","key":"no"}'),
+      post("/v1/cache/scan", cacheKey, '{"dmap":"m"}')
+    ]
+    const statuses = []
+    for (const exchange of exchanges) statuses.push((await both(exchange)).status)
+    // the table reaches every kind of answer the routes give
+    expect(new Set(statuses)).toEqual(new Set([200, 400, 401, 403, 404, 413]))
+  })
+
+  it("a key revoked through either gateway is refused by the other at its very next request", async () => {
+    const mint = async () => (await lane.request("POST", "/v1/namespace/keys", { token: owner, json: { scopes: ["cache"] } })).body
+    for (const [revoker, other] of [
+      [app, lane],
+      [lane, app]
+    ] as const) {
+      const minted = await mint()
+      const check = post("/v1/cache/get", minted.api_key, '{"dmap":"m","key":"t"}')
+      for (let i = 0; i < 3; i++) expect((await both(check)).status).toBe(200)
+      const revoked = await revoker.request("DELETE", `/v1/namespace/keys/${minted.id}`, { token: owner })
+      expect(revoked.status, revoked.text).toBe(200)
+      expect((await send(other.port, check)).status).toBe(401)
+      expect((await both(check)).status).toBe(401)
+    }
+  })
+
+  it("rate limits: the namespace's bucket refuses with the same 429 and Retry-After", async () => {
+    // a namespace neither gateway has seen: each reads its limit afresh and starts with a full bucket
+    const rateOwner = (await lane.cli(["namespace", "create", "ratens"])).api_key
+    const limit = await lane.request("PUT", "/v1/namespace/rate-limit", { token: rateOwner, json: { requests_per_second: 1, burst: 3 } })
+    expect(limit.status, limit.text).toBe(200)
+    const check = get("/v1/auth/whoami", rateOwner)
+    // one gateway after the other: a stall between the two answers of one pair must not refill
+    // one bucket and not the other
+    const run = async (gateway: Gateway) => {
+      const answers: Array<Answer> = []
+      for (let i = 0; i < 6; i++) answers.push(await send(gateway.port, check))
+      return answers
+    }
+    const fromLane = await run(lane)
+    const fromApp = await run(app)
+    // (the PUT was charged to the default limit; the new one's bucket holds at most its burst)
+    expect(fromLane.slice(0, 3).map((a) => a.status)).toEqual([200, 200, 200])
+    expect(fromApp.slice(0, 3).map((a) => a.status)).toEqual([200, 200, 200])
+    const refusedByLane = fromLane.find((a) => a.status === 429)
+    const refusedByApp = fromApp.find((a) => a.status === 429)
+    expect(refusedByLane).toBeDefined()
+    expect(refusedByLane).toEqual(refusedByApp)
+    expect(refusedByLane?.headers["retry-after"]).toBe("1")
+  })
+})
