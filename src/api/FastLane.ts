@@ -137,8 +137,18 @@ export const makeFastLane = Effect.gen(function* () {
   const config = yield* PorticoConfig
   const operators = config.operators
 
-  // whoami takes no payload: any body is not read, as the app does not read it
-  const whoami: Route<null> = { decode: () => null, answer: (caller) => ok(JSON.stringify(whoamiOf(caller))) }
+  // whoami takes no payload: any body is not read, as the app does not read it. A key's principal
+  // is the same object while its row is unchanged (Authenticator.ts), so its answer is made once.
+  const whoamiTexts = new WeakMap<Principal, string>()
+  const whoamiText = (caller: Principal) => {
+    let text = whoamiTexts.get(caller)
+    if (text === undefined) {
+      text = JSON.stringify(whoamiOf(caller))
+      whoamiTexts.set(caller, text)
+    }
+    return text
+  }
+  const whoami: Route<null> = { decode: () => null, answer: (caller) => ok(whoamiText(caller)) }
   const routes = new Map<string, LaneRoute<any>>(
     withPolicies([["GET /v1/auth/whoami", whoami], ...(cache.now === undefined ? [] : cacheRoutes(cache.now, config.maxBodyBytes))])
   )

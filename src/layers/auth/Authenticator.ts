@@ -51,7 +51,18 @@ const grantsOf = (scopes: ReadonlyArray<string>): ReadonlyArray<Grant> =>
     return g === undefined ? [] : [g]
   })
 
-const fromKey = (key: ApiKeyRecord): Principal => ({
+// the same record comes back for every request while its row is unchanged: one principal for it
+const principals = new WeakMap<ApiKeyRecord, Principal>()
+const fromKey = (key: ApiKeyRecord): Principal => {
+  let principal = principals.get(key)
+  if (principal === undefined) {
+    principal = principalOf(key)
+    principals.set(key, principal)
+  }
+  return principal
+}
+
+const principalOf = (key: ApiKeyRecord): Principal => ({
   namespace: key.namespace,
   subject: "key:" + key.id,
   method: "api_key",

@@ -112,6 +112,18 @@ const scopesOf = (text: unknown): ParsedScopes => {
   return parsed
 }
 
+// A row kept by the registry between commits is the same object for every request that reads it
+// (SqliteRegistryStore.ts), so its record is made once.
+const records = new WeakMap<Row, ApiKeyRecord>()
+const recordOf = (row: Row): ApiKeyRecord => {
+  let record = records.get(row)
+  if (record === undefined) {
+    record = toRecord(row)
+    records.set(row, record)
+  }
+  return record
+}
+
 const toRecord = (row: Row): ApiKeyRecord => {
   const { grants, scopes } = scopesOf(row.scopes)
   return {
@@ -172,11 +184,11 @@ export class ApiKeys extends Context.Tag("portico/ApiKeys")<ApiKeys, ApiKeysServ
       const accepted = (rows: ReadonlyArray<Row>, id: string, secret: string, now: number): Option.Option<ApiKeyRecord> => {
         const row = rows[0]
         if (row === undefined) return Option.none()
-        const record = toRecord(row)
+        const record = recordOf(row)
         return secretMatches(id, String(row.hash), secret) && isActive(record, now) ? Option.some(record) : Option.none()
       }
       const live = (rows: ReadonlyArray<Row>, now: number): Option.Option<ApiKeyRecord> =>
-        Option.filter(Option.map(Option.fromNullable(rows[0]), toRecord), (record) => isActive(record, now))
+        Option.filter(Option.map(Option.fromNullable(rows[0]), recordOf), (record) => isActive(record, now))
 
       const readNow = store.queryNow
       const now: ApiKeysNow | undefined =

@@ -179,24 +179,39 @@ const make = (config: SqliteRegistryConfig) =>
       Effect.sync(() => openWalGeneration(config.filename)),
       (g) => Effect.sync(() => g?.close())
     )
-    const answers = new Map<string, { readonly generation: string; readonly rows: ReadonlyArray<Row> }>()
+    // by statement text, then by its parameters: the texts are a fixed set of constants, so a
+    // lookup hashes the short parameter key only
+    const answers = new Map<string, Map<string, { readonly generation: string; readonly rows: ReadonlyArray<Row> }>>()
+    let keptCount = 0
     const queryNow = (statement: Statement): Either.Either<ReadonlyArray<Row>, StoreError> => {
       // read before the statement runs: a commit in between leaves the answer kept under the older
       // generation, so the next caller reads again
       const current = generation?.read()
       if (current === undefined) return read(statement)
-      const key = statement.params === undefined ? statement.sql : statement.sql + "\u0000" + JSON.stringify(statement.params)
-      const kept = answers.get(key)
+      const params = statement.params ?? []
+      // one string parameter (a key or session id) as itself, marked so it never meets a JSON key
+      const key = params.length === 1 && typeof params[0] === "string" ? "\u0001" + params[0] : JSON.stringify(params)
+      const kept = answers.get(statement.sql)?.get(key)
       if (kept !== undefined && kept.generation === current) return Either.right(kept.rows)
       const result = read(statement)
       if (Either.isRight(result) && result.right.length <= KEPT_ROWS_MAX) {
-        if (answers.size >= KEPT_ANSWERS_MAX) answers.clear()
+        if (keptCount >= KEPT_ANSWERS_MAX) {
+          answers.clear()
+          keptCount = 0
+        }
+        let map = answers.get(statement.sql)
+        if (map === undefined) {
+          map = new Map()
+          answers.set(statement.sql, map)
+        }
         // shared by every caller that reads it until the next commit: nobody may change it
         for (const row of result.right) Object.freeze(row)
-        answers.set(key, { generation: current, rows: Object.freeze(result.right) })
+        if (!map.has(key)) keptCount++
+        map.set(key, { generation: current, rows: Object.freeze(result.right) })
       }
       return result
     }
+
     const query = (statement: Statement): Effect.Effect<ReadonlyArray<Row>, StoreError> => Effect.suspend(() => queryNow(statement))
 
     const execUnlocked = (statement: Statement): Effect.Effect<ExecResult, StoreError> =>
