@@ -774,36 +774,63 @@ export const makeRequestListener = <E, R>(
       return
     }
     // a JSON body within the cap: read it whole first (see `serve`)
-    const chunks: Array<Buffer> = []
-    let size = 0
-    // set once the body is served or refused: an error after that is no longer this listener's
-    let settled = false
-    const onEnd = () => {
-      settled = true
-      dispatch(req, res, cap, capBody, chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, size), startedAt)
-    }
-    const onData = (chunk: Buffer) => {
-      size += chunk.length
-      if (size <= cap) {
-        chunks.push(chunk)
-        return
-      }
-      settled = true
-      req.off("data", onData)
-      req.off("end", onEnd)
-      refuseOversize(req, res, capBody, cap)
-      refused(req, 413, startedAt)
-    }
-    req.on("data", onData)
-    req.once("end", onEnd)
+    new JsonBodyRead(req, res, cap, capBody, startedAt, dispatch, refused)
+  }
+}
+
+/**
+ * Reads a JSON body whole within its cap and hands it on, or refuses it (413) once it passes the
+ * cap. A class with bound methods rather than closures per request: tsx, which `npm start`
+ * runs, names every closure it compiles with a property definition, a cost paid per request.
+ */
+class JsonBodyRead {
+  private readonly chunks: Array<Buffer> = []
+  private size = 0
+  /** Set once the body is served or refused: an error after that is no longer this reader's. */
+  private settled = false
+  private readonly onData = this.data.bind(this)
+  private readonly onEnd = this.end.bind(this)
+
+  constructor(
+    private readonly req: http.IncomingMessage,
+    private readonly res: http.ServerResponse,
+    private readonly cap: number,
+    private readonly capBody: string,
+    private readonly startedAt: number,
+    private readonly serve: (req: http.IncomingMessage, res: http.ServerResponse, cap: number, capBody: string, body: Buffer | undefined, startedAt: number) => void,
+    private readonly refused: (req: http.IncomingMessage, status: number, startedAt: number) => void
+  ) {
+    req.on("data", this.onData)
+    req.once("end", this.onEnd)
     // a client gone before the end of its body gets no answer (logged as 499, as nginx does); the
     // error must not go unhandled
-    req.once("error", () => {
-      req.off("end", onEnd)
-      if (settled) return
-      settled = true
-      refused(req, 499, startedAt)
-    })
+    req.once("error", this.error.bind(this))
+  }
+
+  private data(chunk: Buffer): void {
+    this.size += chunk.length
+    if (this.size <= this.cap) {
+      this.chunks.push(chunk)
+      return
+    }
+    this.settled = true
+    this.req.off("data", this.onData)
+    this.req.off("end", this.onEnd)
+    refuseOversize(this.req, this.res, this.capBody, this.cap)
+    this.refused(this.req, 413, this.startedAt)
+  }
+
+  private end(): void {
+    this.settled = true
+    const body = this.chunks.length === 1 ? this.chunks[0] : Buffer.concat(this.chunks, this.size)
+    this.serve(this.req, this.res, this.cap, this.capBody, body, this.startedAt)
+  }
+
+  private error(): void {
+    this.req.off("end", this.onEnd)
+    if (this.settled) return
+    this.settled = true
+    this.refused(this.req, 499, this.startedAt)
   }
 }
 
