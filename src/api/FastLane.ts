@@ -21,6 +21,7 @@
 import { Effect, Either, Schema } from "effect"
 import type * as http from "node:http"
 import type { ErrorBody } from "../domain/Errors.js"
+import { oncePerObject } from "../domain/Memo.js"
 import type { Principal } from "../domain/Principal.js"
 import { memberSource, strictJson } from "../domain/StrictJson.js"
 import { Authenticator } from "../layers/auth/Authenticator.js"
@@ -139,15 +140,7 @@ export const makeFastLane = Effect.gen(function* () {
 
   // whoami takes no payload: any body is not read, as the app does not read it. A key's principal
   // is the same object while its row is unchanged (Authenticator.ts), so its answer is made once.
-  const whoamiTexts = new WeakMap<Principal, string>()
-  const whoamiText = (caller: Principal) => {
-    let text = whoamiTexts.get(caller)
-    if (text === undefined) {
-      text = JSON.stringify(whoamiOf(caller))
-      whoamiTexts.set(caller, text)
-    }
-    return text
-  }
+  const whoamiText = oncePerObject((caller: Principal) => JSON.stringify(whoamiOf(caller)))
   const whoami: Route<null> = { decode: () => null, answer: (caller) => ok(whoamiText(caller)) }
   const routes = new Map<string, LaneRoute<any>>(
     withPolicies([["GET /v1/auth/whoami", whoami], ...(cache.now === undefined ? [] : cacheRoutes(cache.now, config.maxBodyBytes))])

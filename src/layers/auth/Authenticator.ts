@@ -4,6 +4,7 @@
  */
 import { Context, Data, Effect, Either, Layer, Option } from "effect"
 import { type Grant, type KeyRole, parseGrant, type Role, roleGrants } from "../../domain/Grants.js"
+import { oncePerObject } from "../../domain/Memo.js"
 import type { Principal } from "../../domain/Principal.js"
 import { ApiKeys, type ApiKeyRecord } from "../keys/ApiKeys.js"
 import type { StoreError } from "../registry/RegistryStore.js"
@@ -51,17 +52,6 @@ const grantsOf = (scopes: ReadonlyArray<string>): ReadonlyArray<Grant> =>
     return g === undefined ? [] : [g]
   })
 
-// the same record comes back for every request while its row is unchanged: one principal for it
-const principals = new WeakMap<ApiKeyRecord, Principal>()
-const fromKey = (key: ApiKeyRecord): Principal => {
-  let principal = principals.get(key)
-  if (principal === undefined) {
-    principal = principalOf(key)
-    principals.set(key, principal)
-  }
-  return principal
-}
-
 const principalOf = (key: ApiKeyRecord): Principal => ({
   namespace: key.namespace,
   subject: "key:" + key.id,
@@ -72,6 +62,9 @@ const principalOf = (key: ApiKeyRecord): Principal => ({
   sessionId: undefined,
   deviceId: undefined
 })
+
+// the same record comes back for every request while its row is unchanged: one principal for it
+const fromKey = oncePerObject(principalOf)
 
 const unknownKey = new CredentialRejected({ kind: "api_key", reason: "unknown, expired or revoked API key" })
 const keyRevoked = new CredentialRejected({ kind: "jwt", reason: "the key behind this token was revoked" })

@@ -11,6 +11,7 @@ import * as crypto from "node:crypto"
 import { type Grant, type KeyRole, parseGrant } from "../../domain/Grants.js"
 import { RegistryStore, type Row, type Statement, type StoreError } from "../registry/RegistryStore.js"
 import { Sealer, safeEqual } from "../secrets/Sealer.js"
+import { oncePerObject } from "../../domain/Memo.js"
 
 export interface ApiKeyRecord {
   readonly id: string
@@ -112,18 +113,6 @@ const scopesOf = (text: unknown): ParsedScopes => {
   return parsed
 }
 
-// A row kept by the registry between commits is the same object for every request that reads it
-// (SqliteRegistryStore.ts), so its record is made once.
-const records = new WeakMap<Row, ApiKeyRecord>()
-const recordOf = (row: Row): ApiKeyRecord => {
-  let record = records.get(row)
-  if (record === undefined) {
-    record = toRecord(row)
-    records.set(row, record)
-  }
-  return record
-}
-
 const toRecord = (row: Row): ApiKeyRecord => {
   const { grants, scopes } = scopesOf(row.scopes)
   return {
@@ -139,6 +128,10 @@ const toRecord = (row: Row): ApiKeyRecord => {
     revokedAt: row.revoked_at === null ? undefined : Number(row.revoked_at)
   }
 }
+
+// A row kept by the registry between commits is the same object for every request that reads it
+// (SqliteRegistryStore.ts), so its record is made once.
+const recordOf = oncePerObject(toRecord)
 
 const parseScopes = (text: string): Array<string> => {
   try {
