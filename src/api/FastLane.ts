@@ -45,12 +45,17 @@ interface Answer {
   readonly body: string
 }
 
-/** A route of the lane: its policy, its payload as decoded from the body text, its answer. */
-interface LaneRoute<P> {
+/** The route's work for one request, its payload decoded and ready: the caller in, the answer out. */
+type Work = (caller: Principal, now: number) => Answer
+
+/** A route of the lane, as written: its work for a body text, or undefined when the body does not decode. */
+type Route = (text: string) => Work | undefined
+
+/** A route of the lane with who may call it. */
+interface LaneRoute {
   readonly policy: Policy
-  /** The payload, or undefined when it does not decode (the app then says what is wrong). */
-  readonly decode: (text: string) => P | undefined
-  readonly answer: (caller: Principal, payload: P, text: string, now: number) => Answer
+  /** Undefined when the body does not decode: the app then says what is wrong. */
+  readonly prepare: Route
 }
 
 const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true })
@@ -78,16 +83,14 @@ const decoderOf = <A, I>(schema: Schema.Schema<A, I>) => {
 }
 
 /** Routes by `METHOD /path` with their policy; one the policy table lacks is left to the app. */
-const withPolicies = (routes: ReadonlyArray<readonly [string, Omit<LaneRoute<any>, "policy">]>): ReadonlyArray<[string, LaneRoute<any>]> =>
-  routes.flatMap(([key, route]) => {
+const withPolicies = (routes: ReadonlyArray<readonly [string, Route]>): ReadonlyArray<[string, LaneRoute]> =>
+  routes.flatMap(([key, prepare]) => {
     const [method = "", path = ""] = key.split(" ")
     const policy = routePolicies[policyKey(method, path)]
-    return policy === undefined ? [] : [[key, { ...route, policy }]]
+    return policy === undefined ? [] : [[key, { policy, prepare }]]
   })
 
-type Route<P> = Omit<LaneRoute<P>, "policy">
-
-const cacheRoutes = (cache: CacheNow, maxBodyBytes: number): ReadonlyArray<readonly [string, Route<any>]> => {
+const cacheRoutes = (cache: CacheNow, maxBodyBytes: number): ReadonlyArray<readonly [string, Route]> => {
   const limits = { maxChars: maxBodyBytes, maxDepth: 128 }
   /** The body as the app reads it: strict JSON, an empty body being `{}`, then the schema. */
   const json = <A, I>(schema: Schema.Schema<A, I>) => {
@@ -98,29 +101,32 @@ const cacheRoutes = (cache: CacheNow, maxBodyBytes: number): ReadonlyArray<reado
     }
   }
   const putPayload = json(PutRequest)
-  const put: Route<typeof PutRequest.Type & { readonly json: string }> = {
-    decode: (text) => {
-      const payload = putPayload(text)
-      // the value's exact text, as the app stores it
-      const value = payload === undefined ? undefined : memberSource(text, "value")
-      return payload === undefined || value === undefined ? undefined : { ...payload, json: value }
-    },
-    answer: (caller, payload, _text, now) =>
-      fromCache(cache.put(caller, { dmap: payload.dmap, key: payload.key, json: payload.json, ttl: payload.ttl }, now), () =>
+  const keyPayload = json(KeyRequest)
+  const mgetPayload = json(MgetRequest)
+  const put: Route = (text) => {
+    const payload = putPayload(text)
+    // the value's exact text, as the app stores it
+    const value = payload === undefined ? undefined : memberSource(text, "value")
+    if (payload === undefined || value === undefined) return undefined
+    return (caller, now) =>
+      fromCache(cache.put(caller, { dmap: payload.dmap, key: payload.key, json: value, ttl: payload.ttl }, now), () =>
         changedText(payload.key, payload.dmap)
       )
   }
-  const get: Route<typeof KeyRequest.Type> = {
-    decode: json(KeyRequest),
-    answer: (caller, payload) => fromCache(cache.get(caller, payload.dmap, payload.key), (found) => valueText(payload.key, found, payload.dmap))
+  const get: Route = (text) => {
+    const payload = keyPayload(text)
+    if (payload === undefined) return undefined
+    return (caller) => fromCache(cache.get(caller, payload.dmap, payload.key), (found) => valueText(payload.key, found, payload.dmap))
   }
-  const del: Route<typeof KeyRequest.Type> = {
-    decode: json(KeyRequest),
-    answer: (caller, payload) => fromCache(cache.delete(caller, payload.dmap, payload.key), () => changedText(payload.key, payload.dmap))
+  const del: Route = (text) => {
+    const payload = keyPayload(text)
+    if (payload === undefined) return undefined
+    return (caller) => fromCache(cache.delete(caller, payload.dmap, payload.key), () => changedText(payload.key, payload.dmap))
   }
-  const mget: Route<typeof MgetRequest.Type> = {
-    decode: json(MgetRequest),
-    answer: (caller, payload) => fromCache(cache.mget(caller, payload.dmap, payload.keys), (found) => valuesText(payload.dmap, payload.keys, found))
+  const mget: Route = (text) => {
+    const payload = mgetPayload(text)
+    if (payload === undefined) return undefined
+    return (caller) => fromCache(cache.mget(caller, payload.dmap, payload.keys), (found) => valuesText(payload.dmap, payload.keys, found))
   }
   return [
     ["POST /v1/cache/put", put],
@@ -130,7 +136,7 @@ const cacheRoutes = (cache: CacheNow, maxBodyBytes: number): ReadonlyArray<reado
   ]
 }
 
-/** The lane over the gateway's services, or undefined when none of its routes can be answered on the spot. */
+/** The lane over the gateway's services: whoami always, the cache routes where the engine answers on the spot. */
 export const makeFastLane = Effect.gen(function* () {
   const authenticator = yield* Authenticator
   const limiter = yield* RateLimiter
@@ -141,8 +147,9 @@ export const makeFastLane = Effect.gen(function* () {
   // whoami takes no payload: any body is not read, as the app does not read it. A key's principal
   // is the same object while its row is unchanged (Authenticator.ts), so its answer is made once.
   const whoamiText = oncePerObject((caller: Principal) => JSON.stringify(whoamiOf(caller)))
-  const whoami: Route<null> = { decode: () => null, answer: (caller) => ok(whoamiText(caller)) }
-  const routes = new Map<string, LaneRoute<any>>(
+  const answerWhoami: Work = (caller) => ok(whoamiText(caller))
+  const whoami: Route = () => answerWhoami
+  const routes = new Map<string, LaneRoute>(
     withPolicies([["GET /v1/auth/whoami", whoami], ...(cache.now === undefined ? [] : cacheRoutes(cache.now, config.maxBodyBytes))])
   )
 
@@ -168,8 +175,8 @@ export const makeFastLane = Effect.gen(function* () {
         return undefined
       }
     }
-    const payload: unknown = route.decode(text)
-    if (payload === undefined) return undefined
+    const work = route.prepare(text)
+    if (work === undefined) return undefined
 
     const admission = limiter.admitNow(req.socket.remoteAddress, caller.namespace, now)
     if (admission === undefined) return undefined
@@ -185,7 +192,7 @@ export const makeFastLane = Effect.gen(function* () {
       res.end(answer.body)
       return 429
     }
-    const answer = route.answer(caller, payload, text, now)
+    const answer = work(caller, now)
     res.writeHead(answer.status, { "content-type": "application/json", "content-length": Buffer.byteLength(answer.body) })
     res.end(answer.body)
     return answer.status
