@@ -143,6 +143,7 @@ export const makeFastLane = Effect.gen(function* () {
   const cache = yield* Cache
   const config = yield* PorticoConfig
   const operators = config.operators
+  const logRequests = config.logRequests
 
   // whoami takes no payload: any body is not read, as the app does not read it. A key's principal
   // is the same object while its row is unchanged (Authenticator.ts), so its answer is made once.
@@ -180,7 +181,8 @@ export const makeFastLane = Effect.gen(function* () {
 
     const admission = limiter.admitNow(req.socket.remoteAddress, caller.namespace, now)
     if (admission === undefined) return undefined
-    RequestMeta.setNamespaceOfSource(req, caller.namespace)
+    // for the access log's line, when there is one
+    if (logRequests) RequestMeta.setNamespaceOfSource(req, caller.namespace)
     if (!admission.allowed) {
       const limited = rateLimited(admission.retryAfterSeconds, admission.refusedBy ?? "network")
       const answer = envelope(429, limited)

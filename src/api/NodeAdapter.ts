@@ -800,11 +800,12 @@ class JsonBodyRead {
     private readonly serve: (req: http.IncomingMessage, res: http.ServerResponse, cap: number, capBody: string, body: Buffer | undefined, startedAt: number) => void,
     private readonly refused: (req: http.IncomingMessage, status: number, startedAt: number) => void
   ) {
+    // `on`, not `once`: each fires once at most anyway, and `once` wraps every listener again
     req.on("data", this.onData)
-    req.once("end", this.onEnd)
+    req.on("end", this.onEnd)
     // a client gone before the end of its body gets no answer (logged as 499, as nginx does); the
     // error must not go unhandled
-    req.once("error", this.error.bind(this))
+    req.on("error", this.error.bind(this))
   }
 
   private data(chunk: Buffer): void {
