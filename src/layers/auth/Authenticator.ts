@@ -77,7 +77,9 @@ const byKey = (found: Option.Option<ApiKeyRecord>): Either.Either<Principal, Cre
 // role and grants as they are now (an owner key becomes an admin key when the namespace changes
 // hands), not as they were when the token was issued.
 const byExchangedToken = (claims: VerifiedClaims, key: Option.Option<ApiKeyRecord>): Either.Either<Principal, CredentialRejected> =>
-  Option.isNone(key) || key.value.namespace !== claims.ns ? Either.left(keyRevoked) : Either.right({ ...fromKey(key.value), method: "jwt" })
+  Option.isNone(key) || key.value.namespace !== claims.ns ? Either.left(keyRevoked) : Either.right(fromKeyByToken(key.value))
+
+const fromKeyByToken = oncePerObject((key: ApiKeyRecord): Principal => ({ ...fromKey(key), method: "jwt" }))
 
 // A session's tokens die with it: logout, session end, device revocation and the wallet's removal
 // are at once. They act with the role the wallet holds now, not the one written into the token up
@@ -86,7 +88,11 @@ const byExchangedToken = (claims: VerifiedClaims, key: Option.Option<ApiKeyRecor
 const bySessionToken = (claims: VerifiedClaims, standing: Option.Option<Role> | undefined): Either.Either<Principal, CredentialRejected> => {
   if (standing !== undefined && Option.isNone(standing)) return Either.left(sessionEnded)
   const role = standing === undefined ? (claims.role as Role | KeyRole) : standing.value
-  return Either.right({
+  // a verified token's claims are one object until it expires (KeyRing.verify): while the role
+  // stands, so does the principal made from them
+  const made = sessionPrincipals.get(claims)
+  if (made !== undefined && made.role === role) return Either.right(made)
+  const principal: Principal = {
     namespace: claims.ns,
     subject: claims.sub,
     method: "jwt",
@@ -95,8 +101,12 @@ const bySessionToken = (claims: VerifiedClaims, standing: Option.Option<Role> | 
     keyId: claims.key,
     sessionId: claims.sid,
     deviceId: claims.did
-  })
+  }
+  sessionPrincipals.set(claims, principal)
+  return Either.right(principal)
 }
+
+const sessionPrincipals = new WeakMap<VerifiedClaims, Principal>()
 
 export class Authenticator extends Context.Tag("portico/Authenticator")<Authenticator, AuthenticatorService>() {
   static readonly Live = Layer.effect(
