@@ -145,7 +145,7 @@ export const makeFastLane = Effect.gen(function* () {
   const operators = config.operators
   const logRequests = config.logRequests
 
-  // whoami takes no payload: any body is not read, as the app does not read it. A key's principal
+  // whoami takes no payload, and a body is not read, as the app does not read one. A key's principal
   // is the same object while its row is unchanged (Authenticator.ts), so its answer is made once.
   const whoamiText = oncePerObject((caller: Principal) => JSON.stringify(whoamiOf(caller)))
   const answerWhoami: Work = (caller) => ok(whoamiText(caller))
