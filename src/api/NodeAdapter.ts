@@ -724,15 +724,15 @@ export const makeRequestListener = <E, R>(
     fiber.addObserver((exit) => finish(ex, scope, exit))
   }
 
-  /** The adapter answered on its own, before the app ran: the access log still gets its line. */
-  const refused = (req: http.IncomingMessage, status: number, startedAt: number): void => {
+  /** Answered without the app (the adapter's own 413 or 499, or the fast lane): the access log still gets its line. */
+  const answeredHere = (req: http.IncomingMessage, status: number, startedAt: number): void => {
     if (onAnswered !== undefined) onAnswered(req, status, performance.now() - startedAt)
   }
 
   /** The fast lane first, then the app for whatever it declines. */
   const dispatch = (req: http.IncomingMessage, res: http.ServerResponse, cap: number, capBody: string, body: Buffer | undefined, startedAt: number): void => {
     const status = fastLane === undefined ? undefined : fastLane(req, res, body)
-    if (status !== undefined) refused(req, status, startedAt)
+    if (status !== undefined) answeredHere(req, status, startedAt)
     else serve(req, res, cap, capBody, body, startedAt)
   }
 
@@ -755,7 +755,7 @@ export const makeRequestListener = <E, R>(
     const announced = req.headers["content-length"]
     if (announced !== undefined && Number(announced) > cap) {
       refuseOversize(req, res, capBody, cap)
-      refused(req, 413, startedAt)
+      answeredHere(req, 413, startedAt)
       return
     }
     if (streamed) {
@@ -774,7 +774,7 @@ export const makeRequestListener = <E, R>(
       return
     }
     // a JSON body within the cap: read it whole first (see `serve`)
-    new JsonBodyRead(req, res, cap, capBody, startedAt, dispatch, refused)
+    new JsonBodyRead(req, res, cap, capBody, startedAt, dispatch, answeredHere)
   }
 }
 
@@ -798,7 +798,7 @@ class JsonBodyRead {
     private readonly capBody: string,
     private readonly startedAt: number,
     private readonly serve: (req: http.IncomingMessage, res: http.ServerResponse, cap: number, capBody: string, body: Buffer | undefined, startedAt: number) => void,
-    private readonly refused: (req: http.IncomingMessage, status: number, startedAt: number) => void
+    private readonly answeredHere: (req: http.IncomingMessage, status: number, startedAt: number) => void
   ) {
     // `on`, not `once`: each fires once at most anyway, and `once` wraps every listener again
     req.on("data", this.onData)
@@ -818,7 +818,7 @@ class JsonBodyRead {
     this.req.off("data", this.onData)
     this.req.off("end", this.onEnd)
     refuseOversize(this.req, this.res, this.capBody, this.cap)
-    this.refused(this.req, 413, this.startedAt)
+    this.answeredHere(this.req, 413, this.startedAt)
   }
 
   private end(): void {
@@ -831,7 +831,7 @@ class JsonBodyRead {
     this.req.off("end", this.onEnd)
     if (this.settled) return
     this.settled = true
-    this.refused(this.req, 499, this.startedAt)
+    this.answeredHere(this.req, 499, this.startedAt)
   }
 }
 
