@@ -14,9 +14,13 @@ import { MAX_PATH_PARAM_LENGTH } from "./Wire.js"
 const isApiError = (u: unknown): u is ApiError =>
   typeof u === "object" && u !== null && "_tag" in u && typeof u._tag === "string" && u._tag in statusOf && "code" in u
 
+/** The envelope's members as sent: `hint` only when there is one. */
+export const envelopeOf = (body: ErrorBody): ErrorBody =>
+  body.hint === undefined ? { error: body.error, code: body.code } : { error: body.error, code: body.code, hint: body.hint }
+
 /** The envelope as a response, with `Retry-After` where the error carries one. */
 export const errorResponse = (status: number, body: ErrorBody, retryAfterSeconds?: number) => {
-  const wire: ErrorBody = body.hint === undefined ? { error: body.error, code: body.code } : body
+  const wire = envelopeOf(body)
   return HttpServerResponse.unsafeJson(wire, {
     status,
     headers: retryAfterSeconds === undefined ? undefined : { "retry-after": String(retryAfterSeconds) }

@@ -29,6 +29,7 @@ import { Cache, type CacheNow, type CacheRefused } from "../layers/cache/Cache.j
 import { PorticoConfig } from "../layers/config/PorticoConfig.js"
 import { RateLimiter } from "../layers/ratelimit/RateLimiter.js"
 import { bearerPattern, policyRefusal, rateLimited } from "./Authentication.js"
+import { envelopeOf } from "./ErrorResponses.js"
 import { whoamiOf } from "./groups/AuthGroup.js"
 import { changedText, KeyRequest, MgetRequest, PutRequest, valuesText, valueText } from "./groups/CacheGroup.js"
 import { RequestMeta } from "./RequestMeta.js"
@@ -43,6 +44,8 @@ export type FastLane = (req: http.IncomingMessage, res: http.ServerResponse, bod
 interface Answer {
   readonly status: number
   readonly body: string
+  /** Seconds, for a 429. */
+  readonly retryAfter?: number
 }
 
 /** The route's work for one request, its payload decoded and ready: the caller in, the answer out. */
@@ -63,10 +66,7 @@ const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true })
 const ok = (body: string): Answer => ({ status: 200, body })
 
 /** The envelope of spec §7, as the app writes it. */
-const envelope = (status: number, body: ErrorBody): Answer => ({
-  status,
-  body: JSON.stringify(body.hint === undefined ? { error: body.error, code: body.code } : { error: body.error, code: body.code, hint: body.hint })
-})
+const envelope = (status: number, body: ErrorBody): Answer => ({ status, body: JSON.stringify(envelopeOf(body)) })
 
 const refused = (e: CacheRefused): Answer => envelope(e.status, { error: e.reason, code: e.code, hint: e.hint })
 
@@ -183,19 +183,19 @@ export const makeFastLane = Effect.gen(function* () {
     if (admission === undefined) return undefined
     // for the access log's line, when there is one
     if (logRequests) RequestMeta.setNamespaceOfSource(req, caller.namespace)
-    if (!admission.allowed) {
+    let answer: Answer
+    if (admission.allowed) answer = work(caller, now)
+    else {
       const limited = rateLimited(admission.retryAfterSeconds, admission.refusedBy ?? "network")
-      const answer = envelope(429, limited)
-      res.writeHead(429, {
-        "content-type": "application/json",
-        "content-length": Buffer.byteLength(answer.body),
-        "retry-after": String(limited.retryAfterSeconds)
-      })
-      res.end(answer.body)
-      return 429
+      answer = { ...envelope(429, limited), retryAfter: limited.retryAfterSeconds }
     }
-    const answer = work(caller, now)
-    res.writeHead(answer.status, { "content-type": "application/json", "content-length": Buffer.byteLength(answer.body) })
+    const length = Buffer.byteLength(answer.body)
+    res.writeHead(
+      answer.status,
+      answer.retryAfter === undefined
+        ? { "content-type": "application/json", "content-length": length }
+        : { "content-type": "application/json", "content-length": length, "retry-after": String(answer.retryAfter) }
+    )
     res.end(answer.body)
     return answer.status
   }
