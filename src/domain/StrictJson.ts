@@ -15,109 +15,143 @@ export interface StrictJsonLimits {
 }
 const DEFAULT_LIMITS: StrictJsonLimits = { maxChars: 65_536, maxDepth: 32 }
 
-const WS = new Set([" ", "\t", "\n", "\r"])
-const SIMPLE_ESCAPES: Readonly<Record<string, string>> = {
-  '"': '"',
-  "\\": "\\",
-  "/": "/",
-  b: "\b",
-  f: "\f",
-  n: "\n",
-  r: "\r",
-  t: "\t"
+// The scanner runs on every JSON request body, so it reads char codes, slices instead of
+// building strings a character at a time, and keeps its state in two module variables instead of
+// a result object per value (it is synchronous: nothing interleaves). Each scan returns the
+// position after what it read, or -1 having set `failure`; a key's unescaped text is left in
+// `keyText`.
+let failure = ""
+let keyText = ""
+const fail = (reason: string): number => {
+  failure = reason
+  return -1
 }
-const HEX4_RE = /^[0-9A-Fa-f]{4}$/
+
+const isWs = (c: number): boolean => c === 32 || c === 9 || c === 10 || c === 13
+const isHex = (c: number): boolean => (c >= 48 && c <= 57) || (c >= 65 && c <= 70) || (c >= 97 && c <= 102)
+const QUOTE = 34
+const BACKSLASH = 92
+
+const simpleEscape = (c: number): string | undefined => {
+  switch (c) {
+    case 34:
+      return '"'
+    case 92:
+      return "\\"
+    case 47:
+      return "/"
+    case 98:
+      return "\b"
+    case 102:
+      return "\f"
+    case 110:
+      return "\n"
+    case 114:
+      return "\r"
+    case 116:
+      return "\t"
+    default:
+      return undefined
+  }
+}
 const NUMBER_RE = /-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?/y
 
-type Scan = { readonly ok: true; readonly pos: number; readonly text?: string } | { readonly ok: false; readonly reason: string }
-const fail = (reason: string): Scan => ({ ok: false, reason })
-
-/** Scans one JSON value starting at `pos`; returns the position after it, or why it is not JSON. */
-const scanValue = (src: string, start: number, depth: number, limits: StrictJsonLimits): Scan => {
+/** Scans one JSON value starting at `start`. */
+const scanValue = (src: string, start: number, depth: number, limits: StrictJsonLimits): number => {
   const pos = skipWs(src, start)
-  const c = src.charAt(pos)
-  if (c === "{" || c === "[") {
+  const c = src.charCodeAt(pos)
+  if (c === 123 || c === 91) {
     if (depth >= limits.maxDepth) return fail("JSON nested too deeply")
-    return c === "{" ? scanObject(src, pos, depth + 1, limits) : scanArray(src, pos, depth + 1, limits)
+    return c === 123 ? scanObject(src, pos, depth + 1, limits) : scanArray(src, pos, depth + 1, limits)
   }
-  if (c === '"') return scanString(src, pos)
-  for (const literal of ["true", "false", "null"]) {
-    if (src.startsWith(literal, pos)) return { ok: true, pos: pos + literal.length }
-  }
+  if (c === QUOTE) return scanString(src, pos, false)
+  if (c === 116 && src.startsWith("true", pos)) return pos + 4
+  if (c === 102 && src.startsWith("false", pos)) return pos + 5
+  if (c === 110 && src.startsWith("null", pos)) return pos + 4
   NUMBER_RE.lastIndex = pos
   const m = NUMBER_RE.exec(src)
-  if (m !== null && m[0].length > 0) return { ok: true, pos: pos + m[0].length }
+  if (m !== null && m[0].length > 0) return pos + m[0].length
   return fail(`unexpected character at ${pos}`)
 }
 
 const skipWs = (src: string, pos: number): number => {
   let i = pos
-  while (i < src.length && WS.has(src.charAt(i))) i++
+  while (i < src.length && isWs(src.charCodeAt(i))) i++
   return i
 }
 
-/** Scans a string literal at `pos` (the opening quote) and returns its unescaped text. */
-const scanString = (src: string, pos: number): Scan => {
+/**
+ * Scans a string literal at `pos` (the opening quote); with `wantText`, leaves its unescaped
+ * text in `keyText`.
+ */
+const scanString = (src: string, pos: number, wantText: boolean): number => {
   let i = pos + 1
+  let run = i
   let out = ""
   while (i < src.length) {
-    const c = src.charAt(i)
-    if (c === '"') return { ok: true, pos: i + 1, text: out }
-    if (c.charCodeAt(0) < 0x20) return fail(`control character in string at ${i}`)
-    if (c === "\\") {
-      const e = src.charAt(i + 1)
-      const simple = SIMPLE_ESCAPES[e]
+    const c = src.charCodeAt(i)
+    if (c === QUOTE) {
+      if (wantText) keyText = out + src.slice(run, i)
+      return i + 1
+    }
+    if (c < 0x20) return fail(`control character in string at ${i}`)
+    if (c === BACKSLASH) {
+      const e = src.charCodeAt(i + 1)
+      const simple = simpleEscape(e)
       if (simple !== undefined) {
-        out += simple
+        if (wantText) out += src.slice(run, i) + simple
         i += 2
-      } else if (e === "u" && HEX4_RE.test(src.slice(i + 2, i + 6))) {
+      } else if (e === 117 && isHex(src.charCodeAt(i + 2)) && isHex(src.charCodeAt(i + 3)) && isHex(src.charCodeAt(i + 4)) && isHex(src.charCodeAt(i + 5))) {
         // Keys compare by UTF-16 code units, exactly as JSON.parse builds property names.
-        out += String.fromCharCode(parseInt(src.slice(i + 2, i + 6), 16))
+        if (wantText) out += src.slice(run, i) + String.fromCharCode(parseInt(src.slice(i + 2, i + 6), 16))
         i += 6
       } else {
         return fail(`bad escape in string at ${i}`)
       }
+      run = i
     } else {
-      out += c
       i++
     }
   }
   return fail("unterminated string")
 }
 
-const scanObject = (src: string, pos: number, depth: number, limits: StrictJsonLimits): Scan => {
-  const seen = new Set<string>()
+const scanObject = (src: string, pos: number, depth: number, limits: StrictJsonLimits): number => {
   let i = skipWs(src, pos + 1)
-  if (src.charAt(i) === "}") return { ok: true, pos: i + 1 }
+  if (src.charCodeAt(i) === 125) return i + 1
+  // most objects have a few keys: an array beats a Set until there are many
+  const seen: Array<string> = []
+  let many: Set<string> | undefined
   for (;;) {
-    if (src.charAt(i) !== '"') return fail(`expected a key at ${i}`)
-    const key = scanString(src, i)
-    if (!key.ok) return key
-    const name = key.text ?? ""
-    if (seen.has(name)) return fail(`duplicate key "${name}"`)
-    seen.add(name)
-    i = skipWs(src, key.pos)
-    if (src.charAt(i) !== ":") return fail(`expected ":" at ${i}`)
-    const value = scanValue(src, i + 1, depth, limits)
-    if (!value.ok) return value
-    i = skipWs(src, value.pos)
-    const c = src.charAt(i)
-    if (c === "}") return { ok: true, pos: i + 1 }
-    if (c !== ",") return fail(`expected "," or "}" at ${i}`)
+    if (src.charCodeAt(i) !== QUOTE) return fail(`expected a key at ${i}`)
+    const afterKey = scanString(src, i, true)
+    if (afterKey < 0) return afterKey
+    const name = keyText
+    if (many !== undefined ? many.has(name) : seen.includes(name)) return fail(`duplicate key "${name}"`)
+    if (many !== undefined) many.add(name)
+    else if (seen.push(name) === 16) many = new Set(seen)
+    i = skipWs(src, afterKey)
+    if (src.charCodeAt(i) !== 58) return fail(`expected ":" at ${i}`)
+    const afterValue = scanValue(src, i + 1, depth, limits)
+    if (afterValue < 0) return afterValue
+    i = skipWs(src, afterValue)
+    const c = src.charCodeAt(i)
+    if (c === 125) return i + 1
+    if (c !== 44) return fail(`expected "," or "}" at ${i}`)
     i = skipWs(src, i + 1)
   }
 }
 
-const scanArray = (src: string, pos: number, depth: number, limits: StrictJsonLimits): Scan => {
+const scanArray = (src: string, pos: number, depth: number, limits: StrictJsonLimits): number => {
   let i = skipWs(src, pos + 1)
-  if (src.charAt(i) === "]") return { ok: true, pos: i + 1 }
+  if (src.charCodeAt(i) === 93) return i + 1
   for (;;) {
-    const value = scanValue(src, i, depth, limits)
-    if (!value.ok) return value
-    i = skipWs(src, value.pos)
-    const c = src.charAt(i)
-    if (c === "]") return { ok: true, pos: i + 1 }
-    if (c !== ",") return fail(`expected "," or "]" at ${i}`)
+    const afterValue = scanValue(src, i, depth, limits)
+    if (afterValue < 0) return afterValue
+    i = skipWs(src, afterValue)
+    const c = src.charCodeAt(i)
+    if (c === 93) return i + 1
+    if (c !== 44) return fail(`expected "," or "]" at ${i}`)
     i += 1
   }
 }
@@ -125,9 +159,9 @@ const scanArray = (src: string, pos: number, depth: number, limits: StrictJsonLi
 /** JSON.parse that refuses duplicate keys at any depth, over-deep nesting and over-long input. */
 export const strictJson = (text: string, limits: StrictJsonLimits = DEFAULT_LIMITS): Either.Either<unknown, StrictJsonInvalid> => {
   if (text.length > limits.maxChars) return Either.left(new StrictJsonInvalid({ reason: "JSON text too long" }))
-  const scan = scanValue(text, 0, 0, limits)
-  if (!scan.ok) return Either.left(new StrictJsonInvalid({ reason: scan.reason }))
-  if (skipWs(text, scan.pos) !== text.length) {
+  const end = scanValue(text, 0, 0, limits)
+  if (end < 0) return Either.left(new StrictJsonInvalid({ reason: failure }))
+  if (skipWs(text, end) !== text.length) {
     return Either.left(new StrictJsonInvalid({ reason: "trailing characters after the JSON value" }))
   }
   try {
@@ -152,15 +186,16 @@ export const memberSource = (text: string, name: string, limits: StrictJsonLimit
   if (text.charAt(i) !== "{") return undefined
   i = skipWs(text, i + 1)
   while (text.charAt(i) === '"') {
-    const key = scanString(text, i)
-    if (!key.ok) return undefined
-    i = skipWs(text, key.pos)
+    const afterKey = scanString(text, i, true)
+    if (afterKey < 0) return undefined
+    const key = keyText
+    i = skipWs(text, afterKey)
     if (text.charAt(i) !== ":") return undefined
     const start = skipWs(text, i + 1)
-    const value = scanValue(text, start, 1, limits)
-    if (!value.ok) return undefined
-    if (key.text === name) return text.slice(start, value.pos)
-    i = skipWs(text, value.pos)
+    const afterValue = scanValue(text, start, 1, limits)
+    if (afterValue < 0) return undefined
+    if (key === name) return text.slice(start, afterValue)
+    i = skipWs(text, afterValue)
     if (text.charAt(i) !== ",") return undefined
     i = skipWs(text, i + 1)
   }

@@ -1,0 +1,70 @@
+import { Either } from "effect"
+import * as fc from "effect/FastCheck"
+import { describe, expect, it } from "vitest"
+import { memberSource, strictJson } from "../../src/domain/StrictJson.js"
+
+const reason = (text: string, limits = { maxChars: 10_000, maxDepth: 8 }): string | undefined => {
+  const parsed = strictJson(text, limits)
+  return Either.isLeft(parsed) ? parsed.left.reason : undefined
+}
+
+const asNumbers = (value: unknown): unknown =>
+  JSON.parse(JSON.stringify(value, (_key, v: unknown) => (typeof v === "bigint" ? Number(v) : v)))
+
+describe("strictJson", () => {
+  it("gives what JSON.parse gives for any JSON without repeated keys", () => {
+    fc.assert(
+      fc.property(fc.json(), (text) => {
+        const parsed = strictJson(text, { maxChars: 1e6, maxDepth: 1000 })
+        // fc.json() writes no repeated keys; integers past 2^53 come back whole (as bigints)
+        expect(Either.isRight(parsed)).toBe(true)
+        if (Either.isRight(parsed)) expect(asNumbers(parsed.right)).toEqual(JSON.parse(text))
+      }),
+      { numRuns: 2000 }
+    )
+  })
+
+  it("refuses a repeated key at any depth, also spelled with an escape", () => {
+    expect(reason('{"a":1,"a":2}')).toBe('duplicate key "a"')
+    expect(reason('{"a":1,"\\u0061":2}')).toBe('duplicate key "a"')
+    expect(reason('[{"x":{"k":1,"k":1}}]')).toBe('duplicate key "k"')
+    expect(reason('{"a\\nb":1,"a\\u000ab":2}')).toBe('duplicate key "a\nb"')
+    // past the point where the scanner switches from a list of seen keys to a set
+    const many = Array.from({ length: 40 }, (_, i) => `"k${i}":${i}`)
+    expect(reason(`{${many.join(",")}}`)).toBeUndefined()
+    expect(reason(`{${many.join(",")},"k3":0}`)).toBe('duplicate key "k3"')
+    expect(reason(`{${many.join(",")},"k39":0}`)).toBe('duplicate key "k39"')
+  })
+
+  it("says where and why a text is not JSON", () => {
+    expect(reason("")).toBe("unexpected character at 0")
+    expect(reason('{"a":1,}')).toBe("expected a key at 7")
+    expect(reason("[1,]")).toBe("unexpected character at 3")
+    expect(reason('{"a" 1}')).toBe('expected ":" at 5')
+    expect(reason('{"a":1 "b":2}')).toBe('expected "," or "}" at 7')
+    expect(reason("[1 2]")).toBe('expected "," or "]" at 3')
+    expect(reason('"a\u0001"')).toBe("control character in string at 2")
+    expect(reason('"\\x"')).toBe("bad escape in string at 1")
+    expect(reason('"\\u12"')).toBe("bad escape in string at 1")
+    expect(reason('"abc')).toBe("unterminated string")
+    expect(reason("1 2")).toBe("trailing characters after the JSON value")
+    expect(reason("tru")).toBe("unexpected character at 0")
+    expect(reason("[[[[[[[[[1]]]]]]]]]")).toBe("JSON nested too deeply")
+    expect(reason("[".repeat(8) + "]".repeat(8))).toBeUndefined()
+    expect(reason("x".repeat(10_001))).toBe("JSON text too long")
+  })
+
+  it("keeps integers past 2^53 whole", () => {
+    expect(strictJson('{"id":9223372036854775806}')).toEqual(Either.right({ id: 9223372036854775806n }))
+  })
+})
+
+describe("memberSource", () => {
+  it("gives a member's text exactly as written", () => {
+    const text = '{ "a\\u0062" : [1, 2.50] , "value" :  {"n": 12345678901234567890} }'
+    expect(memberSource(text, "ab")).toBe("[1, 2.50]")
+    expect(memberSource(text, "value")).toBe('{"n": 12345678901234567890}')
+    expect(memberSource(text, "missing")).toBeUndefined()
+    expect(memberSource("[1]", "a")).toBeUndefined()
+  })
+})
