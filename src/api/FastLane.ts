@@ -21,6 +21,7 @@
 import { Effect, Either, Schema } from "effect"
 import type * as http from "node:http"
 import type { ErrorBody } from "../domain/Errors.js"
+import { decoderOf as fastDecoderOf } from "../domain/FastDecode.js"
 import { oncePerObject } from "../domain/Memo.js"
 import type { Principal } from "../domain/Principal.js"
 import { memberSource, strictJson } from "../domain/StrictJson.js"
@@ -75,7 +76,7 @@ const fromCache = <A>(result: Either.Either<A, CacheRefused>, then: (a: A) => st
 
 /** A schema's decoder that says undefined instead of why (the app says why). */
 const decoderOf = <A, I>(schema: Schema.Schema<A, I>) => {
-  const decode = Schema.decodeUnknownEither(schema)
+  const decode = fastDecoderOf(schema)
   return (value: unknown): A | undefined => {
     const decoded = decode(value)
     return Either.isRight(decoded) ? decoded.right : undefined
