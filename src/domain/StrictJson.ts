@@ -27,6 +27,15 @@ const fail = (reason: string): number => {
   return -1
 }
 
+/** Runs a scan and lets go of the last key text after it (a key can be as long as the body). */
+const scanned = <A>(scan: () => A): A => {
+  try {
+    return scan()
+  } finally {
+    keyText = ""
+  }
+}
+
 const isWs = (c: number): boolean => c === 32 || c === 9 || c === 10 || c === 13
 const isHex = (c: number): boolean => (c >= 48 && c <= 57) || (c >= 65 && c <= 70) || (c >= 97 && c <= 102)
 const QUOTE = 34
@@ -159,7 +168,7 @@ const scanArray = (src: string, pos: number, depth: number, limits: StrictJsonLi
 /** JSON.parse that refuses duplicate keys at any depth, over-deep nesting and over-long input. */
 export const strictJson = (text: string, limits: StrictJsonLimits = DEFAULT_LIMITS): Either.Either<unknown, StrictJsonInvalid> => {
   if (text.length > limits.maxChars) return Either.left(new StrictJsonInvalid({ reason: "JSON text too long" }))
-  const end = scanValue(text, 0, 0, limits)
+  const end = scanned(() => scanValue(text, 0, 0, limits))
   if (end < 0) return Either.left(new StrictJsonInvalid({ reason: failure }))
   if (skipWs(text, end) !== text.length) {
     return Either.left(new StrictJsonInvalid({ reason: "trailing characters after the JSON value" }))
@@ -181,7 +190,10 @@ export const parseStrictJson = (text: string, limits: StrictJsonLimits = DEFAULT
  * keeps every digit JSON.parse would round away); undefined when the text is not an object or
  * has no such member. Call it on text that has already passed `parseStrictJson`.
  */
-export const memberSource = (text: string, name: string, limits: StrictJsonLimits = DEFAULT_LIMITS): string | undefined => {
+export const memberSource = (text: string, name: string, limits: StrictJsonLimits = DEFAULT_LIMITS): string | undefined =>
+  scanned(() => memberAt(text, name, limits))
+
+const memberAt = (text: string, name: string, limits: StrictJsonLimits): string | undefined => {
   let i = skipWs(text, 0)
   if (text.charAt(i) !== "{") return undefined
   i = skipWs(text, i + 1)
