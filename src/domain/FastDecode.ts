@@ -97,9 +97,10 @@ const compile = (ast: AST.AST, inherited: Options | undefined): Check | undefine
         const out: Record<string, unknown> = {}
         for (const m of members) {
           const present = Object.prototype.hasOwnProperty.call(input, m.name)
-          if (!present && (m.optional || exact)) {
+          if (!present) {
             if (m.optional) continue
-            return NO
+            // as ParseResult: a missing required member is checked as undefined unless `exact`
+            if (exact) return NO
           }
           const decoded = m.check(input[m.name])
           if (decoded === undefined) return NO
