@@ -62,6 +62,15 @@ const cacheSuite = (engine: string, options: EngineOptions) =>
       expectError(await raw("/v1/cache/mget", '{"dmap":"m","keys":["ok","\\ud800"]}'), 400, "VALIDATION_FAILED")
       // a well-formed pair is an ordinary character
       expect((await raw("/v1/cache/put", '{"dmap":"m","key":"\\ud83d\\ude00","value":1}')).status).toBe(200)
+      // an empty name says which member and why, in words
+      for (const [route, body, member] of [
+        ["/v1/cache/get", '{"dmap":"","key":"k"}', "dmap"],
+        ["/v1/cache/put", '{"dmap":"m","key":"","value":1}', "key"]
+      ] as const) {
+        const reply = await raw(route, body)
+        expectError(reply, 400, "VALIDATION_FAILED")
+        expect(reply.body.error).toBe(`${member}: must not be empty`)
+      }
     })
 
     it("answers misses with 404 NOT_FOUND and mget with null slots in request order", async () => {

@@ -6,8 +6,9 @@ import { strict, WellFormedText } from "../Wire.js"
 
 // Names are valid Unicode: on Redis two names with lone surrogates would share one key.
 const Text = WellFormedText
-const Dmap = Text.pipe(Schema.minLength(1)).annotations({ description: "the map's name" })
-const Key = Text.pipe(Schema.minLength(1))
+const notEmpty = { message: () => "must not be empty" }
+const Dmap = Text.pipe(Schema.minLength(1, notEmpty)).annotations({ description: "the map's name" })
+const Key = Text.pipe(Schema.minLength(1, notEmpty))
 const NotNull = Schema.Unknown.pipe(
   Schema.filter((v) => v !== null && v !== undefined, { message: () => "value is required and cannot be null" })
 ).annotations({ description: "any JSON value except null; returned with its exact JSON text" })
