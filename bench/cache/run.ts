@@ -11,6 +11,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
+import { median } from "../support/stats.js"
 
 const here = path.dirname(fileURLToPath(import.meta.url))
 const root = path.resolve(here, "../..")
@@ -98,11 +99,6 @@ const main = async () => {
   process.stdout.write(`\nwrk -t1 -c64 ${duration}s, server on CPU 0, load on CPU 1 (${rounds} rounds each)\n| target | req/s | p50 | p99 |\n|---|---:|---:|---:|\n`)
   for (const [name, s] of rows) process.stdout.write(`| ${name} | ${s.rps.toFixed(0)} | ${s.p50} | ${s.p99} |\n`)
   const rpsOf = (name: string) => rows.filter(([n]) => n === name).map(([, s]) => s.rps)
-  const median = (xs: ReadonlyArray<number>) => {
-    const sorted = [...xs].sort((a, b) => a - b)
-    const mid = Math.floor(sorted.length / 2)
-    return sorted.length % 2 === 1 ? (sorted[mid] ?? 0) : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2
-  }
   // each gateway round against the bare round just before it, and the medians of both
   const ratios = (op: string) => {
     const bare = rpsOf(`bare ${op}`)

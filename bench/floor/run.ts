@@ -9,6 +9,7 @@
 import { spawn, spawnSync, type ChildProcess } from "node:child_process"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
+import { median } from "../support/stats.js"
 
 export interface Target {
   readonly name: string
@@ -152,11 +153,6 @@ const stop = (child: ChildProcess) =>
     setTimeout(() => child.kill("SIGKILL"), 5000).unref()
   })
 
-const median = (xs: ReadonlyArray<number>) => {
-  const s = [...xs].sort((a, b) => a - b)
-  const m = Math.floor(s.length / 2)
-  return s.length % 2 === 1 ? (s[m] ?? 0) : ((s[m - 1] ?? 0) + (s[m] ?? 0)) / 2
-}
 
 const main = async () => {
   if (spawnSync("wrk", ["--version"]).error !== undefined) {

@@ -45,6 +45,7 @@ import {
   userRow,
   usersSchema
 } from "./shared.js"
+import { median } from "../support/stats.js"
 
 const here = path.dirname(fileURLToPath(import.meta.url))
 const root = path.resolve(here, "../..")
@@ -232,11 +233,6 @@ const wrk = (dir: string, target: Target, seconds: number): Sample => {
   }
 }
 
-const median = (xs: ReadonlyArray<number>) => {
-  const sorted = [...xs].sort((a, b) => a - b)
-  const mid = Math.floor(sorted.length / 2)
-  return sorted.length % 2 === 1 ? (sorted[mid] ?? 0) : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2
-}
 
 // ---- main --------------------------------------------------------------------------------
 

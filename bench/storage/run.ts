@@ -48,6 +48,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { alive, type Child, freePort, logTail, sleep, startPinned, stop, stopAll, waitUntil } from "../support/children.js"
+import { median } from "../support/stats.js"
 
 const here = path.dirname(fileURLToPath(import.meta.url))
 const root = path.resolve(here, "../..")
@@ -351,11 +352,6 @@ const startAnchorServer = async (dir: string, file: string) => {
 
 // ---- report --------------------------------------------------------------------------------
 
-const median = (xs: ReadonlyArray<number>) => {
-  const sorted = [...xs].sort((a, b) => a - b)
-  const mid = Math.floor(sorted.length / 2)
-  return sorted.length % 2 === 1 ? (sorted[mid] ?? 0) : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2
-}
 
 const mbps = (ms: number) => bytes / 1e6 / (ms / 1000)
 const mibText = (n: number) => `${(n / MiB).toFixed(1)} MiB`
