@@ -21,7 +21,7 @@
 import { Effect, Either, Schema } from "effect"
 import type * as http from "node:http"
 import type { ErrorBody } from "../domain/Errors.js"
-import { decoderOf as fastDecoderOf } from "../domain/FastDecode.js"
+import { decoderOf } from "../domain/FastDecode.js"
 import { oncePerObject } from "../domain/Memo.js"
 import type { Principal } from "../domain/Principal.js"
 import { memberSource, strictJson } from "../domain/StrictJson.js"
@@ -75,8 +75,8 @@ const fromCache = <A>(result: Either.Either<A, CacheRefused>, then: (a: A) => st
   Either.isRight(result) ? ok(then(result.right)) : refused(result.left)
 
 /** A schema's decoder that says undefined instead of why (the app says why). */
-const decoderOf = <A, I>(schema: Schema.Schema<A, I>) => {
-  const decode = fastDecoderOf(schema)
+const payloadDecoder = <A, I>(schema: Schema.Schema<A, I>) => {
+  const decode = decoderOf(schema)
   return (value: unknown): A | undefined => {
     const decoded = decode(value)
     return Either.isRight(decoded) ? decoded.right : undefined
@@ -95,7 +95,7 @@ const cacheRoutes = (cache: CacheNow, maxBodyBytes: number): ReadonlyArray<reado
   const limits = { maxChars: maxBodyBytes, maxDepth: 128 }
   /** The body as the app reads it: strict JSON, an empty body being `{}`, then the schema. */
   const json = <A, I>(schema: Schema.Schema<A, I>) => {
-    const decode = decoderOf(schema)
+    const decode = payloadDecoder(schema)
     return (text: string): A | undefined => {
       const value = text === "" ? Either.right({}) : strictJson(text, limits)
       return Either.isRight(value) ? decode(value.right) : undefined

@@ -36,10 +36,22 @@ const scanned = <A>(scan: () => A): A => {
   }
 }
 
+// space, tab, line feed, carriage return
 const isWs = (c: number): boolean => c === 32 || c === 9 || c === 10 || c === 13
 const isHex = (c: number): boolean => (c >= 48 && c <= 57) || (c >= 65 && c <= 70) || (c >= 97 && c <= 102)
-const QUOTE = 34
+// the characters of JSON's grammar, as char codes
+const QUOTE = 34 // "
 const BACKSLASH = 92
+const OPEN_OBJECT = 123 // {
+const CLOSE_OBJECT = 125 // }
+const OPEN_ARRAY = 91 // [
+const CLOSE_ARRAY = 93 // ]
+const COLON = 58
+const COMMA = 44
+const LOWER_T = 116
+const LOWER_F = 102
+const LOWER_N = 110
+const LOWER_U = 117
 
 const simpleEscape = (c: number): string | undefined => {
   switch (c) {
@@ -69,14 +81,14 @@ const NUMBER_RE = /-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?/y
 const scanValue = (src: string, start: number, depth: number, limits: StrictJsonLimits): number => {
   const pos = skipWs(src, start)
   const c = src.charCodeAt(pos)
-  if (c === 123 || c === 91) {
+  if (c === OPEN_OBJECT || c === OPEN_ARRAY) {
     if (depth >= limits.maxDepth) return fail("JSON nested too deeply")
-    return c === 123 ? scanObject(src, pos, depth + 1, limits) : scanArray(src, pos, depth + 1, limits)
+    return c === OPEN_OBJECT ? scanObject(src, pos, depth + 1, limits) : scanArray(src, pos, depth + 1, limits)
   }
   if (c === QUOTE) return scanString(src, pos, false)
-  if (c === 116 && src.startsWith("true", pos)) return pos + 4
-  if (c === 102 && src.startsWith("false", pos)) return pos + 5
-  if (c === 110 && src.startsWith("null", pos)) return pos + 4
+  if (c === LOWER_T && src.startsWith("true", pos)) return pos + 4
+  if (c === LOWER_F && src.startsWith("false", pos)) return pos + 5
+  if (c === LOWER_N && src.startsWith("null", pos)) return pos + 4
   NUMBER_RE.lastIndex = pos
   const m = NUMBER_RE.exec(src)
   if (m !== null && m[0].length > 0) return pos + m[0].length
@@ -110,7 +122,7 @@ const scanString = (src: string, pos: number, wantText: boolean): number => {
       if (simple !== undefined) {
         if (wantText) out += src.slice(run, i) + simple
         i += 2
-      } else if (e === 117 && isHex(src.charCodeAt(i + 2)) && isHex(src.charCodeAt(i + 3)) && isHex(src.charCodeAt(i + 4)) && isHex(src.charCodeAt(i + 5))) {
+      } else if (e === LOWER_U && isHex(src.charCodeAt(i + 2)) && isHex(src.charCodeAt(i + 3)) && isHex(src.charCodeAt(i + 4)) && isHex(src.charCodeAt(i + 5))) {
         // Keys compare by UTF-16 code units, exactly as JSON.parse builds property names.
         if (wantText) out += src.slice(run, i) + String.fromCharCode(parseInt(src.slice(i + 2, i + 6), 16))
         i += 6
@@ -127,7 +139,7 @@ const scanString = (src: string, pos: number, wantText: boolean): number => {
 
 const scanObject = (src: string, pos: number, depth: number, limits: StrictJsonLimits): number => {
   let i = skipWs(src, pos + 1)
-  if (src.charCodeAt(i) === 125) return i + 1
+  if (src.charCodeAt(i) === CLOSE_OBJECT) return i + 1
   // most objects have a few keys: an array beats a Set until there are many
   const seen: Array<string> = []
   let many: Set<string> | undefined
@@ -140,27 +152,27 @@ const scanObject = (src: string, pos: number, depth: number, limits: StrictJsonL
     if (many !== undefined) many.add(name)
     else if (seen.push(name) === 16) many = new Set(seen)
     i = skipWs(src, afterKey)
-    if (src.charCodeAt(i) !== 58) return fail(`expected ":" at ${i}`)
+    if (src.charCodeAt(i) !== COLON) return fail(`expected ":" at ${i}`)
     const afterValue = scanValue(src, i + 1, depth, limits)
     if (afterValue < 0) return afterValue
     i = skipWs(src, afterValue)
     const c = src.charCodeAt(i)
-    if (c === 125) return i + 1
-    if (c !== 44) return fail(`expected "," or "}" at ${i}`)
+    if (c === CLOSE_OBJECT) return i + 1
+    if (c !== COMMA) return fail(`expected "," or "}" at ${i}`)
     i = skipWs(src, i + 1)
   }
 }
 
 const scanArray = (src: string, pos: number, depth: number, limits: StrictJsonLimits): number => {
   let i = skipWs(src, pos + 1)
-  if (src.charCodeAt(i) === 93) return i + 1
+  if (src.charCodeAt(i) === CLOSE_ARRAY) return i + 1
   for (;;) {
     const afterValue = scanValue(src, i, depth, limits)
     if (afterValue < 0) return afterValue
     i = skipWs(src, afterValue)
     const c = src.charCodeAt(i)
-    if (c === 93) return i + 1
-    if (c !== 44) return fail(`expected "," or "]" at ${i}`)
+    if (c === CLOSE_ARRAY) return i + 1
+    if (c !== COMMA) return fail(`expected "," or "]" at ${i}`)
     i += 1
   }
 }
