@@ -35,7 +35,8 @@
  *   npx tsx bench/storage/run.ts
  *
  * Needs taskset and two CPUs. Knobs: STORAGE_MIB file size in MiB (256), STORAGE_ROUNDS (2),
- * STORAGE_GATEWAY_NODE_ARGS extra node flags for the gateway process (a CPU profile, a GC trace).
+ * STORAGE_GATEWAY_NODE_ARGS extra node flags for the gateway process (a CPU profile, a GC trace),
+ * STORAGE_KEEP_LOGS=1 keeps the temp dir's logs (a GC trace goes to the gateway's log) after a success.
  * Everything it writes goes to a temp dir under os.tmpdir(), removed at the end; on failure the
  * logs stay there (the content file and the blocks are removed anyway, they are large).
  */
@@ -549,7 +550,7 @@ const main = async () => {
     ok = true
   } finally {
     await stopAll()
-    if (ok) fs.rmSync(dir, { recursive: true, force: true })
+    if (ok && process.env.STORAGE_KEEP_LOGS !== "1") fs.rmSync(dir, { recursive: true, force: true })
     else discard()
   }
 }

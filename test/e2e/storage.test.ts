@@ -179,7 +179,9 @@ describe.each(storageEngines())("content storage on the %s engine", (_name, engi
       [1, 2],
       [MiB, 3],
       [MiB + 1, 4],
-      [5 * MiB + 12345, 5]
+      [5 * MiB + 12345, 5],
+      // past the importer's batches of ten block writes: later leaves reuse written leaves' buffers
+      [25 * MiB + 12345, 6]
     ] as const) {
       const bytes = bytesOf(size, seed)
       const up = await upload(gw, token, bytes, `file-${size}`)

@@ -11,12 +11,12 @@ import { FsBlockstore } from "blockstore-fs"
 import { NextToLast } from "blockstore-fs/sharding"
 import { Effect, Layer } from "effect"
 import { importer } from "ipfs-unixfs-importer"
-import { fixedSize } from "ipfs-unixfs-importer/chunker"
 import { balanced } from "ipfs-unixfs-importer/layout"
 import { CID } from "multiformats/cid"
 import { promises as fs } from "node:fs"
 import * as path from "node:path"
 import { UNIXFS_PROFILE } from "../../domain/ContentId.js"
+import { LeafPool } from "./LeafPool.js"
 import { makeReclaimLock } from "./ReclaimLock.js"
 import { ContentEngine, ContentEngineError, type ContentEngineService, EVICT_WAIT, type PinState } from "./ContentEngine.js"
 import { type BlockSource, fileSize, readRange } from "./UnixfsReader.js"
@@ -108,25 +108,20 @@ export const makeEmbeddedEngine = (options: EmbeddedOptions) =>
           return yield* Effect.tryPromise({
             try: async () => {
               let last: { cid: CID } | undefined
-              // the importer's entry size counts the DAG's own nodes; the file's size is the bytes
-              let size = 0
-              const counted = (async function* () {
-                for await (const chunk of bytes) {
-                  size += chunk.length
-                  yield chunk
-                }
-              })()
-              for await (const entry of importer([{ content: counted }], store, {
+              // leaves cut into reused buffers (LeafPool.ts); the pool also counts the file's
+              // bytes, since the importer's entry size counts the DAG's own nodes too
+              const leaves = new LeafPool(UNIXFS_PROFILE.chunkSize)
+              for await (const entry of importer([{ content: bytes }], leaves.releasing(store), {
                 cidVersion: UNIXFS_PROFILE.cidVersion,
                 rawLeaves: UNIXFS_PROFILE.rawLeaves,
-                chunker: fixedSize({ chunkSize: UNIXFS_PROFILE.chunkSize }),
+                chunker: leaves.chunker,
                 layout: balanced({ maxChildrenPerNode: UNIXFS_PROFILE.maxLinksPerNode }),
                 reduceSingleLeafToSelf: true
               })) {
                 last = entry
               }
               if (last === undefined) throw new Error("the importer produced no root")
-              return { cid: last.cid.toString(), size }
+              return { cid: last.cid.toString(), size: leaves.bytes }
             },
             catch: (e) =>
               new ContentEngineError({ reason: "failed", detail: e instanceof Error ? e.message : String(e), cause: e })
