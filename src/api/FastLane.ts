@@ -29,6 +29,7 @@ import { Authenticator } from "../layers/auth/Authenticator.js"
 import { Cache, type CacheNow, type CacheRefused } from "../layers/cache/Cache.js"
 import { PorticoConfig } from "../layers/config/PorticoConfig.js"
 import { RateLimiter } from "../layers/ratelimit/RateLimiter.js"
+import { RegistryStore } from "../layers/registry/RegistryStore.js"
 import { bearerPattern, policyRefusal, rateLimited } from "./Authentication.js"
 import { envelopeOf } from "./ErrorResponses.js"
 import { whoamiOf } from "./groups/AuthGroup.js"
@@ -40,7 +41,22 @@ import { type Policy, policyKey, routePolicies } from "./RoutePolicy.js"
  * Answers a request on the spot and says with which status, or declines with undefined having
  * written nothing. `body` is the whole request body when it has one.
  */
-export type FastLane = (req: http.IncomingMessage, res: http.ServerResponse, body: Buffer | undefined) => number | undefined
+export interface FastLane {
+  (req: http.IncomingMessage, res: http.ServerResponse, body: Buffer | undefined): number | undefined
+  /** Whether the request's route is one the lane answers (it may still decline the request). */
+  readonly takes: (req: http.IncomingMessage) => boolean
+  /**
+   * Answers a turn's requests: `answerAll` calls the lane for each, and one check of the
+   * registry for commits stands for all of their credential reads instead of one check each.
+   *
+   * Sound because the listener calls it from `setImmediate`, after the event loop's poll phase,
+   * for requests read whole during that phase. A revocation acknowledged before a request was
+   * sent was committed before the request's bytes could arrive, so before they were read, so
+   * before this check. A check made earlier in the phase, while other sockets were still being
+   * read, would not be: that is why requests are not answered as they are read.
+   */
+  readonly turn: <A>(answerAll: () => A) => A
+}
 
 interface Answer {
   readonly status: number
@@ -143,6 +159,7 @@ export const makeFastLane = Effect.gen(function* () {
   const limiter = yield* RateLimiter
   const cache = yield* Cache
   const config = yield* PorticoConfig
+  const registry = yield* RegistryStore
   const operators = config.operators
   const logRequests = config.logRequests
 
@@ -155,7 +172,7 @@ export const makeFastLane = Effect.gen(function* () {
     withPolicies([["GET /v1/auth/whoami", whoami], ...(cache.now === undefined ? [] : cacheRoutes(cache.now, config.maxBodyBytes))])
   )
 
-  const lane: FastLane = (req, res, body) => {
+  const answerNow = (req: http.IncomingMessage, res: http.ServerResponse, body: Buffer | undefined): number | undefined => {
     // the exact path only: a query string (refused as unknown members), a trailing slash or an
     // encoded character is the app's to answer
     const route = routes.get(`${req.method} ${req.url}`)
@@ -200,5 +217,9 @@ export const makeFastLane = Effect.gen(function* () {
     res.end(answer.body)
     return answer.status
   }
+  const lane: FastLane = Object.assign(answerNow, {
+    takes: (req: http.IncomingMessage) => routes.has(`${req.method} ${req.url}`),
+    turn: registry.holdNow ?? (<A>(answerAll: () => A): A => answerAll())
+  })
   return lane
 })

@@ -50,6 +50,7 @@ import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import type * as http from "node:http"
 import { PassThrough, Readable, Transform, type TransformCallback } from "node:stream"
+import type { FastLane } from "./FastLane.js"
 
 export interface AdapterOptions {
   /** Default body cap in bytes: a larger Content-Length gets 413 before any read. */
@@ -63,11 +64,12 @@ export interface AdapterOptions {
    */
   readonly onAnswered?: ((req: http.IncomingMessage, status: number, ms: number) => void) | undefined
   /**
-   * Tried first for every request whose body (if any) is JSON and read: answers on the spot and
-   * says with which status, or declines with undefined having written nothing, and the app then
-   * serves the request (src/api/FastLane.ts).
+   * Tried first for every request of its routes whose body (if any) is JSON and read: answers
+   * and says with which status, or declines with undefined having written nothing, and the app
+   * then serves the request (src/api/FastLane.ts). Its requests are answered together at the end
+   * of the event loop's poll phase, in its `turn`.
    */
-  readonly fastLane?: ((req: http.IncomingMessage, res: http.ServerResponse, body: Buffer | undefined) => number | undefined) | undefined
+  readonly fastLane?: FastLane | undefined
 }
 
 // ---------------------------------------------------------------------------
@@ -729,11 +731,31 @@ export const makeRequestListener = <E, R>(
     if (onAnswered !== undefined) onAnswered(req, status, performance.now() - startedAt)
   }
 
-  /** The fast lane first, then the app for whatever it declines. */
-  const dispatch = (req: http.IncomingMessage, res: http.ServerResponse, cap: number, capBody: string, body: Buffer | undefined, startedAt: number): void => {
+  /** The fast lane, then the app for whatever it declines. */
+  const laneOrApp = (req: http.IncomingMessage, res: http.ServerResponse, cap: number, capBody: string, body: Buffer | undefined, startedAt: number): void => {
     const status = fastLane === undefined ? undefined : fastLane(req, res, body)
     if (status !== undefined) answeredHere(req, status, startedAt)
     else serve(req, res, cap, capBody, body, startedAt)
+  }
+
+  // The lane's requests of one event-loop turn, answered together once the poll phase has read
+  // every socket that was ready (FastLane.ts, `turn`); the others go to the app as they come.
+  let waiting: Array<Waiting> = []
+  const answerWaiting = (): void => {
+    const turn = waiting
+    waiting = []
+    for (const w of turn) laneOrApp(w.req, w.res, w.cap, w.capBody, w.body, w.startedAt)
+  }
+  const endOfTurn = (): void => {
+    fastLane?.turn(answerWaiting)
+  }
+  const dispatch = (req: http.IncomingMessage, res: http.ServerResponse, cap: number, capBody: string, body: Buffer | undefined, startedAt: number): void => {
+    if (fastLane === undefined || !fastLane.takes(req)) {
+      serve(req, res, cap, capBody, body, startedAt)
+      return
+    }
+    if (waiting.length === 0) setImmediate(endOfTurn)
+    waiting.push(new Waiting(req, res, cap, capBody, body, startedAt))
   }
 
   return (req, res) => {
@@ -776,6 +798,18 @@ export const makeRequestListener = <E, R>(
     // a JSON body within the cap: read it whole first (see `serve`)
     new JsonBodyRead(req, res, cap, capBody, startedAt, dispatch, answeredHere)
   }
+}
+
+/** A request of the fast lane's routes, read whole, waiting for the end of the turn. */
+class Waiting {
+  constructor(
+    readonly req: http.IncomingMessage,
+    readonly res: http.ServerResponse,
+    readonly cap: number,
+    readonly capBody: string,
+    readonly body: Buffer | undefined,
+    readonly startedAt: number
+  ) {}
 }
 
 /**

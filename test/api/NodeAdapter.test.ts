@@ -9,8 +9,10 @@ import {
 import { NodeHttpServer } from "@effect/platform-node"
 import { Effect, Layer, ManagedRuntime, Option, Schema, Stream } from "effect"
 import * as http from "node:http"
+import * as net from "node:net"
 import type { AddressInfo } from "node:net"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
+import type { FastLane } from "../../src/api/FastLane.js"
 import { fastRuntimeLayer, makeRequestListener } from "../../src/api/NodeAdapter.js"
 
 const MAX = 1024
@@ -340,5 +342,118 @@ describe("NodeAdapter access log (onAnswered)", () => {
       { method: "GET", url: "/slow", status: 499 },
       { method: "POST", url: "/echo", status: 499 }
     ])
+  })
+})
+
+describe("NodeAdapter fast lane", () => {
+  // A lane for POST /echo that answers names other than "app" itself, and records whether each
+  // answer was given inside a turn and how many requests each turn answered.
+  const turns: Array<number> = []
+  let inTurn = false
+  let answeredOutsideTurn = 0
+  let current = 0
+  const lane: FastLane = Object.assign(
+    (req: http.IncomingMessage, res: http.ServerResponse, body: Buffer | undefined): number | undefined => {
+      if (!inTurn) answeredOutsideTurn++
+      current++
+      const name = (JSON.parse(body?.toString() ?? "{}") as { name?: string }).name
+      if (name === "app") return undefined
+      const text = JSON.stringify({ lane: name })
+      res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(text) }).end(text)
+      return 200
+    },
+    {
+      takes: (req: http.IncomingMessage) => req.url === "/echo",
+      turn: <A>(answerAll: () => A): A => {
+        inTurn = true
+        current = 0
+        try {
+          return answerAll()
+        } finally {
+          inTurn = false
+          turns.push(current)
+        }
+      }
+    }
+  )
+  let laneServer: http.Server
+  let lanePort = 0
+
+  beforeAll(async () => {
+    const app = await managed.runPromise(HttpApiBuilder.httpApp)
+    const runtime = await managed.runtime()
+    laneServer = http.createServer(makeRequestListener(app, runtime, { maxBodyBytes: MAX, fastLane: lane }))
+    await new Promise<void>((resolve) => laneServer.listen(0, "127.0.0.1", resolve))
+    lanePort = (laneServer.address() as AddressInfo).port
+  })
+  afterAll(async () => {
+    laneServer.closeAllConnections()
+    await new Promise<void>((resolve) => laneServer.close(() => resolve()))
+  })
+
+  const post = (name: string) =>
+    fetch(`http://127.0.0.1:${lanePort}/echo`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ name }) }).then(
+      async (r) => ({ status: r.status, body: (await r.json()) as unknown })
+    )
+
+  it("answers its routes' requests only inside a turn, several to a turn, and the app serves what it declines", async () => {
+    const names = Array.from({ length: 20 }, (_, i) => (i % 10 === 3 ? "app" : `n${i}`))
+    // one kept-alive connection per request, every request written in the same tick
+    const sockets = await Promise.all(
+      names.map(
+        () =>
+          new Promise<net.Socket>((resolve, reject) => {
+            const socket = net.connect(lanePort, "127.0.0.1", () => resolve(socket))
+            socket.on("error", reject)
+          })
+      )
+    )
+    const reply = (socket: net.Socket) =>
+      new Promise<string>((resolve) => {
+        let text = ""
+        const onData = (d: Buffer) => {
+          text += d.toString()
+          const head = text.indexOf("\r\n\r\n")
+          const length = /content-length: (\d+)/i.exec(text)?.[1]
+          if (head >= 0 && length !== undefined && text.length >= head + 4 + Number(length)) {
+            socket.off("data", onData)
+            resolve(text)
+          }
+        }
+        socket.on("data", onData)
+      })
+    const round = async () => {
+      const replies = sockets.map(reply)
+      names.forEach((name, i) => {
+        const body = JSON.stringify({ name })
+        sockets[i]?.write(`POST /echo HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\ncontent-length: ${body.length}\r\n\r\n${body}`)
+      })
+      const texts = await Promise.all(replies)
+      texts.forEach((text, i) => {
+        expect(text.startsWith("HTTP/1.1 200 ")).toBe(true)
+        expect(JSON.parse(text.slice(text.indexOf("\r\n\r\n") + 4))).toEqual(names[i] === "app" ? { name: "app" } : { lane: names[i] })
+      })
+    }
+    try {
+      // node reads a new connection's first request on its own; what arrives on open connections
+      // in the same moment is read in one poll phase
+      await round()
+      turns.length = 0
+      answeredOutsideTurn = 0
+      await round()
+      expect(answeredOutsideTurn).toBe(0)
+      expect(turns.reduce((a, b) => a + b, 0)).toBe(20)
+      // requests that arrived together were answered together
+      expect(turns.length).toBeLessThan(10)
+    } finally {
+      for (const socket of sockets) socket.destroy()
+    }
+  })
+
+  it("leaves the routes it does not take to the app at once", async () => {
+    turns.length = 0
+    const reply = await fetch(`http://127.0.0.1:${lanePort}/addr?q=x`)
+    expect(reply.status).toBe(200)
+    expect(turns).toEqual([])
   })
 })

@@ -43,6 +43,12 @@ export interface RegistryStoreService {
    * a read must wait (rqlite). The listener's fast lane reads through it (src/api/FastLane.ts).
    */
   readonly queryNow?: ((statement: Statement) => Either.Either<ReadonlyArray<Row>, StoreError>) | undefined
+  /**
+   * Runs `f` with one check for commits since the kept answers were read standing for every
+   * `queryNow` inside it, instead of one check each. Only for work whose every request was
+   * received before the call (src/api/FastLane.ts, `turn`). Absent where `queryNow` is.
+   */
+  readonly holdNow?: (<A>(f: () => A) => A) | undefined
   /** Runs one write statement. */
   readonly exec: (statement: Statement) => Effect.Effect<ExecResult, StoreError>
   /** Runs write statements atomically, in order: all apply or none do. */

@@ -241,7 +241,9 @@ const make = (config: SqliteRegistryConfig) =>
       (rows) => rows.flatMap((row) => (typeof row["name"] === "string" ? [row["name"]] : []))
     )
 
-    const service: RegistryStoreService = { query, queryNow, exec, batch, migrations, engine: "sqlite" }
+    const holdNow = <A>(f: () => A): A => (generation === undefined ? f() : generation.hold(f))
+
+    const service: RegistryStoreService = { query, queryNow, holdNow, exec, batch, migrations, engine: "sqlite" }
     return service
   })
 

@@ -24,6 +24,12 @@ const HEADER_BYTES = 48
 export interface WalGeneration {
   /** The current generation, or undefined when it cannot be told right now. */
   readonly read: () => string | undefined
+  /**
+   * Runs `f` with one read of the generation standing for every `read` made inside it. Sound only
+   * for work whose every input had been received before the call: a commit acknowledged before
+   * such an input was sent happened before this read (see `turn` in src/api/FastLane.ts).
+   */
+  readonly hold: <A>(f: () => A) => A
   readonly close: () => void
 }
 
@@ -38,17 +44,29 @@ export const openWalGeneration = (databaseFile: string): WalGeneration | undefin
   const header = Buffer.alloc(2 * HEADER_BYTES)
   // the header is in the machine's own byte order
   const version = os.endianness() === "LE" ? () => header.readUInt32LE(0) : () => header.readUInt32BE(0)
+  const readHeader = (): string | undefined => {
+    try {
+      if (fs.readSync(fd, header, 0, header.length, 0) !== header.length) return undefined
+    } catch {
+      return undefined
+    }
+    // isInit (byte 12) is 1 once a connection has built the index
+    if (version() !== WAL_INDEX_VERSION || header[12] !== 1) return undefined
+    if (header.compare(header, HEADER_BYTES, 2 * HEADER_BYTES, 0, HEADER_BYTES) !== 0) return undefined
+    return header.toString("latin1", 0, HEADER_BYTES)
+  }
+  // the generation read by the `hold` under way; null when none is
+  let held: string | undefined | null = null
   return {
-    read: () => {
+    read: () => (held === null ? readHeader() : held),
+    hold: (f) => {
+      if (held !== null) return f()
+      held = readHeader()
       try {
-        if (fs.readSync(fd, header, 0, header.length, 0) !== header.length) return undefined
-      } catch {
-        return undefined
+        return f()
+      } finally {
+        held = null
       }
-      // isInit (byte 12) is 1 once a connection has built the index
-      if (version() !== WAL_INDEX_VERSION || header[12] !== 1) return undefined
-      if (header.compare(header, HEADER_BYTES, 2 * HEADER_BYTES, 0, HEADER_BYTES) !== 0) return undefined
-      return header.toString("latin1", 0, HEADER_BYTES)
     },
     close: () => fs.closeSync(fd)
   }

@@ -106,4 +106,42 @@ describe("SqliteRegistryStore specifics", () => {
       expect(Object.isFrozen(read()[0])).toBe(true)
     })
   )
+
+  it.scopedLive("inside holdNow one check for commits stands for every read; the first read after it checks again", () =>
+    Effect.gen(function* () {
+      const dir = yield* tempDir
+      const filename = registryDbPath(dir)
+      const store = Context.get(yield* Layer.build(SqliteRegistryStore.layer({ filename })), RegistryStore)
+      const { queryNow, holdNow } = store
+      if (queryNow === undefined || holdNow === undefined) return expect.fail("the SQLite store reads on the spot")
+      yield* store.exec({ sql: "CREATE TABLE t (id TEXT PRIMARY KEY, v INTEGER)" })
+      yield* store.exec({ sql: "INSERT INTO t VALUES ('a', 1)" })
+      const read = () => Either.getOrThrow(queryNow({ sql: "SELECT v FROM t WHERE id = ?", params: ["a"] }))
+      const kept = read()
+      const other = new Database(filename)
+      yield* Effect.addFinalizer(() => Effect.sync(() => other.close()))
+      const inside = holdNow(() => {
+        // committed after the hold's one check: the requests it answers were all read before
+        other.prepare("UPDATE t SET v = 2 WHERE id = 'a'").run()
+        const first = read()
+        // a hold inside a hold checks nothing more
+        const nested = holdNow(() => read())
+        return [first, nested]
+      })
+      expect(inside[0]).toBe(kept)
+      expect(inside[1]).toBe(kept)
+      expect(read()).toEqual([{ v: 2 }])
+      // a hold that begins after the commit sees it
+      other.prepare("UPDATE t SET v = 3 WHERE id = 'a'").run()
+      expect(holdNow(() => read())).toEqual([{ v: 3 }])
+      // and one that ends by throwing lets the next read check again
+      expect(() =>
+        holdNow(() => {
+          other.prepare("UPDATE t SET v = 4 WHERE id = 'a'").run()
+          throw new Error("stop")
+        })
+      ).toThrow("stop")
+      expect(read()).toEqual([{ v: 4 }])
+    })
+  )
 })
