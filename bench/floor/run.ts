@@ -129,9 +129,13 @@ const start = (t: Target, port: number): Promise<ChildProcess> =>
       reject(new Error(`${t.name}: not READY within 60s`))
     }, 60_000)
     let buf = ""
+    let ready = false
     child.stdout?.on("data", (d: Buffer) => {
+      // after READY only the access log (FLOOR_GATEWAY_LOG=1) comes: read and dropped, not kept
+      if (ready) return
       buf += d.toString()
       if (buf.includes("READY")) {
+        ready = true
         clearTimeout(timer)
         const headers: Record<string, string> = {}
         for (const m of buf.matchAll(/^HEADER ([^:]+): (.*)$/gm)) headers[m[1] ?? ""] = m[2] ?? ""
