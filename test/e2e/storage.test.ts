@@ -22,6 +22,7 @@ import { type Gateway, type Reply, startGateway, testTmp } from "../support/gate
 import { freePort } from "../support/process.js"
 import { hasRqlited, type RqlitedServer, rqlitedMissingMessage, startRqlited } from "../support/rqlited.js"
 import { type StorageEngine, storageEngines } from "../support/storageEngines.js"
+import { bytesOf } from "../support/bytes.js"
 
 const MiB = 1024 * 1024
 
@@ -46,17 +47,6 @@ const expectedCid = async (bytes: Uint8Array): Promise<string> => {
     root = entry.cid.toString()
   }
   return root
-}
-
-/** Deterministic bytes that do not repeat block to block (so no chunk is shared by accident). */
-const bytesOf = (size: number, seed: number): Uint8Array => {
-  const out = new Uint8Array(size)
-  let x = seed * 2654435761 + 1
-  for (let i = 0; i < size; i++) {
-    x = (x * 1103515245 + 12345) >>> 0
-    out[i] = x >>> 24
-  }
-  return out
 }
 
 interface Device {

@@ -10,19 +10,9 @@ import { balanced } from "ipfs-unixfs-importer/layout"
 import { createHash } from "node:crypto"
 import { describe, expect, it } from "vitest"
 import { LeafPool } from "../../../src/layers/storage/LeafPool.js"
+import { bytesOf } from "../../support/bytes.js"
 
 const LEAF = 1024
-
-/** Deterministic bytes, different block to block. */
-const bytesOf = (size: number, seed: number): Uint8Array => {
-  const out = new Uint8Array(size)
-  let x = seed * 2654435761 + 1
-  for (let i = 0; i < size; i++) {
-    x = (x * 1103515245 + 12345) >>> 0
-    out[i] = x >>> 24
-  }
-  return out
-}
 
 /** `bytes` as the network might deliver it: pieces of random sizes (some empty, some over a leaf). */
 const pieces = (bytes: Uint8Array, seed: number): Array<Uint8Array> => {
