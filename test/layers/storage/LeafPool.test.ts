@@ -7,6 +7,8 @@
 import { importer, type WritableStorage } from "ipfs-unixfs-importer"
 import { fixedSize } from "ipfs-unixfs-importer/chunker"
 import { balanced } from "ipfs-unixfs-importer/layout"
+import { CID } from "multiformats/cid"
+import { sha256 } from "multiformats/hashes/sha2"
 import { createHash } from "node:crypto"
 import { describe, expect, it } from "vitest"
 import { LeafPool } from "../../../src/layers/storage/LeafPool.js"
@@ -98,8 +100,6 @@ describe("LeafPool", () => {
     const bytes = bytesOf(64 * LEAF + 5, 13)
     const inFlight = new Set<Promise<unknown>>()
     let index = 0
-    const { CID } = await import("multiformats/cid")
-    const { sha256 } = await import("multiformats/hashes/sha2")
     const cids: Array<string> = []
     for await (const leaf of pool.chunker(delivered(pieces(bytes, 8)))) {
       const cid = CID.createV1(0x55, await sha256.digest(leaf))
@@ -116,10 +116,20 @@ describe("LeafPool", () => {
     expect(pool.allocated).toBeLessThan(20)
   })
 
-  it("ignores a release of bytes it did not lend, or lent and already took back", () => {
+  it("fills only its own buffers, and lends one released twice only once", async () => {
     const pool = new LeafPool(LEAF)
-    pool.release(new Uint8Array(LEAF))
-    pool.release(new Uint8Array(LEAF))
-    expect(pool.allocated).toBe(0)
+    const foreign = new Uint8Array(LEAF)
+    pool.release(foreign)
+    const leaves = pool.chunker(delivered(pieces(bytesOf(4 * LEAF, 3), 2)))[Symbol.asyncIterator]()
+    const next = async () => (await leaves.next()).value as Uint8Array
+    const first = await next()
+    const second = await next()
+    pool.release(second)
+    pool.release(second)
+    const third = await next()
+    const fourth = await next()
+    expect(third.buffer).toBe(second.buffer)
+    expect(fourth.buffer).not.toBe(second.buffer)
+    for (const leaf of [first, second, third, fourth]) expect(leaf.buffer).not.toBe(foreign.buffer)
   })
 })
