@@ -391,11 +391,6 @@ describe("NodeAdapter fast lane", () => {
     await new Promise<void>((resolve) => laneServer.close(() => resolve()))
   })
 
-  const post = (name: string) =>
-    fetch(`http://127.0.0.1:${lanePort}/echo`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ name }) }).then(
-      async (r) => ({ status: r.status, body: (await r.json()) as unknown })
-    )
-
   it("answers its routes' requests only inside a turn, several to a turn, and the app serves what it declines", async () => {
     const names = Array.from({ length: 20 }, (_, i) => (i % 10 === 3 ? "app" : `n${i}`))
     // one kept-alive connection per request, every request written in the same tick
