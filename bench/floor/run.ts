@@ -157,7 +157,6 @@ const stop = (child: ChildProcess) =>
     setTimeout(() => child.kill("SIGKILL"), 5000).unref()
   })
 
-
 const main = async () => {
   if (spawnSync("wrk", ["--version"]).error !== undefined) {
     process.stderr.write("wrk not found: apt-get install -y wrk\n")

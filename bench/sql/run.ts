@@ -233,7 +233,6 @@ const wrk = (dir: string, target: Target, seconds: number): Sample => {
   }
 }
 
-
 // ---- main --------------------------------------------------------------------------------
 
 const pairs = (

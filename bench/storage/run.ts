@@ -353,7 +353,6 @@ const startAnchorServer = async (dir: string, file: string) => {
 
 // ---- report --------------------------------------------------------------------------------
 
-
 const mbps = (ms: number) => bytes / 1e6 / (ms / 1000)
 const mibText = (n: number) => `${(n / MiB).toFixed(1)} MiB`
 const growth = (g: RssGrowth) => g.peak - g.base

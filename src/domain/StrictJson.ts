@@ -55,9 +55,9 @@ const LOWER_U = 117
 
 const simpleEscape = (c: number): string | undefined => {
   switch (c) {
-    case 34:
+    case QUOTE:
       return '"'
-    case 92:
+    case BACKSLASH:
       return "\\"
     case 47:
       return "/"
