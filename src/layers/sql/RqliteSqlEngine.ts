@@ -21,11 +21,12 @@ import { Code } from "../../domain/Errors.js"
 import { stringifyExactJson } from "../../domain/ExactJson.js"
 import { execAnswer, readAnswer, type AnswerShape, type SqlCell } from "../../domain/SqlAnswers.js"
 import { tokenize } from "../../domain/SqlTokens.js"
-import type { StoreError } from "../registry/RegistryStore.js"
+import { StoreError } from "../registry/RegistryStore.js"
 import { rqliteHttp, type RqliteHttpConfig } from "../registry/RqliteHttp.js"
 import type { StatementOp } from "./SqliteProtocol.js"
 import type { SqlEngine } from "./ClusterSqlStore.js"
 import { refuse, statementTimedOut, type SqlRefused } from "./SqlRefused.js"
+import { batcher } from "./Batcher.js"
 
 // integers past 2^53 arrive as bigint (parseAnswer in RqliteHttp.ts)
 const Int = Schema.Union(Schema.Number, Schema.BigIntFromSelf)
@@ -36,7 +37,9 @@ const Result = Schema.Struct({
   types: Schema.optional(Schema.Array(Schema.String)),
   values: Schema.optional(Schema.Array(Schema.Array(Cell))),
   rows_affected: Schema.optional(Int),
-  last_insert_id: Schema.optional(Int)
+  last_insert_id: Schema.optional(Int),
+  /** Seconds the statement ran (`timings`), for whether it may join a batch. */
+  time: Schema.optional(Schema.Number)
 })
 type Result = typeof Result.Type
 const Answer = Schema.Struct({ results: Schema.optional(Schema.Array(Result)) })
@@ -144,7 +147,30 @@ const MAX_REMEMBERED_SQL = 16 * 1024
 const ROLLBACK_SENTINEL: StatementOp = { sql: "SELECT abs(-9223372036854775807 - 1)", params: [], kind: "read" }
 
 // wide integers go to rqlite as JSON integers, digit for digit (rqlite binds them as int64)
-const body = (ops: ReadonlyArray<StatementOp>) => stringifyExactJson(ops.map((op) => [op.sql, ...op.params]))
+const statementText = (op: StatementOp): string => stringifyExactJson([op.sql, ...op.params])
+const body = (ops: ReadonlyArray<StatementOp>) => `[${ops.map(statementText).join(",")}]`
+
+/**
+ * Batching (Batcher.ts). A statement joins a batch only when its text last ran in at most
+ * FAST_SECONDS, and a batch holds statements whose last runs add up to at most a tenth of the
+ * statement timeout (and BATCH_SECONDS): rqlite stops a request's statements at one deadline
+ * counted from its start, so a statement in a batch keeps nearly all of its own timeout, and a
+ * slow statement never holds up others. Texts not seen yet, slow ones and writes that return rows
+ * go alone, as before.
+ */
+const FAST_SECONDS = 0.002
+const BATCH_SECONDS = 0.05
+const BATCH_ITEMS = 128
+/** Statement text in one batch, in characters (its arguments included). */
+const BATCH_CHARS = 1024 * 1024
+/** Batched requests out at once, per store; more gather until one answers. */
+const BATCH_IN_FLIGHT = 2
+
+/** A write that answers rows: its answer's size is the tenant's, so it is not mixed with others'. */
+const returnsRows = (sql: string): boolean => /returning/i.test(sql)
+
+/** The batch is not answered as a whole: each of its statements is sent again alone. */
+const ALONE = Symbol("alone")
 
 export const RqliteSqlEngine = {
   /** `config.timeout` is the statement timeout (default 10 s); each HTTP attempt gets 5 s more. */
@@ -162,8 +188,10 @@ export const RqliteSqlEngine = {
     // time.ParseDuration reads ("1500ms"); rqlite refuses a value it cannot parse with a 400.
     const dbTimeout = stopsStatements ? `db_timeout=${Math.ceil(timeoutMs)}ms` : ""
     const withTimeout = (path: string) => (dbTimeout === "" ? path : `${path}${path.includes("?") ? "&" : "?"}${dbTimeout}`)
-    const QUERY = withTimeout("/db/query?level=weak")
-    const EXECUTE = withTimeout("/db/execute")
+    // `timings`: each result says how long its statement ran (see FAST_SECONDS)
+    const QUERY = withTimeout("/db/query?level=weak&timings")
+    const EXECUTE = withTimeout("/db/execute?timings")
+    const EXECUTE_BATCH = withTimeout("/db/execute?transaction&timings")
     const EXECUTE_TX = withTimeout("/db/execute?transaction")
     const REQUEST_TX = withTimeout("/db/request?transaction")
 
@@ -186,16 +214,44 @@ export const RqliteSqlEngine = {
     const transferMs = Math.max(timeoutMs, 300_000)
     const transferTimeout = Number.isFinite(transferMs) && transferMs <= 2_147_483_647 ? transferMs : undefined
 
+    const unexpected = refuse(503, Code.UNAVAILABLE, "the SQL store answered unexpectedly", "retry shortly", 1)
+    const partial = refuse(503, Code.UNAVAILABLE, "the SQL store returned a partial answer", "retry shortly", 1)
+    /** The results of a request's statements; the transport's failure as it came. */
+    const exchange = (path: string, text: string, idempotent: boolean): Effect.Effect<ReadonlyArray<Result>, StoreError | SqlRefused> =>
+      Effect.flatMap(http.post(path, text, idempotent), (answer) => {
+        const decoded = decodeAnswer(answer)
+        return Either.isRight(decoded) ? Effect.succeed(decoded.right.results ?? []) : Effect.fail(unexpected)
+      })
     const post = (path: string, ops: ReadonlyArray<StatementOp>, idempotent: boolean) =>
-      http.post(path, body(ops), idempotent).pipe(
-        Effect.mapError(unavailable),
-        Effect.flatMap((answer) => {
-          const decoded = decodeAnswer(answer)
-          return Either.isRight(decoded)
-            ? Effect.succeed(decoded.right.results ?? [])
-            : Effect.fail(refuse(503, Code.UNAVAILABLE, "the SQL store answered unexpectedly", "retry shortly", 1))
-        })
-      )
+      Effect.mapError(exchange(path, body(ops), idempotent), (e) => (e instanceof StoreError ? unavailable(e) : e))
+
+    /** How long each text last ran, in seconds; a text not here has not run alone yet. */
+    const lastRun = new Map<string, number>()
+    const ranFor = (sql: string, r: Result | undefined): void => {
+      if (r?.time === undefined || sql.length > MAX_REMEMBERED_SQL) return
+      if (lastRun.size >= MAX_REMEMBERED && !lastRun.has(sql)) lastRun.clear()
+      lastRun.set(sql, r.time)
+    }
+    const batchSeconds = Math.min(BATCH_SECONDS, timeoutMs / 10_000)
+    const batchable = (sql: string): boolean => {
+      const seconds = lastRun.get(sql)
+      return seconds !== undefined && seconds <= FAST_SECONDS && seconds <= batchSeconds
+    }
+    /** A statement's share of a batch: its run time against the batch's, its text against the batch's. */
+    const weigh = (item: { readonly sql: string; readonly text: string }) =>
+      Math.max((lastRun.get(item.sql) ?? FAST_SECONDS) / batchSeconds, item.text.length / BATCH_CHARS)
+    /**
+     * A failed batch: each statement alone when one of them may be the cause, else every
+     * statement's refusal. rqlite refuses a request it cannot parse or rewrite (reason
+     * `statement`) before running any of it, so even writes are sent again then; an answer over
+     * the size limit comes after the writes were applied, so only reads are.
+     */
+    const batchFailure = (size: number, kind: StatementOp["kind"]) => (e: StoreError | SqlRefused): SqlRefused | typeof ALONE =>
+      !(e instanceof StoreError)
+        ? e
+        : size > 1 && (e.reason === "statement" || (e.reason === "too_large" && kind === "read"))
+          ? ALONE
+          : unavailable(e)
 
     const noResult = refuse(503, Code.UNAVAILABLE, "the SQL store returned no result", "retry shortly", 1)
     /**
@@ -227,16 +283,20 @@ export const RqliteSqlEngine = {
 
     /**
      * A read answered as stored. Known: one round trip, the wrapped read beside the schema's
-     * version. First seen: the read itself, answered as is when rqlite altered none of its cells,
-     * else once more wrapped. `attempts` bounds re-learning a schema that keeps changing.
+     * version, in a batch with other reads when it is fast. First seen: the read itself, answered
+     * as is when rqlite altered none of its cells, else once more wrapped. `attempts` bounds
+     * re-learning a schema that keeps changing.
      */
     const read = (op: StatementOp, shape: AnswerShape, attempts: number): Effect.Effect<string, SqlRefused> => {
       const known = wrappings.get(op.sql)
-      if (known?.sql !== undefined) return wrappedRead(op, shape, known, attempts)
+      if (known?.sql !== undefined) {
+        return batchable(op.sql) ? batchedRead(op, shape, known, attempts) : wrappedRead(op, shape, known, attempts)
+      }
       return Effect.flatMap(post(QUERY, [SCHEMA_VERSION, op, SCHEMA_VERSION], true), (results) => {
         const r = results[1]
         if (r === undefined) return Effect.fail(noResult)
         if (r.error !== undefined) return Effect.fail(failure(r.error, undefined))
+        ranFor(op.sql, r)
         const columns = r.columns ?? []
         const wrapping: Wrapping = known ?? { sql: cellsSql(op.sql, columns.length), columns, version: versionOf(results) }
         if (known === undefined && wrapping.version !== undefined) remember(op.sql, wrapping)
@@ -246,21 +306,121 @@ export const RqliteSqlEngine = {
       })
     }
 
+    /** A wrapped read alone in its request. */
     const wrappedRead = (op: StatementOp, shape: AnswerShape, wrapping: Wrapping, attempts: number): Effect.Effect<string, SqlRefused> =>
-      Effect.flatMap(post(QUERY, [SCHEMA_VERSION, { ...op, sql: wrapping.sql ?? op.sql }, SCHEMA_VERSION], true), (results) => {
-        const r = results[1]
-        if (r === undefined) return Effect.fail(noResult)
-        const version = versionOf(results)
-        if (version === undefined || version !== wrapping.version || (r.error !== undefined && COLUMN_COUNT_CHANGED.test(r.error))) {
-          // the schema changed since the names were learnt: learn them again
-          wrappings.delete(op.sql)
-          return attempts < 2
-            ? read(op, shape, attempts + 1)
-            : Effect.fail(refuse(503, Code.UNAVAILABLE, "the schema kept changing during the read", "retry shortly", 1))
-        }
-        if (r.error !== undefined) return Effect.fail(failure(r.error, undefined))
-        return Effect.succeed(readAnswer(shape, wrapping.columns, storedRows(r)))
+      Effect.flatMap(post(QUERY, [SCHEMA_VERSION, { ...op, sql: wrapping.sql ?? op.sql }, SCHEMA_VERSION], true), (results) =>
+        wrappedAnswer(op, shape, wrapping, attempts, results[1], versionOf(results), 1)
+      )
+
+    /** A wrapped read's result `r`, from a request of `size` reads that saw the schema at `version`. */
+    const wrappedAnswer = (
+      op: StatementOp,
+      shape: AnswerShape,
+      wrapping: Wrapping,
+      attempts: number,
+      r: Result | undefined,
+      version: unknown,
+      size: number
+    ): Effect.Effect<string, SqlRefused> => {
+      if (r === undefined) return Effect.fail(noResult)
+      if (version === undefined || version !== wrapping.version || (r.error !== undefined && COLUMN_COUNT_CHANGED.test(r.error))) {
+        // the schema changed since the names were learnt: learn them again
+        wrappings.delete(op.sql)
+        return attempts < 2
+          ? read(op, shape, attempts + 1)
+          : Effect.fail(refuse(503, Code.UNAVAILABLE, "the schema kept changing during the read", "retry shortly", 1))
+      }
+      if (r.error !== undefined) {
+        // stopped at the batch's deadline, which other reads shared: its own timeout, alone
+        if (size > 1 && TIMED_OUT.has(r.error)) return wrappedRead(op, shape, wrapping, attempts)
+        return Effect.fail(failure(r.error, undefined))
+      }
+      ranFor(op.sql, r)
+      return Effect.succeed(readAnswer(shape, wrapping.columns, storedRows(r)))
+    }
+
+    /** A wrapped read waiting for its batch: the text sent, and the original for the bookkeeping. */
+    interface ReadItem {
+      readonly sql: string
+      readonly text: string
+    }
+    /** Reads sent as [version, read…, version]: the two versions bound every read between them. */
+    const readBatch = batcher<ReadItem, { readonly result: Result; readonly version: unknown }, SqlRefused | typeof ALONE>({
+      maxInFlight: BATCH_IN_FLIGHT,
+      maxItems: BATCH_ITEMS,
+      maxWeight: 1,
+      weigh,
+      send: (items) => {
+        const version = statementText(SCHEMA_VERSION)
+        const text = `[${version},${items.map((i) => i.text).join(",")},${version}]`
+        return Effect.mapError(
+          Effect.flatMap(exchange(QUERY, text, true), (results) => {
+            if (results.length !== items.length + 2) return Effect.fail(unexpected)
+            const seen = versionOf([results[0] as Result, {}, results[items.length + 1] as Result])
+            return Effect.succeed(items.map((_, i) => ({ result: results[i + 1] as Result, version: seen })))
+          }),
+          batchFailure(items.length, "read")
+        )
+      }
+    })
+    const batchedRead = (op: StatementOp, shape: AnswerShape, wrapping: Wrapping, attempts: number): Effect.Effect<string, SqlRefused> =>
+      Effect.matchEffect(readBatch({ sql: op.sql, text: statementText({ ...op, sql: wrapping.sql ?? op.sql }) }), {
+        onFailure: (e) => (e === ALONE ? wrappedRead(op, shape, wrapping, attempts) : Effect.fail(e)),
+        onSuccess: ({ out, size }) => wrappedAnswer(op, shape, wrapping, attempts, out.result, out.version, size)
       })
+
+    /** A write's result as the route answers it. */
+    const written = (op: StatementOp, shape: AnswerShape, r: Result | undefined): Effect.Effect<string, SqlRefused> => {
+      if (r === undefined) return Effect.fail(noResult)
+      if (r.error !== undefined) return Effect.fail(failure(r.error, undefined))
+      ranFor(op.sql, r)
+      return Effect.succeed(resultJson(r, op.kind, shape))
+    }
+    /** One write alone in its request: its result. */
+    const writeAlone = (text: string): Effect.Effect<Result | undefined, SqlRefused> =>
+      Effect.map(
+        Effect.mapError(exchange(EXECUTE, `[${text}]`, false), (e) => (e instanceof StoreError ? unavailable(e) : e)),
+        (results) => results[0]
+      )
+
+    /**
+     * Writes sent as one transaction (`/db/execute?transaction`): one Raft entry, applied whole or
+     * not at all. Not a plain multi-statement request: there rqlite stops every statement after a
+     * stopped one at the request's shared deadline, or not, depending on a race in its SQLite
+     * driver, so the nodes of a cluster could disagree on them. In a transaction a failing
+     * statement rolls all of them back on every node; it answers its own failure, and the others
+     * are sent again one at a time, in their order. So is the failing one when it was stopped at
+     * the deadline after others had used some of it.
+     */
+    const writeBatch = batcher<ReadItem, Either.Either<Result | undefined, SqlRefused>, SqlRefused | typeof ALONE>({
+      maxInFlight: BATCH_IN_FLIGHT,
+      maxItems: BATCH_ITEMS,
+      maxWeight: 1,
+      weigh,
+      send: (items) =>
+        Effect.mapError(
+          Effect.flatMap(exchange(EXECUTE_BATCH, `[${items.map((i) => i.text).join(",")}]`, false), (results) => {
+            const failed = results.findIndex((r) => r.error !== undefined)
+            if (failed < 0) {
+              return results.length === items.length ? Effect.succeed(results.map((r) => Either.right(r))) : Effect.fail(partial)
+            }
+            const cause = results[failed]
+            const own = failed === 0 || !TIMED_OUT.has(cause?.error ?? "")
+            return Effect.forEach(items, (item, i) =>
+              i === failed && own ? Effect.succeed(Either.right(cause)) : Effect.either(writeAlone(item.text))
+            )
+          }),
+          batchFailure(items.length, "write")
+        )
+    })
+    const write = (op: StatementOp, shape: AnswerShape): Effect.Effect<string, SqlRefused> => {
+      const alone = Effect.flatMap(writeAlone(statementText(op)), (r) => written(op, shape, r))
+      if (!batchable(op.sql) || returnsRows(op.sql)) return alone
+      return Effect.matchEffect(writeBatch({ sql: op.sql, text: statementText(op) }), {
+        onFailure: (e) => (e === ALONE ? alone : Effect.fail(e)),
+        onSuccess: ({ out }) => (Either.isLeft(out) ? Effect.fail(out.left) : written(op, shape, out.right))
+      })
+    }
 
     /** Streams to or from rqlite outside JSON; `what` names the step for the message. */
     const transfer = (what: string, run: (signal: AbortSignal) => Promise<void>) =>
@@ -271,15 +431,7 @@ export const RqliteSqlEngine = {
 
     return {
       kind: "rqlite",
-      statement: (op, shape) =>
-        op.kind === "read"
-          ? read(op, shape, 0)
-          : Effect.flatMap(post(EXECUTE, [op], false), (results) => {
-              const r = results[0]
-              if (r === undefined) return Effect.fail(noResult)
-              if (r.error !== undefined) return Effect.fail(failure(r.error, undefined))
-              return Effect.succeed(resultJson(r, op.kind, shape))
-            }),
+      statement: (op, shape) => (op.kind === "read" ? read(op, shape, 0) : write(op, shape)),
       batch: (ops, returnResults) => {
         /** `wrapped`: per op, the column names of a read sent as `cellsSql`. */
         const answer = (results: ReadonlyArray<Result>, wrapped?: ReadonlyArray<ReadonlyArray<string> | undefined>) => {

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import Database from "better-sqlite3"
-import { Duration, Effect } from "effect"
+import { Duration, Effect, Either } from "effect"
 import * as fs from "node:fs"
 import { createServer, type Server } from "node:http"
 import * as os from "node:os"
@@ -49,7 +49,7 @@ describe("RqliteSqlEngine credentials", () => {
       yield* engine.exportTo(path.join(dir, "copy.db"))
       fs.writeFileSync(path.join(dir, "load.db"), "SQLite format 3\0")
       yield* engine.importFrom(path.join(dir, "load.db"))
-      expect(seen).toEqual(["/db/execute?db_timeout=5000ms auth", "/db/backup auth", "/db/load auth"])
+      expect(seen).toEqual(["/db/execute?timings&db_timeout=5000ms auth", "/db/backup auth", "/db/load auth"])
     })
   )
 })
@@ -181,6 +181,141 @@ if (!hasRqlited()) {
         }
         expect(yield* engine.statement({ sql: "SELECT count(*) FROM t", params: [], kind: "read" }, "counted")).toBe(
           '{"columns":["count(*)"],"rows":[[0]],"count":1}'
+        )
+      })
+    )
+  })
+
+  describe("RqliteSqlEngine batches", () => {
+    /** rqlited's own counters: HTTP requests and statements received, per endpoint. */
+    const counters = (url: string) =>
+      Effect.promise(async () => {
+        const vars = (await (await fetch(`${url}/debug/vars`)).json()) as { http: Record<string, number> }
+        return { queries: vars.http.queries ?? 0, executions: vars.http.executions ?? 0 }
+      })
+    const read = (sql: string, ...params: ReadonlyArray<string | number>) => ({ sql, params, kind: "read" as const })
+    const write = (sql: string, ...params: ReadonlyArray<string | number>) => ({ sql, params, kind: "write" as const })
+    const POINT = "SELECT id, name FROM t WHERE id = ?"
+
+    it.scopedLive("sends concurrent fast reads and writes together, each answered as if alone", () =>
+      Effect.gen(function* () {
+        const server = yield* rqlited()
+        const engine = RqliteSqlEngine.make({ url: server.url, timeout: Duration.seconds(10) })
+        yield* engine.statement(write("CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT, b BLOB)"), "counted")
+        const insert = "INSERT INTO t (name) VALUES (?)"
+        // first runs, alone: they teach the engine that these texts are fast
+        expect(yield* engine.statement(write(insert, "n1"), "counted")).toBe('{"rows_affected":1,"last_insert_id":1}')
+        expect(yield* engine.statement(read(POINT, 1), "counted")).toBe('{"columns":["id","name"],"rows":[[1,"n1"]],"count":1}')
+
+        const before = yield* counters(server.url)
+        const inserted = yield* Effect.forEach(
+          Array.from({ length: 60 }, (_, i) => `n${i + 2}`),
+          (name) => engine.statement(write(insert, name), "counted"),
+          { concurrency: "unbounded" }
+        )
+        const afterWrites = yield* counters(server.url)
+        // each insert answered its own row id, in the order they were sent
+        expect(inserted).toEqual(Array.from({ length: 60 }, (_, i) => `{"rows_affected":1,"last_insert_id":${i + 2}}`))
+        expect(afterWrites.executions - before.executions).toBeLessThanOrEqual(3)
+
+        const rows = yield* Effect.forEach(
+          Array.from({ length: 61 }, (_, i) => i + 1),
+          (id) => engine.statement(read(POINT, id), "one"),
+          { concurrency: "unbounded" }
+        )
+        const afterReads = yield* counters(server.url)
+        expect(rows).toEqual(Array.from({ length: 61 }, (_, i) => `{"id":${i + 1},"name":"n${i + 1}"}`))
+        expect(afterReads.queries - afterWrites.queries).toBeLessThanOrEqual(3)
+      })
+    )
+
+    it.scopedLive("fails only the statement that fails, and answers blobs and texts as stored in a batch", () =>
+      Effect.gen(function* () {
+        const server = yield* rqlited()
+        const engine = RqliteSqlEngine.make({ url: server.url, timeout: Duration.seconds(10) })
+        yield* engine.statement(write("CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT, b BLOB)"), "counted")
+        yield* engine.statement(write("INSERT INTO t (id, name) VALUES (1, X'00FF'), (2, 'two')"), "counted")
+        // abs() of the smallest integer fails when run, not when prepared
+        const ABS = "SELECT abs(?) AS a"
+        yield* engine.statement(read(ABS, 1), "counted")
+        yield* engine.statement(read(POINT, 2), "one")
+        const before = yield* counters(server.url)
+        const outcomes = yield* Effect.forEach(
+          [read(ABS, -5), read(ABS, "-9223372036854775808"), read(POINT, 1), read(POINT, 2), read(ABS, 7)],
+          (op) => Effect.either(engine.statement(op.sql === ABS && op.params[0] === "-9223372036854775808" ? { ...op, params: [-9223372036854775808n] } : op, "counted")),
+          { concurrency: "unbounded" }
+        )
+        expect((yield* counters(server.url)).queries - before.queries).toBe(1)
+        expect(outcomes.map((o) => (o._tag === "Right" ? o.right : `${o.left.status} ${o.left.code} ${o.left.reason}`))).toEqual([
+          '{"columns":["a"],"rows":[[5]],"count":1}',
+          "400 SQL_ERROR integer overflow",
+          // the blob in a TEXT column comes back as the embedded engine answers a blob, not as lossy text
+          '{"columns":["id","name"],"rows":[[1,"AP8="]],"count":1}',
+          '{"columns":["id","name"],"rows":[[2,"two"]],"count":1}',
+          '{"columns":["a"],"rows":[[7]],"count":1}'
+        ])
+      })
+    )
+
+    it.scopedLive("gives a fast read that turned slow its own timeout: the reads after it run again alone", () =>
+      Effect.gen(function* () {
+        const server = yield* rqlited()
+        const engine = RqliteSqlEngine.make({ url: server.url, timeout: Duration.seconds(1) })
+        // fast with a small bound, a runaway with a large one
+        const COUNT = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < ?) SELECT count(*) AS n FROM c"
+        expect(yield* engine.statement(read(COUNT, 3), "counted")).toBe('{"columns":["n"],"rows":[[3]],"count":1}')
+        const started = Date.now()
+        const outcomes = yield* Effect.forEach(
+          [read(COUNT, 1e15), read(COUNT, 2), read(COUNT, 4)],
+          (op) => Effect.either(engine.statement(op, "counted")),
+          { concurrency: "unbounded" }
+        )
+        expect(outcomes.map((o) => (o._tag === "Right" ? o.right : `${o.left.status} ${o.left.code}`))).toEqual([
+          "400 STATEMENT_TIMEOUT",
+          '{"columns":["n"],"rows":[[2]],"count":1}',
+          '{"columns":["n"],"rows":[[4]],"count":1}'
+        ])
+        expect(Date.now() - started).toBeLessThan(2_500)
+      })
+    )
+
+    it.scopedLive("rolls a batch of writes back when one fails: that one answers its failure, the others are applied once, alone", () =>
+      Effect.gen(function* () {
+        const server = yield* rqlited()
+        const engine = RqliteSqlEngine.make({ url: server.url, timeout: Duration.seconds(1) })
+        yield* engine.statement(write("CREATE TABLE t (id INTEGER PRIMARY KEY, v UNIQUE)"), "counted")
+        const FILL = "INSERT INTO t (v) WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < ?) SELECT NULL FROM c"
+        const ONE = "INSERT INTO t (v) VALUES (?)"
+        yield* engine.statement(write(FILL, 1), "counted")
+        yield* engine.statement(write(ONE, 0), "counted")
+        const outcome = (o: Either.Either<string, { readonly status: number; readonly code: string; readonly reason: string }>) =>
+          o._tag === "Right" ? o.right : `${o.left.status} ${o.left.code} ${o.left.reason}`
+
+        // a constraint: the duplicate fails as it would after the first, which goes through
+        const before = yield* counters(server.url)
+        const constrained = yield* Effect.forEach(
+          [write(ONE, 10), write(ONE, 20), write(ONE, 10), write(ONE, 30)],
+          (op) => Effect.either(engine.statement(op, "counted")),
+          { concurrency: "unbounded" }
+        )
+        expect(constrained.map(outcome)).toEqual([
+          '{"rows_affected":1,"last_insert_id":3}',
+          '{"rows_affected":1,"last_insert_id":4}',
+          "400 SQL_ERROR UNIQUE constraint failed: t.v",
+          '{"rows_affected":1,"last_insert_id":5}'
+        ])
+        // the batch, then the three alone
+        expect((yield* counters(server.url)).executions - before.executions).toBe(4)
+
+        // a fast write turned runaway: stopped at the timeout; the write after it gets its own
+        const runaway = yield* Effect.forEach(
+          [write(FILL, 1e15), write(ONE, 40)],
+          (op) => Effect.either(engine.statement(op, "counted")),
+          { concurrency: "unbounded" }
+        )
+        expect(runaway.map(outcome)).toEqual(["400 STATEMENT_TIMEOUT the statement ran over 1 s and was stopped", '{"rows_affected":1,"last_insert_id":6}'])
+        expect(yield* engine.statement(read("SELECT count(*) AS n, sum(v) AS s FROM t"), "counted")).toBe(
+          '{"columns":["n","s"],"rows":[[6,100]],"count":1}'
         )
       })
     )

@@ -1,0 +1,102 @@
+/**
+ * Statements sent together: the calls that arrive while the previous requests are on their way
+ * leave as one request. Nothing waits for company: a call made when fewer than `maxInFlight`
+ * requests are out leaves at the end of the event-loop turn, with whatever else arrived in that
+ * turn; only when `maxInFlight` are out do calls gather, and the first answer sends them.
+ *
+ * Why: a cluster SQL point read through the gateway cost rqlited and the gateway one HTTP
+ * exchange each, and on a shared machine the two processes then take turns on the CPU once per
+ * request; rqlite runs a request's statements one after another on one connection (one Raft
+ * entry for writes), so N statements in one request cost about one exchange
+ * (docs/performance.md, "2026-11-25 (fourth session)").
+ *
+ * A batch holds at most `maxItems` calls and `maxWeight` of their weight (the engine weighs by
+ * the statements' last run time and their text's size), one call at least, in arrival order.
+ */
+import { Effect, Exit } from "effect"
+
+export interface BatcherOptions<I, O, E> {
+  /** Sends the items as one request: one outcome per item, in their order; a failure is every item's. */
+  readonly send: (items: ReadonlyArray<I>) => Effect.Effect<ReadonlyArray<O>, E>
+  readonly maxInFlight: number
+  readonly maxItems: number
+  readonly maxWeight: number
+  readonly weigh: (item: I) => number
+}
+
+/** A call's outcome and how many calls its request carried. */
+export interface Batched<O> {
+  readonly out: O
+  readonly size: number
+}
+
+class Waiter<I, O, E> {
+  /** Set when the caller went away before its batch left: it is skipped. */
+  cancelled = false
+  constructor(
+    readonly item: I,
+    readonly weight: number,
+    readonly resume: (effect: Effect.Effect<Batched<O>, E>) => void
+  ) {}
+}
+
+export const batcher = <I, O, E>(options: BatcherOptions<I, O, E>): ((item: I) => Effect.Effect<Batched<O>, E>) => {
+  let queue: Array<Waiter<I, O, E>> = []
+  let inFlight = 0
+  let scheduled = false
+
+  const schedule = (): void => {
+    if (scheduled || inFlight >= options.maxInFlight || queue.length === 0) return
+    scheduled = true
+    setImmediate(flush)
+  }
+
+  /** The next batch off the queue: arrival order, within the item and weight bounds. */
+  const take = (): Array<Waiter<I, O, E>> => {
+    const batch: Array<Waiter<I, O, E>> = []
+    let weight = 0
+    let i = 0
+    for (; i < queue.length; i++) {
+      const waiter = queue[i] as Waiter<I, O, E>
+      if (waiter.cancelled) continue
+      if (batch.length > 0 && (batch.length >= options.maxItems || weight + waiter.weight > options.maxWeight)) break
+      batch.push(waiter)
+      weight += waiter.weight
+    }
+    queue = i === queue.length ? [] : queue.slice(i)
+    return batch
+  }
+
+  const flush = (): void => {
+    scheduled = false
+    while (inFlight < options.maxInFlight && queue.length > 0) {
+      const batch = take()
+      if (batch.length === 0) continue
+      inFlight++
+      Effect.runCallback(options.send(batch.map((w) => w.item)), {
+        onExit: (exit) => {
+          inFlight--
+          const size = batch.length
+          for (let i = 0; i < size; i++) {
+            const waiter = batch[i] as Waiter<I, O, E>
+            if (Exit.isFailure(exit)) waiter.resume(Effect.failCause(exit.cause))
+            // `send` owes one outcome per item: a short answer is its defect
+            else if (i >= exit.value.length) waiter.resume(Effect.die(new Error("a batch answered fewer outcomes than items")))
+            else waiter.resume(Effect.succeed({ out: exit.value[i] as O, size }))
+          }
+          schedule()
+        }
+      })
+    }
+  }
+
+  return (item) =>
+    Effect.async<Batched<O>, E>((resume) => {
+      const waiter = new Waiter(item, options.weigh(item), resume)
+      queue.push(waiter)
+      schedule()
+      return Effect.sync(() => {
+        waiter.cancelled = true
+      })
+    })
+}
