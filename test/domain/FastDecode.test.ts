@@ -2,6 +2,7 @@ import { Either, Schema } from "effect"
 import * as fc from "effect/FastCheck"
 import { describe, expect, it } from "vitest"
 import { KeyRequest, MgetRequest, PutRequest, ScanRequest } from "../../src/api/groups/CacheGroup.js"
+import { StatementRequest } from "../../src/api/groups/SqlGroup.js"
 import { decoderOf, fastCheck } from "../../src/domain/FastDecode.js"
 import { strict } from "../../src/api/Wire.js"
 
@@ -11,15 +12,25 @@ const text = fc.oneof(
   fc.string(),
   fc.constantFrom("", "\uD800", "a\uDC00b", "\u0000", "x".repeat(70), "hot", "\u{1F600}")
 )
-const leaf = fc.oneof(text, fc.integer(), fc.double(), fc.boolean(), fc.constant(null), fc.constant(undefined))
+const leaf = fc.oneof(
+  text,
+  fc.integer(),
+  fc.double(),
+  fc.boolean(),
+  fc.constant(null),
+  fc.constant(undefined),
+  // integers past 2^53 arrive as bigint (ExactJson.ts), some past 64 bits
+  fc.bigInt({ min: -(2n ** 64n), max: 2n ** 64n })
+)
 const value = fc.oneof(leaf, fc.array(leaf, { maxLength: 3 }), fc.dictionary(text, leaf, { maxKeys: 2 }))
-const names = ["dmap", "key", "value", "ttl", "keys", "match", "extra", "__proto__"]
+const names = ["dmap", "key", "value", "ttl", "keys", "match", "sql", "args", "extra", "__proto__"]
 const payload = fc.oneof(
   fc.dictionary(fc.constantFrom(...names), value, { maxKeys: 5 }),
   // mostly well-formed payloads, so acceptance is exercised as much as refusal
   fc.record({ dmap: text, key: text }),
   fc.record({ dmap: text, key: text, value, ttl: fc.option(text, { nil: undefined }) }, { requiredKeys: ["dmap", "key", "value"] }),
   fc.record({ dmap: text, keys: fc.array(text, { maxLength: 4 }) }),
+  fc.record({ sql: text, args: fc.array(leaf, { maxLength: 4 }) }, { requiredKeys: ["sql"] }),
   value
 )
 
@@ -51,6 +62,10 @@ describe("FastDecode", () => {
     agrees(PutRequest)
     agrees(MgetRequest)
     agrees(ScanRequest)
+  })
+
+  it("agrees with the schema on SQL statements: text, scalar and 64-bit integer arguments", () => {
+    agrees(StatementRequest)
   })
 
   it("models literals, numbers, booleans and exact optional members", () => {
