@@ -46,8 +46,10 @@ const workerFile = fileURLToPath(new URL(`./sqliteWorker.${typescript ? "ts" : "
 /**
  * A TypeScript checkout runs through tsx, which `portico` may have registered in-process (not
  * through flags a child inherits), so the child is given tsx's loader by absolute location.
+ * Resolved when a worker starts, not on import: vitest's module runner has no
+ * `import.meta.resolve`, and modules that only name the SQL services are imported there.
  */
-const workerArgv = typescript ? ["--import", import.meta.resolve("tsx")] : []
+const workerArgv = (): Array<string> => (typescript ? ["--import", import.meta.resolve("tsx")] : [])
 
 /** One worker, one request at a time; a timeout replaces the worker. */
 class Lane {
@@ -64,7 +66,7 @@ class Lane {
 
   private spawn(): ChildProcess {
     const worker = fork(workerFile, [], {
-      execArgv: workerArgv,
+      execArgv: workerArgv(),
       serialization: "advanced",
       env: { ...process.env, PORTICO_SQLITE_WORKER: JSON.stringify(this.settings.worker) },
       stdio: ["ignore", "inherit", "inherit", "ipc"]
