@@ -1,7 +1,9 @@
 /**
- * The fast lane: the hottest routes answered inside the node:http listener, on the spot, when
- * every step can be taken without waiting. Those are whoami and the cache's put, get, delete and
- * mget on the embedded engine, for a credential the registry can check on the spot: an API key,
+ * The fast lane: the hottest routes answered inside the node:http listener, without the HttpApi
+ * app, when the credential check and the payload can be done on the spot. Those are whoami and
+ * the cache's put, get, delete and mget on the embedded engine, answered on the spot, and the
+ * cluster SQL store's query and exec, answered when the store has (its statements leave in
+ * batches: RqliteSqlEngine.ts), for a credential the registry can check on the spot: an API key,
  * or a token this gateway verified before, on the SQLite registry.
  *
  * Why: through the HttpApi app these routes cost ~50 µs of CPU each in fibers, context copies and
@@ -18,7 +20,7 @@
  * then does everything once, as it would have. Refusals the lane gives itself are the two that
  * come after that point: 429 from the rate limits, and the cache service's own refusals.
  */
-import { Effect, Either, Schema } from "effect"
+import { Cause, Effect, Either, Exit, Option, Runtime, Schema } from "effect"
 import type * as http from "node:http"
 import type { ErrorBody } from "../domain/Errors.js"
 import { decoderOf } from "../domain/FastDecode.js"
@@ -30,19 +32,23 @@ import { Cache, type CacheNow, type CacheRefused } from "../layers/cache/Cache.j
 import { PorticoConfig } from "../layers/config/PorticoConfig.js"
 import { RateLimiter } from "../layers/ratelimit/RateLimiter.js"
 import { RegistryStore } from "../layers/registry/RegistryStore.js"
+import type { Refused } from "../layers/Refused.js"
+import { ClusterSql, type ClusterSqlService } from "../layers/sql/ClusterSql.js"
 import { bearerPattern, policyRefusal, rateLimited } from "./Authentication.js"
 import { envelopeOf } from "./ErrorResponses.js"
 import { whoamiOf } from "./groups/AuthGroup.js"
 import { changedText, KeyRequest, MgetRequest, PutRequest, valuesText, valueText } from "./groups/CacheGroup.js"
+import { StatementRequest } from "./groups/SqlGroup.js"
 import { RequestMeta } from "./RequestMeta.js"
 import { type Policy, policyKey, routePolicies } from "./RoutePolicy.js"
 
 /**
- * Answers a request on the spot and says with which status, or declines with undefined having
- * written nothing. `body` is the whole request body when it has one.
+ * Answers a request and says with which status, or declines with undefined having written
+ * nothing. `body` is the whole request body when it has one. A route that waits for a store says
+ * "later" instead of a status, and calls `answered` with it once it has answered.
  */
 export interface FastLane {
-  (req: http.IncomingMessage, res: http.ServerResponse, body: Buffer | undefined): number | undefined
+  (req: http.IncomingMessage, res: http.ServerResponse, body: Buffer | undefined, answered?: (status: number) => void): number | "later" | undefined
   /** Whether the request's route is one the lane answers (it may still decline the request). */
   readonly takes: (req: http.IncomingMessage) => boolean
   /**
@@ -65,8 +71,11 @@ interface Answer {
   readonly retryAfter?: number
 }
 
-/** The route's work for one request, its payload decoded and ready: the caller in, the answer out. */
-type Work = (caller: Principal, now: number) => Answer
+/**
+ * The route's work for one request, its payload decoded and ready: the caller in, the answer out,
+ * or an effect that answers (it never fails: a refusal is an answer).
+ */
+type Work = (caller: Principal, now: number) => Answer | Effect.Effect<Answer>
 
 /** A route of the lane, as written: its work for a body text, or undefined when the body does not decode. */
 type Route = (text: string) => Work | undefined
@@ -86,6 +95,15 @@ const ok = (body: string): Answer => ({ status: 200, body })
 const envelope = (status: number, body: ErrorBody): Answer => ({ status, body: JSON.stringify(envelopeOf(body)) })
 
 const refused = (e: CacheRefused): Answer => envelope(e.status, { error: e.reason, code: e.code, hint: e.hint })
+
+/** A service's refusal as the app answers it (`refusedHttp`): `Retry-After` on 429 and 503. */
+const refusedWide = (e: Refused): Answer => {
+  const answer = envelope(e.status, { error: e.reason, code: e.code, hint: e.hint })
+  return e.status === 429 || e.status === 503 ? { ...answer, retryAfter: e.retryAfterSeconds ?? 1 } : answer
+}
+
+/** The app's answer to a defect (NodeAdapter.ts). */
+const internalError: Answer = { status: 500, body: JSON.stringify({ error: "internal error", code: "INTERNAL" }) }
 
 const fromCache = <A>(result: Either.Either<A, CacheRefused>, then: (a: A) => string): Answer =>
   Either.isRight(result) ? ok(then(result.right)) : refused(result.left)
@@ -107,16 +125,20 @@ const withPolicies = (routes: ReadonlyArray<readonly [string, Route]>): Readonly
     return policy === undefined ? [] : [[key, { policy, prepare }]]
   })
 
-const cacheRoutes = (cache: CacheNow, maxBodyBytes: number): ReadonlyArray<readonly [string, Route]> => {
+/** The body as the app reads it: strict JSON, an empty body being `{}`, then the schema. */
+const jsonPayload = (maxBodyBytes: number) => {
   const limits = { maxChars: maxBodyBytes, maxDepth: 128 }
-  /** The body as the app reads it: strict JSON, an empty body being `{}`, then the schema. */
-  const json = <A, I>(schema: Schema.Schema<A, I>) => {
+  return <A, I>(schema: Schema.Schema<A, I>) => {
     const decode = payloadDecoder(schema)
     return (text: string): A | undefined => {
       const value = text === "" ? Either.right({}) : strictJson(text, limits)
       return Either.isRight(value) ? decode(value.right) : undefined
     }
   }
+}
+
+const cacheRoutes = (cache: CacheNow, maxBodyBytes: number): ReadonlyArray<readonly [string, Route]> => {
+  const json = jsonPayload(maxBodyBytes)
   const putPayload = json(PutRequest)
   const keyPayload = json(KeyRequest)
   const mgetPayload = json(MgetRequest)
@@ -153,13 +175,33 @@ const cacheRoutes = (cache: CacheNow, maxBodyBytes: number): ReadonlyArray<reado
   ]
 }
 
-/** The lane over the gateway's services: whoami always, the cache routes where the engine answers on the spot. */
+/** The cluster SQL store's statement routes: the service's own calls, their answer or refusal as the app writes it. */
+const sqlRoutes = (sql: ClusterSqlService, maxBodyBytes: number): ReadonlyArray<readonly [string, Route]> => {
+  const statement = jsonPayload(maxBodyBytes)(StatementRequest)
+  const answered = Effect.match({ onFailure: refusedWide, onSuccess: ok })
+  const route =
+    (run: ClusterSqlService["query"]): Route =>
+    (text) => {
+      const payload = statement(text)
+      if (payload === undefined) return undefined
+      return (caller) => answered(run(caller, payload.sql, payload.args ?? []))
+    }
+  return [
+    ["POST /v1/rqlite/query", route(sql.query)],
+    ["POST /v1/rqlite/exec", route(sql.exec)]
+  ]
+}
+
+/** The lane over the gateway's services: whoami always, the cache routes where the engine answers on the spot, SQL statements where the service is. */
 export const makeFastLane = Effect.gen(function* () {
   const authenticator = yield* Authenticator
   const limiter = yield* RateLimiter
   const cache = yield* Cache
   const config = yield* PorticoConfig
   const registry = yield* RegistryStore
+  const sql = yield* Effect.serviceOption(ClusterSql)
+  const runtime = yield* Effect.runtime<never>()
+  const runCallback = Runtime.runCallback(runtime)
   const operators = config.operators
   const logRequests = config.logRequests
 
@@ -169,10 +211,30 @@ export const makeFastLane = Effect.gen(function* () {
   const answerWhoami: Work = (caller) => ok(whoamiText(caller))
   const whoami: Route = () => answerWhoami
   const routes = new Map<string, LaneRoute>(
-    withPolicies([["GET /v1/auth/whoami", whoami], ...(cache.now === undefined ? [] : cacheRoutes(cache.now, config.maxBodyBytes))])
+    withPolicies([
+      ["GET /v1/auth/whoami", whoami],
+      ...(cache.now === undefined ? [] : cacheRoutes(cache.now, config.maxBodyBytes)),
+      ...(Option.isNone(sql) ? [] : sqlRoutes(sql.value, config.maxBodyBytes))
+    ])
   )
 
-  const answerNow = (req: http.IncomingMessage, res: http.ServerResponse, body: Buffer | undefined): number | undefined => {
+  const write = (res: http.ServerResponse, answer: Answer): void => {
+    const length = Buffer.byteLength(answer.body)
+    res.writeHead(
+      answer.status,
+      answer.retryAfter === undefined
+        ? { "content-type": "application/json", "content-length": length }
+        : { "content-type": "application/json", "content-length": length, "retry-after": String(answer.retryAfter) }
+    )
+    res.end(answer.body)
+  }
+
+  const answerNow = (
+    req: http.IncomingMessage,
+    res: http.ServerResponse,
+    body: Buffer | undefined,
+    answered?: (status: number) => void
+  ): number | "later" | undefined => {
     // the exact path only: a query string (refused as unknown members), a trailing slash or an
     // encoded character is the app's to answer
     const route = routes.get(`${req.method} ${req.url}`)
@@ -201,21 +263,33 @@ export const makeFastLane = Effect.gen(function* () {
     if (admission === undefined) return undefined
     // for the access log's line, when there is one
     if (logRequests) RequestMeta.setNamespaceOfSource(req, caller.namespace)
-    let answer: Answer
+    let answer: Answer | Effect.Effect<Answer>
     if (admission.allowed) answer = work(caller, now)
     else {
       const limited = rateLimited(admission.retryAfterSeconds, admission.refusedBy ?? "network")
       answer = { ...envelope(429, limited), retryAfter: limited.retryAfterSeconds }
     }
-    const length = Buffer.byteLength(answer.body)
-    res.writeHead(
-      answer.status,
-      answer.retryAfter === undefined
-        ? { "content-type": "application/json", "content-length": length }
-        : { "content-type": "application/json", "content-length": length, "retry-after": String(answer.retryAfter) }
-    )
-    res.end(answer.body)
-    return answer.status
+    if (!Effect.isEffect(answer)) {
+      write(res, answer)
+      return answer.status
+    }
+    // A client gone meanwhile is not waited for, nor is its statement called off: the write may
+    // be on its way in a batch already. node drops an answer to a closed socket.
+    runCallback(answer, {
+      onExit: (exit) => {
+        let given: Answer
+        if (Exit.isSuccess(exit)) given = exit.value
+        else {
+          given = internalError
+          runCallback(Effect.logError("request failed", Cause.squash(exit.cause)))
+        }
+        // a client gone meanwhile is logged as the app logs it, 499
+        if (res.destroyed || res.socket?.destroyed === true) return answered?.(499)
+        write(res, given)
+        answered?.(given.status)
+      }
+    })
+    return "later"
   }
   const lane: FastLane = Object.assign(answerNow, {
     takes: (req: http.IncomingMessage) => routes.has(`${req.method} ${req.url}`),

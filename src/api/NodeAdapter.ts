@@ -733,9 +733,11 @@ export const makeRequestListener = <E, R>(
 
   /** The fast lane, then the app for whatever it declines. */
   const laneOrApp = (req: http.IncomingMessage, res: http.ServerResponse, cap: number, capBody: string, body: Buffer | undefined, startedAt: number): void => {
-    const status = fastLane === undefined ? undefined : fastLane(req, res, body)
-    if (status !== undefined) answeredHere(req, status, startedAt)
-    else serve(req, res, cap, capBody, body, startedAt)
+    // a lane route that waits for a store reports its status when it has answered
+    const later = onAnswered === undefined ? undefined : (status: number) => answeredHere(req, status, startedAt)
+    const status = fastLane === undefined ? undefined : fastLane(req, res, body, later)
+    if (status === undefined) serve(req, res, cap, capBody, body, startedAt)
+    else if (status !== "later") answeredHere(req, status, startedAt)
   }
 
   // The lane's requests of one event-loop turn, answered together once the poll phase has read

@@ -22,6 +22,8 @@ import { PorticoConfig } from "../../src/layers/config/PorticoConfig.js"
 import { registryLayer } from "../../src/layers/registry/registryLayer.js"
 import { Sealer } from "../../src/layers/secrets/Sealer.js"
 import { Sessions } from "../../src/layers/sessions/Sessions.js"
+import { ClusterSql, type ClusterSqlService } from "../../src/layers/sql/ClusterSql.js"
+import { refuse } from "../../src/layers/Refused.js"
 import { KeyRing } from "../../src/layers/tokens/KeyRing.js"
 
 interface Written {
@@ -64,7 +66,8 @@ const laneServices = (settings: PorticoSettings) => {
 
 const withGateway = <A, E>(
   patch: Partial<PorticoSettings>,
-  use: (lane: FastLane, keys: { owner: string; cache: string; runtime: string; revoke: (key: string) => Effect.Effect<void, unknown> }) => Effect.Effect<A, E, any>
+  use: (lane: FastLane, keys: { owner: string; cache: string; runtime: string; revoke: (key: string) => Effect.Effect<void, unknown> }) => Effect.Effect<A, E, any>,
+  sql?: ClusterSqlService
 ) =>
   Effect.gen(function* () {
     const dir = yield* Effect.acquireRelease(
@@ -88,7 +91,7 @@ const withGateway = <A, E>(
         runtime: yield* mint(["invoke"]),
         revoke: (key: string) => store.exec(apiKeys.revokeStatement("lane", key.slice("portico_".length, "portico_".length + 20), Date.now()))
       }
-      const lane = yield* makeFastLane
+      const lane = yield* (sql === undefined ? makeFastLane : Effect.provideService(makeFastLane, ClusterSql, sql))
       return yield* use(lane, keys)
     }).pipe(Effect.provide(context))
   })
@@ -183,4 +186,94 @@ describe("the fast lane", () => {
         })
     )
   )
+
+  describe("cluster SQL statements", () => {
+    // The service itself is the real one in test/e2e (databases, fastlane); here a stand-in
+    // that answers after a pause shows what the lane does with an answer that comes later.
+    const seen: Array<string> = []
+    const later = <A>(effect: Effect.Effect<A, ReturnType<typeof refuse>>) => Effect.zipRight(Effect.sleep("20 millis"), effect)
+    const statement = (kind: string) => (_caller: unknown, sql: string, args: ReadonlyArray<unknown>) => {
+      seen.push(`${kind} ${sql} ${JSON.stringify(args, (_, v: unknown) => (typeof v === "bigint" ? `${v}n` : v))}`)
+      if (sql === "SELECT 1") return later(Effect.succeed('{"columns":["1"],"rows":[[1]],"count":1}'))
+      if (sql === "busy") return later(Effect.fail(refuse(503, "UNAVAILABLE", "the SQL store is unavailable", "retry shortly", 7)))
+      if (sql === "bug") return later(Effect.die(new Error("a defect")))
+      return later(Effect.fail(refuse(400, "SQL_ERROR", "no such table: x")))
+    }
+    const stand = { query: statement("query"), exec: statement("exec") } as unknown as ClusterSqlService
+
+    /** Calls the lane as the adapter does, and waits for the answer it gives later. */
+    const callLater = (lane: FastLane, url: string, token: string, body: string) =>
+      Effect.async<{ readonly returned: number | "later" | undefined; readonly answered: number; readonly written: Written }>((resume) => {
+        const written: Written = { status: 0, headers: {}, body: "" }
+        const req = { method: "POST", url, headers: { authorization: `Bearer ${token}` }, socket: { remoteAddress: "127.0.0.1" } } as unknown as http.IncomingMessage
+        const res = {
+          destroyed: false,
+          socket: { destroyed: false },
+          writeHead: (status: number, headers: Record<string, unknown>) => {
+            written.status = status
+            written.headers = headers
+          },
+          end: (text: string) => {
+            written.body = text
+          }
+        } as unknown as http.ServerResponse
+        let returned: number | "later" | undefined
+        returned = lane(req, res, Buffer.from(body), (answered) => {
+          // nothing was written before the answer came
+          resume(Effect.succeed({ returned, answered, written: { ...written } }))
+        })
+        expect(written.status).toBe(0)
+        if (returned !== "later") resume(Effect.succeed({ returned, answered: 0, written }))
+      })
+
+    it.scopedLive("answers query and exec when the store has, with the app's answer, refusal or 500", () =>
+      withGateway(
+        {},
+        (lane, keys) =>
+          Effect.gen(function* () {
+            const ok = yield* callLater(lane, "/v1/rqlite/query", keys.owner, '{"sql":"SELECT 1","args":[1,"a",null,true,9223372036854775807]}')
+            expect(ok).toEqual({
+              returned: "later",
+              answered: 200,
+              written: {
+                status: 200,
+                headers: { "content-type": "application/json", "content-length": 40 },
+                body: '{"columns":["1"],"rows":[[1]],"count":1}'
+              }
+            })
+            expect(seen).toEqual(['query SELECT 1 [1,"a",null,true,"9223372036854775807n"]'])
+
+            const busy = yield* callLater(lane, "/v1/rqlite/exec", keys.owner, '{"sql":"busy"}')
+            expect(busy.answered).toBe(503)
+            expect(busy.written.headers["retry-after"]).toBe("7")
+            expect(JSON.parse(busy.written.body)).toEqual({ error: "the SQL store is unavailable", code: "UNAVAILABLE", hint: "retry shortly" })
+
+            const failed = yield* callLater(lane, "/v1/rqlite/query", keys.owner, '{"sql":"SELECT * FROM x"}')
+            expect(failed.written).toMatchObject({ status: 400, body: '{"error":"no such table: x","code":"SQL_ERROR"}' })
+            expect(failed.written.headers["retry-after"]).toBeUndefined()
+
+            const defect = yield* callLater(lane, "/v1/rqlite/query", keys.owner, '{"sql":"bug"}')
+            expect(defect.written).toMatchObject({ status: 500, body: '{"error":"internal error","code":"INTERNAL"}' })
+
+            // left to the app: a caller without the grant, a body the schema refuses, a query string
+            seen.length = 0
+            for (const [url, token, body] of [
+              ["/v1/rqlite/query", keys.cache, '{"sql":"SELECT 1"}'],
+              ["/v1/rqlite/query", keys.owner, '{"sql":"SELECT 1","extra":1}'],
+              ["/v1/rqlite/query", keys.owner, '{"sql":"SELECT 1","args":[18446744073709551616]}'],
+              ["/v1/rqlite/query", keys.owner, '{"sql":"SELECT 1","sql":"SELECT 2"}'],
+              ["/v1/rqlite/query?x=1", keys.owner, '{"sql":"SELECT 1"}']
+            ] as const) {
+              expect((yield* callLater(lane, url, token, body)).returned, `${url} ${body}`).toBeUndefined()
+            }
+            expect(seen).toEqual([])
+          }),
+        stand
+      )
+    )
+
+    it.scopedLive("leaves the SQL routes to the app when the gateway has no SQL service", () =>
+      withGateway({}, (lane, keys) => Effect.sync(() => expect(call(lane, "POST", "/v1/rqlite/query", keys.owner, '{"sql":"SELECT 1"}').status).toBeUndefined()))
+    )
+  })
 })

@@ -177,6 +177,47 @@ describe("the fast lane answers as the HttpApi app does", () => {
     expect(new Set(statuses)).toEqual(new Set([200, 400, 401, 403, 404, 413]))
   })
 
+  it("cluster SQL query and exec: rows, counts, wide integers, blobs and every refusal", async () => {
+    // both gateways run every statement on the same store, one after the other: the writes below
+    // answer the same whichever runs them first
+    const created = await lane.request("POST", "/v1/rqlite/create-table", {
+      token: owner,
+      json: { schema: "CREATE TABLE lane_t (id INTEGER PRIMARY KEY, v TEXT, b BLOB)" }
+    })
+    expect(created.status, created.text).toBe(200)
+    const statement = (sql: string, args?: ReadonlyArray<unknown>) => JSON.stringify(args === undefined ? { sql } : { sql, args })
+    const exchanges: ReadonlyArray<Exchange> = [
+      post("/v1/rqlite/exec", owner, statement("INSERT OR REPLACE INTO lane_t (id, v) VALUES (?, ?)", [1, "one"])),
+      post("/v1/rqlite/exec", owner, '{"sql":"INSERT OR REPLACE INTO lane_t (id, v, b) VALUES (?, ?, X\u002700FF\u0027)","args":[9223372036854775807,"max"]}'),
+      post("/v1/rqlite/exec", token, statement("UPDATE lane_t SET v = ? WHERE id = 1", ["uno"])),
+      post("/v1/rqlite/query", owner, statement("SELECT id, v, b FROM lane_t ORDER BY id")),
+      post("/v1/rqlite/query", token, '{"sql":"SELECT v FROM lane_t WHERE id = ?","args":[9223372036854775807]}'),
+      post("/v1/rqlite/query", owner, statement("SELECT ? AS t, ? AS f, ? AS n, ? AS x", [true, false, null, 1.5])),
+      post("/v1/rqlite/query", owner, statement("SELECT id FROM lane_t WHERE id = ?", [-1])),
+      post("/v1/rqlite/query", owner, '{"sql":"SELECT 1","args":[18446744073709551616]}'),
+      post("/v1/rqlite/query", owner, statement("SELECT * FROM portico_keys")),
+      post("/v1/rqlite/query", owner, statement("ATTACH DATABASE 'x' AS y")),
+      post("/v1/rqlite/query", owner, statement("SELECT 1; SELECT 2")),
+      post("/v1/rqlite/query", owner, statement("SELECT * FROM lane_missing")),
+      post("/v1/rqlite/query", owner, statement("DELETE FROM lane_t")),
+      post("/v1/rqlite/exec", owner, statement("SELECT 1")),
+      post("/v1/rqlite/exec", owner, statement("INSERT INTO lane_t (id) VALUES (1)")),
+      post("/v1/rqlite/query", owner, '{"sql":"SELECT 1","args":[{"a":1}]}'),
+      post("/v1/rqlite/query", owner, '{"sql":"SELECT 1","extra":true}'),
+      post("/v1/rqlite/query", owner, '{"sql":"SELECT 1","sql":"SELECT 2"}'),
+      post("/v1/rqlite/query", owner, '{"sql":"SELECT \ud800"}'),
+      post("/v1/rqlite/query", owner, '{"sql":'),
+      post("/v1/rqlite/query", owner, ""),
+      post("/v1/rqlite/query?x=1", owner, statement("SELECT 1")),
+      post("/v1/rqlite/query", undefined, statement("SELECT 1")),
+      post("/v1/rqlite/query", cacheKey, statement("SELECT 1")),
+      post("/v1/rqlite/exec", runtimeKey, statement("DELETE FROM lane_t"))
+    ]
+    const statuses = []
+    for (const exchange of exchanges) statuses.push((await both(exchange)).status)
+    expect(new Set(statuses)).toEqual(new Set([200, 400, 401, 403]))
+  })
+
   it("a key revoked through either gateway is refused by the other at its very next request", async () => {
     const mint = async () => (await lane.request("POST", "/v1/namespace/keys", { token: owner, json: { scopes: ["cache"] } })).body
     for (const [revoker, other] of [
