@@ -33,7 +33,7 @@ interface Written {
 }
 
 /** What the lane reads of node's request and writes to its response, nothing more. */
-const call = (lane: FastLane, method: string, url: string, token: string | undefined, body?: string) => {
+const exchange = (method: string, url: string, token: string | undefined) => {
   const req = {
     method,
     url,
@@ -42,6 +42,8 @@ const call = (lane: FastLane, method: string, url: string, token: string | undef
   } as unknown as http.IncomingMessage
   const written: Written = { status: 0, headers: {}, body: "" }
   const res = {
+    destroyed: false,
+    socket: { destroyed: false },
     writeHead: (status: number, headers: Record<string, unknown>) => {
       written.status = status
       written.headers = headers
@@ -50,6 +52,11 @@ const call = (lane: FastLane, method: string, url: string, token: string | undef
       written.body = text
     }
   } as unknown as http.ServerResponse
+  return { req, res, written }
+}
+
+const call = (lane: FastLane, method: string, url: string, token: string | undefined, body?: string) => {
+  const { req, res, written } = exchange(method, url, token)
   const status = lane(req, res, body === undefined ? undefined : Buffer.from(body))
   return { status, written }
 }
@@ -204,19 +211,7 @@ describe("the fast lane", () => {
     /** Calls the lane as the adapter does, and waits for the answer it gives later. */
     const callLater = (lane: FastLane, url: string, token: string, body: string) =>
       Effect.async<{ readonly returned: number | "later" | undefined; readonly answered: number; readonly written: Written }>((resume) => {
-        const written: Written = { status: 0, headers: {}, body: "" }
-        const req = { method: "POST", url, headers: { authorization: `Bearer ${token}` }, socket: { remoteAddress: "127.0.0.1" } } as unknown as http.IncomingMessage
-        const res = {
-          destroyed: false,
-          socket: { destroyed: false },
-          writeHead: (status: number, headers: Record<string, unknown>) => {
-            written.status = status
-            written.headers = headers
-          },
-          end: (text: string) => {
-            written.body = text
-          }
-        } as unknown as http.ServerResponse
+        const { req, res, written } = exchange("POST", url, token)
         let returned: number | "later" | undefined
         returned = lane(req, res, Buffer.from(body), (answered) => {
           // nothing was written before the answer came
