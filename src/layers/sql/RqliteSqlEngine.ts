@@ -235,7 +235,12 @@ export const RqliteSqlEngine = {
       if (lastRun.size >= MAX_REMEMBERED && !lastRun.has(sql)) lastRun.clear()
       lastRun.set(sql, r.time)
     }
-    const batchSeconds = Math.min(BATCH_SECONDS, timeoutMs / 10_000)
+    /** A text stopped at the timeout goes alone until it runs fast alone again. */
+    const ranSlow = (sql: string): void => {
+      if (lastRun.has(sql)) lastRun.set(sql, Number.POSITIVE_INFINITY)
+    }
+    // without a statement timeout (none set, or longer than rqlite takes) only the cap applies
+    const batchSeconds = stopsStatements ? Math.min(BATCH_SECONDS, timeoutMs / 10_000) : BATCH_SECONDS
     const batchable = (sql: string): boolean => {
       const seconds = lastRun.get(sql)
       return seconds !== undefined && seconds <= FAST_SECONDS && seconds <= batchSeconds
@@ -334,8 +339,11 @@ export const RqliteSqlEngine = {
           : Effect.fail(refuse(503, Code.UNAVAILABLE, "the schema kept changing during the read", "retry shortly", 1))
       }
       if (r.error !== undefined) {
-        // stopped at the batch's deadline, which other reads shared: its own timeout, alone
-        if (size > 1 && TIMED_OUT.has(r.error)) return wrappedRead(op, shape, wrapping, attempts)
+        if (TIMED_OUT.has(r.error)) {
+          ranSlow(op.sql)
+          // stopped at the batch's deadline, which other reads shared: its own timeout, alone
+          if (size > 1) return wrappedRead(op, shape, wrapping, attempts)
+        }
         return Effect.fail(failure(r.error, undefined))
       }
       ranFor(op.sql, r)
@@ -375,7 +383,10 @@ export const RqliteSqlEngine = {
     /** A write's result as the route answers it. */
     const written = (op: StatementOp, shape: AnswerShape, r: Result | undefined): Effect.Effect<string, SqlRefused> => {
       if (r === undefined) return Effect.fail(noResult)
-      if (r.error !== undefined) return Effect.fail(failure(r.error, undefined))
+      if (r.error !== undefined) {
+        if (TIMED_OUT.has(r.error)) ranSlow(op.sql)
+        return Effect.fail(failure(r.error, undefined))
+      }
       ranFor(op.sql, r)
       return Effect.succeed(resultJson(r, op.kind, shape))
     }
@@ -409,6 +420,7 @@ export const RqliteSqlEngine = {
             }
             const cause = results[failed]
             const own = failed === 0 || !TIMED_OUT.has(cause?.error ?? "")
+            if (!own) ranSlow(items[failed]?.sql ?? "")
             return Effect.forEach(items, (item, i) =>
               i === failed && own ? Effect.succeed(Either.right(cause)) : Effect.either(writeAlone(item.text))
             )
