@@ -1,11 +1,12 @@
 import { describe, expect, it } from "@effect/vitest"
 import Database from "better-sqlite3"
-import { Duration, Effect, Either } from "effect"
+import { Duration, Effect, Either, Schema } from "effect"
+import * as fc from "effect/FastCheck"
 import * as fs from "node:fs"
 import { createServer, type Server } from "node:http"
 import * as os from "node:os"
 import * as path from "node:path"
-import { RqliteSqlEngine } from "../../../src/layers/sql/RqliteSqlEngine.js"
+import { RqliteAnswer, rqliteResults, RqliteSqlEngine } from "../../../src/layers/sql/RqliteSqlEngine.js"
 import { hasRqlited, rqlited, rqlitedMissingMessage } from "../../support/rqlited.js"
 
 /** Listens on a free loopback port for the scope; the port. */
@@ -23,6 +24,44 @@ const listening = (server: Server) =>
         server.close(() => resume(Effect.void))
       })
   )
+
+describe("rqliteResults", () => {
+  it("accepts exactly the answers the schema accepts, with the same results", () => {
+    const scalar = fc.oneof(fc.string(), fc.integer(), fc.double(), fc.boolean(), fc.constant(null), fc.bigInt(), fc.constant(undefined))
+    const member = fc.oneof(scalar, fc.array(fc.string(), { maxLength: 3 }), fc.array(fc.array(scalar, { maxLength: 3 }), { maxLength: 3 }), fc.array(scalar, { maxLength: 2 }))
+    const names = ["error", "columns", "types", "values", "rows_affected", "last_insert_id", "time", "extra"] as const
+    const result = fc.oneof(
+      fc.dictionary(fc.constantFrom(...names), member, { maxKeys: 4 }),
+      // mostly well-formed results, so acceptance is exercised as much as refusal
+      fc.record(
+        {
+          columns: fc.array(fc.string(), { maxLength: 3 }),
+          types: fc.array(fc.string(), { maxLength: 3 }),
+          values: fc.array(fc.array(fc.oneof(fc.string(), fc.integer(), fc.bigInt(), fc.boolean(), fc.constant(null)), { maxLength: 3 }), { maxLength: 3 }),
+          rows_affected: fc.oneof(fc.integer(), fc.bigInt()),
+          last_insert_id: fc.integer(),
+          time: fc.double(),
+          error: fc.string()
+        },
+        { requiredKeys: [] }
+      ),
+      scalar
+    )
+    const answer = fc.oneof(fc.record({ results: fc.array(result, { maxLength: 3 }) }, { requiredKeys: [] }), fc.record({ results: scalar }), scalar, fc.array(result))
+    const decode = Schema.decodeUnknownEither(RqliteAnswer)
+    /** A result as the schema outputs it: the members it names. */
+    const named = (r: object) => Object.fromEntries(Object.entries(r).filter(([k]) => k !== "extra"))
+    fc.assert(
+      fc.property(answer, (input) => {
+        const expected = decode(input)
+        const got = rqliteResults(input)
+        if (Either.isLeft(expected)) expect(got).toBeUndefined()
+        else expect(got?.map(named)).toEqual((expected.right.results ?? []).map(named))
+      }),
+      { numRuns: 5000 }
+    )
+  })
+})
 
 describe("RqliteSqlEngine credentials", () => {
   it.scopedLive("sends a URL's user and password on statements, export and import", () =>
