@@ -380,13 +380,13 @@ export const RqliteSqlEngine = {
       return Effect.succeed(readAnswer(shape, wrapping.columns, storedRows(r)))
     }
 
-    /** A wrapped read waiting for its batch: the text sent, and the original for the bookkeeping. */
-    interface ReadItem {
+    /** A statement waiting for its batch: the text sent, and the statement's own text for the bookkeeping. */
+    interface BatchItem {
       readonly sql: string
       readonly text: string
     }
     /** Reads sent as [version, read…, version]: the two versions bound every read between them. */
-    const readBatch = batcher<ReadItem, { readonly result: Result; readonly version: unknown }, SqlRefused | typeof ALONE>({
+    const readBatch = batcher<BatchItem, { readonly result: Result; readonly version: unknown }, SqlRefused | typeof ALONE>({
       maxInFlight: BATCH_IN_FLIGHT,
       maxItems: BATCH_ITEMS,
       maxWeight: 1,
@@ -436,7 +436,7 @@ export const RqliteSqlEngine = {
      * are sent again one at a time, in their order. So is the failing one when it was stopped at
      * the deadline after others had used some of it.
      */
-    const writeBatch = batcher<ReadItem, Either.Either<Result | undefined, SqlRefused>, SqlRefused | typeof ALONE>({
+    const writeBatch = batcher<BatchItem, Either.Either<Result | undefined, SqlRefused>, SqlRefused | typeof ALONE>({
       maxInFlight: BATCH_IN_FLIGHT,
       maxItems: BATCH_ITEMS,
       maxWeight: 1,
