@@ -8,7 +8,7 @@
  * exchange each, and on a shared machine the two processes then take turns on the CPU once per
  * request; rqlite runs a request's statements one after another on one connection (one Raft
  * entry for writes), so N statements in one request cost about one exchange
- * (docs/performance.md, "2026-11-25 (fourth session)").
+ * (docs/performance.md, "2026-11-25 (fifth session)").
  *
  * A batch holds at most `maxItems` calls and `maxWeight` of their weight (the engine weighs by
  * the statements' last run time and their text's size), one call at least, in arrival order.
