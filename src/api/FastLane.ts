@@ -36,6 +36,7 @@ import type { Refused } from "../layers/Refused.js"
 import { ClusterSql, type ClusterSqlService } from "../layers/sql/ClusterSql.js"
 import { bearerPattern, policyRefusal, rateLimited } from "./Authentication.js"
 import { envelopeOf } from "./ErrorResponses.js"
+import { internalBody } from "./NodeAdapter.js"
 import { whoamiOf } from "./groups/AuthGroup.js"
 import { changedText, KeyRequest, MgetRequest, PutRequest, valuesText, valueText } from "./groups/CacheGroup.js"
 import { StatementRequest } from "./groups/SqlGroup.js"
@@ -102,8 +103,8 @@ const refusedWide = (e: Refused): Answer => {
   return e.status === 429 || e.status === 503 ? { ...answer, retryAfter: e.retryAfterSeconds ?? 1 } : answer
 }
 
-/** The app's answer to a defect (NodeAdapter.ts). */
-const internalError: Answer = { status: 500, body: JSON.stringify({ error: "internal error", code: "INTERNAL" }) }
+/** The app's answer to a defect. */
+const internalError: Answer = { status: 500, body: internalBody }
 
 const fromCache = <A>(result: Either.Either<A, CacheRefused>, then: (a: A) => string): Answer =>
   Either.isRight(result) ? ok(then(result.right)) : refused(result.left)

@@ -374,7 +374,8 @@ export class LeanServerRequest extends Inspectable.Class implements ServerReques
 
 const tooLargeBody = (limit: number) =>
   JSON.stringify({ error: "request body too large", code: "PAYLOAD_TOO_LARGE", hint: `the limit is ${limit} bytes` })
-const internalBody = JSON.stringify({ error: "internal error", code: "INTERNAL" })
+/** What a request that failed unexpectedly is told; the cause goes to the log only. */
+export const internalBody = JSON.stringify({ error: "internal error", code: "INTERNAL" })
 
 /** Answers outside the app; `connection: close` so an unread body is not drained. */
 const answerDirect = (res: http.ServerResponse, status: number, body: string): void => {

@@ -255,8 +255,10 @@ export const RqliteSqlEngine = {
         const results = rqliteResults(answer)
         return results === undefined ? Effect.fail(unexpected) : Effect.succeed(results)
       })
-    const post = (path: string, ops: ReadonlyArray<StatementOp>, idempotent: boolean) =>
-      Effect.mapError(exchange(path, body(ops), idempotent), (e) => (e instanceof StoreError ? unavailable(e) : e))
+    /** `exchange` with the transport's failure as the route answers it. */
+    const answered = (path: string, text: string, idempotent: boolean): Effect.Effect<ReadonlyArray<Result>, SqlRefused> =>
+      Effect.mapError(exchange(path, text, idempotent), (e) => (e instanceof StoreError ? unavailable(e) : e))
+    const post = (path: string, ops: ReadonlyArray<StatementOp>, idempotent: boolean) => answered(path, body(ops), idempotent)
 
     /** How long each text last ran, in seconds; a text not here has not run alone yet. */
     const lastRun = new Map<string, number>()
@@ -422,10 +424,7 @@ export const RqliteSqlEngine = {
     }
     /** One write alone in its request: its result. */
     const writeAlone = (text: string): Effect.Effect<Result | undefined, SqlRefused> =>
-      Effect.map(
-        Effect.mapError(exchange(EXECUTE, `[${text}]`, false), (e) => (e instanceof StoreError ? unavailable(e) : e)),
-        (results) => results[0]
-      )
+      Effect.map(answered(EXECUTE, `[${text}]`, false), (results) => results[0])
 
     /**
      * Writes sent as one transaction (`/db/execute?transaction`): one Raft entry, applied whole or
