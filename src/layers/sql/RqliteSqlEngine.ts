@@ -134,34 +134,55 @@ const asStored = (r: Result): boolean => {
 /** The CTE holding the tenant's rows; the guard refuses `portico_` names in tenant SQL. */
 const CELLS = `"portico_cells"`
 
-/**
- * The read as a CTE whose cells say their own storage class: a blob as `b` + hex, text as
- * `t` + text, numbers and NULL as they are, all in columns without a declared type, which rqlite
- * leaves alone. The ORDER BY of the read stands: SQLite keeps a FROM subquery's ORDER BY when the
- * outer query is a plain scan of it. EXPLAIN cannot be a CTE and answers no blobs: undefined.
- */
-const cellsSql = (sql: string, columns: number): string | undefined => {
+/** The read without its trailing `;`s, to stand in a CTE; undefined for EXPLAIN, which cannot. */
+const cteBody = (sql: string): string | undefined => {
   const tokens = tokenize(sql)
   const first = tokens.find((t) => t.kind !== "whitespace")
-  if (columns === 0 || first === undefined || first.text.toUpperCase() === "EXPLAIN") return undefined
+  if (first === undefined || first.text.toUpperCase() === "EXPLAIN") return undefined
   // up to the last token that is not a comment, a space or a `;`
   let end = tokens.length - 1
   while (end >= 0 && (tokens[end]?.kind === "whitespace" || tokens[end]?.text === ";")) end--
-  const body = sql.slice(0, tokens[end]?.end ?? 0)
+  return sql.slice(0, tokens[end]?.end ?? 0)
+}
+
+/**
+ * The read as a CTE in which the `wrapped` columns say their cells' storage class: a blob as
+ * `b` + hex, text as `t` + text, numbers and NULL as they are, in a column without a declared
+ * type, which rqlite leaves alone. The other columns pass through under their declared types.
+ * The ORDER BY of the read stands: SQLite keeps a FROM subquery's ORDER BY when the outer query
+ * is a plain scan of it. EXPLAIN cannot be a CTE and answers no blobs: undefined.
+ */
+const cellsSql = (sql: string, wrapped: ReadonlyArray<boolean>): string | undefined => {
+  const body = cteBody(sql)
+  if (wrapped.length === 0 || body === undefined) return undefined
   const names: Array<string> = []
   const cells: Array<string> = []
-  for (let i = 0; i < columns; i++) {
+  for (let i = 0; i < wrapped.length; i++) {
     names.push(`c${i}`)
-    cells.push(`CASE typeof(c${i}) WHEN 'blob' THEN 'b' || hex(c${i}) WHEN 'text' THEN 't' || c${i} ELSE c${i} END AS c${i}`)
+    cells.push(wrapped[i] === true ? `CASE typeof(c${i}) WHEN 'blob' THEN 'b' || hex(c${i}) WHEN 'text' THEN 't' || c${i} ELSE c${i} END AS c${i}` : `c${i}`)
   }
   return `WITH ${CELLS}(${names.join(",")}) AS (\n${body}\n) SELECT ${cells.join(", ")} FROM ${CELLS}`
 }
 
-/** A cell of a `cellsSql` read back as stored. */
+/**
+ * The read's columns with no row: `types` then are the declared types SQLite gives them, which
+ * decide rqlite's conversions. (With a row, rqlite fills an untyped column's type in from the
+ * first row's value, so an expression answering an integer first looks like an INTEGER column.)
+ */
+const typesSql = (sql: string): string | undefined => {
+  const body = cteBody(sql)
+  return body === undefined ? undefined : `WITH ${CELLS} AS (\n${body}\n) SELECT * FROM ${CELLS} LIMIT 0`
+}
+
+const allWrapped = (columns: number): ReadonlyArray<boolean> => Array.from({ length: columns }, () => true)
+
+/** A cell of a wrapped column back as stored. */
 const storedCell = (cell: typeof Cell.Type): SqlCell =>
   typeof cell !== "string" ? cell : cell.startsWith("b") ? Buffer.from(cell.slice(1), "hex") : cell.slice(1)
 
-const storedRows = (r: Result): ReadonlyArray<ReadonlyArray<SqlCell>> => (r.values ?? []).map((row) => row.map(storedCell))
+/** The rows of a `cellsSql` read: its wrapped columns back as stored, the others as they came. */
+const storedRows = (r: Result, wrapped: ReadonlyArray<boolean>): ReadonlyArray<ReadonlyArray<SqlCell>> =>
+  (r.values ?? []).map((row) => row.map((cell, i) => (wrapped[i] === true ? storedCell(cell) : cell)))
 
 /** SQLite's answer when a CTE's column count no longer fits the statement in it. */
 const COLUMN_COUNT_CHANGED = /^table "?portico_cells"? has \d+ values for \d+ columns$/
@@ -295,22 +316,27 @@ export const RqliteSqlEngine = {
 
     const noResult = refuse(503, Code.UNAVAILABLE, "the SQL store returned no result", "retry shortly", 1)
     /**
-     * The schema's version around a read sent as [version, read, version]: the same before and
+     * The schema's version around reads sent as [version, read…, version]: the same before and
      * after, or undefined. (rqlite cannot run a read transaction with db_timeout: a stopped read
-     * fails the whole request; SQLite's schema version only grows, so equal ends bound the read.)
+     * fails the whole request; SQLite's schema version only grows, so equal ends bound the reads.)
      */
     const versionOf = (results: ReadonlyArray<Result>): unknown => {
       const before = results[0]?.values?.[0]?.[0]
-      return before !== undefined && before === results[2]?.values?.[0]?.[0] ? before : undefined
+      return before !== undefined && results.length > 1 && before === results[results.length - 1]?.values?.[0]?.[0] ? before : undefined
     }
 
     /**
-     * How a read is wrapped (`sql`, undefined for one that is not) and its column names, valid
-     * while the schema keeps its `version`: the names come from the read itself, which a wrapped
-     * read no longer answers, and the wrapping from its column count.
+     * How a read is sent and answered, valid while the schema keeps its `version`: `sql` is the
+     * text sent, its `cellsSql` (undefined for a read that cannot be wrapped, answered as rqlite
+     * gives it), `wrapped` which of its columns come wrapped, `columns` its names (a wrapped read
+     * no longer answers them). The read itself is never sent in its place, even when no column
+     * needs wrapping: SQLite can give a column of the read as a CTE another declared type than
+     * the read's own (a compound SELECT's column is typed by its first part alone, but as a CTE
+     * by the affinity of all parts), and `typesSql` gives the CTE's.
      */
     interface Wrapping {
       readonly sql: string | undefined
+      readonly wrapped: ReadonlyArray<boolean>
       readonly columns: ReadonlyArray<string>
       readonly version: unknown
     }
@@ -320,25 +346,37 @@ export const RqliteSqlEngine = {
       if (wrappings.size >= MAX_REMEMBERED) wrappings.clear()
       wrappings.set(sql, wrapping)
     }
+    /**
+     * The wrapping of a read whose columns are `columns`, from `typed`, the answer of its
+     * `typesSql`: only the columns whose declared type rqlite alters are wrapped. Without it
+     * (EXPLAIN, or a read the CTE cannot hold) all are, and the wrapped read says what is wrong.
+     */
+    const wrappingOf = (sql: string, columns: ReadonlyArray<string>, typed: Result | undefined, version: unknown): Wrapping => {
+      const types = typed !== undefined && typed.error === undefined && typed.types?.length === columns.length ? typed.types : undefined
+      const wrapped = types === undefined ? allWrapped(columns.length) : types.map(alteredUnder)
+      return { sql: cellsSql(sql, wrapped), wrapped, columns, version }
+    }
 
     /**
-     * A read answered as stored. Known: one round trip, the wrapped read beside the schema's
-     * version, in a batch with other reads when it is fast. First seen: the read itself, answered
-     * as is when rqlite altered none of its cells, else once more wrapped. `attempts` bounds
-     * re-learning a schema that keeps changing.
+     * A read answered as stored. Known: one round trip, the read as `Wrapping` says beside the
+     * schema's version, in a batch with other reads when it is fast. First seen: the read itself
+     * and its declared types, answered as is when rqlite altered none of its cells, else once more
+     * wrapped. `attempts` bounds re-learning a schema that keeps changing.
      */
     const read = (op: StatementOp, shape: AnswerShape, attempts: number): Effect.Effect<string, SqlRefused> => {
       const known = wrappings.get(op.sql)
       if (known?.sql !== undefined) {
         return batchable(op.sql) ? batchedRead(op, shape, known, attempts) : wrappedRead(op, shape, known, attempts)
       }
-      return Effect.flatMap(post(QUERY, [SCHEMA_VERSION, op, SCHEMA_VERSION], true), (results) => {
+      const types = known === undefined ? typesSql(op.sql) : undefined
+      const ops = types === undefined ? [SCHEMA_VERSION, op, SCHEMA_VERSION] : [SCHEMA_VERSION, op, { sql: types, params: op.params, kind: op.kind }, SCHEMA_VERSION]
+      return Effect.flatMap(post(QUERY, ops, true), (results) => {
         const r = results[1]
         if (r === undefined) return Effect.fail(noResult)
         if (r.error !== undefined) return Effect.fail(failure(r.error, undefined))
         ranFor(op.sql, r)
         const columns = r.columns ?? []
-        const wrapping: Wrapping = known ?? { sql: cellsSql(op.sql, columns.length), columns, version: versionOf(results) }
+        const wrapping = known ?? wrappingOf(op.sql, columns, types === undefined ? undefined : results[2], versionOf(results))
         if (known === undefined && wrapping.version !== undefined) remember(op.sql, wrapping)
         return wrapping.sql === undefined || asStored(r)
           ? Effect.succeed(readAnswer(shape, columns, (r.values ?? []) as ReadonlyArray<ReadonlyArray<SqlCell>>))
@@ -346,13 +384,17 @@ export const RqliteSqlEngine = {
       })
     }
 
-    /** A wrapped read alone in its request. */
+    /** A known read alone in its request. */
     const wrappedRead = (op: StatementOp, shape: AnswerShape, wrapping: Wrapping, attempts: number): Effect.Effect<string, SqlRefused> =>
       Effect.flatMap(post(QUERY, [SCHEMA_VERSION, { ...op, sql: wrapping.sql ?? op.sql }, SCHEMA_VERSION], true), (results) =>
         wrappedAnswer(op, shape, wrapping, attempts, results[1], versionOf(results), 1)
       )
 
-    /** A wrapped read's result `r`, from a request of `size` reads that saw the schema at `version`. */
+    /** Whether a known read's result `r`, from a request that saw the schema at `version`, answers as is. */
+    const fits = (wrapping: Wrapping, r: Result, version: unknown): boolean =>
+      r.error === undefined && version !== undefined && version === wrapping.version
+
+    /** A known read's result `r`, from a request of `size` reads that saw the schema at `version`. */
     const wrappedAnswer = (
       op: StatementOp,
       shape: AnswerShape,
@@ -378,8 +420,12 @@ export const RqliteSqlEngine = {
         }
         return Effect.fail(failure(r.error, undefined))
       }
+      return Effect.succeed(answerOf(op, shape, wrapping, r))
+    }
+    /** A known read's answer from its result, which `fits`. */
+    const answerOf = (op: StatementOp, shape: AnswerShape, wrapping: Wrapping, r: Result): string => {
       ranFor(op.sql, r)
-      return Effect.succeed(readAnswer(shape, wrapping.columns, storedRows(r)))
+      return readAnswer(shape, wrapping.columns, storedRows(r, wrapping.wrapped))
     }
 
     /** A statement waiting for its batch: the text sent, and the statement's own text for the bookkeeping. */
@@ -387,6 +433,7 @@ export const RqliteSqlEngine = {
       readonly sql: string
       readonly text: string
     }
+    const versionText = statementText(SCHEMA_VERSION)
     /** Reads sent as [version, read…, version]: the two versions bound every read between them. */
     const readBatch = batcher<BatchItem, { readonly result: Result; readonly version: unknown }, SqlRefused | typeof ALONE>({
       maxInFlight: BATCH_IN_FLIGHT,
@@ -394,12 +441,11 @@ export const RqliteSqlEngine = {
       maxWeight: 1,
       weigh,
       send: (items) => {
-        const version = statementText(SCHEMA_VERSION)
-        const text = `[${version},${items.map((i) => i.text).join(",")},${version}]`
+        const text = `[${versionText},${items.map((i) => i.text).join(",")},${versionText}]`
         return Effect.mapError(
           Effect.flatMap(exchange(QUERY, text, true), (results) => {
             if (results.length !== items.length + 2) return Effect.fail(unexpected)
-            const seen = versionOf([results[0] as Result, {}, results[items.length + 1] as Result])
+            const seen = versionOf(results)
             return Effect.succeed(items.map((_, i) => ({ result: results[i + 1] as Result, version: seen })))
           }),
           batchFailure(items.length, "read")
@@ -486,7 +532,7 @@ export const RqliteSqlEngine = {
           }
           const texts = results.map((r, i) => {
             const columns = wrapped?.[i]
-            return columns === undefined ? resultJson(r, ops[i]?.kind ?? "write", "counted") : readAnswer("counted", columns, storedRows(r))
+            return columns === undefined ? resultJson(r, ops[i]?.kind ?? "write", "counted") : readAnswer("counted", columns, storedRows(r, allWrapped(columns.length)))
           })
           return Effect.succeed(
             returnResults ? `{"results":[${texts.join(",")}],"count":${texts.length}}` : `{"status":"ok","count":${texts.length}}`
@@ -509,7 +555,7 @@ export const RqliteSqlEngine = {
             return Effect.fail(refuse(503, Code.UNAVAILABLE, "the SQL store answered the dry run unexpectedly", "retry shortly", 1))
           }
           // the reads again, wrapped to answer as stored; the dry run gave their column names
-          const wrapped = ops.map((op, i) => (op.kind === "read" ? cellsSql(op.sql, dry[i]?.columns?.length ?? 0) : undefined))
+          const wrapped = ops.map((op, i) => (op.kind === "read" ? cellsSql(op.sql, allWrapped(dry[i]?.columns?.length ?? 0)) : undefined))
           const run = ops.map((op, i) => {
             const sql = wrapped[i]
             return sql === undefined ? op : { ...op, sql }
