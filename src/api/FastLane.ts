@@ -72,11 +72,11 @@ interface Answer {
   readonly retryAfter?: number
 }
 
-/**
- * The route's work for one request, its payload decoded and ready: the caller in, the answer out,
- * or an effect that answers (it never fails: a refusal is an answer).
- */
-type Work = (caller: Principal, now: number) => Answer | Effect.Effect<Answer>
+/** An answer that comes later: `done` gets it once (a refusal is an answer too). */
+type Pending = (done: (answer: Answer) => void) => void
+
+/** The route's work for one request, its payload decoded and ready: the caller in, the answer out, or its pending answer. */
+type Work = (caller: Principal, now: number) => Answer | Pending
 
 /** A route of the lane, as written: its work for a body text, or undefined when the body does not decode. */
 type Route = (text: string) => Work | undefined
@@ -176,20 +176,29 @@ const cacheRoutes = (cache: CacheNow, maxBodyBytes: number): ReadonlyArray<reado
   ]
 }
 
-/** The cluster SQL store's statement routes: the service's own calls, their answer or refusal as the app writes it. */
-const sqlRoutes = (sql: ClusterSqlService, maxBodyBytes: number): ReadonlyArray<readonly [string, Route]> => {
+/**
+ * The cluster SQL store's statement routes: the service's own call, its answer or refusal as the
+ * app writes it, and a defect as the app's 500, logged. `log` runs in the gateway's runtime.
+ */
+const sqlRoutes = (sql: ClusterSqlService, maxBodyBytes: number, log: (defect: Cause.Cause<unknown>) => void): ReadonlyArray<readonly [string, Route]> => {
   const statement = jsonPayload(maxBodyBytes)(StatementRequest)
-  const answered = Effect.match({ onFailure: refusedWide, onSuccess: ok })
+  const answerOf = (exit: Exit.Exit<string, Refused>): Answer => {
+    if (Exit.isSuccess(exit)) return ok(exit.value)
+    const failure = Cause.failureOption(exit.cause)
+    if (Option.isSome(failure)) return refusedWide(failure.value)
+    log(exit.cause)
+    return internalError
+  }
   const route =
-    (run: ClusterSqlService["query"]): Route =>
+    (expect: "read" | "write"): Route =>
     (text) => {
       const payload = statement(text)
       if (payload === undefined) return undefined
-      return (caller) => answered(run(caller, payload.sql, payload.args ?? []))
+      return (caller) => (done) => sql.statementNow(caller, payload.sql, payload.args ?? [], expect, (exit) => done(answerOf(exit)))
     }
   return [
-    ["POST /v1/rqlite/query", route(sql.query)],
-    ["POST /v1/rqlite/exec", route(sql.exec)]
+    ["POST /v1/rqlite/query", route("read")],
+    ["POST /v1/rqlite/exec", route("write")]
   ]
 }
 
@@ -215,7 +224,7 @@ export const makeFastLane = Effect.gen(function* () {
     withPolicies([
       ["GET /v1/auth/whoami", whoami],
       ...(cache.now === undefined ? [] : cacheRoutes(cache.now, config.maxBodyBytes)),
-      ...(Option.isNone(sql) ? [] : sqlRoutes(sql.value, config.maxBodyBytes))
+      ...(Option.isNone(sql) ? [] : sqlRoutes(sql.value, config.maxBodyBytes, (defect) => runCallback(Effect.logError("request failed", Cause.squash(defect)))))
     ])
   )
 
@@ -264,31 +273,23 @@ export const makeFastLane = Effect.gen(function* () {
     if (admission === undefined) return undefined
     // for the access log's line, when there is one
     if (logRequests) RequestMeta.setNamespaceOfSource(req, caller.namespace)
-    let answer: Answer | Effect.Effect<Answer>
+    let answer: Answer | Pending
     if (admission.allowed) answer = work(caller, now)
     else {
       const limited = rateLimited(admission.retryAfterSeconds, admission.refusedBy ?? "network")
       answer = { ...envelope(429, limited), retryAfter: limited.retryAfterSeconds }
     }
-    if (!Effect.isEffect(answer)) {
+    if (typeof answer !== "function") {
       write(res, answer)
       return answer.status
     }
     // A client gone meanwhile is not waited for, nor is its statement called off: the write may
     // be on its way in a batch already. node drops an answer to a closed socket.
-    runCallback(answer, {
-      onExit: (exit) => {
-        let given: Answer
-        if (Exit.isSuccess(exit)) given = exit.value
-        else {
-          given = internalError
-          runCallback(Effect.logError("request failed", Cause.squash(exit.cause)))
-        }
-        // a client gone meanwhile is logged as the app logs it, 499
-        if (res.destroyed || res.socket?.destroyed === true) return answered?.(499)
-        write(res, given)
-        answered?.(given.status)
-      }
+    answer((given) => {
+      // a client gone meanwhile is logged as the app logs it, 499
+      if (res.destroyed || res.socket?.destroyed === true) return answered?.(499)
+      write(res, given)
+      answered?.(given.status)
     })
     return "later"
   }

@@ -3,7 +3,7 @@
  * real services on a temp data dir. That its answers are the app's is test/e2e/fastlane.test.ts.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Layer } from "effect"
+import { Effect, type Exit, Layer } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"
 import type * as http from "node:http"
 import { tmpdir } from "node:os"
@@ -206,7 +206,10 @@ describe("the fast lane", () => {
       if (sql === "bug") return later(Effect.die(new Error("a defect")))
       return later(Effect.fail(refuse(400, "SQL_ERROR", "no such table: x")))
     }
-    const stand = { query: statement("query"), exec: statement("exec") } as unknown as ClusterSqlService
+    const stand = {
+      statementNow: (caller: unknown, sql: string, args: ReadonlyArray<unknown>, expect: "read" | "write", done: (exit: Exit.Exit<string, unknown>) => void) =>
+        Effect.runCallback(statement(expect === "read" ? "query" : "exec")(caller, sql, args), { onExit: done })
+    } as unknown as ClusterSqlService
 
     /** Calls the lane as the adapter does, and waits for the answer it gives later. */
     const callLater = (lane: FastLane, url: string, token: string, body: string) =>

@@ -30,17 +30,27 @@ export interface Batched<O> {
   readonly size: number
 }
 
+/** A batcher: a call as an effect, or `offer`ed by a caller outside a fiber. */
+export interface Batcher<I, O, E> {
+  (item: I): Effect.Effect<Batched<O>, E>
+  /**
+   * The same call without a fiber: `done` gets its outcome once, never before `offer` returns.
+   * There is no calling it off (the fast lane's statements, see FastLane.ts).
+   */
+  readonly offer: (item: I, done: (exit: Exit.Exit<Batched<O>, E>) => void) => void
+}
+
 class Waiter<I, O, E> {
   /** Set when the caller went away before its batch left: it is skipped. */
   cancelled = false
   constructor(
     readonly item: I,
     readonly weight: number,
-    readonly resume: (effect: Effect.Effect<Batched<O>, E>) => void
+    readonly resume: (exit: Exit.Exit<Batched<O>, E>) => void
   ) {}
 }
 
-export const batcher = <I, O, E>(options: BatcherOptions<I, O, E>): ((item: I) => Effect.Effect<Batched<O>, E>) => {
+export const batcher = <I, O, E>(options: BatcherOptions<I, O, E>): Batcher<I, O, E> => {
   let queue: Array<Waiter<I, O, E>> = []
   let inFlight = 0
   let scheduled = false
@@ -79,10 +89,10 @@ export const batcher = <I, O, E>(options: BatcherOptions<I, O, E>): ((item: I) =
           const size = batch.length
           for (let i = 0; i < size; i++) {
             const waiter = batch[i] as Waiter<I, O, E>
-            if (Exit.isFailure(exit)) waiter.resume(Effect.failCause(exit.cause))
+            if (Exit.isFailure(exit)) waiter.resume(Exit.failCause(exit.cause))
             // `send` owes one outcome per item: a short answer is its defect
-            else if (i >= exit.value.length) waiter.resume(Effect.die(new Error("a batch answered fewer outcomes than items")))
-            else waiter.resume(Effect.succeed({ out: exit.value[i] as O, size }))
+            else if (i >= exit.value.length) waiter.resume(Exit.die(new Error("a batch answered fewer outcomes than items")))
+            else waiter.resume(Exit.succeed({ out: exit.value[i] as O, size }))
           }
           schedule()
         }
@@ -90,13 +100,17 @@ export const batcher = <I, O, E>(options: BatcherOptions<I, O, E>): ((item: I) =
     }
   }
 
-  return (item) =>
+  const enqueue = (waiter: Waiter<I, O, E>): void => {
+    queue.push(waiter)
+    schedule()
+  }
+  const call = (item: I) =>
     Effect.async<Batched<O>, E>((resume) => {
       const waiter = new Waiter(item, options.weigh(item), resume)
-      queue.push(waiter)
-      schedule()
+      enqueue(waiter)
       return Effect.sync(() => {
         waiter.cancelled = true
       })
     })
+  return Object.assign(call, { offer: (item: I, done: (exit: Exit.Exit<Batched<O>, E>) => void) => enqueue(new Waiter(item, options.weigh(item), done)) })
 }

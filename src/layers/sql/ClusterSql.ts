@@ -3,7 +3,7 @@
  * ORM builders, statement kinds per route, the schema view without reserved tables, and whole
  * database export and import through the gateway's one transfer slot.
  */
-import { Context, Effect, Layer, type Scope, Stream } from "effect"
+import { Context, Effect, Either, Exit, Layer, Runtime, type Scope, Stream } from "effect"
 import { statSync } from "node:fs"
 import { open } from "node:fs/promises"
 import { Code } from "../../domain/Errors.js"
@@ -56,6 +56,18 @@ export interface ExportedDatabase {
 export interface ClusterSqlService {
   readonly query: (caller: Principal, sql: string, args: ReadonlyArray<OrmValue>) => Effect.Effect<string, SqlRefused>
   readonly exec: (caller: Principal, sql: string, args: ReadonlyArray<OrmValue>) => Effect.Effect<string, SqlRefused>
+  /**
+   * `query` (`expect` "read") or `exec` ("write") for a caller outside a fiber (the fast lane):
+   * `done` gets the outcome once. The statement runs without a fiber where its engine can
+   * (`SqlEngine.statementNow`), else as the effect. There is no calling it off.
+   */
+  readonly statementNow: (
+    caller: Principal,
+    sql: string,
+    args: ReadonlyArray<OrmValue>,
+    expect: "read" | "write",
+    done: (exit: Exit.Exit<string, SqlRefused>) => void
+  ) => void
   readonly find: (caller: Principal, request: OrmFind, one: boolean) => Effect.Effect<string, SqlRefused>
   readonly select: (caller: Principal, request: OrmSelect, one: boolean) => Effect.Effect<string, SqlRefused>
   readonly transaction: (
@@ -119,24 +131,27 @@ export class ClusterSql extends Context.Tag("portico/ClusterSql")<ClusterSql, Cl
       const audit = yield* Audit
       const config = yield* PorticoConfig
 
+      const runCallback = Runtime.runCallback(yield* Effect.runtime<never>())
+
       /** Guards one statement and checks its kind against what the route runs. */
-      const guarded = (sql: string, args: ReadonlyArray<OrmValue>, expect: "read" | "write" | undefined) =>
-        Effect.suspend(() => {
-          const checked = guardClusterSql(sql)
-          if (!checked.ok) return Effect.fail(fromGuard(checked.refusal))
-          const kind = checked.statement.kind
-          if (expect !== undefined && kind !== expect) {
-            return Effect.fail(
-              refuse(
-                400,
-                Code.VALIDATION_FAILED,
-                expect === "read" ? "this route runs reads only" : "this route runs writes only",
-                expect === "read" ? "send writes and DDL to /v1/rqlite/exec" : "send reads to /v1/rqlite/query"
-              )
+      const guardedNow = (sql: string, args: ReadonlyArray<OrmValue>, expect: "read" | "write" | undefined): Either.Either<StatementOp, SqlRefused> => {
+        const checked = guardClusterSql(sql)
+        if (!checked.ok) return Either.left(fromGuard(checked.refusal))
+        const kind = checked.statement.kind
+        if (expect !== undefined && kind !== expect) {
+          return Either.left(
+            refuse(
+              400,
+              Code.VALIDATION_FAILED,
+              expect === "read" ? "this route runs reads only" : "this route runs writes only",
+              expect === "read" ? "send writes and DDL to /v1/rqlite/exec" : "send reads to /v1/rqlite/query"
             )
-          }
-          return Effect.succeed<StatementOp>({ sql: withoutTail(sql, checked.statement.tokens), params: bind(args), kind })
-        })
+          )
+        }
+        return Either.right({ sql: withoutTail(sql, checked.statement.tokens), params: bind(args), kind })
+      }
+      const guarded = (sql: string, args: ReadonlyArray<OrmValue>, expect: "read" | "write" | undefined): Effect.Effect<StatementOp, SqlRefused> =>
+        Effect.suspend(() => guardedNow(sql, args, expect))
 
       const tempFile = (prefix: string) => spoolFile(config.dataDir, prefix)
 
@@ -215,6 +230,12 @@ export class ClusterSql extends Context.Tag("portico/ClusterSql")<ClusterSql, Cl
           Effect.flatMap(guarded(sql, args, "read"), (op) => stores.engineFor(caller.namespace).statement(op, "counted")),
         exec: (caller, sql, args) =>
           Effect.flatMap(guarded(sql, args, "write"), (op) => stores.engineFor(caller.namespace).statement(op, "counted")),
+        statementNow: (caller, sql, args, expect, done) => {
+          const op = guardedNow(sql, args, expect)
+          if (Either.isLeft(op)) return done(Exit.fail(op.left))
+          const engine = stores.engineFor(caller.namespace)
+          if (engine.statementNow?.(op.right, "counted", done) !== true) runCallback(engine.statement(op.right, "counted"), { onExit: done })
+        },
         find: (caller, request, one) =>
           Effect.suspend(() => {
             if (isReservedName(request.table)) return Effect.fail(reservedTable(request.table))

@@ -7,7 +7,7 @@
  * The engine only executes: the SQL guard, the ORM builders and the transfer slot are the
  * `ClusterSql` service's.
  */
-import { Context, Effect, Layer } from "effect"
+import { Context, Effect, type Exit, Layer } from "effect"
 import { existsSync } from "node:fs"
 import * as path from "node:path"
 import type { AnswerShape } from "../../domain/SqlAnswers.js"
@@ -21,6 +21,12 @@ export interface SqlEngine {
   readonly kind: "sqlite" | "rqlite"
   /** One statement; the answer's JSON text in `shape` for a read, the counts for a write. */
   readonly statement: (op: StatementOp, shape: AnswerShape) => Effect.Effect<string, SqlRefused>
+  /**
+   * `statement` for a caller outside a fiber, where the engine can run it without one (on
+   * rqlite, a known fast statement that joins a batch): true, and `done` gets the outcome once,
+   * after this returns. False: nothing was done, `statement` is the way.
+   */
+  readonly statementNow?: (op: StatementOp, shape: AnswerShape, done: (exit: Exit.Exit<string, SqlRefused>) => void) => boolean
   /** All ops atomically; `{results, count}` or `{status, count}`; a failure names the op index. */
   readonly batch: (ops: ReadonlyArray<StatementOp>, returnResults: boolean) => Effect.Effect<string, SqlRefused>
   /** A consistent copy of the whole database written to `dest`. */

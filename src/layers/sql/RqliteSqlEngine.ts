@@ -13,7 +13,7 @@
  * all (`SELECT X'00FF'`, an untyped column), and turns values of DATE/DATETIME/TIMESTAMP and
  * BOOLEAN columns into times and booleans.
  */
-import { Duration, Effect, Either, Schema } from "effect"
+import { Cause, Duration, Effect, Either, Exit, Schema } from "effect"
 import { createReadStream, createWriteStream } from "node:fs"
 import { Readable } from "node:stream"
 import { pipeline } from "node:stream/promises"
@@ -26,7 +26,7 @@ import { rqliteHttp, type RqliteHttpConfig } from "../registry/RqliteHttp.js"
 import type { StatementOp } from "./SqliteProtocol.js"
 import type { SqlEngine } from "./ClusterSqlStore.js"
 import { refuse, statementTimedOut, type SqlRefused } from "./SqlRefused.js"
-import { batcher } from "./Batcher.js"
+import { type Batched, batcher } from "./Batcher.js"
 
 // integers past 2^53 arrive as bigint (parseAnswer in RqliteHttp.ts)
 const Int = Schema.Union(Schema.Number, Schema.BigIntFromSelf)
@@ -452,11 +452,20 @@ export const RqliteSqlEngine = {
         )
       }
     })
+    type ReadOutcome = Exit.Exit<Batched<{ readonly result: Result; readonly version: unknown }>, SqlRefused | typeof ALONE>
+    const readItem = (op: StatementOp, wrapping: Wrapping): BatchItem => ({ sql: op.sql, text: statementText({ ...op, sql: wrapping.sql ?? op.sql }) })
+    /** A batched read's answer from its batch's outcome. */
+    const afterBatch = (op: StatementOp, shape: AnswerShape, wrapping: Wrapping, attempts: number, exit: ReadOutcome): Effect.Effect<string, SqlRefused> => {
+      if (Exit.isSuccess(exit)) return wrappedAnswer(op, shape, wrapping, attempts, exit.value.out.result, exit.value.out.version, exit.value.size)
+      const failure = Cause.failureOrCause(exit.cause)
+      return Either.isRight(failure)
+        ? Effect.failCause(failure.right)
+        : failure.left === ALONE
+          ? wrappedRead(op, shape, wrapping, attempts)
+          : Effect.fail(failure.left)
+    }
     const batchedRead = (op: StatementOp, shape: AnswerShape, wrapping: Wrapping, attempts: number): Effect.Effect<string, SqlRefused> =>
-      Effect.matchEffect(readBatch({ sql: op.sql, text: statementText({ ...op, sql: wrapping.sql ?? op.sql }) }), {
-        onFailure: (e) => (e === ALONE ? wrappedRead(op, shape, wrapping, attempts) : Effect.fail(e)),
-        onSuccess: ({ out, size }) => wrappedAnswer(op, shape, wrapping, attempts, out.result, out.version, size)
-      })
+      Effect.flatMap(Effect.exit(readBatch(readItem(op, wrapping))), (exit) => afterBatch(op, shape, wrapping, attempts, exit))
 
     /** A write's result as the route answers it. */
     const written = (op: StatementOp, shape: AnswerShape, r: Result | undefined): Effect.Effect<string, SqlRefused> => {
@@ -519,9 +528,34 @@ export const RqliteSqlEngine = {
         catch: (e) => refuse(503, Code.UNAVAILABLE, `the SQL store could not ${what}: ${e instanceof Error ? e.message : String(e)}`, "retry shortly", 5)
       })
 
+    /**
+     * The way a known fast read takes without a fiber: into a batch, and its answer made on the
+     * spot when its result fits; anything else (a changed schema, a failure, a read stopped at
+     * the batch's deadline) goes on as the effect would.
+     */
+    const readNow = (op: StatementOp, shape: AnswerShape, done: (exit: Exit.Exit<string, SqlRefused>) => void): boolean => {
+      const known = wrappings.get(op.sql)
+      if (known?.sql === undefined || !batchable(op.sql)) return false
+      readBatch.offer(readItem(op, known), (exit) => {
+        if (!Exit.isSuccess(exit) || !fits(known, exit.value.out.result, exit.value.out.version)) {
+          return Effect.runCallback(afterBatch(op, shape, known, 0, exit), { onExit: done })
+        }
+        // a defect here is this read's, as in a fiber, and not its batch's
+        let answer: Exit.Exit<string, SqlRefused>
+        try {
+          answer = Exit.succeed(answerOf(op, shape, known, exit.value.out.result))
+        } catch (e) {
+          answer = Exit.die(e)
+        }
+        done(answer)
+      })
+      return true
+    }
+
     return {
       kind: "rqlite",
       statement: (op, shape) => (op.kind === "read" ? read(op, shape, 0) : write(op, shape)),
+      statementNow: (op, shape, done) => op.kind === "read" && readNow(op, shape, done),
       batch: (ops, returnResults) => {
         /** `wrapped`: per op, the column names of a read sent as `cellsSql`. */
         const answer = (results: ReadonlyArray<Result>, wrapped?: ReadonlyArray<ReadonlyArray<string> | undefined>) => {

@@ -6,7 +6,10 @@ import * as fs from "node:fs"
 import { createServer, type Server } from "node:http"
 import * as os from "node:os"
 import * as path from "node:path"
+import type { AnswerShape } from "../../../src/domain/SqlAnswers.js"
 import { RqliteAnswer, rqliteResults, RqliteSqlEngine } from "../../../src/layers/sql/RqliteSqlEngine.js"
+import type { StatementOp } from "../../../src/layers/sql/SqliteProtocol.js"
+import type { SqlRefused } from "../../../src/layers/sql/SqlRefused.js"
 import { hasRqlited, rqlited, rqlitedMissingMessage } from "../../support/rqlited.js"
 
 /** Listens on a free loopback port for the scope; the port. */
@@ -315,6 +318,75 @@ if (!hasRqlited()) {
           '{"columns":["n"],"rows":[[4]],"count":1}'
         ])
         expect(Date.now() - started).toBeLessThan(2_500)
+      })
+    )
+
+    it.scopedLive("answers the same without a fiber (statementNow): batched, as stored, a runaway alone, a changed schema learnt again", () =>
+      Effect.gen(function* () {
+        const server = yield* rqlited()
+        const engine = RqliteSqlEngine.make({ url: server.url, timeout: Duration.seconds(1) })
+        let taken = 0
+        /** The statement through `statementNow` where the engine takes it, else through `statement`. */
+        const now = (op: StatementOp, shape: AnswerShape = "counted") =>
+          Effect.either(
+            Effect.async<string, SqlRefused>((resume) => {
+              let returned = false
+              const took = engine.statementNow?.(op, shape, (exit) => {
+                // never before statementNow has returned
+                expect(returned).toBe(true)
+                resume(exit)
+              })
+              returned = true
+              if (took === true) taken++
+              else resume(engine.statement(op, shape))
+            })
+          )
+        const outcome = (o: Either.Either<string, SqlRefused>) => (o._tag === "Right" ? o.right : `${o.left.status} ${o.left.code} ${o.left.reason}`)
+
+        yield* engine.statement(write("CREATE TABLE t (id INTEGER PRIMARY KEY, name TEXT, b BLOB)"), "counted")
+        yield* engine.statement(write("INSERT INTO t (id, name, b) VALUES (1, X'00FF', 'x'), (2, 'two', X'0102')"), "counted")
+        const ALL = "SELECT * FROM t WHERE id = ?"
+        const ABS = "SELECT abs(?) AS a"
+        const COUNT = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < ?) SELECT count(*) AS n FROM c"
+        // not known yet: left to the effect, which learns them
+        for (const op of [read(ALL, 1), read(ABS, 1), read(COUNT, 3), read(POINT, 1)]) expect((yield* now(op))._tag).toBe("Right")
+        expect(taken).toBe(0)
+        // writes are the effect's
+        expect(engine.statementNow?.(write("INSERT INTO t (name) VALUES ('w')"), "counted", () => {})).toBe(false)
+
+        const before = yield* counters(server.url)
+        const outcomes = yield* Effect.forEach(
+          [read(POINT, 1), read(ALL, 2), read(ABS, "-9223372036854775808"), read(POINT, 2), read(ALL, 1), read(ABS, -5)],
+          (op) => now(op.sql === ABS && op.params[0] === "-9223372036854775808" ? { ...op, params: [-9223372036854775808n] } : op),
+          { concurrency: "unbounded" }
+        )
+        expect(taken).toBe(6)
+        expect((yield* counters(server.url)).queries - before.queries).toBe(1)
+        expect(outcomes.map(outcome)).toEqual([
+          '{"columns":["id","name"],"rows":[[1,"AP8="]],"count":1}',
+          '{"columns":["id","name","b"],"rows":[[2,"two","AQI="]],"count":1}',
+          "400 SQL_ERROR integer overflow",
+          '{"columns":["id","name"],"rows":[[2,"two"]],"count":1}',
+          '{"columns":["id","name","b"],"rows":[[1,"AP8=","x"]],"count":1}',
+          '{"columns":["a"],"rows":[[5]],"count":1}'
+        ])
+
+        // a runaway in a batch: stopped at the batch's deadline, it runs again alone; the others answer
+        const started = Date.now()
+        const slow = yield* Effect.forEach([read(COUNT, 1e15), read(COUNT, 2), read(COUNT, 4)], (op) => now(op), { concurrency: "unbounded" })
+        expect(slow.map((o) => (o._tag === "Right" ? o.right : `${o.left.status} ${o.left.code}`))).toEqual([
+          "400 STATEMENT_TIMEOUT",
+          '{"columns":["n"],"rows":[[2]],"count":1}',
+          '{"columns":["n"],"rows":[[4]],"count":1}'
+        ])
+        expect(Date.now() - started).toBeLessThan(2_500)
+
+        // the schema changed under a known read: it learns the columns again
+        yield* engine.statement(write("ALTER TABLE t ADD COLUMN extra BLOB"), "counted")
+        yield* engine.statement(write("UPDATE t SET extra = X'FF' WHERE id = 2"), "counted")
+        taken = 0
+        expect(outcome(yield* now(read(ALL, 2), "one"))).toBe('{"id":2,"name":"two","b":"AQI=","extra":"/w=="}')
+        expect(taken).toBe(1)
       })
     )
 
