@@ -29,6 +29,7 @@ import type * as Socket from "@effect/platform/Socket"
 import * as UrlParams from "@effect/platform/UrlParams"
 import * as NodeMultipart from "@effect/platform-node/NodeMultipart"
 import { parseStrictJson } from "../domain/StrictJson.js"
+import { flowingChunks } from "./FlowingBody.js"
 import * as NodeStream from "@effect/platform-node/NodeStream"
 import * as Cause from "effect/Cause"
 import * as Chunk from "effect/Chunk"
@@ -238,7 +239,7 @@ class PayloadTooLarge extends Error {
 }
 
 /**
- * The request body as a plain async iterable. For our own requests this is the Node stream
+ * The request body as a plain async iterable. For our own requests this reads the Node stream
  * itself (with its body cap), not a Stream converted back: a 256 MiB upload spent ~8% of its
  * CPU in that round trip.
  */
@@ -319,9 +320,9 @@ export class LeanServerRequest extends Inspectable.Class implements ServerReques
       (u8) => u8.buffer.slice(u8.byteOffset, u8.byteOffset + u8.byteLength) as ArrayBuffer
     )
   }
-  /** The body's Node stream: chunks as they arrive, with backpressure. */
+  /** The body's chunks as they arrive, with backpressure (FlowingBody.ts). */
   body(): AsyncIterable<Uint8Array> {
-    return this.exchange.readable()
+    return flowingChunks(this.exchange.readable())
   }
   get stream(): Stream.Stream<Uint8Array, ServerError.RequestError> {
     const ex = this.exchange
