@@ -288,7 +288,14 @@ export const makeFastLane = Effect.gen(function* () {
     answer((given) => {
       // a client gone meanwhile is logged as the app logs it, 499
       if (res.destroyed || res.socket?.destroyed === true) return answered?.(499)
-      write(res, given)
+      try {
+        write(res, given)
+      } catch (e) {
+        // called from a batch's callback: the answer that could not be written is this request's alone
+        runCallback(Effect.logError("request failed", e))
+        res.destroy()
+        return answered?.(500)
+      }
       answered?.(given.status)
     })
     return "later"

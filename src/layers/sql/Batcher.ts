@@ -13,7 +13,7 @@
  * A batch holds at most `maxItems` calls and `maxWeight` of their weight (the engine weighs by
  * the statements' last run time and their text's size), one call at least, in arrival order.
  */
-import { Effect, Exit } from "effect"
+import { Cause, Effect, Exit } from "effect"
 
 export interface BatcherOptions<I, O, E> {
   /** Sends the items as one request: one outcome per item, in their order; a failure is every item's. */
@@ -87,14 +87,22 @@ export const batcher = <I, O, E>(options: BatcherOptions<I, O, E>): Batcher<I, O
         onExit: (exit) => {
           inFlight--
           const size = batch.length
+          let thrown: { readonly error: unknown } | undefined
           for (let i = 0; i < size; i++) {
             const waiter = batch[i] as Waiter<I, O, E>
-            if (Exit.isFailure(exit)) waiter.resume(Exit.failCause(exit.cause))
-            // `send` owes one outcome per item: a short answer is its defect
-            else if (i >= exit.value.length) waiter.resume(Exit.die(new Error("a batch answered fewer outcomes than items")))
-            else waiter.resume(Exit.succeed({ out: exit.value[i] as O, size }))
+            // an `offer` callback that throws must not keep the others from their outcome
+            try {
+              if (Exit.isFailure(exit)) waiter.resume(Exit.failCause(exit.cause))
+              // `send` owes one outcome per item: a short answer is its defect
+              else if (i >= exit.value.length) waiter.resume(Exit.die(new Error("a batch answered fewer outcomes than items")))
+              else waiter.resume(Exit.succeed({ out: exit.value[i] as O, size }))
+            } catch (error) {
+              thrown ??= { error }
+            }
           }
           schedule()
+          // nor is it swallowed
+          if (thrown !== undefined) Effect.runFork(Effect.logError("a batched call's callback threw", Cause.die(thrown.error)))
         }
       })
     }

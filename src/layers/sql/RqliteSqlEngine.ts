@@ -11,7 +11,8 @@
  * Reads are wrapped so that every cell comes back as the embedded engine answers it (see
  * `cellsSql`): rqlite writes a blob as text, lossily, in any column it types as text or not at
  * all (`SELECT X'00FF'`, an untyped column), and turns values of DATE/DATETIME/TIMESTAMP and
- * BOOLEAN columns into times and booleans.
+ * BOOLEAN columns into times and booleans. Only the columns of those declared types are
+ * wrapped; the others pass through, where rqlite already answers as stored.
  */
 import { Cause, Duration, Effect, Either, Exit, Schema } from "effect"
 import { createReadStream, createWriteStream } from "node:fs"

@@ -89,4 +89,38 @@ describe("batcher", () => {
       expect(yield* Effect.flip(Fiber.join(kept))).toBe("still down")
     })
   )
+
+  it.live("offers calls without a fiber beside effect calls: each outcome once, after offer returns, a throwing callback alone", () =>
+    Effect.gen(function* () {
+      const { sent, gates, send } = recorder()
+      const call = batcher({ send, maxInFlight: 2, maxItems: 100, maxWeight: 1, weigh: () => 0 })
+      const heard: Array<string> = []
+      let returned = false
+      call.offer(1, (exit) => {
+        expect(returned).toBe(true)
+        heard.push(`1 ${JSON.stringify(exit)}`)
+      })
+      call.offer(2, () => {
+        heard.push("2")
+        throw new Error("a callback's bug")
+      })
+      returned = true
+      const effect = yield* Effect.fork(call(3))
+      // the forked call joins the queue once it runs
+      yield* Effect.yieldNow()
+      call.offer(4, (exit) => heard.push(exit._tag === "Success" ? `4 ${exit.value.out}/${exit.value.size}` : "4 failed"))
+      yield* nextTurn
+      expect(sent).toEqual([[1, 2, 3, 4]])
+      expect(heard).toEqual([])
+      yield* Deferred.succeed(gates[0]!, undefined)
+      expect(yield* Fiber.join(effect)).toEqual({ out: 30, size: 4 })
+      expect(heard).toEqual([`1 ${JSON.stringify({ _id: "Exit", _tag: "Success", value: { out: 10, size: 4 } })}`, "2", "4 40/4"])
+      // a failed request reaches an offered call as its failure
+      call.offer(5, (exit) => heard.push(exit._tag === "Failure" ? "5 failed" : "5 answered"))
+      yield* nextTurn
+      yield* Deferred.fail(gates[1]!, "down")
+      yield* nextTurn
+      expect(heard.at(-1)).toBe("5 failed")
+    })
+  )
 })
