@@ -24,9 +24,10 @@
  * (rate limit and request log off; warmed up with one 32 MiB upload and no get, since a get grows
  * the heap and would hide the upload's growth), runs the upload pair then the get pair, anchor
  * and gateway order swapped every round, with `sync` before each measured run so one side's dirty
- * pages are not written back during the other's. The gateway, the anchor importer and the anchor
- * server run on CPU 0 (`taskset -c 0`); this driver, which is the HTTP client and the RSS
- * sampler, pins itself to CPU 1. The storage routes take a signed-in wallet's access token (the
+ * pages are not written back during the other's, then 640 MiB written and deleted (`warmPages`)
+ * so both sides' block writes take pages the machine has touched already. The gateway, the
+ * anchor importer and the anchor server run on CPU 0 (`taskset -c 0`); this driver, which is the
+ * HTTP client and the RSS sampler, pins itself to CPU 1. The storage routes take a signed-in wallet's access token (the
  * namespace owner's, signed in every round). Each server's CPU time (user + system, all threads,
  * from /proc/<pid>/stat or process.cpuUsage) is printed beside its wall time. The summary is the
  * median over rounds (RSS: the largest growth seen). Every read is checked: same CID on both
@@ -89,6 +90,26 @@ const pinSelf = () => {
 /** Flushes dirty pages, so the last run's writes are not written back during the next one. */
 const syncDisks = () => {
   spawnSync("sync")
+}
+
+/**
+ * Writes and deletes 640 MiB, so that the page cache pages the next side's block writes take are
+ * ones the machine has touched already. Why: on this VM a page the guest has not touched for a
+ * while costs a fault in the host on first use, charged as system time to the process writing.
+ * Without this, the anchor's deleted blocks left the gateway warm pages when it went second and
+ * none when it went first: the gateway's system time per upload swung 0.3-0.8 s with the order,
+ * and the upload ratio 0.6-1.1 (docs/performance.md, 2026-11-25 sixth session).
+ */
+const warmPages = (dir: string) => {
+  const file = path.join(dir, "pages.bin")
+  const zeros = Buffer.alloc(MiB)
+  const fd = fs.openSync(file, "w")
+  try {
+    for (let i = 0; i < 640; i++) fs.writeSync(fd, zeros)
+  } finally {
+    fs.closeSync(fd)
+    fs.rmSync(file, { force: true })
+  }
 }
 
 // ---- memory --------------------------------------------------------------------------------
@@ -445,6 +466,7 @@ const runRound = async (
   const anchorBlocks = path.join(dir, `anchor-blocks-${round}`)
   for (const side of sides) {
     syncDisks()
+    warmPages(dir)
     if (side === "anchor") {
       uploadAnchor = await anchorImport(dir, files.content, anchorBlocks, files.warmup)
       process.stderr.write(`round ${round} upload anchor: ${mbps(uploadAnchor.ms).toFixed(0)} MB/s ${uploadAnchor.cid}\n`)
