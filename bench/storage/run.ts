@@ -27,10 +27,10 @@
  * pages are not written back during the other's, then 640 MiB written and deleted (`warmPages`)
  * so both sides' block writes take pages the machine has touched already. The gateway, the
  * anchor importer and the anchor server run on CPU 0 (`taskset -c 0`); this driver, which is the
- * HTTP client and the RSS sampler, pins itself to CPU 1. The storage routes take a signed-in wallet's access token (the
- * namespace owner's, signed in every round). Each server's CPU time (user + system, all threads,
- * from /proc/<pid>/stat or process.cpuUsage) is printed beside its wall time. The summary is the
- * median over rounds (RSS: the largest growth seen). Every read is checked: same CID on both
+ * HTTP client and the RSS sampler, pins itself to CPU 1. The storage routes take a signed-in
+ * wallet's access token (the namespace owner's, signed in every round). Each server's CPU time
+ * (user + system, all threads, from /proc/<pid>/stat or process.cpuUsage) is printed beside its
+ * wall time. The summary is the median over rounds (RSS: the largest growth seen). Every read is checked: same CID on both
  * sides, and one get per side per round hashed against the file's sha256.
  *
  *   npx tsx bench/storage/run.ts
