@@ -16,7 +16,7 @@ import { CID } from "multiformats/cid"
 import { promises as fs } from "node:fs"
 import * as path from "node:path"
 import { UNIXFS_PROFILE } from "../../domain/ContentId.js"
-import { LeafPool } from "./LeafPool.js"
+import { LeafBuffers, LeafPool } from "./LeafPool.js"
 import { makeReclaimLock } from "./ReclaimLock.js"
 import { ContentEngine, ContentEngineError, type ContentEngineService, EVICT_WAIT, type PinState } from "./ContentEngine.js"
 import { type BlockSource, fileSize, readRange } from "./UnixfsReader.js"
@@ -36,6 +36,8 @@ export const makeEmbeddedEngine = (options: EmbeddedOptions) =>
     const store = new FsBlockstore(options.directory, { shardingStrategy: new NextToLast() })
     yield* Effect.tryPromise({ try: () => store.open(), catch: failed })
     const lock = yield* makeReclaimLock
+    /** Leaf buffers every upload of this engine cuts into and gives back (LeafPool.ts). */
+    const leafBuffers = new LeafBuffers(UNIXFS_PROFILE.chunkSize)
 
     /** The file a block lives in: the blockstore's own sharding, so walks and sweeps agree. */
     const sharding = new NextToLast()
@@ -108,9 +110,9 @@ export const makeEmbeddedEngine = (options: EmbeddedOptions) =>
           return yield* Effect.tryPromise({
             try: async () => {
               let last: { cid: CID } | undefined
-              // leaves cut into reused buffers (LeafPool.ts); the pool also counts the file's
-              // bytes, since the importer's entry size counts the DAG's own nodes too
-              const leaves = new LeafPool(UNIXFS_PROFILE.chunkSize)
+              // leaves cut into the engine's reused buffers (LeafPool.ts); the pool also counts
+              // the file's bytes, since the importer's entry size counts the DAG's own nodes too
+              const leaves = new LeafPool(leafBuffers)
               for await (const entry of importer([{ content: bytes }], leaves.releasing(store), {
                 cidVersion: UNIXFS_PROFILE.cidVersion,
                 rawLeaves: UNIXFS_PROFILE.rawLeaves,

@@ -10,29 +10,77 @@
  * pool when the blockstore's `put` of that leaf has finished, so an upload allocates as many
  * buffers as it has blocks in flight, not one per MiB.
  *
+ * The buffers themselves (`LeafBuffers`) are the engine's, shared by every upload of the process:
+ * a pool per upload still allocated its twenty-odd buffers anew each time, and a gateway taking
+ * one upload after another fell into a run of mark-compacts (six to eight per 256 MiB upload,
+ * twice the upload's CPU) from the second or third upload on. Shared buffers are allocated once
+ * and reused while uploads keep coming; after a quiet minute the free ones are dropped, so an
+ * idle gateway does not hold them.
+ *
  * A buffer is filled again only after the `put` that was given it has resolved: the bytes are on
  * disk by then (blockstore-fs writes a temporary file and renames it before resolving), and
  * nothing else holds them. The importer keeps the first leaf's entry until it knows whether the
- * file has a second one, so the first leaf's buffer is never lent: it is not in the pool.
- * A buffer is lent at most once at a time (`lent`), so a second `put` of the same bytes cannot
- * return it twice.
+ * file has a second one, so the first leaf's buffer is never lent: it does not go back. A buffer
+ * is lent at most once at a time (`lent`), so a second `put` of the same bytes cannot return it
+ * twice.
  */
 import type { WritableStorage } from "ipfs-unixfs-importer"
 
-export class LeafPool {
+/** Leaf-sized buffers shared by the uploads of one engine. */
+export class LeafBuffers {
   private readonly free: Array<Buffer> = []
+  private lastUse = 0
+  private trimmer: ReturnType<typeof setTimeout> | undefined
+  /** Buffers allocated so far (every other leaf reused one). */
+  allocated = 0
+
+  constructor(
+    readonly size: number,
+    /** Free buffers kept at most; one given back beyond that is left to the collector. */
+    private readonly keep = 48,
+    /** Free buffers are dropped once none has been taken or given back for this long. */
+    private readonly idleMs = 60_000
+  ) {}
+
+  /** Free buffers held now. */
+  get held(): number {
+    return this.free.length
+  }
+
+  take(): Buffer {
+    this.lastUse = Date.now()
+    const reused = this.free.pop()
+    if (reused !== undefined) return reused
+    this.allocated++
+    return Buffer.allocUnsafeSlow(this.size)
+  }
+
+  give(buffer: Buffer): void {
+    this.lastUse = Date.now()
+    if (this.free.length >= this.keep) return
+    this.free.push(buffer)
+    this.trimmer ??= setTimeout(this.trim, this.idleMs).unref()
+  }
+
+  private readonly trim = () => {
+    const quiet = Date.now() - this.lastUse
+    this.trimmer = quiet >= this.idleMs ? undefined : setTimeout(this.trim, this.idleMs - quiet).unref()
+    if (this.trimmer === undefined) this.free.length = 0
+  }
+}
+
+/** One upload's leaves, cut into the engine's shared buffers. */
+export class LeafPool {
   /** Leaves handed out and not yet written, by their memory; a release of anything else is ignored. */
   private readonly lent = new Map<ArrayBufferLike, Buffer>()
   /** Bytes the cut leaves hold in all; the file's size once the source is read. */
   bytes = 0
-  /** Buffers allocated so far (the rest of the leaves reused one). */
-  allocated = 0
 
-  constructor(
-    readonly leafSize: number,
-    /** Free buffers kept for reuse at most; one released beyond that is left to the collector. */
-    private readonly keep = 32
-  ) {}
+  constructor(private readonly buffers: LeafBuffers) {}
+
+  get leafSize(): number {
+    return this.buffers.size
+  }
 
   /**
    * The importer's chunker: the source's bytes in leaves of `leafSize`, the last one shorter, and
@@ -42,35 +90,44 @@ export class LeafPool {
   readonly chunker = (source: AsyncIterable<Uint8Array>): AsyncIterable<Uint8Array> => this.cut(source)
 
   private async *cut(source: AsyncIterable<Uint8Array>): AsyncGenerator<Uint8Array> {
-    let leaf = this.take()
+    /** The buffer being filled; undefined while a full one is out with the importer. */
+    let leaf: Buffer | undefined = this.take()
     let filled = 0
     let first = true
-    for await (const chunk of source) {
-      this.bytes += chunk.length
-      let at = 0
-      while (at < chunk.length) {
-        const n = Math.min(chunk.length - at, this.leafSize - filled)
-        leaf.set(n === chunk.length ? chunk : chunk.subarray(at, at + n), filled)
-        filled += n
-        at += n
-        if (filled === this.leafSize) {
-          if (!first) this.lent.set(leaf.buffer, leaf)
-          first = false
-          yield leaf
-          leaf = this.take()
-          filled = 0
+    try {
+      for await (const chunk of source) {
+        this.bytes += chunk.length
+        let at = 0
+        while (at < chunk.length) {
+          const into: Buffer = leaf ?? (leaf = this.take())
+          const n = Math.min(chunk.length - at, this.leafSize - filled)
+          into.set(n === chunk.length ? chunk : chunk.subarray(at, at + n), filled)
+          filled += n
+          at += n
+          if (filled === this.leafSize) {
+            leaf = undefined
+            filled = 0
+            if (!first) this.lent.set(into.buffer, into)
+            first = false
+            yield into
+          }
         }
       }
+      // the last, shorter leaf; for an empty source, the one empty leaf
+      if (filled > 0 || first) {
+        const last = leaf ?? this.take()
+        leaf = undefined
+        if (!first) this.lent.set(last.buffer, last)
+        yield last.subarray(0, filled)
+      }
+    } finally {
+      // a buffer taken and not handed out (the source ended on a leaf's edge, or failed) goes back
+      if (leaf !== undefined) this.buffers.give(leaf)
     }
-    // the last, shorter leaf; for an empty source, the one empty leaf
-    if (filled > 0 || first) yield leaf.subarray(0, filled)
   }
 
   private take(): Buffer {
-    const reused = this.free.pop()
-    if (reused !== undefined) return reused
-    this.allocated++
-    return Buffer.allocUnsafeSlow(this.leafSize)
+    return this.buffers.take()
   }
 
   /** `bytes` is written: its buffer, if it is a lent leaf, may be filled again. */
@@ -78,7 +135,7 @@ export class LeafPool {
     const leaf = this.lent.get(bytes.buffer)
     if (leaf === undefined) return
     this.lent.delete(bytes.buffer)
-    if (this.free.length < this.keep) this.free.push(leaf)
+    this.buffers.give(leaf)
   }
 
   /** `store` for the importer: every `put` that succeeds releases its bytes. */

@@ -11,7 +11,7 @@ import { CID } from "multiformats/cid"
 import { sha256 } from "multiformats/hashes/sha2"
 import { createHash } from "node:crypto"
 import { describe, expect, it } from "vitest"
-import { LeafPool } from "../../../src/layers/storage/LeafPool.js"
+import { LeafBuffers, LeafPool } from "../../../src/layers/storage/LeafPool.js"
 import { bytesOf } from "../../support/bytes.js"
 
 const LEAF = 1024
@@ -71,7 +71,7 @@ describe("LeafPool", () => {
       const chunks = pieces(bytes, seed)
       const reference = slowStore(seed)
       const expected = await importWith(chunks, reference.store, fixedSize({ chunkSize: LEAF }))
-      const pool = new LeafPool(LEAF)
+      const pool = new LeafPool(new LeafBuffers(LEAF))
       const pooled = slowStore(seed + 100)
       const root = await importWith(chunks, pool.releasing(pooled.store), pool.chunker)
       expect(root).toBe(expected)
@@ -83,18 +83,75 @@ describe("LeafPool", () => {
   })
 
   it("reuses written leaves instead of allocating one per leaf", async () => {
-    const pool = new LeafPool(LEAF)
+    const buffers = new LeafBuffers(LEAF)
+    const pool = new LeafPool(buffers)
     const { store, changed } = slowStore(5)
     await importWith(pieces(bytesOf(200 * LEAF, 9), 4), pool.releasing(store), pool.chunker)
     expect(changed).toEqual([])
     // the importer writes ten blocks at a time: about two batches of buffers, not 200
-    expect(pool.allocated).toBeLessThan(40)
+    expect(buffers.allocated).toBeLessThan(40)
+  })
+
+  it("shares its buffers with the uploads after it: a second upload of the engine allocates almost none", async () => {
+    const buffers = new LeafBuffers(LEAF)
+    for (const [i, size] of [200 * LEAF, 200 * LEAF + 7, 3 * LEAF].entries()) {
+      const before = buffers.allocated
+      const bytes = bytesOf(size, 40 + i)
+      const chunks = pieces(bytes, 30 + i)
+      const reference = slowStore(60 + i)
+      const expected = await importWith(chunks, reference.store, fixedSize({ chunkSize: LEAF }))
+      const pool = new LeafPool(buffers)
+      const { store, blocks, changed } = slowStore(50 + i)
+      expect(await importWith(chunks, pool.releasing(store), pool.chunker)).toBe(expected)
+      expect(changed).toEqual([])
+      for (const [cid, block] of reference.blocks) expect(blocks.get(cid)?.equals(block), cid).toBe(true)
+      // the first leaf stays with the importer; at most that one is new after the first upload
+      if (i > 0) expect(buffers.allocated - before).toBeLessThanOrEqual(1)
+    }
+  })
+
+  it("gives back a buffer it took but did not hand out: a source that ends on a leaf's edge, or fails", async () => {
+    const buffers = new LeafBuffers(LEAF)
+    const pool = new LeafPool(buffers)
+    const { store } = slowStore(3)
+    await importWith(pieces(bytesOf(8 * LEAF, 5), 6), pool.releasing(store), pool.chunker)
+    const held = buffers.held
+    const failing = async function* () {
+      yield bytesOf(LEAF + 10, 1)
+      throw new Error("cut short")
+    }
+    const cut = new LeafPool(buffers)
+    await expect(async () => {
+      for await (const _ of importer([{ content: failing() }], cut.releasing(store), { ...options, chunker: cut.chunker })) void _
+    }).rejects.toThrow("cut short")
+    // the half-filled second leaf came back; the first leaf stays with the importer
+    expect(buffers.held).toBe(held - 1)
+    expect(buffers.allocated).toBeLessThanOrEqual(held + 2)
+  })
+
+  it("drops its free buffers once uploads have stopped for its idle time, and keeps them while they come", async () => {
+    const buffers = new LeafBuffers(LEAF, 48, 500)
+    const { store } = slowStore(7)
+    const upload = async () => {
+      const pool = new LeafPool(buffers)
+      await importWith(pieces(bytesOf(30 * LEAF, 2), 3), pool.releasing(store), pool.chunker)
+    }
+    await upload()
+    expect(buffers.held).toBeGreaterThan(0)
+    await new Promise((r) => setTimeout(r, 300))
+    await upload()
+    await new Promise((r) => setTimeout(r, 300))
+    // past the idle time since the first upload, within it since the second: still held
+    expect(buffers.held).toBeGreaterThan(0)
+    await new Promise((r) => setTimeout(r, 1200))
+    expect(buffers.held).toBe(0)
   })
 
   it("keeps a leaf's bytes unchanged until its put resolves, for a writer that cuts while puts are in flight", async () => {
     // the importer writes in batches and cuts no leaf while a batch is in flight; a writer with a
     // sliding window does, which is what would expose a buffer lent again too early
-    const pool = new LeafPool(LEAF)
+    const buffers = new LeafBuffers(LEAF)
+    const pool = new LeafPool(buffers)
     const { store, blocks, changed } = slowStore(21)
     const pooled = pool.releasing(store)
     const bytes = bytesOf(64 * LEAF + 5, 13)
@@ -113,11 +170,11 @@ describe("LeafPool", () => {
     expect(changed).toEqual([])
     expect(index).toBe(65)
     expect(Buffer.concat(cids.map((c) => blocks.get(c) ?? Buffer.alloc(0)))).toEqual(Buffer.from(bytes))
-    expect(pool.allocated).toBeLessThan(20)
+    expect(buffers.allocated).toBeLessThan(20)
   })
 
   it("fills only its own buffers, and lends one released twice only once", async () => {
-    const pool = new LeafPool(LEAF)
+    const pool = new LeafPool(new LeafBuffers(LEAF))
     const foreign = new Uint8Array(LEAF)
     pool.release(foreign)
     const leaves = pool.chunker(delivered(pieces(bytesOf(4 * LEAF, 3), 2)))[Symbol.asyncIterator]()
