@@ -16,6 +16,7 @@ import { CID } from "multiformats/cid"
 import { promises as fs } from "node:fs"
 import * as path from "node:path"
 import { UNIXFS_PROFILE } from "../../domain/ContentId.js"
+import { BlockFiles, isStaleTemp } from "./BlockFiles.js"
 import { LeafBuffers, LeafPool } from "./LeafPool.js"
 import { makeReclaimLock } from "./ReclaimLock.js"
 import { ContentEngine, ContentEngineError, type ContentEngineService, EVICT_WAIT, type PinState } from "./ContentEngine.js"
@@ -33,14 +34,16 @@ export interface EmbeddedOptions {
 
 export const makeEmbeddedEngine = (options: EmbeddedOptions) =>
   Effect.gen(function* () {
-    const store = new FsBlockstore(options.directory, { shardingStrategy: new NextToLast() })
+    /** The file a block lives in: the blockstore's own sharding, so writes, walks and sweeps agree. */
+    const sharding = new NextToLast()
+    const store = new FsBlockstore(options.directory, { shardingStrategy: sharding })
     yield* Effect.tryPromise({ try: () => store.open(), catch: failed })
     const lock = yield* makeReclaimLock
     /** Leaf buffers every upload of this engine cuts into and gives back (LeafPool.ts). */
     const leafBuffers = new LeafBuffers(UNIXFS_PROFILE.chunkSize)
 
-    /** The file a block lives in: the blockstore's own sharding, so walks and sweeps agree. */
-    const sharding = new NextToLast()
+    /** Block writes of imports (BlockFiles.ts); reads, `has` and deletes are the blockstore's. */
+    const writer = new BlockFiles(options.directory, sharding)
     const blockKey = (cid: CID): string => sharding.encode(cid).file
 
     /** A block file read whole, in one call (the blockstore's `get` reads 64 KiB pieces and copies them). */
@@ -113,10 +116,12 @@ export const makeEmbeddedEngine = (options: EmbeddedOptions) =>
               // leaves cut into the engine's reused buffers (LeafPool.ts); the pool also counts
               // the file's bytes, since the importer's entry size counts the DAG's own nodes too
               const leaves = new LeafPool(leafBuffers)
-              for await (const entry of importer([{ content: bytes }], leaves.releasing(store), {
+              for await (const entry of importer([{ content: bytes }], leaves.releasing(writer), {
                 cidVersion: UNIXFS_PROFILE.cidVersion,
                 rawLeaves: UNIXFS_PROFILE.rawLeaves,
                 chunker: leaves.chunker,
+                // the chunker refuses anything but bytes itself (LeafPool.ts): one pass per chunk less
+                chunkValidator: passThrough,
                 layout: balanced({ maxChildrenPerNode: UNIXFS_PROFILE.maxLinksPerNode }),
                 reduceSingleLeafToSelf: true
               })) {
@@ -211,7 +216,14 @@ export const makeEmbeddedEngine = (options: EmbeddedOptions) =>
               let removed = 0
               for (const shard of await readdirOrEmpty(options.directory)) {
                 const dir = path.join(options.directory, shard)
+                const now = Date.now()
                 for (const file of await readdirOrEmpty(dir)) {
+                  if (file.endsWith(".tmp")) {
+                    // a block write a crash cut short (BlockFiles.ts); young ones may still be writing
+                    const stat = await fs.stat(path.join(dir, file)).catch(() => undefined)
+                    if (stat !== undefined && isStaleTemp(file, stat.mtimeMs, now)) await fs.rm(path.join(dir, file), { force: true })
+                    continue
+                  }
                   if (!file.endsWith(".data") || kept.has(file)) continue
                   await fs.rm(path.join(dir, file), { force: true })
                   removed++
@@ -225,6 +237,8 @@ export const makeEmbeddedEngine = (options: EmbeddedOptions) =>
     }
     return engine
   })
+
+const passThrough = (source: AsyncIterable<Uint8Array>): AsyncIterable<Uint8Array> => source
 
 const readdirOrEmpty = async (dir: string): Promise<Array<string>> => {
   try {

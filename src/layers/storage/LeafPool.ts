@@ -85,7 +85,9 @@ export class LeafPool {
   /**
    * The importer's chunker: the source's bytes in leaves of `leafSize`, the last one shorter, and
    * one empty leaf for an empty source (what the importer's `fixedSize` chunker gives, so the
-   * CIDs are the same).
+   * CIDs are the same). It also does the importer's chunk validation: anything but bytes in the
+   * source fails the import (the importer's own validator would turn a string or an array of
+   * numbers into bytes; no caller of the engine passes those).
    */
   readonly chunker = (source: AsyncIterable<Uint8Array>): AsyncIterable<Uint8Array> => this.cut(source)
 
@@ -96,6 +98,7 @@ export class LeafPool {
     let first = true
     try {
       for await (const chunk of source) {
+        if (!(chunk instanceof Uint8Array)) throw new TypeError("the content is not bytes")
         this.bytes += chunk.length
         let at = 0
         while (at < chunk.length) {

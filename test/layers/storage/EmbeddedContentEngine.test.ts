@@ -1,7 +1,7 @@
 /** The embedded engine on a real blockstore directory: reclaims never race an import. */
 import { it } from "@effect/vitest"
 import { Deferred, Effect, Exit, Fiber, Scope } from "effect"
-import { mkdtempSync, readdirSync } from "node:fs"
+import { mkdirSync, mkdtempSync, readdirSync, utimesSync, writeFileSync } from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { describe, expect } from "vitest"
@@ -62,6 +62,24 @@ describe("embedded content engine", () => {
       expect(yield* engine.size(two.cid)).toBeUndefined()
       yield* engine.pin(one.cid, "still whole")
       expect(yield* Effect.flip(engine.pin(two.cid, "gone"))).toMatchObject({ reason: "missing" })
+    })
+  )
+
+  it.live("removes the temporary files of block writes a crash cut short once they are an hour old", () =>
+    Effect.gen(function* () {
+      const dir = mkdtempSync(path.join(process.env["PORTICO_TEST_TMP"] ?? os.tmpdir(), "portico-blocks-"))
+      const engine = yield* makeEmbeddedEngine({ directory: dir, nodeId: "n" })
+      const kept = yield* Effect.scoped(engine.add([new Uint8Array(100).fill(3)] as unknown as AsyncIterable<Uint8Array>))
+      mkdirSync(path.join(dir, "ZZ"), { recursive: true })
+      const old = path.join(dir, "ZZ", ".CIQOLD.data.1-1.tmp")
+      const young = path.join(dir, "ZZ", ".CIQYOUNG.data.1-2.tmp")
+      writeFileSync(old, "half a block")
+      writeFileSync(young, "a block being written")
+      const twoHoursAgo = (Date.now() - 2 * 3600 * 1000) / 1000
+      utimesSync(old, twoHoursAgo, twoHoursAgo)
+      expect((yield* engine.sweep(Effect.succeed([kept.cid]))).removed).toBe(0)
+      expect(readdirSync(path.join(dir, "ZZ"))).toEqual([".CIQYOUNG.data.1-2.tmp"])
+      expect(yield* engine.size(kept.cid)).toBe(100)
     })
   )
 })
