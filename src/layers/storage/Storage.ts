@@ -16,7 +16,7 @@ import { ContentEngine, ContentEngineError, type PinState } from "./ContentEngin
 import { ContentIndex, type RefKind } from "./ContentIndex.js"
 import { Evictor } from "./Evictor.js"
 import { heldElsewhere, noContent, notCanonical, refuse, storeDown, type StorageRefused } from "./StorageRefused.js"
-import { FormRefused, formEvents } from "./UploadForm.js"
+import { type FormEvent, FormRefused, formEvents } from "./UploadForm.js"
 
 export interface Stored {
   readonly cid: string
@@ -89,6 +89,20 @@ async function* limited(source: AsyncIterable<Uint8Array>, limit: number, what: 
   }
 }
 
+/**
+ * The current file part's bytes, pulled from the form as the importer asks. Defined once, not
+ * per upload: a generator function made per upload gives its generators a map of their own, and
+ * the optimized code that reads them (`limited`, the chunker) was thrown away at every upload.
+ */
+async function* fileBytes(events: AsyncIterator<FormEvent>) {
+  for (;;) {
+    const event = await events.next()
+    if (event.done === true) throw new FormRefused("the multipart body ended inside the file")
+    if (event.value.kind === "end-file") return
+    if (event.value.kind === "chunk") yield event.value.bytes
+  }
+}
+
 const tooLarge = (e: OverLimit) =>
   e.what === "upload"
     ? refuse(413, Code.PAYLOAD_TOO_LARGE, `the file is over the upload limit of ${e.limit} bytes`, "split it, or ask the operator to raise PORTICO_STORAGE_MAX_UPLOAD_BYTES")
@@ -157,15 +171,6 @@ export class Storage extends Context.Tag("portico/Storage")<Storage, StorageServ
                 try: () => events.next(),
                 catch: (e) => refuse(400, Code.BAD_REQUEST, e instanceof FormRefused ? e.reason : "the upload could not be read", FORM_HINT)
               })
-              /** The current file part's bytes, pulled from the form as the importer asks. */
-              const fileBytes = async function* () {
-                for (;;) {
-                  const event = await events.next()
-                  if (event.done) throw new FormRefused("the multipart body ended inside the file")
-                  if (event.value.kind === "end-file") return
-                  if (event.value.kind === "chunk") yield event.value.bytes
-                }
-              }
               let fieldName: string | undefined
               let file: { readonly cid: string; readonly size: number; readonly fileName: string } | undefined
               for (;;) {
@@ -183,7 +188,7 @@ export class Storage extends Context.Tag("portico/Storage")<Storage, StorageServ
                 if (part.name !== "file") return yield* Effect.fail(unknownField(part.name))
                 if (file !== undefined) return yield* Effect.fail(refuse(400, Code.BAD_REQUEST, "only one file per upload"))
                 // the blocks are written now and recorded only once the whole form has been read
-                const bytes = part.kind === "field" ? single(Buffer.from(part.value, "utf8")) : fileBytes()
+                const bytes = part.kind === "field" ? single(Buffer.from(part.value, "utf8")) : fileBytes(events)
                 const imported = yield* importBytes(bytes)
                 file = { ...imported, fileName: part.kind === "file" ? [...withoutControls(part.filename)].slice(0, NAME_MAX).join("") : "" }
               }

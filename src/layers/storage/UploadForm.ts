@@ -66,22 +66,24 @@ export async function* formEvents(contentType: string, body: AsyncIterable<Uint8
       done = true
     }
   })
-  const drain = function* () {
-    const ready = queue
-    queue = []
-    yield* ready
-  }
+  // the events are handed on in a plain loop: a generator made per call (`yield* drain()`) has
+  // a map of its own each time, and the optimized code of this function, shared by every upload,
+  // was thrown away at the next upload's first event (docs/performance.md)
   try {
     for await (const chunk of body) {
       parser.write(chunk)
       if (failure !== undefined) throw new FormRefused(describe(failure))
-      yield* drain()
+      if (queue.length > 0) {
+        const ready = queue
+        queue = []
+        for (const event of ready) yield event
+      }
     }
   } catch (e) {
     throw e instanceof FormRefused ? e : new FormRefused("the upload was cut short")
   }
   parser.end()
   if (failure !== undefined) throw new FormRefused(describe(failure))
-  yield* drain()
+  for (const event of queue) yield event
   if (!done) throw new FormRefused("the multipart body ended before its closing boundary")
 }
