@@ -1,7 +1,9 @@
 /** The embedded engine on a real blockstore directory: reclaims never race an import. */
 import { it } from "@effect/vitest"
 import { Deferred, Effect, Exit, Fiber, Scope } from "effect"
-import { mkdirSync, mkdtempSync, readdirSync, utimesSync, writeFileSync } from "node:fs"
+import { NextToLast } from "blockstore-fs/sharding"
+import { CID } from "multiformats/cid"
+import { mkdirSync, mkdtempSync, readdirSync, rmSync, utimesSync, writeFileSync } from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { describe, expect } from "vitest"
@@ -80,6 +82,31 @@ describe("embedded content engine", () => {
       expect((yield* engine.sweep(Effect.succeed([kept.cid]))).removed).toBe(0)
       expect(readdirSync(path.join(dir, "ZZ"))).toEqual([".CIQYOUNG.data.1-2.tmp"])
       expect(yield* engine.size(kept.cid)).toBe(100)
+    })
+  )
+
+  it.live("pins what an import still holding the lock wrote without a walk, and walks again once every such import has closed", () =>
+    Effect.gen(function* () {
+      const dir = mkdtempSync(path.join(process.env["PORTICO_TEST_TMP"] ?? os.tmpdir(), "portico-blocks-"))
+      const engine = yield* makeEmbeddedEngine({ directory: dir, nodeId: "n" })
+      const content = () => (async function* () { yield new Uint8Array(MiB).fill(4); yield new Uint8Array(MiB).fill(5) })()
+      const first = yield* Scope.make()
+      const second = yield* Scope.make()
+      const one = yield* Scope.extend(engine.add(content()), first)
+      const two = yield* Scope.extend(engine.add(content()), second)
+      expect(two.cid).toBe(one.cid)
+      // a leaf removed by hand while both imports hold: the pin trusts what they wrote
+      const rootFile = new NextToLast().encode(CID.parse(one.cid)).file
+      const leaf = readdirSync(dir).flatMap((shard) => readdirSync(path.join(dir, shard)).map((f) => path.join(dir, shard, f))).find((f) => !f.endsWith(rootFile))
+      expect(leaf).toBeDefined()
+      rmSync(leaf as string)
+      yield* engine.pin(one.cid, "x")
+      yield* Scope.close(first, Exit.void)
+      yield* engine.pin(one.cid, "x")
+      // the last import closed: the pin walks the DAG and finds the leaf missing
+      yield* Scope.close(second, Exit.void)
+      const refused = yield* Effect.flip(engine.pin(one.cid, "x"))
+      expect(refused.reason).toBe("missing")
     })
   )
 })
