@@ -2,13 +2,16 @@
  * The anchors of bench/storage/run.ts, each run as its own process pinned to CPU 0 like the
  * gateway:
  *
- *   import <file> <blocks-dir> <warm-up-file> <warm-up-dir>
- *       Imports <warm-up-file> into <warm-up-dir> (JIT warm-up, not timed, dir removed after),
- *       then <file> into an empty `FsBlockstore(<blocks-dir>)` with the same importer options as
- *       the gateway's embedded engine (unixfs-v1-2025 profile), reading the file with
- *       fs.createReadStream. Prints one JSON line {cid, size, ms, cpuMs, rssBase, rssPeak}: `ms`
- *       from opening the file to the importer's last entry, `cpuMs` the process's CPU time (user +
- *       system, all threads) over the same span, RSS sampled every 20 ms by this process.
+ *   import <warm-up-file> <warm-up-dir>
+ *       Imports <warm-up-file> into <warm-up-dir> (JIT warm-up, not timed, dir removed after) and
+ *       prints READY. Then, for every line `<file>\t<blocks-dir>` on stdin, imports <file> into an
+ *       empty `FsBlockstore(<blocks-dir>)` with the same importer options as the gateway's
+ *       embedded engine (unixfs-v1-2025 profile), reading the file with fs.createReadStream, and
+ *       prints one JSON line {cid, size, ms, cpuMs, rssBase, rssPeak}: `ms` from opening the file
+ *       to the importer's last entry, `cpuMs` the process's CPU time (user + system, all threads)
+ *       over the same span, RSS sampled every 20 ms by this process. Exits when stdin ends. (One
+ *       process takes several imports, as the gateway takes several uploads, and the driver
+ *       syncs the disks between them.)
  *   serve <port> <file>
  *       node:http server answering every GET with the file (Content-Length, createReadStream
  *       piped into the response). Prints READY when listening.
@@ -48,9 +51,7 @@ const importFile = async (file: string, dir: string) => {
   return { cid: last.cid.toString(), size, ms }
 }
 
-const runImport = async (file: string, dir: string, warmupFile: string, warmupDir: string) => {
-  await importFile(warmupFile, warmupDir)
-  fs.rmSync(warmupDir, { recursive: true, force: true })
+const measuredImport = async (file: string, dir: string) => {
   const rssBase = process.memoryUsage.rss()
   let rssPeak = rssBase
   const sampler = setInterval(() => {
@@ -62,6 +63,23 @@ const runImport = async (file: string, dir: string, warmupFile: string, warmupDi
   clearInterval(sampler)
   rssPeak = Math.max(rssPeak, process.memoryUsage.rss())
   process.stdout.write(JSON.stringify({ ...result, cpuMs: (used.user + used.system) / 1000, rssBase, rssPeak }) + "\n")
+}
+
+const runImports = async (warmupFile: string, warmupDir: string) => {
+  await importFile(warmupFile, warmupDir)
+  fs.rmSync(warmupDir, { recursive: true, force: true })
+  process.stdout.write("READY\n")
+  let pending = ""
+  for await (const chunk of process.stdin) {
+    pending += String(chunk)
+    let end: number
+    while ((end = pending.indexOf("\n")) >= 0) {
+      const [file, dir] = pending.slice(0, end).split("\t")
+      pending = pending.slice(end + 1)
+      if (file === undefined || dir === undefined) throw new Error("expected <file>\\t<blocks-dir>")
+      await measuredImport(file, dir)
+    }
+  }
 }
 
 const serve = (port: number, file: string) => {
@@ -81,15 +99,15 @@ const serve = (port: number, file: string) => {
 }
 
 const [mode, ...args] = process.argv.slice(2)
-if (mode === "import" && args.length === 4) {
-  const [file, dir, warmupFile, warmupDir] = args as [string, string, string, string]
-  runImport(file, dir, warmupFile, warmupDir).catch((e: unknown) => {
+if (mode === "import" && args.length === 2) {
+  const [warmupFile, warmupDir] = args as [string, string]
+  runImports(warmupFile, warmupDir).catch((e: unknown) => {
     process.stderr.write((e instanceof Error ? (e.stack ?? e.message) : String(e)) + "\n")
     process.exit(1)
   })
 } else if (mode === "serve" && args.length === 2) {
   serve(Number(args[0]), args[1] as string)
 } else {
-  process.stderr.write("usage: anchor.ts import <file> <blocks-dir> <warm-up-file> <warm-up-dir> | serve <port> <file>\n")
+  process.stderr.write("usage: anchor.ts import <warm-up-file> <warm-up-dir> (then <file>\\t<blocks-dir> lines on stdin) | serve <port> <file>\n")
   process.exit(2)
 }

@@ -27,21 +27,21 @@ export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(r
 /**
  * Starts `command args` pinned to CPU 0 (taskset execs, so the pid is the command's), in the
  * repository root, stderr to `<dir>/<name>.log` and stdout too unless `pipeStdout` (a pipe nobody
- * drains could stall it).
+ * drains could stall it); stdin is a pipe with `pipeStdin`, else closed.
  */
 export const startPinned = (
   name: string,
   dir: string,
   command: string,
   args: ReadonlyArray<string>,
-  options: { readonly env?: NodeJS.ProcessEnv; readonly pipeStdout?: boolean } = {}
+  options: { readonly env?: NodeJS.ProcessEnv; readonly pipeStdout?: boolean; readonly pipeStdin?: boolean } = {}
 ): Child => {
   const log = path.join(dir, `${name}.log`)
   const fd = fs.openSync(log, "a")
   const child = spawn("taskset", ["-c", "0", command, ...args], {
     cwd: root,
     env: options.env ?? process.env,
-    stdio: ["ignore", options.pipeStdout === true ? "pipe" : fd, fd],
+    stdio: [options.pipeStdin === true ? "pipe" : "ignore", options.pipeStdout === true ? "pipe" : fd, fd],
     detached: true
   })
   fs.closeSync(fd)

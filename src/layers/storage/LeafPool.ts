@@ -18,7 +18,7 @@
  * idle gateway does not hold them.
  *
  * A buffer is filled again only after the `put` that was given it has resolved: the bytes are on
- * disk by then (blockstore-fs writes a temporary file and renames it before resolving), and
+ * disk by then (BlockFiles writes a temporary file and renames it before resolving), and
  * nothing else holds them. The importer keeps the first leaf's entry until it knows whether the
  * file has a second one, so the first leaf's buffer is never lent: it does not go back. A buffer
  * is lent at most once at a time (`lent`), so a second `put` of the same bytes cannot return it
