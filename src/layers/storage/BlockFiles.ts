@@ -10,9 +10,9 @@
  * writing them here (a shard directory made once per engine, the block in one write) took about
  * a fifth off the whole upload's time (docs/performance.md).
  *
- * The temporary name is unique per write (steno's is one per block: two writers of the same block
- * at once shared it, and one rename failed). A temporary file left by a crash is never read (it
- * does not end in `.data`); the sweep removes old ones (`isStaleTemp`).
+ * The temporary name is unique per write (steno's is one per block, shared by two writers of the
+ * same block at once). A temporary file left by a crash is never read (it does not end in
+ * `.data`); the sweep removes old ones (`isStaleTemp`).
  */
 import type { CID } from "multiformats/cid"
 import * as fs from "node:fs"
