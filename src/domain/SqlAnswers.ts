@@ -80,12 +80,14 @@ const objectKeys = (columns: ReadonlyArray<string>): ReadonlyArray<string> => {
 export const readAnswer = (
   shape: AnswerShape,
   columns: ReadonlyArray<string>,
-  rows: ReadonlyArray<ReadonlyArray<SqlCell>>
+  rows: ReadonlyArray<ReadonlyArray<SqlCell>>,
+  /** `JSON.stringify(columns)`, when the caller keeps it. */
+  columnsJson?: string
 ): string => {
   switch (shape) {
     case "table":
     case "counted": {
-      const body = `"columns":${JSON.stringify(columns)},"rows":[${rows.map(rowArray).join(",")}]`
+      const body = `"columns":${columnsJson ?? JSON.stringify(columns)},"rows":[${rows.map(rowArray).join(",")}]`
       return shape === "table" ? `{${body}}` : `{${body},"count":${rows.length}}`
     }
     case "items": {

@@ -12,7 +12,9 @@
  * `cellsSql`): rqlite writes a blob as text, lossily, in any column it types as text or not at
  * all (`SELECT X'00FF'`, an untyped column), and turns values of DATE/DATETIME/TIMESTAMP and
  * BOOLEAN columns into times and booleans. Only the columns of those declared types are
- * wrapped; the others pass through, where rqlite already answers as stored.
+ * touched; the others pass through, where rqlite already answers as stored. Of those, a column
+ * rqlite takes for text, where it alters blobs alone, passes through too and is checked for blobs
+ * (the read is sent again wrapped when one holds any); the others are wrapped.
  */
 import { Cause, Duration, Effect, Either, Exit, Schema } from "effect"
 import { createReadStream, createWriteStream } from "node:fs"
@@ -107,19 +109,18 @@ const resultJson = (r: Result, kind: StatementOp["kind"], shape: AnswerShape): s
     : execAnswer(r.rows_affected ?? r.values?.length ?? 0, r.last_insert_id ?? 0)
 
 /**
- * rqlite's column types (a column's declared type, lower-cased) under which a cell may not come
- * back as stored: a blob becomes text (its isTextType, which also takes an untyped column), an
- * integer or text a time, an integer a boolean (the go-sqlite3 driver's decltype conversions).
+ * rqlite's column types (a column's declared type, lower-cased) that it takes for text (its
+ * isTextType, which also takes an untyped column): there it writes a blob as text, lossily, and
+ * every other cell as stored.
  */
-const alteredUnder = (type: string): boolean =>
-  type === "" ||
-  type === "text" ||
-  type === "json" ||
-  type === "boolean" ||
-  type === "date" ||
-  type === "datetime" ||
-  type === "timestamp" ||
-  /^(varchar|varying character|nchar|native character|nvarchar|clob)/.test(type)
+const textUnder = (type: string): boolean =>
+  type === "" || type === "text" || type === "json" || /^(varchar|varying character|nchar|native character|nvarchar|clob)/.test(type)
+
+/** The types under which its driver turns an integer or text into a time, an integer into a boolean (go-sqlite3's decltype conversions). */
+const convertedUnder = (type: string): boolean => type === "boolean" || type === "date" || type === "datetime" || type === "timestamp"
+
+/** The types under which a cell may not come back as stored. */
+const alteredUnder = (type: string): boolean => textUnder(type) || convertedUnder(type)
 
 /** Whether rqlite answered every cell as stored: no value in a column whose type alters it. */
 const asStored = (r: Result): boolean => {
@@ -149,19 +150,27 @@ const cteBody = (sql: string): string | undefined => {
 /**
  * The read as a CTE in which the `wrapped` columns say their cells' storage class: a blob as
  * `b` + hex, text as `t` + text, numbers and NULL as they are, in a column without a declared
- * type, which rqlite leaves alone. The other columns pass through under their declared types.
+ * type, which rqlite leaves alone. The other columns pass through under their declared types,
+ * and when any is `checked`, a last column says whether one of those holds a blob in the row.
  * The ORDER BY of the read stands: SQLite keeps a FROM subquery's ORDER BY when the outer query
  * is a plain scan of it. EXPLAIN cannot be a CTE and answers no blobs: undefined.
+ *
+ * Why `checked`: rqlited prepares every statement twice (once to see it reads only), and in a
+ * batch of point reads that is most of its time; a CASE per column costs it about twice what a
+ * check of the storage class does (docs/performance.md, eighth session).
  */
-const cellsSql = (sql: string, wrapped: ReadonlyArray<boolean>): string | undefined => {
+const cellsSql = (sql: string, wrapped: ReadonlyArray<boolean>, checked: ReadonlyArray<boolean> = []): string | undefined => {
   const body = cteBody(sql)
   if (wrapped.length === 0 || body === undefined) return undefined
   const names: Array<string> = []
   const cells: Array<string> = []
+  const blobs: Array<string> = []
   for (let i = 0; i < wrapped.length; i++) {
     names.push(`c${i}`)
     cells.push(wrapped[i] === true ? `CASE typeof(c${i}) WHEN 'blob' THEN 'b' || hex(c${i}) WHEN 'text' THEN 't' || c${i} ELSE c${i} END AS c${i}` : `c${i}`)
+    if (checked[i] === true && wrapped[i] !== true) blobs.push(`typeof(c${i}) = 'blob'`)
   }
+  if (blobs.length > 0) cells.push(`${blobs.join(" OR ")} AS "portico_blobs"`)
   return `WITH ${CELLS}(${names.join(",")}) AS (\n${body}\n) SELECT ${cells.join(", ")} FROM ${CELLS}`
 }
 
@@ -181,9 +190,26 @@ const allWrapped = (columns: number): ReadonlyArray<boolean> => Array.from({ len
 const storedCell = (cell: typeof Cell.Type): SqlCell =>
   typeof cell !== "string" ? cell : cell.startsWith("b") ? Buffer.from(cell.slice(1), "hex") : cell.slice(1)
 
-/** The rows of a `cellsSql` read: its wrapped columns back as stored, the others as they came. */
-const storedRows = (r: Result, wrapped: ReadonlyArray<boolean>): ReadonlyArray<ReadonlyArray<SqlCell>> =>
-  (r.values ?? []).map((row) => row.map((cell, i) => (wrapped[i] === true ? storedCell(cell) : cell)))
+/**
+ * The rows of a `cellsSql` read: its wrapped columns back as stored, the others as they came, the
+ * blob check (`checked`: the last cell) left out. Undefined when a checked column holds a blob.
+ */
+const storedRows = (r: Result, wrapped: ReadonlyArray<boolean>, checked = false): ReadonlyArray<ReadonlyArray<SqlCell>> | undefined => {
+  const rows = r.values ?? []
+  const out: Array<ReadonlyArray<SqlCell>> = []
+  for (const row of rows) {
+    const width = checked ? row.length - 1 : row.length
+    // any other answer than 0 (false) is taken for a blob: the read is then sent again wrapped
+    if (checked && row[width] !== 0) return undefined
+    const cells: Array<SqlCell> = []
+    for (let i = 0; i < width; i++) {
+      const cell = row[i] as typeof Cell.Type
+      cells.push(wrapped[i] === true ? storedCell(cell) : cell)
+    }
+    out.push(cells)
+  }
+  return out
+}
 
 /** SQLite's answer when a CTE's column count no longer fits the statement in it. */
 const COLUMN_COUNT_CHANGED = /^table "?portico_cells"? has \d+ values for \d+ columns$/
@@ -338,9 +364,32 @@ export const RqliteSqlEngine = {
     interface Wrapping {
       readonly sql: string | undefined
       readonly wrapped: ReadonlyArray<boolean>
+      /** Whether `sql` ends in the blob check; `exact` then wraps the checked columns too, for a read that found a blob. */
+      readonly checked: boolean
+      readonly exact: Wrapping | undefined
       readonly columns: ReadonlyArray<string>
       readonly version: unknown
+      /** `sql` and `columns` as JSON, made once: a point read is mostly these texts. */
+      readonly sqlJson: string | undefined
+      readonly columnsJson: string
     }
+    const wrappingWith = (
+      sql: string | undefined,
+      wrapped: ReadonlyArray<boolean>,
+      checked: boolean,
+      exact: Wrapping | undefined,
+      columns: ReadonlyArray<string>,
+      version: unknown
+    ): Wrapping => ({
+      sql,
+      wrapped,
+      checked,
+      exact,
+      columns,
+      version,
+      sqlJson: sql === undefined ? undefined : JSON.stringify(sql),
+      columnsJson: JSON.stringify(columns)
+    })
     const wrappings = new Map<string, Wrapping>()
     const remember = (sql: string, wrapping: Wrapping) => {
       if (sql.length > MAX_REMEMBERED_SQL) return
@@ -354,8 +403,11 @@ export const RqliteSqlEngine = {
      */
     const wrappingOf = (sql: string, columns: ReadonlyArray<string>, typed: Result | undefined, version: unknown): Wrapping => {
       const types = typed !== undefined && typed.error === undefined && typed.types?.length === columns.length ? typed.types : undefined
-      const wrapped = types === undefined ? allWrapped(columns.length) : types.map(alteredUnder)
-      return { sql: cellsSql(sql, wrapped), wrapped, columns, version }
+      const altered = types === undefined ? allWrapped(columns.length) : types.map(alteredUnder)
+      const exact = wrappingWith(cellsSql(sql, altered), altered, false, undefined, columns, version)
+      if (types === undefined || !types.some(textUnder)) return exact
+      const wrapped = types.map(convertedUnder)
+      return wrappingWith(cellsSql(sql, wrapped, types.map(textUnder)), wrapped, true, exact, columns, version)
     }
 
     /**
@@ -421,13 +473,18 @@ export const RqliteSqlEngine = {
         }
         return Effect.fail(failure(r.error, undefined))
       }
-      return Effect.succeed(answerOf(op, shape, wrapping, r))
+      const answer = answerOf(op, shape, wrapping, r)
+      return answer !== undefined ? Effect.succeed(answer) : exactRead(op, shape, wrapping, attempts)
     }
-    /** A known read's answer from its result, which `fits`. */
-    const answerOf = (op: StatementOp, shape: AnswerShape, wrapping: Wrapping, r: Result): string => {
+    /** A known read's answer from its result, which `fits`; undefined when a checked column holds a blob. */
+    const answerOf = (op: StatementOp, shape: AnswerShape, wrapping: Wrapping, r: Result): string | undefined => {
       ranFor(op.sql, r)
-      return readAnswer(shape, wrapping.columns, storedRows(r, wrapping.wrapped))
+      const rows = storedRows(r, wrapping.wrapped, wrapping.checked)
+      return rows === undefined ? undefined : readAnswer(shape, wrapping.columns, rows, wrapping.columnsJson)
     }
+    /** A read whose checked columns held a blob, sent again alone with those wrapped. */
+    const exactRead = (op: StatementOp, shape: AnswerShape, wrapping: Wrapping, attempts: number): Effect.Effect<string, SqlRefused> =>
+      wrapping.exact === undefined ? Effect.die(new Error("a read without its blob check found a blob")) : wrappedRead(op, shape, wrapping.exact, attempts)
 
     /** A statement waiting for its batch: the text sent, and the statement's own text for the bookkeeping. */
     interface BatchItem {
@@ -454,7 +511,15 @@ export const RqliteSqlEngine = {
       }
     })
     type ReadOutcome = Exit.Exit<Batched<{ readonly result: Result; readonly version: unknown }>, SqlRefused | typeof ALONE>
-    const readItem = (op: StatementOp, wrapping: Wrapping): BatchItem => ({ sql: op.sql, text: statementText({ ...op, sql: wrapping.sql ?? op.sql }) })
+    const readItem = (op: StatementOp, wrapping: Wrapping): BatchItem => ({
+      sql: op.sql,
+      text:
+        wrapping.sqlJson === undefined
+          ? statementText(op)
+          : op.params.length === 0
+            ? `[${wrapping.sqlJson}]`
+            : `[${wrapping.sqlJson},${stringifyExactJson(op.params).slice(1)}`
+    })
     /** A batched read's answer from its batch's outcome. */
     const afterBatch = (op: StatementOp, shape: AnswerShape, wrapping: Wrapping, attempts: number, exit: ReadOutcome): Effect.Effect<string, SqlRefused> => {
       if (Exit.isSuccess(exit)) return wrappedAnswer(op, shape, wrapping, attempts, exit.value.out.result, exit.value.out.version, exit.value.size)
@@ -542,12 +607,14 @@ export const RqliteSqlEngine = {
           return Effect.runCallback(afterBatch(op, shape, known, 0, exit), { onExit: done })
         }
         // a defect here is this read's, as in a fiber, and not its batch's
-        let answer: Exit.Exit<string, SqlRefused>
+        let answer: Exit.Exit<string, SqlRefused> | undefined
         try {
-          answer = Exit.succeed(answerOf(op, shape, known, exit.value.out.result))
+          const text = answerOf(op, shape, known, exit.value.out.result)
+          answer = text === undefined ? undefined : Exit.succeed(text)
         } catch (e) {
           answer = Exit.die(e)
         }
+        if (answer === undefined) return Effect.runCallback(exactRead(op, shape, known, 0), { onExit: done })
         done(answer)
       })
       return true
@@ -567,7 +634,7 @@ export const RqliteSqlEngine = {
           }
           const texts = results.map((r, i) => {
             const columns = wrapped?.[i]
-            return columns === undefined ? resultJson(r, ops[i]?.kind ?? "write", "counted") : readAnswer("counted", columns, storedRows(r, allWrapped(columns.length)))
+            return columns === undefined ? resultJson(r, ops[i]?.kind ?? "write", "counted") : readAnswer("counted", columns, storedRows(r, allWrapped(columns.length)) ?? [])
           })
           return Effect.succeed(
             returnResults ? `{"results":[${texts.join(",")}],"count":${texts.length}}` : `{"status":"ok","count":${texts.length}}`

@@ -292,7 +292,8 @@ if (!hasRqlited()) {
           (op) => Effect.either(engine.statement(op.sql === ABS && op.params[0] === "-9223372036854775808" ? { ...op, params: [-9223372036854775808n] } : op, "counted")),
           { concurrency: "unbounded" }
         )
-        expect((yield* counters(server.url)).queries - before.queries).toBe(1)
+        // one batch, and the read whose TEXT column held a blob once more with that column wrapped
+        expect((yield* counters(server.url)).queries - before.queries).toBe(2)
         expect(outcomes.map(outcome())).toEqual([
           '{"columns":["a"],"rows":[[5]],"count":1}',
           "400 SQL_ERROR integer overflow",
@@ -301,6 +302,30 @@ if (!hasRqlited()) {
           '{"columns":["id","name"],"rows":[[2,"two"]],"count":1}',
           '{"columns":["a"],"rows":[[7]],"count":1}'
         ])
+      })
+    )
+
+    it.scopedLive("checks text columns for blobs instead of wrapping them: a read that meets one goes again, wrapped", () =>
+      Effect.gen(function* () {
+        const server = yield* rqlited()
+        const engine = RqliteSqlEngine.make({ url: server.url, timeout: Duration.seconds(10) })
+        // TEXT and untyped columns are checked; DATE and BOOLEAN ones, whose integers and texts rqlite converts, are wrapped
+        yield* engine.statement(write("CREATE TABLE m (id INTEGER PRIMARY KEY, t TEXT, d DATE, ok BOOLEAN, u)"), "counted")
+        yield* engine.statement(write("INSERT INTO m VALUES (1, 'a', 20, 1, 'x'), (2, 'b', '2024-01-02', 0, 2.5), (3, X'00', 30, 1, X'FF')"), "counted")
+        const UPTO = "SELECT t, d, ok, u FROM m WHERE id <= ? ORDER BY id"
+        const two = '{"columns":["t","d","ok","u"],"rows":[["a",20,1,"x"],["b","2024-01-02",0,2.5]],"count":2}'
+        const three = '{"columns":["t","d","ok","u"],"rows":[["a",20,1,"x"],["b","2024-01-02",0,2.5],["AA==",30,1,"/w=="]],"count":3}'
+        expect(yield* engine.statement(read(UPTO, 2), "counted")).toBe(two)
+
+        const before = yield* counters(server.url)
+        const outcomes = yield* Effect.forEach([read(UPTO, 2), read(UPTO, 3), read(UPTO, 1)], (op) => engine.statement(op, "counted"), {
+          concurrency: "unbounded"
+        })
+        expect(outcomes).toEqual([two, three, '{"columns":["t","d","ok","u"],"rows":[["a",20,1,"x"]],"count":1}'])
+        // one batch; only the read whose third row holds blobs went once more
+        expect((yield* counters(server.url)).queries - before.queries).toBe(2)
+        // and again: the blobs are found again, the answer is the same
+        expect(yield* engine.statement(read(UPTO, 3), "counted")).toBe(three)
       })
     )
 
@@ -365,7 +390,8 @@ if (!hasRqlited()) {
           { concurrency: "unbounded" }
         )
         expect(taken).toBe(6)
-        expect((yield* counters(server.url)).queries - before.queries).toBe(1)
+        // one batch, and each of the two reads whose TEXT column held a blob once more, wrapped
+        expect((yield* counters(server.url)).queries - before.queries).toBe(3)
         expect(outcomes.map(outcome())).toEqual([
           '{"columns":["id","name"],"rows":[[1,"AP8="]],"count":1}',
           '{"columns":["id","name","b"],"rows":[[2,"two","AQI="]],"count":1}',
