@@ -22,8 +22,14 @@ export const parseExactJson = (text: string): unknown =>
 
 const hasBigInt = (value: unknown): boolean => {
   if (typeof value === "bigint") return true
-  if (Array.isArray(value)) return value.some(hasBigInt)
-  return typeof value === "object" && value !== null && Object.values(value).some(hasBigInt)
+  if (typeof value !== "object" || value === null) return false
+  // loops rather than `some`: statements' arguments go through here on every call
+  if (Array.isArray(value)) {
+    for (let i = 0; i < value.length; i++) if (hasBigInt(value[i])) return true
+    return false
+  }
+  for (const member of Object.values(value)) if (hasBigInt(member)) return true
+  return false
 }
 
 /** `JSON.stringify`, with bigints written as their digits. */
