@@ -10,18 +10,24 @@
  *      gateway against a bare node:http server running the statement with better-sqlite3
  *      in-process on an equivalent file (bench/sql/servers.ts). Reported, no target.
  *   4. Reference rows, no target: a bare node:http proxy (bench/sql/servers.ts `proxy`) in front
- *      of the same rqlited for 1 and 2, i.e. the least any Node front costs beside rqlited.
+ *      of the same rqlited for 1 and 2, i.e. the least any Node front costs beside rqlited; and
+ *      for 1 a bare node:http front that batches reads as the gateway does (servers.ts `batch`:
+ *      no credential, guard, statement timeout or answering as stored), i.e. what batching alone
+ *      gives.
  *
  * One gateway process serves all three (`src/main.ts serve`, registry embedded, rate limit and
  * request log off, `PORTICO_SQL_RQLITE_URLS=<ns>=<rqlited>`). Gateway (with its SQLite worker
  * processes), rqlited and the bare server run on CPU 0 (`taskset -c 0`); `wrk -t1 -c64` runs on
  * CPU 1. Each round runs every pair (anchor and gateway, order swapped every round) after a
- * warm-up; the summary is the median over rounds.
+ * warm-up. The summary gives, per comparison, the median over rounds of each round's ratio (the
+ * two runs of a round are back to back, so they share the machine's mood: on this shared VM a
+ * slow spell of several seconds slows every process on the CPU alike), which decides "met"; the
+ * ratio of the two sides' medians beside it; and in how many rounds the ratio met the target.
  *
  *   npx tsx bench/sql/run.ts
  *
  * Needs wrk, taskset and `.engines/bin/rqlited` (`scripts/engines.sh rqlite`, or
- * PORTICO_ENGINES_DIR). Knobs: SQL_DURATION seconds per measured run (8), SQL_ROUNDS (2),
+ * PORTICO_ENGINES_DIR). Knobs: SQL_DURATION seconds per measured run (5), SQL_ROUNDS (6),
  * SQL_ONLY a word of the comparisons to run (e.g. `exec`), SQL_GATEWAY_NODE_ARGS extra node flags
  * for the gateway process (e.g. "--cpu-prof --cpu-prof-dir=/tmp/p").
  * Everything it writes goes to a temp dir under os.tmpdir(), removed at the end (kept on failure).
@@ -49,8 +55,8 @@ import { median } from "../support/stats.js"
 
 const here = path.dirname(fileURLToPath(import.meta.url))
 const root = path.resolve(here, "../..")
-const duration = Math.max(1, Math.round(Number(process.env.SQL_DURATION ?? 8)))
-const rounds = Math.max(1, Math.round(Number(process.env.SQL_ROUNDS ?? 2)))
+const duration = Math.max(1, Math.round(Number(process.env.SQL_DURATION ?? 5)))
+const rounds = Math.max(1, Math.round(Number(process.env.SQL_ROUNDS ?? 6)))
 const warmup = Math.max(1, Math.round(duration / 4))
 const namespace = "sqlbench"
 const databaseName = "bench"
@@ -169,6 +175,15 @@ const startProxy = async (dir: string, rqliteUrl: string) => {
   return url
 }
 
+/** A bare batching node:http front of rqlited (bench/sql/servers.ts `batch`): a reference row. */
+const startBatchFront = async (dir: string, rqliteUrl: string) => {
+  const port = await freePort()
+  const url = `http://127.0.0.1:${port}`
+  const child = startPinned("batch", dir, process.execPath, ["--import", "tsx", path.join(here, "servers.ts"), "batch", String(port), rqliteUrl])
+  await waitUntil(child, async () => (await fetch(url, { signal: AbortSignal.timeout(2000) })).status > 0)
+  return url
+}
+
 const post = async (url: string, body: unknown, authorization?: string) => {
   const headers: Record<string, string> = { "content-type": "application/json" }
   if (authorization !== undefined) headers.authorization = authorization
@@ -239,7 +254,8 @@ const pairs = (
   rqliteUrl: string,
   gateway: { readonly url: string; readonly authorization: string },
   bareUrl: string,
-  proxyUrl: string
+  proxyUrl: string,
+  batchUrl: string
 ): ReadonlyArray<Pair> => {
   const statement = (sql: string, args: ReadonlyArray<unknown>) => JSON.stringify({ sql, args })
   const direct = (sql: string, args: ReadonlyArray<unknown>) => JSON.stringify([[sql, ...args]])
@@ -280,6 +296,12 @@ const pairs = (
       target: undefined
     },
     {
+      label: "reference: node:http batching front, query",
+      anchor: { name: "rqlited /db/query?level=weak", url: `${rqliteUrl}/db/query?level=weak`, body: direct(pointRead, [pointId]), authorization: undefined, expect: row },
+      gateway: { name: "node:http batching front /v1/rqlite/query", url: `${batchUrl}/v1/rqlite/query`, body: statement(pointRead, [pointId]), authorization: undefined, expect: row },
+      target: undefined
+    },
+    {
       label: "reference: node:http proxy, exec",
       anchor: { name: "rqlited /db/execute", url: `${rqliteUrl}/db/execute`, body: direct(insertEvent, eventArgs), authorization: undefined, expect: inserted },
       gateway: { name: "node:http proxy /v1/rqlite/exec", url: `${proxyUrl}/v1/rqlite/exec`, body: statement(insertEvent, eventArgs), authorization: undefined, expect: inserted },
@@ -298,8 +320,9 @@ const main = async () => {
     await fill(gateway)
     const bareUrl = await startBare(dir)
     const proxyUrl = await startProxy(dir, rqliteUrl)
+    const batchUrl = await startBatchFront(dir, rqliteUrl)
     const only = process.env.SQL_ONLY
-    const comparisons = pairs(rqliteUrl, gateway, bareUrl, proxyUrl).filter((p) => only === undefined || p.label.includes(only))
+    const comparisons = pairs(rqliteUrl, gateway, bareUrl, proxyUrl, batchUrl).filter((p) => only === undefined || p.label.includes(only))
     for (const pair of comparisons) {
       await check(pair.anchor)
       await check(pair.gateway)
@@ -331,14 +354,23 @@ const main = async () => {
       const ratio = side === "anchor" ? "1.00 (anchor)" : anchor > 0 ? (sample.rps / anchor).toFixed(2) : "?"
       out.push(`| ${round} | ${pair[side].name} | ${sample.rps.toFixed(0)} | ${sample.p50} | ${sample.p99} | ${sample.errors} | ${ratio} |`)
     }
-    out.push("\n| comparison | gateway req/s | anchor req/s | ratio (median) | target | met |")
-    out.push("|---|---:|---:|---:|---:|---|")
+    out.push("\n| comparison | gateway req/s | anchor req/s | ratio (median of rounds) | ratio of medians | rounds (min-max) | target | rounds at target | met |")
+    out.push("|---|---:|---:|---:|---:|---|---:|---:|---|")
     for (const pair of comparisons) {
       const g = median((samples.get(pair.gateway) ?? []).map((s) => s.rps))
       const a = median((samples.get(pair.anchor) ?? []).map((s) => s.rps))
-      const ratio = a > 0 ? g / a : 0
-      const met = pair.target === undefined ? "-" : ratio >= pair.target ? "yes" : "no"
-      out.push(`| ${pair.label} | ${g.toFixed(0)} | ${a.toFixed(0)} | ${ratio.toFixed(2)} | ${pair.target === undefined ? "-" : `>= ${pair.target}`} | ${met} |`)
+      const perRound = Array.from({ length: rounds }, (_, i) => {
+        const at = (side: "anchor" | "gateway") => log.find((e) => e.round === i + 1 && e.pair === pair && e.side === side)?.sample.rps ?? 0
+        return at("anchor") > 0 ? at("gateway") / at("anchor") : 0
+      })
+      const ratio = median(perRound)
+      const spread = `${Math.min(...perRound).toFixed(2)}-${Math.max(...perRound).toFixed(2)}`
+      const target = pair.target
+      const atTarget = target === undefined ? "-" : `${perRound.filter((r) => r >= target).length} of ${rounds}`
+      const met = target === undefined ? "-" : ratio >= target ? "yes" : "no"
+      out.push(
+        `| ${pair.label} | ${g.toFixed(0)} | ${a.toFixed(0)} | ${ratio.toFixed(2)} | ${(a > 0 ? g / a : 0).toFixed(2)} | ${spread} | ${target === undefined ? "-" : `>= ${target}`} | ${atTarget} | ${met} |`
+      )
     }
     const errors = log.reduce((sum, e) => sum + e.sample.errors, 0)
     if (errors > 0) out.push(`\nwarning: ${errors} non-2xx answers or socket errors during the runs; those numbers are not comparable`)

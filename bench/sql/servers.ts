@@ -123,10 +123,89 @@ const proxy = (port: number, rqlited: string) => {
   process.once("SIGTERM", () => process.exit(0))
 }
 
+/**
+ * Reference: a bare batching front of rqlited. Reads arriving while earlier batches are out go
+ * to rqlited together (at most two requests out and 128 reads each, like the gateway), each
+ * answered with its own result reshaped to `{columns, rows, count}`. No credential, guard,
+ * statement timeout (`db_timeout`), schema-version bounds or answering as stored: what batching
+ * alone gives a Node front.
+ *
+ *   node --import tsx bench/sql/servers.ts batch <port> <rqlited url>
+ */
+const batchProxy = (port: number, rqlited: string) => {
+  const agent = new http.Agent({ keepAlive: true, maxSockets: 4 })
+  const target = new URL(rqlited)
+  type Waiting = { readonly statement: string; readonly res: http.ServerResponse }
+  let queue: Array<Waiting> = []
+  let out = 0
+  let scheduled = false
+  const schedule = () => {
+    if (scheduled || out >= 2 || queue.length === 0) return
+    scheduled = true
+    setImmediate(flush)
+  }
+  const flush = () => {
+    scheduled = false
+    while (out < 2 && queue.length > 0) {
+      const batch = queue.slice(0, 128)
+      queue = queue.slice(batch.length)
+      out++
+      const text = `[${batch.map((w) => w.statement).join(",")}]`
+      const upstream = http.request(
+        { hostname: target.hostname, port: target.port, path: "/db/query?level=weak", method: "POST", agent, headers: { "content-type": "application/json", "content-length": Buffer.byteLength(text) } },
+        (answerStream) => {
+          const parts: Array<Buffer> = []
+          answerStream.on("data", (c: Buffer) => parts.push(c))
+          answerStream.on("end", () => {
+            out--
+            let results: Array<{ columns?: Array<string>; values?: Array<Array<unknown>>; error?: string }>
+            try {
+              results = (JSON.parse(Buffer.concat(parts).toString("utf8")) as { results: typeof results }).results
+            } catch {
+              for (const w of batch) answer(w.res, 502, `{"error":"upstream answered no JSON"}`)
+              return schedule()
+            }
+            batch.forEach((w, i) => {
+              const r = results[i]
+              if (r === undefined || r.error !== undefined) answer(w.res, 400, JSON.stringify({ error: r?.error ?? "no result" }))
+              else answer(w.res, 200, JSON.stringify({ columns: r.columns ?? [], rows: r.values ?? [], count: (r.values ?? []).length }))
+            })
+            schedule()
+          })
+        }
+      )
+      upstream.on("error", () => {
+        out--
+        for (const w of batch) answer(w.res, 502, `{"error":"upstream"}`)
+        schedule()
+      })
+      upstream.end(text)
+    }
+  }
+  http
+    .createServer((req, res) => {
+      const chunks: Array<Buffer> = []
+      req.on("data", (c: Buffer) => chunks.push(c))
+      req.on("end", () => {
+        if (req.method !== "POST" || req.url !== "/v1/rqlite/query") return answer(res, 404, `{"error":"not found"}`)
+        try {
+          const body = JSON.parse(Buffer.concat(chunks).toString("utf8")) as { sql: string; args?: ReadonlyArray<unknown> }
+          queue.push({ statement: JSON.stringify([body.sql, ...(body.args ?? [])]), res })
+        } catch {
+          return answer(res, 400, `{"error":"bad body"}`)
+        }
+        schedule()
+      })
+    })
+    .listen(port, "127.0.0.1", () => process.stdout.write("READY\n"))
+  process.once("SIGTERM", () => process.exit(0))
+}
+
 const [kind, portArg, arg] = process.argv.slice(2)
-if ((kind !== "bare" && kind !== "proxy") || portArg === undefined || arg === undefined) {
+if ((kind !== "bare" && kind !== "proxy" && kind !== "batch") || portArg === undefined || arg === undefined) {
   process.stderr.write("usage: node --import tsx bench/sql/servers.ts bare <port> <sqlite-file> | proxy <port> <rqlited url>\n")
   process.exit(2)
 }
 if (kind === "bare") bare(Number(portArg), arg)
+else if (kind === "batch") batchProxy(Number(portArg), arg)
 else proxy(Number(portArg), arg)
