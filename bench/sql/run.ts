@@ -166,20 +166,14 @@ const startBare = async (dir: string) => {
 
 // ---- requests ----------------------------------------------------------------------------
 
-/** A bare node:http front of rqlited (bench/sql/servers.ts `proxy`): the reference rows. */
-const startProxy = async (dir: string, rqliteUrl: string) => {
+/**
+ * A bare node:http front of rqlited from bench/sql/servers.ts, for the reference rows: `proxy`
+ * (one request to rqlited per request) or `batch` (reads sent together, as the gateway does).
+ */
+const startFront = async (kind: "proxy" | "batch", dir: string, rqliteUrl: string) => {
   const port = await freePort()
   const url = `http://127.0.0.1:${port}`
-  const child = startPinned("proxy", dir, process.execPath, ["--import", "tsx", path.join(here, "servers.ts"), "proxy", String(port), rqliteUrl])
-  await waitUntil(child, async () => (await fetch(url, { signal: AbortSignal.timeout(2000) })).status > 0)
-  return url
-}
-
-/** A bare batching node:http front of rqlited (bench/sql/servers.ts `batch`): a reference row. */
-const startBatchFront = async (dir: string, rqliteUrl: string) => {
-  const port = await freePort()
-  const url = `http://127.0.0.1:${port}`
-  const child = startPinned("batch", dir, process.execPath, ["--import", "tsx", path.join(here, "servers.ts"), "batch", String(port), rqliteUrl])
+  const child = startPinned(kind, dir, process.execPath, ["--import", "tsx", path.join(here, "servers.ts"), kind, String(port), rqliteUrl])
   await waitUntil(child, async () => (await fetch(url, { signal: AbortSignal.timeout(2000) })).status > 0)
   return url
 }
@@ -319,8 +313,8 @@ const main = async () => {
     const gateway = await startGateway(dir, rqliteUrl)
     await fill(gateway)
     const bareUrl = await startBare(dir)
-    const proxyUrl = await startProxy(dir, rqliteUrl)
-    const batchUrl = await startBatchFront(dir, rqliteUrl)
+    const proxyUrl = await startFront("proxy", dir, rqliteUrl)
+    const batchUrl = await startFront("batch", dir, rqliteUrl)
     const only = process.env.SQL_ONLY
     const comparisons = pairs(rqliteUrl, gateway, bareUrl, proxyUrl, batchUrl).filter((p) => only === undefined || p.label.includes(only))
     for (const pair of comparisons) {
