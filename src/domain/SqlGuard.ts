@@ -21,6 +21,12 @@ export interface Inspected {
   readonly kind: StatementKind
   /** Upper-case main keyword, e.g. "SELECT", "INSERT", "CREATE"; "EXPLAIN" for any EXPLAIN; "" when none. */
   readonly verb: string
+  /**
+   * Whether the statement leaves the database and the connection as they were (see `readsOnly`):
+   * what a read-only route (`/v1/rqlite/query`, a transaction's `query` op) may run. Narrower
+   * than `kind === "read"`: ANALYZE is a read by the spec's verb rule and writes all the same.
+   */
+  readonly readOnly: boolean
   /** Every token of the submitted text, whitespace and comments included. */
   readonly tokens: ReadonlyArray<Token>
 }
@@ -157,6 +163,68 @@ export const statementKind = (tokens: ReadonlyArray<Token>): { readonly kind: St
   return { kind: WRITE_VERBS.has(opening.verb) ? "write" : "read", verb: opening.verb }
 }
 
+/** Pragmas that only report when given no value (`PRAGMA user_version`). */
+const QUERY_PRAGMAS: ReadonlySet<string> = new Set([
+  "table_info",
+  "table_xinfo",
+  "table_list",
+  "index_list",
+  "index_info",
+  "index_xinfo",
+  "foreign_key_list",
+  "foreign_key_check",
+  "foreign_keys",
+  "defer_foreign_keys",
+  "user_version",
+  "application_id",
+  "integrity_check",
+  "quick_check",
+  "page_count",
+  "freelist_count"
+])
+
+/** Of those, the ones whose parenthesised argument is what to report on, not a value to set. */
+const QUERY_PRAGMAS_WITH_ARGUMENT: ReadonlySet<string> = new Set([
+  "table_info",
+  "table_xinfo",
+  "table_list",
+  "index_list",
+  "index_info",
+  "index_xinfo",
+  "foreign_key_list",
+  "foreign_key_check",
+  "integrity_check",
+  "quick_check"
+])
+
+/** `PRAGMA [schema.]name [(arg)]` that only reports: a name in QUERY_PRAGMAS, no `= value`, no value in parentheses. */
+const pragmaReadsOnly = (tokens: ReadonlyArray<Token>, at: number): boolean => {
+  let i = at + 1
+  if (isPunct(tokens[i + 1], ".")) i += 2
+  const name = tokens[i]
+  if (!isNameToken(name)) return false
+  const key = asciiLower(name.value)
+  if (!QUERY_PRAGMAS.has(key)) return false
+  const next = tokens[i + 1]
+  if (next === undefined || isPunct(next, ";")) return true
+  return isPunct(next, "(") && QUERY_PRAGMAS_WITH_ARGUMENT.has(key)
+}
+
+/**
+ * Whether the statement only reads, by an allow-list rather than the absence of write verbs:
+ * SELECT and VALUES (also behind WITH), the reporting form of a few pragmas (QUERY_PRAGMAS), and
+ * EXPLAIN [QUERY PLAN] of one of those. Everything else may change the file or the connection
+ * (ANALYZE, REINDEX, VACUUM, `PRAGMA x = v`, writes with RETURNING, ...). EXPLAIN of a write is
+ * not read-only either: SQLite's sqlite3_stmt_readonly says the same of it, and rqlite's
+ * `/db/query`, which asks SQLite, refuses it, so both engines agree.
+ */
+export const readsOnly = (tokens: ReadonlyArray<Token>): boolean => {
+  const opening = head(significant(tokens))
+  if (opening.unreadableWith) return false
+  if (opening.verb === "SELECT" || opening.verb === "VALUES") return true
+  return opening.verb === "PRAGMA" && pragmaReadsOnly(significant(tokens), opening.at)
+}
+
 // Statement ends, as sqlite3_complete (complete.c) finds them: a `;` ends a statement except inside
 // a CREATE TRIGGER body, which only `; END ;` ends. Token classes and states keep complete.c's numbers.
 const SEMI = 0
@@ -224,7 +292,7 @@ export const singleStatement = (sql: string): Checked => {
   const count = countStatements(tokens)
   if (count === 0) return invalid("empty statement")
   if (count > 1) return invalid("one statement per call")
-  return { ok: true, statement: { ...statementKind(tokens), tokens } }
+  return { ok: true, statement: { ...statementKind(tokens), readOnly: readsOnly(tokens), tokens } }
 }
 
 /** Extension loading, raw database pages, the fts3 tokenizer pointer hook and the shell's file functions. */

@@ -6,6 +6,7 @@ import {
   isReservedName,
   LOCAL_PRAGMAS,
   RESERVED_TABLES,
+  readsOnly,
   singleStatement,
   statementKind
 } from "../../src/domain/SqlGuard.js"
@@ -92,6 +93,69 @@ describe("statementKind", () => {
 
   it("treats a WITH clause it cannot follow as a write, the stricter kind", () => {
     expect(kindOf("WITH x AS (SELECT 1 INSERT INTO t VALUES (1)")).toEqual({ kind: "write", verb: "WITH" })
+  })
+})
+
+describe("readsOnly", () => {
+  const readOnly = (sql: string) => readsOnly(tokenize(sql))
+
+  it("admits SELECT, VALUES, their WITH forms, reporting pragmas and EXPLAIN of those", () => {
+    for (const sql of [
+      "SELECT 1",
+      " /* c */ select * from t;",
+      "VALUES (1), (2)",
+      "WITH x AS (SELECT 1) SELECT * FROM x",
+      "WITH RECURSIVE a(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM a WHERE n < 3) SELECT n FROM a",
+      "EXPLAIN SELECT 1",
+      "EXPLAIN QUERY PLAN SELECT * FROM t",
+      "PRAGMA user_version",
+      "PRAGMA main.user_version;",
+      "PRAGMA table_info(t)",
+      "PRAGMA integrity_check",
+      "PRAGMA foreign_keys"
+    ]) {
+      expect(readOnly(sql), sql).toBe(true)
+    }
+  })
+
+  it("refuses everything that can change the file or the connection, whatever its verb-rule kind", () => {
+    // all reads by the spec's verb rule, and all writers: the read route must not run them
+    for (const sql of [
+      "ANALYZE",
+      "analyze t",
+      "REINDEX",
+      "REINDEX t_idx",
+      "VACUUM",
+      "PRAGMA user_version = 5",
+      "PRAGMA user_version(5)",
+      "PRAGMA main.application_id = 1",
+      "PRAGMA foreign_keys = OFF",
+      "PRAGMA optimize",
+      "PRAGMA wal_checkpoint",
+      "PRAGMA incremental_vacuum",
+      "EXPLAIN INSERT INTO t VALUES (1)",
+      "EXPLAIN QUERY PLAN DELETE FROM t",
+      "EXPLAIN PRAGMA user_version = 5",
+      "ATTACH 'x' AS y",
+      "DETACH y",
+      "BEGIN",
+      "SAVEPOINT s",
+      "CREATE TABLE t (a)",
+      "INSERT INTO t VALUES (1) RETURNING a",
+      "WITH x AS (SELECT 1) INSERT INTO t SELECT * FROM x RETURNING *",
+      "WITH x AS (SELECT 1 INSERT INTO t VALUES (1)",
+      "SELECTED",
+      ""
+    ]) {
+      expect(readOnly(sql), sql).toBe(false)
+    }
+  })
+
+  it("is part of the verdict", () => {
+    const analyze = singleStatement("ANALYZE")
+    expect(analyze.ok && analyze.statement).toMatchObject({ kind: "read", readOnly: false })
+    const select = guardClusterSql("SELECT 1")
+    expect(select.ok && select.statement).toMatchObject({ kind: "read", readOnly: true })
   })
 })
 

@@ -319,6 +319,45 @@ describe.each(["embedded", "rqlite"] as const)("databases over HTTP on %s engine
       expect(err.body.error).toContain("no such table")
     })
 
+    it("runs only statements that read on the read route and in query ops: nothing is written through them", async () => {
+      expect((await post("/v1/rqlite/exec", { sql: "CREATE INDEX users_age ON users (age)" })).status).toBe(200)
+      const statTables = async () =>
+        (await post("/v1/rqlite/query", { sql: "SELECT name FROM sqlite_schema WHERE name LIKE 'sqlite\\_stat%' ESCAPE '\\' ORDER BY name" })).body.rows
+      const teams = async () => (await post("/v1/rqlite/query", { sql: "SELECT count(*) FROM teams" })).body.rows
+      const teamsBefore = await teams()
+      expect(await statTables()).toEqual([])
+      const refused: ReadonlyArray<readonly [string, number, string]> = [
+        ["ANALYZE", 400, "VALIDATION_FAILED"],
+        ["analyze users", 400, "VALIDATION_FAILED"],
+        ["REINDEX", 400, "VALIDATION_FAILED"],
+        ["REINDEX users_age", 400, "VALIDATION_FAILED"],
+        ["EXPLAIN INSERT INTO teams (id, title) VALUES (90, 'x')", 400, "VALIDATION_FAILED"],
+        ["INSERT INTO teams (id, title) VALUES (91, 'x') RETURNING id", 400, "VALIDATION_FAILED"],
+        ["WITH x AS (SELECT 92) INSERT INTO teams (id, title) SELECT *, 'x' FROM x RETURNING id", 400, "VALIDATION_FAILED"],
+        ["PRAGMA user_version = 5", 403, "SQL_NOT_ALLOWED"],
+        ["VACUUM", 403, "SQL_NOT_ALLOWED"]
+      ]
+      for (const [sql, status, code] of refused) {
+        expectError(await post("/v1/rqlite/query", { sql }), status, code)
+        // a transaction's query op reads only too (rqlite runs a transaction as a write)
+        const tx = await post("/v1/rqlite/transaction", { ops: [{ kind: "query", sql }], return_results: true })
+        expectError(tx, status, code)
+        expect(tx.body.error, sql).toMatch(/^op 0: /)
+      }
+      expect(await statTables()).toEqual([])
+      expect(await teams()).toEqual(teamsBefore)
+      // what can change the database is the write route's: ANALYZE runs there, answering counts
+      const analyzed = await post("/v1/rqlite/exec", { sql: "ANALYZE" })
+      expect(analyzed.status, analyzed.text).toBe(200)
+      expect(Object.keys(analyzed.body).sort()).toEqual(["last_insert_id", "rows_affected"])
+      expect(await statTables()).toContainEqual(["sqlite_stat1"])
+      // the answer names the write route
+      const hinted = await post("/v1/rqlite/query", { sql: "ANALYZE" })
+      expect(hinted.body.hint).toContain("/v1/rqlite/exec")
+      expect((await post("/v1/rqlite/exec", { sql: "DROP INDEX users_age" })).status).toBe(200)
+      expect((await post("/v1/rqlite/exec", { sql: "DROP TABLE sqlite_stat1" })).status).toBe(200)
+    })
+
     it("answers 64-bit integers digit for digit, past 2^53, on either engine", async () => {
       await post("/v1/rqlite/create-table", { schema: "CREATE TABLE wide (id INTEGER PRIMARY KEY, n INTEGER, r REAL, s TEXT)" })
       const ins = await post("/v1/rqlite/exec", { sql: "INSERT INTO wide (id, n, r, s) VALUES (9223372036854775806, -9223372036854775808, 1.5, '12345678901234567890')" })

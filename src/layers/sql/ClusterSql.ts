@@ -133,24 +133,37 @@ export class ClusterSql extends Context.Tag("portico/ClusterSql")<ClusterSql, Cl
 
       const runCallback = Runtime.runCallback(yield* Effect.runtime<never>())
 
-      /** Guards one statement and checks its kind against what the route runs. */
-      const guardedNow = (sql: string, args: ReadonlyArray<OrmValue>, expect: "read" | "write" | undefined): Either.Either<StatementOp, SqlRefused> => {
+      /**
+       * Guards one statement and checks it against what the route runs. A read route runs only
+       * statements that read (`Inspected.readOnly`, an allow-list), not all that the verb rule
+       * calls reads: ANALYZE or REINDEX there would write through it. Those go to the write
+       * route, which runs what the verb rule calls a write and anything else that is not
+       * read-only, answering counts. A read op also carries `readOnly`, so that the embedded
+       * engine has SQLite confirm it (sqlite3_stmt_readonly) before running it.
+       */
+      const guardedNow = (sql: string, args: ReadonlyArray<OrmValue>, expect: "read" | "write"): Either.Either<StatementOp, SqlRefused> => {
         const checked = guardClusterSql(sql)
         if (!checked.ok) return Either.left(fromGuard(checked.refusal))
-        const kind = checked.statement.kind
-        if (expect !== undefined && kind !== expect) {
+        const { kind, readOnly, verb } = checked.statement
+        const fits = expect === "read" ? kind === "read" && readOnly : kind === "write" || !readOnly
+        if (!fits) {
           return Either.left(
             refuse(
               400,
               Code.VALIDATION_FAILED,
-              expect === "read" ? "this route runs reads only" : "this route runs writes only",
+              expect === "read"
+                ? kind === "read" && verb !== ""
+                  ? `this route runs reads only, and ${verb} can change the database`
+                  : "this route runs reads only"
+                : "this route runs writes only",
               expect === "read" ? "send writes and DDL to /v1/rqlite/exec" : "send reads to /v1/rqlite/query"
             )
           )
         }
-        return Either.right({ sql: withoutTail(sql, checked.statement.tokens), params: bind(args), kind })
+        const op = { sql: withoutTail(sql, checked.statement.tokens), params: bind(args) }
+        return Either.right(expect === "read" ? { ...op, kind: "read", readOnly: true } : { ...op, kind: "write" })
       }
-      const guarded = (sql: string, args: ReadonlyArray<OrmValue>, expect: "read" | "write" | undefined): Effect.Effect<StatementOp, SqlRefused> =>
+      const guarded = (sql: string, args: ReadonlyArray<OrmValue>, expect: "read" | "write"): Effect.Effect<StatementOp, SqlRefused> =>
         Effect.suspend(() => guardedNow(sql, args, expect))
 
       const tempFile = (prefix: string) => spoolFile(config.dataDir, prefix)

@@ -9,6 +9,12 @@ export interface StatementOp {
   readonly params: ReadonlyArray<BindValue>
   /** Decides the answer: a read answers rows, a write answers rows_affected/last_insert_id. */
   readonly kind: "read" | "write"
+  /**
+   * The route reads only: the embedded worker refuses the statement when SQLite says it would
+   * change the database (sqlite3_stmt_readonly), before running it. rqlite's `/db/query` makes
+   * the same check itself; in a transaction the SQL guard's allow-list is what keeps writes out.
+   */
+  readonly readOnly?: boolean
 }
 
 export type WorkerRequest =

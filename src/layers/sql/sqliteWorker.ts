@@ -96,6 +96,8 @@ const bindable = (params: ReadonlyArray<unknown>): Array<unknown> =>
 const runOp = (db: Database.Database, raw: StatementOp, shape: "table" | "counted" | "items" | "one"): string => {
   const op = { ...raw, params: bindable(raw.params) }
   const stmt = db.prepare(op.sql)
+  // the guard's allow-list decided first; this is SQLite's own word on the prepared statement
+  if (op.readOnly === true && !stmt.readonly) throw fail("statement", "this route runs reads only, and the statement would change the database")
   if (op.kind === "read") {
     if (!stmt.reader) {
       stmt.run(...op.params)
