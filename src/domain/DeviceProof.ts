@@ -8,7 +8,7 @@ import { sha256 } from "@noble/hashes/sha2"
 import { bytesToHex, utf8ToBytes } from "@noble/hashes/utils"
 import { Data, Effect, Either, ParseResult, Schema } from "effect"
 import { type DeviceKey, MAX_SIGNATURE_CHARS, verifyDeviceSignature } from "./DeviceKey.js"
-import { parseStrictJson } from "./StrictJson.js"
+import { memberSource, parseStrictJson } from "./StrictJson.js"
 
 /** First line of every signed proof: binds the signature to this purpose and version. */
 export const PROOF_LABEL = "portico-device-proof-v1"
@@ -118,14 +118,39 @@ export interface CheckProofInput {
 
 const decodeProof = Schema.decodeUnknownEither(DeviceProof, { onExcessProperty: "error" })
 
+/** JSON's integer literal: digits with an optional minus, no fraction, no exponent. */
+const INTEGER_LITERAL = /^-?(?:0|[1-9][0-9]*)$/
+
+/**
+ * A proof as it came in a request body, with the source text of its `iat` member. JSON.parse
+ * reads `1.795667006e9` and `1795667006.000` as the integer 1795667006, so the decoded value
+ * alone cannot say how `iat` was written, and the rule is that only an integer literal is an
+ * integer (docs/auth.md). `iatSource` is undefined when the body has no such member (the
+ * decode then refuses the proof anyway).
+ */
+export class WrittenProof {
+  constructor(
+    readonly value: unknown,
+    readonly iatSource: string | undefined
+  ) {}
+}
+
+/** Decodes a proof, raw or as written; an `iat` not written as an integer literal is malformed. */
+const decodeWritten = (proof: unknown): Either.Either<DeviceProof, DeviceProofInvalid> => {
+  const written = proof instanceof WrittenProof ? proof : undefined
+  if (written?.iatSource !== undefined && !INTEGER_LITERAL.test(written.iatSource)) {
+    return Either.left(malformed(`the device proof is malformed: iat must be written as an integer literal, not ${written.iatSource.slice(0, 32)}`))
+  }
+  const decoded = decodeProof(written === undefined ? proof : written.value)
+  return Either.isLeft(decoded)
+    ? Either.left(malformed(`the device proof is malformed: ${ParseResult.TreeFormatter.formatErrorSync(decoded.left)}`))
+    : Either.right(decoded.right)
+}
+
 /** Checks shape, freshness (|now - iat| <= 60 s) and the device signature over `proofMessage`. */
 export const checkProof = (input: CheckProofInput): Effect.Effect<CheckedProof, DeviceProofInvalid> =>
   Effect.gen(function* () {
-    const decoded = decodeProof(input.proof)
-    if (Either.isLeft(decoded)) {
-      return yield* malformed(`the device proof is malformed: ${ParseResult.TreeFormatter.formatErrorSync(decoded.left)}`)
-    }
-    const proof = decoded.right
+    const proof = yield* decodeWritten(input.proof)
     const iatMs = proof.iat * 1000
     const skewMs = PROOF_SKEW_SECONDS * 1000
     if (iatMs < input.now - skewMs) return yield* new DeviceProofInvalid({ kind: "stale", reason: "the device proof is too old" })
@@ -149,14 +174,11 @@ export const checkProof = (input: CheckProofInput): Effect.Effect<CheckedProof, 
 // grammar once, compares keys after unescaping (so "a" and "\u0061" are the same key), and only
 // then hands the text to JSON.parse.
 
-/** Reads a proof from JSON text strictly (no repeated keys, no unknown members). */
+const PROOF_LIMITS = { maxChars: 4096, maxDepth: 4 }
+
+/** Reads a proof from JSON text strictly (no repeated keys, no unknown members, `iat` an integer literal). */
 export const decodeProofJson = (text: string): Effect.Effect<DeviceProof, DeviceProofInvalid> =>
-  parseStrictJson(text, { maxChars: 4096, maxDepth: 4 }).pipe(
+  parseStrictJson(text, PROOF_LIMITS).pipe(
     Effect.mapError((e) => malformed(`the device proof is not strict JSON: ${e.reason}`)),
-    Effect.flatMap((value) => {
-      const decoded = decodeProof(value)
-      return Either.isLeft(decoded)
-        ? Effect.fail(malformed(`the device proof is malformed: ${ParseResult.TreeFormatter.formatErrorSync(decoded.left)}`))
-        : Effect.succeed(decoded.right)
-    })
+    Effect.flatMap((value) => decodeWritten(new WrittenProof(value, memberSource(text, "iat", PROOF_LIMITS))))
   )

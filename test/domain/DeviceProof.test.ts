@@ -11,6 +11,7 @@ import {
   checkProof,
   type CheckProofInput,
   decodeProofJson,
+  WrittenProof,
   DeviceProof,
   type DeviceProofAction,
   DeviceProofInvalid,
@@ -329,6 +330,22 @@ describe("strict JSON", () => {
     await expectRefused(await run(decodeProofJson(`{"iat":${NOW_S},"id":"${ID}","id":"${ID}x","sig":"AAAA"}`)), "malformed")
     await expectRefused(await run(decodeProofJson(`{"iat":${NOW_S},"id":"${ID}","sig":"AAAA","x":1}`)), "malformed")
     await expectRefused(await run(decodeProofJson(`{"iat":${NOW_S},"id":"${ID}"}`)), "malformed")
+  })
+
+  it("takes only an integer literal for iat, though JSON.parse reads other spellings as the same integer", async () => {
+    const device = await nodeDevice("p256-der")
+    const proof = await makeProof(device, "refresh", NS, REFRESH, NOW_S)
+    const text = (iat: string) => `{"iat":${iat},"id":"${proof.id}","sig":"${proof.sig}"}`
+    expect(Either.isRight(await run(decodeProofJson(text(String(NOW_S)))))).toBe(true)
+    for (const iat of [`${NOW_S / 1e9}e9`, `${NOW_S}.000`, `${NOW_S}.0`, `${NOW_S}E0`, `${NOW_S}e+0`, `${NOW_S * 10}e-1`]) {
+      expect(JSON.parse(text(iat)).iat, iat).toBe(NOW_S)
+      await expectRefused(await run(decodeProofJson(text(iat))), "malformed")
+      // as a request body brings it: the decoded value with iat's source text
+      await expectRefused(await check(device, new WrittenProof(JSON.parse(text(iat)), iat)), "malformed")
+    }
+    // written as an integer, the same proof passes both ways
+    expect(Either.isRight(await check(device, new WrittenProof(proof, String(NOW_S))))).toBe(true)
+    expect(Either.isRight(await check(device, proof))).toBe(true)
   })
 
   it("feeds checkProof end to end from JSON text", async () => {

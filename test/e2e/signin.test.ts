@@ -344,7 +344,7 @@ describe.each(["sqlite", "rqlite"] as const)("wallet sign-in and sessions, regis
     expect(out.body).toEqual({ ended: a.session_id })
     expectError(await gw.request("GET", "/v1/auth/whoami", { token: a.access_token }), 401, "INVALID_TOKEN")
     expectError(await gw.request("POST", "/v1/auth/refresh", { json: { refresh_token: a.refresh_token } }), 401, "INVALID_REFRESH_TOKEN")
-    expect((await gw.request("GET", "/v1/auth/sessions", { token: ownerKey })).status).toBe(400)
+    expectError(await gw.request("GET", "/v1/auth/sessions", { token: ownerKey }), 403, "SESSION_REQUIRED")
   })
 
   it("asks a device-bound session's logout for its device's proof", async () => {
@@ -410,6 +410,16 @@ describe.each(["sqlite", "rqlite"] as const)("wallet sign-in and sessions, regis
     expectError(await gw.request("POST", "/v1/auth/refresh", { body: dupInner, headers: { "content-type": "application/json" } }), 400, "MALFORMED_JSON")
     const dupOuter = `{"refresh_token":"rt1_${"A".repeat(43)}","refresh_token":"${token}"}`
     expectError(await gw.request("POST", "/v1/auth/refresh", { body: dupOuter, headers: { "content-type": "application/json" } }), 400, "MALFORMED_JSON")
+    // only an integer literal is an integer: a validly signed proof whose iat is spelled with an
+    // exponent or a fraction (JSON.parse reads both as the same integer) is refused
+    for (const spell of [(iat: number) => `${iat / 1e9}e9`, (iat: number) => `${iat}.000`]) {
+      const signed = await proof(device, "refresh", ns, token)
+      const body = `{"refresh_token":"${token}","device_proof":{"iat":${spell(signed.iat)},"id":"${signed.id}","sig":"${signed.sig}"}}`
+      expect(JSON.parse(body).device_proof.iat).toBe(signed.iat)
+      const refused = await gw.request("POST", "/v1/auth/refresh", { body, headers: { "content-type": "application/json" } })
+      expectError(refused, 401, "DEVICE_PROOF_INVALID")
+      expect(refused.body.error).toContain("integer literal")
+    }
     // none of the refused attempts spent the token: a good proof still rotates it
     const good = await proof(device, "refresh", ns, token)
     const rotated = await gw.request("POST", "/v1/auth/refresh", { json: { refresh_token: token, device_proof: good } })

@@ -13,8 +13,10 @@ import type { StoreError } from "../../layers/registry/RegistryStore.js"
 import { type IssuedSession, type SessionRefused, Sessions } from "../../layers/sessions/Sessions.js"
 import { PorticoApi } from "../Api.js"
 import { whoamiOf } from "../groups/AuthGroup.js"
+import { nextCursorOf, pageRequest } from "../Paging.js"
 import { toUnixSeconds } from "../Wire.js"
 import { requirePrincipal } from "./Principal.js"
+import { writtenProof } from "./WrittenProof.js"
 
 /** Sign-in refusals carry their status and spec code; the store failing is a retryable 503. */
 export const asHttp = (e: SessionRefused | StoreError) => {
@@ -38,10 +40,20 @@ const messageWallet = (message: string): string => message.split("\n", 2)[1] ?? 
 
 const dataPlaneGrants: ReadonlySet<string> = new Set(dataPlane)
 
-/** Session routes need a signed-in wallet's token, not a key or a token exchanged from one. */
+/**
+ * Session routes need a signed-in wallet's token, not a key or a token exchanged from one. The
+ * request is well formed and the credential valid, only of the wrong kind: 403 SESSION_REQUIRED,
+ * as the `session` route policy answers (the document marks these routes, OpenApiDocument.ts).
+ */
 export const requireSession = Effect.flatMap(requirePrincipal, (p: Principal) =>
   p.sessionId === undefined || p.keyId !== undefined
-    ? Effect.fail(badRequest("this route needs a signed-in session's access token", "sign in with /v1/auth/challenge and /v1/auth/verify"))
+    ? Effect.fail(
+        forbidden(
+          "this route needs a signed-in session's access token; an API key is refused",
+          Code.SESSION_REQUIRED,
+          "sign in with /v1/auth/challenge and /v1/auth/verify"
+        )
+      )
     : Effect.succeed({ ...p, sessionId: p.sessionId })
 )
 
@@ -74,9 +86,11 @@ export const AuthHandlers = HttpApiBuilder.group(PorticoApi, "auth", (handlers) 
       deviceProof: unknown,
       reason: string
     ) =>
-      sessions
-        .end({ namespace: p.namespace, wallet: p.subject, sessionId, callerDeviceId, deviceProof, reason })
-        .pipe(Effect.mapError(asHttp), Effect.as({ ended: sessionId }))
+      Effect.flatMap(writtenProof(deviceProof), (proof) =>
+        sessions
+          .end({ namespace: p.namespace, wallet: p.subject, sessionId, callerDeviceId, deviceProof: proof, reason })
+          .pipe(Effect.mapError(asHttp), Effect.as({ ended: sessionId }))
+      )
     return handlers
       .handle("whoami", () => Effect.map(requirePrincipal, whoamiOf))
       .handle("token", () =>
@@ -133,9 +147,9 @@ export const AuthHandlers = HttpApiBuilder.group(PorticoApi, "auth", (handlers) 
           )
       )
       .handle("deviceToken", ({ payload }) =>
-        sessions
-          .collect({ deviceCode: payload.device_code, deviceProof: payload.device_proof })
-          .pipe(Effect.map(sessionAnswer), Effect.mapError(asHttp))
+        Effect.flatMap(writtenProof(payload.device_proof), (deviceProof) =>
+          sessions.collect({ deviceCode: payload.device_code, deviceProof }).pipe(Effect.map(sessionAnswer), Effect.mapError(asHttp))
+        )
       )
       .handle("approveDevice", ({ payload }) =>
         Effect.gen(function* () {
@@ -146,7 +160,7 @@ export const AuthHandlers = HttpApiBuilder.group(PorticoApi, "auth", (handlers) 
               wallet: p.subject,
               approverDeviceId: p.deviceId,
               userCode: payload.user_code,
-              deviceProof: payload.device_proof
+              deviceProof: yield* writtenProof(payload.device_proof)
             })
             .pipe(Effect.mapError(asHttp))
           return { approved: payload.user_code }
@@ -161,21 +175,22 @@ export const AuthHandlers = HttpApiBuilder.group(PorticoApi, "auth", (handlers) 
           )
       )
       .handle("refresh", ({ payload }) =>
-        sessions
-          .refresh({ refreshToken: payload.refresh_token, deviceProof: payload.device_proof })
-          .pipe(Effect.map(sessionAnswer), Effect.mapError(asHttp))
+        Effect.flatMap(writtenProof(payload.device_proof), (deviceProof) =>
+          sessions.refresh({ refreshToken: payload.refresh_token, deviceProof }).pipe(Effect.map(sessionAnswer), Effect.mapError(asHttp))
+        )
       )
       .handle("logout", ({ payload }) =>
         // Spec §5.9: ending a session from a device-bound session carries a proof, logout too; a
         // leaked access token alone then cannot end the session.
         Effect.flatMap(requireSession, (p) => endSession(p, p.sessionId, p.deviceId, payload.device_proof, "logout"))
       )
-      .handle("sessions", () =>
+      .handle("sessions", ({ urlParams }) =>
         Effect.gen(function* () {
           const p = yield* requireSession
-          const list = yield* Effect.mapError(sessions.list(p.namespace, p.subject), asHttp)
+          const page = yield* Effect.mapError(sessions.list(p.namespace, p.subject, pageRequest(urlParams)), asHttp)
           return {
-            sessions: list.map((s) => ({
+            next_cursor: nextCursorOf(page),
+            sessions: page.items.map((s) => ({
               id: s.id,
               device_id: s.deviceId ?? null,
               created_at: toUnixSeconds(s.createdAt),

@@ -4,9 +4,11 @@ import { Unavailable } from "../../domain/Errors.js"
 import { Devices, type DeviceView } from "../../layers/devices/Devices.js"
 import { SessionPolicy } from "../../layers/sessions/SessionPolicy.js"
 import { PorticoApi } from "../Api.js"
+import { nextCursorOf, pageRequest } from "../Paging.js"
 import { toUnixSeconds } from "../Wire.js"
 import { asHttp, requireSession } from "./AuthHandlers.js"
 import { requirePrincipal } from "./Principal.js"
+import { writtenProof } from "./WrittenProof.js"
 
 const view = (d: DeviceView) => ({
   id: d.id,
@@ -21,11 +23,11 @@ export const DeviceHandlers = HttpApiBuilder.group(PorticoApi, "devices", (handl
     const devices = yield* Devices
     const policies = yield* SessionPolicy
     return handlers
-      .handle("list", () =>
+      .handle("list", ({ urlParams }) =>
         Effect.gen(function* () {
           const p = yield* requireSession
-          const list = yield* Effect.mapError(devices.list(p.namespace, p.subject), asHttp)
-          return { devices: list.map(view) }
+          const page = yield* Effect.mapError(devices.list(p.namespace, p.subject, pageRequest(urlParams)), asHttp)
+          return { devices: page.items.map(view), next_cursor: nextCursorOf(page) }
         })
       )
       .handle("revoke", ({ path, payload }) =>
@@ -37,7 +39,7 @@ export const DeviceHandlers = HttpApiBuilder.group(PorticoApi, "devices", (handl
               account: p.subject,
               deviceId: path.id,
               callerDeviceId: p.deviceId,
-              deviceProof: payload.device_proof,
+              deviceProof: yield* writtenProof(payload.device_proof),
               actor: p.subject
             })
             .pipe(Effect.mapError(asHttp))
@@ -47,8 +49,8 @@ export const DeviceHandlers = HttpApiBuilder.group(PorticoApi, "devices", (handl
       .handle("listFor", ({ urlParams }) =>
         Effect.gen(function* () {
           const p = yield* requirePrincipal
-          const list = yield* Effect.mapError(devices.list(p.namespace, urlParams.subject), asHttp)
-          return { subject: urlParams.subject, devices: list.map(view) }
+          const page = yield* Effect.mapError(devices.list(p.namespace, urlParams.subject, pageRequest(urlParams)), asHttp)
+          return { subject: urlParams.subject, devices: page.items.map(view), next_cursor: nextCursorOf(page) }
         })
       )
       .handle("revokeAny", ({ path }) =>
