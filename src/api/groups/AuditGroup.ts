@@ -1,13 +1,17 @@
 /** The namespace audit trail (spec §4.9, §8: default 50, at most 200). */
 import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Schema } from "effect"
+import { IdKey, NextCursor, pageQueryFields } from "../Paging.js"
 import { QueryInteger, strict, UnixSeconds } from "../Wire.js"
+
+export const AUDIT_LIMIT = { default: 50, max: 200 } as const
 
 export const AuditQuery = Schema.Struct({
   action: Schema.optional(Schema.String.pipe(Schema.maxLength(64))),
   principal: Schema.optional(Schema.String.pipe(Schema.maxLength(128))),
   since: Schema.optional(QueryInteger().annotations({ description: "Unix seconds" })),
-  limit: Schema.optional(QueryInteger().pipe(Schema.between(1, 200)))
+  // the spec's bounds (§8): default 50, at most 200
+  ...pageQueryFields(IdKey, AUDIT_LIMIT.max, AUDIT_LIMIT.default)
 })
 
 export const AuditEntryView = Schema.Struct({
@@ -21,8 +25,9 @@ export const AuditEntryView = Schema.Struct({
 
 export const AuditList = Schema.Struct({
   namespace: Schema.String,
-  entries: Schema.Array(AuditEntryView),
-  count: Schema.Int
+  entries: Schema.Array(AuditEntryView).annotations({ description: "one page, newest first" }),
+  count: Schema.Int.annotations({ description: "entries in this page" }),
+  next_cursor: NextCursor
 }).annotations({ identifier: "AuditList" })
 
 export class AuditGroup extends HttpApiGroup.make("audit").add(

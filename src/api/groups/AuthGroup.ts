@@ -4,6 +4,7 @@ import { Schema } from "effect"
 import { Wire } from "../../domain/Errors.js"
 import { Label, NamespaceName } from "../../domain/Names.js"
 import { grantStrings, type Principal } from "../../domain/Principal.js"
+import { NextCursor, TimeKeyedPage } from "../Paging.js"
 import { strict, UnixSeconds } from "../Wire.js"
 
 export const Whoami = Schema.Struct({
@@ -32,8 +33,14 @@ export const AccessToken = Schema.Struct({
 const WalletText = Schema.String.pipe(
   Schema.pattern(/^0x[0-9a-fA-F]{40}$/, { message: () => "a wallet is 0x followed by 40 hex characters" })
 )
+/**
+ * An RFC 7638 SHA-256 thumbprint in base64url: 43 characters for 32 bytes, so the last character
+ * carries 4 bits and 2 zero bits (one of A E I M Q U Y c g k o s w 0 4 8), as Siwe.ts checks.
+ */
 const DeviceId = Schema.String.pipe(
-  Schema.pattern(/^[A-Za-z0-9_-]{43}$/, { message: () => "a device id is an RFC 7638 thumbprint: 43 base64url characters" })
+  Schema.pattern(/^[A-Za-z0-9_-]{42}[AEIMQUYcgkosw048]$/, {
+    message: () => "a device id is an RFC 7638 SHA-256 thumbprint: 43 base64url characters"
+  })
 )
 const DeviceProofWire = Schema.Unknown.annotations({
   identifier: "DeviceProof",
@@ -137,7 +144,8 @@ export const SessionList = Schema.Struct({
       refreshed_at: UnixSeconds,
       current: Schema.Boolean
     })
-  )
+  ).annotations({ description: "one page of the open sessions, oldest first" }),
+  next_cursor: NextCursor
 }).annotations({ identifier: "SessionList" })
 
 export const EndSessionRequest = strict(Schema.Struct({ device_proof: Schema.optional(DeviceProofWire) }))
@@ -180,7 +188,7 @@ export class AuthGroup extends HttpApiGroup.make("auth")
   .add(HttpApiEndpoint.post("answerLogin", "/v1/auth/device/approve").setPayload(AnswerLoginRequest).addSuccess(LoginAnswered))
   .add(HttpApiEndpoint.post("refresh", "/v1/auth/refresh").setPayload(RefreshRequest).addSuccess(SessionAnswer))
   .add(HttpApiEndpoint.post("logout", "/v1/auth/logout").setPayload(EndSessionRequest).addSuccess(Ended))
-  .add(HttpApiEndpoint.get("sessions", "/v1/auth/sessions").addSuccess(SessionList))
+  .add(HttpApiEndpoint.get("sessions", "/v1/auth/sessions").setUrlParams(TimeKeyedPage).addSuccess(SessionList))
   .add(
     HttpApiEndpoint.del("endSession")`/v1/auth/sessions/${sessionParam}`
       .setPayload(EndSessionRequest)

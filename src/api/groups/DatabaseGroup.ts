@@ -2,6 +2,7 @@
 import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Schema } from "effect"
 import { Wire } from "../../domain/Errors.js"
+import { NameKeyedPage, NextCursor, pageQueryFields, TimeAndText } from "../Paging.js"
 import { strict, UnixSeconds, WellFormedText } from "../Wire.js"
 
 export const DatabaseName = Schema.String.pipe(
@@ -58,7 +59,8 @@ export const DatabaseList = Schema.Struct({
       created_at: UnixSeconds
     })
   ),
-  count: Schema.Int
+  count: Schema.Int.annotations({ description: "databases in this page" }),
+  next_cursor: NextCursor
 }).annotations({ identifier: "DatabaseList" })
 
 export const DatabaseDeleted = Schema.Struct({ name: Schema.String, deleted: Schema.Literal(true) }).annotations({
@@ -75,19 +77,20 @@ export const BackupRecord = Schema.Struct({
 
 export const BackupList = Schema.Struct({
   database_name: Schema.String,
-  backups: Schema.Array(BackupRecord),
-  count: Schema.Int
+  backups: Schema.Array(BackupRecord).annotations({ description: "one page, newest first" }),
+  count: Schema.Int.annotations({ description: "backups in this page" }),
+  next_cursor: NextCursor
 }).annotations({ identifier: "DatabaseBackupList" })
 
 export class DatabaseGroup extends HttpApiGroup.make("databases")
   .add(HttpApiEndpoint.post("create", "/v1/db/sqlite/create").setPayload(NameRequest).addSuccess(DatabaseCreated, { status: 201 }))
   .add(HttpApiEndpoint.post("query", "/v1/db/sqlite/query").setPayload(QueryRequest).addSuccess(QueryAnswer))
-  .add(HttpApiEndpoint.get("list", "/v1/db/sqlite/list").addSuccess(DatabaseList))
+  .add(HttpApiEndpoint.get("list", "/v1/db/sqlite/list").setUrlParams(NameKeyedPage).addSuccess(DatabaseList))
   .add(HttpApiEndpoint.post("delete", "/v1/db/sqlite/delete").setPayload(NameRequest).addSuccess(DatabaseDeleted))
   .add(HttpApiEndpoint.post("backup", "/v1/db/sqlite/backup").setPayload(NameRequest).addSuccess(BackupRecord, { status: 201 }))
   .add(
     HttpApiEndpoint.get("backups", "/v1/db/sqlite/backups")
-      .setUrlParams(strict(Schema.Struct({ database_name: DatabaseName })))
+      .setUrlParams(strict(Schema.Struct({ database_name: DatabaseName, ...pageQueryFields(TimeAndText) })))
       .addSuccess(BackupList)
   )
   .addError(Wire.BadRequest)

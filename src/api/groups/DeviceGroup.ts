@@ -4,6 +4,7 @@ import { Schema } from "effect"
 import { Wire } from "../../domain/Errors.js"
 import { Wallet } from "../../domain/Names.js"
 import { DevicePolicy, SignInPolicy } from "../../layers/sessions/SessionPolicy.js"
+import { NextCursor, pageQueryFields, TimeAndText, TimeKeyedPage } from "../Paging.js"
 import { strict, UnixSeconds } from "../Wire.js"
 
 export const DeviceView = Schema.Struct({
@@ -14,8 +15,11 @@ export const DeviceView = Schema.Struct({
   revoked_at: Schema.NullOr(UnixSeconds)
 }).annotations({ identifier: "Device" })
 
-export const DeviceList = Schema.Struct({ devices: Schema.Array(DeviceView) }).annotations({ identifier: "DeviceList" })
-export const SubjectDevices = Schema.Struct({ subject: Schema.String, devices: Schema.Array(DeviceView) })
+const DevicePage = Schema.Array(DeviceView).annotations({ description: "one page, oldest first, revoked devices included" })
+export const DeviceList = Schema.Struct({ devices: DevicePage, next_cursor: NextCursor }).annotations({ identifier: "DeviceList" })
+export const SubjectDevices = Schema.Struct({ subject: Schema.String, devices: DevicePage, next_cursor: NextCursor }).annotations({
+  identifier: "SubjectDeviceList"
+})
 export const Revoked = Schema.Struct({ revoked: Schema.String })
 export const RevokeRequest = strict(
   Schema.Struct({
@@ -48,11 +52,11 @@ const deviceParam = HttpApiSchema.param(
 )
 
 export class DeviceGroup extends HttpApiGroup.make("devices")
-  .add(HttpApiEndpoint.get("list", "/v1/auth/devices").addSuccess(DeviceList))
+  .add(HttpApiEndpoint.get("list", "/v1/auth/devices").setUrlParams(TimeKeyedPage).addSuccess(DeviceList))
   .add(HttpApiEndpoint.del("revoke")`/v1/auth/devices/${deviceParam}`.setPayload(RevokeRequest).addSuccess(Revoked))
   .add(
     HttpApiEndpoint.get("listFor", "/v1/namespace/devices")
-      .setUrlParams(strict(Schema.Struct({ subject: Wallet })))
+      .setUrlParams(strict(Schema.Struct({ subject: Wallet, ...pageQueryFields(TimeAndText) })))
       .addSuccess(SubjectDevices)
   )
   .add(HttpApiEndpoint.del("revokeAny")`/v1/namespace/devices/${deviceParam}`.addSuccess(Revoked))

@@ -4,6 +4,7 @@ import { Schema } from "effect"
 import { Wire } from "../../domain/Errors.js"
 import { GrantString, KeyProfile, Role } from "../../domain/Grants.js"
 import { KeyId, Label, Wallet } from "../../domain/Names.js"
+import { NextCursor, TimeKeyedPage } from "../Paging.js"
 import { strict, UnixSeconds } from "../Wire.js"
 
 export const MemberView = Schema.Struct({
@@ -16,7 +17,8 @@ export const MemberView = Schema.Struct({
 export const MemberList = Schema.Struct({
   namespace: Schema.String,
   owner: Schema.NullOr(Schema.String),
-  members: Schema.Array(MemberView)
+  members: Schema.Array(MemberView).annotations({ description: "one page, in the order members were added" }),
+  next_cursor: NextCursor
 }).annotations({ identifier: "MemberList" })
 
 export const AddMember = strict(
@@ -45,7 +47,11 @@ export const KeyView = Schema.Struct({
   revoked_at: Schema.NullOr(UnixSeconds)
 }).annotations({ identifier: "ApiKey" })
 
-export const KeyList = Schema.Struct({ namespace: Schema.String, keys: Schema.Array(KeyView) })
+export const KeyList = Schema.Struct({
+  namespace: Schema.String,
+  keys: Schema.Array(KeyView).annotations({ description: "one page, oldest first, revoked keys included" }),
+  next_cursor: NextCursor
+}).annotations({ identifier: "ApiKeyList" })
 
 export const MintKey = strict(
   Schema.Struct({
@@ -86,7 +92,7 @@ const walletParam = HttpApiSchema.param("wallet", Wallet)
 const keyParam = HttpApiSchema.param("id", KeyId)
 
 export class NamespaceGroup extends HttpApiGroup.make("namespace")
-  .add(HttpApiEndpoint.get("listMembers", "/v1/namespace/members").addSuccess(MemberList))
+  .add(HttpApiEndpoint.get("listMembers", "/v1/namespace/members").setUrlParams(TimeKeyedPage).addSuccess(MemberList))
   .add(
     HttpApiEndpoint.post("addMember", "/v1/namespace/members")
       .setPayload(AddMember)
@@ -104,7 +110,7 @@ export class NamespaceGroup extends HttpApiGroup.make("namespace")
       .addSuccess(TransferAnswer)
       .addError(Wire.Conflict)
   )
-  .add(HttpApiEndpoint.get("listKeys", "/v1/namespace/keys").addSuccess(KeyList))
+  .add(HttpApiEndpoint.get("listKeys", "/v1/namespace/keys").setUrlParams(TimeKeyedPage).addSuccess(KeyList))
   .add(
     HttpApiEndpoint.post("mintKey", "/v1/namespace/keys")
       .setPayload(MintKey)

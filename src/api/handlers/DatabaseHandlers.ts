@@ -3,6 +3,7 @@ import { Effect } from "effect"
 import { type Backup, DatabaseBackups } from "../../layers/sql/DatabaseBackups.js"
 import { LocalDatabases } from "../../layers/sql/LocalDatabases.js"
 import { PorticoApi } from "../Api.js"
+import { nextCursorOf, pageRequest } from "../Paging.js"
 import { toUnixSeconds } from "../Wire.js"
 import { requirePrincipal } from "./Principal.js"
 import { refusedHttp } from "./Refusals.js"
@@ -43,18 +44,19 @@ export const DatabaseHandlers = HttpApiBuilder.group(PorticoApi, "databases", (h
           return rawJson(json)
         })
       )
-      .handle("list", () =>
+      .handle("list", ({ urlParams }) =>
         Effect.gen(function* () {
           const caller = yield* requirePrincipal
-          const list = yield* Effect.mapError(databases.list(caller), refusedHttp)
+          const page = yield* Effect.mapError(databases.list(caller, pageRequest(urlParams)), refusedHttp)
           return {
-            databases: list.map((d) => ({
+            next_cursor: nextCursorOf(page),
+            databases: page.items.map((d) => ({
               name: d.name,
               size_bytes: d.sizeBytes,
               backup_cid: d.backupCid,
               created_at: toUnixSeconds(d.createdAt)
             })),
-            count: list.length
+            count: page.items.length
           }
         })
       )
@@ -74,8 +76,13 @@ export const DatabaseHandlers = HttpApiBuilder.group(PorticoApi, "databases", (h
       .handle("backups", ({ urlParams }) =>
         Effect.gen(function* () {
           const caller = yield* requirePrincipal
-          const list = yield* Effect.mapError(backups.list(caller, urlParams.database_name), refusedHttp)
-          return { database_name: urlParams.database_name, backups: list.map(backupWire), count: list.length }
+          const page = yield* Effect.mapError(backups.list(caller, urlParams.database_name, pageRequest(urlParams)), refusedHttp)
+          return {
+            database_name: urlParams.database_name,
+            backups: page.items.map(backupWire),
+            count: page.items.length,
+            next_cursor: nextCursorOf(page)
+          }
         })
       )
   })

@@ -9,6 +9,7 @@ import { type NamespaceRuleError, Namespaces, rank } from "../../layers/namespac
 import { RateLimiter } from "../../layers/ratelimit/RateLimiter.js"
 import { RegistryStore, type StoreError } from "../../layers/registry/RegistryStore.js"
 import { PorticoApi } from "../Api.js"
+import { nextCursorOf, pageRequest } from "../Paging.js"
 import { toUnixSeconds } from "../Wire.js"
 import { requirePrincipal } from "./Principal.js"
 
@@ -73,20 +74,21 @@ export const NamespaceHandlers = HttpApiBuilder.group(PorticoApi, "namespace", (
       }))
 
     return handlers
-      .handle("listMembers", () =>
+      .handle("listMembers", ({ urlParams }) =>
         Effect.gen(function* () {
           const p = yield* requirePrincipal
           const record = yield* Effect.mapError(namespaces.get(p.namespace), storeDown)
-          const members = yield* Effect.mapError(namespaces.members(p.namespace), storeDown)
+          const page = yield* Effect.mapError(namespaces.members(p.namespace, pageRequest(urlParams)), storeDown)
           return {
             namespace: p.namespace,
             owner: Option.match(record, { onNone: () => null, onSome: (r) => r.owner ?? null }),
-            members: members.map((m) => ({
+            members: page.items.map((m) => ({
               wallet: m.wallet,
               role: m.role,
               added_at: toUnixSeconds(m.addedAt),
               added_by: m.addedBy
-            }))
+            })),
+            next_cursor: nextCursorOf(page)
           }
         })
       )
@@ -121,11 +123,11 @@ export const NamespaceHandlers = HttpApiBuilder.group(PorticoApi, "namespace", (
           return { namespace: p.namespace, owner: record.owner ?? payload.wallet }
         })
       )
-      .handle("listKeys", () =>
+      .handle("listKeys", ({ urlParams }) =>
         Effect.gen(function* () {
           const p = yield* requirePrincipal
-          const list = yield* Effect.mapError(keys.list(p.namespace), storeDown)
-          return { namespace: p.namespace, keys: list.map(keyView) }
+          const page = yield* Effect.mapError(keys.list(p.namespace, pageRequest(urlParams)), storeDown)
+          return { namespace: p.namespace, keys: page.items.map(keyView), next_cursor: nextCursorOf(page) }
         })
       )
       .handle("mintKey", ({ payload }) =>

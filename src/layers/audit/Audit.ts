@@ -3,6 +3,7 @@
  * `entry` builds the statement for the caller's batch instead of writing on its own.
  */
 import { Clock, Context, Effect, Layer } from "effect"
+import { type Page, type PageRequest, readPage } from "../registry/Keyset.js"
 import { RegistryStore, type Statement, type StoreError } from "../registry/RegistryStore.js"
 
 export interface AuditEntry {
@@ -20,7 +21,6 @@ export interface AuditQuery {
   readonly principal: string | undefined
   /** Unix milliseconds, inclusive. */
   readonly since: number | undefined
-  readonly limit: number
 }
 
 export interface AuditService {
@@ -45,8 +45,8 @@ export interface AuditService {
     target: string,
     detail?: Readonly<Record<string, unknown>>
   ) => Effect.Effect<void>
-  /** Newest first. */
-  readonly list: (namespace: string, query: AuditQuery) => Effect.Effect<ReadonlyArray<AuditEntry>, StoreError>
+  /** One page of entries, newest first (key: id, descending). */
+  readonly list: (namespace: string, query: AuditQuery, page: PageRequest) => Effect.Effect<Page<AuditEntry>, StoreError>
 }
 
 export class Audit extends Context.Tag("portico/Audit")<Audit, AuditService>() {
@@ -69,7 +69,7 @@ export class Audit extends Context.Tag("portico/Audit")<Audit, AuditService>() {
             Effect.flatMap(store.exec),
             Effect.catchAll((e) => Effect.logWarning(`audit row for ${action} not written: ${e.detail}`))
           ),
-        list: (namespace, query) => {
+        list: (namespace, query, page) => {
           const where = ["namespace = ?"]
           const params: Array<string | number> = [namespace]
           if (query.action !== undefined) {
@@ -84,22 +84,19 @@ export class Audit extends Context.Tag("portico/Audit")<Audit, AuditService>() {
             where.push("at >= ?")
             params.push(query.since)
           }
-          params.push(query.limit)
-          return Effect.map(
-            store.query({
-              sql: `SELECT id, namespace, at, action, principal, target, detail FROM audit WHERE ${where.join(" AND ")} ORDER BY id DESC LIMIT ?`,
-              params
-            }),
-            (rows) =>
-              rows.map((r) => ({
-                id: Number(r.id),
-                namespace: String(r.namespace),
-                at: Number(r.at),
-                action: String(r.action),
-                principal: String(r.principal),
-                target: String(r.target),
-                detail: parseDetail(r.detail)
-              }))
+          return readPage(
+            store,
+            { select: "SELECT id, namespace, at, action, principal, target, detail FROM audit", where, params, order: ["id"], direction: "desc" },
+            page,
+            (r) => ({
+              id: Number(r.id),
+              namespace: String(r.namespace),
+              at: Number(r.at),
+              action: String(r.action),
+              principal: String(r.principal),
+              target: String(r.target),
+              detail: parseDetail(r.detail)
+            })
           )
         }
       }

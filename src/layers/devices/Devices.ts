@@ -6,6 +6,7 @@
  */
 import { Clock, Context, Effect, Layer, Option } from "effect"
 import { Audit } from "../audit/Audit.js"
+import { type Page, type PageRequest, readPage } from "../registry/Keyset.js"
 import { RegistryStore, type Row, type StoreError } from "../registry/RegistryStore.js"
 import { SessionRefused, Sessions } from "../sessions/Sessions.js"
 
@@ -19,7 +20,8 @@ export interface DeviceView {
 }
 
 export interface DevicesService {
-  readonly list: (namespace: string, wallet: string) => Effect.Effect<ReadonlyArray<DeviceView>, StoreError>
+  /** One page of a wallet's devices, oldest first (key: created_at, id). */
+  readonly list: (namespace: string, wallet: string, page: PageRequest) => Effect.Effect<Page<DeviceView>, StoreError>
   /**
    * Revokes a device. `account` limits it to one wallet's devices (undefined: an operator with
    * members write). A caller bound to a device proves that device's key over the target id.
@@ -63,14 +65,18 @@ export class Devices extends Context.Tag("portico/Devices")<Devices, DevicesServ
         )
 
       return {
-        list: (namespace, wallet) =>
-          Effect.map(
-            store.query({
-              sql: `SELECT id, wallet, label, status, created_at, revoked_at FROM devices
-                    WHERE namespace = ? AND wallet = ? ORDER BY created_at, id`,
-              params: [namespace, wallet]
-            }),
-            (rows) => rows.map(toView)
+        list: (namespace, wallet, page) =>
+          readPage(
+            store,
+            {
+              select: "SELECT id, wallet, label, status, created_at, revoked_at FROM devices",
+              where: ["namespace = ?", "wallet = ?"],
+              params: [namespace, wallet],
+              order: ["created_at", "id"],
+              direction: "asc"
+            },
+            page,
+            toView
           ),
         revoke: (input) =>
           Effect.gen(function* () {

@@ -9,6 +9,7 @@
 import { Clock, Context, Effect, Either, Layer, Option } from "effect"
 import * as crypto from "node:crypto"
 import { type Grant, type KeyRole, parseGrant } from "../../domain/Grants.js"
+import { type Page, type PageRequest, readPage } from "../registry/Keyset.js"
 import { RegistryStore, type Row, type Statement, type StoreError } from "../registry/RegistryStore.js"
 import { Sealer, safeEqual } from "../secrets/Sealer.js"
 import { oncePerObject } from "../../domain/Memo.js"
@@ -52,7 +53,8 @@ export interface ApiKeysService {
   readonly authenticate: (presented: string) => Effect.Effect<Option.Option<ApiKeyRecord>, StoreError>
   /** An active key by id (tokens exchanged from a key are checked against it). */
   readonly active: (id: string) => Effect.Effect<Option.Option<ApiKeyRecord>, StoreError>
-  readonly list: (namespace: string) => Effect.Effect<ReadonlyArray<ApiKeyRecord>, StoreError>
+  /** One page of the namespace's keys, revoked ones included, oldest first (key: created_at, id). */
+  readonly list: (namespace: string, page: PageRequest) => Effect.Effect<Page<ApiKeyRecord>, StoreError>
   /** The conditional revoke for the caller's batch: touches only an unrevoked key of `namespace`. */
   readonly revokeStatement: (namespace: string, id: string, at: number) => Statement
   /** `authenticate` and `active` answered on the spot, where the registry reads on the spot. */
@@ -245,13 +247,12 @@ export class ApiKeys extends Context.Tag("portico/ApiKeys")<ApiKeys, ApiKeysServ
           )
         },
         active: (id) => Effect.flatMap(store.query(byId(id)), (rows) => Effect.map(Clock.currentTimeMillis, (at) => live(rows, at))),
-        list: (namespace) =>
-          Effect.map(
-            store.query({
-              sql: `SELECT ${COLUMNS} FROM api_keys WHERE namespace = ? ORDER BY created_at, id`,
-              params: [namespace]
-            }),
-            (rows) => rows.map(toRecord)
+        list: (namespace, page) =>
+          readPage(
+            store,
+            { select: `SELECT ${COLUMNS} FROM api_keys`, where: ["namespace = ?"], params: [namespace], order: ["created_at", "id"], direction: "asc" },
+            page,
+            toRecord
           ),
         revokeStatement: (namespace, id, at) => ({
           sql: "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND namespace = ? AND revoked_at IS NULL",

@@ -6,6 +6,7 @@ import { Clock, Context, Data, Effect, Layer, Option } from "effect"
 import { type KeyRole, type Role, profileGrants } from "../../domain/Grants.js"
 import { Audit } from "../audit/Audit.js"
 import { ApiKeys, type MintedKey } from "../keys/ApiKeys.js"
+import { type Page, type PageRequest, readPage } from "../registry/Keyset.js"
 import { RegistryStore, type Statement, StoreError } from "../registry/RegistryStore.js"
 
 export interface NamespaceRecord {
@@ -40,7 +41,8 @@ export interface NamespacesService {
     actor: string
   ) => Effect.Effect<CreatedNamespace, NamespaceRuleError | StoreError>
   readonly get: (name: string) => Effect.Effect<Option.Option<NamespaceRecord>, StoreError>
-  readonly members: (namespace: string) => Effect.Effect<ReadonlyArray<Member>, StoreError>
+  /** One page of the members, in the order they were added (key: added_at, wallet). */
+  readonly members: (namespace: string, page: PageRequest) => Effect.Effect<Page<Member>, StoreError>
   /** Adds a member or changes its role; `actorRole` decides how high a role may be given. */
   readonly putMember: (
     namespace: string,
@@ -149,13 +151,12 @@ export class Namespaces extends Context.Tag("portico/Namespaces")<Namespaces, Na
             return { record: { name, owner, createdAt: now, rateLimit: undefined }, ownerKey }
           }),
         get,
-        members: (namespace) =>
-          Effect.map(
-            store.query({
-              sql: "SELECT wallet, role, added_at, added_by FROM members WHERE namespace = ? ORDER BY added_at, wallet",
-              params: [namespace]
-            }),
-            (rows) => rows.map(toMember)
+        members: (namespace, page) =>
+          readPage(
+            store,
+            { select: "SELECT wallet, role, added_at, added_by FROM members", where: ["namespace = ?"], params: [namespace], order: ["added_at", "wallet"], direction: "asc" },
+            page,
+            toMember
           ),
         putMember: (namespace, wallet, role, actor, actorRole) =>
           Effect.gen(function* () {

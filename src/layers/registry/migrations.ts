@@ -214,5 +214,20 @@ export const migrations: ReadonlyArray<Migration> = [
       `CREATE INDEX IF NOT EXISTS proof_nonces_expiry ON proof_nonces (expires_at)`,
       `CREATE INDEX IF NOT EXISTS device_requests_expiry ON device_requests (expires_at)`
     ]
+  },
+  {
+    id: 7,
+    name: "list_paging_cors_origins",
+    statements: [
+      // Lists are read in keyset pages (src/layers/registry/Keyset.ts): an index in each list's
+      // order, so a page reads only its own rows however deep it is.
+      `CREATE INDEX IF NOT EXISTS members_page ON members (namespace, added_at, wallet)`,
+      `CREATE INDEX IF NOT EXISTS sessions_page ON sessions (namespace, wallet, created_at, id)`,
+      `CREATE INDEX IF NOT EXISTS devices_page ON devices (namespace, wallet, created_at, id)`,
+      `CREATE INDEX IF NOT EXISTS audit_page ON audit (namespace, id)`,
+      // The browser origins a namespace admits (docs/api.md, "Browsers and CORS"): a JSON array
+      // of exact origins; none by default.
+      `ALTER TABLE namespaces ADD COLUMN cors_origins TEXT NOT NULL DEFAULT '[]'`
+    ]
   }
 ]

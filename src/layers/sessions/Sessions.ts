@@ -14,6 +14,7 @@ import { isControlPlaneRole, type Role, roleGrants } from "../../domain/Grants.j
 import { makeChallenge, newNonce, parseMessage, verifySignIn } from "../../domain/Siwe.js"
 import { ACCESS_TOKEN_SECONDS, SessionLiveness } from "../auth/Authenticator.js"
 import { PorticoConfig } from "../config/PorticoConfig.js"
+import { type Page, type PageRequest, readPage } from "../registry/Keyset.js"
 import { RegistryStore, type Row, type StoreError } from "../registry/RegistryStore.js"
 import { Sealer } from "../secrets/Sealer.js"
 import { KeyRing } from "../tokens/KeyRing.js"
@@ -138,7 +139,8 @@ export interface SessionsService {
     readonly refreshToken: string
     readonly deviceProof: unknown
   }) => Effect.Effect<IssuedSession, SessionRefused | StoreError>
-  readonly list: (namespace: string, wallet: string) => Effect.Effect<ReadonlyArray<SessionView>, StoreError>
+  /** One page of the wallet's open sessions, oldest first (key: created_at, id). */
+  readonly list: (namespace: string, wallet: string, page: PageRequest) => Effect.Effect<Page<SessionView>, StoreError>
   /** Ends one of the wallet's sessions; a device-bound caller proves its key over the session id. */
   readonly end: (input: {
     readonly namespace: string
@@ -874,20 +876,23 @@ export class Sessions extends Context.Tag("portico/Sessions")<Sessions, Sessions
           }),
         refresh,
         proveWithDevice,
-        list: (namespace, wallet) =>
-          Effect.map(
-            store.query({
-              sql: `SELECT id, device_id, created_at, refreshed_at FROM sessions
-                    WHERE namespace = ? AND wallet = ? AND ended_at IS NULL ORDER BY created_at, id`,
-              params: [namespace, wallet]
-            }),
-            (rows) =>
-              rows.map((r) => ({
-                id: String(r.id),
-                deviceId: r.device_id === null ? undefined : String(r.device_id),
-                createdAt: Number(r.created_at),
-                refreshedAt: Number(r.refreshed_at)
-              }))
+        list: (namespace, wallet, page) =>
+          readPage(
+            store,
+            {
+              select: "SELECT id, device_id, created_at, refreshed_at FROM sessions",
+              where: ["namespace = ?", "wallet = ?", "ended_at IS NULL"],
+              params: [namespace, wallet],
+              order: ["created_at", "id"],
+              direction: "asc"
+            },
+            page,
+            (r) => ({
+              id: String(r.id),
+              deviceId: r.device_id === null ? undefined : String(r.device_id),
+              createdAt: Number(r.created_at),
+              refreshedAt: Number(r.refreshed_at)
+            })
           ),
         end: (input) =>
           Effect.gen(function* () {

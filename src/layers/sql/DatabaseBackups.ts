@@ -13,6 +13,7 @@ import type { Principal } from "../../domain/Principal.js"
 import { Audit } from "../audit/Audit.js"
 import { PorticoConfig } from "../config/PorticoConfig.js"
 import { Coordination } from "../coordination/Coordination.js"
+import { type Page, type PageRequest, readPage } from "../registry/Keyset.js"
 import { RegistryStore } from "../registry/RegistryStore.js"
 import { Storage } from "../storage/Storage.js"
 import { spoolFile } from "../transfer/SpoolFile.js"
@@ -36,8 +37,8 @@ export interface DatabaseBackupsService {
   readonly backup: (caller: Principal, name: string) => Effect.Effect<Backup, SqlRefused>
   /** The backup as the home node takes it (the internal route). */
   readonly backupHere: (caller: Principal, name: string) => Effect.Effect<Backup, SqlRefused>
-  /** Newest first. */
-  readonly list: (caller: Principal, name: string) => Effect.Effect<ReadonlyArray<Backup>, SqlRefused>
+  /** One page of a database's backups, newest first (key: created_at, id, descending). */
+  readonly list: (caller: Principal, name: string, page: PageRequest) => Effect.Effect<Page<Backup>, SqlRefused>
 }
 
 /** A backup record as the home node's route answers it (snake case, Unix seconds). */
@@ -119,24 +120,27 @@ export class DatabaseBackups extends Context.Tag("portico/DatabaseBackups")<Data
             )
           }),
 
-        list: (caller, name) =>
-          Effect.map(
-            Effect.mapError(
-              registry.query({
-                sql: `SELECT id, database_name, backup_cid, size_bytes, created_at FROM local_database_backups
-                      WHERE namespace = ? AND database_name = ? ORDER BY created_at DESC, id DESC LIMIT 1000`,
-                params: [caller.namespace, name]
-              }),
-              registryDown
-            ),
-            (rows) =>
-              rows.map((r) => ({
+        list: (caller, name, page) =>
+          Effect.mapError(
+            readPage(
+              registry,
+              {
+                select: "SELECT id, database_name, backup_cid, size_bytes, created_at FROM local_database_backups",
+                where: ["namespace = ?", "database_name = ?"],
+                params: [caller.namespace, name],
+                order: ["created_at", "id"],
+                direction: "desc"
+              },
+              page,
+              (r) => ({
                 id: String(r["id"]),
                 databaseName: String(r["database_name"]),
                 backupCid: String(r["backup_cid"]),
                 sizeBytes: Number(r["size_bytes"]),
                 createdAt: Number(r["created_at"])
-              }))
+              })
+            ),
+            registryDown
           )
       }
     })

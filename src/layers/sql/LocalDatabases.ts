@@ -12,6 +12,7 @@ import { guardLocalSql } from "../../domain/SqlGuard.js"
 import { Audit } from "../audit/Audit.js"
 import { PorticoConfig } from "../config/PorticoConfig.js"
 import { Coordination } from "../coordination/Coordination.js"
+import { type Page, type PageRequest, readPage } from "../registry/Keyset.js"
 import { RegistryStore, type StoreError } from "../registry/RegistryStore.js"
 import { forwardToHome } from "./HomeNode.js"
 import type { BindValue } from "./SqliteProtocol.js"
@@ -41,7 +42,8 @@ export interface LocalDatabasesService {
     sql: string,
     params: ReadonlyArray<BindValue>
   ) => Effect.Effect<string, SqlRefused>
-  readonly list: (caller: Principal) => Effect.Effect<ReadonlyArray<DatabaseInfo>, SqlRefused>
+  /** One page of the namespace's databases, by name (key: name). */
+  readonly list: (caller: Principal, page: PageRequest) => Effect.Effect<Page<DatabaseInfo>, SqlRefused>
   readonly delete: (caller: Principal, name: string) => Effect.Effect<void, SqlRefused>
   /** The file of a database homed on this node (backups read it). */
   readonly locate: (namespace: string, name: string) => Effect.Effect<string, SqlRefused>
@@ -228,23 +230,26 @@ export class LocalDatabases extends Context.Tag("portico/LocalDatabases")<LocalD
             return yield* deleteHere(caller, name)
           }),
 
-        list: (caller) =>
-          Effect.map(
-            Effect.mapError(
-              store.query({
-                sql: `SELECT d.name, d.home_node, d.created_at,
+        list: (caller, page) =>
+          Effect.mapError(
+            readPage(
+              store,
+              {
+                select: `SELECT d.name, d.home_node, d.created_at,
                         (SELECT b.backup_cid FROM local_database_backups b
                           WHERE b.namespace = d.namespace AND b.database_name = d.name
                             -- a backup of an earlier database of the same name is not this one's
                             AND b.created_at >= d.created_at
                           ORDER BY b.created_at DESC, b.id DESC LIMIT 1) AS backup_cid
-                      FROM local_databases d WHERE d.namespace = ? ORDER BY d.name`,
-                params: [caller.namespace]
-              }),
-              registryDown
-            ),
-            (rows) =>
-              rows.map((row): DatabaseInfo => {
+                      FROM local_databases d`,
+                where: ["d.namespace = ?"],
+                params: [caller.namespace],
+                // the outer query's only table is d: `name` is d.name, and a row's key is read by it
+                order: ["name"],
+                direction: "asc"
+              },
+              page,
+              (row): DatabaseInfo => {
                 const name = String(row["name"])
                 const homeNode = String(row["home_node"])
                 return {
@@ -255,7 +260,9 @@ export class LocalDatabases extends Context.Tag("portico/LocalDatabases")<LocalD
                   sizeBytes: homeNode === config.nodeId ? fileSize(fileOf(caller.namespace, name)) : 0,
                   backupCid: row["backup_cid"] === null || row["backup_cid"] === undefined ? null : String(row["backup_cid"])
                 }
-              })
+              }
+            ),
+            registryDown
           ),
 
         locate

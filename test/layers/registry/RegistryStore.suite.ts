@@ -5,6 +5,7 @@
 import { describe, expect, it, layer } from "@effect/vitest"
 import { Context, Effect, Either, Layer } from "effect"
 import type { Scope } from "effect"
+import { type KeysetSpec, type KeyValues, type Page, pageStatement, readPage } from "../../../src/layers/registry/Keyset.js"
 import { migrations } from "../../../src/layers/registry/migrations.js"
 import { RegistryStore } from "../../../src/layers/registry/RegistryStore.js"
 import type { RegistryStoreService, StoreError } from "../../../src/layers/registry/RegistryStore.js"
@@ -233,5 +234,82 @@ export const registryStoreSuite = (name: string, harness: EngineHarness): void =
         )
       }
     )
+
+    describe("keyset pages", () => {
+      // 25 rows whose first key column ties in threes: a page boundary inside a tie must neither
+      // repeat nor skip a row
+      const seed = (store: RegistryStoreService, namespace: string) =>
+        store.batch(
+          Array.from({ length: 25 }, (_, i) => ({
+            sql: "INSERT INTO members (namespace, wallet, role, added_at, added_by) VALUES (?, ?, ?, ?, ?)",
+            params: [namespace, `0x${String(24 - i).padStart(40, "0")}`, "reader", Math.floor(i / 3), "test"]
+          }))
+        )
+      const members = (namespace: string): KeysetSpec => ({
+        select: "SELECT wallet, added_at FROM members",
+        where: ["namespace = ?"],
+        params: [namespace],
+        order: ["added_at", "wallet"],
+        direction: "asc"
+      })
+      const readAll = (store: RegistryStoreService, spec: KeysetSpec, limit: number) =>
+        Effect.gen(function* () {
+          const pages: Array<Array<string>> = []
+          let after: KeyValues | undefined = undefined
+          for (;;) {
+            const page: Page<string> = yield* readPage(store, spec, { limit, after }, (r) => String(r["wallet"]))
+            pages.push([...page.items])
+            if (page.next === undefined) return pages
+            after = page.next
+          }
+        })
+
+      it.scopedLive("reads a list in bounded pages in key order, ties included, and says where it ends", () =>
+        Effect.gen(function* () {
+          const make = yield* harness.provision
+          const store = yield* build(make())
+          yield* seed(store, "paged")
+          yield* seed(store, "other")
+          const everything = (yield* store.query({
+            sql: "SELECT wallet FROM members WHERE namespace = ? ORDER BY added_at, wallet",
+            params: ["paged"]
+          })).map((r) => String(r["wallet"]))
+          const pages = yield* readAll(store, members("paged"), 10)
+          expect(pages.map((p) => p.length)).toEqual([10, 10, 5])
+          expect(pages.flat()).toEqual(everything)
+          // exactly a page's worth: the last page says it is the last, no empty page follows
+          expect((yield* readAll(store, members("paged"), 5)).map((p) => p.length)).toEqual([5, 5, 5, 5, 5])
+          expect((yield* readAll(store, members("paged"), 25)).map((p) => p.length)).toEqual([25])
+          // the statement reads one row past the page, never the whole list
+          const statement = pageStatement(members("paged"), { limit: 10, after: [2, "0x0"] })
+          expect(statement.params?.at(-1)).toBe(11)
+          expect((yield* store.query(statement)).length).toBe(11)
+        })
+      )
+
+      it.scopedLive("pages newest first by a single key, with the list's own conditions", () =>
+        Effect.gen(function* () {
+          const make = yield* harness.provision
+          const store = yield* build(make())
+          yield* store.batch(
+            Array.from({ length: 25 }, (_, i) => ({
+              sql: "INSERT INTO audit (namespace, at, action, principal, target, detail) VALUES (?, ?, ?, ?, ?, '{}')",
+              params: [i % 5 === 0 ? "elsewhere" : "paged", i, i % 2 === 0 ? "even" : "odd", "p", String(i)]
+            }))
+          )
+          const spec: KeysetSpec = {
+            select: "SELECT id, target AS wallet FROM audit",
+            where: ["namespace = ?", "action = ?"],
+            params: ["paged", "even"],
+            order: ["id"],
+            direction: "desc"
+          }
+          const pages = yield* readAll(store, spec, 3)
+          // even i, not a multiple of 5, newest first: 24 22 18 16 14 12 8 6 4 2
+          expect(pages.flat()).toEqual(["24", "22", "18", "16", "14", "12", "8", "6", "4", "2"])
+          expect(pages.map((p) => p.length)).toEqual([3, 3, 3, 1])
+        })
+      )
+    })
   })
 }
