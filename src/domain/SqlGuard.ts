@@ -521,7 +521,8 @@ export const RESERVED_TABLES: ReadonlySet<string> = new Set([
   "local_databases",
   "local_database_backups",
   "content_pins",
-  "content_refs"
+  "content_refs",
+  "ownership_offers"
 ])
 
 const RESERVED_PREFIX = "portico_"

@@ -229,5 +229,25 @@ export const migrations: ReadonlyArray<Migration> = [
       // of exact origins; none by default.
       `ALTER TABLE namespaces ADD COLUMN cors_origins TEXT NOT NULL DEFAULT '[]'`
     ]
+  },
+  {
+    id: 8,
+    name: "poll_interval_ownership_offers",
+    statements: [
+      // RFC 8628 §3.5: each slow_down adds 5 s to the interval a device request's poller must
+      // keep, for the rest of that request (NULL: the starting interval).
+      `ALTER TABLE device_requests ADD COLUMN poll_interval INTEGER`,
+      // A namespace's ownership moves in two steps (docs/api.md, "Ownership transfer"): the
+      // owner's offer waits here until the recipient accepts it from its own session, the owner
+      // cancels it, or it expires. One offer per namespace: a new one replaces it.
+      `CREATE TABLE IF NOT EXISTS ownership_offers (
+        namespace TEXT PRIMARY KEY,
+        from_owner TEXT,
+        to_wallet TEXT NOT NULL,
+        offered_by TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL
+      )`
+    ]
   }
 ]
