@@ -717,6 +717,12 @@ describe.each(["sqlite", "rqlite"] as const)("approval of further devices, devic
     expectError(await poll(second, code), 400, "authorization_pending")
     expectError(await poll(second, code), 400, "slow_down")
     expectError(await poll(first, code), 401, "DEVICE_PROOF_INVALID")
+    // RFC 8628 §3.5: slow_down added 5 s to this request's interval, so waiting out the first 5 s
+    // is still too soon, and says so with the interval to keep now
+    await new Promise((resolve) => setTimeout(resolve, 5_500))
+    const stillTooSoon = await poll(second, code)
+    expectError(stillTooSoon, 400, "slow_down")
+    expect(stillTooSoon.body.error).toContain("15 s")
 
     const userCode: string = pending.body.user_code
     expectError(

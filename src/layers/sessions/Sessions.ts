@@ -33,6 +33,10 @@ export const CHALLENGE_SECONDS = 5 * 60
 /** Device and user codes of a pending device live 10 minutes; pollers wait 5 s between polls. */
 export const DEVICE_CODE_SECONDS = 10 * 60
 export const POLL_INTERVAL_SECONDS = 5
+/** What each slow_down adds to a device request's poll interval (RFC 8628 §3.5). */
+export const SLOW_DOWN_SECONDS = 5
+/** The poll interval stops growing here: a client that overran it still collects within the code's life. */
+export const MAX_POLL_INTERVAL_SECONDS = 60
 
 /** User codes are typed by people: 8 letters without vowels (no accidental words), shown as ABCD-EFGH. */
 const USER_CODE_ALPHABET = "BCDFGHJKLMNPQRSTVWXZ"
@@ -772,7 +776,7 @@ export class Sessions extends Context.Tag("portico/Sessions")<Sessions, Sessions
             const hash = sealer.hash("refresh-token-hash", "device-code:" + input.deviceCode)
             const rows = yield* store.query({
               sql: `SELECT device_code_hash, namespace, kind, wallet, device_id, public_jwk, label, status, approved_by,
-                           expires_at, last_poll_at FROM device_requests WHERE device_code_hash = ?`,
+                           expires_at, last_poll_at, poll_interval FROM device_requests WHERE device_code_hash = ?`,
               params: [hash]
             })
             const request = rows[0]
@@ -797,14 +801,19 @@ export class Sessions extends Context.Tag("portico/Sessions")<Sessions, Sessions
             if (request.status === "denied") return yield* refuse(400, "access_denied", "the request was denied")
             if (request.status === "revoked") return yield* refuse(403, "DEVICE_REVOKED", "this device was revoked")
             if (request.status === "pending") {
-              // RFC 8628: a poll faster than the interval slows the client down.
-              const last = request.last_poll_at === null ? 0 : Number(request.last_poll_at)
+              // RFC 8628 §3.5: a poll sooner than the interval after the last one is slow_down,
+              // and the interval the poller must keep grows by 5 s for the rest of this request
+              // (up to MAX_POLL_INTERVAL_SECONDS). Every poll counts as the last one.
+              const last = request.last_poll_at === null ? undefined : Number(request.last_poll_at)
+              const interval = request.poll_interval === null ? POLL_INTERVAL_SECONDS : Number(request.poll_interval)
+              const tooSoon = last !== undefined && now - last < interval * 1000
+              const slower = Math.min(interval + SLOW_DOWN_SECONDS, MAX_POLL_INTERVAL_SECONDS)
               yield* store.exec({
-                sql: "UPDATE device_requests SET last_poll_at = ? WHERE device_code_hash = ?",
-                params: [now, hash]
+                sql: "UPDATE device_requests SET last_poll_at = ?, poll_interval = ? WHERE device_code_hash = ?",
+                params: [now, tooSoon ? slower : interval, hash]
               })
-              return yield* now - last < POLL_INTERVAL_SECONDS * 1000
-                ? refuse(400, "slow_down", "poll less often")
+              return yield* tooSoon
+                ? refuse(400, "slow_down", `poll less often: wait at least ${slower} s between polls from now on`)
                 : refuse(400, "authorization_pending", "waiting for approval")
             }
             const wallet = String(request.wallet)
