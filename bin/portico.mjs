@@ -1,6 +1,7 @@
 #!/usr/bin/env node
-// The `portico` command: runs the TypeScript sources through tsx so the checkout needs no build.
-import { register } from "tsx/esm/api"
+// The `portico` command: runs the compiled JavaScript in dist/, compiling src/ first when dist/ is
+// missing or older than the sources (scripts/build.mjs), so a start costs no TypeScript compile.
+import { ensureBuilt } from "../scripts/build.mjs"
 
-register()
-await import("../src/main.ts")
+ensureBuilt()
+await import("../dist/main.js")

@@ -3,6 +3,8 @@
 #
 #   scripts/engines.sh            # every engine implemented below
 #   scripts/engines.sh rqlite     # only the named ones (rqlite, redis, kubo, ipfs-cluster)
+#   scripts/engines.sh --for-tests  # every engine; `npm test` runs this first: one line when all are
+#                                   # present, else says what it builds and why it takes minutes
 #
 # redis-server is the exception: it is the Debian package (what the issue asks the suites to run
 # against), installed with apt-get onto PATH rather than built into $BIN.
@@ -176,11 +178,43 @@ install_redis() {
 }
 
 # --- main -----------------------------------------------------------------------------------
+# Prints the named engines that are absent or built from another pin.
+missing_engines() {
+  local engine
+  for engine in "$@"; do
+    case "$engine" in
+      rqlite) is_current rqlited "$RQLITE_MODULE@$RQLITE_VERSION" || printf '%s\n' "rqlite" ;;
+      redis) command -v redis-server >/dev/null 2>&1 || printf '%s\n' "redis" ;;
+      kubo) is_current ipfs "$KUBO_MODULE@$KUBO_VERSION" || printf '%s\n' "kubo" ;;
+      ipfs-cluster)
+        { is_current ipfs-cluster-service "$CLUSTER_MODULE@$CLUSTER_VERSION" &&
+          is_current ipfs-cluster-ctl "$CLUSTER_MODULE@$CLUSTER_VERSION"; } || printf '%s\n' "ipfs-cluster" ;;
+    esac
+  done
+}
+
 main() {
+  local for_tests=0
+  if [[ "${1:-}" == "--for-tests" ]]; then
+    for_tests=1
+    shift
+  fi
   local engines=("$@")
   [[ ${#engines[@]} -gt 0 ]] || engines=("${IMPLEMENTED[@]}")
   mkdir -p "$BIN"
   local engine
+  if [[ $for_tests -eq 1 ]]; then
+    local missing
+    missing="$(missing_engines "${engines[@]}" | tr '\n' ' ')"
+    if [[ -z "$missing" ]]; then
+      log "test engines present in $BIN (rqlited, ipfs, ipfs-cluster) and on PATH (redis-server)"
+      return 0
+    fi
+    log "npm test runs its suites against the real engines: rqlited, redis-server, Kubo (ipfs) and IPFS Cluster."
+    log "missing here: ${missing% }. Installing them now; later runs find them and skip this step."
+    log "the first time takes minutes: rqlited, ipfs and ipfs-cluster are compiled from source with Go"
+    log "(the module proxy is the only source reachable from CI), and redis-server comes from apt-get."
+  fi
   for engine in "${engines[@]}"; do
     case "$engine" in
       rqlite) install_rqlite ;;

@@ -1,0 +1,78 @@
+#!/usr/bin/env node
+// Compiles src/ to dist/ with tsc (tsconfig.build.json) when dist/ is older than the sources, so
+// `npm start` and the `portico` command run plain JavaScript instead of compiling TypeScript on
+// every start. Run by scripts/ensure-deps.mjs (the install step) and by bin/portico.mjs when stale.
+//
+//   node scripts/build.mjs          # build when stale
+//   node scripts/build.mjs --force  # build now
+//
+// Also importable: `ensureBuilt()` returns once dist/ is current.
+import { spawnSync } from "node:child_process"
+import { existsSync, readdirSync, statSync, utimesSync, writeFileSync } from "node:fs"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+
+const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
+export const distDir = path.join(root, "dist")
+const stampFile = path.join(distDir, ".build-stamp")
+// Inputs whose change can change the output; directories count too, since removing a file
+// changes only its directory's mtime.
+const configFiles = ["tsconfig.json", "tsconfig.build.json", "package-lock.json"].map((f) => path.join(root, f))
+
+const newestMtime = (dir) => {
+  let newest = statSync(dir).mtimeMs
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const full = path.join(dir, entry.name)
+    const mtime = entry.isDirectory() ? newestMtime(full) : statSync(full).mtimeMs
+    if (mtime > newest) newest = mtime
+  }
+  return newest
+}
+
+/** Why dist/ needs a build, or undefined when it is current (or there are no sources to build). */
+export const staleReason = () => {
+  const src = path.join(root, "src")
+  if (!existsSync(src)) return undefined
+  if (!existsSync(stampFile)) return "dist/ has not been built yet"
+  const built = statSync(stampFile).mtimeMs
+  if (newestMtime(src) > built) return "src/ changed since the last build"
+  if (configFiles.some((f) => existsSync(f) && statSync(f).mtimeMs > built)) return "the TypeScript settings or dependencies changed"
+  return undefined
+}
+
+/** Runs tsc; exits the process with a one-line reason when it emits nothing. */
+export const build = (reason) => {
+  process.stderr.write(`[build] compiling src/ to dist/ with tsc (${reason}; about 20 s the first time, less after)\n`)
+  const started = Date.now()
+  // The stamp's time is taken before compiling: a source edited during the build stays newer.
+  const startedAt = new Date()
+  const tsc = path.join(root, "node_modules", "typescript", "bin", "tsc")
+  const result = spawnSync(process.execPath, [tsc, "-p", path.join(root, "tsconfig.build.json")], {
+    cwd: root,
+    stdio: ["ignore", "pipe", "pipe"],
+    encoding: "utf8"
+  })
+  // tsc exits 2 when it found type errors but wrote the output anyway; `npm run typecheck` is the
+  // place for those, so they do not stop the program from starting.
+  if (result.status === 2) {
+    const count = (result.stdout.match(/error TS\d+/g) ?? []).length
+    process.stderr.write(`[build] tsc reported ${count} type error(s) (see \`npm run typecheck\`); JavaScript was written anyway\n`)
+  } else if (result.status !== 0) {
+    process.stderr.write(result.stdout + result.stderr)
+    process.stderr.write(`[build] tsc failed (exit ${result.status ?? result.signal}); dist/ was not updated\n`)
+    process.exit(1)
+  }
+  writeFileSync(stampFile, startedAt.toISOString() + "\n")
+  utimesSync(stampFile, startedAt, startedAt)
+  process.stderr.write(`[build] done in ${((Date.now() - started) / 1000).toFixed(1)} s\n`)
+}
+
+export const ensureBuilt = () => {
+  const reason = staleReason()
+  if (reason !== undefined) build(reason)
+}
+
+if (process.argv[1] !== undefined && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
+  if (process.argv.includes("--force")) build("asked with --force")
+  else ensureBuilt()
+}

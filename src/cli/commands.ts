@@ -1,0 +1,107 @@
+/**
+ * Every `portico` command: words, options, help text. Bodies are imported when a command runs, so
+ * listing and parsing stay free of the gateway's modules.
+ */
+import { checkPrint, type Command, type Options, printDetail, printOption } from "./Cli.js"
+
+const dataDir: Options = { "data-dir": { type: "string" } }
+const dataDirDetail = ["--data-dir DIR", "the data dir holding the registry (default PORTICO_DATA_DIR or ./data)"] as const
+
+export const commands: ReadonlyArray<Command> = [
+  {
+    words: ["serve"],
+    summary: "Run the gateway until SIGINT/SIGTERM (npm start runs this).",
+    synopsis: "[--port N] [--host H] [--data-dir DIR]",
+    details: [
+      ["--port N", "listen port (default PORTICO_PORT or 6001; 0 picks a free one)"],
+      ["--host H", "listen address (default PORTICO_HOST or 127.0.0.1)"],
+      dataDirDetail
+    ],
+    notes: ["Every other setting comes from the environment: see README.md, Configuration."],
+    options: { port: { type: "string" }, host: { type: "string" }, ...dataDir },
+    maxPositionals: 0,
+    run: async (parsed) => (await import("./serve.js")).serve(parsed)
+  },
+  {
+    words: ["namespace", "create"],
+    summary: "Create a namespace and print its owner-level admin API key (works with or without a running gateway).",
+    synopsis: "NAME [--owner WALLET] [--print FIELD] [--data-dir DIR]",
+    details: [
+      ["NAME", "3-63 characters of a-z, 0-9 and inner hyphens"],
+      ["--owner WALLET", "the owner's wallet address (0x + 40 hex), who can then sign in"],
+      printDetail("namespace, api_key, key_id, owner"),
+      dataDirDetail
+    ],
+    options: { owner: { type: "string" }, ...printOption, ...dataDir },
+    maxPositionals: 1,
+    run: async (parsed) => {
+      checkPrint(parsed, ["namespace", "api_key", "key_id", "owner"])
+      return (await import("./registry.js")).namespaceCreate(parsed)
+    }
+  },
+  {
+    words: ["keys", "create"],
+    summary: "Mint an API key in a namespace (works with or without a running gateway).",
+    synopsis: "--namespace NAME (--scopes a,b | --profile admin|runtime) [--label L] [--expires-in-days N] [--print FIELD] [--data-dir DIR]",
+    details: [
+      ["--namespace NAME", "the namespace"],
+      ["--scopes a,b", "grants, e.g. cache,invoke or cache:key=sessions/*"],
+      ["--profile P", "admin or runtime instead of --scopes"],
+      ["--label L", "a label to recognise the key by"],
+      ["--expires-in-days N", "expire after N days (default never)"],
+      printDetail("id, api_key, namespace, label, role, scopes, expires_at"),
+      dataDirDetail
+    ],
+    options: {
+      namespace: { type: "string" },
+      scopes: { type: "string" },
+      profile: { type: "string" },
+      label: { type: "string" },
+      "expires-in-days": { type: "string" },
+      ...printOption,
+      ...dataDir
+    },
+    maxPositionals: 0,
+    run: async (parsed) => {
+      checkPrint(parsed, ["id", "api_key", "namespace", "label", "role", "scopes", "expires_at"])
+      return (await import("./registry.js")).keysCreate(parsed)
+    }
+  },
+  {
+    words: ["wallet", "new"],
+    summary: "Make a new wallet key (secp256k1) in a file and print its address.",
+    synopsis: "--out FILE",
+    details: [["--out FILE", "where the private key goes (created with mode 0600; never overwritten)"]],
+    options: { out: { type: "string" } },
+    maxPositionals: 0,
+    run: async (parsed) => (await import("./login.js")).walletNew(parsed)
+  },
+  {
+    words: ["wallet", "address"],
+    summary: "Print the address of a wallet key file.",
+    synopsis: "--wallet-key-file FILE",
+    details: [["--wallet-key-file FILE", "a key file made by `portico wallet new`"]],
+    options: { "wallet-key-file": { type: "string" } },
+    maxPositionals: 0,
+    run: async (parsed) => (await import("./login.js")).walletAddress(parsed)
+  },
+  {
+    words: ["login"],
+    summary: "Sign a wallet in to a namespace on a running gateway (EIP-4361 challenge, personal_sign, verify) and print the access token.",
+    synopsis: "--namespace NAME --wallet-key-file FILE [--url URL] [--json]",
+    details: [
+      ["--namespace NAME", "the namespace to sign in to (the wallet must be its owner or a member)"],
+      ["--wallet-key-file FILE", "a key file made by `portico wallet new`"],
+      ["--url URL", "the gateway (default PORTICO_URL or http://127.0.0.1:6001)"],
+      ["--json", "print the whole answer (refresh token, session id, expiry) instead of the token"]
+    ],
+    options: {
+      namespace: { type: "string" },
+      "wallet-key-file": { type: "string" },
+      url: { type: "string" },
+      json: { type: "boolean" }
+    },
+    maxPositionals: 0,
+    run: async (parsed) => (await import("./login.js")).login(parsed)
+  }
+]

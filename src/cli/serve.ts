@@ -1,0 +1,45 @@
+/**
+ * `portico serve`: the gateway in this process until SIGINT/SIGTERM.
+ */
+import { Effect } from "effect"
+import { PorticoConfig } from "../layers/config/PorticoConfig.js"
+import { type Parsed, stringOption, wholeNumberOption } from "./Cli.js"
+import { runCommand } from "./failure.js"
+
+export const serve = (parsed: Parsed): Promise<void> => {
+  const port = wholeNumberOption(parsed, "port")
+  const host = stringOption(parsed, "host")
+  const dataDir = stringOption(parsed, "data-dir")
+  return runCommand(
+    Effect.gen(function* () {
+      const settings = yield* PorticoConfig.pipe(
+        Effect.provide(
+          PorticoConfig.fromEnv({
+            ...(port === undefined ? {} : { port }),
+            ...(host === undefined ? {} : { host }),
+            ...(dataDir === undefined ? {} : { dataDir })
+          })
+        )
+      )
+      // Loaded here so registry commands do not pay for the HTTP stack and the docs bundle.
+      const { serveGateway } = yield* Effect.promise(() => import("../api/Gateway.js"))
+      const { logLine } = yield* Effect.promise(() => import("../api/AccessLog.js"))
+      const listening = yield* serveGateway(settings)
+      logLine({
+        level: "info",
+        msg: "listening",
+        port: listening.port,
+        host: listening.host,
+        registry: settings.registry.engine,
+        url: `http://${listening.host}:${listening.port}`
+      })
+      // Serve until SIGINT/SIGTERM; closing the scope then drains in-flight requests.
+      yield* Effect.async<void>((resume) => {
+        const stop = () => resume(Effect.void)
+        process.once("SIGINT", stop)
+        process.once("SIGTERM", stop)
+      })
+      logLine({ level: "info", msg: "shutting down" })
+    }).pipe(Effect.scoped)
+  )
+}
