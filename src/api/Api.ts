@@ -6,6 +6,7 @@ import { openApiDocument } from "./OpenApiDocument.js"
 import { AuditGroup } from "./groups/AuditGroup.js"
 import { AuthGroup } from "./groups/AuthGroup.js"
 import { CacheGroup } from "./groups/CacheGroup.js"
+import { CorsGroup } from "./groups/CorsGroup.js"
 import { DeviceGroup } from "./groups/DeviceGroup.js"
 import { NamespaceGroup } from "./groups/NamespaceGroup.js"
 import { DatabaseGroup } from "./groups/DatabaseGroup.js"
@@ -20,6 +21,7 @@ export class PorticoApi extends HttpApi.make("portico")
   .add(SystemGroup.middleware(Authentication))
   .add(AuthGroup.middleware(Authentication))
   .add(NamespaceGroup.middleware(Authentication))
+  .add(CorsGroup.middleware(Authentication))
   .add(AuditGroup.middleware(Authentication))
   .add(DeviceGroup.middleware(Authentication))
   .add(CacheGroup.middleware(Authentication))

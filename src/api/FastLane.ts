@@ -35,6 +35,7 @@ import { RegistryStore } from "../layers/registry/RegistryStore.js"
 import type { Refused } from "../layers/Refused.js"
 import { ClusterSql, type ClusterSqlService } from "../layers/sql/ClusterSql.js"
 import { bearerPattern, policyRefusal, rateLimited } from "./Authentication.js"
+import { laneCors } from "./Cors.js"
 import { envelopeOf } from "./ErrorResponses.js"
 import { internalBody } from "./NodeAdapter.js"
 import { whoamiOf } from "./groups/AuthGroup.js"
@@ -210,6 +211,7 @@ export const makeFastLane = Effect.gen(function* () {
   const config = yield* PorticoConfig
   const registry = yield* RegistryStore
   const sql = yield* Effect.serviceOption(ClusterSql)
+  const corsOf = yield* laneCors
   const runtime = yield* Effect.runtime<never>()
   const runCallback = Runtime.runCallback(runtime)
   const operators = config.operators
@@ -257,6 +259,9 @@ export const makeFastLane = Effect.gen(function* () {
     if (authenticated === undefined || Either.isLeft(authenticated)) return undefined
     const caller = authenticated.right
     if (policyRefusal(route.policy, caller, operators) !== undefined) return undefined
+    // a browser's request: its CORS headers, unless the namespace's origins must be read first
+    const cors = corsOf(req, caller.namespace, now)
+    if (cors === undefined) return undefined
 
     let text = ""
     if (body !== undefined && req.method !== "GET") {
@@ -271,6 +276,8 @@ export const makeFastLane = Effect.gen(function* () {
 
     const admission = limiter.admitNow(req.socket.remoteAddress, caller.namespace, now)
     if (admission === undefined) return undefined
+    // past the last decline: headers set now go out with whatever answer this request gets
+    for (const name in cors) res.setHeader(name, cors[name]!)
     // for the access log's line, when there is one
     if (logRequests) RequestMeta.setNamespaceOfSource(req, caller.namespace)
     let answer: Answer | Pending

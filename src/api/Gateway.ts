@@ -17,6 +17,8 @@ import { MAX_PATH_PARAM_LENGTH } from "./Wire.js"
 import { AuditHandlers } from "./handlers/AuditHandlers.js"
 import { AuthHandlers } from "./handlers/AuthHandlers.js"
 import { CacheHandlers } from "./handlers/CacheHandlers.js"
+import { CorsHandlers } from "./handlers/CorsHandlers.js"
+import { corsMiddleware } from "./Cors.js"
 import { DatabaseHandlers } from "./handlers/DatabaseHandlers.js"
 import { DeviceHandlers } from "./handlers/DeviceHandlers.js"
 import { SqlHandlers } from "./handlers/SqlHandlers.js"
@@ -34,6 +36,7 @@ const HandlersLive = Layer.mergeAll(
   SystemHandlers,
   AuthHandlers,
   NamespaceHandlers,
+  CorsHandlers,
   AuditHandlers,
   DeviceHandlers,
   CacheHandlers,
@@ -50,7 +53,11 @@ const DocsLive = Layer.mergeAll(
   HttpApiScalar.layer({ path: "/v1/docs" })
 ).pipe(Layer.provide(ApiLive))
 
-const ErrorsLive = HttpApiBuilder.middleware((app) => Effect.catchAllCause(app, renderFailure))
+// One middleware, so the order is certain: failures become the envelope first, then every
+// answer (refusals too) gets its CORS headers, and preflights are answered (src/api/Cors.ts).
+const ErrorsLive = HttpApiBuilder.middleware(
+  Effect.map(corsMiddleware, (cors) => (app) => cors(Effect.catchAllCause(app, renderFailure)))
+)
 
 /** Everything the HttpApp needs, routes registered. */
 export const routesLayer = Layer.mergeAll(ApiLive, DocsLive, ErrorsLive).pipe(

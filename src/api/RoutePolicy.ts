@@ -95,6 +95,9 @@ export const routePolicies: Readonly<Record<string, Policy>> = {
   "DELETE /v1/namespace/keys/:id": controlPlane,
   "GET /v1/namespace/rate-limit": authenticated,
   "PUT /v1/namespace/rate-limit": namespaceWrite,
+  // browser origins admitted (docs/api.md, "Browsers and CORS"): a namespace setting
+  "GET /v1/namespace/cors": authenticated,
+  "PUT /v1/namespace/cors": namespaceWrite,
 
   // cache (spec §4.1): the grant may be narrowed to keys; the cache service checks the key
   "POST /v1/cache/put": grant("cache"),

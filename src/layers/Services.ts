@@ -11,6 +11,7 @@ import { Authenticator } from "./auth/Authenticator.js"
 import { PorticoConfig, type PorticoSettings } from "./config/PorticoConfig.js"
 import { Health } from "./health/Health.js"
 import { ApiKeys } from "./keys/ApiKeys.js"
+import { CorsOrigins } from "./namespaces/CorsOrigins.js"
 import { Namespaces } from "./namespaces/Namespaces.js"
 import { RateLimiter } from "./ratelimit/RateLimiter.js"
 import { registryLayer } from "./registry/registryLayer.js"
@@ -39,7 +40,8 @@ export const servicesLayer = (settings: PorticoSettings) => {
     Layer.provideMerge(PorticoConfig.layer(settings))
   )
   const registry = Layer.mergeAll(Audit.Live, ApiKeys.Live, KeyRing.Live, Health.Live, Coordination.Live).pipe(Layer.provideMerge(core))
-  const sessions = Layer.mergeAll(Namespaces.Live, Sessions.Live, SessionPolicy.Live).pipe(Layer.provideMerge(registry))
+  const namespaceSettings = CorsOrigins.Live.pipe(Layer.provideMerge(registry))
+  const sessions = Layer.mergeAll(Namespaces.Live, Sessions.Live, SessionPolicy.Live).pipe(Layer.provideMerge(namespaceSettings))
   const namespaces = Devices.Live.pipe(Layer.provideMerge(sessions))
   const liveness = Sessions.Liveness.pipe(Layer.provideMerge(namespaces))
   const cacheStore =

@@ -12,6 +12,7 @@ import { type FastLane, makeFastLane } from "../../src/api/FastLane.js"
 import { Authenticator } from "../../src/layers/auth/Authenticator.js"
 import { type PorticoSettings, testSettings } from "../../src/layers/config/PorticoConfig.js"
 import { ApiKeys } from "../../src/layers/keys/ApiKeys.js"
+import { CorsOrigins } from "../../src/layers/namespaces/CorsOrigins.js"
 import { Namespaces } from "../../src/layers/namespaces/Namespaces.js"
 import { RateLimiter } from "../../src/layers/ratelimit/RateLimiter.js"
 import { RegistryStore } from "../../src/layers/registry/RegistryStore.js"
@@ -65,7 +66,7 @@ const call = (lane: FastLane, method: string, url: string, token: string | undef
 const laneServices = (settings: PorticoSettings) => {
   const core = Layer.mergeAll(Sealer.Live, registryLayer(settings)).pipe(Layer.provideMerge(PorticoConfig.layer(settings)))
   const registry = Layer.mergeAll(Audit.Live, ApiKeys.Live, KeyRing.Live).pipe(Layer.provideMerge(core))
-  const sessions = Layer.mergeAll(Namespaces.Live, Sessions.Live).pipe(Layer.provideMerge(registry))
+  const sessions = Layer.mergeAll(Namespaces.Live, Sessions.Live, CorsOrigins.Live).pipe(Layer.provideMerge(registry))
   const liveness = Sessions.Liveness.pipe(Layer.provideMerge(sessions))
   const cache = Cache.Live.pipe(Layer.provide(MemoryCacheStore.layer(settings.cache.maxBytesPerNamespace)))
   return Layer.mergeAll(RateLimiter.Live, Authenticator.Live, cache).pipe(Layer.provideMerge(liveness))
@@ -274,4 +275,34 @@ describe("the fast lane", () => {
       withGateway({}, (lane, keys) => Effect.sync(() => expect(call(lane, "POST", "/v1/rqlite/query", keys.owner, '{"sql":"SELECT 1"}').status).toBeUndefined()))
     )
   })
+
+  it.scopedLive("answers a browser's request with the CORS headers of the caller's namespace, once its origins are known", () =>
+    withGateway({}, (lane, keys) =>
+      Effect.gen(function* () {
+        const origins = yield* CorsOrigins
+        yield* origins.set("lane", ["https://app.example"], "test")
+        const browser = (origin: string) => {
+          const { req, res, written } = exchange("GET", "/v1/auth/whoami", keys.owner)
+          ;(req.headers as Record<string, string>)["origin"] = origin
+          const set: Record<string, string> = {}
+          ;(res as unknown as { setHeader: (n: string, v: string) => void }).setHeader = (n, v) => {
+            set[n] = v
+          }
+          return { status: lane(req, res, undefined), written, set }
+        }
+        // not read yet on this gateway: the app answers (and reads them)
+        expect(browser("https://app.example").status).toBeUndefined()
+        yield* origins.get("lane")
+        const allowed = browser("https://app.example")
+        expect(allowed.status).toBe(200)
+        expect(allowed.set).toMatchObject({ "access-control-allow-origin": "https://app.example", vary: "Origin" })
+        expect(allowed.set["access-control-expose-headers"]).toContain("retry-after")
+        const other = browser("https://evil.example")
+        expect(other.status).toBe(200)
+        expect(other.set).toEqual({ vary: "Origin" })
+        // without Origin nothing is added
+        expect(call(lane, "GET", "/v1/auth/whoami", keys.owner).status).toBe(200)
+      })
+    )
+  )
 })

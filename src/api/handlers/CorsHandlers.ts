@@ -1,0 +1,27 @@
+import { HttpApiBuilder } from "@effect/platform"
+import { Effect } from "effect"
+import { unavailable } from "../../domain/Errors.js"
+import { CorsOrigins } from "../../layers/namespaces/CorsOrigins.js"
+import { PorticoApi } from "../Api.js"
+import { requirePrincipal } from "./Principal.js"
+
+export const CorsHandlers = HttpApiBuilder.group(PorticoApi, "cors", (handlers) =>
+  Effect.gen(function* () {
+    const origins = yield* CorsOrigins
+    const storeDown = () => unavailable("registry unavailable")
+    return handlers
+      .handle("get", () =>
+        Effect.gen(function* () {
+          const p = yield* requirePrincipal
+          return { namespace: p.namespace, origins: [...(yield* Effect.mapError(origins.get(p.namespace), storeDown))] }
+        })
+      )
+      .handle("set", ({ payload }) =>
+        Effect.gen(function* () {
+          const p = yield* requirePrincipal
+          const set = yield* Effect.mapError(origins.set(p.namespace, payload.origins, p.subject), storeDown)
+          return { namespace: p.namespace, origins: [...set] }
+        })
+      )
+  })
+)
