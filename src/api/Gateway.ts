@@ -30,6 +30,7 @@ import { FORWARD_PATHS } from "../layers/sql/HomeNode.js"
 import { logParserRefusal, logRequest } from "./AccessLog.js"
 import { fastRuntimeLayer, makeRequestListener } from "./NodeAdapter.js"
 import { makeFastLane } from "./FastLane.js"
+import { openApiRoute } from "./OpenApiRoute.js"
 import { NodeHttpServer } from "@effect/platform-node"
 
 const HandlersLive = Layer.mergeAll(
@@ -49,7 +50,7 @@ const HandlersLive = Layer.mergeAll(
 const ApiLive = HttpApiBuilder.api(PorticoApi).pipe(Layer.provide(HandlersLive), Layer.provide(AuthenticationLive))
 
 const DocsLive = Layer.mergeAll(
-  HttpApiBuilder.middlewareOpenApi({ path: "/v1/openapi.json" }),
+  openApiRoute("/v1/openapi.json"),
   HttpApiScalar.layer({ path: "/v1/docs" })
 ).pipe(Layer.provide(ApiLive))
 

@@ -5,6 +5,7 @@
  * spec) but are marked `x-internal` with the peer MAC they take; headers and statuses the
  * handlers set by hand are declared.
  */
+import { PAGE_LIMIT } from "./Paging.js"
 import { policyKey, routePolicies } from "./RoutePolicy.js"
 
 type Json = Record<string, unknown>
@@ -63,8 +64,10 @@ const streamedBodies: Readonly<
       required: ["file"],
       properties: {
         file: { type: "string", format: "binary", description: "the bytes; streamed to disk, never held whole" },
-        name: { type: "string", maxLength: 255, description: "a name for the pin (no control characters); defaults to the file's name" }
-      }
+        name: { type: "string", maxLength: 255, pattern: "^[^\\x00-\\x1f\\x7f]*$", description: "a name for the pin (no control characters); defaults to the file's name" }
+      },
+      // any other part is refused (400): the form holds these two only
+      additionalProperties: false
     },
     description: "multipart form with the file (upload cap and namespace quota: 413 past either)"
   }
@@ -102,8 +105,35 @@ const operations = (spec: Json): Array<{ readonly key: string; readonly path: st
 }
 
 /**
+ * Routes that refuse an API key, and an access token exchanged from one (/v1/auth/token), with
+ * 403 SESSION_REQUIRED: the route policy `session` (storage) and the handlers that act for the
+ * signed-in session itself (its keys, its sessions, its devices). A test checks each of them
+ * answers an API key so.
+ */
+export const SESSION_ONLY: ReadonlyArray<string> = [
+  ...Object.entries(routePolicies)
+    .filter(([, policy]) => policy.kind === "session")
+    .map(([key]) => key),
+  "POST /v1/auth/api-key",
+  "POST /v1/auth/logout",
+  "GET /v1/auth/sessions",
+  "DELETE /v1/auth/sessions/:id",
+  "POST /v1/auth/devices/approve",
+  "GET /v1/auth/devices",
+  "DELETE /v1/auth/devices/:id",
+  // a device-bound session only: anything else is 403 FETCH_CAP_DEVICE_REQUIRED (spec §4.4)
+  "POST /v1/storage/fetch-caps"
+]
+
+const SESSION_NOTE =
+  "Needs a signed-in session's access token (wallet sign-in or device login): an API key, or an access token exchanged from one at /v1/auth/token, is refused with 403 SESSION_REQUIRED."
+
+/**
  * The bearer scheme, required by every operation whose policy is not open (HttpApi would say
  * `security: []`, "no credential", everywhere, and generated clients would never send one).
+ * Session-only routes name the `session` scheme instead, and say so in their description. Each
+ * operation also carries `x-portico-credential` (`none`, `any`, `session` or `peer`), which tools
+ * can filter on (scripts/schemathesis.sh does).
  */
 const withSecurity = (spec: Json): Json => {
   const components = isObject(spec["components"]) ? spec["components"] : {}
@@ -112,6 +142,13 @@ const withSecurity = (spec: Json): Json => {
       type: "http",
       scheme: "bearer",
       description: "an API key (portico_key_…) or an access token (a JWT from /v1/auth/token or wallet sign-in)"
+    },
+    session: {
+      type: "http",
+      scheme: "bearer",
+      bearerFormat: "JWT",
+      description:
+        "a signed-in session's access token (from /v1/auth/verify, /v1/auth/device/token or /v1/auth/refresh); API keys and tokens exchanged from them are refused"
     },
     coordinationMac: {
       type: "apiKey",
@@ -128,8 +165,16 @@ const withSecurity = (spec: Json): Json => {
       // generators that honour x-internal leave these out of client code: no client can call them
       operation["x-internal"] = true
       operation["security"] = [{ coordinationMac: [] }]
+      operation["x-portico-credential"] = "peer"
+    } else if (SESSION_ONLY.includes(key)) {
+      operation["security"] = [{ session: [] }]
+      operation["x-portico-credential"] = "session"
+      const said = typeof operation["description"] === "string" ? operation["description"] + "\n\n" : ""
+      operation["description"] = said + SESSION_NOTE
     } else {
-      operation["security"] = policy === undefined || policy.kind === "open" ? [] : [{ bearer: [] }]
+      const open = policy === undefined || policy.kind === "open"
+      operation["security"] = open ? [] : [{ bearer: [] }]
+      operation["x-portico-credential"] = open ? "none" : "any"
     }
   }
   return spec
@@ -158,7 +203,8 @@ const withOptionalBodies = (spec: Json): Json => {
     const json = body["content"]["application/json"]
     if (!isObject(json)) continue
     const schema = resolve(json["schema"])
-    if (isObject(schema) && schema["type"] === "object" && (!Array.isArray(schema["required"]) || schema["required"].length === 0)) {
+    const ruled = isObject(schema) && (Array.isArray(schema["oneOf"]) || Array.isArray(schema["anyOf"]))
+    if (isObject(schema) && schema["type"] === "object" && !ruled && (!Array.isArray(schema["required"]) || schema["required"].length === 0)) {
       body["required"] = false
     }
   }
@@ -198,23 +244,118 @@ const withHandWrittenAnswers = (spec: Json): Json => {
   return spec
 }
 
-/** Query parameters HttpApi describes by their wire type (a string) that are integers to a client. */
-const INTEGER_QUERIES: Readonly<Record<string, ReadonlyArray<string>>> = { "GET /v1/audit": ["since", "limit"] }
+/** The largest value a QueryInteger takes: 15 decimal digits (Wire.ts). */
+const QUERY_INTEGER_MAX = 999_999_999_999_999
+const QUERY_INTEGER_PATTERNS: ReadonlySet<string> = new Set(["^[0-9]{1,15}$", "^-?[0-9]{1,15}$"])
+
+interface IntegerQuery {
+  readonly minimum: number
+  readonly maximum: number
+  readonly description: string
+}
+
+/**
+ * Integer query parameters by route: HttpApi describes them by their wire type (a string of
+ * digits) and loses the bounds, which sit on the decoded integer. Every other integer query
+ * parameter is a page `limit` (Paging.ts) or an unbounded non-negative integer.
+ */
+const INTEGER_QUERIES: Readonly<Record<string, Readonly<Record<string, IntegerQuery>>>> = {
+  "GET /v1/audit": {
+    since: { minimum: 0, maximum: QUERY_INTEGER_MAX, description: "only entries at or after this time: Unix seconds, an integer (decimal digits)" },
+    limit: { minimum: 1, maximum: 200, description: "entries per page: an integer from 1 to 200 (decimal digits); default 50" }
+  }
+}
+
+const integerQuery = (key: string, name: string, described: unknown): IntegerQuery => {
+  const listed = INTEGER_QUERIES[key]?.[name]
+  if (listed !== undefined) return listed
+  // a description HttpApi wrote from the wire pattern says "a string matching …": not what a client sends
+  const own = typeof described === "string" && !described.startsWith("a string") ? described : undefined
+  if (name === "limit") {
+    return { minimum: 1, maximum: PAGE_LIMIT.max, description: own ?? `items per page: an integer from 1 to ${PAGE_LIMIT.max}` }
+  }
+  return { minimum: 0, maximum: QUERY_INTEGER_MAX, description: own ?? "a non-negative integer (decimal digits)" }
+}
+
+/** Query parameters that are integers to a client: typed, bounded and described as integers. */
 const withIntegerQueries = (spec: Json): Json => {
   for (const { key, operation } of operations(spec)) {
-    const names = INTEGER_QUERIES[key]
     const parameters = operation["parameters"]
-    if (names === undefined || !Array.isArray(parameters)) continue
+    if (!Array.isArray(parameters)) continue
     for (const p of parameters) {
-      if (isObject(p) && typeof p["name"] === "string" && names.includes(p["name"])) {
-        p["schema"] = { type: "integer", minimum: p["name"] === "limit" ? 1 : 0, ...(p["name"] === "limit" ? { maximum: 200 } : {}) }
+      if (!isObject(p) || p["in"] !== "query" || typeof p["name"] !== "string" || !isObject(p["schema"])) continue
+      const wire = p["schema"]
+      if (!(typeof wire["pattern"] === "string" && QUERY_INTEGER_PATTERNS.has(wire["pattern"])) && INTEGER_QUERIES[key]?.[p["name"]] === undefined) {
+        continue
       }
+      const { description, maximum, minimum } = integerQuery(key, p["name"], p["description"])
+      p["schema"] = { type: "integer", minimum, maximum }
+      p["description"] = description
     }
   }
   return spec
 }
 
+/**
+ * Rules over a whole body that a field's schema cannot carry. The handlers enforce them; the
+ * document says them so a generated client knows.
+ */
+const withBodyRules = (spec: Json): Json => {
+  const schemas = isObject(spec["components"]) && isObject(spec["components"]["schemas"]) ? spec["components"]["schemas"] : {}
+  const mintKey = schemas["MintKey"]
+  if (isObject(mintKey)) {
+    // exactly one of the two: both, or neither, is 400 VALIDATION_FAILED
+    mintKey["oneOf"] = [
+      { required: ["scopes"], not: { required: ["profile"] } },
+      { required: ["profile"], not: { required: ["scopes"] } }
+    ]
+    mintKey["description"] = "Exactly one of scopes or profile: a key is minted from an explicit scope list or from a profile"
+  }
+  const rateLimit = schemas["SetRateLimit"]
+  if (isObject(rateLimit)) {
+    // null restores the default for both, so a burst with it is 400 VALIDATION_FAILED
+    rateLimit["anyOf"] = [
+      { properties: { requests_per_second: { type: "integer" } } },
+      { properties: { requests_per_second: { type: "null" } }, not: { required: ["burst"] } }
+    ]
+  }
+  return spec
+}
+
+/** The per-namespace rate-limit ceiling of a gateway (its operator's default). */
+export interface RateLimitCeiling {
+  readonly rps: number
+  readonly burst: number
+}
+
+/**
+ * A namespace may lower its own limit, never raise it past the gateway's per-namespace default
+ * (NamespaceHandlers.ts): the document a gateway serves carries that gateway's ceiling as the
+ * maximum, since it is set per deployment.
+ */
+export const withRateLimitCeiling = (spec: Json, ceiling: RateLimitCeiling): Json => {
+  const schemas = isObject(spec["components"]) && isObject(spec["components"]["schemas"]) ? spec["components"]["schemas"] : {}
+  const body = schemas["SetRateLimit"]
+  if (!isObject(body) || !isObject(body["properties"])) return spec
+  const bound = (node: unknown, maximum: number): void => {
+    if (!isObject(node)) return
+    if (node["type"] === "integer" || (typeof node["$ref"] === "string" && node["$ref"].endsWith("/Int"))) {
+      node["maximum"] = maximum
+      node["description"] = `an integer from 1 to ${maximum}: this gateway's per-namespace default is the ceiling`
+    }
+    for (const branch of ["anyOf", "oneOf"]) {
+      const list = node[branch]
+      if (Array.isArray(list)) for (const item of list) bound(item, maximum)
+    }
+  }
+  bound(body["properties"]["requests_per_second"], ceiling.rps)
+  bound(body["properties"]["burst"], ceiling.burst)
+  return spec
+}
+
 export const openApiDocument = (spec: Json): Json =>
   withIntegerQueries(
-    withHandWrittenAnswers(withOptionalBodies(withSecurity(withStreamedBodies(withoutSchemaIds(withEnvelopeOnly(spec)) as Json))))
+    withHandWrittenAnswers(
+      withOptionalBodies(withBodyRules(withSecurity(withStreamedBodies(withoutSchemaIds(withEnvelopeOnly(spec)) as Json))))
+    )
   )

@@ -34,5 +34,13 @@ export const UNIXFS_PROFILE = {
 /** A CID path parameter; its canonical form is checked by the storage service (400 VALIDATION_FAILED). */
 export const CidParam = Schema.String.pipe(Schema.maxLength(512)).annotations({
   identifier: "Cid",
-  description: "A CID in canonical text form: CIDv1 lowercase base32 (`bafy…`, `bafk…`) or CIDv0 base58btc (`Qm…`)"
+  // A pattern gives the two spellings; whether the bytes are a CID (version, codec, multihash
+  // and its length) is more than a pattern can say, so the format names it.
+  jsonSchema: {
+    type: "string",
+    format: "cid",
+    pattern: `^(?:b[a-z2-7]{1,${MAX_CID_TEXT - 1}}|Qm[1-9A-HJ-NP-Za-km-z]{44})$`,
+    description:
+      "A CID in canonical text form: CIDv1 lowercase base32 (`bafy…`, `bafk…`) or CIDv0 base58btc (`Qm…`); anything else, or a CID written another way, is 400"
+  }
 })

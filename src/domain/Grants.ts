@@ -63,10 +63,26 @@ export const parseGrant = (text: string): Grant | undefined => {
   return { name: name as GrantName, keyPattern: pattern }
 }
 
+/**
+ * `grantPattern`'s narrowing for a JSON Schema reader (no `u` flag there): no whitespace, no C0 or
+ * C1 control, no BOM (JavaScript's `\s` holds U+FEFF, Python's does not), and a `/` or `*`.
+ */
+const NARROWED_CHAR = "[^\\s\\x00-\\x1f\\x7f-\\x9f\\ufeff]"
+export const NARROWED_CACHE_GRANT = `^cache:key=${NARROWED_CHAR}*[/*]${NARROWED_CHAR}*$`
+
 /** A grant string checked by Schema: the only way scopes enter the system. */
 export const GrantString = Schema.String.pipe(
   Schema.filter((s) => parseGrant(s) !== undefined, {
-    message: () => "unknown grant; known: " + GrantName.literals.join(", ") + " (cache may be narrowed: cache:key=<map>/*)"
+    message: () => "unknown grant; known: " + GrantName.literals.join(", ") + " (cache may be narrowed: cache:key=<map>/*)",
+    jsonSchema: {
+      type: "string",
+      minLength: 1,
+      anyOf: [
+        { enum: [...GrantName.literals] },
+        // 10 characters of `cache:key=` and at most 255 of pattern
+        { pattern: NARROWED_CACHE_GRANT, maxLength: 265 }
+      ]
+    }
   })
 ).annotations({ identifier: "Grant", description: "A grant name, or `cache:key=<map>/*` narrowed to keys" })
 

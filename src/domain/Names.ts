@@ -30,7 +30,17 @@ export const Wallet = Schema.transform(
   ),
   Schema.String,
   { strict: true, decode: (s) => s.toLowerCase(), encode: (s) => s }
-).annotations({ identifier: "Wallet" })
+).annotations({
+  identifier: "Wallet",
+  // a pattern cannot check a checksum: the format names the rule, the description says it
+  jsonSchema: {
+    type: "string",
+    pattern: "^0x[0-9a-fA-F]{40}$",
+    format: "evm-address",
+    description:
+      "an EVM address: 0x and 40 hex characters, all lowercase, all uppercase, or mixed case that is its exact EIP-55 checksum (a wrong checksum is 400)"
+  }
+})
 
 /** An API key id as shown on the wire (`key_` + 16 base32 characters). */
 export const KeyId = Schema.String.pipe(

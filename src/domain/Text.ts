@@ -22,7 +22,10 @@ export const WellFormedText = Schema.String.pipe(
 
 /** Well-formed text with no control character: names and labels. */
 export const PlainText = WellFormedText.pipe(
-  Schema.filter((s) => !CONTROL.test(s), { message: () => "no control characters (U+0000-U+001F, U+007F)" })
+  Schema.filter((s) => !CONTROL.test(s), {
+    message: () => "no control characters (U+0000-U+001F, U+007F)",
+    jsonSchema: { pattern: "^[^\\x00-\\x1f\\x7f]*$" }
+  })
 )
 
 export const isPlainText: (u: unknown) => u is string = Schema.is(PlainText)

@@ -10,11 +10,30 @@ const notEmpty = { message: () => "must not be empty" }
 const Dmap = Text.pipe(Schema.minLength(1, notEmpty)).annotations({ description: "the map's name" })
 const Key = Text.pipe(Schema.minLength(1, notEmpty))
 const NotNull = Schema.Unknown.pipe(
-  Schema.filter((v) => v !== null && v !== undefined, { message: () => "value is required and cannot be null" })
+  Schema.filter((v) => v !== null && v !== undefined, {
+    message: () => "value is required and cannot be null",
+    // a get answers null for a miss, so a stored null could not be told from one
+    jsonSchema: { not: { type: "null" } }
+  })
 ).annotations({ description: "any JSON value except null; returned with its exact JSON text" })
 
+/**
+ * A Go-style duration, parsed by the cache service (CacheRules.ts parseTtl). The pattern is the
+ * grammar; the 10-year ceiling is a sum over the parts, which a pattern cannot bound, so the
+ * format names the rule and the description says it.
+ */
+const Ttl = Schema.String.pipe(Schema.maxLength(64)).annotations({
+  jsonSchema: {
+    type: "string",
+    maxLength: 64,
+    pattern: "^(?:0|(?:[0-9]+(?:\\.[0-9]+)?(?:ns|us|\u00b5s|\u03bcs|ms|s|m|h))+)$",
+    format: "go-duration",
+    description: "how long the entry lives: a duration such as 30s, 5m, 1h30m or 1.5h, at most 10 years (87600h); 0 or 0s for no expiry"
+  }
+})
+
 export const PutRequest = strict(
-  Schema.Struct({ dmap: Dmap, key: Key, value: NotNull, ttl: Schema.optional(Schema.String.pipe(Schema.maxLength(64))) })
+  Schema.Struct({ dmap: Dmap, key: Key, value: NotNull, ttl: Schema.optional(Ttl) })
 ).annotations({ identifier: "CachePut" })
 export const KeyRequest = strict(Schema.Struct({ dmap: Dmap, key: Text })).annotations({ identifier: "CacheKey" })
 export const MgetRequest = strict(Schema.Struct({ dmap: Dmap, keys: Schema.Array(Text) })).annotations({

@@ -58,7 +58,9 @@ export const SelectRequest = strict(
 ).annotations({ identifier: "SqlSelect" })
 export const TransactionRequest = strict(
   Schema.Struct({
-    ops: Schema.Array(strict(Schema.Struct({ kind: Schema.Literal("exec", "query"), sql: Sql, args: Schema.optional(SqlArgs) }))),
+    ops: Schema.Array(strict(Schema.Struct({ kind: Schema.Literal("exec", "query"), sql: Sql, args: Schema.optional(SqlArgs) }))).pipe(
+      Schema.minItems(1)
+    ),
     return_results: Schema.optional(Schema.Boolean)
   })
 ).annotations({ identifier: "SqlTransaction" })

@@ -84,7 +84,13 @@ export class StorageGroup extends HttpApiGroup.make("storage")
   .add(HttpApiEndpoint.post("mintFetchCaps", "/v1/storage/fetch-caps").setPayload(MintRequest).addSuccess(Minted))
   .add(
     HttpApiEndpoint.del("revokeFetchCap", "/v1/storage/fetch-caps/:id")
-      .setPath(Schema.Struct({ id: Schema.String.pipe(Schema.maxLength(256)) }))
+      .setPath(
+        Schema.Struct({
+          id: Schema.String.pipe(
+            Schema.pattern(/^[0-9a-f]{32}$/, { message: () => "a capability id is 32 hexadecimal characters" })
+          ).annotations({ description: "the capability's id: 32 lowercase hexadecimal characters" })
+        })
+      )
       .setHeaders(Schema.Struct({ "x-portico-revoke-key": Schema.optional(Schema.String) }))
       .addSuccess(Revoked)
   )
