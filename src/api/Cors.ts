@@ -13,10 +13,13 @@
  * leaves the request to the app, as it does whenever it cannot finish).
  */
 import { HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Effect } from "effect"
+import { Effect, Option } from "effect"
 import type * as http from "node:http"
 import { PorticoConfig } from "../layers/config/PorticoConfig.js"
 import { CorsOrigins } from "../layers/namespaces/CorsOrigins.js"
+import { RateLimiter } from "../layers/ratelimit/RateLimiter.js"
+import { rateLimited } from "./Authentication.js"
+import { errorResponse } from "./ErrorResponses.js"
 import { RequestMeta } from "./RequestMeta.js"
 
 /** Every method a route is served with. */
@@ -81,6 +84,19 @@ const preflightAnswer = (origin: string | undefined) =>
 export const corsMiddleware = Effect.gen(function* () {
   const config = yield* PorticoConfig
   const origins = yield* CorsOrigins
+  const limiter = yield* RateLimiter
+  // a preflight reaches no route, so no route's gate charges it: it is charged to its client
+  // network here, as every request is, before it may cost a registry read
+  const preflight = (request: HttpServerRequest.HttpServerRequest, origin: string) =>
+    Effect.flatMap(limiter.checkClient(Option.getOrUndefined(request.remoteAddress)), (client) => {
+      if (!client.allowed) {
+        const limited = rateLimited(client.retryAfterSeconds, "network")
+        return Effect.succeed(errorResponse(429, limited, limited.retryAfterSeconds))
+      }
+      const namespace = hostNamespace(request.headers["host"], config.baseDomain)
+      if (namespace === undefined) return Effect.succeed(preflightAnswer(undefined))
+      return Effect.map(admits(namespace, origin), (yes) => preflightAnswer(yes ? origin : undefined))
+    })
   // a registry that cannot answer grants nothing: the request itself still gets its answer
   const admits = (namespace: string, origin: string) =>
     Effect.map(Effect.orElseSucceed(origins.get(namespace), (): ReadonlyArray<string> => []), (list) => list.includes(origin))
@@ -89,9 +105,7 @@ export const corsMiddleware = Effect.gen(function* () {
       const origin = request.headers["origin"]
       if (origin === undefined) return inner
       if (request.method === "OPTIONS" && request.headers["access-control-request-method"] !== undefined) {
-        const namespace = hostNamespace(request.headers["host"], config.baseDomain)
-        if (namespace === undefined) return Effect.succeed(preflightAnswer(undefined))
-        return Effect.map(admits(namespace, origin), (yes) => preflightAnswer(yes ? origin : undefined))
+        return preflight(request, origin)
       }
       return Effect.flatMap(inner, (response) => {
         const source = typeof request.source === "object" && request.source !== null ? request.source : request

@@ -166,3 +166,30 @@ describe.each(["sqlite", "rqlite"] as const)("browsers and CORS, registry on %s"
     expect((await preflight(nsHost(), APP)).headers["access-control-allow-origin"]).toBeUndefined()
   })
 })
+
+describe("preflights and the client-network rate limit", () => {
+  let gw: Gateway
+  beforeAll(async () => {
+    gw = await startGateway({
+      env: { PORTICO_BASE_DOMAIN: BASE, PORTICO_RATE_LIMIT: "true", PORTICO_RATE_LIMIT_CLIENT_RPS: "1", PORTICO_RATE_LIMIT_CLIENT_BURST: "5" }
+    })
+  }, 60_000)
+  afterAll(async () => {
+    await gw?.stop()
+  })
+
+  it("charges a preflight to its client network like any request: 429 with Retry-After past the burst", async () => {
+    const answers: Array<Answer> = []
+    for (let i = 0; i < 8; i++) {
+      // a host naming a new namespace each time: each would cost a registry read
+      answers.push(
+        await send(gw.port, "OPTIONS", "/v1/auth/whoami", { host: `ns-probe${i}.${BASE}`, origin: APP, "access-control-request-method": "GET" })
+      )
+    }
+    expect(answers.slice(0, 5).every((a) => a.status === 204)).toBe(true)
+    const limited = answers[answers.length - 1]!
+    expect(limited.status).toBe(429)
+    expect(JSON.parse(limited.body).code).toBe("RATE_LIMITED")
+    expect(Number(limited.headers["retry-after"])).toBeGreaterThanOrEqual(1)
+  })
+})
