@@ -1,0 +1,172 @@
+/**
+ * The served document and the server agree (issue 19): for a sample of the rules the document
+ * now carries, an input the document accepts is not refused with 400, and an input the document
+ * refuses is a 400. Each input is first checked against the document itself (JSON Schema 2020-12,
+ * the dialect of OpenAPI 3.1), so the table cannot drift from what the document says.
+ */
+import Ajv2020 from "ajv/dist/2020.js"
+import { Wallet } from "ethers"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { type Gateway, startGateway } from "../support/gateway.js"
+
+interface Case {
+  readonly name: string
+  readonly method: string
+  readonly path: string
+  /** The document's path template and method, to find the schema. */
+  readonly operation: readonly [string, string]
+  readonly json?: unknown
+  readonly query?: Record<string, string>
+  /** A rule the document names as a format (a checksum no pattern can check): the pattern admits it. */
+  readonly format?: string
+}
+
+const pointer = (...parts: ReadonlyArray<string>) => parts.map((p) => p.replace(/~/g, "~0").replace(/\//g, "~1")).join("/")
+
+describe("the served OpenAPI document and the server agree", () => {
+  let gw: Gateway
+  let key: string
+  let ajv: InstanceType<typeof Ajv2020>
+  let doc: any
+
+  beforeAll(async () => {
+    gw = await startGateway({ env: { PORTICO_RATE_LIMIT_NAMESPACE_RPS: "500", PORTICO_RATE_LIMIT_NAMESPACE_BURST: "900" } })
+    key = (await gw.cli(["namespace", "create", "agree"])).api_key
+    doc = (await gw.request("GET", "/v1/openapi.json")).body
+    ajv = new Ajv2020({ strict: false, validateFormats: false, allErrors: true })
+    ajv.addSchema(doc, "doc")
+  })
+  afterAll(async () => {
+    await gw?.stop()
+  })
+
+  /** Whether the document accepts the case's body or query. */
+  const documentAccepts = (c: Case): boolean => {
+    const [method, path] = c.operation
+    const base = `doc#/${pointer("paths", path, method)}`
+    if (c.json !== undefined) {
+      return ajv.validate({ $ref: `${base}/requestBody/content/${pointer("application/json")}/schema` }, c.json) as boolean
+    }
+    const parameters: Array<any> = doc.paths[path][method].parameters
+    return Object.entries(c.query ?? {}).every(([name, raw]) => {
+      const index = parameters.findIndex((p) => p.name === name)
+      const schema = parameters[index].schema
+      // a query value is text on the wire: an integer parameter takes decimal digits
+      const value = schema.type === "integer" ? (/^-?[0-9]+$/.test(raw) ? Number(raw) : raw) : raw
+      return ajv.validate({ $ref: `${base}/parameters/${index}/schema` }, value) as boolean
+    })
+  }
+
+  const send = (c: Case) =>
+    gw.request(c.method, c.path + (c.query === undefined ? "" : "?" + new URLSearchParams(c.query).toString()), {
+      token: key,
+      ...(c.json === undefined ? {} : { json: c.json })
+    })
+
+  const wallet = Wallet.createRandom().address // EIP-55 mixed case
+  const flipped = wallet.slice(0, 2) + [...wallet.slice(2)].map((ch) => (/[a-f]/.test(ch) ? ch.toUpperCase() : /[A-F]/.test(ch) ? ch.toLowerCase() : ch)).join("")
+  const members = ["post", "/v1/namespace/members"] as const
+  const put = ["post", "/v1/cache/put"] as const
+  const mint = ["post", "/v1/namespace/keys"] as const
+  const limit = ["put", "/v1/namespace/rate-limit"] as const
+  const audit = ["get", "/v1/audit"] as const
+  const challenge = ["post", "/v1/auth/challenge"] as const
+
+  const conforming: ReadonlyArray<Case> = [
+    { name: "an EIP-55 wallet", method: "POST", path: "/v1/namespace/members", operation: members, json: { wallet, role: "reader" } },
+    { name: "a lowercase wallet", method: "POST", path: "/v1/namespace/members", operation: members, json: { wallet: wallet.toLowerCase(), role: "reader" } },
+    { name: "a cache value and a ttl", method: "POST", path: "/v1/cache/put", operation: put, json: { dmap: "m", key: "k", value: 0, ttl: "1h30m" } },
+    { name: "scopes alone", method: "POST", path: "/v1/namespace/keys", operation: mint, json: { scopes: ["cache", "cache:key=m/*"] } },
+    { name: "a profile alone", method: "POST", path: "/v1/namespace/keys", operation: mint, json: { profile: "runtime" } },
+    { name: "the rate ceiling", method: "PUT", path: "/v1/namespace/rate-limit", operation: limit, json: { requests_per_second: 500, burst: 900 } },
+    { name: "a null rate", method: "PUT", path: "/v1/namespace/rate-limit", operation: limit, json: { requests_per_second: null } },
+    { name: "audit bounds", method: "GET", path: "/v1/audit", operation: audit, query: { limit: "200", since: "999999999999999" } },
+    {
+      name: "a thumbprint-shaped device id",
+      method: "POST",
+      path: "/v1/auth/challenge",
+      operation: challenge,
+      json: { wallet, namespace: "agree", device_id: "A".repeat(42) + "w" }
+    },
+    {
+      name: "a well-formed fetch-cap id",
+      method: "DELETE",
+      path: "/v1/storage/fetch-caps/" + "0".repeat(32),
+      operation: ["delete", "/v1/storage/fetch-caps/{id}"]
+    }
+  ]
+
+  const violating: ReadonlyArray<Case> = [
+    {
+      name: "a wrong checksum",
+      method: "POST",
+      path: "/v1/namespace/members",
+      operation: members,
+      json: { wallet: flipped, role: "reader" },
+      format: "evm-address"
+    },
+    { name: "a null cache value", method: "POST", path: "/v1/cache/put", operation: put, json: { dmap: "m", key: "k", value: null } },
+    { name: "a ttl in years", method: "POST", path: "/v1/cache/put", operation: put, json: { dmap: "m", key: "k", value: 1, ttl: "1y" } },
+    { name: "an empty scope", method: "POST", path: "/v1/namespace/keys", operation: mint, json: { scopes: [""] } },
+    { name: "a narrowing that reaches nothing", method: "POST", path: "/v1/namespace/keys", operation: mint, json: { scopes: ["cache:key=x"] } },
+    { name: "scopes and a profile", method: "POST", path: "/v1/namespace/keys", operation: mint, json: { scopes: ["cache"], profile: "runtime" } },
+    { name: "neither scopes nor profile", method: "POST", path: "/v1/namespace/keys", operation: mint, json: { label: "x" } },
+    { name: "a burst past the ceiling", method: "PUT", path: "/v1/namespace/rate-limit", operation: limit, json: { requests_per_second: 1, burst: 901 } },
+    { name: "a rate past the ceiling", method: "PUT", path: "/v1/namespace/rate-limit", operation: limit, json: { requests_per_second: 501 } },
+    { name: "a burst with a null rate", method: "PUT", path: "/v1/namespace/rate-limit", operation: limit, json: { requests_per_second: null, burst: 5 } },
+    { name: "an audit limit past 200", method: "GET", path: "/v1/audit", operation: audit, query: { limit: "201" } },
+    { name: "a 16-digit since", method: "GET", path: "/v1/audit", operation: audit, query: { since: "1000000000000000" } },
+    {
+      name: "a device id no SHA-256 gives",
+      method: "POST",
+      path: "/v1/auth/challenge",
+      operation: challenge,
+      json: { wallet, namespace: "agree", device_id: "A".repeat(42) + "B" }
+    }
+  ]
+
+  it.each(conforming.map((c) => [c.name, c] as const))("accepts what the document accepts: %s", async (_, c) => {
+    if (c.json !== undefined || c.query !== undefined) expect(documentAccepts(c), JSON.stringify(ajv.errors)).toBe(true)
+    else expect(new RegExp(doc.paths[c.operation[1]][c.operation[0]].parameters[0].schema.pattern).test(c.path.split("/").pop()!)).toBe(true)
+    const reply = await send(c)
+    expect(reply.status, reply.text).not.toBe(400)
+    expect(reply.status, reply.text).toBeLessThan(500)
+  })
+
+  it.each(violating.map((c) => [c.name, c] as const))("refuses with 400 what the document refuses: %s", async (_, c) => {
+    if (c.format === undefined) expect(documentAccepts(c)).toBe(false)
+    else expect(doc.components.schemas.AddMember.properties.wallet).toEqual({ $ref: "#/components/schemas/Wallet" })
+    if (c.format !== undefined) expect(doc.components.schemas.Wallet.format).toBe(c.format)
+    const reply = await send(c)
+    expect(reply.status, reply.text).toBe(400)
+    expect(reply.body.code).toBe("VALIDATION_FAILED")
+  })
+
+  it("serves this gateway's rate-limit ceiling as the maximum", () => {
+    const set = doc.components.schemas.SetRateLimit
+    expect(set.properties.burst.maximum).toBe(900)
+  })
+
+  it("refuses an API key on every session-only route it lists with 403, never 400", async () => {
+    const sessionOnly: Array<[string, string]> = []
+    for (const [path, item] of Object.entries<any>(doc.paths)) {
+      for (const [method, operation] of Object.entries<any>(item)) {
+        if (operation["x-portico-credential"] === "session") sessionOnly.push([method.toUpperCase(), path])
+      }
+    }
+    expect(sessionOnly.length).toBeGreaterThan(8)
+    const fill: Record<string, string> = {
+      "{cid}": "bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku",
+      "{id}": "ses_" + "0".repeat(32)
+    }
+    for (const [method, path] of sessionOnly) {
+      const concrete = path.replace(/\{[^}]+\}/g, (m) => (path.startsWith("/v1/auth/devices") ? "A".repeat(43) : (fill[m] ?? "x")))
+      const reply = await gw.request(method, concrete, {
+        token: key,
+        ...(method === "GET" || path === "/v1/storage/upload" ? {} : { json: path === "/v1/storage/fetch-caps" ? { cid: fill["{cid}"], count: 1, ttl_seconds: 3600 } : path === "/v1/storage/pin" ? { cid: fill["{cid}"] } : path === "/v1/auth/devices/approve" ? { user_code: "ABCD-EFGH", device_proof: {} } : {} })
+      })
+      expect(reply.status, `${method} ${path}: ${reply.text}`).toBe(403)
+      expect(["SESSION_REQUIRED", "FETCH_CAP_DEVICE_REQUIRED"], `${method} ${path}`).toContain(reply.body.code)
+    }
+  })
+})
