@@ -700,6 +700,21 @@ describe.each(["embedded", "rqlite"] as const)("databases over HTTP on %s engine
       ])
     })
 
+    it("gives the transfer slot back with the export's last byte: an import right after it is never 429", async () => {
+      for (let round = 0; round < 5; round++) {
+        const res = await fetch(`${gw.url}/v1/rqlite/export`, { headers: { authorization: `Bearer ${owner}` } })
+        expect(res.status).toBe(200)
+        const bytes = Buffer.from(await res.arrayBuffer())
+        const imported = await fetch(`${gw.url}/v1/rqlite/import`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${otherOwner}`, "content-type": "application/octet-stream" },
+          body: bytes
+        })
+        const answer = await imported.text()
+        expect(imported.status, `round ${round}: ${answer}`).toBe(200)
+      }
+    })
+
     it("checks an import offline: damaged files, triggers and reserved names give 400 and nothing is written", async () => {
       const importAs = (body: Buffer) =>
         fetch(`${gw.url}/v1/rqlite/import`, {

@@ -1,6 +1,5 @@
 import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Effect, Stream } from "effect"
-import { createReadStream } from "node:fs"
+import { Effect } from "effect"
 import { ClusterSql } from "../../layers/sql/ClusterSql.js"
 import { PorticoApi } from "../Api.js"
 import { rawJson } from "./DatabaseHandlers.js"
@@ -46,11 +45,11 @@ export const SqlHandlers = HttpApiBuilder.group(PorticoApi, "sql", (handlers) =>
       .handle("export", () =>
         Effect.gen(function* () {
           const caller = yield* requirePrincipal
-          // the snapshot file and the transfer slot live until the request's scope closes,
-          // which is after the body has been written
+          // the snapshot file lives until the request's scope closes, after the body has been
+          // written; the transfer slot is given back as the body's last byte is read
           const exported = yield* Effect.mapError(sql.exportDb(caller), refusedHttp)
           return HttpServerResponse.stream(
-            Stream.fromAsyncIterable(createReadStream(exported.file), (e) => e),
+            exported.body,
             {
               contentType: "application/vnd.sqlite3",
               contentLength: exported.size,

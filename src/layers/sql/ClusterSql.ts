@@ -4,7 +4,7 @@
  * database export and import through the gateway's one transfer slot.
  */
 import { Context, Effect, Either, Exit, Layer, Runtime, type Scope, Stream } from "effect"
-import { statSync } from "node:fs"
+import { createReadStream, statSync } from "node:fs"
 import { open } from "node:fs/promises"
 import { Code } from "../../domain/Errors.js"
 import type { Principal } from "../../domain/Principal.js"
@@ -51,6 +51,12 @@ export interface ExportedDatabase {
   /** A snapshot file, removed when the request's scope closes. */
   readonly file: string
   readonly size: number
+  /**
+   * The file's bytes for the answer. The transfer slot is given back as its last byte is read,
+   * before that byte is handed to the client, so a client holding the whole export finds the
+   * slot free (an import right after it is not a 429).
+   */
+  readonly body: Stream.Stream<Uint8Array, unknown>
 }
 
 export interface ClusterSqlService {
@@ -318,12 +324,14 @@ export class ClusterSql extends Context.Tag("portico/ClusterSql")<ClusterSql, Cl
           }),
         exportDb: (caller) =>
           Effect.gen(function* () {
-            // held until the answer has streamed (the request's scope), within the budget
-            yield* slot.hold("export")
+            // held until the answer's last byte is read (or the request's scope closes), within
+            // the budget
+            const release = yield* slot.hold("export")
             const file = yield* tempFile("export")
             yield* stores.engineFor(caller.namespace).exportTo(file)
             yield* audit.record(caller.namespace, "sql.export", caller.subject, "", {})
-            return { file, size: statSync(file).size }
+            const size = statSync(file).size
+            return { file, size, body: releasingAtEnd(file, size, release) }
           }),
         importDb: (caller, body) =>
           Effect.scoped(
@@ -343,6 +351,23 @@ export class ClusterSql extends Context.Tag("portico/ClusterSql")<ClusterSql, Cl
       return service
     })
   )
+}
+
+/**
+ * The file's bytes; `release` runs once `size` bytes have been read, before the chunk holding
+ * the last of them is passed on (and so before the client can have it), or at the end of the
+ * file if it came out shorter.
+ */
+const releasingAtEnd = (file: string, size: number, release: Effect.Effect<void>): Stream.Stream<Uint8Array, unknown> => {
+  let read = 0
+  const chunks = Stream.mapEffect(
+    Stream.fromAsyncIterable(createReadStream(file) as AsyncIterable<Uint8Array>, (e) => e),
+    (chunk) => {
+      read += chunk.byteLength
+      return read >= size ? Effect.as(release, chunk) : Effect.succeed(chunk)
+    }
+  )
+  return Stream.concat(chunks, Stream.execute(release))
 }
 
 const reservedTable = (table: string) =>

@@ -12,10 +12,11 @@ export interface TransferSlotService {
   /** Runs `work` holding the slot, within the budget; 429 when the slot is taken. */
   readonly run: <A, E, R>(what: string, work: Effect.Effect<A, E, R>) => Effect.Effect<A, E | SqlRefused, R>
   /**
-   * Takes the slot until the scope closes (a response streamed after the handler returned) or
-   * the budget runs out, whichever is first; 429 when it is taken.
+   * Takes the slot until the returned effect runs (the streamed answer's last byte has been read
+   * for the client), the scope closes (the request ends: a client gone mid-answer), or the budget
+   * runs out, whichever is first; 429 when it is taken. Giving it back twice is harmless.
    */
-  readonly hold: (what: string) => Effect.Effect<void, SqlRefused, Scope.Scope>
+  readonly hold: (what: string) => Effect.Effect<Effect.Effect<void>, SqlRefused, Scope.Scope>
 }
 
 const busy = () => refuse(429, Code.RATE_LIMITED, "another import, export or backup is running on this gateway", "retry when it has finished", 5)
@@ -55,7 +56,11 @@ export class TransferSlot extends Context.Tag("portico/TransferSlot")<TransferSl
             Effect.sync(() => {
               // a stalled reader must not keep the slot forever; unref'd so it never holds the
               // process open at shutdown
-              setTimeout(() => Effect.runSync(give(held)), Duration.toMillis(budget)).unref()
+              const timer = setTimeout(() => Effect.runSync(give(held)), Duration.toMillis(budget)).unref()
+              return Effect.zipRight(
+                Effect.sync(() => clearTimeout(timer)),
+                give(held)
+              )
             })
           )
       }
