@@ -31,12 +31,19 @@ export const errorResponse = (status: number, body: ErrorBody, retryAfterSeconds
 const routes = Object.keys(routePolicies).map((key) => {
   const [method, path] = key.split(" ") as [string, string]
   const pattern = new RegExp("^" + path.replace(/[.*+?^${}()|[\]\\]/g, "\\$&").replace(/:[A-Za-z]+/g, "[^/]+") + "/?$")
-  return { method, pattern }
+  return { method, pattern, fixed: !path.includes(":") }
 })
 
-/** The methods a path is served with; HEAD wherever GET is, as the router answers it there. */
+/**
+ * The methods a path is served with; HEAD wherever GET is, as the router answers it there. A path
+ * that is a fixed route (`/v1/namespace/members/transfer`) is that resource only: a parametric
+ * sibling (`DELETE /v1/namespace/members/:wallet`) would take its last segment as an id it can
+ * never be, so its method is not offered there (the document lists the fixed route's alone).
+ */
 export const allowedMethods = (path: string): ReadonlyArray<string> => {
-  const methods = routes.filter((r) => r.pattern.test(path)).map((r) => r.method)
+  const matching = routes.filter((r) => r.pattern.test(path))
+  const fixed = matching.filter((r) => r.fixed)
+  const methods = (fixed.length > 0 ? fixed : matching).map((r) => r.method)
   return methods.includes("GET") ? [...methods, "HEAD"] : methods
 }
 

@@ -142,6 +142,18 @@ describe("the served OpenAPI document and the server agree", () => {
     expect(reply.body.code).toBe("VALIDATION_FAILED")
   })
 
+  it("names in Allow only the methods the document gives a fixed path, not a parametric sibling's", async () => {
+    for (const [path, allowed] of [
+      ["/v1/namespace/members/transfer", "POST"],
+      ["/v1/auth/devices/approve", "POST"]
+    ] as const) {
+      const reply = await gw.request("PUT", path, { token: key, json: {} })
+      expect(reply.status, reply.text).toBe(405)
+      expect(reply.headers.get("allow")).toBe(allowed)
+      expect(Object.keys(doc.paths[path]).map((m) => m.toUpperCase())).toEqual([allowed])
+    }
+  })
+
   it("serves this gateway's rate-limit ceiling as the maximum", () => {
     const set = doc.components.schemas.SetRateLimit
     expect(set.properties.burst.maximum).toBe(900)
