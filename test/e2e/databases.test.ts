@@ -226,7 +226,7 @@ describe.each(["embedded", "rqlite"] as const)("databases over HTTP on %s engine
       expectError(await gw.request("GET", "/v1/db/sqlite/list", { token: runtime }), 403, "CONTROL_PLANE_REQUIRED")
       expectError(await gw.request("GET", "/v1/db/sqlite/list"), 401, "UNAUTHORIZED")
       expectError(await q("kinds", "SELECT 1", undefined, otherOwner), 404, "NOT_FOUND")
-      expect((await gw.request("GET", "/v1/db/sqlite/list", { token: otherOwner })).body).toEqual({ databases: [], count: 0 })
+      expect((await gw.request("GET", "/v1/db/sqlite/list", { token: otherOwner })).body).toEqual({ databases: [], count: 0, next_cursor: null })
       expect((await post("/v1/db/sqlite/create", { database_name: "kinds" }, otherOwner)).status).toBe(201)
       expect((await post("/v1/db/sqlite/query", { database_name: "kinds", query: "SELECT count(*) FROM sqlite_schema" }, otherOwner)).body.rows).toEqual([[0]])
     })
