@@ -47,6 +47,19 @@ export const allowedMethods = (path: string): ReadonlyArray<string> => {
   return methods.includes("GET") ? [...methods, "HEAD"] : methods
 }
 
+/** The methods of the fixed routes that are exactly this path (none when it is no fixed route). */
+const fixedMethods = (path: string): ReadonlyArray<string> => {
+  const methods = routes.filter((r) => r.fixed && r.pattern.test(path)).map((r) => r.method)
+  return methods.includes("GET") ? [...methods, "HEAD"] : methods
+}
+
+const methodNotAllowed = (method: string, path: string, methods: ReadonlyArray<string>) =>
+  errorResponse(405, {
+    error: `method ${method} not allowed on ${quoted(path)}`,
+    code: Code.METHOD_NOT_ALLOWED,
+    hint: "allowed: " + methods.join(", ")
+  }).pipe(HttpServerResponse.setHeader("allow", methods.join(", ")))
+
 /** Whether a segment is past the router's cap on a parameter, counted decoded as the router does. */
 const hasOverlongSegment = (path: string): boolean =>
   path.length > MAX_PATH_PARAM_LENGTH &&
@@ -84,13 +97,7 @@ const notFoundOrNotAllowed = (request: HttpServerRequest.HttpServerRequest) => {
       hint: "percent-encode path parameters as UTF-8"
     })
   }
-  if (methods.length > 0) {
-    return errorResponse(405, {
-      error: `method ${request.method} not allowed on ${quoted(path)}`,
-      code: Code.METHOD_NOT_ALLOWED,
-      hint: "allowed: " + methods.join(", ")
-    }).pipe(HttpServerResponse.setHeader("allow", methods.join(", ")))
-  }
+  if (methods.length > 0) return methodNotAllowed(request.method, path, methods)
   return errorResponse(404, { error: "no such route", code: Code.ROUTE_NOT_FOUND, hint: "see /v1/openapi.json" })
 }
 
@@ -129,6 +136,12 @@ export const renderFailure = (
         )
       }
       if (error instanceof HttpApiError.HttpApiDecodeError) {
+        // `DELETE /v1/namespace/members/transfer` reaches `DELETE …/members/:wallet`, whose
+        // parameter it can never be: the path is the fixed route's, which has no such method
+        const request = yield* HttpServerRequest.HttpServerRequest
+        const path = request.url.split("?")[0] ?? "/"
+        const fixed = fixedMethods(path)
+        if (fixed.length > 0 && !fixed.includes(request.method)) return methodNotAllowed(request.method, path, fixed)
         return errorResponse(400, {
           error: clip(describeIssues(error)),
           code: Code.VALIDATION_FAILED,
