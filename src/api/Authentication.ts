@@ -4,11 +4,11 @@
  * `RoutePolicy.ts`.
  */
 import { HttpApiMiddleware, HttpRouter, HttpServerRequest } from "@effect/platform"
-import { Effect, Layer, Option, Schema } from "effect"
+import { Clock, Effect, Layer, Option, Schema } from "effect"
 import { Code, type Forbidden, forbidden, internal, RateLimited, unauthorized, unavailable, Wire } from "../domain/Errors.js"
 import { CurrentPrincipal, hasGrant, isControlPlane, isNamespaceAdmin, type Principal } from "../domain/Principal.js"
 import { Authenticator } from "../layers/auth/Authenticator.js"
-import { isOverlaySource } from "../layers/coordination/Coordination.js"
+import { Coordination, coordinationHeadersRefusal } from "../layers/coordination/Coordination.js"
 import { PorticoConfig } from "../layers/config/PorticoConfig.js"
 import { RateLimiter } from "../layers/ratelimit/RateLimiter.js"
 import { RequestMeta } from "./RequestMeta.js"
@@ -100,6 +100,7 @@ export const AuthenticationLive = Layer.effect(
     const authenticator = yield* Authenticator
     const limiter = yield* RateLimiter
     const config = yield* PorticoConfig
+    const coordination = yield* Coordination
     return Effect.gen(function* () {
       const request = yield* HttpServerRequest.HttpServerRequest
       const { route } = yield* HttpRouter.RouteContext
@@ -111,12 +112,24 @@ export const AuthenticationLive = Layer.effect(
       // node through that peer in one bucket. The route's own source check and coordination MAC
       // guard it instead. A source off the private overlay is refused here, before its body is
       // even decoded: it learns nothing of the internal routes' shapes and costs almost nothing.
+      // So are coordination headers that are missing, malformed or stale, and a MAC that does not
+      // hold over the body as received (the listener has it whole: node-to-node bodies are JSON
+      // within a cap): no forged call's body is ever decoded. The route verifies the MAC again over
+      // the decoded payload and spends its nonce.
       if (policy.kind === "internal") {
-        if (isOverlaySource(Option.getOrUndefined(request.remoteAddress))) return undefined
-        return yield* Effect.fail(forbidden("not from the cluster's private network", Code.COORDINATION_REFUSED))
+        const refused =
+          coordinationHeadersRefusal(request.headers, Option.getOrUndefined(request.remoteAddress), yield* Clock.currentTimeMillis) ??
+          (yield* Effect.orElseSucceed(request.text, () => undefined).pipe(
+            Effect.map((body) => (body !== undefined && coordination.macHolds(route.method, route.path, body, request.headers) ? undefined : "coordination MAC invalid"))
+          ))
+        if (refused === undefined) return undefined
+        return yield* Effect.fail(forbidden(refused, Code.COORDINATION_REFUSED))
       }
-      const client = yield* limiter.checkClient(Option.getOrUndefined(request.remoteAddress))
-      if (!client.allowed) return yield* Effect.fail(rateLimited(client.retryAfterSeconds, "network"))
+      // the listener charged it when the headers arrived (src/api/BodyGuard.ts), before the body
+      if (!RequestMeta.clientCharged(request)) {
+        const client = yield* limiter.checkClient(Option.getOrUndefined(request.remoteAddress))
+        if (!client.allowed) return yield* Effect.fail(rateLimited(client.retryAfterSeconds, "network"))
+      }
       if (policy.kind === "open") return undefined
 
       const header = request.headers["authorization"]

@@ -88,15 +88,19 @@ export const corsMiddleware = Effect.gen(function* () {
   // a preflight reaches no route, so no route's gate charges it: it is charged to its client
   // network here, as every request is, before it may cost a registry read
   const preflight = (request: HttpServerRequest.HttpServerRequest, origin: string) =>
-    Effect.flatMap(limiter.checkClient(Option.getOrUndefined(request.remoteAddress)), (client) => {
-      if (!client.allowed) {
-        const limited = rateLimited(client.retryAfterSeconds, "network")
-        return Effect.succeed(errorResponse(429, limited, limited.retryAfterSeconds))
+    Effect.flatMap(
+      // the listener charged it already when the headers arrived (src/api/BodyGuard.ts)
+      RequestMeta.clientCharged(request) ? Effect.succeed({ allowed: true, retryAfterSeconds: 0 }) : limiter.checkClient(Option.getOrUndefined(request.remoteAddress)),
+      (client) => {
+        if (!client.allowed) {
+          const limited = rateLimited(client.retryAfterSeconds, "network")
+          return Effect.succeed(errorResponse(429, limited, limited.retryAfterSeconds))
+        }
+        const namespace = hostNamespace(request.headers["host"], config.baseDomain)
+        if (namespace === undefined) return Effect.succeed(preflightAnswer(undefined))
+        return Effect.map(admits(namespace, origin), (yes) => preflightAnswer(yes ? origin : undefined))
       }
-      const namespace = hostNamespace(request.headers["host"], config.baseDomain)
-      if (namespace === undefined) return Effect.succeed(preflightAnswer(undefined))
-      return Effect.map(admits(namespace, origin), (yes) => preflightAnswer(yes ? origin : undefined))
-    })
+    )
   // a registry that cannot answer grants nothing: the request itself still gets its answer
   const admits = (namespace: string, origin: string) =>
     Effect.map(Effect.orElseSucceed(origins.get(namespace), (): ReadonlyArray<string> => []), (list) => list.includes(origin))

@@ -274,7 +274,7 @@ export const makeFastLane = Effect.gen(function* () {
     const work = route.prepare(text)
     if (work === undefined) return undefined
 
-    const admission = limiter.admitNow(req.socket.remoteAddress, caller.namespace, now)
+    const admission = limiter.admitNow(caller.namespace, now)
     if (admission === undefined) return undefined
     // past the last decline: headers set now go out with whatever answer this request gets
     for (const name in cors) res.setHeader(name, cors[name]!)

@@ -10,7 +10,9 @@
  * the consumer waits goes to it directly.
  *
  * As the stream's own iterator: a stream that fails or closes before its end fails the
- * iteration, and a consumer that stops early destroys a stream not read to its end.
+ * iteration, and a consumer that stops early destroys a stream not read to its end, unless
+ * `onStop` says what to do with it instead: destroying a request's body destroys its connection,
+ * and with it the answer that says why the body was refused (NodeAdapter.ts drains it instead).
  */
 import type { Readable } from "node:stream"
 
@@ -21,7 +23,11 @@ export class PrematureClose extends Error {
   }
 }
 
-export const flowingChunks = (readable: Readable, maxQueued = 1024 * 1024): AsyncIterable<Uint8Array> => ({
+export const flowingChunks = (
+  readable: Readable,
+  maxQueued = 1024 * 1024,
+  onStop: (readable: Readable) => void = (r) => r.destroy()
+): AsyncIterable<Uint8Array> => ({
   [Symbol.asyncIterator](): AsyncIterator<Uint8Array> {
     let queue: Array<Uint8Array> = []
     let head = 0
@@ -102,7 +108,7 @@ export const flowingChunks = (readable: Readable, maxQueued = 1024 * 1024): Asyn
         detach()
         queue = []
         head = 0
-        if (!ended && failure === undefined) readable.destroy()
+        if (!ended && failure === undefined) onStop(readable)
         return Promise.resolve({ value: undefined, done: true })
       }
     }

@@ -4,7 +4,7 @@
  * `portico serve` and the end-to-end tests run.
  */
 import { HttpApiBuilder, HttpApiScalar, HttpRouter } from "@effect/platform"
-import { Effect, Layer, Scope } from "effect"
+import { Context, Effect, Layer, Scope } from "effect"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import { Code } from "../domain/Errors.js"
@@ -30,6 +30,8 @@ import { FORWARD_PATHS } from "../layers/sql/HomeNode.js"
 import { logParserRefusal, logRequest } from "./AccessLog.js"
 import { fastRuntimeLayer, makeRequestListener } from "./NodeAdapter.js"
 import { makeFastLane } from "./FastLane.js"
+import { makeAdmission } from "./BodyGuard.js"
+import { RateLimiter } from "../layers/ratelimit/RateLimiter.js"
 import { openApiRoute } from "./OpenApiRoute.js"
 import { NodeHttpServer } from "@effect/platform-node"
 
@@ -100,10 +102,22 @@ export const gatewayListener = (settings: PorticoSettings) =>
       HttpRouter.withRouterConfig({ maxParamLength: MAX_PATH_PARAM_LENGTH })
     )
     const fastLane = settings.fastLane ? yield* makeFastLane.pipe(Effect.provide(context)) : undefined
+    const onAnswered = settings.logRequests ? logRequest : undefined
+    // both request paths go through it: the client network's rate limit is charged here, at the
+    // headers, and the routes' own gates then charge the namespace only
+    const { admit } = makeAdmission(
+      settings.bodies,
+      Context.get(context, RateLimiter),
+      onAnswered
+    )
+    const forwarded = Object.values(FORWARD_PATHS).map((p) => `POST ${p}`)
     return makeRequestListener(app, runtime, {
       maxBodyBytes: settings.maxBodyBytes,
       fastLane,
-      onAnswered: settings.logRequests ? logRequest : undefined,
+      onAnswered,
+      admission: admit,
+      // node-to-node calls carry JSON: read whole and as JSON, whatever type they state
+      jsonRoutes: new Set(forwarded),
       routeBodyCaps: new Map([
         ["POST /v1/rqlite/import", settings.sql.importMaxBytes],
         // the file plus room for the multipart framing and a name; the exact cap on the
@@ -111,7 +125,7 @@ export const gatewayListener = (settings: PorticoSettings) =>
         ["POST /v1/storage/upload", settings.storage.maxUploadBytes + 64 * 1024],
         // a forwarded request is the client's body (within the cap at the front gateway) plus
         // the caller it was authorized as: room for that, so what passed there is not 413 here
-        ...Object.values(FORWARD_PATHS).map((p): [string, number] => [`POST ${p}`, settings.maxBodyBytes + 64 * 1024])
+        ...forwarded.map((route): [string, number] => [route, settings.maxBodyBytes + 64 * 1024])
       ])
     })
   })

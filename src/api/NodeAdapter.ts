@@ -51,13 +51,25 @@ import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import type * as http from "node:http"
 import { PassThrough, Readable, Transform, type TransformCallback } from "node:stream"
+import type { Admission } from "./BodyGuard.js"
 import type { FastLane } from "./FastLane.js"
 
 export interface AdapterOptions {
   /** Default body cap in bytes: a larger Content-Length gets 413 before any read. */
   readonly maxBodyBytes: number
-  /** Caps of routes that take more (file uploads), by `METHOD /path`. */
+  /** Caps of routes that take more (file uploads), by `METHOD /path`. Their bodies are streamed to the route. */
   readonly routeBodyCaps?: ReadonlyMap<string, number> | undefined
+  /**
+   * Routes of `routeBodyCaps` whose body is JSON all the same (node-to-node calls carrying a
+   * client's body): read whole before the route runs, as every route without a cap of its own.
+   */
+  readonly jsonRoutes?: ReadonlySet<string> | undefined
+  /**
+   * Asked at every request's headers, before its body is read: the client network's rate limit,
+   * the in-flight body caps and the slow-body watch (src/api/BodyGuard.ts). It answers a refusal
+   * itself and says with which status.
+   */
+  readonly admission?: Admission | undefined
   /**
    * Called once per request when its answer is written, the adapter's own refusals (413) included:
    * the access log. `status` is what the client was sent, 499 when it left before any answer;
@@ -320,9 +332,17 @@ export class LeanServerRequest extends Inspectable.Class implements ServerReques
       (u8) => u8.buffer.slice(u8.byteOffset, u8.byteOffset + u8.byteLength) as ArrayBuffer
     )
   }
-  /** The body's chunks as they arrive, with backpressure (FlowingBody.ts). */
+  /**
+   * The body's chunks as they arrive, with backpressure (FlowingBody.ts). A route that stops
+   * reading early (a refused form) leaves the rest to be read and dropped within a budget, as a
+   * refused oversize body is, so the client gets the answer instead of a reset connection.
+   */
   body(): AsyncIterable<Uint8Array> {
-    return flowingChunks(this.exchange.readable())
+    const source = this.exchange.source
+    return flowingChunks(this.exchange.readable(), undefined, (readable) => {
+      if (readable !== source) readable.destroy()
+      discardRest(source, DRAIN_BUDGET_BYTES)
+    })
   }
   get stream(): Stream.Stream<Uint8Array, ServerError.RequestError> {
     const ex = this.exchange
@@ -644,6 +664,8 @@ export const makeRequestListener = <E, R>(
   const fastLane = options.fastLane
   const tooLarge = tooLargeBody(maxBodyBytes)
   const routeCaps = options.routeBodyCaps ?? new Map<string, number>()
+  const jsonRoutes = options.jsonRoutes ?? new Set<string>()
+  const admission = options.admission
   const routeTooLarge = new Map([...routeCaps].map(([route, cap]) => [route, tooLargeBody(cap)]))
 
   // Built once: reads the per-request values from the fiber's context.
@@ -775,7 +797,15 @@ export const makeRequestListener = <E, R>(
       if (routeCap !== undefined) {
         cap = routeCap
         capBody = routeTooLarge.get(route) ?? tooLarge
-        streamed = true
+        streamed = !jsonRoutes.has(route)
+      }
+    }
+    const withBody = hasBody(req)
+    if (admission !== undefined) {
+      const refused = admission(req, res, withBody ? (streamed ? "stream" : "json") : "none", cap)
+      if (refused !== undefined) {
+        answeredHere(req, refused, startedAt)
+        return
       }
     }
     const announced = req.headers["content-length"]
@@ -795,7 +825,7 @@ export const makeRequestListener = <E, R>(
     if (req.headers["content-type"] !== undefined && !req.headers["content-type"].startsWith("application/json")) {
       req.headers["content-type"] = "application/json"
     }
-    if (!hasBody(req)) {
+    if (!withBody) {
       dispatch(req, res, cap, capBody, undefined, startedAt)
       return
     }
@@ -822,7 +852,7 @@ class Waiting {
  * runs, names every closure it compiles with a property definition, a cost paid per request.
  */
 class JsonBodyRead {
-  private readonly chunks: Array<Buffer> = []
+  private chunks: Array<Buffer> = []
   private size = 0
   /** Set once the body is served or refused: an error after that is no longer this reader's. */
   private settled = false
@@ -843,7 +873,10 @@ class JsonBodyRead {
     req.on("end", this.onEnd)
     // a client gone before the end of its body gets no answer (logged as 499, as nginx does); the
     // error must not go unhandled
-    req.on("error", this.error.bind(this))
+    const gone = this.gone.bind(this)
+    req.on("error", gone)
+    // the connection closed, or the body was cut (src/api/BodyGuard.ts) and answered there
+    res.on("close", gone)
   }
 
   private data(chunk: Buffer): void {
@@ -853,6 +886,7 @@ class JsonBodyRead {
       return
     }
     this.settled = true
+    this.chunks = []
     this.req.off("data", this.onData)
     this.req.off("end", this.onEnd)
     refuseOversize(this.req, this.res, this.capBody, this.cap)
@@ -862,14 +896,19 @@ class JsonBodyRead {
   private end(): void {
     this.settled = true
     const body = this.chunks.length === 1 ? this.chunks[0] : Buffer.concat(this.chunks, this.size)
+    this.chunks = []
     this.serve(this.req, this.res, this.cap, this.capBody, body, this.startedAt)
   }
 
-  private error(): void {
+  /** The body will not be served: what was read of it is dropped now, not when the request is collected. */
+  private gone(): void {
     this.req.off("end", this.onEnd)
+    this.req.off("data", this.onData)
+    this.chunks = []
     if (this.settled) return
     this.settled = true
-    this.answeredHere(this.req, 499, this.startedAt)
+    // an answer already out was logged by whoever gave it
+    if (!this.res.headersSent) this.answeredHere(this.req, 499, this.startedAt)
   }
 }
 

@@ -9,8 +9,10 @@ import type { HttpServerRequest } from "@effect/platform"
 // its own rather than a WeakMap entry: a WeakMap entry per request is an ephemeron the collector
 // must trace, measurable on the hottest routes.
 const NAMESPACE = Symbol("portico.request.namespace")
+const CLIENT_CHARGED = Symbol("portico.request.clientCharged")
 interface Noted {
   [NAMESPACE]?: string
+  [CLIENT_CHARGED]?: true
 }
 const sourceOf = (request: HttpServerRequest.HttpServerRequest): object =>
   typeof request.source === "object" && request.source !== null ? request.source : request
@@ -24,5 +26,11 @@ export const RequestMeta = {
     ;(source as Noted)[NAMESPACE] = namespace
   },
   /** The namespace by the platform's request itself (the node:http one), as the listener holds it. */
-  namespaceOfSource: (source: object): string | undefined => (source as Noted)[NAMESPACE]
+  namespaceOfSource: (source: object): string | undefined => (source as Noted)[NAMESPACE],
+  /** The listener charged the request to its client network at its headers (src/api/BodyGuard.ts). */
+  markClientCharged: (source: object): void => {
+    ;(source as Noted)[CLIENT_CHARGED] = true
+  },
+  /** Whether the client network's rate limit was charged already: a route's gate then charges it no more. */
+  clientCharged: (request: HttpServerRequest.HttpServerRequest): boolean => (sourceOf(request) as Noted)[CLIENT_CHARGED] === true
 }

@@ -177,9 +177,11 @@ describe("the fast lane", () => {
     )
   )
 
-  it.scopedLive("charges the rate limits only once the namespace's limit is known, then refuses with 429", () =>
+  // the client network is charged by the listener when the headers arrive (src/api/BodyGuard.ts),
+  // for both request paths: the lane charges the namespace only
+  it.scopedLive("charges the namespace's rate limit only once its limit is known, then refuses with 429", () =>
     withGateway(
-      { rateLimit: { enabled: true, perClientNetwork: { rps: 1, burst: 2 }, perNamespace: { rps: 1000, burst: 2000 }, perWallet: { rps: 1, burst: 1 } } },
+      { rateLimit: { enabled: true, perClientNetwork: { rps: 1, burst: 1 }, perNamespace: { rps: 1, burst: 2 }, perWallet: { rps: 1, burst: 1 } } },
       (lane, keys) =>
         Effect.gen(function* () {
           // the namespace's own limit has not been read yet: nothing is charged, the app reads it
@@ -190,7 +192,7 @@ describe("the fast lane", () => {
           const limited = call(lane, "GET", "/v1/auth/whoami", keys.owner)
           expect(limited.status).toBe(429)
           expect(limited.written.headers["retry-after"]).toBe("1")
-          expect(JSON.parse(limited.written.body)).toEqual({ error: "too many requests from this network", code: "RATE_LIMITED", hint: "retry after 1 s" })
+          expect(JSON.parse(limited.written.body)).toEqual({ error: "too many requests from this namespace", code: "RATE_LIMITED", hint: "retry after 1 s" })
         })
     )
   )

@@ -32,6 +32,8 @@ export interface PorticoSettings {
   readonly secret: Redacted.Redacted | undefined
   /** Default body cap for routes that take a JSON body. */
   readonly maxBodyBytes: number
+  /** How much request body may be in flight, and how slowly it may come (docs/api.md, "Request bodies and slow clients"). */
+  readonly bodies: BodySettings
   readonly rateLimit: {
     readonly enabled: boolean
     readonly perClientNetwork: RateLimitSetting
@@ -64,6 +66,19 @@ export interface PorticoSettings {
    * privacy delete asks every peer to evict.
    */
   readonly peers: ReadonlyMap<string, string>
+}
+
+export interface BodySettings {
+  /** Body bytes one client network (the rate limiter's) may have in flight at once; 429 past it. */
+  readonly inFlightPerNetworkBytes: number
+  /** Body bytes the whole process may have in flight at once; 503 past it. */
+  readonly inFlightBytes: number
+  /** A body slower than this over a whole window is cut (408). */
+  readonly minBytesPerSecond: number
+  /** The window the rate is judged over; the first one is the grace a body gets to start. */
+  readonly rateWindowMs: number
+  /** A JSON body (read whole, within its cap) must have arrived this long after its headers. */
+  readonly jsonDeadlineMs: number
 }
 
 export interface StorageSettings {
@@ -126,6 +141,11 @@ const load = (overrides: Partial<Pick<PorticoSettings, "host" | "port" | "dataDi
     const rqlitePassword = yield* env(Config.option(Config.redacted("RQLITE_PASSWORD")))
     const secret = yield* env(Config.option(Config.redacted("SECRET")))
     const maxBodyBytes = yield* env(positiveInteger("MAX_BODY_BYTES")).pipe(Config.withDefault(4 * 1024 * 1024))
+    const inFlightPerNetwork = yield* env(positiveInteger("BODY_INFLIGHT_NETWORK_BYTES")).pipe(Config.withDefault(64 * 1024 * 1024))
+    const inFlight = yield* env(positiveInteger("BODY_INFLIGHT_BYTES")).pipe(Config.withDefault(256 * 1024 * 1024))
+    const minBodyRate = yield* env(positiveInteger("BODY_MIN_BYTES_PER_SECOND")).pipe(Config.withDefault(1024))
+    const bodyWindowMs = yield* env(positiveInteger("BODY_RATE_WINDOW_MS")).pipe(Config.withDefault(5_000))
+    const jsonDeadlineMs = yield* env(positiveInteger("BODY_DEADLINE_MS")).pipe(Config.withDefault(30_000))
     const rateLimitEnabled = yield* env(Config.boolean("RATE_LIMIT")).pipe(Config.withDefault(true))
     const clientRps = yield* env(positiveInteger("RATE_LIMIT_CLIENT_RPS")).pipe(Config.withDefault(100))
     const clientBurst = yield* env(positiveInteger("RATE_LIMIT_CLIENT_BURST")).pipe(Config.withDefault(200))
@@ -173,6 +193,13 @@ const load = (overrides: Partial<Pick<PorticoSettings, "host" | "port" | "dataDi
       }),
       secret: Option.getOrUndefined(secret),
       maxBodyBytes,
+      bodies: {
+        inFlightPerNetworkBytes: inFlightPerNetwork,
+        inFlightBytes: inFlight,
+        minBytesPerSecond: minBodyRate,
+        rateWindowMs: bodyWindowMs,
+        jsonDeadlineMs
+      },
       rateLimit: {
         enabled: rateLimitEnabled,
         perClientNetwork: { rps: clientRps, burst: clientBurst },
@@ -277,6 +304,14 @@ const localNodeId = (dataDir: string): string => {
   }
 }
 
+export const defaultBodySettings: BodySettings = {
+  inFlightPerNetworkBytes: 64 * 1024 * 1024,
+  inFlightBytes: 256 * 1024 * 1024,
+  minBytesPerSecond: 1024,
+  rateWindowMs: 5_000,
+  jsonDeadlineMs: 30_000
+}
+
 /** Settings for a test gateway rooted at `dataDir`, with limits that do not get in the way. */
 export const testSettings = (dataDir: string, patch: Partial<PorticoSettings> = {}): PorticoSettings => ({
   host: "127.0.0.1",
@@ -286,6 +321,7 @@ export const testSettings = (dataDir: string, patch: Partial<PorticoSettings> = 
   registry: { engine: "sqlite", file: path.join(dataDir, "registry.db") },
   secret: undefined,
   maxBodyBytes: 4 * 1024 * 1024,
+  bodies: defaultBodySettings,
   rateLimit: {
     enabled: false,
     perClientNetwork: { rps: 100, burst: 200 },

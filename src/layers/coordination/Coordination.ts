@@ -84,6 +84,35 @@ export interface CoordinationService {
     remoteAddress: string | undefined,
     acceptV1: boolean
   ) => Effect.Effect<string | undefined>
+  /**
+   * Whether the MAC in well-formed headers (`coordinationHeadersRefusal`) holds for `body` as
+   * received, spending nothing: checked before the body is decoded, so a forged call's body is
+   * never parsed. `verify` then checks it again over the decoded payload and spends the nonce.
+   */
+  readonly macHolds: (method: string, path: string, body: string, headers: Readonly<Record<string, string | undefined>>) => boolean
+}
+
+/**
+ * Why a node-to-node call's source or coordination headers refuse it, or undefined when they are
+ * well-formed and fresh (`now` in Unix ms). What needs no body, so it is checked before the body
+ * is read (src/api/Authentication.ts); the MAC over the body is `verify`'s.
+ */
+export const coordinationHeadersRefusal = (
+  headers: Readonly<Record<string, string | undefined>>,
+  remoteAddress: string | undefined,
+  now: number
+): string | undefined => {
+  if (!isOverlaySource(remoteAddress)) return "not from the cluster's private network"
+  const given = headers[MAC_HEADER]
+  const time = headers[TIME_HEADER]
+  if (given === undefined || time === undefined || !/^\d{1,12}$/.test(time)) return "coordination MAC missing"
+  if (Math.abs(Number(time) - now / 1000) > SKEW_SECONDS) return "coordination MAC expired"
+  if (!given.startsWith("v1=") && !given.startsWith("v2=")) return "coordination MAC invalid"
+  if (given.startsWith("v2=")) {
+    const nonce = headers[NONCE_HEADER]
+    if (nonce === undefined || !NONCE.test(nonce)) return "coordination nonce missing"
+  }
+  return undefined
 }
 
 const digest = (body: string) => createHash("sha256").update(body, "utf8").digest("hex")
@@ -152,20 +181,25 @@ export class Coordination extends Context.Tag("portico/Coordination")<Coordinati
             )
           }),
         sign,
+        macHolds: (method, path, body, headers) => {
+          const given = headers[MAC_HEADER] ?? ""
+          const time = headers[TIME_HEADER] ?? ""
+          return given.startsWith("v1=")
+            ? safeEqual(given, macV1(config.nodeId, method, path, body, time))
+            : safeEqual(given, macV2(config.nodeId, method, path, body, time, headers[NONCE_HEADER] ?? ""))
+        },
         verify: (method, path, body, headers, remoteAddress, acceptV1) =>
           Effect.gen(function* () {
-            if (!isOverlaySource(remoteAddress)) return "not from the cluster's private network"
-            const given = headers[MAC_HEADER]
-            const time = headers[TIME_HEADER]
-            if (given === undefined || time === undefined || !/^\d{1,12}$/.test(time)) return "coordination MAC missing"
             const now = yield* Clock.currentTimeMillis
-            if (Math.abs(Number(time) - now / 1000) > SKEW_SECONDS) return "coordination MAC expired"
+            const malformed = coordinationHeadersRefusal(headers, remoteAddress, now)
+            if (malformed !== undefined) return malformed
+            const given = headers[MAC_HEADER] ?? ""
+            const time = headers[TIME_HEADER] ?? ""
             if (given.startsWith("v1=")) {
               if (!acceptV1) return "coordination MAC v1 is not accepted here: v2 is required"
               return safeEqual(given, macV1(config.nodeId, method, path, body, time)) ? undefined : "coordination MAC invalid"
             }
-            const nonce = headers[NONCE_HEADER]
-            if (nonce === undefined || !NONCE.test(nonce)) return "coordination nonce missing"
+            const nonce = headers[NONCE_HEADER] ?? ""
             if (!safeEqual(given, macV2(config.nodeId, method, path, body, time, nonce))) return "coordination MAC invalid"
             // spent only once the MAC holds: a forged call cannot use up a genuine one's nonce
             const fresh = yield* Effect.orElseSucceed(spend(nonce, time), () => undefined)

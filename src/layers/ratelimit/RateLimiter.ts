@@ -26,11 +26,16 @@ export interface RateLimiterService {
   /** Forgets the cached namespace limit after a change on this gateway. */
   readonly invalidate: (namespace: string) => Effect.Effect<void>
   /**
-   * `checkClient` then, if that allows, `checkNamespace`, answered on the spot (`now` in Unix ms),
-   * saying which refused; undefined, with nothing charged, when the namespace's own limit is not
-   * known without a registry read. The listener's fast lane uses it (src/api/FastLane.ts).
+   * `checkClient` on the spot (`now` in Unix ms): the listener charges every request to its
+   * client network when its headers arrive, before its body is read (src/api/BodyGuard.ts).
    */
-  readonly admitNow: (remoteAddress: string | undefined, namespace: string, now: number) => Admission | undefined
+  readonly checkClientNow: (remoteAddress: string | undefined, now: number) => Decision
+  /**
+   * `checkNamespace` answered on the spot (`now` in Unix ms); undefined, with nothing charged,
+   * when the namespace's own limit is not known without a registry read. The listener's fast
+   * lane uses it (src/api/FastLane.ts); the client network was charged when the headers arrived.
+   */
+  readonly admitNow: (namespace: string, now: number) => Admission | undefined
 }
 
 export interface Admission extends Decision {
@@ -196,12 +201,12 @@ export class RateLimiter extends Context.Tag("portico/RateLimiter")<RateLimiter,
               : { limit: own, source: "namespace" as const }
           ),
         invalidate: (namespace) => Effect.sync(() => void limits.delete(namespace)),
-        admitNow: (remoteAddress, namespace, now) => {
+        checkClientNow: (remoteAddress, now) =>
+          defaults.enabled ? take(clients, clientNetwork(remoteAddress), defaults.perClientNetwork, now) : allowed,
+        admitNow: (namespace, now) => {
           if (!defaults.enabled) return admitted
           const cached = limits.get(namespace)
           if (cached === undefined || now - cached.at >= LIMIT_CACHE_MS) return undefined
-          const client = take(clients, clientNetwork(remoteAddress), defaults.perClientNetwork, now)
-          if (!client.allowed) return { ...client, refusedBy: "network" }
           const space = take(spaces, namespace, cached.value ?? defaults.perNamespace, now)
           return space.allowed ? admitted : { ...space, refusedBy: "namespace" }
         }

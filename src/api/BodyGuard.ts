@@ -1,0 +1,222 @@
+/**
+ * What the listener decides about a request when its headers arrive, before any of its body is
+ * read, for both request paths (the fast lane and the HttpApi app):
+ *
+ * - the request is charged to its client network's rate limit (node-to-node routes excepted, as
+ *   in docs/api.md, "Rate limits"), so a client cannot open more requests than its limit allows
+ *   by never finishing their bodies;
+ * - its body's bytes are reserved against the in-flight caps per client network and per process
+ *   (src/layers/ratelimit/BodyBudget.ts): 429 or 503 with `Retry-After` beyond them;
+ * - a body being received is watched: one that arrives slower than the minimum rate over a whole
+ *   window, or a JSON body not all there by its deadline, is cut with 408.
+ *
+ * A refusal is answered at once with `Connection: close`, so a client that already started
+ * sending a body stops; a cut body's connection is closed after its 408 (or at once when an
+ * answer has already gone out). A reservation is given back when the request is done with (node's
+ * `close` on the request, which also fires when the connection is lost).
+ */
+import type * as http from "node:http"
+import { Code } from "../domain/Errors.js"
+import type { BodySettings } from "../layers/config/PorticoConfig.js"
+import { BodyBudget } from "../layers/ratelimit/BodyBudget.js"
+import { clientNetwork, type RateLimiterService } from "../layers/ratelimit/RateLimiter.js"
+import { rateLimited } from "./Authentication.js"
+import { RequestMeta } from "./RequestMeta.js"
+
+/** How a request's body will be read: none, whole as JSON within its cap, or streamed. */
+export type BodyKind = "none" | "json" | "stream"
+
+/**
+ * Admits a request at its headers, or answers it and says with which status. `cap` is the
+ * route's body cap: an announced body over it is left alone here (the listener answers 413).
+ */
+export type Admission = (req: http.IncomingMessage, res: http.ServerResponse, kind: BodyKind, cap: number) => number | undefined
+
+/**
+ * What a streamed body may hold in memory at once: the body reader's queue (FlowingBody.ts,
+ * 1 MiB) and node's buffers before it. A streamed upload is reserved this much, not its size.
+ */
+export const STREAM_READ_AHEAD_BYTES = 2 * 1024 * 1024
+
+const INTERNAL_PREFIX = "/v1/internal/"
+
+const envelope = (error: string, code: string, hint: string): string => JSON.stringify({ error, code, hint })
+
+/** An answer from the listener itself; `close` when the client may still be sending a body. */
+const answer = (res: http.ServerResponse, status: number, body: string, retryAfter: number | undefined, close: boolean): void => {
+  if (res.headersSent || res.writableEnded) return
+  const headers: Record<string, string | number> = { "content-type": "application/json", "content-length": Buffer.byteLength(body) }
+  if (retryAfter !== undefined) headers["retry-after"] = String(retryAfter)
+  if (close) {
+    // node closes the connection once this answer is out, and reads none of the body
+    res.shouldKeepAlive = false
+    headers["connection"] = "close"
+  }
+  res.writeHead(status, headers)
+  res.end(body)
+}
+
+/** One body being received: its reservation and its progress. */
+class Watch {
+  readonly startedAt: number
+  windowStart: number
+  windowBytes: number
+  released = false
+  readonly release = (): void => {
+    if (this.released) return
+    this.released = true
+    this.guard.done(this)
+  }
+
+  constructor(
+    readonly guard: Guard,
+    readonly req: http.IncomingMessage,
+    readonly res: http.ServerResponse,
+    readonly kind: BodyKind,
+    readonly network: string | undefined,
+    readonly reserved: number,
+    now: number
+  ) {
+    this.startedAt = now
+    this.windowStart = now
+    this.windowBytes = req.socket.bytesRead
+  }
+}
+
+class Guard {
+  readonly budget: BodyBudget
+  private readonly watching = new Set<Watch>()
+  private timer: NodeJS.Timeout | undefined = undefined
+  private readonly tickMs: number
+  private readonly minWindowBytes: number
+  private readonly retryAfter: number
+  private readonly tick = (): void => this.sweep(Date.now())
+
+  constructor(
+    readonly settings: BodySettings,
+    readonly limiter: RateLimiterService | undefined,
+    readonly onCut: ((req: http.IncomingMessage, status: number, ms: number) => void) | undefined
+  ) {
+    this.budget = new BodyBudget({ perNetworkBytes: settings.inFlightPerNetworkBytes, perProcessBytes: settings.inFlightBytes })
+    // a cut comes at most a tenth of the shorter bound late
+    this.tickMs = Math.max(50, Math.min(1000, Math.floor(Math.min(settings.rateWindowMs, settings.jsonDeadlineMs) / 10)))
+    this.minWindowBytes = (settings.minBytesPerSecond * settings.rateWindowMs) / 1000
+    // a stalled body holding room is cut within two windows
+    this.retryAfter = Math.max(1, Math.ceil((2 * settings.rateWindowMs) / 1000))
+  }
+
+  readonly admit: Admission = (req, res, kind, cap) => {
+    const internal = (req.url ?? "/").startsWith(INTERNAL_PREFIX)
+    const now = Date.now()
+    const address = req.socket.remoteAddress
+    if (!internal && this.limiter !== undefined) {
+      const decision = this.limiter.checkClientNow(address, now)
+      RequestMeta.markClientCharged(req)
+      if (!decision.allowed) {
+        const limited = rateLimited(decision.retryAfterSeconds, "network")
+        answer(res, 429, envelope(limited.error, limited.code, limited.hint ?? ""), decision.retryAfterSeconds, kind !== "none")
+        return 429
+      }
+    }
+    if (kind === "none") return undefined
+    const announced = req.headers["content-length"]
+    const length = announced === undefined ? undefined : Number(announced)
+    // over the route's cap: the listener's 413, which reads a bounded part of it
+    if (length !== undefined && length > cap) return undefined
+    const bytes = kind === "stream" ? Math.min(length ?? STREAM_READ_AHEAD_BYTES, STREAM_READ_AHEAD_BYTES) : (length ?? cap)
+    const network = internal ? undefined : clientNetwork(address)
+    const refused = this.budget.reserve(network, bytes)
+    if (refused === "network") {
+      answer(
+        res,
+        429,
+        envelope("too many request bodies in flight from this network", Code.RATE_LIMITED, `retry after ${this.retryAfter} s, once the bodies already sent have arrived`),
+        this.retryAfter,
+        true
+      )
+      return 429
+    }
+    if (refused === "process") {
+      answer(res, 503, envelope("the gateway is receiving too many request bodies", Code.UNAVAILABLE, `retry after ${this.retryAfter} s`), this.retryAfter, true)
+      return 503
+    }
+    const watch = new Watch(this, req, res, kind, network, bytes, now)
+    this.watching.add(watch)
+    // `close` comes when the request is done with: its body read or dumped, or its connection gone
+    req.on("close", watch.release)
+    if (this.timer === undefined) {
+      this.timer = setInterval(this.tick, this.tickMs)
+      this.timer.unref()
+    }
+    return undefined
+  }
+
+  done(watch: Watch): void {
+    this.watching.delete(watch)
+    this.budget.release(watch.network, watch.reserved)
+    watch.req.off("close", watch.release)
+    if (this.watching.size === 0 && this.timer !== undefined) {
+      clearInterval(this.timer)
+      this.timer = undefined
+    }
+  }
+
+  private sweep(now: number): void {
+    for (const watch of this.watching) {
+      const req = watch.req
+      const socket = req.socket
+      if (req.complete || socket.destroyed) {
+        watch.release()
+        continue
+      }
+      if (watch.kind === "json" && now - watch.startedAt > this.settings.jsonDeadlineMs) {
+        this.cut(watch, "the request body did not arrive in time", `send the whole body within ${Math.ceil(this.settings.jsonDeadlineMs / 1000)} s`)
+        continue
+      }
+      if (now - watch.windowStart < this.settings.rateWindowMs) continue
+      const arrived = socket.bytesRead - watch.windowBytes
+      // bytes that arrived but wait unread are the gateway's own backpressure, not a slow client
+      const heldHere = req.readableLength > 0
+      if (!heldHere && arrived < this.minWindowBytes) {
+        this.cut(
+          watch,
+          "the request body is arriving too slowly",
+          `send at least ${this.settings.minBytesPerSecond} bytes per second`
+        )
+        continue
+      }
+      watch.windowStart = now
+      watch.windowBytes = socket.bytesRead
+    }
+  }
+
+  /** 408 when an answer can still be written, then the connection is closed; else it is cut now. */
+  private cut(watch: Watch, error: string, hint: string): void {
+    watch.release()
+    const { req, res } = watch
+    if (res.headersSent || res.writableEnded) {
+      req.socket.destroy()
+      return
+    }
+    answer(res, 408, envelope(error, Code.REQUEST_TIMEOUT, hint), undefined, true)
+    // a JSON body is cut while the listener still reads it, before any route has the request; a
+    // streamed one's route logs its request's answer itself
+    if (watch.kind === "json") this.onCut?.(req, 408, Date.now() - watch.startedAt)
+    // node ends the connection once the answer is out; a client that does not read it is not waited for
+    const socket = req.socket
+    setTimeout(() => socket.destroy(), 2000).unref()
+  }
+}
+
+/**
+ * The listener's admission over the gateway's rate limiter (undefined: no client rate limit
+ * here, only the body caps and watch). `onCut` hears of a body cut with 408, for the access log.
+ */
+export const makeAdmission = (
+  settings: BodySettings,
+  limiter: RateLimiterService | undefined,
+  onCut?: (req: http.IncomingMessage, status: number, ms: number) => void
+): { readonly admit: Admission; readonly budget: BodyBudget } => {
+  const guard = new Guard(settings, limiter, onCut)
+  return { admit: guard.admit, budget: guard.budget }
+}
