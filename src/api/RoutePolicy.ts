@@ -89,6 +89,11 @@ export const routePolicies: Readonly<Record<string, Policy>> = {
   "POST /v1/namespace/members": membersWrite,
   "DELETE /v1/namespace/members/:wallet": membersWrite,
   "POST /v1/namespace/members/transfer": owner,
+  // two-step transfer (docs/api.md): anyone of the namespace may see the pending offer; its
+  // recipient accepts from its own session (checked by the handler); the owner cancels
+  "GET /v1/namespace/members/transfer": authenticated,
+  "POST /v1/namespace/members/transfer/accept": authenticated,
+  "POST /v1/namespace/members/transfer/cancel": owner,
   // spec §5.5: keys are control plane (admin keys, wallets of role developer or above)
   "GET /v1/namespace/keys": controlPlane,
   "POST /v1/namespace/keys": controlPlane,

@@ -183,19 +183,31 @@ describe.each(["sqlite", "rqlite"] as const)("foundation over HTTP, registry on 
     expectError(await gw.request("DELETE", `/v1/namespace/members/${OWNER}`, { token: ownerKey }), 403)
     const other = "0x" + "ef".repeat(20)
     expectError(await gw.request("DELETE", `/v1/namespace/members/${other}`, { token: ownerKey }), 404)
+    // a transfer is an offer: nothing moves until the recipient accepts from its own session
+    // (test/e2e/signin.test.ts takes it to the end); the zero address is refused outright
+    expectError(await gw.request("POST", "/v1/namespace/members/transfer", { token: ownerKey, json: { wallet: "0x" + "0".repeat(40) } }), 400, "VALIDATION_FAILED")
+    expectError(await gw.request("POST", "/v1/namespace/members/transfer", { token: ownerKey, json: { wallet: other } }), 409, "CONFLICT")
     const transfer = await gw.request("POST", "/v1/namespace/members/transfer", { token: ownerKey, json: { wallet: DEV } })
-    expect(transfer.body).toEqual({ namespace: "acme", owner: DEV })
+    expect(transfer.status, transfer.text).toBe(202)
+    expect(transfer.body).toMatchObject({ namespace: "acme", status: "pending", from: OWNER, to: DEV })
+    expect(Math.abs(transfer.body.expires_at - (Date.now() / 1000 + 24 * 3600))).toBeLessThan(60)
+    const pending = await gw.request("GET", "/v1/namespace/members/transfer", { token: ownerKey })
+    expect(pending.body).toEqual({ namespace: "acme", offer: { from: OWNER, to: DEV, offered_at: expect.any(Number), expires_at: transfer.body.expires_at } })
     const after = await gw.request("GET", "/v1/namespace/members", { token: ownerKey })
     const roles = Object.fromEntries(after.body.members.map((m: { wallet: string; role: string }) => [m.wallet, m.role]))
-    expect(roles).toEqual({ [DEV]: "owner", [OWNER]: "admin" })
-    // the owner key belonged to the ownership: it is an admin key now and cannot move it again
-    expect((await gw.request("GET", "/v1/auth/whoami", { token: ownerKey })).body.role).toBe("admin")
-    const exchanged = await gw.request("POST", "/v1/auth/token", { token: ownerKey })
-    expect((await gw.request("GET", "/v1/auth/whoami", { token: exchanged.body.access_token })).body.role).toBe("admin")
-    expectError(await gw.request("POST", "/v1/namespace/members/transfer", { token: ownerKey, json: { wallet: OWNER } }), 403, "OWNER_REQUIRED")
-    const audit = await gw.request("GET", "/v1/audit?action=namespace.transfer", { token: ownerKey })
-    expect(audit.body.entries).toHaveLength(1)
-    expect(audit.body.entries[0]).toMatchObject({ action: "namespace.transfer", target: DEV })
+    expect(roles).toEqual({ [DEV]: "developer", [OWNER]: "owner" })
+    expect((await gw.request("GET", "/v1/auth/whoami", { token: ownerKey })).body.role).toBe("owner")
+    // an API key cannot accept: the recipient's own signed-in session does
+    expectError(await gw.request("POST", "/v1/namespace/members/transfer/accept", { token: ownerKey }), 403, "SESSION_REQUIRED")
+    // the owner withdraws it
+    expect((await gw.request("POST", "/v1/namespace/members/transfer/cancel", { token: ownerKey })).body).toEqual({ namespace: "acme", cancelled: DEV })
+    expect((await gw.request("GET", "/v1/namespace/members/transfer", { token: ownerKey })).body).toEqual({ namespace: "acme", offer: null })
+    expectError(await gw.request("POST", "/v1/namespace/members/transfer/cancel", { token: ownerKey }), 404, "NOT_FOUND")
+    const audit = await gw.request("GET", "/v1/audit?limit=10", { token: ownerKey })
+    const actions = audit.body.entries.map((e: { action: string }) => e.action)
+    expect(actions).toEqual(expect.arrayContaining(["namespace.transfer_offer", "namespace.transfer_cancel"]))
+    expect(actions).not.toContain("namespace.transfer")
+    expect(audit.body.entries.find((e: { action: string }) => e.action === "namespace.transfer_offer")).toMatchObject({ target: DEV })
   })
 
   it("records control-plane changes in the audit trail with filters and limits", async () => {

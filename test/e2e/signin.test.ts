@@ -124,20 +124,55 @@ describe.each(["sqlite", "rqlite"] as const)("wallet sign-in and sessions, regis
     expect((await gw.request("GET", "/v1/auth/whoami", { token: later.body.api_key })).status).toBe(200)
     expect((await gw.request("DELETE", `/v1/namespace/members/${dev.address}`, { token: ownerKey })).status).toBe(200)
     expectError(await gw.request("GET", "/v1/auth/whoami", { token: later.body.api_key }), 401, "INVALID_API_KEY")
-    // ownership: the owner wallet hands it on; its still-valid token cannot take it back
+    // ownership moves in two steps: the owner offers, the recipient accepts from its own session
     const first = Wallet.createRandom()
     const second = Wallet.createRandom()
-    expect((await gw.request("POST", "/v1/namespace/members/transfer", { token: ownerKey, json: { wallet: first.address } })).status).toBe(200)
+    const transfer = (token: string, wallet: string) => gw.request("POST", "/v1/namespace/members/transfer", { token, json: { wallet } })
+    const accept = (token: string) => gw.request("POST", "/v1/namespace/members/transfer/accept", { token })
+    const whoami = async (token: string) => (await gw.request("GET", "/v1/auth/whoami", { token })).body.role
+    // never to the zero address (nobody holds its key), nor to a wallet that cannot sign in to accept
+    expectError(await transfer(ownerKey, "0x" + "0".repeat(40)), 400, "VALIDATION_FAILED")
+    expectError(await transfer(ownerKey, first.address), 409, "CONFLICT")
+    expect((await gw.request("POST", "/v1/namespace/members", { token: ownerKey, json: { wallet: first.address, role: "reader" } })).status).toBe(200)
+    const offered = await transfer(ownerKey, first.address)
+    expect(offered.status, offered.text).toBe(202)
+    expect(offered.body).toMatchObject({ namespace: "shop", status: "pending", from: null, to: first.address.toLowerCase() })
+    // nothing has moved: the owner key is still the owner's, the recipient still a reader
+    expect(await whoami(ownerKey)).toBe("owner")
     const firstToken = (await signIn(first)).body.access_token as string
-    expect((await gw.request("GET", "/v1/auth/whoami", { token: firstToken })).body.role).toBe("owner")
-    expect((await gw.request("POST", "/v1/namespace/members/transfer", { token: firstToken, json: { wallet: second.address } })).status).toBe(200)
+    expect(await whoami(firstToken)).toBe("reader")
+    expect((await gw.request("GET", "/v1/namespace/members/transfer", { token: firstToken })).body.offer).toMatchObject({ to: first.address.toLowerCase() })
+    // only the recipient's own session accepts: not an API key, not another member's session
+    expectError(await accept(ownerKey), 403, "SESSION_REQUIRED")
+    expectError(await accept((await signIn(member)).body.access_token), 403, "FORBIDDEN")
+    // until it is accepted the owner may withdraw it; then there is nothing to accept
+    expect((await gw.request("POST", "/v1/namespace/members/transfer/cancel", { token: ownerKey })).body).toEqual({ namespace: "shop", cancelled: first.address.toLowerCase() })
+    expectError(await accept(firstToken), 404, "NOT_FOUND")
+    expect(await whoami(firstToken)).toBe("reader")
+    expect((await transfer(ownerKey, first.address)).status).toBe(202)
+    const accepted = await accept(firstToken)
+    expect(accepted.status, accepted.text).toBe(200)
+    expect(accepted.body).toEqual({ namespace: "shop", owner: first.address.toLowerCase() })
+    expect(await whoami(firstToken)).toBe("owner")
+    expect((await gw.request("GET", "/v1/namespace/members/transfer", { token: firstToken })).body.offer).toBe(null)
+    // an accepted offer is spent
+    expectError(await accept(firstToken), 404, "NOT_FOUND")
+    // the new owner hands it on the same way; its still-valid token cannot take it back
+    expect((await gw.request("POST", "/v1/namespace/members", { token: firstToken, json: { wallet: second.address, role: "reader" } })).status).toBe(200)
+    expect((await transfer(firstToken, second.address)).status).toBe(202)
+    const secondToken = (await signIn(second)).body.access_token as string
+    expect((await accept(secondToken)).body).toEqual({ namespace: "shop", owner: second.address.toLowerCase() })
     // firstToken still says "owner" for up to 15 minutes; the registry says otherwise, and every
     // request acts with the role the registry holds now
-    expect((await gw.request("GET", "/v1/auth/whoami", { token: firstToken })).body.role).toBe("admin")
-    expectError(await gw.request("POST", "/v1/namespace/members/transfer", { token: firstToken, json: { wallet: first.address } }), 403, "OWNER_REQUIRED")
+    expect(await whoami(firstToken)).toBe("admin")
+    expectError(await transfer(firstToken, first.address), 403, "OWNER_REQUIRED")
+    expectError(await gw.request("POST", "/v1/namespace/members/transfer/cancel", { token: firstToken }), 403, "OWNER_REQUIRED")
     expectError(await gw.request("GET", "/v1/rqlite/export", { token: firstToken }), 403, "OWNER_REQUIRED")
+    const audited = (await gw.request("GET", "/v1/audit?limit=50", { token: secondToken })).body.entries as ReadonlyArray<{ action: string; principal: string; target: string }>
+    expect(audited.filter((e) => e.action === "namespace.transfer").map((e) => e.target)).toEqual([second.address.toLowerCase(), first.address.toLowerCase()])
+    expect(audited.filter((e) => e.action === "namespace.transfer_offer")).toHaveLength(3)
+    expect(audited.filter((e) => e.action === "namespace.transfer_cancel")).toHaveLength(1)
     // a demoted admin's token is a reader's at once; a removed member's token stops
-    const secondToken = (await signIn(second)).body.access_token as string
     expect((await gw.request("POST", "/v1/namespace/members", { token: secondToken, json: { wallet: first.address, role: "reader" } })).status).toBe(200)
     expect((await gw.request("GET", "/v1/auth/whoami", { token: firstToken })).body.role).toBe("reader")
     expectError(await gw.request("POST", "/v1/namespace/keys", { token: firstToken, json: { profile: "admin" } }), 403, "CONTROL_PLANE_REQUIRED")
@@ -190,6 +225,35 @@ describe.each(["sqlite", "rqlite"] as const)("wallet sign-in and sessions, regis
     expect((await gw.request("GET", "/v1/auth/whoami", { token: key })).body.role).toBe("owner")
     const audit = await gw.request("GET", "/v1/audit", { token: key })
     expect(audit.body.entries.map((e: { action: string }) => e.action)).not.toContain("namespace.transfer")
+  })
+
+  it("lets an ownership offer expire: after 24 h there is nothing to accept and the owner stays", async () => {
+    const key = (await gw.cli(["namespace", "create", "offered"])).api_key
+    const heir = Wallet.createRandom()
+    expect((await gw.request("POST", "/v1/namespace/members", { token: key, json: { wallet: heir.address, role: "developer" } })).status).toBe(200)
+    const offered = await gw.request("POST", "/v1/namespace/members/transfer", { token: key, json: { wallet: heir.address } })
+    expect(offered.status, offered.text).toBe(202)
+    expect(offered.body.expires_at - Math.floor(Date.now() / 1000)).toBeGreaterThan(24 * 3600 - 60)
+    // the offer's time runs out (written into the registry, as 24 hours passing would)
+    const expire = ["UPDATE ownership_offers SET expires_at = ? WHERE namespace = 'offered'", Date.now() - 1000] as const
+    if (engineServer === undefined) {
+      const db = new Database(path.join(gw.dataDir, "registry.db"))
+      try {
+        db.prepare(expire[0]).run(expire[1])
+      } finally {
+        db.close()
+      }
+    } else {
+      const reply = await fetch(`${engineServer.url}/db/execute`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify([[...expire]]) })
+      expect(reply.status).toBe(200)
+    }
+    expect((await gw.request("GET", "/v1/namespace/members/transfer", { token: key })).body).toEqual({ namespace: "offered", offer: null })
+    const { message } = (await gw.request("POST", "/v1/auth/challenge", { json: { wallet: heir.address, namespace: "offered" } })).body
+    const session = await gw.request("POST", "/v1/auth/verify", { json: { message, signature: await heir.signMessage(message) } })
+    expect(session.status, session.text).toBe(200)
+    expectError(await gw.request("POST", "/v1/namespace/members/transfer/accept", { token: session.body.access_token }), 404, "NOT_FOUND")
+    expect((await gw.request("GET", "/v1/auth/whoami", { token: key })).body.role).toBe("owner")
+    expect((await gw.request("GET", "/v1/auth/whoami", { token: session.body.access_token })).body.role).toBe("developer")
   })
 
   it("drops expired challenges, proof nonces and device requests as new ones are made", async () => {

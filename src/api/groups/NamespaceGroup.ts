@@ -32,8 +32,32 @@ export const AddMember = strict(
 
 export const MemberAnswer = Schema.Struct({ namespace: Schema.String, member: MemberView, created: Schema.Boolean })
 
-export const Transfer = strict(Schema.Struct({ wallet: Wallet })).annotations({ identifier: "TransferOwnership" })
-export const TransferAnswer = Schema.Struct({ namespace: Schema.String, owner: Schema.String })
+export const Transfer = strict(Schema.Struct({ wallet: Wallet })).annotations({
+  identifier: "TransferOwnership",
+  description: "Offers the namespace to a wallet that may sign in to it (a member, or anyone where sign-in is open); never the zero address"
+})
+export const TransferAnswer = Schema.Struct({ namespace: Schema.String, owner: Schema.String }).annotations({
+  identifier: "Ownership",
+  description: "Who owns the namespace now"
+})
+/** The owner's transfer is an offer: nothing moves until the recipient accepts it (docs/api.md). */
+export const TransferOffered = Schema.Struct({
+  namespace: Schema.String,
+  status: Schema.Literal("pending"),
+  from: Schema.NullOr(Schema.String),
+  to: Schema.String,
+  expires_at: UnixSeconds
+}).annotations({
+  identifier: "OwnershipOffer",
+  description: "Pending until the recipient accepts it from its own signed-in session, the owner cancels it, or it expires (24 h)"
+})
+export const PendingTransfer = Schema.Struct({
+  namespace: Schema.String,
+  offer: Schema.NullOr(
+    Schema.Struct({ from: Schema.NullOr(Schema.String), to: Schema.String, offered_at: UnixSeconds, expires_at: UnixSeconds })
+  ).annotations({ description: "null when no unexpired offer is pending" })
+}).annotations({ identifier: "PendingTransfer" })
+export const TransferCancelled = Schema.Struct({ namespace: Schema.String, cancelled: Schema.String.annotations({ description: "the wallet the offer was for" }) })
 
 export const KeyView = Schema.Struct({
   id: Schema.String,
@@ -107,8 +131,21 @@ export class NamespaceGroup extends HttpApiGroup.make("namespace")
   .add(
     HttpApiEndpoint.post("transfer", "/v1/namespace/members/transfer")
       .setPayload(Transfer)
+      .addSuccess(TransferOffered, { status: 202 })
       .addSuccess(TransferAnswer)
       .addError(Wire.Conflict)
+  )
+  .add(HttpApiEndpoint.get("pendingTransfer", "/v1/namespace/members/transfer").addSuccess(PendingTransfer))
+  .add(
+    HttpApiEndpoint.post("acceptTransfer", "/v1/namespace/members/transfer/accept")
+      .addSuccess(TransferAnswer)
+      .addError(Wire.NotFound)
+      .addError(Wire.Conflict)
+  )
+  .add(
+    HttpApiEndpoint.post("cancelTransfer", "/v1/namespace/members/transfer/cancel")
+      .addSuccess(TransferCancelled)
+      .addError(Wire.NotFound)
   )
   .add(HttpApiEndpoint.get("listKeys", "/v1/namespace/keys").setUrlParams(TimeKeyedPage).addSuccess(KeyList))
   .add(

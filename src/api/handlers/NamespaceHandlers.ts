@@ -11,6 +11,7 @@ import { RegistryStore, type StoreError } from "../../layers/registry/RegistrySt
 import { PorticoApi } from "../Api.js"
 import { nextCursorOf, pageRequest } from "../Paging.js"
 import { toUnixSeconds } from "../Wire.js"
+import { requireSession } from "./AuthHandlers.js"
 import { requirePrincipal } from "./Principal.js"
 
 const storeDown = (_: StoreError) => unavailable("registry unavailable")
@@ -33,8 +34,25 @@ const ruleError = (e: NamespaceRuleError) => {
       return conflict("the namespace owner changed meanwhile", Code.CONFLICT, "read the members again and retry")
     case "NamespaceExists":
       return conflict("namespace exists", Code.NAMESPACE_EXISTS)
+    case "ZeroAddress":
+      return badRequest("the zero address cannot own a namespace: nobody holds its key", undefined, Code.VALIDATION_FAILED)
+    case "RecipientCannotSignIn":
+      return conflict(
+        "the recipient accepts from its own session, and this wallet cannot sign in to the namespace",
+        Code.CONFLICT,
+        "add the wallet as a member first (POST /v1/namespace/members), then transfer"
+      )
+    case "NoOffer":
+      return notFound("no pending ownership offer", Code.NOT_FOUND, "the owner offers it with POST /v1/namespace/members/transfer; an offer lasts 24 hours")
+    case "OfferForAnother":
+      return forbidden("the pending ownership offer is for another wallet", Code.FORBIDDEN, "sign in with the wallet the offer names")
+    case "OfferChanged":
+      return conflict("the ownership offer was cancelled, replaced or taken meanwhile", Code.CONFLICT, "read GET /v1/namespace/members/transfer and retry")
   }
 }
+
+/** The caller's wallet when a signed-in wallet (not a key, nor a token exchanged from one) asks. */
+const walletOf = (p: Principal): string | undefined => (p.method === "jwt" && p.keyId === undefined ? p.subject : undefined)
 
 const keyView = (k: ApiKeyRecord) => ({
   id: k.id,
@@ -117,10 +135,49 @@ export const NamespaceHandlers = HttpApiBuilder.group(PorticoApi, "namespace", (
       .handle("transfer", ({ payload }) =>
         Effect.gen(function* () {
           const p = yield* requirePrincipal
-          const record = yield* namespaces
-            .transfer(p.namespace, payload.wallet, p.subject, p.method === "jwt" && p.keyId === undefined ? p.subject : undefined)
+          const outcome = yield* namespaces
+            .transfer(p.namespace, payload.wallet, p.subject, walletOf(p))
             .pipe(Effect.catchTags({ NamespaceRuleError: (e) => Effect.fail(ruleError(e)), StoreError: (e) => Effect.fail(storeDown(e)) }))
-          return { namespace: p.namespace, owner: record.owner ?? payload.wallet }
+          // to the owner it already has: nothing to offer, the ownership as it stands
+          if ("name" in outcome) return { namespace: p.namespace, owner: outcome.owner ?? payload.wallet }
+          return {
+            namespace: p.namespace,
+            status: "pending" as const,
+            from: outcome.from ?? null,
+            to: outcome.to,
+            expires_at: toUnixSeconds(outcome.expiresAt)
+          }
+        })
+      )
+      .handle("pendingTransfer", () =>
+        Effect.gen(function* () {
+          const p = yield* requirePrincipal
+          const offer = yield* Effect.mapError(namespaces.offer(p.namespace), storeDown)
+          return {
+            namespace: p.namespace,
+            offer: Option.match(offer, {
+              onNone: () => null,
+              onSome: (o) => ({ from: o.from ?? null, to: o.to, offered_at: toUnixSeconds(o.createdAt), expires_at: toUnixSeconds(o.expiresAt) })
+            })
+          }
+        })
+      )
+      .handle("acceptTransfer", () =>
+        Effect.gen(function* () {
+          const p = yield* requireSession
+          const record = yield* namespaces
+            .acceptTransfer(p.namespace, p.subject)
+            .pipe(Effect.catchTags({ NamespaceRuleError: (e) => Effect.fail(ruleError(e)), StoreError: (e) => Effect.fail(storeDown(e)) }))
+          return { namespace: p.namespace, owner: record.owner ?? p.subject }
+        })
+      )
+      .handle("cancelTransfer", () =>
+        Effect.gen(function* () {
+          const p = yield* requirePrincipal
+          const offer = yield* namespaces
+            .cancelTransfer(p.namespace, p.subject, walletOf(p))
+            .pipe(Effect.catchTags({ NamespaceRuleError: (e) => Effect.fail(ruleError(e)), StoreError: (e) => Effect.fail(storeDown(e)) }))
+          return { namespace: p.namespace, cancelled: offer.to }
         })
       )
       .handle("listKeys", ({ urlParams }) =>

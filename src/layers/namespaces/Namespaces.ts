@@ -25,8 +25,40 @@ export interface Member {
 
 /** A namespace rule refused the change; the API maps each rule to its status. */
 export class NamespaceRuleError extends Data.TaggedError("NamespaceRuleError")<{
-  readonly rule: "NamespaceExists" | "NoSuchNamespace" | "NoSuchMember" | "OwnerImmutable" | "NotOwner" | "NotOwnerNow" | "RoleTooHigh" | "KeysCannotManageMembers"
+  readonly rule:
+    | "NamespaceExists"
+    | "NoSuchNamespace"
+    | "NoSuchMember"
+    | "OwnerImmutable"
+    | "NotOwner"
+    | "NotOwnerNow"
+    | "RoleTooHigh"
+    | "KeysCannotManageMembers"
+    // ownership offers (two-step transfer)
+    | "ZeroAddress"
+    | "RecipientCannotSignIn"
+    | "NoOffer"
+    | "OfferForAnother"
+    | "OfferChanged"
 }> {}
+
+/**
+ * A pending ownership offer: the owner's transfer waits for the recipient to accept it from its
+ * own session, the owner to cancel it, or `expiresAt` (epoch ms).
+ */
+export interface OwnershipOffer {
+  readonly from: string | undefined
+  readonly to: string
+  readonly offeredBy: string
+  readonly createdAt: number
+  readonly expiresAt: number
+}
+
+/** How long an ownership offer waits for its recipient. */
+export const OFFER_SECONDS = 24 * 60 * 60
+
+/** The address nobody holds a key for: ownership sent there could never come back. */
+export const ZERO_ADDRESS = "0x0000000000000000000000000000000000000000"
 
 export interface CreatedNamespace {
   readonly record: NamespaceRecord
@@ -58,16 +90,31 @@ export interface NamespacesService {
     actorRole: Role | KeyRole
   ) => Effect.Effect<void, NamespaceRuleError | StoreError>
   /**
-   * Makes `wallet` the owner; the previous owner wallet stays as an admin, and owner keys become
-   * admin keys. `actorWallet` is the caller's wallet when a wallet (not a key) asks: it must be
-   * the owner the registry names now.
+   * Offers the namespace to `wallet` (the first of two steps): nothing moves until `wallet`
+   * accepts. A new offer replaces a pending one. To the owner it already has: nothing to offer,
+   * the record as it is. `actorWallet` is the caller's wallet when a wallet (not a key) asks: it
+   * must be the owner the registry names now. The recipient must be able to sign in to accept
+   * (a member, or anyone where sign-in is open); the zero address is refused.
    */
   readonly transfer: (
     namespace: string,
     wallet: string,
     actor: string,
     actorWallet: string | undefined
-  ) => Effect.Effect<NamespaceRecord, NamespaceRuleError | StoreError>
+  ) => Effect.Effect<OwnershipOffer | NamespaceRecord, NamespaceRuleError | StoreError>
+  /** The pending, unexpired offer, if any. */
+  readonly offer: (namespace: string) => Effect.Effect<Option.Option<OwnershipOffer>, StoreError>
+  /**
+   * The recipient, from its own session, takes the namespace: it becomes the owner, the previous
+   * owner wallet stays as an admin, and owner keys become admin keys.
+   */
+  readonly acceptTransfer: (namespace: string, wallet: string) => Effect.Effect<NamespaceRecord, NamespaceRuleError | StoreError>
+  /** The owner withdraws the pending offer; `actorWallet` as for `transfer`. */
+  readonly cancelTransfer: (
+    namespace: string,
+    actor: string,
+    actorWallet: string | undefined
+  ) => Effect.Effect<OwnershipOffer, NamespaceRuleError | StoreError>
   readonly setRateLimit: (
     namespace: string,
     limit: { readonly rps: number; readonly burst: number } | undefined,
@@ -121,6 +168,26 @@ export class Namespaces extends Context.Tag("portico/Namespaces")<Namespaces, Na
         )
 
       const isConstraint = (e: StoreError) => e.reason === "constraint"
+
+      /** The namespace's offer row, expired or not. */
+      const offerRow = (namespace: string) =>
+        Effect.map(
+          store.query({
+            sql: "SELECT from_owner, to_wallet, offered_by, created_at, expires_at FROM ownership_offers WHERE namespace = ?",
+            params: [namespace]
+          }),
+          (rows) =>
+            Option.map(
+              Option.fromNullable(rows[0]),
+              (r): OwnershipOffer => ({
+                from: r.from_owner === null ? undefined : String(r.from_owner),
+                to: String(r.to_wallet),
+                offeredBy: String(r.offered_by),
+                createdAt: Number(r.created_at),
+                expiresAt: Number(r.expires_at)
+              })
+            )
+        )
 
       return {
         create: (name, owner, actor) =>
@@ -218,6 +285,7 @@ export class Namespaces extends Context.Tag("portico/Namespaces")<Namespaces, Na
           }),
         transfer: (namespace, wallet, actor, actorWallet) =>
           Effect.gen(function* () {
+            if (wallet.toLowerCase() === ZERO_ADDRESS) return yield* new NamespaceRuleError({ rule: "ZeroAddress" })
             const record = yield* requireNamespace(namespace)
             const now = yield* Clock.currentTimeMillis
             const previous = record.owner
@@ -227,36 +295,110 @@ export class Namespaces extends Context.Tag("portico/Namespaces")<Namespaces, Na
             // To the owner it already has: nothing moves, so nothing changes (the owner keys would
             // otherwise become admin keys with no one to hand their powers to).
             if (previous === wallet) return record
-            // The owner column is the compare-and-swap: a concurrent transfer makes this one lose,
-            // and then writes nothing, its audit row included.
+            // The recipient accepts from its own session, so it must be able to open one.
+            const [eligible] = yield* store.query({
+              sql: `SELECT 1 AS ok FROM namespaces n WHERE n.name = ? AND (n.sign_in = 'open'
+                      OR EXISTS (SELECT 1 FROM members m WHERE m.namespace = n.name AND m.wallet = ?))`,
+              params: [namespace, wallet]
+            })
+            if (eligible === undefined) return yield* new NamespaceRuleError({ rule: "RecipientCannotSignIn" })
+            const offer: OwnershipOffer = { from: previous, to: wallet, offeredBy: actor, createdAt: now, expiresAt: now + OFFER_SECONDS * 1000 }
+            // Written only while the owner is still the one we read: a transfer that completed
+            // meanwhile makes this offer lose, its audit row included.
+            const [written] = yield* store.batch([
+              {
+                sql: `INSERT INTO ownership_offers (namespace, from_owner, to_wallet, offered_by, created_at, expires_at)
+                      SELECT ?, ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM namespaces WHERE name = ? AND owner IS ?)
+                      ON CONFLICT (namespace) DO UPDATE SET from_owner = excluded.from_owner, to_wallet = excluded.to_wallet,
+                        offered_by = excluded.offered_by, created_at = excluded.created_at, expires_at = excluded.expires_at`,
+                params: [namespace, previous ?? null, wallet, actor, now, offer.expiresAt, namespace, previous ?? null]
+              },
+              yield* audit.entry(
+                namespace,
+                "namespace.transfer_offer",
+                actor,
+                wallet,
+                { previous: previous ?? null, expires_at: Math.floor(offer.expiresAt / 1000) },
+                { onlyIfChanged: true }
+              )
+            ])
+            if (written === undefined || written.rowsAffected === 0) return yield* new NamespaceRuleError({ rule: "NotOwner" })
+            return offer
+          }),
+        offer: (namespace) =>
+          Effect.flatMap(Clock.currentTimeMillis, (now) =>
+            Effect.map(offerRow(namespace), Option.filter((o) => o.expiresAt > now))
+          ),
+        acceptTransfer: (namespace, wallet) =>
+          Effect.gen(function* () {
+            const record = yield* requireNamespace(namespace)
+            const now = yield* Clock.currentTimeMillis
+            const found = yield* offerRow(namespace)
+            if (Option.isNone(found) || found.value.expiresAt <= now) return yield* new NamespaceRuleError({ rule: "NoOffer" })
+            const offer = found.value
+            if (offer.to !== wallet) return yield* new NamespaceRuleError({ rule: "OfferForAnother" })
+            const previous = offer.from
+            // The owner column is the compare-and-swap, taken only while this very offer stands
+            // (same recipient, same making, unexpired) and the owner is still the one who made
+            // it: a cancel, a newer offer or another transfer meanwhile makes this lose, and then
+            // it writes nothing, its audit row included. Each later statement holds only once the
+            // namespace names the new owner.
+            const nowOwner = "EXISTS (SELECT 1 FROM namespaces WHERE name = ? AND owner IS ?)"
             const statements: Array<Statement> = [
               {
-                sql: "UPDATE namespaces SET owner = ? WHERE name = ? AND owner IS ?",
-                params: [wallet, namespace, previous ?? null]
+                sql: `UPDATE namespaces SET owner = ? WHERE name = ? AND owner IS ? AND EXISTS (SELECT 1 FROM ownership_offers
+                        WHERE namespace = ? AND to_wallet = ? AND created_at = ? AND expires_at > ?)`,
+                params: [wallet, namespace, previous ?? null, namespace, wallet, offer.createdAt, now]
               },
-              yield* audit.entry(namespace, "namespace.transfer", actor, wallet, { previous: previous ?? null }, { onlyIfChanged: true }),
+              yield* audit.entry(
+                namespace,
+                "namespace.transfer",
+                wallet,
+                wallet,
+                { previous: previous ?? null, offered_by: offer.offeredBy },
+                { onlyIfChanged: true }
+              ),
               {
-                sql: `INSERT INTO members (namespace, wallet, role, added_at, added_by) SELECT ?, ?, 'owner', ?, ? WHERE changes() > 0
+                sql: `INSERT INTO members (namespace, wallet, role, added_at, added_by) SELECT ?, ?, 'owner', ?, ? WHERE ${nowOwner}
                       ON CONFLICT (namespace, wallet) DO UPDATE SET role = 'owner'`,
-                params: [namespace, wallet, now, actor]
+                params: [namespace, wallet, now, offer.offeredBy, namespace, wallet]
               }
             ]
-            if (previous !== undefined && previous !== wallet) {
+            if (previous !== undefined) {
               statements.push({
-                sql: "UPDATE members SET role = 'admin' WHERE namespace = ? AND wallet = ? AND role = 'owner'",
-                params: [namespace, previous]
+                sql: `UPDATE members SET role = 'admin' WHERE namespace = ? AND wallet = ? AND role = 'owner' AND ${nowOwner}`,
+                params: [namespace, previous, namespace, wallet]
               })
             }
             // Owner keys (the one `namespace create` printed) belong to the ownership, not to a
-            // person: they become admin keys, so the owner's powers move with the transfer. Only
-            // when the swap happened: the namespace then names the new owner.
-            statements.push({
-              sql: "UPDATE api_keys SET role = 'admin' WHERE namespace = ? AND role = 'owner' AND EXISTS (SELECT 1 FROM namespaces WHERE name = ? AND owner IS ?)",
-              params: [namespace, namespace, wallet]
-            })
+            // person: they become admin keys, so the owner's powers move with the transfer.
+            statements.push(
+              {
+                sql: `UPDATE api_keys SET role = 'admin' WHERE namespace = ? AND role = 'owner' AND ${nowOwner}`,
+                params: [namespace, namespace, wallet]
+              },
+              { sql: `DELETE FROM ownership_offers WHERE namespace = ? AND ${nowOwner}`, params: [namespace, namespace, wallet] }
+            )
             const [swap] = yield* store.batch(statements)
-            if (swap === undefined || swap.rowsAffected === 0) return yield* new NamespaceRuleError({ rule: "NotOwner" })
+            if (swap === undefined || swap.rowsAffected === 0) return yield* new NamespaceRuleError({ rule: "OfferChanged" })
             return { ...record, owner: wallet }
+          }),
+        cancelTransfer: (namespace, actor, actorWallet) =>
+          Effect.gen(function* () {
+            const record = yield* requireNamespace(namespace)
+            if (actorWallet !== undefined && actorWallet !== record.owner) return yield* new NamespaceRuleError({ rule: "NotOwnerNow" })
+            const found = yield* offerRow(namespace)
+            if (Option.isNone(found)) return yield* new NamespaceRuleError({ rule: "NoOffer" })
+            // Only the offer we read: one made since stands until it is cancelled in turn.
+            const [removed] = yield* store.batch([
+              {
+                sql: "DELETE FROM ownership_offers WHERE namespace = ? AND to_wallet = ? AND created_at = ?",
+                params: [namespace, found.value.to, found.value.createdAt]
+              },
+              yield* audit.entry(namespace, "namespace.transfer_cancel", actor, found.value.to, {}, { onlyIfChanged: true })
+            ])
+            if (removed === undefined || removed.rowsAffected === 0) return yield* new NamespaceRuleError({ rule: "NoOffer" })
+            return found.value
           }),
         setRateLimit: (namespace, limit, actor) =>
           Effect.gen(function* () {
