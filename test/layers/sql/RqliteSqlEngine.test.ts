@@ -150,6 +150,25 @@ if (!hasRqlited()) {
         })
       )
     }
+
+    // What ClusterSql's read route leans on besides the guard's allow-list (docs/databases.md):
+    // rqlited's /db/query asks SQLite whether a statement is read-only and refuses it otherwise
+    it.scopedLive("refuses a statement that would write on the read path, and writes nothing", () =>
+      Effect.gen(function* () {
+        const server = yield* rqlited()
+        const engine = RqliteSqlEngine.make({ url: server.url, timeout: Duration.seconds(5) })
+        yield* engine.statement({ sql: "CREATE TABLE t (a)", params: [], kind: "write" }, "counted")
+        yield* engine.statement({ sql: "CREATE INDEX t_a ON t (a)", params: [], kind: "write" }, "counted")
+        for (const sql of ["ANALYZE", "PRAGMA user_version = 5", "INSERT INTO t VALUES (1) RETURNING a"]) {
+          const refused = yield* Effect.flip(engine.statement({ sql, params: [], kind: "read", readOnly: true }, "counted"))
+          expect(refused, sql).toMatchObject({ status: 400, code: "SQL_ERROR" })
+        }
+        const schema = yield* engine.statement({ sql: "SELECT name FROM sqlite_schema ORDER BY name", params: [], kind: "read" }, "counted")
+        expect(JSON.parse(schema).rows).toEqual([["t"], ["t_a"]])
+        const version = yield* engine.statement({ sql: "PRAGMA user_version", params: [], kind: "read" }, "counted")
+        expect(JSON.parse(version).rows).toEqual([[0]])
+      })
+    )
   })
 
   describe("RqliteSqlEngine statement timeout", () => {
