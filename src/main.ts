@@ -48,7 +48,7 @@ const main = async (argv: ReadonlyArray<string>): Promise<number> => {
       process.stdout.write(groupHelp(first, group))
       return 0
     }
-    if (sub === undefined) throw usageError(`${first} needs a command: ${group.map((c) => c.words[1]).join(", ")} (see portico ${first} --help)`)
+    if (sub === undefined || sub.startsWith("-")) throw usageError(`${first} needs a command: ${group.map((c) => c.words[1]).join(", ")} (see portico ${first} --help)`)
     throw usageError(`unknown command ${JSON.stringify(`${first} ${sub}`)} (see portico ${first} --help)`)
   }
   const parsed = parseCommand(command, argv.slice(command.words.length))

@@ -83,10 +83,10 @@ export const parseCommand = (command: Command, args: ReadonlyArray<string>): Par
     const see = `(see ${commandName(command)} --help)`
     if (code === "ERR_PARSE_ARGS_UNKNOWN_OPTION") throw usageError(`unknown option ${optionLabel(text)} ${see}`)
     if (code === "ERR_PARSE_ARGS_INVALID_OPTION_VALUE") {
-      // "Option '--owner <value>' argument missing" or "Option '-h, --help' does not take an argument"
-      throw usageError(
-        text.includes("argument missing") ? `${/--[\w-]+/.exec(text)?.[0] ?? "an option"} needs a value ${see}` : `${/--[\w-]+/.exec(text)?.[0] ?? "an option"} takes no value ${see}`
-      )
+      // "argument missing" (last word) and "argument is ambiguous" (followed by another option)
+      // both mean the value was left out.
+      const option = /--[\w-]+/.exec(text)?.[0] ?? "an option"
+      throw usageError(/argument (missing|is ambiguous)/.test(text) ? `${option} needs a value ${see}` : `${option} takes no value ${see}`)
     }
     throw usageError(`${text} ${see}`)
   }

@@ -62,11 +62,18 @@ export const keysCreate = (parsed: Parsed): Promise<void> =>
       if ((scopesFlag === undefined) === (profileFlag === undefined)) {
         return yield* new UsageError({ message: "give exactly one of --scopes or --profile" })
       }
+      const profile =
+        profileFlag === undefined
+          ? undefined
+          : yield* Effect.mapError(
+              Schema.decodeUnknown(KeyProfile)(profileFlag),
+              () => new UsageError({ message: `--profile must be one of ${KeyProfile.literals.join(", ")}` })
+            )
       const scopes =
-        scopesFlag !== undefined
-          ? yield* decode(Schema.Array(GrantString), scopesFlag.split(",").map((s) => s.trim()).filter((s) => s !== ""), "--scopes")
-          : profileGrants[yield* decode(KeyProfile, profileFlag, "--profile")]
-      const role = profileFlag === undefined ? ("custom" as const) : yield* decode(KeyProfile, profileFlag, "--profile")
+        profile === undefined
+          ? yield* decode(Schema.Array(GrantString), (scopesFlag ?? "").split(",").map((s) => s.trim()).filter((s) => s !== ""), "--scopes")
+          : profileGrants[profile]
+      const role = profile ?? ("custom" as const)
       const days = yield* Effect.try({
         try: () => wholeNumberOption(parsed, "expires-in-days"),
         catch: (e) => new UsageError({ message: e instanceof Error ? e.message : "--expires-in-days must be a whole number" })
