@@ -1,11 +1,11 @@
 /**
  * Lists and paging on the wire (docs/api.md, "Lists and paging"): every list that can grow takes
  * `limit` and `cursor` and answers `next_cursor`, the cursor of the page after this one or null
- * at the end. A cursor is the last row's ordering key as JSON in base64url: opaque to clients,
- * checked against the list's key shape on the way in, so a cursor that is not one this list gave
- * is a 400 like any other bad parameter.
+ * at the end. A cursor is the last row's ordering key (`Cursor`): opaque to clients, checked
+ * against the list's key shape on the way in, so a cursor not of this list's form is a 400 like
+ * any other bad parameter.
  */
-import { ParseResult, Schema } from "effect"
+import { Schema } from "effect"
 import type { KeyValues, Page, PageRequest } from "../layers/registry/Keyset.js"
 import { QueryInteger, strict } from "./Wire.js"
 
@@ -24,44 +24,51 @@ export const PageLimit = (max: number, byDefault: number) =>
       jsonSchema: { type: "integer", minimum: 1, maximum: max, default: byDefault, description: `items per page, 1 to ${max}; default ${byDefault}` }
     })
 
-const CURSOR_MAX = 512
-const CursorText = Schema.String.pipe(
-  Schema.pattern(new RegExp(`^[A-Za-z0-9_-]{1,${CURSOR_MAX}}$`), { message: () => "a cursor is base64url text, as next_cursor gave it" })
-)
+/** A component of a list's ordering key: an integer (a time, an id) or a text (an id, a wallet, a name). */
+export type KeyPart = "int" | "text"
 
-const notOurs = "not a cursor of this list: send next_cursor from this list's previous page, or no cursor to start again"
+/** Text components are keys of at most this many UTF-8 bytes (ids, wallets, names are far shorter). */
+const TEXT_BYTES = 256
+/** A part's form; a text alone in its key is not empty, so no cursor is the empty string. */
+const partPattern = (part: KeyPart, alone: boolean): string =>
+  part === "int" ? "[0-9]{1,15}" : `[A-Za-z0-9_-]{${alone ? 1 : 0},${Math.ceil((TEXT_BYTES * 4) / 3)}}`
 
 /**
- * The `cursor` query parameter of a list whose ordering key has the shape `key` (a tuple of the
- * key's column values). Decodes to the key; anything else is a 400.
+ * The `cursor` query parameter of a list whose ordering key has the parts `parts`: each part in
+ * order, joined by `.`, an integer in decimal digits, a text in base64url of its UTF-8. Every
+ * string of that form is a position in the list (the page after it), so the pattern the
+ * document states is the whole rule: a client or a generator that keeps to it is never refused,
+ * and anything else is a 400. Decodes to the key's values.
  */
-export const Cursor = <A extends KeyValues>(key: Schema.Schema<A>) => {
-  const decodeKey = Schema.decodeUnknownEither(key)
-  return Schema.transformOrFail(CursorText, Schema.typeSchema(key), {
-    strict: true,
-    decode: (text, _, ast) => {
-      let value: unknown
-      try {
-        value = JSON.parse(Buffer.from(text, "base64url").toString("utf8"))
-      } catch {
-        return ParseResult.fail(new ParseResult.Type(ast, text, notOurs))
-      }
-      const decoded = decodeKey(value)
-      return decoded._tag === "Right" ? ParseResult.succeed(decoded.right) : ParseResult.fail(new ParseResult.Type(ast, text, notOurs))
-    },
-    encode: (values) => ParseResult.succeed(encodeCursor(values))
-  }).annotations({ description: "next_cursor of the previous page; absent for the first page" })
+export const Cursor = (parts: ReadonlyArray<KeyPart>) => {
+  const body = parts.map((part) => partPattern(part, parts.length === 1)).join("\\.")
+  const pattern = new RegExp(`^${body}$`)
+  return Schema.transform(
+    Schema.String.pipe(
+      Schema.pattern(pattern, {
+        message: () => "not a cursor of this list: send next_cursor from this list's previous page, or no cursor to start again"
+      })
+    ),
+    Schema.Array(Schema.Union(Schema.Int, Schema.String)),
+    {
+      strict: true,
+      decode: (text) =>
+        text.split(".").map((piece, i) => (parts[i] === "int" ? Number(piece) : Buffer.from(piece, "base64url").toString("utf8"))),
+      encode: (values) => encodeCursor(values)
+    }
+  ).annotations({ description: "next_cursor of the previous page; absent for the first page" })
 }
 
-export const encodeCursor = (values: KeyValues): string => Buffer.from(JSON.stringify(values), "utf8").toString("base64url")
+export const encodeCursor = (values: KeyValues): string =>
+  values.map((v) => (typeof v === "number" ? String(v) : Buffer.from(v, "utf8").toString("base64url"))).join(".")
 
 /** The answer member naming the next page. */
 export const NextCursor = Schema.NullOr(Schema.String).annotations({
   description: "send as cursor for the next page; null when this page is the last"
 })
 
-/** A list's `limit` and `cursor` query members, over a key of shape `key`. */
-export const pageQueryFields = <A extends KeyValues>(key: Schema.Schema<A>, max: number = PAGE_LIMIT.max, byDefault: number = PAGE_LIMIT.default) => ({
+/** A list's `limit` and `cursor` query members, over a key of parts `key`. */
+export const pageQueryFields = (key: ReadonlyArray<KeyPart>, max: number = PAGE_LIMIT.max, byDefault: number = PAGE_LIMIT.default) => ({
   limit: Schema.optional(PageLimit(max, byDefault)),
   cursor: Schema.optional(Cursor(key))
 })
@@ -75,10 +82,10 @@ export const pageRequest = (
 /** `next_cursor` for a page read. */
 export const nextCursorOf = (page: Page<unknown>): string | null => (page.next === undefined ? null : encodeCursor(page.next))
 
-/** Key shapes of the lists: `(created_at, id)` style pairs and single integer ids. */
-export const TimeAndText = Schema.Tuple(Schema.Int, Schema.String.pipe(Schema.maxLength(256)))
-export const IdKey = Schema.Tuple(Schema.Int)
-export const TextKey = Schema.Tuple(Schema.String.pipe(Schema.maxLength(256)))
+/** Key shapes of the lists: `(created_at, id)` style pairs, single integer ids, names. */
+export const TimeAndText: ReadonlyArray<KeyPart> = ["int", "text"]
+export const IdKey: ReadonlyArray<KeyPart> = ["int"]
+export const TextKey: ReadonlyArray<KeyPart> = ["text"]
 
 // No identifier on a query struct: HttpApi's OpenAPI then describes no parameter at all.
 /** The query of a list keyed by (time, text) with nothing else to ask: `limit` and `cursor`. */

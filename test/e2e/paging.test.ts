@@ -41,7 +41,7 @@ const readAll = async (
     expect(reply.body).toHaveProperty("next_cursor")
     cursor = reply.body.next_cursor
     if (cursor === null) return { items, pages }
-    expect(cursor).toMatch(/^[A-Za-z0-9_-]+$/)
+    expect(cursor).toMatch(/^[A-Za-z0-9_.-]+$/)
   }
   throw new Error("the list never ended")
 }
@@ -180,17 +180,32 @@ describe.each(["sqlite", "rqlite"] as const)("lists in pages, registry on %s", (
   })
 
   it("refuses a bad cursor and a limit out of bounds with 400 and the envelope", async () => {
-    for (const path of ["/v1/namespace/keys", "/v1/namespace/members", "/v1/db/sqlite/list", "/v1/audit"]) {
+    // not of the list's form: another key shape, characters outside base64url, too long, empty
+    const notCursors: Record<string, ReadonlyArray<string>> = {
+      "/v1/namespace/keys": ["!!!", "bm90IGpzb24", "abc.def", "1.2.3", `1.${"A".repeat(600)}`, "", "1,abc"],
+      "/v1/namespace/members": ["x.y", "12", "-1.abc", "1.a=b"],
+      "/v1/db/sqlite/list": ["!!!", "a.b", "A".repeat(600), ""],
+      "/v1/audit": ["abc", "1.x", "9".repeat(16), "-5", ""]
+    }
+    for (const [path, cursors] of Object.entries(notCursors)) {
       expectError(await gw.request("GET", `${path}?limit=1001`, { token: ownerKey }), 400, "VALIDATION_FAILED")
       expectError(await gw.request("GET", `${path}?limit=0`, { token: ownerKey }), 400, "VALIDATION_FAILED")
       expectError(await gw.request("GET", `${path}?limit=ten`, { token: ownerKey }), 400, "VALIDATION_FAILED")
-      // not base64url; base64url of something that is not JSON; JSON of the wrong shape
-      for (const cursor of ["!!!", "bm90IGpzb24", Buffer.from('{"a":1}').toString("base64url"), Buffer.from("[1,2,3,4]").toString("base64url"), "A".repeat(600)]) {
-        const reply = await gw.request("GET", `${path}?cursor=${cursor}`, { token: ownerKey })
+      for (const cursor of cursors) {
+        const reply = await gw.request("GET", `${path}?cursor=${encodeURIComponent(cursor)}`, { token: ownerKey })
         expectError(reply, 400, "VALIDATION_FAILED")
         expect(reply.body.error).toMatch(/cursor/)
       }
     }
+    // every string of the documented form is a position, never a refusal: a generated client
+    // that keeps to the pattern is answered
+    const fromStart = await gw.request("GET", "/v1/namespace/keys?limit=1000&cursor=0.", { token: ownerKey })
+    expect(fromStart.status, fromStart.text).toBe(200)
+    expect(fromStart.body.keys.length).toBeGreaterThan(0)
+    const pastEnd = await gw.request("GET", "/v1/namespace/keys?cursor=999999999999999.zzzz", { token: ownerKey })
+    expect(pastEnd.body).toMatchObject({ keys: [], next_cursor: null })
+    expect((await gw.request("GET", "/v1/audit?cursor=1", { token: ownerKey })).body).toMatchObject({ entries: [], count: 0, next_cursor: null })
+    expect((await gw.request("GET", "/v1/db/sqlite/list?cursor=bm90IGpzb24", { token: ownerKey })).status).toBe(200)
     // a cursor of one list is not one of another whose key has another shape
     const keys = await gw.request("GET", "/v1/namespace/keys?limit=1", { token: ownerKey })
     expectError(await gw.request("GET", `/v1/audit?cursor=${keys.body.next_cursor}`, { token: ownerKey }), 400, "VALIDATION_FAILED")
@@ -198,6 +213,7 @@ describe.each(["sqlite", "rqlite"] as const)("lists in pages, registry on %s", (
     const doc = await gw.request("GET", "/v1/openapi.json")
     const params = doc.body.paths["/v1/namespace/keys"].get.parameters as Array<any>
     expect(params.map((p) => p.name).sort()).toEqual(["cursor", "limit"])
+    expect(params.find((p) => p.name === "cursor").schema.pattern).toBe("^[0-9]{1,15}\\.[A-Za-z0-9_-]{0,342}$")
     expect(params.find((p) => p.name === "limit").schema).toMatchObject({ type: "integer", minimum: 1, maximum: 1000 })
     const audit = doc.body.paths["/v1/audit"].get.parameters as Array<any>
     expect(audit.find((p) => p.name === "limit").schema).toMatchObject({ type: "integer", minimum: 1, maximum: 200 })
