@@ -311,6 +311,11 @@ const withBodyRules = (spec: Json): Json => {
     ]
     mintKey["description"] = "Exactly one of scopes or profile: a key is minted from an explicit scope list or from a profile"
   }
+  const transfer = schemas["TransferOwnership"]
+  if (isObject(transfer) && isObject(transfer["properties"]) && isObject(transfer["properties"]["wallet"])) {
+    // nobody holds the zero address's key: an offer to it could never be accepted (400)
+    transfer["properties"]["wallet"] = { allOf: [transfer["properties"]["wallet"], { not: { pattern: "^0x0{40}$" } }] }
+  }
   const rateLimit = schemas["SetRateLimit"]
   if (isObject(rateLimit)) {
     // null restores the default for both, so a burst with it is 400 VALIDATION_FAILED

@@ -117,6 +117,13 @@ describe("the served OpenAPI document and the server agree", () => {
     { name: "an audit limit past 200", method: "GET", path: "/v1/audit", operation: audit, query: { limit: "201" } },
     { name: "a 16-digit since", method: "GET", path: "/v1/audit", operation: audit, query: { since: "1000000000000000" } },
     {
+      name: "the zero address as the new owner",
+      method: "POST",
+      path: "/v1/namespace/members/transfer",
+      operation: ["post", "/v1/namespace/members/transfer"],
+      json: { wallet: "0x" + "0".repeat(40) }
+    },
+    {
       name: "a device id no SHA-256 gives",
       method: "POST",
       path: "/v1/auth/challenge",
