@@ -70,7 +70,7 @@ describe.each(["sqlite", "rqlite"] as const)("browsers and CORS, registry on %s"
     expect(before.status).toBe(204)
     expect(before.headers["access-control-allow-origin"]).toBeUndefined()
 
-    for (const bad of ["*", "https://app.example/", "https://App.example", "https://app.example:443", "ftp://app.example", "https://app.example/path", "null", "app.example"]) {
+    for (const bad of ["*", "https://*.example", "https://app.example/", "ftp://app.example", "https://app.example/path", "null", "app.example", "http://1.2.3.999", "https://app.example:65536"]) {
       expectError(await gw.request("PUT", "/v1/namespace/cors", { token: ownerKey, json: { origins: [bad] } }), 400, "VALIDATION_FAILED")
     }
     const many = Array.from({ length: 33 }, (_, i) => `https://a${i}.example`)
@@ -78,7 +78,8 @@ describe.each(["sqlite", "rqlite"] as const)("browsers and CORS, registry on %s"
     expectError(await gw.request("PUT", "/v1/namespace/cors", { token: ownerKey, json: {} }), 400, "VALIDATION_FAILED")
     expect((await gw.request("PUT", "/v1/namespace/cors", { token: runtimeKey, json: { origins: [APP] } })).status).toBe(403)
 
-    const set = await gw.request("PUT", "/v1/namespace/cors", { token: ownerKey, json: { origins: [APP, "http://localhost:5173", APP] } })
+    // stored as a browser sends Origin: lowercase, no default port; the same origin once
+    const set = await gw.request("PUT", "/v1/namespace/cors", { token: ownerKey, json: { origins: [APP, "http://localhost:5173", "https://App.Example:443"] } })
     expect(set.status, set.text).toBe(200)
     expect(set.body).toEqual({ namespace: "acme", origins: [APP, "http://localhost:5173"] })
     expect((await gw.request("GET", "/v1/namespace/cors", { token: runtimeKey })).body.origins).toEqual([APP, "http://localhost:5173"])

@@ -8,25 +8,39 @@ import { Wire } from "../../domain/Errors.js"
 import { MAX_CORS_ORIGINS } from "../../layers/namespaces/CorsOrigins.js"
 import { strict } from "../Wire.js"
 
-/** Whether `text` is an origin exactly as a browser sends it in `Origin` (so it can match one). */
-const isSerializedOrigin = (text: string): boolean => {
+/** The origin as a browser writes it in `Origin`: lowercase, no default port (`https://App.example:443` → `https://app.example`). */
+const canonicalOrigin = (text: string): string => {
   try {
-    const url = new URL(text)
-    return (url.protocol === "https:" || url.protocol === "http:") && url.origin === text
+    return new URL(text).origin
   } catch {
-    return false
+    // a host the URL parser refuses (an xn-- label that is not Punycode): kept as written,
+    // lowercase; no browser sends it, so it admits nothing, and refusing it would refuse a value
+    // the documented pattern allows
+    return text.toLowerCase()
   }
 }
 
-export const CorsOrigin = Schema.String.pipe(
-  Schema.pattern(/^https?:\/\/(\[[0-9a-f:.]+\]|[a-z0-9.-]+)(:[0-9]{1,5})?$/, {
-    message: () => "an origin is scheme://host[:port] in lowercase, with no path, as a browser sends it in Origin"
-  }),
-  Schema.maxLength(255),
-  Schema.filter(isSerializedOrigin, {
-    message: () => "an origin as a browser sends it: http or https, no default port, no trailing dot or slash (https://app.example, http://localhost:5173)"
-  })
-).annotations({ description: "an exact origin: scheme, host and port as the browser sends Origin; no wildcard" })
+const label = "[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+// the last label starts with a letter: one that looks like a number makes the host an IPv4 address
+const hostname = `(?:${label}\\.)*[A-Za-z](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?`
+const octet = "(?:25[0-5]|2[0-4][0-9]|1[0-9]{2}|[1-9]?[0-9])"
+const ipv4 = `(?:${octet}\\.){3}${octet}`
+const port = "(?:6553[0-5]|655[0-2][0-9]|65[0-4][0-9]{2}|6[0-4][0-9]{3}|[1-5][0-9]{4}|[1-9][0-9]{0,3}|0)"
+
+/**
+ * An exact origin: http or https, a host name or an IPv4 address, an optional port; no path, no
+ * wildcard. Every string of this form is taken, and stored as a browser sends it (`canonicalOrigin`).
+ */
+export const CorsOrigin = Schema.transform(
+  Schema.String.pipe(
+    Schema.maxLength(255),
+    Schema.pattern(new RegExp(`^https?://(?:${hostname}|${ipv4})(?::${port})?$`), {
+      message: () => "an origin is http(s)://host[:port] with no path and no wildcard, as a browser sends it in Origin (https://app.example, http://localhost:5173)"
+    })
+  ),
+  Schema.String,
+  { strict: true, decode: canonicalOrigin, encode: (origin) => origin }
+).annotations({ description: "an exact origin: scheme, host and port; stored lowercase without a default port, as browsers send Origin" })
 
 export const CorsView = Schema.Struct({
   namespace: Schema.String,
