@@ -8,7 +8,7 @@
 //
 // Also importable: `ensureBuilt()` returns once dist/ is current.
 import { spawnSync } from "node:child_process"
-import { existsSync, readdirSync, statSync, utimesSync, writeFileSync } from "node:fs"
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 
@@ -40,7 +40,7 @@ export const staleReason = () => {
   return undefined
 }
 
-/** Runs tsc; exits the process with a one-line reason when it emits nothing. */
+/** Runs tsc; throws when it emits nothing (its output is on stderr by then). */
 export const build = (reason) => {
   process.stderr.write(`[build] compiling src/ to dist/ with tsc (${reason}; about 20 s the first time, less after)\n`)
   const started = Date.now()
@@ -59,20 +59,76 @@ export const build = (reason) => {
     process.stderr.write(`[build] tsc reported ${count} type error(s) (see \`npm run typecheck\`); JavaScript was written anyway\n`)
   } else if (result.status !== 0) {
     process.stderr.write(result.stdout + result.stderr)
-    process.stderr.write(`[build] tsc failed (exit ${result.status ?? result.signal}); dist/ was not updated\n`)
-    process.exit(1)
+    throw new Error(`tsc failed (exit ${result.status ?? result.signal}); dist/ was not updated`)
   }
   writeFileSync(stampFile, startedAt.toISOString() + "\n")
   utimesSync(stampFile, startedAt, startedAt)
   process.stderr.write(`[build] done in ${((Date.now() - started) / 1000).toFixed(1)} s\n`)
 }
 
+const lockDir = path.join(distDir, ".build-lock")
+const sleep = (ms) => Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms)
+
+/** Whether the process holding the lock is gone (killed mid-build, e.g. by Ctrl-C). */
+const lockAbandoned = () => {
+  try {
+    const pid = Number(readFileSync(path.join(lockDir, "pid"), "utf8"))
+    if (!Number.isInteger(pid) || pid <= 0) return Date.now() - statSync(lockDir).mtimeMs > 10_000
+    process.kill(pid, 0)
+    return false
+  } catch (error) {
+    // ESRCH: no such process; ENOENT: the lock is gone or its pid file is not written yet
+    if (error.code === "ENOENT") return existsSync(lockDir) && Date.now() - statSync(lockDir).mtimeMs > 10_000
+    return error.code === "ESRCH"
+  }
+}
+
+/**
+ * One build at a time: test files in parallel workers, `npm start` and a `portico` command may
+ * all find dist/ stale at once. The lock is a directory holding its owner's pid; a lock whose
+ * owner is gone is taken over.
+ */
+const withLock = (run) => {
+  mkdirSync(distDir, { recursive: true })
+  let told = false
+  for (;;) {
+    try {
+      mkdirSync(lockDir)
+      writeFileSync(path.join(lockDir, "pid"), String(process.pid))
+      break
+    } catch (error) {
+      if (error.code !== "EEXIST") throw error
+      if (lockAbandoned()) {
+        rmSync(lockDir, { recursive: true, force: true })
+        continue
+      }
+      if (!told) process.stderr.write("[build] waiting for another build of dist/ to finish\n")
+      told = true
+      sleep(200)
+    }
+  }
+  try {
+    return run()
+  } finally {
+    rmSync(lockDir, { recursive: true, force: true })
+  }
+}
+
 export const ensureBuilt = () => {
-  const reason = staleReason()
-  if (reason !== undefined) build(reason)
+  if (staleReason() === undefined) return
+  withLock(() => {
+    // another process may have built while this one waited
+    const reason = staleReason()
+    if (reason !== undefined) build(reason)
+  })
 }
 
 if (process.argv[1] !== undefined && path.resolve(process.argv[1]) === fileURLToPath(import.meta.url)) {
-  if (process.argv.includes("--force")) build("asked with --force")
-  else ensureBuilt()
+  try {
+    if (process.argv.includes("--force")) withLock(() => build("asked with --force"))
+    else ensureBuilt()
+  } catch (error) {
+    process.stderr.write(`[build] ${error.message}\n`)
+    process.exit(1)
+  }
 }

@@ -36,4 +36,9 @@ if (!linked) {
   symlinkSync(target, link)
 }
 
-ensureBuilt()
+try {
+  ensureBuilt()
+} catch (error) {
+  process.stderr.write(`[build] ${error.message}\n`)
+  process.exit(1)
+}
