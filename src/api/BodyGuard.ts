@@ -16,6 +16,9 @@
  * `close` on the request, which also fires when the connection is lost).
  */
 import type * as http from "node:http"
+import type * as net from "node:net"
+import { setFlagsFromString } from "node:v8"
+import { runInNewContext } from "node:vm"
 import { Code } from "../domain/Errors.js"
 import type { BodySettings } from "../layers/config/PorticoConfig.js"
 import { BodyBudget } from "../layers/ratelimit/BodyBudget.js"
@@ -42,19 +45,56 @@ const INTERNAL_PREFIX = "/v1/internal/"
 
 const envelope = (error: string, code: string, hint: string): string => JSON.stringify({ error, code, hint })
 
+/**
+ * How long a connection closed after a refusal still reads (and drops) what the client sends.
+ * node would close it the moment the answer is out, and a client still writing its body is then
+ * reset and loses the answer it had not read yet; ending our side first tells it to stop.
+ */
+const CLOSE_GRACE_MS = 1000
+
+function closeAfterGrace(this: net.Socket): void {
+  this.end()
+  setTimeout(() => this.destroy(), CLOSE_GRACE_MS).unref()
+}
+
 /** An answer from the listener itself; `close` when the client may still be sending a body. */
 const answer = (res: http.ServerResponse, status: number, body: string, retryAfter: number | undefined, close: boolean): void => {
   if (res.headersSent || res.writableEnded) return
   const headers: Record<string, string | number> = { "content-type": "application/json", "content-length": Buffer.byteLength(body) }
   if (retryAfter !== undefined) headers["retry-after"] = String(retryAfter)
   if (close) {
-    // node closes the connection once this answer is out, and reads none of the body
+    // node closes the connection once this answer is out, and serves none of the body
     res.shouldKeepAlive = false
     headers["connection"] = "close"
+    const socket = res.socket
+    if (socket !== null) socket.destroySoon = closeAfterGrace
   }
   res.writeHead(status, headers)
   res.end(body)
 }
+
+/**
+ * A full garbage collection, asked for. The chunks of a body abandoned mid-way are garbage once
+ * its connection is gone, but they have lived long enough to sit in the old generation, and an
+ * idle process may not collect it for minutes: the memory stays taken though nothing uses it.
+ * Undefined where the runtime does not allow it.
+ */
+const collectGarbage: (() => void) | undefined = (() => {
+  const exposed = (globalThis as { gc?: () => void }).gc
+  if (typeof exposed === "function") return exposed
+  try {
+    setFlagsFromString("--expose-gc")
+    const gc: unknown = runInNewContext("gc")
+    return typeof gc === "function" ? (gc as () => void) : undefined
+  } catch {
+    return undefined
+  }
+})()
+
+/** Abandoned body bytes that make a collection worth its pause, and the least time between two. */
+const COLLECT_AFTER_BYTES = 16 * 1024 * 1024
+const COLLECT_DELAY_MS = 2000
+const COLLECT_INTERVAL_MS = 10_000
 
 /** One body being received: its reservation and its progress. */
 class Watch {
@@ -91,6 +131,16 @@ class Guard {
   private readonly minWindowBytes: number
   private readonly retryAfter: number
   private readonly tick = (): void => this.sweep(Date.now())
+  /** Reserved bytes of bodies given up before their end since the last collection. */
+  private abandoned = 0
+  private collecting: NodeJS.Timeout | undefined = undefined
+  private lastCollected = 0
+  private readonly collect = (): void => {
+    this.collecting = undefined
+    this.abandoned = 0
+    this.lastCollected = Date.now()
+    collectGarbage?.()
+  }
 
   constructor(
     readonly settings: BodySettings,
@@ -155,10 +205,20 @@ class Guard {
     this.watching.delete(watch)
     this.budget.release(watch.network, watch.reserved)
     watch.req.off("close", watch.release)
+    if (!watch.req.complete) this.abandonedBytes(watch.reserved)
     if (this.watching.size === 0 && this.timer !== undefined) {
       clearInterval(this.timer)
       this.timer = undefined
     }
+  }
+
+  /** Once enough of them add up, the memory of abandoned bodies is collected shortly after (a burst of them, once). */
+  private abandonedBytes(bytes: number): void {
+    this.abandoned += bytes
+    if (collectGarbage === undefined || this.collecting !== undefined || this.abandoned < COLLECT_AFTER_BYTES) return
+    const wait = Math.max(COLLECT_DELAY_MS, this.lastCollected + COLLECT_INTERVAL_MS - Date.now())
+    this.collecting = setTimeout(this.collect, wait)
+    this.collecting.unref()
   }
 
   private sweep(now: number): void {
