@@ -7,8 +7,14 @@ import { strict, WellFormedText } from "../Wire.js"
 // Names are valid Unicode: on Redis two names with lone surrogates would share one key.
 const Text = WellFormedText
 const notEmpty = { message: () => "must not be empty" }
-const Dmap = Text.pipe(Schema.minLength(1, notEmpty)).annotations({ description: "the map's name" })
-const Key = Text.pipe(Schema.minLength(1, notEmpty))
+/**
+ * Spec §8: the map name (its UTF-8 bytes plus 2) and the key together are at most 255 bytes; a
+ * longer pair is 413 naming the limit (a get or delete of one is 404). A sum of byte lengths is
+ * more than a schema can say, so the descriptions say it.
+ */
+const PAIR_LIMIT = "the map name's UTF-8 bytes plus 2, and the key's, are at most 255 bytes together (a put past it is 413)"
+const Dmap = Text.pipe(Schema.minLength(1, notEmpty)).annotations({ description: "the map's name; " + PAIR_LIMIT })
+const Key = Text.pipe(Schema.minLength(1, notEmpty)).annotations({ description: "the key; " + PAIR_LIMIT })
 const NotNull = Schema.Unknown.pipe(
   Schema.filter((v) => v !== null && v !== undefined, {
     message: () => "value is required and cannot be null",
