@@ -16,6 +16,7 @@ import { webcrypto } from "node:crypto"
 import { NextToLast } from "blockstore-fs/sharding"
 import { CID } from "multiformats/cid"
 import { existsSync, readdirSync, writeFileSync } from "node:fs"
+import * as net from "node:net"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type Gateway, type Reply, startGateway, testTmp } from "../support/gateway.js"
@@ -327,6 +328,44 @@ describe.each(storageEngines())("content storage on the %s engine", (_name, engi
     expect(good.status, good.text).toBe(200)
     expect(good.body).toEqual({ Cid: await expectedCid(new TextEncoder().encode("hello")), Size: 5, Name: "greeting" })
     expect((await gw.request("GET", `/v1/storage/status/${good.body.Cid}`, { token })).body.Name).toBe("greeting")
+  })
+
+  it("answers a part name or filename holding a control character with 400, on a connection that stays usable", async () => {
+    // a raw socket: what the server writes is seen as written, and so is a connection it drops
+    const socket = net.connect(gw.port, "127.0.0.1")
+    socket.on("error", () => undefined)
+    let received = ""
+    socket.on("data", (chunk: Buffer) => (received += chunk.toString("latin1")))
+    await new Promise((resolve) => socket.once("connect", resolve))
+    const nextAnswer = async (): Promise<string> => {
+      const until = Date.now() + 10_000
+      for (;;) {
+        const end = received.indexOf("\r\n\r\n")
+        const length = end < 0 ? undefined : /content-length: (\d+)/i.exec(received.slice(0, end))
+        if (end >= 0 && length != null && received.length >= end + 4 + Number(length[1])) {
+          const answer = received.slice(0, end + 4 + Number(length[1]))
+          received = received.slice(answer.length)
+          return answer
+        }
+        if (socket.destroyed || Date.now() > until) return received
+        await new Promise((resolve) => setTimeout(resolve, 20))
+      }
+    }
+    for (const [name, filename] of [["file", "a\u001fb.bin"], ["file", "a\u0001.bin"], ["fi\u0001le", "a.bin"], ["fi\u001fle", "a.bin"]] as const) {
+      const body = `--c\r\nContent-Disposition: form-data; name="${name}"; filename="${filename}"\r\n\r\nabc\r\n--c--\r\n`
+      socket.write(
+        `POST /v1/storage/upload HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${token}\r\nContent-Type: multipart/form-data; boundary=c\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`
+      )
+      const answer = await nextAnswer()
+      expect(answer, JSON.stringify([name, filename])).toMatch(/^HTTP\/1\.1 400 /)
+      const envelope = JSON.parse(answer.slice(answer.indexOf("\r\n\r\n") + 4))
+      expect(envelope.code).toBe("BAD_REQUEST")
+      expect(Object.keys(envelope).every((k) => ["error", "code", "hint"].includes(k))).toBe(true)
+    }
+    // the same connection still serves the next request
+    socket.write(`GET /v1/version HTTP/1.1\r\nHost: x\r\n\r\n`)
+    expect(await nextAnswer()).toMatch(/^HTTP\/1\.1 200 /)
+    socket.destroy()
   })
 
   it("pins, reports status and keeps one pin per CID across namespaces, counted by references", async () => {
