@@ -141,7 +141,7 @@ export class LocalDatabases extends Context.Tag("portico/LocalDatabases")<LocalD
           if (!checked.ok) return yield* Effect.fail(fromGuard(checked.refusal))
           const file = yield* locate(caller.namespace, name)
           const value = yield* Effect.mapError(
-            workers.run({ op: "statement", file, sql, params, kind: checked.statement.kind, shape: "table" }),
+            workers.run({ op: "statement", file, sql, params, kind: checked.statement.kind, shape: "table" }, undefined, checked.statement.readOnly),
             fromSqlite
           )
           return value.type === "json" ? value.json : "{}"

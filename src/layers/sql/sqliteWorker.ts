@@ -8,13 +8,36 @@
  * Answers are built here as final JSON text, so the gateway does not pay for encoding.
  */
 import Database from "better-sqlite3"
-import { existsSync, mkdirSync, renameSync, rmSync } from "node:fs"
+import { existsSync, mkdirSync, renameSync, rmSync, writeSync } from "node:fs"
 import { dirname } from "node:path"
 import { execAnswer, readAnswer, type SqlCell } from "../../domain/SqlAnswers.js"
-import type { StatementOp, WorkerFailure, WorkerOptions, WorkerReply, WorkerRequest, WorkerValue } from "./SqliteProtocol.js"
+import type { StatementOp, WorkerFailure, WorkerOptions, WorkerRequest, WorkerValue } from "./SqliteProtocol.js"
+import { type Answer, answerFrame, FrameReader, readRequests, readyFrame } from "./WorkerFrames.js"
 
 const options = JSON.parse(process.env["PORTICO_SQLITE_WORKER"] ?? "{}") as WorkerOptions
 const open = new Map<string, Database.Database>()
+
+/**
+ * Prepared statements per connection, by SQL text: an app sends the same few statements over
+ * and over, and preparing one costs more than running a point read. Bounded; dropped with the
+ * connection. SQLite re-prepares a cached statement itself when the schema changed.
+ */
+const prepared = new WeakMap<Database.Database, Map<string, Database.Statement>>()
+const MAX_PREPARED = 256
+
+const prepare = (db: Database.Database, sql: string): Database.Statement => {
+  let cache = prepared.get(db)
+  if (cache === undefined) {
+    cache = new Map()
+    prepared.set(db, cache)
+  }
+  const cached = cache.get(sql)
+  if (cached !== undefined) return cached
+  const stmt = db.prepare(sql)
+  if (cache.size >= MAX_PREPARED) cache.clear()
+  cache.set(sql, stmt)
+  return stmt
+}
 
 class Failure {
   constructor(readonly failure: WorkerFailure) {}
@@ -81,7 +104,7 @@ const readRows = (stmt: Database.Statement, params: ReadonlyArray<unknown>) => {
 }
 
 const changes = (db: Database.Database) => {
-  const row = db.prepare("SELECT changes(), last_insert_rowid()").raw(true).safeIntegers(true).get() as [bigint, bigint]
+  const row = prepare(db, "SELECT changes(), last_insert_rowid()").raw(true).safeIntegers(true).get() as [bigint, bigint]
   return { changes: row[0], lastInsertRowid: row[1] }
 }
 
@@ -95,7 +118,7 @@ const bindable = (params: ReadonlyArray<unknown>): Array<unknown> =>
 /** One statement, answered by its kind: a read answers rows, a write answers the change counts. */
 const runOp = (db: Database.Database, raw: StatementOp, shape: "table" | "counted" | "items" | "one"): string => {
   const op = { ...raw, params: bindable(raw.params) }
-  const stmt = db.prepare(op.sql)
+  const stmt = prepare(db, op.sql)
   // the guard's allow-list decided first; this is SQLite's own word on the prepared statement
   if (op.readOnly === true && !stmt.readonly) throw fail("statement", "this route runs reads only, and the statement would change the database")
   if (op.kind === "read") {
@@ -152,7 +175,7 @@ const handle = (request: WorkerRequest): WorkerValue | Promise<WorkerValue> => {
     }
     case "backup":
       // SQLite's online backup API: a consistent copy while the database stays in use. The
-      // gateway sends a worker one request at a time, so nothing else runs between its steps.
+      // requests behind it wait for it (see the loop below), so nothing else runs between its steps.
       return connection(request.file)
         .backup(request.dest)
         .then((): WorkerValue => ({ type: "done" }))
@@ -182,21 +205,65 @@ const handle = (request: WorkerRequest): WorkerValue | Promise<WorkerValue> => {
   }
 }
 
-const failed = (id: number, e: unknown): WorkerReply => ({ id, ok: false, failure: fromError(e).failure })
+const failedWith = (e: unknown): Answer => ({ ok: false, failure: fromError(e).failure })
 
-// the gateway gone, nothing is left to answer
-process.on("disconnect", () => process.exit(0))
-
-process.on("message", (message: { readonly id: number; readonly request: WorkerRequest }) => {
-  const reply = (r: WorkerReply) => process.send?.(r)
-  try {
-    const value = handle(message.request)
-    if (value instanceof Promise) {
-      value.then((v) => reply({ id: message.id, ok: true, value: v }), (e: unknown) => reply(failed(message.id, e)))
-    } else {
-      reply({ id: message.id, ok: true, value })
+/** Answers go out on fd 3, one frame each, written before the next request starts (see below). */
+const ANSWERS_FD = 3
+const send = (answer: Answer): void => write(answerFrame(answer))
+const write = (frame: Buffer): void => {
+  let at = 0
+  while (at < frame.length) {
+    try {
+      at += writeSync(ANSWERS_FD, frame, at)
+    } catch (e) {
+      // a full pipe on a non-blocking descriptor: the gateway is reading, try again
+      if ((e as NodeJS.ErrnoException).code !== "EAGAIN") throw e
     }
-  } catch (e) {
-    reply(failed(message.id, e))
   }
+}
+
+/**
+ * Requests run one after another in arrival order; a backup's promise holds the ones behind it.
+ * Each answer is written as soon as its request is done, before the next one starts: the
+ * gateway reads an unanswered request at the head of its list as the one running, which is how
+ * it knows which statement ran past the timeout, and that every request behind it has not run
+ * (SqliteWorkers.ts). Batching answers would save writes and lose that.
+ */
+const queue: Array<WorkerRequest> = []
+let waiting = false
+
+const drain = (): void => {
+  while (!waiting) {
+    const request = queue.shift()
+    if (request === undefined) return
+    let value: WorkerValue | Promise<WorkerValue>
+    try {
+      value = handle(request)
+    } catch (e) {
+      send(failedWith(e))
+      continue
+    }
+    if (value instanceof Promise) {
+      waiting = true
+      value.then(
+        (v) => send({ ok: true, value: v }),
+        (e: unknown) => send(failedWith(e))
+      ).finally(() => {
+        waiting = false
+        drain()
+      })
+      return
+    }
+    send({ ok: true, value })
+  }
+}
+
+const frames = new FrameReader()
+process.stdin.on("data", (chunk: Buffer) => {
+  for (const frame of frames.push(chunk)) for (const request of readRequests(frame)) queue.push(request)
+  drain()
 })
+write(readyFrame())
+// the gateway gone, nothing is left to answer
+process.stdin.on("end", () => process.exit(0))
+process.stdin.on("error", () => process.exit(0))
