@@ -1,10 +1,8 @@
 import { HttpApiBuilder } from "@effect/platform"
-import { Clock, Effect, Option } from "effect"
+import { Effect, Option } from "effect"
 import { badRequest, Code, forbidden, RateLimited, refusal, unauthorized, unavailable } from "../../domain/Errors.js"
 import { dataPlane, isControlPlaneRole, type Role } from "../../domain/Grants.js"
 import { grantStrings, type Principal } from "../../domain/Principal.js"
-import { Audit } from "../../layers/audit/Audit.js"
-import { RegistryStore } from "../../layers/registry/RegistryStore.js"
 import { SessionPolicy } from "../../layers/sessions/SessionPolicy.js"
 import { RateLimiter } from "../../layers/ratelimit/RateLimiter.js"
 import { ACCESS_TOKEN_SECONDS, Authenticator } from "../../layers/auth/Authenticator.js"
@@ -63,8 +61,6 @@ export const AuthHandlers = HttpApiBuilder.group(PorticoApi, "auth", (handlers) 
     const keys = yield* ApiKeys
     const sessions = yield* Sessions
     const policies = yield* SessionPolicy
-    const audit = yield* Audit
-    const store = yield* RegistryStore
     const limiter = yield* RateLimiter
     const walletLimit = (wallet: string) =>
       Effect.flatMap(limiter.checkWallet(wallet), (d) =>
@@ -214,20 +210,13 @@ export const AuthHandlers = HttpApiBuilder.group(PorticoApi, "auth", (handlers) 
           // A key from a sign-in carries the session's data-plane grants only: control-plane keys
           // are minted through /v1/namespace/keys, where they are audited as such.
           const scopes = grantStrings(p).filter((g) => dataPlaneGrants.has(g.split(":key=")[0] ?? g))
-          const now = yield* Clock.currentTimeMillis
-          const expiresAt = payload.expires_in_days === undefined ? undefined : now + payload.expires_in_days * 86_400_000
           const label = payload.label ?? ""
-          const minted = yield* keys.prepare({
-            namespace: p.namespace,
-            role: "custom",
-            scopes,
-            label,
-            expiresAt,
-            createdBy: p.subject,
-            origin: "sign-in"
-          })
-          const entry = yield* audit.entry(p.namespace, "key.create", p.subject, minted.record.id, { origin: "sign-in", scopes, label })
-          yield* Effect.mapError(store.batch([minted.statement, entry]), () => unavailable("registry unavailable"))
+          const order = { namespace: p.namespace, role: "custom", scopes, label, expiresInDays: payload.expires_in_days, origin: "sign-in" } as const
+          // the scopes are the caller's own, so the no-escalation rule in mint never refuses here
+          const minted = yield* keys
+            .mint({ _tag: "Principal", principal: p }, order)
+            .pipe(Effect.mapError((e) => (e._tag === "StoreError" ? unavailable("registry unavailable") : forbidden("you cannot mint grants you do not hold", Code.GRANT_REQUIRED))))
+          const expiresAt = minted.record.expiresAt
           return {
             id: minted.record.id,
             api_key: minted.apiKey,

@@ -4,7 +4,7 @@ import { badRequest, Code, conflict, forbidden, notFound, unavailable } from "..
 import { type KeyRole, profileGrants } from "../../domain/Grants.js"
 import type { Principal } from "../../domain/Principal.js"
 import { Audit } from "../../layers/audit/Audit.js"
-import { ApiKeys, type ApiKeyRecord } from "../../layers/keys/ApiKeys.js"
+import { ApiKeys, type ApiKeyRecord, type MintRefused } from "../../layers/keys/ApiKeys.js"
 import { type NamespaceRuleError, Namespaces, rank } from "../../layers/namespaces/Namespaces.js"
 import { RateLimiter } from "../../layers/ratelimit/RateLimiter.js"
 import { RegistryStore, type StoreError } from "../../layers/registry/RegistryStore.js"
@@ -66,14 +66,13 @@ const keyView = (k: ApiKeyRecord) => ({
   revoked_at: k.revokedAt === undefined ? null : toUnixSeconds(k.revokedAt)
 })
 
-/** A key can never carry more than its minter holds: no escalation through minting. */
-const exceeding = (minter: Principal, scopes: ReadonlyArray<string>): ReadonlyArray<string> => {
-  const held = new Set<string>(minter.grants.filter((g) => g.keyPattern === undefined).map((g) => g.name))
-  return scopes.filter((s) => {
-    const name = s.split(":key=")[0] ?? s
-    return !held.has(name)
-  })
-}
+/** What ApiKeys.mint refused, as the wire says it. */
+const mintRefusal = (e: MintRefused) =>
+  e.rule === "GrantsNotHeld"
+    ? forbidden(`you cannot mint grants you do not hold: ${e.grants.join(", ")}`, Code.GRANT_REQUIRED)
+    : e.rule === "AdminKeyNeedsAdmin"
+      ? forbidden("only owners and admins mint admin keys", Code.GRANT_REQUIRED)
+      : forbidden("a key is minted in the caller's own namespace", Code.FORBIDDEN)
 
 export const NamespaceHandlers = HttpApiBuilder.group(PorticoApi, "namespace", (handlers) =>
   Effect.gen(function* () {
@@ -198,19 +197,11 @@ export const NamespaceHandlers = HttpApiBuilder.group(PorticoApi, "namespace", (
             payload.scopes === undefined
               ? profileGrants[payload.profile ?? "runtime"]
               : Array.from(new Set(payload.scopes))
-          const beyond = exceeding(p, scopes)
-          if (beyond.length > 0) {
-            return yield* forbidden(`you cannot mint grants you do not hold: ${beyond.join(", ")}`, Code.GRANT_REQUIRED)
-          }
-          if (role === "admin" && p.role !== "owner" && p.role !== "admin") {
-            return yield* forbidden("only owners and admins mint admin keys", Code.GRANT_REQUIRED)
-          }
-          const now = yield* Clock.currentTimeMillis
-          const expiresAt = payload.expires_in_days === undefined ? undefined : now + payload.expires_in_days * 86_400_000
           const label = payload.label ?? ""
-          const minted = yield* keys.prepare({ namespace: p.namespace, role, scopes, label, expiresAt, createdBy: p.subject })
-          const entry = yield* audit.entry(p.namespace, "key.create", p.subject, minted.record.id, { role, scopes, label })
-          yield* Effect.mapError(store.batch([minted.statement, entry]), storeDown)
+          const minted = yield* keys
+            .mint({ _tag: "Principal", principal: p }, { namespace: p.namespace, role, scopes, label, expiresInDays: payload.expires_in_days })
+            .pipe(Effect.catchTags({ MintRefused: (e) => Effect.fail(mintRefusal(e)), StoreError: (e) => Effect.fail(storeDown(e)) }))
+          const expiresAt = minted.record.expiresAt
           return {
             id: minted.record.id,
             api_key: minted.apiKey,

@@ -6,9 +6,11 @@
  * is 32 random bytes in base64url. The id lets a lookup hit the primary key; the secret is only
  * ever compared as an HMAC under a purpose-derived key, so a registry dump reveals no usable key.
  */
-import { Clock, Context, Effect, Either, Layer, Option } from "effect"
+import { Clock, Context, Data, Effect, Either, Layer, Option } from "effect"
 import * as crypto from "node:crypto"
 import { type Grant, type KeyRole, parseGrant } from "../../domain/Grants.js"
+import type { Principal } from "../../domain/Principal.js"
+import { Audit } from "../audit/Audit.js"
 import { type Page, type PageRequest, readPage } from "../registry/Keyset.js"
 import { RegistryStore, type Row, type Statement, type StoreError } from "../registry/RegistryStore.js"
 import { Sealer, safeEqual } from "../secrets/Sealer.js"
@@ -46,7 +48,55 @@ export interface MintedKey {
   readonly statement: Statement
 }
 
+/**
+ * Who asks for a key. A principal is held to what it holds (no escalation); the operator's CLI,
+ * which writes the registry directly, is trusted and named by `actor` in the audit trail.
+ */
+export type Minter =
+  | { readonly _tag: "Principal"; readonly principal: Principal }
+  | { readonly _tag: "Operator"; readonly actor: string }
+
+export interface MintOrder {
+  readonly namespace: string
+  readonly role: KeyRole
+  readonly scopes: ReadonlyArray<string>
+  readonly label: string
+  readonly expiresInDays: number | undefined
+  /** `sign-in` for a key an end user takes from its session (audited as such). */
+  readonly origin?: "admin" | "sign-in"
+}
+
+/** A mint the caller may not make; `grants` names what it asked for beyond what it holds. */
+export class MintRefused extends Data.TaggedError("MintRefused")<{
+  readonly rule: "GrantsNotHeld" | "AdminKeyNeedsAdmin" | "OtherNamespace"
+  readonly grants: ReadonlyArray<string>
+}> {}
+
+/** The scopes a principal asks for beyond the unrestricted grants it holds. */
+export const exceeding = (minter: Principal, scopes: ReadonlyArray<string>): ReadonlyArray<string> => {
+  const held = new Set<string>(minter.grants.filter((g) => g.keyPattern === undefined).map((g) => g.name))
+  return scopes.filter((s) => !held.has(s.split(":key=")[0] ?? s))
+}
+
+/** Refuses a principal's order that would escalate: checked before anything is prepared. */
+export const authorizeMint = (caller: Minter, order: MintOrder): Option.Option<MintRefused> => {
+  if (caller._tag === "Operator") return Option.none()
+  const p = caller.principal
+  if (order.namespace !== p.namespace) return Option.some(new MintRefused({ rule: "OtherNamespace", grants: [] }))
+  const beyond = exceeding(p, order.scopes)
+  if (beyond.length > 0) return Option.some(new MintRefused({ rule: "GrantsNotHeld", grants: beyond }))
+  if (order.role === "admin" && p.role !== "owner" && p.role !== "admin") {
+    return Option.some(new MintRefused({ rule: "AdminKeyNeedsAdmin", grants: [] }))
+  }
+  return Option.none()
+}
+
 export interface ApiKeysService {
+  /**
+   * Mints a key for `caller`: authorization (a principal cannot mint grants it does not hold, nor
+   * an admin key below admin), the key and its audit row written in one atomic batch.
+   */
+  readonly mint: (caller: Minter, order: MintOrder) => Effect.Effect<MintedKey, MintRefused | StoreError>
   /** Prepares a new key; nothing is written until the caller runs `statement`. */
   readonly prepare: (request: MintRequest) => Effect.Effect<MintedKey>
   /** The active key a presented credential names, if any. */
@@ -150,11 +200,13 @@ const MATCHED_MAX = 10_000
 const COLUMNS = "id, namespace, hash, role, scopes, label, created_at, created_by, expires_at, revoked_at"
 
 export class ApiKeys extends Context.Tag("portico/ApiKeys")<ApiKeys, ApiKeysService>() {
+  /** Needs the registry and the sealer; the audit trail it writes to is built in. */
   static readonly Live = Layer.effect(
     ApiKeys,
     Effect.gen(function* () {
       const store = yield* RegistryStore
       const sealer = yield* Sealer
+      const audit = yield* Audit
       const hashOf = (id: string, secret: string) => sealer.hash("api-key-hash", id + ":" + secret)
 
       const isActive = (record: ApiKeyRecord, now: number) =>
@@ -199,46 +251,68 @@ export class ApiKeys extends Context.Tag("portico/ApiKeys")<ApiKeys, ApiKeysServ
               active: (id, at) => Either.map(readNow(byId(id)), (rows) => live(rows, at))
             }
 
+      const prepare: ApiKeysService["prepare"] = (request) =>
+        Effect.map(Clock.currentTimeMillis, (now) => {
+          const id = newKeyId()
+          const secret = crypto.randomBytes(32).toString("base64url")
+          const record: ApiKeyRecord = {
+            id,
+            namespace: request.namespace,
+            role: request.role,
+            scopes: request.scopes,
+            grants: grantsOf(request.scopes),
+            label: request.label,
+            createdAt: now,
+            createdBy: request.createdBy,
+            expiresAt: request.expiresAt,
+            revokedAt: undefined
+          }
+          return {
+            record,
+            apiKey: `portico_${id}_${secret}`,
+            statement: {
+              sql: `INSERT INTO api_keys (${COLUMNS}, origin) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?)`,
+              params: [
+                id,
+                request.namespace,
+                hashOf(id, secret),
+                request.role,
+                JSON.stringify(request.scopes),
+                request.label,
+                now,
+                request.createdBy,
+                request.expiresAt ?? null,
+                request.origin ?? "admin"
+              ]
+            }
+          }
+        })
+
+      const mint: ApiKeysService["mint"] = (caller, order) =>
+        Effect.gen(function* () {
+          const refused = authorizeMint(caller, order)
+          if (Option.isSome(refused)) return yield* refused.value
+          const actor = caller._tag === "Operator" ? caller.actor : caller.principal.subject
+          const now = yield* Clock.currentTimeMillis
+          const minted = yield* prepare({
+            namespace: order.namespace,
+            role: order.role,
+            scopes: order.scopes,
+            label: order.label,
+            expiresAt: order.expiresInDays === undefined ? undefined : now + order.expiresInDays * 86_400_000,
+            createdBy: actor,
+            ...(order.origin === undefined ? {} : { origin: order.origin })
+          })
+          const { scopes, label } = order
+          const detail = order.origin === "sign-in" ? { origin: "sign-in", scopes, label } : { role: order.role, scopes, label }
+          const entry = yield* audit.entry(order.namespace, "key.create", actor, minted.record.id, detail)
+          yield* store.batch([minted.statement, entry])
+          return minted
+        })
+
       return {
-        prepare: (request) =>
-          Effect.map(Clock.currentTimeMillis, (now) => {
-            const id = newKeyId()
-            const secret = crypto.randomBytes(32).toString("base64url")
-            const record: ApiKeyRecord = {
-              id,
-              namespace: request.namespace,
-              role: request.role,
-              scopes: request.scopes,
-              grants: request.scopes.flatMap((s) => {
-                const g = parseGrant(s)
-                return g === undefined ? [] : [g]
-              }),
-              label: request.label,
-              createdAt: now,
-              createdBy: request.createdBy,
-              expiresAt: request.expiresAt,
-              revokedAt: undefined
-            }
-            return {
-              record,
-              apiKey: `portico_${id}_${secret}`,
-              statement: {
-                sql: `INSERT INTO api_keys (${COLUMNS}, origin) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, NULL, ?)`,
-                params: [
-                  id,
-                  request.namespace,
-                  hashOf(id, secret),
-                  request.role,
-                  JSON.stringify(request.scopes),
-                  request.label,
-                  now,
-                  request.createdBy,
-                  request.expiresAt ?? null,
-                  request.origin ?? "admin"
-                ]
-              }
-            }
-          }),
+        mint,
+        prepare,
         authenticate: (presented) => {
           const parsed = parsePresented(presented)
           if (parsed === undefined) return Effect.succeed(Option.none())
@@ -261,5 +335,5 @@ export class ApiKeys extends Context.Tag("portico/ApiKeys")<ApiKeys, ApiKeysServ
         now
       }
     })
-  )
+  ).pipe(Layer.provide(Audit.Live))
 }
