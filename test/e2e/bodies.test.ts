@@ -246,6 +246,31 @@ describe("slow bodies are cut within the configured bound", () => {
     expect(Date.now() - started).toBeLessThan(4500)
   })
 
+  it("holds a streamed import to the rate only: a steady one outlives the JSON deadline, a stalled one is cut", async () => {
+    const key: string = (await gw.cli(["namespace", "create", "slowimport"])).api_key
+    const head = (size: number) =>
+      `POST /v1/rqlite/import HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: application/octet-stream\r\nContent-Length: ${size}\r\n\r\n`
+    // 8 KiB a second for 4.5 s, past the 3 s deadline a JSON body has
+    const steps = 18
+    const steady = rawRequest(gw.port, head(steps * 2048), undefined)
+    const started = Date.now()
+    for (let i = 0; i < steps; i++) {
+      steady.socket.write(Buffer.alloc(2048, 0x41))
+      await sleep(250)
+    }
+    const text = await steady.answer
+    expect(Date.now() - started).toBeGreaterThan(4000)
+    // the route's own answer to bytes that are no SQLite file, not a cut
+    expect(statusOf(text), text.slice(0, 300)).not.toBe(408)
+    expect(statusOf(text)).toBeLessThan(500)
+    steady.socket.destroy()
+
+    const stalled = rawRequest(gw.port, head(8 * MiB), Buffer.alloc(64 * 1024, 0x41))
+    const stalledAt = Date.now()
+    expectEnvelope(await stalled.answer, 408, "REQUEST_TIMEOUT")
+    expect(Date.now() - stalledAt).toBeLessThan(3000)
+  })
+
   it("leaves a body that arrives in time alone", async () => {
     const reply = await gw.request("POST", "/v1/auth/verify", { json: { message: "x", signature: "0x00" } })
     expect(reply.status, reply.text).toBe(401)
