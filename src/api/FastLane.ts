@@ -3,7 +3,8 @@
  * app, when the credential check and the payload can be done on the spot. Those are whoami and
  * the cache's put, get, delete and mget on the embedded engine, answered on the spot, and the
  * cluster SQL store's query and exec, answered when the store has (its statements leave in
- * batches: RqliteSqlEngine.ts), for a credential the registry can check on the spot: an API key,
+ * batches: RqliteSqlEngine.ts), and the node-local database query, answered when its SQLite
+ * worker has (requests pipelined: WorkerPool.ts), for a credential the registry can check on the spot: an API key,
  * or a token this gateway verified before, on the SQLite registry.
  *
  * Why: through the HttpApi app these routes cost ~50 µs of CPU each in fibers, context copies and
@@ -34,6 +35,7 @@ import { RateLimiter } from "../layers/ratelimit/RateLimiter.js"
 import { RegistryStore } from "../layers/registry/RegistryStore.js"
 import type { Refused } from "../layers/Refused.js"
 import { ClusterSql, type ClusterSqlService } from "../layers/sql/ClusterSql.js"
+import { LocalDatabases, type LocalDatabasesService } from "../layers/sql/LocalDatabases.js"
 import { bearerPattern, policyRefusal, rateLimited } from "./Authentication.js"
 import { laneCors } from "./Cors.js"
 import { envelopeOf } from "./ErrorResponses.js"
@@ -41,6 +43,7 @@ import { internalBody } from "./NodeAdapter.js"
 import { whoamiOf } from "./groups/AuthGroup.js"
 import { changedText, KeyRequest, MgetRequest, PutRequest, valuesText, valueText } from "./groups/CacheGroup.js"
 import { StatementRequest } from "./groups/SqlGroup.js"
+import { QueryRequest } from "./groups/DatabaseGroup.js"
 import { RequestMeta } from "./RequestMeta.js"
 import { type Policy, policyKey, routePolicies } from "./RoutePolicy.js"
 
@@ -203,6 +206,30 @@ const sqlRoutes = (sql: ClusterSqlService, maxBodyBytes: number, log: (defect: C
   ]
 }
 
+/**
+ * The node-local database query route (`LocalDatabases.queryNow`): a database homed here goes
+ * straight to its SQLite worker, anything else (forwarding, a record not read yet) through the
+ * service's effect; the answer or refusal as the app writes it.
+ */
+const localSqlRoutes = (local: LocalDatabasesService, maxBodyBytes: number, log: (defect: Cause.Cause<unknown>) => void): ReadonlyArray<readonly [string, Route]> => {
+  const query = jsonPayload(maxBodyBytes)(QueryRequest)
+  const answerOf = (exit: Exit.Exit<string, Refused>): Answer => {
+    if (Exit.isSuccess(exit)) return ok(exit.value)
+    const failure = Cause.failureOption(exit.cause)
+    if (Option.isSome(failure)) return refusedWide(failure.value)
+    log(exit.cause)
+    return internalError
+  }
+  const route: Route = (text) => {
+    const payload = query(text)
+    if (payload === undefined) return undefined
+    // booleans bind as 0 and 1, as the app binds them
+    const params = (payload.params ?? []).map((p) => (typeof p === "boolean" ? (p ? 1 : 0) : p))
+    return (caller) => (done) => local.queryNow(caller, payload.database_name, payload.query, params, (exit) => done(answerOf(exit)))
+  }
+  return [["POST /v1/db/sqlite/query", route]]
+}
+
 /** The lane over the gateway's services: whoami always, the cache routes where the engine answers on the spot, SQL statements where the service is. */
 export const makeFastLane = Effect.gen(function* () {
   const authenticator = yield* Authenticator
@@ -211,6 +238,7 @@ export const makeFastLane = Effect.gen(function* () {
   const config = yield* PorticoConfig
   const registry = yield* RegistryStore
   const sql = yield* Effect.serviceOption(ClusterSql)
+  const local = yield* Effect.serviceOption(LocalDatabases)
   const corsOf = yield* laneCors
   const runtime = yield* Effect.runtime<never>()
   const runCallback = Runtime.runCallback(runtime)
@@ -226,7 +254,8 @@ export const makeFastLane = Effect.gen(function* () {
     withPolicies([
       ["GET /v1/auth/whoami", whoami],
       ...(cache.now === undefined ? [] : cacheRoutes(cache.now, config.maxBodyBytes)),
-      ...(Option.isNone(sql) ? [] : sqlRoutes(sql.value, config.maxBodyBytes, (defect) => runCallback(Effect.logError("request failed", Cause.squash(defect)))))
+      ...(Option.isNone(sql) ? [] : sqlRoutes(sql.value, config.maxBodyBytes, (defect) => runCallback(Effect.logError("request failed", Cause.squash(defect))))),
+      ...(Option.isNone(local) ? [] : localSqlRoutes(local.value, config.maxBodyBytes, (defect) => runCallback(Effect.logError("request failed", Cause.squash(defect)))))
     ])
   )
 

@@ -218,6 +218,33 @@ describe("the fast lane answers as the HttpApi app does", () => {
     expect(new Set(statuses)).toEqual(new Set([200, 400, 401, 403]))
   })
 
+  it("node-local database query: rows, counts, wide integers, booleans and every refusal", async () => {
+    const created = await lane.request("POST", "/v1/db/sqlite/create", { token: owner, json: { database_name: "lanedb" } })
+    expect(created.status, created.text).toBe(201)
+    const query = (sql: string, params?: ReadonlyArray<unknown>, database_name = "lanedb") =>
+      JSON.stringify(params === undefined ? { database_name, query: sql } : { database_name, query: sql, params })
+    const exchanges: ReadonlyArray<Exchange> = [
+      post("/v1/db/sqlite/query", owner, query("CREATE TABLE IF NOT EXISTS t (id INTEGER PRIMARY KEY, v TEXT, b BLOB)")),
+      post("/v1/db/sqlite/query", owner, query("INSERT OR REPLACE INTO t (id, v, b) VALUES (?, ?, X'00FF')", [1, "one"])),
+      post("/v1/db/sqlite/query", owner, '{"database_name":"lanedb","query":"INSERT OR REPLACE INTO t (id, v) VALUES (?, ?)","params":[9223372036854775807,"max"]}'),
+      post("/v1/db/sqlite/query", token, query("SELECT id, v, b FROM t ORDER BY id")),
+      post("/v1/db/sqlite/query", owner, query("SELECT ? AS t, ? AS f, ? AS n, ? AS x", [true, false, null, 1.5])),
+      post("/v1/db/sqlite/query", owner, query("SELECT * FROM missing")),
+      post("/v1/db/sqlite/query", owner, query("ATTACH DATABASE 'x' AS y")),
+      post("/v1/db/sqlite/query", owner, query("SELECT 1; SELECT 2")),
+      post("/v1/db/sqlite/query", owner, query("SELECT 1", [], "nosuchdb")),
+      post("/v1/db/sqlite/query", owner, '{"database_name":"lanedb","query":"SELECT 1","extra":true}'),
+      post("/v1/db/sqlite/query", owner, '{"database_name":"lanedb","query":'),
+      post("/v1/db/sqlite/query", owner, ""),
+      post("/v1/db/sqlite/query", undefined, query("SELECT 1")),
+      post("/v1/db/sqlite/query", cacheKey, query("SELECT 1")),
+      post("/v1/db/sqlite/query", runtimeKey, query("SELECT 1"))
+    ]
+    const statuses = []
+    for (const exchange of exchanges) statuses.push((await both(exchange)).status)
+    expect(new Set(statuses)).toEqual(new Set([200, 400, 401, 403, 404]))
+  })
+
   it("a key revoked through either gateway is refused by the other at its very next request", async () => {
     const mint = async () => (await lane.request("POST", "/v1/namespace/keys", { token: owner, json: { scopes: ["cache"] } })).body
     for (const [revoker, other] of [

@@ -3,7 +3,7 @@
  * The registry records each database and its home node; the file lives under
  * `<dataDir>/databases/<namespace>/<name>.db` and is only ever touched by its worker process.
  */
-import { Clock, Context, Effect, Layer } from "effect"
+import { Clock, Context, Effect, Either, Exit, Layer, Runtime } from "effect"
 import { statSync } from "node:fs"
 import * as path from "node:path"
 import { Code } from "../../domain/Errors.js"
@@ -49,6 +49,18 @@ export interface LocalDatabasesService {
   readonly locate: (namespace: string, name: string) => Effect.Effect<string, SqlRefused>
   /** The node a database lives on. */
   readonly homeOf: (namespace: string, name: string) => Effect.Effect<string, SqlRefused>
+  /**
+   * `query` for a caller outside the Effect runtime (the fast lane): a database homed here whose
+   * record is known goes straight to its worker; anything else runs `query`. `done` gets the
+   * outcome once.
+   */
+  readonly queryNow: (
+    caller: Principal,
+    name: string,
+    sql: string,
+    params: ReadonlyArray<BindValue>,
+    done: (exit: Exit.Exit<string, SqlRefused>) => void
+  ) => void
   /** `query` and `delete` as the home node runs them, never forwarding (the internal routes). */
   readonly queryHere: LocalDatabasesService["query"]
   readonly deleteHere: LocalDatabasesService["delete"]
@@ -77,6 +89,7 @@ export class LocalDatabases extends Context.Tag("portico/LocalDatabases")<LocalD
       const workers = yield* SqliteWorkers
       const config = yield* PorticoConfig
       const coordination = yield* Coordination
+      const runCallback = Runtime.runCallback(yield* Effect.runtime<never>())
       const root = path.join(config.dataDir, "databases")
       const forwardTimeoutMs = config.sql.timeoutMs + 5_000
       const fileOf = (namespace: string, name: string) => path.join(root, namespace, `${name}.db`)
@@ -166,6 +179,17 @@ export class LocalDatabases extends Context.Tag("portico/LocalDatabases")<LocalD
           yield* Effect.ignore(workers.run({ op: "drop", file }))
         })
 
+      const query = (caller: Principal, name: string, sql: string, params: ReadonlyArray<BindValue>) =>
+        Effect.gen(function* () {
+          const checked = guardLocalSql(sql)
+          if (!checked.ok) return yield* Effect.fail(fromGuard(checked.refusal))
+          const home = (yield* record(caller.namespace, name)).homeNode
+          if (home !== config.nodeId) {
+            return yield* forwardToHome(coordination, home, "query", caller, { database_name: name, query: sql, params }, forwardTimeoutMs)
+          }
+          return yield* queryHere(caller, name, sql, params)
+        })
+
       return {
         create: (caller, name) =>
           Effect.gen(function* () {
@@ -203,16 +227,23 @@ export class LocalDatabases extends Context.Tag("portico/LocalDatabases")<LocalD
             return created
           }),
 
-        query: (caller, name, sql, params) =>
-          Effect.gen(function* () {
-            const checked = guardLocalSql(sql)
-            if (!checked.ok) return yield* Effect.fail(fromGuard(checked.refusal))
-            const home = (yield* record(caller.namespace, name)).homeNode
-            if (home !== config.nodeId) {
-              return yield* forwardToHome(coordination, home, "query", caller, { database_name: name, query: sql, params }, forwardTimeoutMs)
-            }
-            return yield* queryHere(caller, name, sql, params)
-          }),
+        query,
+
+        queryNow: (caller, name, sql, params, done) => {
+          const checked = guardLocalSql(sql)
+          const cached = checked.ok ? known.get(knownKey(caller.namespace, name)) : undefined
+          if (!checked.ok || cached === undefined || cached.homeNode !== config.nodeId) {
+            return runCallback(query(caller, name, sql, params), { onExit: done })
+          }
+          const request = { op: "statement", file: fileOf(caller.namespace, name), sql, params, kind: checked.statement.kind, shape: "table" } as const
+          workers.runNow(request, checked.statement.readOnly, (result) =>
+            done(
+              Either.isRight(result)
+                ? Exit.succeed(result.right.type === "json" ? result.right.json : "{}")
+                : Exit.fail(fromSqlite(result.left))
+            )
+          )
+        },
 
         queryHere: (caller, name, sql, params) => queryHere(caller, name, sql, params),
 

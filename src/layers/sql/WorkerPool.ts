@@ -77,6 +77,34 @@ interface Proc {
   readonly child: ChildProcess
   readonly input: Writable
   ready: boolean
+  /** The lane it serves; none while it waits as the pool's spare. */
+  owner: Lane | undefined
+}
+
+/** Starts a worker process; its frames and its end go to whichever lane owns it then. */
+const spawnProc = (options: WorkerOptions, owner: Lane | undefined, onSpareEnd: (proc: Proc) => void): Proc => {
+  const child = spawn(process.execPath, [...workerArgv(), workerFile], {
+    env: { ...process.env, PORTICO_SQLITE_WORKER: JSON.stringify(options) },
+    // stdin: request frames; fd 3: answer frames; no IPC channel
+    stdio: ["pipe", "inherit", "inherit", "pipe"]
+  })
+  const proc: Proc = { child, input: child.stdin as Writable, ready: false, owner }
+  const answers = child.stdio[3] as Readable
+  const frames = new FrameReader()
+  answers.on("data", (chunk: Buffer) => {
+    for (const frame of frames.push(chunk)) {
+      if (frame[0] === READY_TAG) {
+        proc.ready = true
+        proc.owner?.onReady(proc)
+      } else proc.owner?.onFrame(proc, frame)
+    }
+  })
+  // a write to a worker that died is seen as its exit
+  proc.input.on("error", () => {})
+  answers.on("error", () => {})
+  child.on("error", () => proc.owner?.onEnd(proc))
+  child.on("close", () => (proc.owner === undefined ? onSpareEnd(proc) : proc.owner.onEnd(proc)))
+  return proc
 }
 
 const timeoutFailure = (timeoutMs: number, message: (ms: number) => string): Outcome => ({
@@ -109,41 +137,28 @@ export class Lane {
     return this.waiting.length + this.inflight.length
   }
 
+  /** A process for this lane: the pool's warm spare when it has one. */
   private spawn(): Proc {
-    const child = spawn(process.execPath, [...workerArgv(), workerFile], {
-      env: { ...process.env, PORTICO_SQLITE_WORKER: JSON.stringify(this.settings.worker) },
-      // stdin: request frames; fd 3: answer frames; no IPC channel
-      stdio: ["pipe", "inherit", "inherit", "pipe"]
-    })
-    const proc: Proc = { child, input: child.stdin as Writable, ready: false }
-    const answers = child.stdio[3] as Readable
-    const frames = new FrameReader()
-    answers.on("data", (chunk: Buffer) => {
-      for (const frame of frames.push(chunk)) this.onFrame(proc, frame)
-    })
-    // a write to a worker that died is seen as its exit
-    proc.input.on("error", () => {})
-    answers.on("error", () => {})
-    child.on("error", () => {
-      if (this.proc === proc) this.replace(proc, undefined)
-    })
-    child.on("close", () => {
-      if (this.retiring === proc) this.retired(proc)
-      else if (this.proc === proc && !this.closed) {
-        // died on its own: the request it was running is the one to fail
-        this.replace(proc, undefined)
-        this.retired(proc)
-      }
-    })
+    const proc = this.pool.takeSpare() ?? spawnProc(this.settings.worker, this, () => {})
+    proc.owner = this
+    if (proc.ready) this.onReady(proc)
     return proc
   }
 
-  private onFrame(proc: Proc, frame: Buffer): void {
-    if (frame[0] === READY_TAG) {
-      proc.ready = true
-      if (proc === this.proc) this.headSince = performance.now()
-      return
+  onReady(proc: Proc): void {
+    if (proc === this.proc) this.headSince = performance.now()
+  }
+
+  onEnd(proc: Proc): void {
+    if (this.retiring === proc) this.retired(proc)
+    else if (this.proc === proc && !this.closed) {
+      // died on its own: the request it was running is the one to fail
+      this.replace(proc, undefined)
+      this.retired(proc)
     }
+  }
+
+  onFrame(proc: Proc, frame: Buffer): void {
     const pending = this.inflight.shift()
     this.headSince = performance.now()
     this.stalled = false
@@ -296,8 +311,31 @@ export class WorkerPool {
   /** Files with unanswered requests: the lane they are on and how many. */
   private readonly files = new Map<string, { lane: Lane; unanswered: number }>()
 
-  constructor(settings: PoolSettings, timeoutMessage: (ms: number) => string) {
+  /**
+   * A started worker no lane uses yet, so a killed worker's successor is ready at once (a start
+   * costs ~0.3-1 s of CPU). Made when a lane first stalls, kept from then on.
+   */
+  private spare: Proc | undefined
+  private closed = false
+
+  constructor(private readonly settings: PoolSettings, timeoutMessage: (ms: number) => string) {
     this.lanes = Array.from({ length: Math.max(1, settings.workers) }, () => new Lane(this, settings, timeoutMessage))
+  }
+
+  private warmSpare(): void {
+    if (this.spare !== undefined || this.closed) return
+    this.spare = spawnProc(this.settings.worker, undefined, (proc) => {
+      if (this.spare === proc) this.spare = undefined
+    })
+  }
+
+  /** The spare, if it is alive; a new one is started in its place. */
+  takeSpare(): Proc | undefined {
+    const proc = this.spare
+    this.spare = undefined
+    if (proc === undefined || proc.child.exitCode !== null || proc.child.signalCode !== null) return undefined
+    this.warmSpare()
+    return proc
   }
 
   /** An idle file's lane: its own by hash, or while that one is stalled the least loaded other. */
@@ -335,6 +373,7 @@ export class WorkerPool {
    * can run twice moves to the least loaded lane that is not stalled, its requests in order.
    */
   rescue(stalled: Lane, head: Pending): void {
+    this.warmSpare()
     let target: Lane | undefined
     for (const lane of this.lanes) if (lane !== stalled && !lane.stalled && (target === undefined || lane.load < target.load)) target = lane
     if (target === undefined) return
@@ -363,6 +402,9 @@ export class WorkerPool {
   }
 
   close(): Promise<void> {
+    this.closed = true
+    this.spare?.child.kill("SIGKILL")
+    this.spare = undefined
     return Promise.all(this.lanes.map((l) => l.close())).then(() => undefined)
   }
 }

@@ -20,22 +20,42 @@ const open = new Map<string, Database.Database>()
 /**
  * Prepared statements per connection, by SQL text: an app sends the same few statements over
  * and over, and preparing one costs more than running a point read. Bounded; dropped with the
- * connection. SQLite re-prepares a cached statement itself when the schema changed.
+ * connection, and whenever the schema changed (through any connection): SQLite re-prepares a
+ * stale statement when it runs, but better-sqlite3 reads its columns before that (`SELECT *`
+ * after a column is renamed or added would answer the old names), and a connection learns of
+ * another's change only when it runs a statement.
  */
-const prepared = new WeakMap<Database.Database, Map<string, Database.Statement>>()
+interface Prepared {
+  readonly statements: Map<string, Database.Statement>
+  readonly schemaVersion: Database.Statement
+  /** A statement whose run makes the connection load the schema anew when it is stale. */
+  readonly reload: Database.Statement
+  version: number
+}
+const prepared = new WeakMap<Database.Database, Prepared>()
 const MAX_PREPARED = 256
 
 const prepare = (db: Database.Database, sql: string): Database.Statement => {
   let cache = prepared.get(db)
   if (cache === undefined) {
-    cache = new Map()
+    const schemaVersion = db.prepare("PRAGMA schema_version").pluck(true)
+    cache = { statements: new Map(), schemaVersion, reload: db.prepare("SELECT count(*) FROM sqlite_schema"), version: schemaVersion.get() as number }
     prepared.set(db, cache)
+  } else {
+    const version = cache.schemaVersion.get() as number
+    if (version !== cache.version) {
+      // another connection's change: even a fresh prepare would see the old schema until a run
+      // of some statement reloads it
+      cache.reload.get()
+      cache.statements.clear()
+      cache.version = version
+    }
   }
-  const cached = cache.get(sql)
+  const cached = cache.statements.get(sql)
   if (cached !== undefined) return cached
   const stmt = db.prepare(sql)
-  if (cache.size >= MAX_PREPARED) cache.clear()
-  cache.set(sql, stmt)
+  if (cache.statements.size >= MAX_PREPARED) cache.statements.clear()
+  cache.statements.set(sql, stmt)
   return stmt
 }
 

@@ -87,6 +87,29 @@ describe("SQLite workers", () => {
     }
   }, 60_000)
 
+  it("answers a cached statement with the schema as it is now: columns renamed or added by any connection", async () => {
+    const p = pool({ workers: 2 })
+    try {
+      const f = file("schema")
+      await p.now({ op: "create", file: f })
+      json(await p.now(statement(f, "CREATE TABLE t (a INTEGER)", [], "write")))
+      json(await p.now(statement(f, "INSERT INTO t (a) VALUES (1)", [], "write")))
+      expect(json(await p.now(statement(f, "SELECT * FROM t")))).toEqual({ columns: ["a"], rows: [[1]] })
+      json(await p.now(statement(f, "ALTER TABLE t RENAME COLUMN a TO b", [], "write")))
+      expect(json(await p.now(statement(f, "SELECT * FROM t")))).toEqual({ columns: ["b"], rows: [[1]] })
+      // another process's connection (a second pool on the same file) changes it
+      const other = pool()
+      try {
+        json(await other.now(statement(f, "ALTER TABLE t ADD COLUMN c TEXT", [], "write")))
+      } finally {
+        await other.runtime.dispose()
+      }
+      expect(json(await p.now(statement(f, "SELECT * FROM t")))).toEqual({ columns: ["b", "c"], rows: [[1, null]] })
+    } finally {
+      await p.runtime.dispose()
+    }
+  }, 60_000)
+
   it("stops a runaway statement at the timeout; the requests queued behind it on its worker are answered, each once", async () => {
     const p = pool({ workers: 1, timeoutMs: 1500 })
     try {
