@@ -84,4 +84,21 @@ describe("flowingChunks", () => {
     for await (const c of flowingChunks(whole)) sizes.push(c.length)
     expect(sizes).toEqual([3, 3])
   })
+
+  it("hands a stream its consumer stopped reading early to onStop instead, once, and not an ended one", async () => {
+    const stream = new PassThrough()
+    stream.write(chunk(5, 1))
+    stream.write(chunk(5, 2))
+    const stopped: Array<unknown> = []
+    for await (const c of flowingChunks(stream, undefined, (r) => stopped.push(r))) {
+      expect(c[0]).toBe(1)
+      break
+    }
+    expect(stopped).toEqual([stream])
+    expect(stream.destroyed).toBe(false)
+
+    const whole = Readable.from([chunk(3, 1)], { objectMode: false })
+    for await (const _ of flowingChunks(whole, undefined, (r) => stopped.push(r))) void _
+    expect(stopped).toHaveLength(1)
+  })
 })
