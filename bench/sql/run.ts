@@ -8,7 +8,14 @@
  *      (`POST /db/execute`), same process. Target ratio >= 0.85.
  *   3. `POST /v1/db/sqlite/query` (the same point read on a node-local database) through the
  *      gateway against a bare node:http server running the statement with better-sqlite3
- *      in-process on an equivalent file (bench/sql/servers.ts). Reported, no target.
+ *      in-process on an equivalent file (bench/sql/servers.ts). Target ratio >= 0.5, and its p99
+ *      at most 3x the bare server's (the p99 ratio column).
+ *   3b. The same route doing an INSERT (`events`) against the bare server doing the insert.
+ *      Target ratio >= 0.5.
+ *   3c. The point read on a second namespace's node-local database while the first namespace
+ *      runs a runaway statement (`WITH RECURSIVE` counting to 1e12) over and over, each stopped
+ *      at the statement timeout (2 s here), against the same read with nothing else running.
+ *      The two databases are on the same worker by hash (the worst case). Target ratio >= 0.5.
  *   4. Reference rows, no target: a bare node:http proxy (bench/sql/servers.ts `proxy`) in front
  *      of the same rqlited for 1 and 2, i.e. the least any Node front costs beside rqlited; and
  *      for 1 a bare node:http front that batches reads as the gateway does (servers.ts `batch`:
@@ -28,11 +35,12 @@
  *
  * Needs wrk, taskset and `.engines/bin/rqlited` (`scripts/engines.sh rqlite`, or
  * PORTICO_ENGINES_DIR). Knobs: SQL_DURATION seconds per measured run (5), SQL_ROUNDS (6),
- * SQL_ONLY a word of the comparisons to run (e.g. `exec`), SQL_GATEWAY_NODE_ARGS extra node flags
+ * SQL_ONLY a word of the comparisons to run (e.g. `exec`, or `node-local` for the three
+ * node-local rows), SQL_GATEWAY_NODE_ARGS extra node flags
  * for the gateway process (e.g. "--cpu-prof --cpu-prof-dir=/tmp/p").
  * Everything it writes goes to a temp dir under os.tmpdir(), removed at the end (kept on failure).
  */
-import { spawnSync } from "node:child_process"
+import { spawn, spawnSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -52,6 +60,7 @@ import {
   usersSchema
 } from "./shared.js"
 import { median } from "../support/stats.js"
+import { hashOf } from "../../src/layers/sql/WorkerPool.js"
 
 const here = path.dirname(fileURLToPath(import.meta.url))
 const root = path.resolve(here, "../..")
@@ -60,6 +69,12 @@ const rounds = Math.max(1, Math.round(Number(process.env.SQL_ROUNDS ?? 6)))
 const warmup = Math.max(1, Math.round(duration / 4))
 const namespace = "sqlbench"
 const databaseName = "bench"
+/** The namespace whose reads go on beside the runaway, and its database. */
+const otherNamespace = "sqlbench2"
+const runawayTimeoutMs = 2000
+const sqlWorkers = 2
+/** Counts to 1e12: runs until the statement timeout stops it. */
+const runawaySql = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 1000000000000) SELECT count(*) FROM c"
 
 interface Sample {
   readonly rps: number
@@ -85,6 +100,10 @@ interface Pair {
   readonly gateway: Target
   /** Lowest acceptable gateway/anchor ratio, if the comparison has one. */
   readonly target: number | undefined
+  /** Highest acceptable gateway/anchor p99 ratio, if the comparison has one. */
+  readonly p99Target?: number
+  /** Load started before the gateway side's run and stopped after it; says what it did. */
+  readonly during?: () => () => Promise<string>
 }
 
 // ---- child processes (bench/support/children.ts) ----------------------------------------
@@ -119,18 +138,29 @@ const startRqlited = async (dir: string) => {
 
 const startGateway = async (dir: string, rqliteUrl: string) => {
   const dataDir = path.join(dir, "gateway")
-  const env: NodeJS.ProcessEnv = { ...process.env, PORTICO_RATE_LIMIT: "false", PORTICO_LOG_REQUESTS: "false" }
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    PORTICO_RATE_LIMIT: "false",
+    PORTICO_LOG_REQUESTS: "false",
+    PORTICO_SQL_TIMEOUT_MS: String(runawayTimeoutMs),
+    PORTICO_SQL_WORKERS: String(sqlWorkers)
+  }
   delete env.PORTICO_RQLITE_URL // the registry stays embedded
-  const created = spawnSync(process.execPath, ["--import", "tsx", "src/main.ts", "namespace", "create", namespace, "--data-dir", dataDir], {
-    cwd: root,
-    env,
-    encoding: "utf8"
-  })
-  if (created.status !== 0) throw new Error(`namespace create failed (${created.status}): ${created.stderr}`)
-  const line = created.stdout.trim().split("\n").pop() ?? ""
-  const parsed: unknown = JSON.parse(line)
-  const apiKey = typeof parsed === "object" && parsed !== null && "api_key" in parsed && typeof parsed.api_key === "string" ? parsed.api_key : ""
-  if (apiKey === "") throw new Error(`namespace create printed no api_key: ${line}`)
+  const createNamespace = (name: string) => {
+    const created = spawnSync(process.execPath, ["--import", "tsx", "src/main.ts", "namespace", "create", name, "--data-dir", dataDir], {
+      cwd: root,
+      env,
+      encoding: "utf8"
+    })
+    if (created.status !== 0) throw new Error(`namespace create failed (${created.status}): ${created.stderr}`)
+    const line = created.stdout.trim().split("\n").pop() ?? ""
+    const parsed: unknown = JSON.parse(line)
+    const key = typeof parsed === "object" && parsed !== null && "api_key" in parsed && typeof parsed.api_key === "string" ? parsed.api_key : ""
+    if (key === "") throw new Error(`namespace create printed no api_key: ${line}`)
+    return key
+  }
+  const apiKey = createNamespace(namespace)
+  const otherKey = createNamespace(otherNamespace)
 
   const port = await freePort()
   const url = `http://127.0.0.1:${port}`
@@ -152,7 +182,13 @@ const startGateway = async (dir: string, rqliteUrl: string) => {
     { env: { ...env, PORTICO_SQL_RQLITE_URLS: `${namespace}=${rqliteUrl}` } }
   )
   await waitUntil(child, answers(`${url}/health`))
-  return { url, authorization: `Bearer ${apiKey}` }
+  // the other namespace's database on the same worker as the first's (WorkerPool.ts routes an
+  // idle file by this hash), so the runaway row measures the worst case
+  const fileOf = (ns: string, name: string) => path.join(dataDir, "databases", ns, `${name}.db`)
+  const lane = hashOf(fileOf(namespace, databaseName)) % sqlWorkers
+  let otherDatabase = "bench"
+  for (let i = 0; hashOf(fileOf(otherNamespace, otherDatabase)) % sqlWorkers !== lane; i++) otherDatabase = `bench${i}`
+  return { url, authorization: `Bearer ${apiKey}`, other: { authorization: `Bearer ${otherKey}`, database: otherDatabase } }
 }
 
 const startBare = async (dir: string) => {
@@ -187,8 +223,10 @@ const post = async (url: string, body: unknown, authorization?: string) => {
   return text
 }
 
-/** Tables through the gateway: `users` (cluster store and node-local) and `events` (cluster store). */
-const fill = async (gateway: { readonly url: string; readonly authorization: string }) => {
+type Gateway = Awaited<ReturnType<typeof startGateway>>
+
+/** Tables through the gateway: `users` and `events` (cluster store and node-local, both namespaces). */
+const fill = async (gateway: Gateway) => {
   const call = (route: string, body: unknown) => post(gateway.url + route, body, gateway.authorization)
   await call("/v1/rqlite/create-table", { schema: usersSchema })
   await call("/v1/rqlite/create-table", { schema: eventsSchema })
@@ -198,15 +236,47 @@ const fill = async (gateway: { readonly url: string; readonly authorization: str
     await call("/v1/rqlite/transaction", { ops })
   }
 
-  await call("/v1/db/sqlite/create", { database_name: databaseName })
-  await call("/v1/db/sqlite/query", { database_name: databaseName, query: usersSchema })
-  for (let i = 0; i < ids.length; i += 250) {
-    const chunk = ids.slice(i, i + 250)
-    await call("/v1/db/sqlite/query", {
-      database_name: databaseName,
-      query: `INSERT INTO users (id, name, age) VALUES ${chunk.map(() => "(?, ?, ?)").join(", ")}`,
-      params: chunk.flatMap((id) => userRow(id))
-    })
+  const local = async (database_name: string, authorization: string) => {
+    const call = (body: unknown) => post(`${gateway.url}/v1/db/sqlite/${"query" in (body as object) ? "query" : "create"}`, body, authorization)
+    await call({ database_name })
+    await call({ database_name, query: usersSchema })
+    await call({ database_name, query: eventsSchema })
+    for (let i = 0; i < ids.length; i += 250) {
+      const chunk = ids.slice(i, i + 250)
+      await call({
+        database_name,
+        query: `INSERT INTO users (id, name, age) VALUES ${chunk.map(() => "(?, ?, ?)").join(", ")}`,
+        params: chunk.flatMap((id) => userRow(id))
+      })
+    }
+  }
+  await local(databaseName, gateway.authorization)
+  await local(gateway.other.database, gateway.other.authorization)
+}
+
+/**
+ * The runaway statement on the first namespace's database, sent again each time the timeout
+ * stops it, until stopped; says how many were stopped and how (each must be STATEMENT_TIMEOUT).
+ */
+const runaway = (gateway: Gateway) => () => {
+  let running = true
+  const answers = new Map<string, number>()
+  const loop = (async () => {
+    while (running) {
+      const response = await fetch(`${gateway.url}/v1/db/sqlite/query`, {
+        method: "POST",
+        headers: { "content-type": "application/json", authorization: gateway.authorization },
+        body: JSON.stringify({ database_name: databaseName, query: runawaySql })
+      })
+      const text = await response.text()
+      const code = /"code":"(\w+)"/.exec(text)?.[1] ?? String(response.status)
+      answers.set(code, (answers.get(code) ?? 0) + 1)
+    }
+  })()
+  return async () => {
+    running = false
+    await loop
+    return [...answers].map(([code, n]) => `${n} ${code}`).join(", ")
   }
 }
 
@@ -226,9 +296,17 @@ const luaScript = (dir: string, target: Target) => {
   return file
 }
 
-const wrk = (dir: string, target: Target, seconds: number): Sample => {
-  const run = spawnSync("taskset", ["-c", "1", "wrk", "-t1", "-c64", `-d${seconds}s`, "--latency", "-s", luaScript(dir, target), target.url], {
-    encoding: "utf8"
+/** Runs wrk without blocking this process: a row's background load (`during`) keeps going. */
+const wrk = async (dir: string, target: Target, seconds: number): Promise<Sample> => {
+  const args = ["-c", "1", "wrk", "-t1", "-c64", `-d${seconds}s`, "--latency", "-s", luaScript(dir, target), target.url]
+  const run = await new Promise<{ status: number | null; signal: string | null; stdout: string; stderr: string }>((resolve, reject) => {
+    const child = spawn("taskset", args, { stdio: ["ignore", "pipe", "pipe"] })
+    let stdout = ""
+    let stderr = ""
+    child.stdout.on("data", (c: Buffer) => (stdout += c.toString("utf8")))
+    child.stderr.on("data", (c: Buffer) => (stderr += c.toString("utf8")))
+    child.on("error", reject)
+    child.on("close", (status, signal) => resolve({ status, signal, stdout, stderr }))
   })
   if (run.status !== 0) throw new Error(`wrk failed on ${target.name} (${run.status ?? run.signal}): ${run.stderr}`)
   const out = run.stdout
@@ -242,11 +320,19 @@ const wrk = (dir: string, target: Target, seconds: number): Sample => {
   }
 }
 
+/** wrk's latency text (`850.00us`, `1.23ms`, `1.02s`) in milliseconds; NaN when unreadable. */
+const millis = (text: string): number => {
+  const m = /^([\d.]+)(us|ms|s|m)$/.exec(text)
+  if (m === null) return NaN
+  const scale = { us: 0.001, ms: 1, s: 1000, m: 60_000 }[m[2] as "us" | "ms" | "s" | "m"]
+  return Number(m[1]) * scale
+}
+
 // ---- main --------------------------------------------------------------------------------
 
 const pairs = (
   rqliteUrl: string,
-  gateway: { readonly url: string; readonly authorization: string },
+  gateway: Gateway,
   bareUrl: string,
   proxyUrl: string,
   batchUrl: string
@@ -254,6 +340,14 @@ const pairs = (
   const statement = (sql: string, args: ReadonlyArray<unknown>) => JSON.stringify({ sql, args })
   const direct = (sql: string, args: ReadonlyArray<unknown>) => JSON.stringify([[sql, ...args]])
   const nodeLocal = JSON.stringify({ database_name: databaseName, query: pointRead, params: [pointId] })
+  const nodeLocalInsert = JSON.stringify({ database_name: databaseName, query: insertEvent, params: eventArgs })
+  const otherRead: Target = {
+    name: `gateway /v1/db/sqlite/query (${otherNamespace})`,
+    url: gateway.url + "/v1/db/sqlite/query",
+    body: JSON.stringify({ database_name: gateway.other.database, query: pointRead, params: [pointId] }),
+    authorization: gateway.other.authorization,
+    expect: JSON.stringify(userRow(pointId))
+  }
   const row = JSON.stringify(userRow(pointId)) // [42,"user-42",60] in every answer
   const inserted = `"rows_affected":1`
   const viaGateway = (route: string, body: string, expect: string): Target => ({
@@ -280,7 +374,21 @@ const pairs = (
       label: "node-local query (point read)",
       anchor: { name: "bare node:http + better-sqlite3", url: `${bareUrl}/v1/db/sqlite/query`, body: nodeLocal, authorization: bareAuthorization, expect: row },
       gateway: viaGateway("/v1/db/sqlite/query", nodeLocal, row),
-      target: undefined
+      target: 0.5,
+      p99Target: 3
+    },
+    {
+      label: "node-local insert",
+      anchor: { name: "bare node:http + better-sqlite3 insert", url: `${bareUrl}/v1/db/sqlite/query`, body: nodeLocalInsert, authorization: bareAuthorization, expect: inserted },
+      gateway: { ...viaGateway("/v1/db/sqlite/query", nodeLocalInsert, inserted), name: "gateway /v1/db/sqlite/query insert" },
+      target: 0.5
+    },
+    {
+      label: "node-local read beside a runaway",
+      anchor: { ...otherRead, name: `${otherRead.name}, unloaded` },
+      gateway: { ...otherRead, name: `${otherRead.name}, ${namespace} runaway` },
+      target: 0.5,
+      during: runaway(gateway)
     },
     // What a Node front costs at the least: no credential, guard or reshaping (servers.ts proxy).
     {
@@ -324,16 +432,18 @@ const main = async () => {
 
     const samples = new Map<Target, Array<Sample>>()
     const log: Array<{ readonly round: number; readonly pair: Pair; readonly side: "anchor" | "gateway"; readonly sample: Sample }> = []
-    for (const pair of comparisons) for (const t of [pair.anchor, pair.gateway]) wrk(dir, t, warmup)
+    for (const pair of comparisons) for (const t of [pair.anchor, pair.gateway]) await wrk(dir, t, warmup)
     for (let round = 1; round <= rounds; round++) {
       for (const pair of comparisons) {
         const order = round % 2 === 1 ? (["anchor", "gateway"] as const) : (["gateway", "anchor"] as const)
         for (const side of order) {
           const target = pair[side]
-          const sample = wrk(dir, target, duration)
+          const stop = side === "gateway" ? pair.during?.() : undefined
+          const sample = await wrk(dir, target, duration)
+          const load = stop === undefined ? "" : ` (beside: ${await stop()})`
           samples.set(target, [...(samples.get(target) ?? []), sample])
           log.push({ round, pair, side, sample })
-          process.stderr.write(`round ${round} ${target.name}: ${sample.rps.toFixed(0)} req/s\n`)
+          process.stderr.write(`round ${round} ${target.name}: ${sample.rps.toFixed(0)} req/s, p99 ${sample.p99}${load}\n`)
         }
       }
     }
@@ -348,8 +458,10 @@ const main = async () => {
       const ratio = side === "anchor" ? "1.00 (anchor)" : anchor > 0 ? (sample.rps / anchor).toFixed(2) : "?"
       out.push(`| ${round} | ${pair[side].name} | ${sample.rps.toFixed(0)} | ${sample.p50} | ${sample.p99} | ${sample.errors} | ${ratio} |`)
     }
-    out.push("\n| comparison | gateway req/s | anchor req/s | ratio (median of rounds) | ratio of medians | rounds (min-max) | target | rounds at target | met |")
-    out.push("|---|---:|---:|---:|---:|---|---:|---:|---|")
+    out.push(
+      "\n| comparison | gateway req/s | anchor req/s | ratio (median of rounds) | ratio of medians | rounds (min-max) | target | rounds at target | p99 ratio (median) | met |"
+    )
+    out.push("|---|---:|---:|---:|---:|---|---:|---:|---:|---|")
     for (const pair of comparisons) {
       const g = median((samples.get(pair.gateway) ?? []).map((s) => s.rps))
       const a = median((samples.get(pair.anchor) ?? []).map((s) => s.rps))
@@ -361,9 +473,17 @@ const main = async () => {
       const spread = `${Math.min(...perRound).toFixed(2)}-${Math.max(...perRound).toFixed(2)}`
       const target = pair.target
       const atTarget = target === undefined ? "-" : `${perRound.filter((r) => r >= target).length} of ${rounds}`
-      const met = target === undefined ? "-" : ratio >= target ? "yes" : "no"
+      const p99Ratio = median(
+        Array.from({ length: rounds }, (_, i) => {
+          const at = (side: "anchor" | "gateway") => millis(log.find((e) => e.round === i + 1 && e.pair === pair && e.side === side)?.sample.p99 ?? "?")
+          return at("gateway") / at("anchor")
+        }).filter((r) => Number.isFinite(r))
+      )
+      const p99Met = pair.p99Target === undefined || p99Ratio <= pair.p99Target
+      const met = target === undefined ? "-" : ratio >= target && p99Met ? "yes" : "no"
+      const p99Text = `${p99Ratio.toFixed(2)}${pair.p99Target === undefined ? "" : ` (<= ${pair.p99Target})`}`
       out.push(
-        `| ${pair.label} | ${g.toFixed(0)} | ${a.toFixed(0)} | ${ratio.toFixed(2)} | ${(a > 0 ? g / a : 0).toFixed(2)} | ${spread} | ${target === undefined ? "-" : `>= ${target}`} | ${atTarget} | ${met} |`
+        `| ${pair.label} | ${g.toFixed(0)} | ${a.toFixed(0)} | ${ratio.toFixed(2)} | ${(a > 0 ? g / a : 0).toFixed(2)} | ${spread} | ${target === undefined ? "-" : `>= ${target}`} | ${atTarget} | ${p99Text} | ${met} |`
       )
     }
     const errors = log.reduce((sum, e) => sum + e.sample.errors, 0)

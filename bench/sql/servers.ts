@@ -1,17 +1,17 @@
 /**
  * The anchor of the node-local SQL benchmark: a bare `node:http` server doing by hand what
- * `POST /v1/db/sqlite/query` does for a read. It checks the bearer token, parses the same JSON
+ * `POST /v1/db/sqlite/query` does for a read or an insert. It checks the bearer token, parses the same JSON
  * body (`{database_name, query, params}`), runs the statement with better-sqlite3 in this process
  * on an equivalent SQLite file, and answers `{"columns":[...],"rows":[[...]]}`.
  *
  * The file is built at start: WAL on like the gateway's node-local files, the same `users` table
- * and rows as the gateway's copy (bench/sql/shared.ts).
+ * and rows as the gateway's copy and an empty `events` table (bench/sql/shared.ts).
  *
  *   node --import tsx bench/sql/servers.ts bare <port> <sqlite-file>
  */
 import Database from "better-sqlite3"
 import * as http from "node:http"
-import { bareAuthorization, insertUser, USERS, userRow, usersSchema } from "./shared.js"
+import { bareAuthorization, eventsSchema, insertUser, USERS, userRow, usersSchema } from "./shared.js"
 
 interface QueryBody {
   readonly database_name: string
@@ -36,6 +36,8 @@ const bare = (port: number, file: string) => {
   const db = new Database(file)
   db.pragma("journal_mode = WAL")
   db.exec(usersSchema)
+  // the node-local insert row's table
+  db.exec(eventsSchema)
   const insert = db.prepare(insertUser)
   db.transaction(() => {
     for (let id = 1; id <= USERS; id++) insert.run(...userRow(id))
