@@ -138,7 +138,13 @@ export const serveGateway = (settings: PorticoSettings) =>
   Effect.gen(function* () {
     const scope = yield* Effect.scope
     const listener = yield* gatewayListener(settings)
-    const server = http.createServer({ keepAliveTimeout: 65_000, requestTimeout: 330_000, headersTimeout: 20_000 }, listener)
+    // Bodies are bounded by the listener's rate rule and JSON deadline (src/api/BodyGuard.ts);
+    // node's whole-request timeout is only a backstop, long enough for a large upload at a fair
+    // rate. Headers are node's to bound, checked every 2 s rather than node's default 30 s.
+    const server = http.createServer(
+      { keepAliveTimeout: 65_000, requestTimeout: 3_600_000, headersTimeout: 20_000, connectionsCheckingInterval: 2_000 },
+      listener
+    )
     // `Expect: 100-continue`: the listener refuses an announced oversize body at once; only a body
     // it will read gets the go-ahead, so a client is never invited to send what will be refused.
     server.on("checkContinue", (req, res) => {

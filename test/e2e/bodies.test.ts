@@ -271,6 +271,16 @@ describe("slow bodies are cut within the configured bound", () => {
     expect(Date.now() - stalledAt).toBeLessThan(3000)
   })
 
+  it("cuts headers that never finish within node's 20 s headers timeout, checked every 2 s", async () => {
+    const raw = rawRequest(gw.port, "POST /v1/auth/verify HTTP/1.1\r\nHost: x\r\n", undefined)
+    const started = Date.now()
+    const timer = setInterval(() => raw.socket.writable && raw.socket.write("X-Slow: 1\r\n"), 1000)
+    const text = await raw.answer
+    clearInterval(timer)
+    expectEnvelope(text, 408, "REQUEST_TIMEOUT")
+    expect(Date.now() - started).toBeLessThan(24_000)
+  }, 40_000)
+
   it("leaves a body that arrives in time alone", async () => {
     const reply = await gw.request("POST", "/v1/auth/verify", { json: { message: "x", signature: "0x00" } })
     expect(reply.status, reply.text).toBe(401)
