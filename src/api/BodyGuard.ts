@@ -21,6 +21,7 @@ import { setFlagsFromString } from "node:v8"
 import { runInNewContext } from "node:vm"
 import { Code } from "../domain/Errors.js"
 import type { BodySettings } from "../layers/config/PorticoConfig.js"
+import { isOverlaySource } from "../layers/coordination/Coordination.js"
 import { BodyBudget } from "../layers/ratelimit/BodyBudget.js"
 import { clientNetwork, type RateLimiterService } from "../layers/ratelimit/RateLimiter.js"
 import { rateLimited } from "./Authentication.js"
@@ -156,9 +157,11 @@ class Guard {
   }
 
   readonly admit: Admission = (req, res, kind, cap) => {
-    const internal = (req.url ?? "/").startsWith(INTERNAL_PREFIX)
-    const now = Date.now()
     const address = req.socket.remoteAddress
+    // a peer gateway's call on behalf of clients it charged already; from anywhere else an
+    // internal path is charged as any request is (its route refuses it, 403)
+    const internal = (req.url ?? "/").startsWith(INTERNAL_PREFIX) && isOverlaySource(address)
+    const now = Date.now()
     if (!internal && this.limiter !== undefined) {
       const decision = this.limiter.checkClientNow(address, now)
       RequestMeta.markClientCharged(req)
