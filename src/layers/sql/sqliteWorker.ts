@@ -8,11 +8,12 @@
  * Answers are built here as final JSON text, so the gateway does not pay for encoding.
  */
 import Database from "better-sqlite3"
-import { existsSync, mkdirSync, renameSync, rmSync, writeSync } from "node:fs"
+import { existsSync, mkdirSync, renameSync, rmSync } from "node:fs"
 import { dirname } from "node:path"
 import { execAnswer, readAnswer, type SqlCell } from "../../domain/SqlAnswers.js"
 import type { StatementOp, WorkerFailure, WorkerOptions, WorkerRequest, WorkerValue } from "./SqliteProtocol.js"
 import { type Answer, answerFrame, FrameReader, readRequests, readyFrame } from "./WorkerFrames.js"
+import { Outbox } from "./WorkerOutbox.js"
 
 const options = JSON.parse(process.env["PORTICO_SQLITE_WORKER"] ?? "{}") as WorkerOptions
 const open = new Map<string, Database.Database>()
@@ -227,35 +228,25 @@ const handle = (request: WorkerRequest): WorkerValue | Promise<WorkerValue> => {
 
 const failedWith = (e: unknown): Answer => ({ ok: false, failure: fromError(e).failure })
 
-/** Answers go out on fd 3, one frame each, written before the next request starts (see below). */
+/** Answers go out on fd 3 (WorkerOutbox.ts: held for the turn, a watchdog writes them while a statement runs long). */
 const ANSWERS_FD = 3
-const send = (answer: Answer): void => write(answerFrame(answer))
-const write = (frame: Buffer): void => {
-  let at = 0
-  while (at < frame.length) {
-    try {
-      at += writeSync(ANSWERS_FD, frame, at)
-    } catch (e) {
-      // a full pipe on a non-blocking descriptor: the gateway is reading, try again
-      if ((e as NodeJS.ErrnoException).code !== "EAGAIN") throw e
-    }
-  }
-}
+const outbox = new Outbox(ANSWERS_FD)
+const send = (answer: Answer): void => outbox.add(answerFrame(answer))
 
 /**
  * Requests run one after another in arrival order; a backup's promise holds the ones behind it.
- * Each answer is written as soon as its request is done, before the next one starts: the
+ * Answers leave in order, each before its successor could run long (WorkerOutbox.ts): the
  * gateway reads an unanswered request at the head of its list as the one running, which is how
- * it knows which statement ran past the timeout, and that every request behind it has not run
- * (SqliteWorkers.ts). Batching answers would save writes and lose that.
+ * it knows which statement ran past the timeout, and that every request behind it has not run.
  */
 const queue: Array<WorkerRequest> = []
 let waiting = false
 
 const drain = (): void => {
+  outbox.busy()
   while (!waiting) {
     const request = queue.shift()
-    if (request === undefined) return
+    if (request === undefined) break
     let value: WorkerValue | Promise<WorkerValue>
     try {
       value = handle(request)
@@ -272,10 +263,11 @@ const drain = (): void => {
         waiting = false
         drain()
       })
-      return
+      break
     }
     send({ ok: true, value })
   }
+  outbox.idle()
 }
 
 const frames = new FrameReader()
@@ -283,7 +275,8 @@ process.stdin.on("data", (chunk: Buffer) => {
   for (const frame of frames.push(chunk)) for (const request of readRequests(frame)) queue.push(request)
   drain()
 })
-write(readyFrame())
+outbox.add(readyFrame())
+outbox.idle()
 // the gateway gone, nothing is left to answer
 process.stdin.on("end", () => process.exit(0))
 process.stdin.on("error", () => process.exit(0))

@@ -140,6 +140,32 @@ describe("SQLite workers", () => {
     }
   }, 60_000)
 
+  it("answers the statements done before a runaway in the same turn at once, and blames only the runaway", async () => {
+    const p = pool({ workers: 1, timeoutMs: 1500 })
+    try {
+      const f = file("turn")
+      await p.now({ op: "create", file: f })
+      json(await p.now(statement(f, "CREATE TABLE t (n INTEGER)", [], "write")))
+      const started = Date.now()
+      const at: Record<string, number> = {}
+      const timed = <A>(name: string, promise: Promise<A>) => promise.then((r) => ((at[name] = Date.now() - started), r))
+      // one turn, so one frame: two quick statements, then the runaway, then one more
+      const read = timed("read", p.now(statement(f, "SELECT 5")))
+      const write = timed("write", p.now(statement(f, "INSERT INTO t (n) VALUES (1)", [], "write")))
+      const slow = timed("slow", p.now(statement(f, RUNAWAY)))
+      const after = timed("after", p.now(statement(f, "SELECT count(*) FROM t")))
+      expect(json(await read)).toEqual({ columns: ["5"], rows: [[5]] })
+      expect(json(await write)).toMatchObject({ rows_affected: 1 })
+      expect(at["read"]).toBeLessThan(1000)
+      expect(at["write"]).toBeLessThan(1000)
+      const stopped = await slow
+      expect(Either.isLeft(stopped) && stopped.left.kind).toBe("timeout")
+      expect(json(await after)).toEqual({ columns: ["count(*)"], rows: [[1]] })
+    } finally {
+      await p.runtime.dispose()
+    }
+  }, 60_000)
+
   it("moves another file's reads off a worker stalled by a runaway: they are answered long before the timeout", async () => {
     const p = pool({ workers: 2, timeoutMs: 4000, stallMs: 100 })
     try {
