@@ -64,7 +64,7 @@ describe("the OpenAPI document", () => {
   })
 
   it("gives the fetch-cap id and the device id their exact formats", () => {
-    expect(param("delete", "/v1/storage/fetch-caps/{id}", "id").schema.pattern).toBe("^[0-9a-f]{32}$")
+    expect(param("delete", "/v1/storage/fetch-caps/{id}", "id").schema.pattern).toBe("^[0-9a-fA-F]{32}$")
     const deviceId = new RegExp(deref(body("post", "/v1/auth/challenge").properties.device_id).pattern)
     expect(deviceId.test("A".repeat(43))).toBe(true)
     expect(deviceId.test("A".repeat(42) + "B")).toBe(false)

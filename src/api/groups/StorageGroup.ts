@@ -87,8 +87,8 @@ export class StorageGroup extends HttpApiGroup.make("storage")
       .setPath(
         Schema.Struct({
           id: Schema.String.pipe(
-            Schema.pattern(/^[0-9a-f]{32}$/, { message: () => "a capability id is 32 hexadecimal characters" })
-          ).annotations({ description: "the capability's id: 32 lowercase hexadecimal characters" })
+            Schema.pattern(/^[0-9a-fA-F]{32}$/, { message: () => "a capability id is 32 hexadecimal characters" })
+          ).annotations({ description: "the capability's id: 32 hexadecimal characters (case does not matter)" })
         })
       )
       .setHeaders(Schema.Struct({ "x-portico-revoke-key": Schema.optional(Schema.String) }))
