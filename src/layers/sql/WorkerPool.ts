@@ -23,6 +23,7 @@
  * - A worker that dies on its own fails the request it was running and re-queues the rest alike.
  */
 import { type ChildProcess, spawn } from "node:child_process"
+import * as os from "node:os"
 import type { Readable, Writable } from "node:stream"
 import { createRequire } from "node:module"
 import { fileURLToPath, pathToFileURL } from "node:url"
@@ -79,6 +80,26 @@ interface Proc {
   ready: boolean
   /** The lane it serves; none while it waits as the pool's spare. */
   owner: Lane | undefined
+  /** Running at a lowered CPU priority since a statement of it stalled (see `lower`). */
+  lowered: boolean
+}
+
+/**
+ * The CPU priority of a worker whose statement runs past the stall point: a long statement
+ * takes what CPU the gateway and the other workers leave, instead of a fair share of it, so the
+ * other tenants' statements keep their pace while it runs to its timeout.
+ */
+const STALLED_NICE = 10
+
+const setNice = (proc: Proc, nice: number): boolean => {
+  try {
+    if (proc.child.pid === undefined) return false
+    os.setPriority(proc.child.pid, nice)
+    return true
+  } catch {
+    // not permitted (raising a priority back needs privilege) or already gone
+    return false
+  }
 }
 
 /** Starts a worker process; its frames and its end go to whichever lane owns it then. */
@@ -88,7 +109,7 @@ const spawnProc = (options: WorkerOptions, owner: Lane | undefined, onSpareEnd: 
     // stdin: request frames; fd 3: answer frames; no IPC channel
     stdio: ["pipe", "inherit", "inherit", "pipe"]
   })
-  const proc: Proc = { child, input: child.stdin as Writable, ready: false, owner }
+  const proc: Proc = { child, input: child.stdin as Writable, ready: false, owner, lowered: false }
   const answers = child.stdio[3] as Readable
   const frames = new FrameReader()
   answers.on("data", (chunk: Buffer) => {
@@ -163,7 +184,16 @@ export class Lane {
     this.headSince = performance.now()
     this.stalled = false
     if (pending !== undefined && pending.owner === this) this.pool.finish(pending, readAnswer(frame) satisfies Answer)
-    if (proc === this.proc) this.schedule()
+    if (proc !== this.proc) return
+    // the long statement finished: back to a fair share, or, where raising a priority is not
+    // permitted, the worker is ended as soon as it owes nothing and the next request starts another
+    if (proc.lowered && setNice(proc, 0)) proc.lowered = false
+    if (proc.lowered && this.inflight.length === 0) {
+      this.proc = undefined
+      proc.owner = undefined
+      proc.input.end()
+    }
+    this.schedule()
   }
 
   /** Takes a request unless the lane is full; `force` for requests moved here, which are not refused. */
@@ -230,6 +260,7 @@ export class Lane {
     if (elapsed >= head.timeoutMs) return this.replace(this.proc, head)
     if (elapsed >= this.settings.stallMs && !this.stalled) {
       this.stalled = true
+      if (setNice(this.proc, STALLED_NICE)) this.proc.lowered = true
       this.pool.rescue(this, head)
     }
     this.arm()

@@ -5,6 +5,7 @@
  */
 import { afterAll, describe, expect, it } from "vitest"
 import { Effect, Either, Exit, Layer, ManagedRuntime } from "effect"
+import { execFileSync } from "node:child_process"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
@@ -181,6 +182,13 @@ describe("SQLite workers", () => {
       const early = Array.from({ length: 20 }, () => p.now(statement(b, "SELECT n FROM t"), true))
       for (const r of await Promise.all(early)) expect(json(r)).toEqual({ columns: ["n"], rows: [[7]] })
       expect(Date.now() - started).toBeLessThan(2000)
+      // the runaway's worker runs at a lowered CPU priority, the others as they were
+      const nices = execFileSync("ps", ["-o", "ni=,args=", "--ppid", String(process.pid)], { encoding: "utf8" })
+        .split("\n")
+        .filter((line) => line.includes("sqliteWorker"))
+        .map((line) => Number(line.trim().split(/\s+/)[0]))
+      expect(nices).toContain(10)
+      expect(nices).toContain(0)
       // and the file keeps being served, writes too, while the runaway still runs
       json(await p.now(statement(b, "INSERT INTO t (n) VALUES (8)", [], "write")))
       expect(json(await p.now(statement(b, "SELECT count(*) FROM t"), true))).toEqual({ columns: ["count(*)"], rows: [[2]] })
