@@ -1,7 +1,8 @@
 /**
  * Node-local databases (spec §2.2, §4.2): SQLite files of a namespace on its home node, WAL on.
  * The registry records each database and its home node; the file lives under
- * `<dataDir>/databases/<namespace>/<name>.db` and is only ever touched by its worker process.
+ * `<dataDir>/databases/<namespace>/<name>.db` and is only ever touched by the SQLite worker processes
+ * (WorkerPool.ts: one at a time, except reads moved off a worker stalled by another file).
  */
 import { Clock, Context, Effect, Either, Exit, Layer, Runtime } from "effect"
 import { statSync } from "node:fs"
