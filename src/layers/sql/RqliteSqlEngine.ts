@@ -27,7 +27,7 @@ import { tokenize } from "../../domain/SqlTokens.js"
 import { StoreError } from "../registry/RegistryStore.js"
 import { rqliteHttp, type RqliteHttpConfig } from "../registry/RqliteHttp.js"
 import type { StatementOp } from "./SqliteProtocol.js"
-import type { SqlEngine } from "./ClusterSqlStore.js"
+import type { SqlEngine } from "./SqlEngine.js"
 import { refuse, statementTimedOut, type SqlRefused } from "./SqlRefused.js"
 import { type Batched, batcher } from "./Batcher.js"
 
