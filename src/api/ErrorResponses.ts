@@ -7,7 +7,7 @@
 import { HttpApiError, HttpServerError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Cause, Effect, Option } from "effect"
 import { type ApiError, Code, type ErrorBody, statusOf } from "../domain/Errors.js"
-import { BodyNotUtf8 } from "./NodeAdapter.js"
+import { BodyNotUtf8 } from "./node/LeanServerRequest.js"
 import { policyKey, routePolicies } from "./RoutePolicy.js"
 import { MAX_PATH_PARAM_LENGTH } from "./Wire.js"
 

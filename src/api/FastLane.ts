@@ -39,7 +39,7 @@ import { LocalDatabases, type LocalDatabasesService } from "../layers/sql/LocalD
 import { bearerPattern, policyRefusal, rateLimited } from "./Authentication.js"
 import { laneCors } from "./Cors.js"
 import { envelopeOf } from "./ErrorResponses.js"
-import { internalBody } from "./NodeAdapter.js"
+import { internalBody } from "./node/DirectAnswers.js"
 import { whoamiOf } from "./groups/AuthGroup.js"
 import { changedText, KeyRequest, MgetRequest, PutRequest, valuesText, valueText } from "./groups/CacheGroup.js"
 import { StatementRequest } from "./groups/SqlGroup.js"
