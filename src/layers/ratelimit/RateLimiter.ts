@@ -5,6 +5,7 @@
  * the hot path.
  */
 import { Clock, Context, Effect, Layer, Option } from "effect"
+import { isIPv4, isIPv6 } from "node:net"
 import { PorticoConfig, type RateLimitSetting } from "../config/PorticoConfig.js"
 import { Namespaces } from "../namespaces/Namespaces.js"
 
@@ -53,39 +54,26 @@ const admitted: Admission = { allowed: true, retryAfterSeconds: 0, refusedBy: un
 const MAX_BUCKETS = 100_000
 const LIMIT_CACHE_MS = 30_000
 
-/** Four decimal octets, each 0-255, or undefined when the text is not a dotted IPv4 address. */
-const ipv4Octets = (text: string): ReadonlyArray<number> | undefined => {
-  const parts = text.split(".")
-  if (parts.length !== 4 || !parts.every((p) => /^\d{1,3}$/.test(p))) return undefined
-  const octets = parts.map(Number)
-  return octets.every((o) => o <= 255) ? octets : undefined
-}
-
 /**
- * The eight 16-bit groups of an IPv6 address written any legal way (`::` anywhere, leading zeros,
- * any case, a trailing dotted IPv4), or undefined when it is not one. Expanding first is what
- * makes two spellings of one address agree and keeps the groups after `::` in their place.
+ * The eight 16-bit groups of an IPv6 address written any legal way, or undefined when it is not
+ * one. `URL` validates the address and writes it canonically (lower case, no leading zeros, a
+ * dotted IPv4 tail in hex, the longest run of zero groups as the one `::`), so two spellings of
+ * one address agree; what is left is to put the zero groups back where `::` stands.
  */
 const ipv6Groups = (text: string): ReadonlyArray<number> | undefined => {
-  const halves = text.split("::")
-  if (halves.length > 2) return undefined
-  const split = (half: string | undefined) => (half === undefined || half === "" ? [] : half.split(":"))
-  const head = split(halves[0])
-  const tail = split(halves[1])
-  const last = halves.length === 2 ? tail : head
-  const lastPart = last[last.length - 1]
-  if (lastPart !== undefined && lastPart.includes(".")) {
-    const octets = ipv4Octets(lastPart)
-    if (octets === undefined) return undefined
-    const [a = 0, b = 0, c = 0, d = 0] = octets
-    last.splice(last.length - 1, 1, ((a << 8) | b).toString(16), ((c << 8) | d).toString(16))
+  if (!isIPv6(text)) return undefined
+  let canonical: string
+  try {
+    canonical = new URL(`http://[${text}]/`).hostname.slice(1, -1)
+  } catch {
+    // node:net and the URL parser disagree about this text: not an address a socket reports
+    return undefined
   }
-  if (![...head, ...tail].every((g) => /^[0-9a-f]{1,4}$/.test(g))) return undefined
-  const given = head.length + tail.length
-  // `::` stands for at least one zero group; without it all eight must be written
-  if (halves.length === 2 ? given > 7 : given !== 8) return undefined
-  const zeros = Array.from({ length: 8 - given }, () => "0")
-  return [...head, ...zeros, ...tail].map((g) => parseInt(g, 16))
+  const [head = "", tail] = canonical.split("::")
+  const groupsOf = (part: string | undefined) => (part === undefined || part === "" ? [] : part.split(":").map((g) => parseInt(g, 16)))
+  const before = groupsOf(head)
+  const after = groupsOf(tail)
+  return [...before, ...Array.from({ length: 8 - before.length - after.length }, () => 0), ...after]
 }
 
 /**
@@ -98,8 +86,7 @@ export const clientNetwork = (address: string | undefined): string => {
   // a zone names the local interface, not a different network
   const bare = address.split("%")[0]?.toLowerCase().replace(/^\[(.*)\]$/, "$1") ?? ""
   if (bare === "") return "unknown"
-  const v4 = ipv4Octets(bare)
-  if (v4 !== undefined) return v4.slice(0, 3).join(".") + ".0/24"
+  if (isIPv4(bare)) return bare.slice(0, bare.lastIndexOf(".")) + ".0/24"
   const groups = ipv6Groups(bare)
   // Not from a socket in practice; keyed by itself so an unknown form cannot throttle everyone.
   if (groups === undefined) return bare

@@ -48,6 +48,22 @@ describe("clientNetwork", () => {
     expect(clientNetwork("64:ff9b::203.0.113.7")).toBe("64:ff9b:0:0::/64")
   })
 
+  it("reads the mapped, compressed and full forms alike (node:net and URL do the parsing)", () => {
+    expect(clientNetwork("::ffff:1.2.3.4")).toBe("1.2.3.0/24")
+    expect(clientNetwork("0000:0000:0000:0000:0000:ffff:0102:0304")).toBe("1.2.3.0/24")
+    expect(clientNetwork("[::ffff:1.2.3.4]")).toBe("1.2.3.0/24")
+    expect(clientNetwork("1.2.3.4")).toBe("1.2.3.0/24")
+    // compressed at the start, in the middle and at the end, and written out in full
+    expect(clientNetwork("::1:2:3:4:5:6:7")).toBe("0:1:2:3::/64")
+    expect(clientNetwork("1:2:3:4:5:6:7::")).toBe("1:2:3:4::/64")
+    expect(clientNetwork("1:2::7:8")).toBe("1:2:0:0::/64")
+    expect(clientNetwork("0001:0002:0003:0004:0005:0006:0007:0008")).toBe("1:2:3:4::/64")
+    expect(clientNetwork("1:0:0:4::8")).toBe("1:0:0:4::/64")
+    // an IPv4 address with a leading zero is not one a socket reports: keyed by itself
+    expect(clientNetwork("01.2.3.4")).toBe("01.2.3.4")
+    expect(clientNetwork("1.2.3")).toBe("1.2.3")
+  })
+
   it("keys a missing address as unknown and an unparsable one by itself", () => {
     expect(clientNetwork(undefined)).toBe("unknown")
     expect(clientNetwork("")).toBe("unknown")
