@@ -2,7 +2,7 @@
 import { Code } from "../../domain/Errors.js"
 import type { SqlRefusal } from "../../domain/SqlGuard.js"
 import type { StoreError } from "../registry/RegistryStore.js"
-import type { SqliteFailure } from "./SqliteWorkers.js"
+import type { WorkerFailure } from "./SqliteProtocol.js"
 
 import { refuse, Refused as SqlRefused } from "../Refused.js"
 
@@ -25,7 +25,14 @@ export const registryDown = (_: StoreError): SqlRefused =>
  * A failure on a SQLite file. The database's own message goes back (it is about the tenant's
  * SQL); nothing else does: no path, no stack.
  */
-export const fromSqlite = (f: SqliteFailure): SqlRefused => {
+/** What a worker reported: SqliteWorkers' failure, described here so this module imports none of it. */
+export interface SqliteFailureLike {
+  readonly kind: WorkerFailure["kind"] | "timeout" | "overloaded"
+  readonly message: string
+  readonly index?: number | undefined
+}
+
+export const fromSqlite = (f: SqliteFailureLike): SqlRefused => {
   const at = f.index === undefined ? "" : `op ${f.index}: `
   switch (f.kind) {
     case "statement":
