@@ -44,10 +44,30 @@ export const DatabaseCreated = Schema.Struct({
   created_at: UnixSeconds
 }).annotations({ identifier: "DatabaseCreated" })
 
+/**
+ * A row id in an answer: SQLite's 64-bit INTEGER, written digit for digit (SqlAnswers.ts, docs/databases.md
+ * "Values"). Not `Schema.Int`, which stops at 2^53: a row id such as 9223372036854775806 is a
+ * correct answer, which a client parsing into doubles reads rounded, still a whole number.
+ */
+export const RowId = Schema.Number.pipe(
+  Schema.filter((n) => Number.isInteger(n) && n >= -(2 ** 63) && n <= 2 ** 63, {
+    message: () => "a 64-bit integer",
+    // the filter's jsonSchema replaces the description, so it says it
+    jsonSchema: {
+      type: "integer",
+      format: "int64",
+      description: "a 64-bit integer, written digit for digit: past 2^53 read it with a big-number-aware JSON parser"
+    }
+  })
+)
+
+/** A write's counts (spec §2.2, §2.3); both database families answer it. */
+export const WriteCounts = Schema.Struct({ rows_affected: Schema.Int, last_insert_id: RowId })
+
 /** A read answers rows; a write answers its counts (spec §2.2). */
 export const QueryAnswer = Schema.Union(
   Schema.Struct({ columns: Schema.Array(Schema.String), rows: Schema.Array(Schema.Array(Schema.Unknown)) }),
-  Schema.Struct({ rows_affected: Schema.Int, last_insert_id: Schema.Int })
+  WriteCounts
 ).annotations({ identifier: "DatabaseQueryAnswer" })
 
 export const DatabaseList = Schema.Struct({

@@ -3,7 +3,7 @@ import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "@effect/platform"
 import { Schema } from "effect"
 import { Wire } from "../../domain/Errors.js"
 import { strict, WellFormedText } from "../Wire.js"
-import { SqlArg, SqlArgs, SqlText } from "./DatabaseGroup.js"
+import { SqlArg, SqlArgs, SqlText, WriteCounts } from "./DatabaseGroup.js"
 
 const Sql = SqlText
 const Name = WellFormedText.pipe(Schema.minLength(1), Schema.maxLength(128), Schema.pattern(/^[^\u0000]*$/))
@@ -72,7 +72,7 @@ export const Rows = Schema.Struct({
   rows: Schema.Array(Schema.Array(Schema.Unknown)),
   count: Schema.Int
 }).annotations({ identifier: "SqlRows" })
-export const Exec = Schema.Struct({ rows_affected: Schema.Int, last_insert_id: Schema.Int }).annotations({ identifier: "SqlExec" })
+export const Exec = WriteCounts.annotations({ identifier: "SqlExec" })
 const Row = Schema.Record({ key: Schema.String, value: Schema.Unknown })
 export const Items = Schema.Struct({ items: Schema.Array(Row), count: Schema.Int }).annotations({ identifier: "SqlItems" })
 export const OneRow = Schema.NullOr(Row).annotations({ identifier: "SqlRow", description: "the row, or null when none" })
