@@ -180,19 +180,24 @@ const cacheRoutes = (cache: CacheNow, maxBodyBytes: number): ReadonlyArray<reado
   ]
 }
 
-/**
- * The cluster SQL store's statement routes: the service's own call, its answer or refusal as the
- * app writes it, and a defect as the app's 500, logged. `log` runs in the gateway's runtime.
- */
-const sqlRoutes = (sql: ClusterSqlService, maxBodyBytes: number, log: (defect: Cause.Cause<unknown>) => void): ReadonlyArray<readonly [string, Route]> => {
-  const statement = jsonPayload(maxBodyBytes)(StatementRequest)
-  const answerOf = (exit: Exit.Exit<string, Refused>): Answer => {
+/** A statement's outcome as the app writes it: its JSON answer, its refusal, or a logged defect as 500. */
+const statementAnswer =
+  (log: (defect: Cause.Cause<unknown>) => void) =>
+  (exit: Exit.Exit<string, Refused>): Answer => {
     if (Exit.isSuccess(exit)) return ok(exit.value)
     const failure = Cause.failureOption(exit.cause)
     if (Option.isSome(failure)) return refusedWide(failure.value)
     log(exit.cause)
     return internalError
   }
+
+/**
+ * The cluster SQL store's statement routes: the service's own call, its answer or refusal as the
+ * app writes it, and a defect as the app's 500, logged. `log` runs in the gateway's runtime.
+ */
+const sqlRoutes = (sql: ClusterSqlService, maxBodyBytes: number, log: (defect: Cause.Cause<unknown>) => void): ReadonlyArray<readonly [string, Route]> => {
+  const statement = jsonPayload(maxBodyBytes)(StatementRequest)
+  const answerOf = statementAnswer(log)
   const route =
     (expect: "read" | "write"): Route =>
     (text) => {
@@ -213,13 +218,7 @@ const sqlRoutes = (sql: ClusterSqlService, maxBodyBytes: number, log: (defect: C
  */
 const localSqlRoutes = (local: LocalDatabasesService, maxBodyBytes: number, log: (defect: Cause.Cause<unknown>) => void): ReadonlyArray<readonly [string, Route]> => {
   const query = jsonPayload(maxBodyBytes)(QueryRequest)
-  const answerOf = (exit: Exit.Exit<string, Refused>): Answer => {
-    if (Exit.isSuccess(exit)) return ok(exit.value)
-    const failure = Cause.failureOption(exit.cause)
-    if (Option.isSome(failure)) return refusedWide(failure.value)
-    log(exit.cause)
-    return internalError
-  }
+  const answerOf = statementAnswer(log)
   const route: Route = (text) => {
     const payload = query(text)
     if (payload === undefined) return undefined
