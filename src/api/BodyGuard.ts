@@ -159,7 +159,7 @@ class Guard {
   readonly admit: Admission = (req, res, kind, cap) => {
     const address = req.socket.remoteAddress
     // a peer gateway's call on behalf of clients it charged already; from anywhere else an
-    // internal path is charged as any request is (its route refuses it, 403)
+    // internal path is charged like every other request (its route refuses it, 403)
     const internal = (req.url ?? "/").startsWith(INTERNAL_PREFIX) && isOverlaySource(address)
     const now = Date.now()
     if (!internal && this.limiter !== undefined) {

@@ -161,27 +161,7 @@ export const statementKind = (tokens: ReadonlyArray<Token>): { readonly kind: St
   return { kind: WRITE_VERBS.has(opening.verb) ? "write" : "read", verb: opening.verb }
 }
 
-/** Pragmas that only report when given no value (`PRAGMA user_version`). */
-const QUERY_PRAGMAS: ReadonlySet<string> = new Set([
-  "table_info",
-  "table_xinfo",
-  "table_list",
-  "index_list",
-  "index_info",
-  "index_xinfo",
-  "foreign_key_list",
-  "foreign_key_check",
-  "foreign_keys",
-  "defer_foreign_keys",
-  "user_version",
-  "application_id",
-  "integrity_check",
-  "quick_check",
-  "page_count",
-  "freelist_count"
-])
-
-/** Of those, the ones whose parenthesised argument is what to report on, not a value to set. */
+/** Reporting pragmas whose parenthesised argument is what to report on, not a value to set. */
 const QUERY_PRAGMAS_WITH_ARGUMENT: ReadonlySet<string> = new Set([
   "table_info",
   "table_xinfo",
@@ -193,6 +173,17 @@ const QUERY_PRAGMAS_WITH_ARGUMENT: ReadonlySet<string> = new Set([
   "foreign_key_check",
   "integrity_check",
   "quick_check"
+])
+
+/** Pragmas that only report when given no value (`PRAGMA user_version`): those above and these. */
+const QUERY_PRAGMAS: ReadonlySet<string> = new Set([
+  ...QUERY_PRAGMAS_WITH_ARGUMENT,
+  "foreign_keys",
+  "defer_foreign_keys",
+  "user_version",
+  "application_id",
+  "page_count",
+  "freelist_count"
 ])
 
 /** `PRAGMA [schema.]name [(arg)]` that only reports: a name in QUERY_PRAGMAS, no `= value`, no value in parentheses. */
