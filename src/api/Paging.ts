@@ -6,7 +6,7 @@
  * any other bad parameter.
  */
 import { Schema } from "effect"
-import type { KeyValues, Page, PageRequest } from "../layers/registry/Keyset.js"
+import type { KeyValues, Page, PageRequest } from "../domain/Page.js"
 import { QueryInteger, strict } from "./Wire.js"
 
 /** Lists other than the audit trail (whose bounds are the spec's, §8: default 50, at most 200). */

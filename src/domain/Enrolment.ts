@@ -5,9 +5,10 @@
  * registry and carries out the answer.
  */
 import { isControlPlaneRole, type Role } from "./Grants.js"
+import type { DevicePolicy } from "./SessionPolicy.js"
 
 /** A namespace's `device_policy`. */
-export type DevicePolicy = "optional" | "required" | "approval"
+export type { DevicePolicy }
 
 /** The registry's record of the signing device's key, when that key is enrolled. */
 export interface DeviceRecord {

@@ -1,6 +1,6 @@
 /** Who is calling: resolved once per request from the credential, read by policies and services. */
-import { Context } from "effect"
-import type { Grant, KeyRole, Role } from "./Grants.js"
+import { Context, Schema } from "effect"
+import { type Grant, GrantName, KeyRole, Role } from "./Grants.js"
 
 export interface Principal {
   readonly namespace: string
@@ -35,3 +35,26 @@ export const isControlPlane = (principal: Principal): boolean =>
 /** Owner and admin hold namespace write and members write. */
 export const isNamespaceAdmin = (principal: Principal): boolean =>
   principal.role === "owner" || principal.role === "admin"
+
+/** A caller as one gateway tells another when it forwards a request (spec §4.10). */
+export const ForwardedPrincipal = Schema.Struct({
+  namespace: Schema.String,
+  subject: Schema.String,
+  method: Schema.Literal("jwt", "api_key"),
+  role: Schema.Union(Role, KeyRole),
+  grants: Schema.Array(Schema.Struct({ name: GrantName, keyPattern: Schema.optional(Schema.String) })),
+  keyId: Schema.optional(Schema.String),
+  sessionId: Schema.optional(Schema.String),
+  deviceId: Schema.optional(Schema.String)
+}).annotations({ identifier: "ForwardedPrincipal" })
+
+export const toPrincipal = (p: typeof ForwardedPrincipal.Type): Principal => ({
+  namespace: p.namespace,
+  subject: p.subject,
+  method: p.method,
+  role: p.role,
+  grants: p.grants.map((g) => ({ name: g.name, keyPattern: g.keyPattern })),
+  keyId: p.keyId,
+  sessionId: p.sessionId,
+  deviceId: p.deviceId
+})

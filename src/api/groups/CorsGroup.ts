@@ -5,7 +5,7 @@
 import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Schema } from "effect"
 import { Wire } from "../../domain/Errors.js"
-import { MAX_CORS_ORIGINS } from "../../layers/namespaces/CorsOrigins.js"
+import { MAX_CORS_ORIGINS } from "../../domain/Limits.js"
 import { strict } from "../Wire.js"
 
 /** The origin as a browser writes it in `Origin`: lowercase, no default port (`https://App.example:443` → `https://app.example`). */

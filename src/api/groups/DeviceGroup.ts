@@ -3,7 +3,7 @@ import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "@effect/platform"
 import { Schema } from "effect"
 import { Wire } from "../../domain/Errors.js"
 import { Wallet } from "../../domain/Names.js"
-import { DevicePolicy, SignInPolicy } from "../../layers/sessions/SessionPolicy.js"
+import { DevicePolicy, SignInPolicy } from "../../domain/SessionPolicy.js"
 import { NextCursor, pageQueryFields, TimeAndText, TimeKeyedPage } from "../Paging.js"
 import { strict, UnixSeconds } from "../Wire.js"
 

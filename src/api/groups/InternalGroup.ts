@@ -7,7 +7,7 @@ import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Schema } from "effect"
 import { CidParam } from "../../domain/ContentId.js"
 import { Wire } from "../../domain/Errors.js"
-import { ForwardedPrincipal } from "../../layers/sql/HomeNode.js"
+import { ForwardedPrincipal } from "../../domain/Principal.js"
 import { strict } from "../Wire.js"
 import { BackupRecord, DatabaseDeleted, DatabaseName, QueryAnswer, SqlArgs } from "./DatabaseGroup.js"
 

@@ -6,8 +6,7 @@ import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "@effect/platform"
 import { Schema } from "effect"
 import { CidParam } from "../../domain/ContentId.js"
 import { Wire } from "../../domain/Errors.js"
-import { PIN_STATUSES } from "../../layers/storage/ContentEngine.js"
-import { FETCH_CAP_LIMITS } from "../../layers/storage/FetchCaps.js"
+import { FETCH_CAP_LIMITS, PIN_STATUSES } from "../../domain/Limits.js"
 import { PlainTextOfAtMost, strict, UnixSeconds } from "../Wire.js"
 
 const CidPath = Schema.Struct({ cid: CidParam })

@@ -9,13 +9,14 @@
 import { Clock, Context, Effect, Layer } from "effect"
 import { Audit } from "../audit/Audit.js"
 import { RegistryStore, type StoreError } from "../registry/RegistryStore.js"
+import { MAX_CORS_ORIGINS } from "../../domain/Limits.js"
 
 /** How long a namespace's origins are used before they are read again. */
 export const CORS_CACHE_MS = 5_000
 /** At most this many namespaces are remembered: a host names any namespace it likes, existing or not. */
 const MAX_REMEMBERED = 10_000
 /** At most this many origins per namespace. */
-export const MAX_CORS_ORIGINS = 32
+export { MAX_CORS_ORIGINS }
 
 export interface CorsOriginsService {
   /** The namespace's origins; none for a namespace that does not exist. */

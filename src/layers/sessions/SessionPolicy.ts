@@ -6,12 +6,10 @@
 import { Clock, Context, Effect, Layer, Option, Schema } from "effect"
 import { Audit } from "../audit/Audit.js"
 import { RegistryStore, type StoreError } from "../registry/RegistryStore.js"
+import { DevicePolicy, SignInPolicy } from "../../domain/SessionPolicy.js"
 
 
-export const DevicePolicy = Schema.Literal("optional", "required", "approval")
-export type DevicePolicy = typeof DevicePolicy.Type
-export const SignInPolicy = Schema.Literal("members", "open")
-export type SignInPolicy = typeof SignInPolicy.Type
+export { DevicePolicy, SignInPolicy }
 
 export interface Policy {
   readonly devicePolicy: DevicePolicy

@@ -7,10 +7,11 @@
  */
 import { Duration, Effect, Schema } from "effect"
 import { Code, type RefusalStatus } from "../../domain/Errors.js"
-import { GrantName, KeyRole, Role } from "../../domain/Grants.js"
-import type { Principal } from "../../domain/Principal.js"
+import { ForwardedPrincipal, type Principal, toPrincipal } from "../../domain/Principal.js"
 import type { CoordinationService } from "../coordination/Coordination.js"
 import { refuse, type SqlRefused } from "./SqlRefused.js"
+
+export { ForwardedPrincipal, toPrincipal }
 
 export const FORWARD_PATHS = {
   query: "/v1/internal/sqlite/query",
@@ -19,28 +20,6 @@ export const FORWARD_PATHS = {
 } as const
 
 /** The caller, carried to the home node (the MAC vouches for it). */
-export const ForwardedPrincipal = Schema.Struct({
-  namespace: Schema.String,
-  subject: Schema.String,
-  method: Schema.Literal("jwt", "api_key"),
-  role: Schema.Union(Role, KeyRole),
-  grants: Schema.Array(Schema.Struct({ name: GrantName, keyPattern: Schema.optional(Schema.String) })),
-  keyId: Schema.optional(Schema.String),
-  sessionId: Schema.optional(Schema.String),
-  deviceId: Schema.optional(Schema.String)
-}).annotations({ identifier: "ForwardedPrincipal" })
-
-export const toPrincipal = (p: typeof ForwardedPrincipal.Type): Principal => ({
-  namespace: p.namespace,
-  subject: p.subject,
-  method: p.method,
-  role: p.role,
-  grants: p.grants.map((g) => ({ name: g.name, keyPattern: g.keyPattern })),
-  keyId: p.keyId,
-  sessionId: p.sessionId,
-  deviceId: p.deviceId
-})
-
 const Envelope = Schema.parseJson(Schema.Struct({ error: Schema.String, code: Schema.String, hint: Schema.optional(Schema.String) }))
 const decodeEnvelope = Schema.decodeUnknownOption(Envelope)
 const passable: ReadonlySet<number> = new Set([400, 401, 403, 404, 409, 413, 429, 503])

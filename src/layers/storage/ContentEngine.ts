@@ -8,9 +8,9 @@
  */
 import { Context, Data, Duration, type Effect, type Scope } from "effect"
 import type { ReclaimBusy } from "./ReclaimLock.js"
+import { PIN_STATUSES, type PinStatusName } from "../../domain/Limits.js"
 
-export const PIN_STATUSES = ["pinned", "pinning", "queued", "unpinned", "error", "unknown"] as const
-export type PinStatusName = (typeof PIN_STATUSES)[number]
+export { PIN_STATUSES, type PinStatusName }
 
 /** The engine's view of a pin, aggregated over the peers it is allocated to. */
 export interface PinState {

@@ -17,8 +17,9 @@ import { RegistryStore } from "../registry/RegistryStore.js"
 import { safeEqual, Sealer } from "../secrets/Sealer.js"
 import { ContentIndex } from "./ContentIndex.js"
 import { notCanonical, refuse, type StorageRefused } from "./StorageRefused.js"
+import { FETCH_CAP_LIMITS } from "../../domain/Limits.js"
 
-export const FETCH_CAP_LIMITS = { minCount: 1, maxCount: 64, minTtl: 3600, maxTtl: 604800 } as const
+export { FETCH_CAP_LIMITS }
 
 export interface MintedCap {
   readonly id: string
