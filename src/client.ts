@@ -1,0 +1,82 @@
+/**
+ * The typed Portico client, made from the API definition itself (`HttpApiClient.make`): every
+ * route is a method named as its endpoint (`client.cache.get`, `client.auth.whoami`), its input
+ * and answer typed by the endpoint's schemas, its refusals typed by the errors the endpoint
+ * declares (`BadRequest`, `Forbidden`, ... each carrying the wire `{error, code, hint?}`).
+ *
+ * This module imports only `effect`, `@effect/platform` and the API definition, so an
+ * application can import it without the server.
+ *
+ * From Effect code, provide `PorticoClient.layer({ baseUrl, token })` and `yield* PorticoClient`.
+ * From a promise, one line: `await Effect.runPromise(withPortico({ baseUrl, token }, (p) => p.auth.whoami()))`.
+ */
+import { FetchHttpClient, HttpApiClient, HttpClient, HttpClientRequest } from "@effect/platform"
+import { Context, Effect, Layer } from "effect"
+import { PorticoApi } from "./api/Api.js"
+
+/** A namespace name, as the sign-in payloads take it: `NamespaceName.make("acme")` checks and brands it. */
+export { NamespaceName } from "./domain/Names.js"
+
+export interface ClientOptions {
+  /** Where the gateway listens, as `http://127.0.0.1:6001`. */
+  readonly baseUrl: string | URL
+  /**
+   * Sent as `Authorization: Bearer <token>` on every request: an API key (`portico_key_…`), a
+   * JWT from `/v1/auth/token`, or a signed-in session's access token. Absent: no credential,
+   * for the open routes (health, version, sign-in).
+   */
+  readonly token?: string | undefined
+}
+
+/** The client `HttpApiClient.make` derives from `PorticoApi`, before the upload is typed. */
+const derive = (options: ClientOptions) =>
+  HttpApiClient.make(PorticoApi, {
+    baseUrl: options.baseUrl,
+    transformClient:
+      options.token === undefined ? undefined : HttpClient.mapRequest(HttpClientRequest.bearerToken(options.token))
+  })
+
+type Derived = Effect.Effect.Success<ReturnType<typeof derive>>
+type StorageMethods = Derived["storage"]
+
+/**
+ * The client's type: the derived one, except that `storage.upload` takes its multipart form.
+ * The server streams the upload's body into the blockstore, so the endpoint declares no payload
+ * schema and the derived method would take none; the derived request function does send a
+ * `FormData` payload as multipart, so only the type is widened here.
+ */
+export type Client = Omit<Derived, "storage"> & {
+  readonly storage: Omit<StorageMethods, "upload"> & {
+    /** `POST /v1/storage/upload`: a form with one file part (`form.append("file", blob, name)`). */
+    readonly upload: (request: { readonly payload: FormData }) => ReturnType<StorageMethods["upload"]>
+  }
+}
+
+/**
+ * A client for one gateway and one credential. It needs an `HttpClient`: `FetchHttpClient.layer`
+ * (what `PorticoClient.layer` and `withPortico` use), or any other, such as the undici one of
+ * `@effect/platform-node`. To call with another credential (after a sign-in), make another client.
+ */
+export const makeClient = (options: ClientOptions): Effect.Effect<Client, never, HttpClient.HttpClient> =>
+  derive(options) as Effect.Effect<Client, never, HttpClient.HttpClient>
+
+/** The client as an Effect service. */
+export class PorticoClient extends Context.Tag("portico/PorticoClient")<PorticoClient, Client>() {
+  /** The client over the platform's fetch. */
+  static readonly layer = (options: ClientOptions): Layer.Layer<PorticoClient> =>
+    Layer.effect(PorticoClient, makeClient(options)).pipe(Layer.provide(FetchHttpClient.layer))
+
+  /** The client over the `HttpClient` the application provides. */
+  static readonly layerWithoutHttpClient = (options: ClientOptions): Layer.Layer<PorticoClient, never, HttpClient.HttpClient> =>
+    Layer.effect(PorticoClient, makeClient(options))
+}
+
+/**
+ * Makes a fetch-based client and runs `use` with it: the whole call is one Effect with no
+ * requirements, ready for `Effect.runPromise` (which rejects with the refusal on failure; use
+ * `Effect.either` or `Effect.runPromiseExit` to inspect it as a value).
+ */
+export const withPortico = <A, E>(
+  options: ClientOptions,
+  use: (client: Client) => Effect.Effect<A, E, never>
+): Effect.Effect<A, E> => Effect.flatMap(makeClient(options), use).pipe(Effect.provide(FetchHttpClient.layer))
