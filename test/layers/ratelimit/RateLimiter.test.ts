@@ -1,5 +1,6 @@
-import { describe, expect, it } from "vitest"
-import { clientNetwork } from "../../../src/layers/ratelimit/RateLimiter.js"
+import { describe, expect, it } from "@effect/vitest"
+import { Clock, Effect, TestClock } from "effect"
+import { clientNetwork, defaultRateLimits, RateLimiter } from "../../../src/layers/ratelimit/RateLimiter.js"
 
 describe("clientNetwork", () => {
   it("keys IPv4 on its /24, and an IPv4-mapped IPv6 address on the same /24", () => {
@@ -72,4 +73,65 @@ describe("clientNetwork", () => {
     expect(clientNetwork("::ffff:999.1.1.1")).toBe("::ffff:999.1.1.1")
     expect(clientNetwork("1:2:3:4:5:6:7:8::")).toBe("1:2:3:4:5:6:7:8::")
   })
+})
+
+describe("RateLimiter.Test (in memory, driven by the TestClock)", () => {
+  const settings = {
+    enabled: true,
+    perClientNetwork: { rps: 1, burst: 2 },
+    perNamespace: { rps: 2, burst: 4 },
+    perWallet: { rps: 1, burst: 1 }
+  }
+  const admittedOf = (check: Effect.Effect<{ readonly allowed: boolean }>, times: number) =>
+    Effect.map(Effect.replicateEffect(check, times), (ds) => ds.map((d) => d.allowed))
+
+  it.effect("spends a namespace's burst, refuses with a Retry-After, and refills at its rate", () =>
+    Effect.gen(function* () {
+      const limiter = yield* RateLimiter
+      expect(yield* admittedOf(limiter.checkNamespace("acme"), 5)).toEqual([true, true, true, true, false])
+      const refused = yield* limiter.checkNamespace("acme")
+      expect(refused).toEqual({ allowed: false, retryAfterSeconds: 1 })
+      yield* TestClock.adjust("1 second")
+      expect(yield* admittedOf(limiter.checkNamespace("acme"), 3)).toEqual([true, true, false])
+    }).pipe(Effect.provide(RateLimiter.Test({ settings })))
+  )
+
+  it.effect("holds a namespace's own limit, capped at the default, and answers the lane from the same bucket", () =>
+    Effect.gen(function* () {
+      const limiter = yield* RateLimiter
+      expect(yield* limiter.limitOf("small")).toEqual({ limit: { rps: 1, burst: 2 }, source: "namespace" })
+      // above the ceiling: held to it
+      expect(yield* limiter.limitOf("greedy")).toEqual({ limit: { rps: 2, burst: 4 }, source: "namespace" })
+      expect(yield* limiter.limitOf("plain")).toEqual({ limit: settings.perNamespace, source: "default" })
+      // the lane's `now` is the same clock's
+      const now = yield* Clock.currentTimeMillis
+      // burst 2: one on the spot, one through the asynchronous check, then the lane refuses
+      expect(limiter.admitNow("small", now)?.allowed).toBe(true)
+      expect((yield* limiter.checkNamespace("small")).allowed).toBe(true)
+      expect(limiter.admitNow("small", now)).toEqual({ allowed: false, retryAfterSeconds: 1, refusedBy: "namespace" })
+      // a namespace whose limit was never read: the lane has no answer
+      expect(limiter.admitNow("unread", now)).toBeUndefined()
+    }).pipe(Effect.provide(RateLimiter.Test({ settings, namespaceLimits: { small: { rps: 1, burst: 2 }, greedy: { rps: 99, burst: 99 } } })))
+  )
+
+  it.effect("limits client networks and wallets on their own budgets", () =>
+    Effect.gen(function* () {
+      const limiter = yield* RateLimiter
+      expect(yield* admittedOf(limiter.checkClient("203.0.113.7"), 2)).toEqual([true, true])
+      // the same /24, on the spot as the listener asks
+      const now = yield* Clock.currentTimeMillis
+      expect(limiter.checkClientNow("203.0.113.99", now).allowed).toBe(false)
+      expect(limiter.checkClientNow("198.51.100.1", now).allowed).toBe(true)
+      expect(yield* admittedOf(limiter.checkWallet("0xAB"), 1)).toEqual([true])
+      expect((yield* limiter.checkWallet("0xab")).allowed).toBe(false)
+    }).pipe(Effect.provide(RateLimiter.Test({ settings })))
+  )
+
+  it.effect("switched off, admits everything", () =>
+    Effect.gen(function* () {
+      const limiter = yield* RateLimiter
+      expect((yield* admittedOf(limiter.checkNamespace("acme"), 5000)).every(Boolean)).toBe(true)
+      expect(limiter.admitNow("acme", yield* Clock.currentTimeMillis)?.allowed).toBe(true)
+    }).pipe(Effect.provide(RateLimiter.Test({ settings: { ...defaultRateLimits, enabled: false } })))
+  )
 })
