@@ -28,27 +28,35 @@ export interface ClientOptions {
   readonly token?: string | undefined
 }
 
-/** The client `HttpApiClient.make` derives from `PorticoApi`, before the upload is typed. */
+/** Sends the credential, when there is one, as `Authorization: Bearer <token>`. */
+const withCredential =
+  (options: ClientOptions) =>
+  (client: HttpClient.HttpClient): HttpClient.HttpClient =>
+    options.token === undefined ? client : HttpClient.mapRequest(client, HttpClientRequest.bearerToken(options.token))
+
+/** The client `HttpApiClient.make` derives from `PorticoApi`, before the two streamed bodies are typed. */
 const derive = (options: ClientOptions) =>
-  HttpApiClient.make(PorticoApi, {
-    baseUrl: options.baseUrl,
-    transformClient:
-      options.token === undefined ? undefined : HttpClient.mapRequest(HttpClientRequest.bearerToken(options.token))
-  })
+  HttpApiClient.make(PorticoApi, { baseUrl: options.baseUrl, transformClient: withCredential(options) })
 
 type Derived = Effect.Effect.Success<ReturnType<typeof derive>>
 type StorageMethods = Derived["storage"]
+type SqlMethods = Derived["sql"]
+/** A derived method's call without `withResponse`: its answer alone, not paired with the response. */
+type Plain<F> = F extends (...args: never) => Effect.Effect<infer A, infer E, infer R> ? Effect.Effect<Exclude<A, readonly [unknown, unknown]>, E, R> : never
 
 /**
- * The client's type: the derived one, except that `storage.upload` takes its multipart form.
- * The server streams the upload's body into the blockstore, so the endpoint declares no payload
- * schema and the derived method would take none; the derived request function does send a
- * `FormData` payload as multipart, so only the type is widened here.
+ * The client's type: the derived one, except for the two routes whose bodies the server streams
+ * (so their endpoints declare no payload schema, and the derived methods would take none):
+ * `storage.upload` takes its multipart form, `sql.import` the SQLite file's bytes.
  */
-export type Client = Omit<Derived, "storage"> & {
+export type Client = Omit<Derived, "storage" | "sql"> & {
   readonly storage: Omit<StorageMethods, "upload"> & {
     /** `POST /v1/storage/upload`: a form with one file part (`form.append("file", blob, name)`). */
-    readonly upload: (request: { readonly payload: FormData }) => ReturnType<StorageMethods["upload"]>
+    readonly upload: (request: { readonly payload: FormData }) => Plain<StorageMethods["upload"]>
+  }
+  readonly sql: Omit<SqlMethods, "import"> & {
+    /** `POST /v1/rqlite/import`: replaces the namespace's cluster database with this SQLite file. */
+    readonly import: (request: { readonly payload: Uint8Array }) => Plain<SqlMethods["import"]>
   }
 }
 
@@ -58,7 +66,21 @@ export type Client = Omit<Derived, "storage"> & {
  * `@effect/platform-node`. To call with another credential (after a sign-in), make another client.
  */
 export const makeClient = (options: ClientOptions): Effect.Effect<Client, never, HttpClient.HttpClient> =>
-  derive(options) as Effect.Effect<Client, never, HttpClient.HttpClient>
+  Effect.gen(function* () {
+    const derived = yield* derive(options)
+    const http = withCredential(options)(yield* HttpClient.HttpClient)
+    // The derived upload already sends a FormData payload as multipart: only its type changes.
+    // The import's bytes are set on the request the derived endpoint builds, and its answer is
+    // decoded by the endpoint's declared schemas like any other.
+    const importFile = (request: { readonly payload: Uint8Array; readonly withResponse?: boolean }) =>
+      HttpApiClient.endpoint(PorticoApi, {
+        group: "sql",
+        endpoint: "import",
+        baseUrl: options.baseUrl,
+        httpClient: HttpClient.mapRequest(http, HttpClientRequest.bodyUint8Array(request.payload, "application/octet-stream"))
+      }).pipe(Effect.flatMap((send) => send({ withResponse: request.withResponse === true })))
+    return { ...derived, sql: { ...derived.sql, import: importFile } } as unknown as Client
+  })
 
 /** The client as an Effect service. */
 export class PorticoClient extends Context.Tag("portico/PorticoClient")<PorticoClient, Client>() {

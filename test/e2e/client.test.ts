@@ -57,6 +57,7 @@ describe("the typed client on the control plane", () => {
     const jwks = await call(gw, undefined, (c) => c.system.jwks())
     expect(jwks.keys.length).toBeGreaterThan(0)
     expect(await call(gw, undefined, (c) => c.system.wellKnownJwks())).toEqual(jwks)
+    expect(await call(gw, undefined, (c) => c.system.statusPage())).toMatchObject({ service: "portico", version: status.version })
     expect((await call(gw, ownerKey, (c) => c.system.schemaStatus())).status).toBe("current")
     expectRefusal(await refusal(gw, undefined, (c) => c.system.schemaStatus()), 401, "UNAUTHORIZED")
   })
@@ -112,6 +113,43 @@ describe("the typed client on the control plane", () => {
     expectRefusal(refused, 403, "NOT_A_MEMBER")
   })
 
+  it("auth: a device-flow login approved by the wallet, refresh, a sign-in key, and ending a session by id", async () => {
+    const codes = await call(gw, undefined, (c) => c.auth.startDevice({ payload: { namespace: NamespaceName.make("acme") } }))
+    expect(codes.user_code).toMatch(/^[A-Z]{4}-?[A-Z]{4}$/)
+    // polling before anyone answers: the RFC 8628 code, in the error envelope
+    expectRefusal(
+      await refusal(gw, undefined, (c) => c.auth.deviceToken({ payload: { device_code: codes.device_code } })),
+      400,
+      "authorization_pending"
+    )
+    const { message } = await call(gw, undefined, (c) =>
+      c.auth.challenge({ payload: { wallet: owner.address, namespace: NamespaceName.make("acme") } })
+    )
+    const signature = await owner.signMessage(message)
+    expect(await call(gw, undefined, (c) => c.auth.answerLogin({ payload: { user_code: codes.user_code, message, signature } }))).toEqual({
+      user_code: codes.user_code,
+      status: "approved"
+    })
+    const session = await call(gw, undefined, (c) => c.auth.deviceToken({ payload: { device_code: codes.device_code } }))
+    expect(session).toMatchObject({ namespace: "acme", subject: owner.address.toLowerCase(), token_type: "Bearer" })
+    const refreshed = await call(gw, undefined, (c) => c.auth.refresh({ payload: { refresh_token: session.refresh_token } }))
+    expect(refreshed.session_id).toBe(session.session_id)
+    expect(refreshed.refresh_token).not.toBe(session.refresh_token)
+    const key = await call(gw, refreshed.access_token, (c) => c.auth.apiKey({ payload: { label: "laptop", expires_in_days: 30 } }))
+    expect(key).toMatchObject({ namespace: "acme", label: "laptop" })
+    expect((await call(gw, key.api_key, (c) => c.auth.whoami())).method).toBe("api_key")
+    // another session of the same wallet ends this one by its id
+    const other = await signIn(gw, "acme", owner)
+    expect(await call(gw, other.access_token, (c) => c.auth.endSession({ path: { id: session.session_id }, payload: {} }))).toEqual({
+      ended: session.session_id
+    })
+    expectRefusal(
+      await refusal(gw, other.access_token, (c) => c.auth.endSession({ path: { id: "ses_" + "0".repeat(32) }, payload: {} })),
+      404,
+      "NOT_FOUND"
+    )
+  })
+
   it("namespace: members, keys, rate limit; a runtime key is refused the control plane, an unknown key is 404", async () => {
     const added = await call(gw, ownerKey, (c) => c.namespace.addMember({ payload: { wallet: member.address, role: "developer" } }))
     expect(added).toMatchObject({ namespace: "acme", created: true, member: { wallet: member.address.toLowerCase(), role: "developer" } })
@@ -140,6 +178,14 @@ describe("the typed client on the control plane", () => {
       "CONTROL_PLANE_REQUIRED"
     )
     expect((await call(gw, ownerKey, (c) => c.namespace.setRateLimit({ payload: { requests_per_second: null } }))).source).toBe("default")
+    // ownership moves in two steps: an offer the recipient accepts; here the owner cancels it
+    expect(await call(gw, runtimeKey, (c) => c.namespace.pendingTransfer())).toEqual({ namespace: "acme", offer: null })
+    const offered = await call(gw, accessToken, (c) => c.namespace.transfer({ payload: { wallet: member.address } }))
+    expect(offered).toMatchObject({ namespace: "acme", status: "pending", to: member.address.toLowerCase() })
+    expect((await call(gw, runtimeKey, (c) => c.namespace.pendingTransfer())).offer).toMatchObject({ to: member.address.toLowerCase() })
+    expectRefusal(await refusal(gw, accessToken, (c) => c.namespace.acceptTransfer()), 403, "FORBIDDEN")
+    expect(await call(gw, accessToken, (c) => c.namespace.cancelTransfer())).toEqual({ namespace: "acme", cancelled: member.address.toLowerCase() })
+    expectRefusal(await refusal(gw, accessToken, (c) => c.namespace.cancelTransfer()), 404, "NOT_FOUND")
     expect(await call(gw, ownerKey, (c) => c.namespace.removeMember({ path: { wallet: member.address } }))).toEqual({
       namespace: "acme",
       removed: member.address.toLowerCase()
