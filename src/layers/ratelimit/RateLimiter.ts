@@ -37,8 +37,10 @@ export interface RateLimiterService {
   readonly checkClientNow: (remoteAddress: string | undefined, now: number) => Decision
   /**
    * `checkNamespace` answered on the spot (`now` in Unix ms); undefined, with nothing charged,
-   * when the namespace's own limit is not known without a registry read. The listener's fast
-   * lane uses it (src/api/FastLane.ts); the client network was charged when the headers arrived.
+   * when the namespace's own limit is not known without a registry read, or, with the budget in
+   * Redis, when this gateway holds no leased token and knows of no refusal (SharedBudget.ts): the
+   * caller then takes the asynchronous path, whose `checkNamespace` asks Redis. The listener's
+   * fast lane uses it (src/api/FastLane.ts); the client network was charged when the headers arrived.
    */
   readonly admitNow: (namespace: string, now: number) => Admission | undefined
 }
