@@ -157,6 +157,11 @@ describe("the typed client on the data plane", () => {
       "VALIDATION_FAILED"
     )
     expectRefusal(await refusal(gw, runtimeKey, (c) => c.sql.schema()), 403, "CONTROL_PLANE_REQUIRED")
+    // an integer argument past 2^53 (a bigint) has no JSON.stringify form: the client refuses it
+    // before sending (docs/api.md, "Typed client"); the HTTP API itself takes it as a JSON literal
+    const wide = await refusal(gw, ownerKey, (c) => c.sql.exec({ payload: { sql: "INSERT INTO notes (id) VALUES (?)", args: [2n ** 60n] } }))
+    expect((wide.error as { _tag: string })._tag).toBe("ParseError")
+    expect(wide.status).toBe(0)
     // the import replaces the database with the file sent
     const imported = await call(gw, ownerKey, (c) => c.sql.import({ payload: sqliteFile() }))
     expect(imported).toMatchObject({ status: "ok", tables: 1 })

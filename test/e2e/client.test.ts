@@ -10,10 +10,17 @@ import { Effect, Exit } from "effect"
 import { Wallet } from "ethers"
 import * as jose from "jose"
 import { webcrypto } from "node:crypto"
+import { execFile } from "node:child_process"
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import * as path from "node:path"
+import { promisify } from "node:util"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { NamespaceName } from "../../src/client.js"
 import { call, expectRefusal, refusal, signIn, strictDecode } from "../support/client.js"
 import { type Gateway, startGateway } from "../support/gateway.js"
+
+const root = path.resolve(import.meta.dirname, "../..")
+const run = promisify(execFile)
 
 describe("the strict answer check of these suites", () => {
   const answer = (status: number, body: string) =>
@@ -60,6 +67,30 @@ describe("the typed client on the control plane", () => {
     expect(await call(gw, undefined, (c) => c.system.statusPage())).toMatchObject({ service: "portico", version: status.version })
     expect((await call(gw, ownerKey, (c) => c.system.schemaStatus())).status).toBe("current")
     expectRefusal(await refusal(gw, undefined, (c) => c.system.schemaStatus()), 401, "UNAUTHORIZED")
+  })
+
+  it("runs the README's typed-client example as written and prints what the README shows", async () => {
+    const readme = readFileSync(path.join(root, "README.md"), "utf8")
+    const section = readme.indexOf("## Typed client")
+    const start = readme.indexOf("```ts\n", section)
+    const end = readme.indexOf("\n```", start + 6)
+    expect(section >= 0 && start > section && end > start, "README.md has a ts block under '## Typed client'").toBe(true)
+    const example = readme.slice(start + 6, end)
+    const shown = example.split("\n").flatMap((line) => /^\/\/ → (.*)$/.exec(line)?.[1] ?? [])
+    expect(shown.length).toBeGreaterThan(1)
+    // the README's file sits in the checkout; this copy sits one level down, in the ignored tmp/
+    mkdirSync(path.join(root, "tmp"), { recursive: true })
+    const file = path.join(root, "tmp", `client-example-${process.pid}.ts`)
+    writeFileSync(file, example.replace('from "./src/client.js"', 'from "../src/client.js"'))
+    try {
+      const { stdout } = await run(process.execPath, ["--import", "tsx", file], {
+        cwd: root,
+        env: { ...process.env, PORTICO_URL: gw.url, PORTICO_KEY: ownerKey }
+      })
+      expect(stdout.trim().split("\n")).toEqual(shown)
+    } finally {
+      rmSync(file, { force: true })
+    }
   })
 
   it("auth: whoami for a key and a session, key → token exchange, and the refusals of each", async () => {
