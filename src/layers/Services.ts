@@ -35,7 +35,16 @@ import { Storage } from "./storage/Storage.js"
 import { DatabaseBackups } from "./sql/DatabaseBackups.js"
 import * as path from "node:path"
 
-export const servicesLayer = (settings: PorticoSettings) => {
+export interface ServicesOptions {
+  /**
+   * Where tenant SQL runs: worker processes (the default, and the gateway's only choice), or
+   * `in-process` for tests that must start no process (SqliteWorkers.inProcess: the worker's
+   * code in the caller's thread, with no statement timeout).
+   */
+  readonly sqliteWorkers?: "processes" | "in-process" | undefined
+}
+
+export const servicesLayer = (settings: PorticoSettings, options: ServicesOptions = {}) => {
   const core = Layer.mergeAll(Sealer.Live, registryLayer(settings)).pipe(
     Layer.provideMerge(PorticoConfig.layer(settings))
   )
@@ -49,12 +58,13 @@ export const servicesLayer = (settings: PorticoSettings) => {
       ? MemoryCacheStore.layer(settings.cache.maxBytesPerNamespace)
       : RedisCacheStore.layer({ url: settings.cache.redisUrl, overrides: Object.fromEntries(settings.cache.redisOverrides) })
   const cache = Cache.Live.pipe(Layer.provide(cacheStore))
-  const workers = SqliteWorkers.layer({
+  const workerSettings = {
     workers: settings.sql.workers,
     timeoutMs: settings.sql.timeoutMs,
     maxQueue: 1024,
     worker: { maxResultBytes: settings.sql.maxResultBytes, busyTimeoutMs: 5000, maxOpen: 256 }
-  })
+  }
+  const workers = options.sqliteWorkers === "in-process" ? SqliteWorkers.inProcess(workerSettings) : SqliteWorkers.layer(workerSettings)
   const cluster = settings.storage.cluster
   const engine =
     cluster === undefined

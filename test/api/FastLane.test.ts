@@ -3,7 +3,7 @@
  * real services on a temp data dir. That its answers are the app's is test/e2e/fastlane.test.ts.
  */
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, type Exit, Layer } from "effect"
+import { Context, Effect, type Exit, Layer } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"
 import type * as http from "node:http"
 import { tmpdir } from "node:os"
@@ -16,16 +16,10 @@ import { CorsOrigins } from "../../src/layers/namespaces/CorsOrigins.js"
 import { Namespaces } from "../../src/layers/namespaces/Namespaces.js"
 import { RateLimiter } from "../../src/layers/ratelimit/RateLimiter.js"
 import { RegistryStore } from "../../src/layers/registry/RegistryStore.js"
-import { Audit } from "../../src/layers/audit/Audit.js"
-import { Cache } from "../../src/layers/cache/Cache.js"
-import { MemoryCacheStore } from "../../src/layers/cache/MemoryCacheStore.js"
-import { PorticoConfig } from "../../src/layers/config/PorticoConfig.js"
-import { registryLayer } from "../../src/layers/registry/registryLayer.js"
-import { Sealer } from "../../src/layers/secrets/Sealer.js"
-import { Sessions } from "../../src/layers/sessions/Sessions.js"
 import { ClusterSql, type ClusterSqlService } from "../../src/layers/sql/ClusterSql.js"
+import { LocalDatabases } from "../../src/layers/sql/LocalDatabases.js"
+import { servicesLayer } from "../../src/layers/Services.js"
 import { refuse } from "../../src/layers/Refused.js"
-import { KeyRing } from "../../src/layers/tokens/KeyRing.js"
 
 interface Written {
   status: number
@@ -62,20 +56,14 @@ const call = (lane: FastLane, method: string, url: string, token: string | undef
   return { status, written }
 }
 
-/** The services the lane reads, as Services.ts wires them (its SQL workers cannot start under vitest). */
-const laneServices = (settings: PorticoSettings) => {
-  const core = Layer.mergeAll(Sealer.Live, registryLayer(settings)).pipe(Layer.provideMerge(PorticoConfig.layer(settings)))
-  const registry = Layer.mergeAll(Audit.Live, ApiKeys.Live, KeyRing.Live).pipe(Layer.provideMerge(core))
-  const sessions = Layer.mergeAll(Namespaces.Live, Sessions.Live, CorsOrigins.Live).pipe(Layer.provideMerge(registry))
-  const liveness = Sessions.Liveness.pipe(Layer.provideMerge(sessions))
-  const cache = Cache.Live.pipe(Layer.provide(MemoryCacheStore.layer(settings.cache.maxBytesPerNamespace)))
-  return Layer.mergeAll(RateLimiter.Live, Authenticator.Live, cache).pipe(Layer.provideMerge(liveness))
-}
+/** The gateway's services as Services.ts wires them, with the SQLite workers in this process. */
+const laneServices = (settings: PorticoSettings) => servicesLayer(settings, { sqliteWorkers: "in-process" })
 
 const withGateway = <A, E>(
   patch: Partial<PorticoSettings>,
   use: (lane: FastLane, keys: { owner: string; cache: string; runtime: string; revoke: (key: string) => Effect.Effect<void, unknown> }) => Effect.Effect<A, E, any>,
-  sql?: ClusterSqlService
+  /** A stand-in cluster SQL service, or none at all (no SQL services in the gateway). */
+  sql?: ClusterSqlService | "none"
 ) =>
   Effect.gen(function* () {
     const dir = yield* Effect.acquireRelease(
@@ -99,7 +87,11 @@ const withGateway = <A, E>(
         runtime: yield* mint(["invoke"]),
         revoke: (key: string) => store.exec(apiKeys.revokeStatement("lane", key.slice("portico_".length, "portico_".length + 20), Date.now()))
       }
-      const lane = yield* (sql === undefined ? makeFastLane : Effect.provideService(makeFastLane, ClusterSql, sql))
+      const lane = yield* sql === undefined
+        ? makeFastLane
+        : sql === "none"
+          ? Effect.mapInputContext(makeFastLane, Context.omit(ClusterSql, LocalDatabases))
+          : Effect.provideService(makeFastLane, ClusterSql, sql)
       return yield* use(lane, keys)
     }).pipe(Effect.provide(context))
   })
@@ -273,8 +265,40 @@ describe("the fast lane", () => {
       )
     )
 
+    // the real services: the embedded cluster SQL store and a node-local database, on the SQLite
+    // worker's code run in this process (no worker process starts under this test)
+    it.scopedLive("answers cluster SQL and node-local statements from the real services, wide integers exact", () =>
+      withGateway({}, (lane, keys) =>
+        Effect.gen(function* () {
+          const exec = yield* callLater(lane, "/v1/rqlite/exec", keys.owner, '{"sql":"CREATE TABLE lane_t (id INTEGER PRIMARY KEY, v TEXT)"}')
+          expect(exec.written.status, exec.written.body).toBe(200)
+          const insert = yield* callLater(lane, "/v1/rqlite/exec", keys.owner, '{"sql":"INSERT INTO lane_t (id, v) VALUES (?, ?)","args":[9223372036854775807,"max"]}')
+          expect(JSON.parse(insert.written.body)).toMatchObject({ rows_affected: 1 })
+          const read = yield* callLater(lane, "/v1/rqlite/query", keys.owner, '{"sql":"SELECT id, v FROM lane_t"}')
+          expect(read).toMatchObject({ returned: "later", answered: 200 })
+          expect(read.written.body).toContain("[[9223372036854775807,\"max\"]]")
+          const missing = yield* callLater(lane, "/v1/rqlite/query", keys.owner, '{"sql":"SELECT * FROM nowhere"}')
+          expect(missing.written).toMatchObject({ status: 400 })
+          expect(JSON.parse(missing.written.body)).toMatchObject({ code: "SQL_ERROR" })
+
+          const owner = yield* Effect.flatMap(Authenticator, (a) => a.authenticate(keys.owner))
+          yield* Effect.flatMap(LocalDatabases, (local) => local.create(owner, "lanedb"))
+          const query = (sql: string) => JSON.stringify({ database_name: "lanedb", query: sql })
+          expect((yield* callLater(lane, "/v1/db/sqlite/query", keys.owner, query("CREATE TABLE t (n INTEGER)"))).answered).toBe(200)
+          expect((yield* callLater(lane, "/v1/db/sqlite/query", keys.owner, query("INSERT INTO t (n) VALUES (41), (1)"))).answered).toBe(200)
+          const sum = yield* callLater(lane, "/v1/db/sqlite/query", keys.owner, query("SELECT sum(n) AS s FROM t"))
+          expect(sum).toMatchObject({ returned: "later", answered: 200 })
+          expect(JSON.parse(sum.written.body)).toMatchObject({ rows: [[42]] })
+        })
+      )
+    )
+
     it.scopedLive("leaves the SQL routes to the app when the gateway has no SQL service", () =>
-      withGateway({}, (lane, keys) => Effect.sync(() => expect(call(lane, "POST", "/v1/rqlite/query", keys.owner, '{"sql":"SELECT 1"}').status).toBeUndefined()))
+      withGateway(
+        {},
+        (lane, keys) => Effect.sync(() => expect(call(lane, "POST", "/v1/rqlite/query", keys.owner, '{"sql":"SELECT 1"}').status).toBeUndefined()),
+        "none"
+      )
     )
   })
 
