@@ -1,7 +1,11 @@
-/** The Portico HTTP API: every route group, its errors, and the gate in front of them. */
+/**
+ * The Portico HTTP API: every route group and its errors. Client-safe (src/client.ts builds the
+ * typed client from it): it and its groups import only `effect`, `@effect/platform`, `src/domain`
+ * and the API's own definition modules. Each endpoint names its gate (Gates.ts) and carries its
+ * facts (RouteFacts.ts); the server builds everything else from them.
+ */
 import { HttpApi, OpenApi } from "@effect/platform"
 import { Wire } from "../domain/Errors.js"
-import { Authentication } from "./Authentication.js"
 import { openApiDocument } from "./OpenApiDocument.js"
 import { AuditGroup } from "./groups/AuditGroup.js"
 import { AuthGroup } from "./groups/AuthGroup.js"
@@ -16,19 +20,17 @@ import { StorageGroup } from "./groups/StorageGroup.js"
 import { SystemGroup } from "./groups/SystemGroup.js"
 
 export class PorticoApi extends HttpApi.make("portico")
-  // The gate is a group middleware, not an API one: only route-level middleware sees the
-  // matched route, which is how it finds the route's policy.
-  .add(SystemGroup.middleware(Authentication))
-  .add(AuthGroup.middleware(Authentication))
-  .add(NamespaceGroup.middleware(Authentication))
-  .add(CorsGroup.middleware(Authentication))
-  .add(AuditGroup.middleware(Authentication))
-  .add(DeviceGroup.middleware(Authentication))
-  .add(CacheGroup.middleware(Authentication))
-  .add(DatabaseGroup.middleware(Authentication))
-  .add(SqlGroup.middleware(Authentication))
-  .add(StorageGroup.middleware(Authentication))
-  .add(InternalGroup.middleware(Authentication))
+  .add(SystemGroup)
+  .add(AuthGroup)
+  .add(NamespaceGroup)
+  .add(CorsGroup)
+  .add(AuditGroup)
+  .add(DeviceGroup)
+  .add(CacheGroup)
+  .add(DatabaseGroup)
+  .add(SqlGroup)
+  .add(StorageGroup)
+  .add(InternalGroup)
   .addError(Wire.BadRequest)
   .addError(Wire.PayloadTooLarge)
   .addError(Wire.Internal)

@@ -24,7 +24,7 @@ import type { BodySettings } from "../layers/config/PorticoConfig.js"
 import { isOverlaySource } from "../layers/coordination/Coordination.js"
 import { BodyBudget } from "../layers/ratelimit/BodyBudget.js"
 import { clientNetwork, type RateLimiterService } from "../layers/ratelimit/RateLimiter.js"
-import { rateLimited } from "./Authentication.js"
+import { rateLimited } from "./gate/Gate.js"
 import { RequestMeta } from "./RequestMeta.js"
 
 /** How a request's body will be read: none, whole as JSON within its cap, or streamed. */

@@ -18,7 +18,7 @@ import type * as http from "node:http"
 import { PorticoConfig } from "../layers/config/PorticoConfig.js"
 import { CorsOrigins } from "../layers/namespaces/CorsOrigins.js"
 import { RateLimiter } from "../layers/ratelimit/RateLimiter.js"
-import { rateLimited } from "./Authentication.js"
+import { rateLimited } from "./gate/Gate.js"
 import { errorResponse } from "./ErrorResponses.js"
 import { RequestMeta } from "./RequestMeta.js"
 

@@ -8,7 +8,7 @@ import { HttpApiError, HttpServerError, HttpServerRequest, HttpServerResponse } 
 import { Cause, Effect, Option } from "effect"
 import { type ApiError, Code, type ErrorBody, statusOf } from "../domain/Errors.js"
 import { BodyNotUtf8 } from "./node/LeanServerRequest.js"
-import { policyKey, routePolicies } from "./RoutePolicy.js"
+import { routeIndex } from "./gate/RouteIndex.js"
 import { MAX_PATH_PARAM_LENGTH } from "./Wire.js"
 
 const isApiError = (u: unknown): u is ApiError =>
@@ -18,40 +18,37 @@ const isApiError = (u: unknown): u is ApiError =>
 export const envelopeOf = (body: ErrorBody): ErrorBody =>
   body.hint === undefined ? { error: body.error, code: body.code } : { error: body.error, code: body.code, hint: body.hint }
 
-/** The envelope as a response, with `Retry-After` where the error carries one. */
-export const errorResponse = (status: number, body: ErrorBody, retryAfterSeconds?: number) => {
-  const wire = envelopeOf(body)
-  return HttpServerResponse.unsafeJson(wire, {
-    status,
-    headers: retryAfterSeconds === undefined ? undefined : { "retry-after": String(retryAfterSeconds) }
-  })
+/** A refusal as it goes on the wire, whichever request path answers it (the app or the fast lane). */
+export interface Refusal {
+  readonly status: number
+  /** The envelope's JSON text. */
+  readonly body: string
+  /** Seconds, sent as `Retry-After`. */
+  readonly retryAfter: number | undefined
 }
 
-/** Route patterns by method, to tell 404 (no such path) from 405 (path exists, other method). */
-const routes = Object.keys(routePolicies).map((key) => {
-  const [method, path] = key.split(" ") as [string, string]
-  const pattern = new RegExp("^" + path.replace(/[.*+?^${}()|[\]\\]/g, "\\$&").replace(/:[A-Za-z]+/g, "[^/]+") + "/?$")
-  return { method, pattern, fixed: !path.includes(":") }
+/** The one encoder of refusals: the status of the error's class, its envelope, `Retry-After` where it carries one. */
+export const refusalOf = (error: ApiError): Refusal => ({
+  status: statusOf[error._tag],
+  body: JSON.stringify(envelopeOf(error)),
+  retryAfter: "retryAfterSeconds" in error ? error.retryAfterSeconds : undefined
 })
 
-/**
- * The methods a path is served with; HEAD wherever GET is, as the router answers it there. A path
- * that is a fixed route (`/v1/namespace/members/transfer`) is that resource only: a parametric
- * sibling (`DELETE /v1/namespace/members/:wallet`) would take its last segment as an id it can
- * never be, so its method is not offered there (the document lists the fixed route's alone).
- */
-export const allowedMethods = (path: string): ReadonlyArray<string> => {
-  const matching = routes.filter((r) => r.pattern.test(path))
-  const fixed = matching.filter((r) => r.fixed)
-  const methods = (fixed.length > 0 ? fixed : matching).map((r) => r.method)
-  return methods.includes("GET") ? [...methods, "HEAD"] : methods
-}
+const asResponse = (refusal: Refusal) =>
+  HttpServerResponse.text(refusal.body, {
+    status: refusal.status,
+    contentType: "application/json",
+    headers: refusal.retryAfter === undefined ? undefined : { "retry-after": String(refusal.retryAfter) }
+  })
 
-/** The methods of the fixed routes that are exactly this path (none when it is no fixed route). */
-const fixedMethods = (path: string): ReadonlyArray<string> => {
-  const methods = routes.filter((r) => r.fixed && r.pattern.test(path)).map((r) => r.method)
-  return methods.includes("GET") ? [...methods, "HEAD"] : methods
-}
+/** The envelope as a response, with `Retry-After` when given. */
+export const errorResponse = (status: number, body: ErrorBody, retryAfterSeconds?: number) =>
+  asResponse({ status, body: JSON.stringify(envelopeOf(body)), retryAfter: retryAfterSeconds })
+
+/** The methods a path is served with (RouteIndex.ts): 404 when none, 405 when others. */
+export const allowedMethods = (path: string): ReadonlyArray<string> => routeIndex().allowedMethods(path)
+
+const fixedMethods = (path: string): ReadonlyArray<string> => routeIndex().fixedMethods(path)
 
 const methodNotAllowed = (method: string, path: string, methods: ReadonlyArray<string>) =>
   errorResponse(405, {
@@ -128,13 +125,7 @@ export const renderFailure = (
     // most significant error the cause holds.
     {
       const error = Cause.squash(cause)
-      if (isApiError(error)) {
-        return errorResponse(
-          statusOf[error._tag],
-          { error: error.error, code: error.code, hint: error.hint },
-          "retryAfterSeconds" in error ? error.retryAfterSeconds : undefined
-        )
-      }
+      if (isApiError(error)) return asResponse(refusalOf(error))
       if (error instanceof HttpApiError.HttpApiDecodeError) {
         // `DELETE /v1/namespace/members/transfer` reaches `DELETE …/members/:wallet`, whose
         // parameter it can never be: the path is the fixed route's, which has no such method

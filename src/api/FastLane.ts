@@ -1,51 +1,53 @@
 /**
  * The fast lane: the hottest routes answered inside the node:http listener, without the HttpApi
- * app, when the credential check and the payload can be done on the spot. Those are whoami and
- * the cache's put, get, delete and mget on the embedded engine, answered on the spot, and the
- * cluster SQL store's query and exec, answered when the store has (its statements leave in
- * batches: RqliteSqlEngine.ts), and the node-local database query, answered when its SQLite
- * worker has (requests pipelined: WorkerPool.ts), for a credential the registry can check on the spot: an API key,
- * or a token this gateway verified before, on the SQLite registry.
+ * app, when the gate and the payload can be decided on the spot. Which routes: those whose
+ * endpoint carries a `FastLaneRoute` annotation (RouteFacts.ts): whoami, the cache's put, get,
+ * delete and mget on the embedded engine, the cluster SQL store's query and exec (answered when the
+ * store has: its statements leave in batches, RqliteSqlEngine.ts) and the node-local database query
+ * (answered when its SQLite worker has: WorkerPool.ts).
  *
  * Why: through the HttpApi app these routes cost ~50 µs of CPU each in fibers, context copies and
  * schema plumbing around a few microseconds of work (docs/performance.md), and they are what an
- * app calls on every page view. What stays the same: the endpoint's payload schema, the route
- * policy table, the services' rules (their `now` facets share their code with the effectful
- * ones), the rate limits and the access log. The answers are byte for byte the app's
- * (test/e2e/fastlane.test.ts sends the same requests to a gateway with the lane and one without).
+ * app calls on every page view. What stays the same: the gate (Gate.ts, the very same decision in
+ * the same order), the endpoint's payload schema, the body reader (JsonBody.ts), the refusal
+ * encoder (ErrorResponses.ts `refusalOf`), the services' rules (their `now` facets share their
+ * code with the effectful ones) and the access log. test/e2e/fastlane.test.ts sends the same
+ * requests to a gateway with the lane and one without and compares every header and the body.
  *
- * The lane declines, and the HttpApi app serves the request as if the lane did not exist, whenever
- * it cannot finish: a route or query string it does not take, a credential it cannot check on the
- * spot or that is refused, a policy refusal, a body that does not decode, a namespace limit not
- * read yet. It always declines before it has charged a rate limit or changed anything, so the app
- * then does everything once, as it would have. Refusals the lane gives itself are the two that
- * come after that point: 429 from the rate limits, and the cache service's own refusals.
+ * The lane leaves a request to the app whenever it cannot finish it: a route or query string it
+ * does not take, a gate that must read a store first, a refusal of the gate, a browser origin not
+ * known yet, a body that does not decode. Once the gate has decided, the decision goes with the
+ * request (RequestMeta `setGated`), so the app's gate takes it as it is: nothing is charged twice,
+ * and the app writes the refusal or the decode error as it always does.
  */
 import { Cause, Effect, Either, Exit, Option, Runtime, Schema } from "effect"
 import type * as http from "node:http"
-import type { ErrorBody } from "../domain/Errors.js"
+import type { ApiError } from "../domain/Errors.js"
 import { decoderOf } from "../domain/FastDecode.js"
 import { oncePerObject } from "../domain/Memo.js"
 import type { Principal } from "../domain/Principal.js"
-import { memberSource, strictJson } from "../domain/StrictJson.js"
-import { Authenticator } from "../layers/auth/Authenticator.js"
-import { Cache, type CacheNow, type CacheRefused } from "../layers/cache/Cache.js"
+import { memberSource } from "../domain/StrictJson.js"
+import { Cache, type CacheNow } from "../layers/cache/Cache.js"
 import { PorticoConfig } from "../layers/config/PorticoConfig.js"
-import { RateLimiter } from "../layers/ratelimit/RateLimiter.js"
 import { RegistryStore } from "../layers/registry/RegistryStore.js"
 import type { Refused } from "../layers/Refused.js"
 import { ClusterSql, type ClusterSqlService } from "../layers/sql/ClusterSql.js"
 import { LocalDatabases, type LocalDatabasesService } from "../layers/sql/LocalDatabases.js"
-import { bearerPattern, policyRefusal, rateLimited } from "./Authentication.js"
 import { laneCors } from "./Cors.js"
-import { envelopeOf } from "./ErrorResponses.js"
-import { internalBody } from "./node/DirectAnswers.js"
+import { type Refusal, refusalOf } from "./ErrorResponses.js"
+import { type Decision, Gate } from "./gate/Gate.js"
+import { routeIndex } from "./gate/RouteIndex.js"
 import { whoamiOf } from "./groups/AuthGroup.js"
 import { changedText, KeyRequest, MgetRequest, PutRequest, valuesText, valueText } from "./groups/CacheGroup.js"
-import { StatementRequest } from "./groups/SqlGroup.js"
 import { QueryRequest } from "./groups/DatabaseGroup.js"
+import { StatementRequest } from "./groups/SqlGroup.js"
+import { cacheRefusal } from "./handlers/CacheHandlers.js"
+import { refusedHttp } from "./handlers/Refusals.js"
+import { jsonValue, utf8Text } from "./JsonBody.js"
+import { internalBody } from "./node/DirectAnswers.js"
+import type { Policy } from "./Policy.js"
 import { RequestMeta } from "./RequestMeta.js"
-import { type Policy, policyKey, routePolicies } from "./RoutePolicy.js"
+import type { LaneName } from "./RouteFacts.js"
 
 /**
  * Answers a request and says with which status, or declines with undefined having written
@@ -72,8 +74,8 @@ export interface FastLane {
 interface Answer {
   readonly status: number
   readonly body: string
-  /** Seconds, for a 429. */
-  readonly retryAfter?: number
+  /** Seconds, sent as `Retry-After`. */
+  readonly retryAfter?: number | undefined
 }
 
 /** An answer that comes later: `done` gets it once (a refusal is an answer too). */
@@ -92,26 +94,16 @@ interface LaneRoute {
   readonly prepare: Route
 }
 
-const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true })
-
 const ok = (body: string): Answer => ({ status: 200, body })
 
-/** The envelope of spec §7, as the app writes it. */
-const envelope = (status: number, body: ErrorBody): Answer => ({ status, body: JSON.stringify(envelopeOf(body)) })
-
-const refused = (e: CacheRefused): Answer => envelope(e.status, { error: e.reason, code: e.code, hint: e.hint })
-
-/** A service's refusal as the app answers it (`refusedHttp`): `Retry-After` on 429 and 503. */
-const refusedWide = (e: Refused): Answer => {
-  const answer = envelope(e.status, { error: e.reason, code: e.code, hint: e.hint })
-  return e.status === 429 || e.status === 503 ? { ...answer, retryAfter: e.retryAfterSeconds ?? 1 } : answer
-}
+/** A refusal as the app writes it: the one encoder (ErrorResponses.ts). */
+const refused = (error: ApiError): Refusal => refusalOf(error)
 
 /** The app's answer to a defect. */
 const internalError: Answer = { status: 500, body: internalBody }
 
-const fromCache = <A>(result: Either.Either<A, CacheRefused>, then: (a: A) => string): Answer =>
-  Either.isRight(result) ? ok(then(result.right)) : refused(result.left)
+const fromCache = <A, E extends Parameters<typeof cacheRefusal>[0]>(result: Either.Either<A, E>, then: (a: A) => string): Answer =>
+  Either.isRight(result) ? ok(then(result.right)) : refused(cacheRefusal(result.left))
 
 /** A schema's decoder that says undefined instead of why (the app says why). */
 const payloadDecoder = <A, I>(schema: Schema.Schema<A, I>) => {
@@ -122,62 +114,49 @@ const payloadDecoder = <A, I>(schema: Schema.Schema<A, I>) => {
   }
 }
 
-/** Routes by `METHOD /path` with their policy; one the policy table lacks is left to the app. */
-const withPolicies = (routes: ReadonlyArray<readonly [string, Route]>): ReadonlyArray<[string, LaneRoute]> =>
-  routes.flatMap(([key, prepare]) => {
-    const [method = "", path = ""] = key.split(" ")
-    const policy = routePolicies[policyKey(method, path)]
-    return policy === undefined ? [] : [[key, { policy, prepare }]]
-  })
-
-/** The body as the app reads it: strict JSON, an empty body being `{}`, then the schema. */
+/** The body as the app reads it (JsonBody.ts), then the schema. */
 const jsonPayload = (maxBodyBytes: number) => {
-  const limits = { maxChars: maxBodyBytes, maxDepth: 128 }
   return <A, I>(schema: Schema.Schema<A, I>) => {
     const decode = payloadDecoder(schema)
     return (text: string): A | undefined => {
-      const value = text === "" ? Either.right({}) : strictJson(text, limits)
+      const value = jsonValue(text, maxBodyBytes)
       return Either.isRight(value) ? decode(value.right) : undefined
     }
   }
 }
 
-const cacheRoutes = (cache: CacheNow, maxBodyBytes: number): ReadonlyArray<readonly [string, Route]> => {
+const cacheRoutes = (cache: CacheNow, maxBodyBytes: number): Partial<Record<LaneName, Route>> => {
   const json = jsonPayload(maxBodyBytes)
   const putPayload = json(PutRequest)
   const keyPayload = json(KeyRequest)
   const mgetPayload = json(MgetRequest)
-  const put: Route = (text) => {
-    const payload = putPayload(text)
-    // the value's exact text, as the app stores it
-    const value = payload === undefined ? undefined : memberSource(text, "value")
-    if (payload === undefined || value === undefined) return undefined
-    return (caller, now) =>
-      fromCache(cache.put(caller, { dmap: payload.dmap, key: payload.key, json: value, ttl: payload.ttl }, now), () =>
-        changedText(payload.key, payload.dmap)
-      )
+  return {
+    "cache.put": (text) => {
+      const payload = putPayload(text)
+      // the value's exact text, as the app stores it
+      const value = payload === undefined ? undefined : memberSource(text, "value")
+      if (payload === undefined || value === undefined) return undefined
+      return (caller, now) =>
+        fromCache(cache.put(caller, { dmap: payload.dmap, key: payload.key, json: value, ttl: payload.ttl }, now), () =>
+          changedText(payload.key, payload.dmap)
+        )
+    },
+    "cache.get": (text) => {
+      const payload = keyPayload(text)
+      if (payload === undefined) return undefined
+      return (caller) => fromCache(cache.get(caller, payload.dmap, payload.key), (found) => valueText(payload.key, found, payload.dmap))
+    },
+    "cache.delete": (text) => {
+      const payload = keyPayload(text)
+      if (payload === undefined) return undefined
+      return (caller) => fromCache(cache.delete(caller, payload.dmap, payload.key), () => changedText(payload.key, payload.dmap))
+    },
+    "cache.mget": (text) => {
+      const payload = mgetPayload(text)
+      if (payload === undefined) return undefined
+      return (caller) => fromCache(cache.mget(caller, payload.dmap, payload.keys), (found) => valuesText(payload.dmap, payload.keys, found))
+    }
   }
-  const get: Route = (text) => {
-    const payload = keyPayload(text)
-    if (payload === undefined) return undefined
-    return (caller) => fromCache(cache.get(caller, payload.dmap, payload.key), (found) => valueText(payload.key, found, payload.dmap))
-  }
-  const del: Route = (text) => {
-    const payload = keyPayload(text)
-    if (payload === undefined) return undefined
-    return (caller) => fromCache(cache.delete(caller, payload.dmap, payload.key), () => changedText(payload.key, payload.dmap))
-  }
-  const mget: Route = (text) => {
-    const payload = mgetPayload(text)
-    if (payload === undefined) return undefined
-    return (caller) => fromCache(cache.mget(caller, payload.dmap, payload.keys), (found) => valuesText(payload.dmap, payload.keys, found))
-  }
-  return [
-    ["POST /v1/cache/put", put],
-    ["POST /v1/cache/get", get],
-    ["POST /v1/cache/delete", del],
-    ["POST /v1/cache/mget", mget]
-  ]
 }
 
 /** A statement's outcome as the app writes it: its JSON answer, its refusal, or a logged defect as 500. */
@@ -186,7 +165,7 @@ const statementAnswer =
   (exit: Exit.Exit<string, Refused>): Answer => {
     if (Exit.isSuccess(exit)) return ok(exit.value)
     const failure = Cause.failureOption(exit.cause)
-    if (Option.isSome(failure)) return refusedWide(failure.value)
+    if (Option.isSome(failure)) return refused(refusedHttp(failure.value))
     log(exit.cause)
     return internalError
   }
@@ -195,7 +174,7 @@ const statementAnswer =
  * The cluster SQL store's statement routes: the service's own call, its answer or refusal as the
  * app writes it, and a defect as the app's 500, logged. `log` runs in the gateway's runtime.
  */
-const sqlRoutes = (sql: ClusterSqlService, maxBodyBytes: number, log: (defect: Cause.Cause<unknown>) => void): ReadonlyArray<readonly [string, Route]> => {
+const sqlRoutes = (sql: ClusterSqlService, maxBodyBytes: number, log: (defect: Cause.Cause<unknown>) => void): Partial<Record<LaneName, Route>> => {
   const statement = jsonPayload(maxBodyBytes)(StatementRequest)
   const answerOf = statementAnswer(log)
   const route =
@@ -205,10 +184,7 @@ const sqlRoutes = (sql: ClusterSqlService, maxBodyBytes: number, log: (defect: C
       if (payload === undefined) return undefined
       return (caller) => (done) => sql.statementNow(caller, payload.sql, payload.args ?? [], expect, (exit) => done(answerOf(exit)))
     }
-  return [
-    ["POST /v1/rqlite/query", route("read")],
-    ["POST /v1/rqlite/exec", route("write")]
-  ]
+  return { "sql.query": route("read"), "sql.exec": route("write") }
 }
 
 /**
@@ -216,23 +192,23 @@ const sqlRoutes = (sql: ClusterSqlService, maxBodyBytes: number, log: (defect: C
  * straight to its SQLite worker, anything else (forwarding, a record not read yet) through the
  * service's effect; the answer or refusal as the app writes it.
  */
-const localSqlRoutes = (local: LocalDatabasesService, maxBodyBytes: number, log: (defect: Cause.Cause<unknown>) => void): ReadonlyArray<readonly [string, Route]> => {
+const localSqlRoutes = (local: LocalDatabasesService, maxBodyBytes: number, log: (defect: Cause.Cause<unknown>) => void): Partial<Record<LaneName, Route>> => {
   const query = jsonPayload(maxBodyBytes)(QueryRequest)
   const answerOf = statementAnswer(log)
-  const route: Route = (text) => {
-    const payload = query(text)
-    if (payload === undefined) return undefined
-    // booleans bind as 0 and 1, as the app binds them
-    const params = (payload.params ?? []).map((p) => (typeof p === "boolean" ? (p ? 1 : 0) : p))
-    return (caller) => (done) => local.queryNow(caller, payload.database_name, payload.query, params, (exit) => done(answerOf(exit)))
+  return {
+    "db.query": (text) => {
+      const payload = query(text)
+      if (payload === undefined) return undefined
+      // booleans bind as 0 and 1, as the app binds them
+      const params = (payload.params ?? []).map((p) => (typeof p === "boolean" ? (p ? 1 : 0) : p))
+      return (caller) => (done) => local.queryNow(caller, payload.database_name, payload.query, params, (exit) => done(answerOf(exit)))
+    }
   }
-  return [["POST /v1/db/sqlite/query", route]]
 }
 
 /** The lane over the gateway's services: whoami always, the cache routes where the engine answers on the spot, SQL statements where the service is. */
 export const makeFastLane = Effect.gen(function* () {
-  const authenticator = yield* Authenticator
-  const limiter = yield* RateLimiter
+  const gate = yield* Gate
   const cache = yield* Cache
   const config = yield* PorticoConfig
   const registry = yield* RegistryStore
@@ -241,22 +217,25 @@ export const makeFastLane = Effect.gen(function* () {
   const corsOf = yield* laneCors
   const runtime = yield* Effect.runtime<never>()
   const runCallback = Runtime.runCallback(runtime)
-  const operators = config.operators
   const logRequests = config.logRequests
+  const logDefect = (defect: Cause.Cause<unknown>) => runCallback(Effect.logError("request failed", Cause.squash(defect)))
 
   // whoami takes no payload, and a body is not read, as the app does not read one. A key's principal
   // is the same object while its row is unchanged (Authenticator.ts), so its answer is made once.
   const whoamiText = oncePerObject((caller: Principal) => JSON.stringify(whoamiOf(caller)))
   const answerWhoami: Work = (caller) => ok(whoamiText(caller))
-  const whoami: Route = () => answerWhoami
-  const routes = new Map<string, LaneRoute>(
-    withPolicies([
-      ["GET /v1/auth/whoami", whoami],
-      ...(cache.now === undefined ? [] : cacheRoutes(cache.now, config.maxBodyBytes)),
-      ...(Option.isNone(sql) ? [] : sqlRoutes(sql.value, config.maxBodyBytes, (defect) => runCallback(Effect.logError("request failed", Cause.squash(defect))))),
-      ...(Option.isNone(local) ? [] : localSqlRoutes(local.value, config.maxBodyBytes, (defect) => runCallback(Effect.logError("request failed", Cause.squash(defect)))))
-    ])
-  )
+  const implementations: Partial<Record<LaneName, Route>> = {
+    whoami: () => answerWhoami,
+    ...(cache.now === undefined ? {} : cacheRoutes(cache.now, config.maxBodyBytes)),
+    ...(Option.isNone(sql) ? {} : sqlRoutes(sql.value, config.maxBodyBytes, logDefect)),
+    ...(Option.isNone(local) ? {} : localSqlRoutes(local.value, config.maxBodyBytes, logDefect))
+  }
+  // the routes the endpoints mark for the lane, by their exact request line (the lane takes fixed paths)
+  const routes = new Map<string, LaneRoute>()
+  for (const entry of routeIndex().entries) {
+    const prepare = entry.lane === undefined ? undefined : implementations[entry.lane]
+    if (prepare !== undefined && entry.fixed) routes.set(`${entry.method} ${entry.path}`, { policy: entry.policy, prepare })
+  }
 
   const write = (res: http.ServerResponse, answer: Answer): void => {
     const length = Buffer.byteLength(answer.body)
@@ -269,6 +248,12 @@ export const makeFastLane = Effect.gen(function* () {
     res.end(answer.body)
   }
 
+  /** Leaves the request to the app with the gate's decision on it. */
+  const leave = (req: http.IncomingMessage, decision: Decision): undefined => {
+    RequestMeta.setGated(req, decision)
+    return undefined
+  }
+
   const answerNow = (
     req: http.IncomingMessage,
     res: http.ServerResponse,
@@ -279,41 +264,41 @@ export const makeFastLane = Effect.gen(function* () {
     // encoded character is the app's to answer
     const route = routes.get(`${req.method} ${req.url}`)
     if (route === undefined) return undefined
-    const header = req.headers["authorization"]
-    const bearer = header === undefined ? undefined : bearerPattern.exec(header)?.[1]
-    if (bearer === undefined) return undefined
     const now = Date.now()
-    const authenticated = authenticator.authenticateNow(bearer, now)
-    if (authenticated === undefined || Either.isLeft(authenticated)) return undefined
-    const caller = authenticated.right
-    if (policyRefusal(route.policy, caller, operators) !== undefined) return undefined
+    const decision = gate.now(
+      route.policy,
+      {
+        authorization: req.headers["authorization"],
+        remoteAddress: req.socket.remoteAddress,
+        clientCharged: RequestMeta.clientChargedSource(req),
+        noteNamespace: logRequests ? (namespace) => RequestMeta.setNamespaceOfSource(req, namespace) : undefined
+      },
+      now
+    )
+    // a store must be read first: nothing is charged yet, the app's gate decides afresh
+    if (decision._tag === "Later") return undefined
+    // from here on the decision goes with the request whenever the app is left to answer
+    if (decision._tag === "Refused") {
+      // the namespace's rate limit is the lane's to answer, cheaply, under the load it refuses;
+      // any other refusal the app writes, as it does every refusal
+      const cors = decision.error._tag === "RateLimited" && decision.namespace !== undefined ? corsOf(req, decision.namespace, now) : undefined
+      if (cors === undefined) return leave(req, decision)
+      for (const name in cors) res.setHeader(name, cors[name]!)
+      const limited = refused(decision.error)
+      write(res, limited)
+      return limited.status
+    }
+    const caller = decision.principal
+    if (caller === undefined) return leave(req, decision)
     // a browser's request: its CORS headers, unless the namespace's origins must be read first
     const cors = corsOf(req, caller.namespace, now)
-    if (cors === undefined) return undefined
+    if (cors === undefined) return leave(req, decision)
+    const text = body === undefined || req.method === "GET" ? "" : utf8Text(body)
+    const work = text === undefined ? undefined : route.prepare(text)
+    if (work === undefined) return leave(req, decision)
 
-    let text = ""
-    if (body !== undefined && req.method !== "GET") {
-      try {
-        text = utf8.decode(body)
-      } catch {
-        return undefined
-      }
-    }
-    const work = route.prepare(text)
-    if (work === undefined) return undefined
-
-    const admission = limiter.admitNow(caller.namespace, now)
-    if (admission === undefined) return undefined
-    // past the last decline: headers set now go out with whatever answer this request gets
     for (const name in cors) res.setHeader(name, cors[name]!)
-    // for the access log's line, when there is one
-    if (logRequests) RequestMeta.setNamespaceOfSource(req, caller.namespace)
-    let answer: Answer | Pending
-    if (admission.allowed) answer = work(caller, now)
-    else {
-      const limited = rateLimited(admission.retryAfterSeconds, admission.refusedBy ?? "network")
-      answer = { ...envelope(429, limited), retryAfter: limited.retryAfterSeconds }
-    }
+    const answer = work(caller, now)
     if (typeof answer !== "function") {
       write(res, answer)
       return answer.status

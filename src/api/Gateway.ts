@@ -11,7 +11,10 @@ import { Code } from "../domain/Errors.js"
 import type { PorticoSettings } from "../layers/config/PorticoConfig.js"
 import { servicesLayer } from "../layers/Services.js"
 import { PorticoApi } from "./Api.js"
-import { AuthenticationLive } from "./Authentication.js"
+import { GateLive } from "./gate/Gate.js"
+import { GatesLive } from "./gate/GatesLive.js"
+import { routeIndex } from "./gate/RouteIndex.js"
+import type { BodyCapName } from "./RouteFacts.js"
 import { renderFailure } from "./ErrorResponses.js"
 import { MAX_PATH_PARAM_LENGTH } from "./Wire.js"
 import { AuditHandlers } from "./handlers/AuditHandlers.js"
@@ -26,7 +29,6 @@ import { InternalHandlers } from "./handlers/InternalHandlers.js"
 import { StorageHandlers } from "./handlers/StorageHandlers.js"
 import { NamespaceHandlers } from "./handlers/NamespaceHandlers.js"
 import { SystemHandlers } from "./handlers/SystemHandlers.js"
-import { FORWARD_PATHS } from "../layers/sql/HomeNode.js"
 import { logParserRefusal, logRequest } from "./AccessLog.js"
 import { fastRuntimeLayer, makeRequestListener } from "./NodeAdapter.js"
 import { makeFastLane } from "./FastLane.js"
@@ -49,7 +51,7 @@ const HandlersLive = Layer.mergeAll(
   InternalHandlers
 )
 
-const ApiLive = HttpApiBuilder.api(PorticoApi).pipe(Layer.provide(HandlersLive), Layer.provide(AuthenticationLive))
+const ApiLive = HttpApiBuilder.api(PorticoApi).pipe(Layer.provide(HandlersLive), Layer.provide(GatesLive))
 
 const DocsLive = Layer.mergeAll(
   openApiRoute("/v1/openapi.json"),
@@ -65,8 +67,25 @@ const ErrorsLive = HttpApiBuilder.middleware(
 /** Everything the HttpApp needs, routes registered. */
 export const routesLayer = Layer.mergeAll(ApiLive, DocsLive, ErrorsLive).pipe(
   Layer.provideMerge(HttpApiBuilder.Router.Live),
-  Layer.provideMerge(HttpApiBuilder.Middleware.layer)
+  Layer.provideMerge(HttpApiBuilder.Middleware.layer),
+  Layer.provideMerge(GateLive)
 )
+
+/** A route's own body cap, from the setting its annotation names (RouteFacts.ts). */
+const bodyCapOf = (settings: PorticoSettings, name: BodyCapName): number => {
+  switch (name) {
+    case "sqlImport":
+      return settings.sql.importMaxBytes
+    // the file plus room for the multipart framing and a name; the exact cap on the file's bytes
+    // is the storage service's
+    case "upload":
+      return settings.storage.maxUploadBytes + 64 * 1024
+    // a forwarded request is the client's body (within the cap at the front gateway) plus the
+    // caller it was authorized as: room for that, so what passed there is not 413 here
+    case "forwarded":
+      return settings.maxBodyBytes + 64 * 1024
+  }
+}
 
 export interface Listening {
   readonly port: number
@@ -110,23 +129,20 @@ export const gatewayListener = (settings: PorticoSettings) =>
       Context.get(context, RateLimiter),
       onAnswered
     )
-    const forwarded = Object.values(FORWARD_PATHS).map((p) => `POST ${p}`)
+    const index = routeIndex()
     return makeRequestListener(app, runtime, {
       maxBodyBytes: settings.maxBodyBytes,
       fastLane,
       onAnswered,
       admission: admit,
-      // node-to-node calls carry JSON: read whole and as JSON, whatever type they state
-      jsonRoutes: new Set(forwarded),
-      routeBodyCaps: new Map([
-        ["POST /v1/rqlite/import", settings.sql.importMaxBytes],
-        // the file plus room for the multipart framing and a name; the exact cap on the
-        // file's bytes is the storage service's
-        ["POST /v1/storage/upload", settings.storage.maxUploadBytes + 64 * 1024],
-        // a forwarded request is the client's body (within the cap at the front gateway) plus
-        // the caller it was authorized as: room for that, so what passed there is not 413 here
-        ...forwarded.map((route): [string, number] => [route, settings.maxBodyBytes + 64 * 1024])
-      ])
+      routeBody: (method, path) => {
+        const route = index.bodyRoute(method, path)
+        if (route === undefined) return undefined
+        return {
+          cap: route.bodyCap === undefined ? settings.maxBodyBytes : bodyCapOf(settings, route.bodyCap),
+          streamed: route.streamed !== undefined
+        }
+      }
     })
   })
 

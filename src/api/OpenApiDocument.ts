@@ -1,12 +1,11 @@
 /**
- * The OpenAPI document as clients generate code from it: what HttpApi writes, corrected where
- * it cannot know better. The route policy table (RoutePolicy.ts) decides which operations
- * declare the bearer credential; internal node-to-node routes stay (they are routes of the
- * spec) but are marked `x-internal` with the peer MAC they take; headers and statuses the
- * handlers set by hand are declared.
+ * The OpenAPI document as clients generate code from it: what HttpApi writes from the endpoints
+ * (their schemas, declared errors, the security of their gates, and the per-endpoint overrides of
+ * OpenApiFacts.ts), with the document-wide corrections below, each for something HttpApi cannot
+ * express. Nothing here is listed by route.
  */
 import { PAGE_LIMIT } from "./Paging.js"
-import { policyKey, routePolicies } from "./RoutePolicy.js"
+import { QUERY_INTEGER_MAX } from "./OpenApiFacts.js"
 
 type Json = Record<string, unknown>
 
@@ -48,133 +47,36 @@ const withEnvelopeOnly = (spec: Json): Json => {
   return next
 }
 
-/** Routes whose body is a file read as a stream by the handler, not a schema'd payload. */
-const streamedBodies: Readonly<
-  Record<string, { readonly contentType: string; readonly schema: Record<string, unknown>; readonly description: string }>
-> = {
-  "/v1/rqlite/import": {
-    contentType: "application/octet-stream",
-    schema: { type: "string", format: "binary" },
-    description: "a SQLite database file (at most 256 MiB)"
-  },
-  "/v1/storage/upload": {
-    contentType: "multipart/form-data",
-    schema: {
-      type: "object",
-      required: ["file"],
-      properties: {
-        file: { type: "string", format: "binary", description: "the bytes; streamed to disk, never held whole" },
-        name: { type: "string", maxLength: 255, pattern: "^[^\\x00-\\x1f\\x7f]*$", description: "a name for the pin (no control characters); defaults to the file's name" }
-      },
-      // any other part is refused (400): the form holds these two only
-      additionalProperties: false
-    },
-    description: "multipart form with the file (upload cap and namespace quota: 413 past either)"
-  }
-}
-
-const withStreamedBodies = (spec: Json): Json => {
-  const paths = spec["paths"]
-  if (typeof paths !== "object" || paths === null) return spec
-  for (const [route, body] of Object.entries(streamedBodies)) {
-    const operation = (paths as Record<string, Record<string, Record<string, unknown>> | undefined>)[route]?.["post"]
-    if (operation === undefined) continue
-    operation["requestBody"] = {
-      required: true,
-      description: body.description,
-      content: { [body.contentType]: { schema: body.schema } }
-    }
-  }
-  return spec
-}
-
-
-/** Every operation of the document with its method and path as the route table writes them. */
-const operations = (spec: Json): Array<{ readonly key: string; readonly path: string; readonly operation: Json }> => {
+/** Every operation of the document. */
+const operations = (spec: Json): Array<Json> => {
   const paths = spec["paths"]
   if (!isObject(paths)) return []
-  const out: Array<{ key: string; path: string; operation: Json }> = []
-  for (const [path, item] of Object.entries(paths)) {
+  const out: Array<Json> = []
+  for (const item of Object.values(paths)) {
     if (!isObject(item)) continue
-    for (const [method, operation] of Object.entries(item)) {
-      if (!isObject(operation)) continue
-      out.push({ key: policyKey(method.toUpperCase(), path.replace(/\{([^}]+)\}/g, ":$1")), path, operation })
-    }
+    for (const operation of Object.values(item)) if (isObject(operation)) out.push(operation)
   }
   return out
 }
-
-/**
- * Routes that refuse an API key, and an access token exchanged from one (/v1/auth/token), with
- * 403 SESSION_REQUIRED: the route policy `session` (storage) and the handlers that act for the
- * signed-in session itself (its keys, its sessions, its devices). A test checks each of them
- * answers an API key so.
- */
-export const SESSION_ONLY: ReadonlyArray<string> = [
-  ...Object.entries(routePolicies)
-    .filter(([, policy]) => policy.kind === "session")
-    .map(([key]) => key),
-  "POST /v1/auth/api-key",
-  "POST /v1/auth/logout",
-  "GET /v1/auth/sessions",
-  "DELETE /v1/auth/sessions/:id",
-  "POST /v1/auth/devices/approve",
-  "GET /v1/auth/devices",
-  "DELETE /v1/auth/devices/:id",
-  // a device-bound session only: anything else is 403 FETCH_CAP_DEVICE_REQUIRED (spec §4.4)
-  "POST /v1/storage/fetch-caps"
-]
 
 const SESSION_NOTE =
   "Needs a signed-in session's access token (wallet sign-in or device login): an API key, or an access token exchanged from one at /v1/auth/token, is refused with 403 SESSION_REQUIRED."
 
 /**
- * The bearer scheme, required by every operation whose policy is not open (HttpApi would say
- * `security: []`, "no credential", everywhere, and generated clients would never send one).
- * Session-only routes name the `session` scheme instead, and say so in their description. Each
- * operation also carries `x-portico-credential` (`none`, `any`, `session` or `peer`), which tools
- * can filter on (scripts/schemathesis.sh does).
+ * Each operation's credential as an extension tools can filter on (scripts/schemathesis.sh does):
+ * `none`, `any`, `session` or `peer`, read from the security its gate declared. Session routes
+ * also say it in words, since generated docs rarely show which of two bearer schemes is meant.
+ * HttpApi writes `security: []` at the top as well, which says nothing; it goes.
  */
-const withSecurity = (spec: Json): Json => {
-  const components = isObject(spec["components"]) ? spec["components"] : {}
-  components["securitySchemes"] = {
-    bearer: {
-      type: "http",
-      scheme: "bearer",
-      description: "an API key (portico_key_…) or an access token (a JWT from /v1/auth/token or wallet sign-in)"
-    },
-    session: {
-      type: "http",
-      scheme: "bearer",
-      bearerFormat: "JWT",
-      description:
-        "a signed-in session's access token (from /v1/auth/verify, /v1/auth/device/token or /v1/auth/refresh); API keys and tokens exchanged from them are refused"
-    },
-    coordinationMac: {
-      type: "apiKey",
-      in: "header",
-      name: "X-Portico-Coordination-Mac",
-      description: "node to node only: a MAC keyed by the cluster's shared secret, with X-Portico-Coordination-Time"
-    }
-  }
-  spec["components"] = components
+const withCredentialMarks = (spec: Json): Json => {
   delete spec["security"]
-  for (const { key, operation } of operations(spec)) {
-    const policy = routePolicies[key]
-    if (policy?.kind === "internal") {
-      // generators that honour x-internal leave these out of client code: no client can call them
-      operation["x-internal"] = true
-      operation["security"] = [{ coordinationMac: [] }]
-      operation["x-portico-credential"] = "peer"
-    } else if (SESSION_ONLY.includes(key)) {
-      operation["security"] = [{ session: [] }]
-      operation["x-portico-credential"] = "session"
+  for (const operation of operations(spec)) {
+    const schemes = Array.isArray(operation["security"]) ? operation["security"].flatMap((s) => (isObject(s) ? Object.keys(s) : [])) : []
+    const credential = schemes.includes("coordinationMac") ? "peer" : schemes.includes("session") ? "session" : schemes.includes("bearer") ? "any" : "none"
+    operation["x-portico-credential"] = credential
+    if (credential === "session") {
       const said = typeof operation["description"] === "string" ? operation["description"] + "\n\n" : ""
       operation["description"] = said + SESSION_NOTE
-    } else {
-      const open = policy === undefined || policy.kind === "open"
-      operation["security"] = open ? [] : [{ bearer: [] }]
-      operation["x-portico-credential"] = open ? "none" : "any"
     }
   }
   return spec
@@ -197,7 +99,7 @@ const withOptionalBodies = (spec: Json): Json => {
   const schemas = isObject(spec["components"]) && isObject(spec["components"]["schemas"]) ? spec["components"]["schemas"] : {}
   const resolve = (schema: unknown): unknown =>
     isObject(schema) && typeof schema["$ref"] === "string" ? schemas[schema["$ref"].replace("#/components/schemas/", "")] : schema
-  for (const { operation } of operations(spec)) {
+  for (const operation of operations(spec)) {
     const body = operation["requestBody"]
     if (!isObject(body) || !isObject(body["content"])) continue
     const json = body["content"]["application/json"]
@@ -211,86 +113,45 @@ const withOptionalBodies = (spec: Json): Json => {
   return spec
 }
 
-/** Statuses and headers the handlers write themselves. */
-const withHandWrittenAnswers = (spec: Json): Json => {
+/** `Retry-After` on every 429 and 503: the gate and the services set it, HttpApi cannot declare a header. */
+const withRetryAfter = (spec: Json): Json => {
   const retryAfter = { "Retry-After": { description: "seconds to wait before retrying", schema: { type: "integer", minimum: 1 } } }
-  for (const { key, operation } of operations(spec)) {
+  for (const operation of operations(spec)) {
     const responses = operation["responses"]
     if (!isObject(responses)) continue
     for (const status of ["429", "503"]) {
       const answer = responses[status]
       if (isObject(answer)) answer["headers"] = { ...(isObject(answer["headers"]) ? answer["headers"] : {}), ...retryAfter }
     }
-    // a Range request answers 206 with the part and its Content-Range, or 416 (storage get, relayed)
-    if ((key === "GET /v1/storage/get/:cid" || key === "GET /v1/storage/relayed/:cid") && isObject(responses["200"])) {
-      responses["206"] = {
-        ...responses["200"],
-        description: "the requested range",
-        headers: { "Content-Range": { description: "bytes <first>-<last>/<size>", schema: { type: "string" } } }
-      }
-      responses["304"] = { description: "not modified: the ETag matched (no body)" }
-      // the handler answers this one itself, with the content's size: every client must expect it
-      responses["416"] = {
-        description: "the range starts past the end of the content (RANGE_NOT_SATISFIABLE)",
-        headers: { "Content-Range": { description: "bytes */<size>", schema: { type: "string" } } },
-        content: { "application/json": { schema: { $ref: "#/components/schemas/ErrorBody" } } }
-      }
-    }
-    // a browser asking /status for HTML gets a page
-    if (key === "GET /status" && isObject(responses["200"]) && isObject(responses["200"]["content"])) {
-      responses["200"]["content"]["text/html"] = { schema: { type: "string" } }
-    }
   }
   return spec
 }
 
-/** The largest value a QueryInteger takes: 15 decimal digits (Wire.ts). */
-const QUERY_INTEGER_MAX = 999_999_999_999_999
 const QUERY_INTEGER_PATTERNS: ReadonlySet<string> = new Set(["^[0-9]{1,15}$", "^-?[0-9]{1,15}$"])
 
-interface IntegerQuery {
-  readonly minimum: number
-  readonly maximum: number
-  readonly description: string
-}
-
 /**
- * Integer query parameters by route: HttpApi describes them by their wire type (a string of
- * digits) and loses the bounds, which sit on the decoded integer. Every other integer query
- * parameter is a page `limit` (Paging.ts) or an unbounded non-negative integer.
+ * Query parameters that are integers to a client, typed, bounded and described as integers:
+ * HttpApi describes a query parameter by its wire type (a string of digits). A page `limit`
+ * (Paging.ts) is bounded by the page size; any other is a non-negative integer. Parameters with
+ * bounds of their own say them on their endpoint (OpenApiFacts.ts `integerQueries`).
  */
-const INTEGER_QUERIES: Readonly<Record<string, Readonly<Record<string, IntegerQuery>>>> = {
-  "GET /v1/audit": {
-    since: { minimum: 0, maximum: QUERY_INTEGER_MAX, description: "only entries at or after this time: Unix seconds, an integer (decimal digits)" },
-    limit: { minimum: 1, maximum: 200, description: "entries per page: an integer from 1 to 200 (decimal digits); default 50" }
-  }
-}
-
-const integerQuery = (key: string, name: string, described: unknown): IntegerQuery => {
-  const listed = INTEGER_QUERIES[key]?.[name]
-  if (listed !== undefined) return listed
-  // a description HttpApi wrote from the wire pattern says "a string matching …": not what a client sends
-  const own = typeof described === "string" && !described.startsWith("a string") ? described : undefined
-  if (name === "limit") {
-    return { minimum: 1, maximum: PAGE_LIMIT.max, description: own ?? `items per page: an integer from 1 to ${PAGE_LIMIT.max}` }
-  }
-  return { minimum: 0, maximum: QUERY_INTEGER_MAX, description: own ?? "a non-negative integer (decimal digits)" }
-}
-
-/** Query parameters that are integers to a client: typed, bounded and described as integers. */
 const withIntegerQueries = (spec: Json): Json => {
-  for (const { key, operation } of operations(spec)) {
+  for (const operation of operations(spec)) {
     const parameters = operation["parameters"]
     if (!Array.isArray(parameters)) continue
     for (const p of parameters) {
       if (!isObject(p) || p["in"] !== "query" || typeof p["name"] !== "string" || !isObject(p["schema"])) continue
       const wire = p["schema"]
-      if (!(typeof wire["pattern"] === "string" && QUERY_INTEGER_PATTERNS.has(wire["pattern"])) && INTEGER_QUERIES[key]?.[p["name"]] === undefined) {
-        continue
+      if (!(typeof wire["pattern"] === "string" && QUERY_INTEGER_PATTERNS.has(wire["pattern"]))) continue
+      // a description HttpApi wrote from the wire pattern says "a string matching …": not what a client sends
+      const own = typeof p["description"] === "string" && !p["description"].startsWith("a string") ? p["description"] : undefined
+      if (p["name"] === "limit") {
+        p["schema"] = { type: "integer", minimum: 1, maximum: PAGE_LIMIT.max }
+        p["description"] = own ?? `items per page: an integer from 1 to ${PAGE_LIMIT.max}`
+      } else {
+        p["schema"] = { type: "integer", minimum: 0, maximum: QUERY_INTEGER_MAX }
+        p["description"] = own ?? "a non-negative integer (decimal digits)"
       }
-      const { description, maximum, minimum } = integerQuery(key, p["name"], p["description"])
-      p["schema"] = { type: "integer", minimum, maximum }
-      p["description"] = description
     }
   }
   return spec
@@ -359,8 +220,4 @@ export const withRateLimitCeiling = (spec: Json, ceiling: RateLimitCeiling): Jso
 }
 
 export const openApiDocument = (spec: Json): Json =>
-  withIntegerQueries(
-    withHandWrittenAnswers(
-      withOptionalBodies(withBodyRules(withSecurity(withStreamedBodies(withoutSchemaIds(withEnvelopeOnly(spec)) as Json))))
-    )
-  )
+  withIntegerQueries(withRetryAfter(withOptionalBodies(withBodyRules(withCredentialMarks(withoutSchemaIds(withEnvelopeOnly(spec)) as Json)))))

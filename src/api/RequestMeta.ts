@@ -3,6 +3,7 @@
  * kept on the request object so nothing has to thread them through every handler.
  */
 import type { HttpServerRequest } from "@effect/platform"
+import type { Decision } from "./gate/Gate.js"
 
 // On the platform's underlying request: the router may hand handlers a derived
 // HttpServerRequest, but the source object stays the same for the whole exchange. A property of
@@ -10,9 +11,11 @@ import type { HttpServerRequest } from "@effect/platform"
 // must trace, measurable on the hottest routes.
 const NAMESPACE = Symbol("portico.request.namespace")
 const CLIENT_CHARGED = Symbol("portico.request.clientCharged")
+const GATED = Symbol("portico.request.gated")
 interface Noted {
   [NAMESPACE]?: string
   [CLIENT_CHARGED]?: true
+  [GATED]?: Decision
 }
 const sourceOf = (request: HttpServerRequest.HttpServerRequest): object =>
   typeof request.source === "object" && request.source !== null ? request.source : request
@@ -32,5 +35,15 @@ export const RequestMeta = {
     ;(source as Noted)[CLIENT_CHARGED] = true
   },
   /** Whether the client network's rate limit was charged already: a route's gate then charges it no more. */
-  clientCharged: (request: HttpServerRequest.HttpServerRequest): boolean => (sourceOf(request) as Noted)[CLIENT_CHARGED] === true
+  clientCharged: (request: HttpServerRequest.HttpServerRequest): boolean => (sourceOf(request) as Noted)[CLIENT_CHARGED] === true,
+  /** `clientCharged` by the platform's request itself. */
+  clientChargedSource: (source: object): boolean => (source as Noted)[CLIENT_CHARGED] === true,
+  /**
+   * The fast lane ran the gate and then left the request to the app (src/api/FastLane.ts): the
+   * route's gate takes this decision rather than deciding, and charging the limits, a second time.
+   */
+  setGated: (source: object, decision: Decision): void => {
+    ;(source as Noted)[GATED] = decision
+  },
+  gated: (request: HttpServerRequest.HttpServerRequest): Decision | undefined => (sourceOf(request) as Noted)[GATED]
 }

@@ -16,8 +16,22 @@ export interface Principal {
   readonly deviceId: string | undefined
 }
 
-/** The caller of the current request; open routes see `undefined`. */
-export class CurrentPrincipal extends Context.Tag("portico/CurrentPrincipal")<CurrentPrincipal, Principal | undefined>() {}
+/** The caller of the current request: provided by the gate of every route that needs a credential. */
+export class CurrentPrincipal extends Context.Tag("portico/CurrentPrincipal")<CurrentPrincipal, Principal>() {}
+
+/** A signed-in user's session (wallet sign-in or device login): never an API key or a token exchanged from one. */
+export interface Session extends Principal {
+  readonly sessionId: string
+}
+
+/** The caller of a route that acts for a signed-in session: provided by the session gate. */
+export class CurrentSession extends Context.Tag("portico/CurrentSession")<CurrentSession, Session>() {}
+
+/** Whether the caller is a signed-in session (spec §5.6): a session token, not a key nor a token exchanged from one. */
+export const asSession = (principal: Principal): Session | undefined =>
+  principal.method === "jwt" && principal.keyId === undefined && principal.sessionId !== undefined
+    ? (principal as Session)
+    : undefined
 
 /** Grant strings as shown on the wire. */
 export const grantStrings = (principal: Principal): ReadonlyArray<string> =>

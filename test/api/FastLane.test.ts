@@ -20,6 +20,8 @@ import { ClusterSql, type ClusterSqlService } from "../../src/layers/sql/Cluster
 import { LocalDatabases } from "../../src/layers/sql/LocalDatabases.js"
 import { servicesLayer } from "../../src/layers/Services.js"
 import { refuse } from "../../src/layers/Refused.js"
+import { GateLive } from "../../src/api/gate/Gate.js"
+import { RequestMeta } from "../../src/api/RequestMeta.js"
 
 interface Written {
   status: number
@@ -35,6 +37,8 @@ const exchange = (method: string, url: string, token: string | undefined) => {
     headers: token === undefined ? {} : { authorization: `Bearer ${token}` },
     socket: { remoteAddress: "127.0.0.1" }
   } as unknown as http.IncomingMessage
+  // the listener charges the client network at the headers, before the lane (src/api/BodyGuard.ts)
+  RequestMeta.markClientCharged(req)
   const written: Written = { status: 0, headers: {}, body: "" }
   const res = {
     destroyed: false,
@@ -87,11 +91,12 @@ const withGateway = <A, E>(
         runtime: yield* mint(["invoke"]),
         revoke: (key: string) => store.exec(apiKeys.revokeStatement("lane", key.slice("portico_".length, "portico_".length + 20), Date.now()))
       }
-      const lane = yield* sql === undefined
+      const lane = yield* (sql === undefined
         ? makeFastLane
         : sql === "none"
           ? Effect.mapInputContext(makeFastLane, Context.omit(ClusterSql, LocalDatabases))
           : Effect.provideService(makeFastLane, ClusterSql, sql)
+      ).pipe(Effect.provide(GateLive))
       return yield* use(lane, keys)
     }).pipe(Effect.provide(context))
   })

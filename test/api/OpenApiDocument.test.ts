@@ -5,8 +5,20 @@
 import { OpenApi } from "@effect/platform"
 import { describe, expect, it } from "vitest"
 import { PorticoApi } from "../../src/api/Api.js"
-import { SESSION_ONLY, withRateLimitCeiling } from "../../src/api/OpenApiDocument.js"
-import { policyKey } from "../../src/api/RoutePolicy.js"
+import { routeEntries } from "../../src/api/gate/RouteIndex.js"
+import { withRateLimitCeiling } from "../../src/api/OpenApiDocument.js"
+
+const policyKey = (method: string, path: string) => `${method} ${path}`
+/**
+ * Routes behind the session gate, and the fetch-capability mint: any credential reaches its
+ * service, but only a device-bound session succeeds, so the document names the session scheme.
+ */
+const SESSION_ONLY = [
+  ...routeEntries(PorticoApi)
+    .filter((e) => e.gate === "session")
+    .map((e) => policyKey(e.method, e.path)),
+  "POST /v1/storage/fetch-caps"
+]
 
 const doc = withRateLimitCeiling(OpenApi.fromApi(PorticoApi) as any, { rps: 1000, burst: 2000 }) as any
 const schemas = doc.components.schemas

@@ -1,7 +1,11 @@
 /** The namespace audit trail (spec §4.9, §8: default 50, at most 200). */
-import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
+import { Authentication } from "../Gates.js"
+import { integerQueries, QUERY_INTEGER_MAX } from "../OpenApiFacts.js"
 import { IdKey, NextCursor, pageQueryFields } from "../Paging.js"
+import { controlPlane } from "../Policy.js"
+import { RoutePolicy } from "../RouteFacts.js"
 import { QueryInteger, strict, UnixSeconds } from "../Wire.js"
 
 export const AUDIT_LIMIT = { default: 50, max: 200 } as const
@@ -30,6 +34,18 @@ export const AuditList = Schema.Struct({
   next_cursor: NextCursor
 }).annotations({ identifier: "AuditList" })
 
-export class AuditGroup extends HttpApiGroup.make("audit").add(
-  HttpApiEndpoint.get("list", "/v1/audit").setUrlParams(strict(AuditQuery)).addSuccess(AuditList)
-) {}
+export class AuditGroup extends HttpApiGroup.make("audit")
+  .add(
+    HttpApiEndpoint.get("list", "/v1/audit")
+      .setUrlParams(strict(AuditQuery))
+      .addSuccess(AuditList)
+      .annotate(
+        OpenApi.Transform,
+        integerQueries({
+          since: { minimum: 0, maximum: QUERY_INTEGER_MAX, description: "only entries at or after this time: Unix seconds, an integer (decimal digits)" },
+          limit: { minimum: 1, maximum: AUDIT_LIMIT.max, description: `entries per page: an integer from 1 to ${AUDIT_LIMIT.max} (decimal digits); default ${AUDIT_LIMIT.default}` }
+        })
+      )
+  )
+  .middleware(Authentication)
+  .annotate(RoutePolicy, controlPlane) {}

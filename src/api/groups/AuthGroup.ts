@@ -5,6 +5,9 @@ import { Wire } from "../../domain/Errors.js"
 import { Label, NamespaceName } from "../../domain/Names.js"
 import { grantStrings, type Principal } from "../../domain/Principal.js"
 import { NextCursor, TimeKeyedPage } from "../Paging.js"
+import { Authentication, OpenGate, SessionAuthentication } from "../Gates.js"
+import { authenticated, open, session } from "../Policy.js"
+import { FastLaneRoute, RoutePolicy } from "../RouteFacts.js"
 import { strict, UnixSeconds } from "../Wire.js"
 
 export const Whoami = Schema.Struct({
@@ -173,33 +176,40 @@ const sessionParam = HttpApiSchema.param(
 )
 
 export class AuthGroup extends HttpApiGroup.make("auth")
-  .add(HttpApiEndpoint.get("whoami", "/v1/auth/whoami").addSuccess(Whoami))
-  .add(HttpApiEndpoint.post("token", "/v1/auth/token").addSuccess(AccessToken))
-  .add(HttpApiEndpoint.post("challenge", "/v1/auth/challenge").setPayload(ChallengeRequest).addSuccess(ChallengeAnswer))
+  .add(HttpApiEndpoint.get("whoami", "/v1/auth/whoami").addSuccess(Whoami).middleware(Authentication).annotate(RoutePolicy, authenticated).annotate(FastLaneRoute, "whoami"))
+  .add(HttpApiEndpoint.post("token", "/v1/auth/token").addSuccess(AccessToken).middleware(Authentication).annotate(RoutePolicy, authenticated))
+  .add(HttpApiEndpoint.post("challenge", "/v1/auth/challenge").setPayload(ChallengeRequest).addSuccess(ChallengeAnswer).middleware(OpenGate))
   .add(
     HttpApiEndpoint.post("verify", "/v1/auth/verify")
       .setPayload(VerifyRequest)
       .addSuccess(SessionAnswer)
       .addSuccess(PendingAnswer, { status: 202 })
+      .middleware(OpenGate)
   )
-  .add(HttpApiEndpoint.post("startDevice", "/v1/auth/device").setPayload(StartDeviceRequest).addSuccess(DeviceCodes))
-  .add(HttpApiEndpoint.post("deviceToken", "/v1/auth/device/token").setPayload(DeviceTokenRequest).addSuccess(SessionAnswer))
-  .add(HttpApiEndpoint.post("approveDevice", "/v1/auth/devices/approve").setPayload(ApproveRequest).addSuccess(Approved))
-  .add(HttpApiEndpoint.post("answerLogin", "/v1/auth/device/approve").setPayload(AnswerLoginRequest).addSuccess(LoginAnswered))
-  .add(HttpApiEndpoint.post("refresh", "/v1/auth/refresh").setPayload(RefreshRequest).addSuccess(SessionAnswer))
-  .add(HttpApiEndpoint.post("logout", "/v1/auth/logout").setPayload(EndSessionRequest).addSuccess(Ended))
-  .add(HttpApiEndpoint.get("sessions", "/v1/auth/sessions").setUrlParams(TimeKeyedPage).addSuccess(SessionList))
+  .add(HttpApiEndpoint.post("startDevice", "/v1/auth/device").setPayload(StartDeviceRequest).addSuccess(DeviceCodes).middleware(OpenGate))
+  .add(HttpApiEndpoint.post("deviceToken", "/v1/auth/device/token").setPayload(DeviceTokenRequest).addSuccess(SessionAnswer).middleware(OpenGate))
+  .add(HttpApiEndpoint.post("approveDevice", "/v1/auth/devices/approve").setPayload(ApproveRequest).addSuccess(Approved).middleware(SessionAuthentication).annotate(RoutePolicy, session()))
+  .add(HttpApiEndpoint.post("answerLogin", "/v1/auth/device/approve").setPayload(AnswerLoginRequest).addSuccess(LoginAnswered).middleware(OpenGate))
+  .add(HttpApiEndpoint.post("refresh", "/v1/auth/refresh").setPayload(RefreshRequest).addSuccess(SessionAnswer).middleware(OpenGate))
+  .add(HttpApiEndpoint.post("logout", "/v1/auth/logout").setPayload(EndSessionRequest).addSuccess(Ended).middleware(SessionAuthentication).annotate(RoutePolicy, session()))
+  .add(HttpApiEndpoint.get("sessions", "/v1/auth/sessions").setUrlParams(TimeKeyedPage).addSuccess(SessionList).middleware(SessionAuthentication).annotate(RoutePolicy, session()))
   .add(
     HttpApiEndpoint.del("endSession")`/v1/auth/sessions/${sessionParam}`
       .setPayload(EndSessionRequest)
       .addSuccess(Ended)
+      .middleware(SessionAuthentication)
+      .annotate(RoutePolicy, session())
   )
   .add(
     HttpApiEndpoint.post("apiKey", "/v1/auth/api-key")
       .setPayload(MintUserKey)
       .addSuccess(UserKey, { status: 201 })
+      .middleware(SessionAuthentication)
+      .annotate(RoutePolicy, session())
   )
   .addError(Wire.BadRequest)
   .addError(Wire.Unauthorized)
   .addError(Wire.Forbidden)
-  .addError(Wire.NotFound) {}
+  .addError(Wire.NotFound)
+  // sign-in routes are open: their credential is in the body (a signature, a refresh token)
+  .annotate(RoutePolicy, open) {}

@@ -2,6 +2,9 @@
 import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Schema } from "effect"
 import { Wire } from "../../domain/Errors.js"
+import { Authentication } from "../Gates.js"
+import { grant } from "../Policy.js"
+import { FastLaneRoute, RoutePolicy } from "../RouteFacts.js"
 import { strict, WellFormedText } from "../Wire.js"
 
 // Names are valid Unicode: on Redis two names with lone surrogates would share one key.
@@ -84,14 +87,17 @@ export const valuesText = (dmap: string, keys: ReadonlyArray<string>, values: Re
 export const CacheHealth = Schema.Struct({ status: Schema.Literal("ok"), service: Schema.Literal("cache") })
 
 export class CacheGroup extends HttpApiGroup.make("cache")
-  .add(HttpApiEndpoint.post("put", "/v1/cache/put").setPayload(PutRequest).addSuccess(Changed))
-  .add(HttpApiEndpoint.post("get", "/v1/cache/get").setPayload(KeyRequest).addSuccess(GetAnswer))
-  .add(HttpApiEndpoint.post("delete", "/v1/cache/delete").setPayload(KeyRequest).addSuccess(Changed))
-  .add(HttpApiEndpoint.post("mget", "/v1/cache/mget").setPayload(MgetRequest).addSuccess(MgetAnswer))
+  .add(HttpApiEndpoint.post("put", "/v1/cache/put").setPayload(PutRequest).addSuccess(Changed).annotate(FastLaneRoute, "cache.put"))
+  .add(HttpApiEndpoint.post("get", "/v1/cache/get").setPayload(KeyRequest).addSuccess(GetAnswer).annotate(FastLaneRoute, "cache.get"))
+  .add(HttpApiEndpoint.post("delete", "/v1/cache/delete").setPayload(KeyRequest).addSuccess(Changed).annotate(FastLaneRoute, "cache.delete"))
+  .add(HttpApiEndpoint.post("mget", "/v1/cache/mget").setPayload(MgetRequest).addSuccess(MgetAnswer).annotate(FastLaneRoute, "cache.mget"))
   .add(HttpApiEndpoint.post("scan", "/v1/cache/scan").setPayload(ScanRequest).addSuccess(ScanAnswer))
   .add(HttpApiEndpoint.get("health", "/v1/cache/health").addSuccess(CacheHealth))
   .addError(Wire.BadRequest)
   .addError(Wire.Forbidden)
   .addError(Wire.NotFound)
   .addError(Wire.PayloadTooLarge)
-  .addError(Wire.Unavailable) {}
+  .addError(Wire.Unavailable)
+  .middleware(Authentication)
+  // the grant may be narrowed to keys (cache:key=<map>/*): the cache service checks the key
+  .annotate(RoutePolicy, grant("cache")) {}

@@ -6,6 +6,9 @@ import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Schema } from "effect"
 import { Wire } from "../../domain/Errors.js"
 import { MAX_CORS_ORIGINS } from "../../domain/Limits.js"
+import { Authentication } from "../Gates.js"
+import { authenticated, namespaceWrite } from "../Policy.js"
+import { RoutePolicy } from "../RouteFacts.js"
 import { strict } from "../Wire.js"
 
 /** The origin as a browser writes it in `Origin`: lowercase, no default port (`https://App.example:443` → `https://app.example`). */
@@ -55,6 +58,8 @@ export const SetCors = strict(
 
 export class CorsGroup extends HttpApiGroup.make("cors")
   .add(HttpApiEndpoint.get("get", "/v1/namespace/cors").addSuccess(CorsView))
-  .add(HttpApiEndpoint.put("set", "/v1/namespace/cors").setPayload(SetCors).addSuccess(CorsView))
+  .add(HttpApiEndpoint.put("set", "/v1/namespace/cors").setPayload(SetCors).addSuccess(CorsView).annotate(RoutePolicy, namespaceWrite))
   .addError(Wire.BadRequest)
-  .addError(Wire.Forbidden) {}
+  .addError(Wire.Forbidden)
+  .middleware(Authentication)
+  .annotate(RoutePolicy, authenticated) {}

@@ -3,6 +3,9 @@ import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Schema } from "effect"
 import { Wire } from "../../domain/Errors.js"
 import { NameKeyedPage, NextCursor, pageQueryFields, TimeAndText } from "../Paging.js"
+import { Authentication } from "../Gates.js"
+import { controlPlane } from "../Policy.js"
+import { FastLaneRoute, RoutePolicy } from "../RouteFacts.js"
 import { strict, UnixSeconds, WellFormedText } from "../Wire.js"
 
 export const DatabaseName = Schema.String.pipe(
@@ -104,7 +107,7 @@ export const BackupList = Schema.Struct({
 
 export class DatabaseGroup extends HttpApiGroup.make("databases")
   .add(HttpApiEndpoint.post("create", "/v1/db/sqlite/create").setPayload(NameRequest).addSuccess(DatabaseCreated, { status: 201 }))
-  .add(HttpApiEndpoint.post("query", "/v1/db/sqlite/query").setPayload(QueryRequest).addSuccess(QueryAnswer))
+  .add(HttpApiEndpoint.post("query", "/v1/db/sqlite/query").setPayload(QueryRequest).addSuccess(QueryAnswer).annotate(FastLaneRoute, "db.query"))
   .add(HttpApiEndpoint.get("list", "/v1/db/sqlite/list").setUrlParams(NameKeyedPage).addSuccess(DatabaseList))
   .add(HttpApiEndpoint.post("delete", "/v1/db/sqlite/delete").setPayload(NameRequest).addSuccess(DatabaseDeleted))
   .add(HttpApiEndpoint.post("backup", "/v1/db/sqlite/backup").setPayload(NameRequest).addSuccess(BackupRecord, { status: 201 }))
@@ -119,4 +122,6 @@ export class DatabaseGroup extends HttpApiGroup.make("databases")
   .addError(Wire.Conflict)
   .addError(Wire.PayloadTooLarge)
   .addError(Wire.RateLimited)
-  .addError(Wire.Unavailable) {}
+  .addError(Wire.Unavailable)
+  .middleware(Authentication)
+  .annotate(RoutePolicy, controlPlane) {}

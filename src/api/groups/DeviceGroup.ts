@@ -5,6 +5,9 @@ import { Wire } from "../../domain/Errors.js"
 import { Wallet } from "../../domain/Names.js"
 import { DevicePolicy, SignInPolicy } from "../../domain/SessionPolicy.js"
 import { NextCursor, pageQueryFields, TimeAndText, TimeKeyedPage } from "../Paging.js"
+import { Authentication, SessionAuthentication } from "../Gates.js"
+import { authenticated, membersWrite, namespaceWrite, session } from "../Policy.js"
+import { RoutePolicy } from "../RouteFacts.js"
 import { strict, UnixSeconds } from "../Wire.js"
 
 export const DeviceView = Schema.Struct({
@@ -52,16 +55,48 @@ const deviceParam = HttpApiSchema.param(
 )
 
 export class DeviceGroup extends HttpApiGroup.make("devices")
-  .add(HttpApiEndpoint.get("list", "/v1/auth/devices").setUrlParams(TimeKeyedPage).addSuccess(DeviceList))
-  .add(HttpApiEndpoint.del("revoke")`/v1/auth/devices/${deviceParam}`.setPayload(RevokeRequest).addSuccess(Revoked))
+  // the signed-in session's own devices
+  .add(
+    HttpApiEndpoint.get("list", "/v1/auth/devices")
+      .setUrlParams(TimeKeyedPage)
+      .addSuccess(DeviceList)
+      .middleware(SessionAuthentication)
+      .annotate(RoutePolicy, session())
+  )
+  .add(
+    HttpApiEndpoint.del("revoke")`/v1/auth/devices/${deviceParam}`
+      .setPayload(RevokeRequest)
+      .addSuccess(Revoked)
+      .middleware(SessionAuthentication)
+      .annotate(RoutePolicy, session())
+  )
+  // anyone's devices, and the namespace's policy
   .add(
     HttpApiEndpoint.get("listFor", "/v1/namespace/devices")
       .setUrlParams(strict(Schema.Struct({ subject: Wallet, ...pageQueryFields(TimeAndText) })))
       .addSuccess(SubjectDevices)
+      .middleware(Authentication)
+      .annotate(RoutePolicy, membersWrite)
   )
-  .add(HttpApiEndpoint.del("revokeAny")`/v1/namespace/devices/${deviceParam}`.addSuccess(Revoked))
-  .add(HttpApiEndpoint.get("getPolicy", "/v1/namespace/session-policy").addSuccess(PolicyView))
-  .add(HttpApiEndpoint.put("setPolicy", "/v1/namespace/session-policy").setPayload(SetPolicy).addSuccess(PolicyAnswer))
+  .add(
+    HttpApiEndpoint.del("revokeAny")`/v1/namespace/devices/${deviceParam}`
+      .addSuccess(Revoked)
+      .middleware(Authentication)
+      .annotate(RoutePolicy, membersWrite)
+  )
+  .add(
+    HttpApiEndpoint.get("getPolicy", "/v1/namespace/session-policy")
+      .addSuccess(PolicyView)
+      .middleware(Authentication)
+      .annotate(RoutePolicy, authenticated)
+  )
+  .add(
+    HttpApiEndpoint.put("setPolicy", "/v1/namespace/session-policy")
+      .setPayload(SetPolicy)
+      .addSuccess(PolicyAnswer)
+      .middleware(Authentication)
+      .annotate(RoutePolicy, namespaceWrite)
+  )
   .addError(Wire.BadRequest)
   .addError(Wire.Unauthorized)
   .addError(Wire.Forbidden)

@@ -3,11 +3,15 @@
  * checks that the call comes from the cluster's private overlay and carries a coordination MAC
  * over its canonical JSON body, addressed to this node.
  */
-import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { CidParam } from "../../domain/ContentId.js"
 import { Wire } from "../../domain/Errors.js"
 import { ForwardedPrincipal } from "../../domain/Principal.js"
+import { PeerGate } from "../Gates.js"
+import { internalOnly } from "../OpenApiFacts.js"
+import { internal } from "../Policy.js"
+import { BodyCap, RoutePolicy } from "../RouteFacts.js"
 import { strict } from "../Wire.js"
 import { BackupRecord, DatabaseDeleted, DatabaseName, QueryAnswer, SqlArgs } from "./DatabaseGroup.js"
 
@@ -26,11 +30,21 @@ export class InternalGroup extends HttpApiGroup.make("internal")
     HttpApiEndpoint.post("sqliteQuery", "/v1/internal/sqlite/query")
       .setPayload(strict(Schema.Struct({ ...Forwarded, query: Schema.String, params: SqlArgs })))
       .addSuccess(QueryAnswer)
+      .annotate(BodyCap, "forwarded")
   )
-  .add(HttpApiEndpoint.post("sqliteDelete", "/v1/internal/sqlite/delete").setPayload(strict(Schema.Struct(Forwarded))).addSuccess(DatabaseDeleted))
   .add(
-    HttpApiEndpoint.post("sqliteBackup", "/v1/internal/sqlite/backup").setPayload(strict(Schema.Struct(Forwarded))).addSuccess(BackupRecord, { status: 201 })
+    HttpApiEndpoint.post("sqliteDelete", "/v1/internal/sqlite/delete")
+      .setPayload(strict(Schema.Struct(Forwarded)))
+      .addSuccess(DatabaseDeleted)
+      .annotate(BodyCap, "forwarded")
   )
+  .add(
+    HttpApiEndpoint.post("sqliteBackup", "/v1/internal/sqlite/backup")
+      .setPayload(strict(Schema.Struct(Forwarded)))
+      .addSuccess(BackupRecord, { status: 201 })
+      .annotate(BodyCap, "forwarded")
+  )
+  .annotateEndpoints(OpenApi.Override, internalOnly)
   .addError(Wire.BadRequest)
   .addError(Wire.Unauthorized)
   .addError(Wire.Forbidden)
@@ -38,4 +52,7 @@ export class InternalGroup extends HttpApiGroup.make("internal")
   .addError(Wire.Conflict)
   .addError(Wire.PayloadTooLarge)
   .addError(Wire.RateLimited)
-  .addError(Wire.Unavailable) {}
+  .addError(Wire.Unavailable)
+  // node to node (spec §4.10): no credential; the source and the coordination MAC over the body
+  .middleware(PeerGate)
+  .annotate(RoutePolicy, internal) {}

@@ -2,6 +2,10 @@
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "@effect/platform"
 import { Schema } from "effect"
 import { Wire } from "../../domain/Errors.js"
+import { Authentication } from "../Gates.js"
+import { streamedBody } from "../OpenApiFacts.js"
+import { sqlControl, sqlOwner } from "../Policy.js"
+import { BodyCap, FastLaneRoute, RoutePolicy } from "../RouteFacts.js"
 import { strict, WellFormedText } from "../Wire.js"
 import { SqlArg, SqlArgs, SqlText, WriteCounts } from "./DatabaseGroup.js"
 
@@ -89,8 +93,8 @@ export const ImportAnswer = Schema.Struct({ status: Schema.Literal("ok"), bytes:
 })
 
 export class SqlGroup extends HttpApiGroup.make("sql")
-  .add(HttpApiEndpoint.post("query", "/v1/rqlite/query").setPayload(StatementRequest).addSuccess(Rows))
-  .add(HttpApiEndpoint.post("exec", "/v1/rqlite/exec").setPayload(StatementRequest).addSuccess(Exec))
+  .add(HttpApiEndpoint.post("query", "/v1/rqlite/query").setPayload(StatementRequest).addSuccess(Rows).annotate(FastLaneRoute, "sql.query"))
+  .add(HttpApiEndpoint.post("exec", "/v1/rqlite/exec").setPayload(StatementRequest).addSuccess(Exec).annotate(FastLaneRoute, "sql.exec"))
   .add(HttpApiEndpoint.post("find", "/v1/rqlite/find").setPayload(FindRequest).addSuccess(Items))
   .add(HttpApiEndpoint.post("findOne", "/v1/rqlite/find-one").setPayload(FindRequest).addSuccess(OneRow))
   .add(HttpApiEndpoint.post("select", "/v1/rqlite/select").setPayload(SelectRequest).addSuccess(Schema.Union(Items, OneRow)))
@@ -101,11 +105,21 @@ export class SqlGroup extends HttpApiGroup.make("sql")
   .add(
     HttpApiEndpoint.get("export", "/v1/rqlite/export").addSuccess(
       HttpApiSchema.Uint8Array({ contentType: "application/vnd.sqlite3" }).annotations({ description: "the raw SQLite database file" })
-    )
+    ).annotate(RoutePolicy, sqlOwner)
   )
   .add(
-    // the body is a SQLite file streamed to disk, so it is read by the handler, not declared here
-    HttpApiEndpoint.post("import", "/v1/rqlite/import").addSuccess(ImportAnswer)
+    HttpApiEndpoint.post("import", "/v1/rqlite/import")
+      .addSuccess(ImportAnswer)
+      .annotate(RoutePolicy, sqlOwner)
+      .annotate(BodyCap, "sqlImport")
+      // a SQLite file streamed to disk by the handler
+      .annotateContext(
+        streamedBody({
+          contentType: "application/octet-stream",
+          schema: { type: "string", format: "binary" },
+          description: "a SQLite database file (at most 256 MiB)"
+        })
+      )
   )
   .addError(Wire.BadRequest)
   .addError(Wire.Forbidden)
@@ -113,4 +127,7 @@ export class SqlGroup extends HttpApiGroup.make("sql")
   .addError(Wire.Conflict)
   .addError(Wire.PayloadTooLarge)
   .addError(Wire.RateLimited)
-  .addError(Wire.Unavailable) {}
+  .addError(Wire.Unavailable)
+  .middleware(Authentication)
+  // the control plane holding db:write (spec §4.3); export and import are the owner's
+  .annotate(RoutePolicy, sqlControl) {}

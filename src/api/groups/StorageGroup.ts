@@ -2,11 +2,15 @@
  * Content storage (spec §2.4, §4.4). Field names the spec gives are kept as written (`Cid`,
  * `Status`, ... in the IPFS Cluster style; `evicted`, fetch-cap fields in snake case).
  */
-import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "@effect/platform"
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { CidParam } from "../../domain/ContentId.js"
 import { Wire } from "../../domain/Errors.js"
 import { FETCH_CAP_LIMITS, PIN_STATUSES } from "../../domain/Limits.js"
+import { Authentication, OpenGate, SessionAuthentication } from "../Gates.js"
+import { rangedAnswers, streamedBody } from "../OpenApiFacts.js"
+import { authenticated, open, session } from "../Policy.js"
+import { BodyCap, RoutePolicy } from "../RouteFacts.js"
 import { PlainTextOfAtMost, strict, UnixSeconds } from "../Wire.js"
 
 const CidPath = Schema.Struct({ cid: CidParam })
@@ -73,14 +77,74 @@ const Bytes = HttpApiSchema.Uint8Array({ contentType: "application/octet-stream"
   description: "the content's bytes; Range requests answer 206"
 })
 
+/** The upload form: the file streamed into the blockstore by the handler, and an optional name. */
+const uploadForm = streamedBody({
+  contentType: "multipart/form-data",
+  schema: {
+    type: "object",
+    required: ["file"],
+    properties: {
+      file: { type: "string", format: "binary", description: "the bytes; streamed to disk, never held whole" },
+      name: { type: "string", maxLength: 255, pattern: "^[^\\x00-\\x1f\\x7f]*$", description: "a name for the pin (no control characters); defaults to the file's name" }
+    },
+    // any other part is refused (400): the form holds these two only
+    additionalProperties: false
+  },
+  description: "multipart form with the file (upload cap and namespace quota: 413 past either)"
+})
+
+// A signed-in user's session token, never an API key alone (spec §5.6); fetch capabilities and
+// relayed reads carry their own credentials (spec §4.4, §5.13).
 export class StorageGroup extends HttpApiGroup.make("storage")
-  // the body is multipart, streamed into the blockstore by the handler, so it is not declared here
-  .add(HttpApiEndpoint.post("upload", "/v1/storage/upload").addSuccess(Uploaded))
-  .add(HttpApiEndpoint.get("get", "/v1/storage/get/:cid").setPath(CidPath).addSuccess(Bytes))
-  .add(HttpApiEndpoint.post("pin", "/v1/storage/pin").setPayload(PinRequest).addSuccess(PinStatus))
-  .add(HttpApiEndpoint.get("status", "/v1/storage/status/:cid").setPath(CidPath).addSuccess(PinStatus))
-  .add(HttpApiEndpoint.del("unpin", "/v1/storage/unpin/:cid").setPath(CidPath).setUrlParams(strict(UnpinQuery)).addSuccess(Unpinned))
-  .add(HttpApiEndpoint.post("mintFetchCaps", "/v1/storage/fetch-caps").setPayload(MintRequest).addSuccess(Minted))
+  .add(
+    HttpApiEndpoint.post("upload", "/v1/storage/upload")
+      .addSuccess(Uploaded)
+      .middleware(SessionAuthentication)
+      .annotate(RoutePolicy, session("storage"))
+      .annotate(BodyCap, "upload")
+      .annotateContext(uploadForm)
+  )
+  .add(
+    HttpApiEndpoint.get("get", "/v1/storage/get/:cid")
+      .setPath(CidPath)
+      .addSuccess(Bytes)
+      .middleware(SessionAuthentication)
+      .annotate(RoutePolicy, session("storage-read"))
+      .annotate(OpenApi.Transform, rangedAnswers)
+  )
+  .add(
+    HttpApiEndpoint.post("pin", "/v1/storage/pin")
+      .setPayload(PinRequest)
+      .addSuccess(PinStatus)
+      .middleware(SessionAuthentication)
+      .annotate(RoutePolicy, session("storage"))
+  )
+  .add(
+    HttpApiEndpoint.get("status", "/v1/storage/status/:cid")
+      .setPath(CidPath)
+      .addSuccess(PinStatus)
+      .middleware(SessionAuthentication)
+      .annotate(RoutePolicy, session("storage-read"))
+  )
+  .add(
+    HttpApiEndpoint.del("unpin", "/v1/storage/unpin/:cid")
+      .setPath(CidPath)
+      .setUrlParams(strict(UnpinQuery))
+      .addSuccess(Unpinned)
+      .middleware(SessionAuthentication)
+      .annotate(RoutePolicy, session("storage"))
+  )
+  // any credential reaches the service, which answers FETCH_CAP_DEVICE_REQUIRED to anything but a
+  // device-bound session (spec §4.4: "for an API key or workload token"), then checks storage-read
+  .add(
+    HttpApiEndpoint.post("mintFetchCaps", "/v1/storage/fetch-caps")
+      .setPayload(MintRequest)
+      .addSuccess(Minted)
+      .middleware(Authentication)
+      .annotate(RoutePolicy, authenticated)
+      // what succeeds is a device-bound session only, so that is the credential the document names
+      .annotate(OpenApi.Override, { security: [{ session: [] }] })
+  )
   .add(
     HttpApiEndpoint.del("revokeFetchCap", "/v1/storage/fetch-caps/:id")
       .setPath(
@@ -92,12 +156,17 @@ export class StorageGroup extends HttpApiGroup.make("storage")
       )
       .setHeaders(Schema.Struct({ "x-portico-revoke-key": Schema.optional(Schema.String) }))
       .addSuccess(Revoked)
+      .middleware(OpenGate)
+      .annotate(RoutePolicy, open)
   )
   .add(
     HttpApiEndpoint.get("relayed", "/v1/storage/relayed/:cid")
       .setPath(CidPath)
       .setHeaders(Schema.Struct({ "x-portico-fetch-cap": Schema.optional(Schema.String) }))
       .addSuccess(Bytes)
+      .middleware(OpenGate)
+      .annotate(RoutePolicy, open)
+      .annotate(OpenApi.Transform, rangedAnswers)
   )
   .addError(Wire.BadRequest)
   .addError(Wire.Unauthorized)

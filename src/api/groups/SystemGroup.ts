@@ -1,7 +1,11 @@
 /** Health, status, version and the token key set: the open routes of spec §4.9 and §4.5. */
-import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "@effect/platform"
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { Wire } from "../../domain/Errors.js"
+import { Authentication, OpenGate } from "../Gates.js"
+import { htmlToo } from "../OpenApiFacts.js"
+import { authenticated, open } from "../Policy.js"
+import { RoutePolicy } from "../RouteFacts.js"
 import { UnixSeconds } from "../Wire.js"
 
 export const CheckStatus = Schema.Literal("ok", "failing")
@@ -47,16 +51,26 @@ export const Jwks = Schema.Struct({ keys: Schema.Array(PublicJwk) }).annotations
 
 const html = Schema.String.pipe(HttpApiSchema.withEncoding({ kind: "Text", contentType: "text/html; charset=utf-8" }))
 
+// health and status are open (spec §4.9); the schema status is the namespace's
 export class SystemGroup extends HttpApiGroup.make("system")
-  .add(HttpApiEndpoint.get("health", "/health").addSuccess(HealthReport))
-  .add(HttpApiEndpoint.get("healthV1", "/v1/health").addSuccess(HealthReport))
+  .add(HttpApiEndpoint.get("health", "/health").addSuccess(HealthReport).middleware(OpenGate))
+  .add(HttpApiEndpoint.get("healthV1", "/v1/health").addSuccess(HealthReport).middleware(OpenGate))
   .add(
     HttpApiEndpoint.get("statusPage", "/status")
       .addSuccess(StatusReport)
       .addSuccess(html, { status: 200 })
+      .middleware(OpenGate)
+      .annotate(OpenApi.Transform, htmlToo)
   )
-  .add(HttpApiEndpoint.get("status", "/v1/status").addSuccess(StatusReport))
-  .add(HttpApiEndpoint.get("version", "/v1/version").addSuccess(VersionReport))
-  .add(HttpApiEndpoint.get("schemaStatus", "/v1/schema-status").addSuccess(SchemaStatus).addError(Wire.Unavailable))
-  .add(HttpApiEndpoint.get("jwks", "/v1/auth/jwks").addSuccess(Jwks))
-  .add(HttpApiEndpoint.get("wellKnownJwks", "/.well-known/jwks.json").addSuccess(Jwks)) {}
+  .add(HttpApiEndpoint.get("status", "/v1/status").addSuccess(StatusReport).middleware(OpenGate))
+  .add(HttpApiEndpoint.get("version", "/v1/version").addSuccess(VersionReport).middleware(OpenGate))
+  .add(
+    HttpApiEndpoint.get("schemaStatus", "/v1/schema-status")
+      .addSuccess(SchemaStatus)
+      .addError(Wire.Unavailable)
+      .middleware(Authentication)
+      .annotate(RoutePolicy, authenticated)
+  )
+  .add(HttpApiEndpoint.get("jwks", "/v1/auth/jwks").addSuccess(Jwks).middleware(OpenGate))
+  .add(HttpApiEndpoint.get("wellKnownJwks", "/.well-known/jwks.json").addSuccess(Jwks).middleware(OpenGate))
+  .annotate(RoutePolicy, open) {}

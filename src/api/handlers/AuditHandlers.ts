@@ -6,14 +6,14 @@ import { PorticoApi } from "../Api.js"
 import { AUDIT_LIMIT } from "../groups/AuditGroup.js"
 import { nextCursorOf, pageRequest } from "../Paging.js"
 import { toUnixSeconds } from "../Wire.js"
-import { requirePrincipal } from "./Principal.js"
+import { CurrentPrincipal } from "../../domain/Principal.js"
 
 export const AuditHandlers = HttpApiBuilder.group(PorticoApi, "audit", (handlers) =>
   Effect.gen(function* () {
     const audit = yield* Audit
     return handlers.handle("list", ({ urlParams }) =>
       Effect.gen(function* () {
-        const p = yield* requirePrincipal
+        const p = yield* CurrentPrincipal
         const page = yield* audit
           .list(
             p.namespace,

@@ -2,7 +2,7 @@ import { HttpApiBuilder } from "@effect/platform"
 import { Effect, Option } from "effect"
 import { badRequest, Code, forbidden, RateLimited, refusal, unauthorized, unavailable } from "../../domain/Errors.js"
 import { dataPlane, isControlPlaneRole, type Role } from "../../domain/Grants.js"
-import { grantStrings, type Principal } from "../../domain/Principal.js"
+import { CurrentPrincipal, CurrentSession, grantStrings, type Principal } from "../../domain/Principal.js"
 import { SessionPolicy } from "../../layers/sessions/SessionPolicy.js"
 import { RateLimiter } from "../../layers/ratelimit/RateLimiter.js"
 import { ACCESS_TOKEN_SECONDS, Authenticator } from "../../layers/auth/Authenticator.js"
@@ -13,7 +13,6 @@ import { PorticoApi } from "../Api.js"
 import { whoamiOf } from "../groups/AuthGroup.js"
 import { nextCursorOf, pageRequest } from "../Paging.js"
 import { toUnixSeconds } from "../Wire.js"
-import { requirePrincipal } from "./Principal.js"
 import { writtenProof } from "./WrittenProof.js"
 
 /** Sign-in refusals carry their status and spec code; the store failing is a retryable 503. */
@@ -37,23 +36,6 @@ const sessionAnswer = (s: IssuedSession) => ({
 const messageWallet = (message: string): string => message.split("\n", 2)[1] ?? ""
 
 const dataPlaneGrants: ReadonlySet<string> = new Set(dataPlane)
-
-/**
- * Session routes need a signed-in wallet's token, not a key or a token exchanged from one. The
- * request is well formed and the credential valid, only of the wrong kind: 403 SESSION_REQUIRED,
- * as the `session` route policy answers (the document marks these routes, OpenApiDocument.ts).
- */
-export const requireSession = Effect.flatMap(requirePrincipal, (p: Principal) =>
-  p.sessionId === undefined || p.keyId !== undefined
-    ? Effect.fail(
-        forbidden(
-          "this route needs a signed-in session's access token; an API key is refused",
-          Code.SESSION_REQUIRED,
-          "sign in with /v1/auth/challenge and /v1/auth/verify"
-        )
-      )
-    : Effect.succeed({ ...p, sessionId: p.sessionId })
-)
 
 export const AuthHandlers = HttpApiBuilder.group(PorticoApi, "auth", (handlers) =>
   Effect.gen(function* () {
@@ -88,10 +70,10 @@ export const AuthHandlers = HttpApiBuilder.group(PorticoApi, "auth", (handlers) 
           .pipe(Effect.mapError(asHttp), Effect.as({ ended: sessionId }))
       )
     return handlers
-      .handle("whoami", () => Effect.map(requirePrincipal, whoamiOf))
+      .handle("whoami", () => Effect.map(CurrentPrincipal, whoamiOf))
       .handle("token", () =>
         Effect.gen(function* () {
-          const principal = yield* requirePrincipal
+          const principal = yield* CurrentPrincipal
           if (principal.method !== "api_key" || principal.keyId === undefined) {
             return yield* badRequest("send an API key to exchange", "the bearer credential here must be an API key")
           }
@@ -149,7 +131,7 @@ export const AuthHandlers = HttpApiBuilder.group(PorticoApi, "auth", (handlers) 
       )
       .handle("approveDevice", ({ payload }) =>
         Effect.gen(function* () {
-          const p = yield* requireSession
+          const p = yield* CurrentSession
           yield* sessions
             .approveFromDevice({
               namespace: p.namespace,
@@ -178,11 +160,11 @@ export const AuthHandlers = HttpApiBuilder.group(PorticoApi, "auth", (handlers) 
       .handle("logout", ({ payload }) =>
         // Spec §5.9: ending a session from a device-bound session carries a proof, logout too; a
         // leaked access token alone then cannot end the session.
-        Effect.flatMap(requireSession, (p) => endSession(p, p.sessionId, p.deviceId, payload.device_proof, "logout"))
+        Effect.flatMap(CurrentSession, (p) => endSession(p, p.sessionId, p.deviceId, payload.device_proof, "logout"))
       )
       .handle("sessions", ({ urlParams }) =>
         Effect.gen(function* () {
-          const p = yield* requireSession
+          const p = yield* CurrentSession
           const page = yield* Effect.mapError(sessions.list(p.namespace, p.subject, pageRequest(urlParams)), asHttp)
           return {
             next_cursor: nextCursorOf(page),
@@ -198,7 +180,7 @@ export const AuthHandlers = HttpApiBuilder.group(PorticoApi, "auth", (handlers) 
       )
       .handle("apiKey", ({ payload }) =>
         Effect.gen(function* () {
-          const p = yield* requireSession
+          const p = yield* CurrentSession
           if (p.deviceId !== undefined) {
             return yield* forbidden("device-bound sessions are not handed API keys", Code.FORBIDDEN, "use the session's tokens")
           }
@@ -228,7 +210,7 @@ export const AuthHandlers = HttpApiBuilder.group(PorticoApi, "auth", (handlers) 
         })
       )
       .handle("endSession", ({ path, payload }) =>
-        Effect.flatMap(requireSession, (p) => endSession(p, path.id, p.deviceId, payload.device_proof, "ended"))
+        Effect.flatMap(CurrentSession, (p) => endSession(p, path.id, p.deviceId, payload.device_proof, "ended"))
       )
   })
 )

@@ -6,9 +6,10 @@ import { Cache, type CacheRefused } from "../../layers/cache/Cache.js"
 import type { CacheUnavailable } from "../../layers/cache/CacheStore.js"
 import { PorticoApi } from "../Api.js"
 import { changedText, valuesText, valueText } from "../groups/CacheGroup.js"
-import { requirePrincipal } from "./Principal.js"
+import { CurrentPrincipal } from "../../domain/Principal.js"
 
-const asHttp = (e: CacheRefused | CacheUnavailable) => {
+/** A cache refusal as the API error of its status: the handlers' and the fast lane's. */
+export const cacheRefusal = (e: CacheRefused | CacheUnavailable) => {
   if (e._tag === "CacheUnavailable") return unavailable("cache unavailable")
   return refusal(e.status, e.reason, e.code, e.hint)
 }
@@ -32,42 +33,42 @@ export const CacheHandlers = HttpApiBuilder.group(PorticoApi, "cache", (handlers
     return handlers
       .handle("put", ({ payload }) =>
         Effect.gen(function* () {
-          const caller = yield* requirePrincipal
+          const caller = yield* CurrentPrincipal
           const json = yield* putValue
-          yield* Effect.mapError(cache.put(caller, { dmap: payload.dmap, key: payload.key, json, ttl: payload.ttl }), asHttp)
+          yield* Effect.mapError(cache.put(caller, { dmap: payload.dmap, key: payload.key, json, ttl: payload.ttl }), cacheRefusal)
           return rawJson(changedText(payload.key, payload.dmap))
         })
       )
       .handle("get", ({ payload }) =>
         Effect.gen(function* () {
-          const caller = yield* requirePrincipal
-          const json = yield* Effect.mapError(cache.get(caller, payload.dmap, payload.key), asHttp)
+          const caller = yield* CurrentPrincipal
+          const json = yield* Effect.mapError(cache.get(caller, payload.dmap, payload.key), cacheRefusal)
           return rawJson(valueText(payload.key, json, payload.dmap))
         })
       )
       .handle("delete", ({ payload }) =>
         Effect.gen(function* () {
-          const caller = yield* requirePrincipal
-          yield* Effect.mapError(cache.delete(caller, payload.dmap, payload.key), asHttp)
+          const caller = yield* CurrentPrincipal
+          yield* Effect.mapError(cache.delete(caller, payload.dmap, payload.key), cacheRefusal)
           return rawJson(changedText(payload.key, payload.dmap))
         })
       )
       .handle("mget", ({ payload }) =>
         Effect.gen(function* () {
-          const caller = yield* requirePrincipal
-          const values = yield* Effect.mapError(cache.mget(caller, payload.dmap, payload.keys), asHttp)
+          const caller = yield* CurrentPrincipal
+          const values = yield* Effect.mapError(cache.mget(caller, payload.dmap, payload.keys), cacheRefusal)
           return rawJson(valuesText(payload.dmap, payload.keys, values))
         })
       )
       .handle("scan", ({ payload }) =>
         Effect.gen(function* () {
-          const caller = yield* requirePrincipal
-          const keys = yield* Effect.mapError(cache.scan(caller, payload.dmap, payload.match), asHttp)
+          const caller = yield* CurrentPrincipal
+          const keys = yield* Effect.mapError(cache.scan(caller, payload.dmap, payload.match), cacheRefusal)
           return { keys: [...keys], count: keys.length, dmap: payload.dmap }
         })
       )
       .handle("health", () =>
-        Effect.as(Effect.mapError(cache.ping, asHttp), { status: "ok" as const, service: "cache" as const })
+        Effect.as(Effect.mapError(cache.ping, cacheRefusal), { status: "ok" as const, service: "cache" as const })
       )
   })
 )

@@ -5,7 +5,7 @@ import { LocalDatabases } from "../../layers/sql/LocalDatabases.js"
 import { PorticoApi } from "../Api.js"
 import { nextCursorOf, pageRequest } from "../Paging.js"
 import { toUnixSeconds } from "../Wire.js"
-import { requirePrincipal } from "./Principal.js"
+import { CurrentPrincipal } from "../../domain/Principal.js"
 import { refusedHttp } from "./Refusals.js"
 
 /** Answers are built as JSON text by the engine so 64-bit integers keep every digit. */
@@ -29,14 +29,14 @@ export const DatabaseHandlers = HttpApiBuilder.group(PorticoApi, "databases", (h
     return handlers
       .handle("create", ({ payload }) =>
         Effect.gen(function* () {
-          const caller = yield* requirePrincipal
+          const caller = yield* CurrentPrincipal
           const record = yield* Effect.mapError(databases.create(caller, payload.database_name), refusedHttp)
           return { name: record.name, home_node: record.homeNode, created_at: toUnixSeconds(record.createdAt) }
         })
       )
       .handle("query", ({ payload }) =>
         Effect.gen(function* () {
-          const caller = yield* requirePrincipal
+          const caller = yield* CurrentPrincipal
           const json = yield* Effect.mapError(
             databases.query(caller, payload.database_name, payload.query, bind(payload.params ?? [])),
             refusedHttp
@@ -46,7 +46,7 @@ export const DatabaseHandlers = HttpApiBuilder.group(PorticoApi, "databases", (h
       )
       .handle("list", ({ urlParams }) =>
         Effect.gen(function* () {
-          const caller = yield* requirePrincipal
+          const caller = yield* CurrentPrincipal
           const page = yield* Effect.mapError(databases.list(caller, pageRequest(urlParams)), refusedHttp)
           return {
             next_cursor: nextCursorOf(page),
@@ -62,20 +62,20 @@ export const DatabaseHandlers = HttpApiBuilder.group(PorticoApi, "databases", (h
       )
       .handle("delete", ({ payload }) =>
         Effect.gen(function* () {
-          const caller = yield* requirePrincipal
+          const caller = yield* CurrentPrincipal
           yield* Effect.mapError(databases.delete(caller, payload.database_name), refusedHttp)
           return { name: payload.database_name, deleted: true as const }
         })
       )
       .handle("backup", ({ payload }) =>
         Effect.gen(function* () {
-          const caller = yield* requirePrincipal
+          const caller = yield* CurrentPrincipal
           return backupWire(yield* Effect.mapError(backups.backup(caller, payload.database_name), refusedHttp))
         })
       )
       .handle("backups", ({ urlParams }) =>
         Effect.gen(function* () {
-          const caller = yield* requirePrincipal
+          const caller = yield* CurrentPrincipal
           const page = yield* Effect.mapError(backups.list(caller, urlParams.database_name, pageRequest(urlParams)), refusedHttp)
           return {
             database_name: urlParams.database_name,

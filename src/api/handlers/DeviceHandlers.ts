@@ -6,8 +6,9 @@ import { SessionPolicy } from "../../layers/sessions/SessionPolicy.js"
 import { PorticoApi } from "../Api.js"
 import { nextCursorOf, pageRequest } from "../Paging.js"
 import { toUnixSeconds } from "../Wire.js"
-import { asHttp, requireSession } from "./AuthHandlers.js"
-import { requirePrincipal } from "./Principal.js"
+import { asHttp } from "./AuthHandlers.js"
+import { CurrentSession } from "../../domain/Principal.js"
+import { CurrentPrincipal } from "../../domain/Principal.js"
 import { writtenProof } from "./WrittenProof.js"
 
 const view = (d: DeviceView) => ({
@@ -25,14 +26,14 @@ export const DeviceHandlers = HttpApiBuilder.group(PorticoApi, "devices", (handl
     return handlers
       .handle("list", ({ urlParams }) =>
         Effect.gen(function* () {
-          const p = yield* requireSession
+          const p = yield* CurrentSession
           const page = yield* Effect.mapError(devices.list(p.namespace, p.subject, pageRequest(urlParams)), asHttp)
           return { devices: page.items.map(view), next_cursor: nextCursorOf(page) }
         })
       )
       .handle("revoke", ({ path, payload }) =>
         Effect.gen(function* () {
-          const p = yield* requireSession
+          const p = yield* CurrentSession
           yield* devices
             .revoke({
               namespace: p.namespace,
@@ -48,14 +49,14 @@ export const DeviceHandlers = HttpApiBuilder.group(PorticoApi, "devices", (handl
       )
       .handle("listFor", ({ urlParams }) =>
         Effect.gen(function* () {
-          const p = yield* requirePrincipal
+          const p = yield* CurrentPrincipal
           const page = yield* Effect.mapError(devices.list(p.namespace, urlParams.subject, pageRequest(urlParams)), asHttp)
           return { subject: urlParams.subject, devices: page.items.map(view), next_cursor: nextCursorOf(page) }
         })
       )
       .handle("revokeAny", ({ path }) =>
         Effect.gen(function* () {
-          const p = yield* requirePrincipal
+          const p = yield* CurrentPrincipal
           yield* devices
             .revoke({
               namespace: p.namespace,
@@ -71,7 +72,7 @@ export const DeviceHandlers = HttpApiBuilder.group(PorticoApi, "devices", (handl
       )
       .handle("getPolicy", () =>
         Effect.gen(function* () {
-          const p = yield* requirePrincipal
+          const p = yield* CurrentPrincipal
           const policy = yield* Effect.mapError(policies.get(p.namespace), asHttp)
           const value = Option.getOrElse(policy, () => ({ devicePolicy: "optional" as const, signIn: "members" as const }))
           return { namespace: p.namespace, device_policy: value.devicePolicy, sign_in: value.signIn }
@@ -79,7 +80,7 @@ export const DeviceHandlers = HttpApiBuilder.group(PorticoApi, "devices", (handl
       )
       .handle("setPolicy", ({ payload }) =>
         Effect.gen(function* () {
-          const p = yield* requirePrincipal
+          const p = yield* CurrentPrincipal
           // The policy and the sweep of sign-in keys are one atomic write: on failure nothing
           // changed, and repeating the PUT is the remedy the spec names.
           const result = yield* policies

@@ -11,8 +11,8 @@ import { RegistryStore, type StoreError } from "../../layers/registry/RegistrySt
 import { PorticoApi } from "../Api.js"
 import { nextCursorOf, pageRequest } from "../Paging.js"
 import { toUnixSeconds } from "../Wire.js"
-import { requireSession } from "./AuthHandlers.js"
-import { requirePrincipal } from "./Principal.js"
+import { CurrentSession } from "../../domain/Principal.js"
+import { CurrentPrincipal } from "../../domain/Principal.js"
 
 const storeDown = (_: StoreError) => unavailable("registry unavailable")
 
@@ -93,7 +93,7 @@ export const NamespaceHandlers = HttpApiBuilder.group(PorticoApi, "namespace", (
     return handlers
       .handle("listMembers", ({ urlParams }) =>
         Effect.gen(function* () {
-          const p = yield* requirePrincipal
+          const p = yield* CurrentPrincipal
           const record = yield* Effect.mapError(namespaces.get(p.namespace), storeDown)
           const page = yield* Effect.mapError(namespaces.members(p.namespace, pageRequest(urlParams)), storeDown)
           return {
@@ -111,7 +111,7 @@ export const NamespaceHandlers = HttpApiBuilder.group(PorticoApi, "namespace", (
       )
       .handle("addMember", ({ payload }) =>
         Effect.gen(function* () {
-          const p = yield* requirePrincipal
+          const p = yield* CurrentPrincipal
           const { member, created } = yield* namespaces
             .putMember(p.namespace, payload.wallet, payload.role, p.subject, p.role)
             .pipe(Effect.catchTags({ NamespaceRuleError: (e) => Effect.fail(ruleError(e)), StoreError: (e) => Effect.fail(storeDown(e)) }))
@@ -124,7 +124,7 @@ export const NamespaceHandlers = HttpApiBuilder.group(PorticoApi, "namespace", (
       )
       .handle("removeMember", ({ path }) =>
         Effect.gen(function* () {
-          const p = yield* requirePrincipal
+          const p = yield* CurrentPrincipal
           yield* namespaces
             .removeMember(p.namespace, path.wallet, p.subject, p.role)
             .pipe(Effect.catchTags({ NamespaceRuleError: (e) => Effect.fail(ruleError(e)), StoreError: (e) => Effect.fail(storeDown(e)) }))
@@ -133,7 +133,7 @@ export const NamespaceHandlers = HttpApiBuilder.group(PorticoApi, "namespace", (
       )
       .handle("transfer", ({ payload }) =>
         Effect.gen(function* () {
-          const p = yield* requirePrincipal
+          const p = yield* CurrentPrincipal
           const outcome = yield* namespaces
             .transfer(p.namespace, payload.wallet, p.subject, walletOf(p))
             .pipe(Effect.catchTags({ NamespaceRuleError: (e) => Effect.fail(ruleError(e)), StoreError: (e) => Effect.fail(storeDown(e)) }))
@@ -150,7 +150,7 @@ export const NamespaceHandlers = HttpApiBuilder.group(PorticoApi, "namespace", (
       )
       .handle("pendingTransfer", () =>
         Effect.gen(function* () {
-          const p = yield* requirePrincipal
+          const p = yield* CurrentPrincipal
           const offer = yield* Effect.mapError(namespaces.offer(p.namespace), storeDown)
           return {
             namespace: p.namespace,
@@ -163,7 +163,7 @@ export const NamespaceHandlers = HttpApiBuilder.group(PorticoApi, "namespace", (
       )
       .handle("acceptTransfer", () =>
         Effect.gen(function* () {
-          const p = yield* requireSession
+          const p = yield* CurrentSession
           const record = yield* namespaces
             .acceptTransfer(p.namespace, p.subject)
             .pipe(Effect.catchTags({ NamespaceRuleError: (e) => Effect.fail(ruleError(e)), StoreError: (e) => Effect.fail(storeDown(e)) }))
@@ -172,7 +172,7 @@ export const NamespaceHandlers = HttpApiBuilder.group(PorticoApi, "namespace", (
       )
       .handle("cancelTransfer", () =>
         Effect.gen(function* () {
-          const p = yield* requirePrincipal
+          const p = yield* CurrentPrincipal
           const offer = yield* namespaces
             .cancelTransfer(p.namespace, p.subject, walletOf(p))
             .pipe(Effect.catchTags({ NamespaceRuleError: (e) => Effect.fail(ruleError(e)), StoreError: (e) => Effect.fail(storeDown(e)) }))
@@ -181,14 +181,14 @@ export const NamespaceHandlers = HttpApiBuilder.group(PorticoApi, "namespace", (
       )
       .handle("listKeys", ({ urlParams }) =>
         Effect.gen(function* () {
-          const p = yield* requirePrincipal
+          const p = yield* CurrentPrincipal
           const page = yield* Effect.mapError(keys.list(p.namespace, pageRequest(urlParams)), storeDown)
           return { namespace: p.namespace, keys: page.items.map(keyView), next_cursor: nextCursorOf(page) }
         })
       )
       .handle("mintKey", ({ payload }) =>
         Effect.gen(function* () {
-          const p = yield* requirePrincipal
+          const p = yield* CurrentPrincipal
           if ((payload.scopes === undefined) === (payload.profile === undefined)) {
             return yield* badRequest("send exactly one of scopes or profile", "for example {\"profile\":\"runtime\"}", Code.VALIDATION_FAILED)
           }
@@ -215,7 +215,7 @@ export const NamespaceHandlers = HttpApiBuilder.group(PorticoApi, "namespace", (
       )
       .handle("revokeKey", ({ path }) =>
         Effect.gen(function* () {
-          const p = yield* requirePrincipal
+          const p = yield* CurrentPrincipal
           const target = yield* Effect.mapError(keys.active(path.id), storeDown)
           if (Option.isNone(target) || target.value.namespace !== p.namespace) return yield* notFound("no such active key in this namespace")
           // as with members: keys below the caller's rank, its own key, or anything for the owner
@@ -232,10 +232,10 @@ export const NamespaceHandlers = HttpApiBuilder.group(PorticoApi, "namespace", (
           return { id: path.id, revoked: true as const }
         })
       )
-      .handle("getRateLimit", () => Effect.flatMap(requirePrincipal, (p) => rateLimitView(p.namespace)))
+      .handle("getRateLimit", () => Effect.flatMap(CurrentPrincipal, (p) => rateLimitView(p.namespace)))
       .handle("setRateLimit", ({ payload }) =>
         Effect.gen(function* () {
-          const p = yield* requirePrincipal
+          const p = yield* CurrentPrincipal
           if (payload.requests_per_second === null && payload.burst !== undefined) {
             return yield* badRequest("burst needs requests_per_second; null restores the default for both", undefined, Code.VALIDATION_FAILED)
           }

@@ -4,14 +4,14 @@ import { ClusterSql } from "../../layers/sql/ClusterSql.js"
 import { PorticoApi } from "../Api.js"
 import { rawJson } from "./DatabaseHandlers.js"
 import { refusedHttp } from "./Refusals.js"
-import { requirePrincipal } from "./Principal.js"
+import { CurrentPrincipal } from "../../domain/Principal.js"
 
 export const SqlHandlers = HttpApiBuilder.group(PorticoApi, "sql", (handlers) =>
   Effect.gen(function* () {
     const sql = yield* ClusterSql
     /** Runs a service call for the caller and answers its JSON text. */
-    const answer = <E>(run: (caller: Effect.Effect.Success<typeof requirePrincipal>) => Effect.Effect<string, E>) =>
-      Effect.flatMap(requirePrincipal, (caller) => Effect.map(run(caller), rawJson))
+    const answer = <E>(run: (caller: Effect.Effect.Success<typeof CurrentPrincipal>) => Effect.Effect<string, E>) =>
+      Effect.flatMap(CurrentPrincipal, (caller) => Effect.map(run(caller), rawJson))
     return handlers
       .handle("query", ({ payload }) => answer((c) => Effect.mapError(sql.query(c, payload.sql, payload.args ?? []), refusedHttp)))
       .handle("exec", ({ payload }) => answer((c) => Effect.mapError(sql.exec(c, payload.sql, payload.args ?? []), refusedHttp)))
@@ -32,7 +32,7 @@ export const SqlHandlers = HttpApiBuilder.group(PorticoApi, "sql", (handlers) =>
       )
       .handle("schema", () =>
         Effect.gen(function* () {
-          const caller = yield* requirePrincipal
+          const caller = yield* CurrentPrincipal
           const tables = yield* Effect.mapError(sql.schema(caller), refusedHttp)
           return {
             tables: tables.map((t) => ({ name: t.name, type: t.type === "view" ? ("view" as const) : ("table" as const), sql: t.sql })),
@@ -44,7 +44,7 @@ export const SqlHandlers = HttpApiBuilder.group(PorticoApi, "sql", (handlers) =>
       .handle("dropTable", ({ payload }) => answer((c) => Effect.mapError(sql.dropTable(c, payload.table), refusedHttp)))
       .handle("export", () =>
         Effect.gen(function* () {
-          const caller = yield* requirePrincipal
+          const caller = yield* CurrentPrincipal
           // the snapshot file lives until the request's scope closes, after the body has been
           // written; the transfer slot is given back as the body's last byte is read
           const exported = yield* Effect.mapError(sql.exportDb(caller), refusedHttp)
@@ -63,7 +63,7 @@ export const SqlHandlers = HttpApiBuilder.group(PorticoApi, "sql", (handlers) =>
       )
       .handle("import", () =>
         Effect.gen(function* () {
-          const caller = yield* requirePrincipal
+          const caller = yield* CurrentPrincipal
           const request = yield* HttpServerRequest.HttpServerRequest
           const result = yield* Effect.mapError(sql.importDb(caller, request.stream), refusedHttp)
           return { status: "ok" as const, bytes: result.bytes, tables: result.tables }

@@ -6,7 +6,7 @@ import { FetchCaps } from "../../layers/storage/FetchCaps.js"
 import { Storage } from "../../layers/storage/Storage.js"
 import { PorticoApi } from "../Api.js"
 import { bodyOf } from "../NodeAdapter.js"
-import { requirePrincipal } from "./Principal.js"
+import { CurrentPrincipal, CurrentSession } from "../../domain/Principal.js"
 import { refusedHttp } from "./Refusals.js"
 
 
@@ -80,7 +80,7 @@ export const StorageHandlers = HttpApiBuilder.group(PorticoApi, "storage", (hand
     return handlers
       .handle("upload", () =>
         Effect.gen(function* () {
-          const caller = yield* requirePrincipal
+          const caller = yield* CurrentSession
           const request = yield* HttpServerRequest.HttpServerRequest
           const contentType = request.headers["content-type"] ?? ""
           if (!/^multipart\/form-data\s*;/i.test(contentType)) {
@@ -92,30 +92,30 @@ export const StorageHandlers = HttpApiBuilder.group(PorticoApi, "storage", (hand
           return { Cid: stored.cid, Size: stored.size, Name: stored.name }
         })
       )
-      .handle("get", ({ path }) => Effect.flatMap(requirePrincipal, (caller) => serve(caller.namespace, path.cid)))
+      .handle("get", ({ path }) => Effect.flatMap(CurrentSession, (caller) => serve(caller.namespace, path.cid)))
       .handle("pin", ({ payload }) =>
         Effect.gen(function* () {
-          const caller = yield* requirePrincipal
+          const caller = yield* CurrentSession
           yield* Effect.mapError(storage.pin(caller, payload.cid, payload.name), refusedHttp)
           return statusWire(yield* Effect.mapError(storage.status(caller, payload.cid), refusedHttp))
         })
       )
       .handle("status", ({ path }) =>
         Effect.gen(function* () {
-          const caller = yield* requirePrincipal
+          const caller = yield* CurrentSession
           return statusWire(yield* Effect.mapError(storage.status(caller, path.cid), refusedHttp))
         })
       )
       .handle("unpin", ({ path, urlParams }) =>
         Effect.gen(function* () {
-          const caller = yield* requirePrincipal
+          const caller = yield* CurrentSession
           const answer = yield* Effect.mapError(storage.unpin(caller, path.cid, urlParams.immediate === "true"), refusedHttp)
           return { Cid: answer.cid, evicted: answer.evicted }
         })
       )
       .handle("mintFetchCaps", ({ payload }) =>
         Effect.gen(function* () {
-          const caller = yield* requirePrincipal
+          const caller = yield* CurrentPrincipal
           return yield* Effect.mapError(caps.mint(caller, payload.cid, payload.count, payload.ttl_seconds), refusedHttp)
         })
       )

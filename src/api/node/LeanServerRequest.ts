@@ -26,7 +26,7 @@ import type * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import type * as http from "node:http"
 import { Readable, Transform, type TransformCallback } from "node:stream"
-import { parseStrictJson } from "../../domain/StrictJson.js"
+import { jsonValue, utf8Text } from "../JsonBody.js"
 import { flowingChunks } from "../FlowingBody.js"
 import { discardRest, DRAIN_BUDGET_BYTES } from "./DirectAnswers.js"
 
@@ -91,22 +91,12 @@ export class Exchange {
 /** Why a body was refused before it was parsed: its bytes are not UTF-8. */
 export class BodyNotUtf8 extends Data.TaggedError("BodyNotUtf8")<{}> {}
 
-/**
- * Bodies are read as strict UTF-8: a lenient decode turns every bad byte into U+FFFD, so distinct
- * bodies (`"a\xff"`, `"a\xfe"`) would read as the same text. `ignoreBOM` keeps a BOM in the text,
- * as `Buffer#toString` did, so the JSON reader still refuses it rather than skipping it.
- */
-const utf8 = new TextDecoder("utf-8", { fatal: true, ignoreBOM: true })
-
-/** The body's text, decoded once; a body that is not UTF-8 fails the way an unreadable one does. */
+/** The body's text (JsonBody.ts), decoded once; a body that is not UTF-8 fails the way an unreadable one does. */
 export const bodyText = (request: ServerRequest.HttpServerRequest, bytes: Uint8Array): Effect.Effect<string, ServerError.RequestError> => {
-  try {
-    return Effect.succeed(utf8.decode(bytes))
-  } catch {
-    return Effect.fail(
-      new ServerError.RequestError({ request, reason: "Decode", cause: new BodyNotUtf8(), description: "the body is not valid UTF-8" })
-    )
-  }
+  const text = utf8Text(bytes)
+  return text !== undefined
+    ? Effect.succeed(text)
+    : Effect.fail(new ServerError.RequestError({ request, reason: "Decode", cause: new BodyNotUtf8(), description: "the body is not valid UTF-8" }))
 }
 
 class PayloadTooLarge extends Error {
@@ -174,17 +164,10 @@ export class LeanServerRequest extends Inspectable.Class implements ServerReques
     ))
     return ex.bodyText
   }
-  /**
-   * Request bodies are read strictly: a member repeated in an object (also when spelled with
-   * escapes) is refused instead of silently keeping the last one, so no credential, proof or
-   * field can be smuggled past what a front proxy or a log saw.
-   */
+  /** The body as strict JSON (JsonBody.ts). */
   get json(): Effect.Effect<unknown, ServerError.RequestError> {
-    const limits = { maxChars: this.exchange.maxBodyBytes, maxDepth: 128 }
-    return Effect.flatMap(this.text, (s) =>
-      // no body is an empty object: a route whose members are all optional needs none, and a
-      // route with required members names the missing one
-      s === "" ? Effect.succeed({}) : Effect.mapError(parseStrictJson(s, limits), (e) => this.decodeError(e)))
+    const max = this.exchange.maxBodyBytes
+    return Effect.flatMap(this.text, (s) => Effect.mapError(jsonValue(s, max), (e) => this.decodeError(e)))
   }
   get urlParamsBody(): Effect.Effect<UrlParams.UrlParams, ServerError.RequestError> {
     return Effect.flatMap(this.text, (s) =>

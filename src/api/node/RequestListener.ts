@@ -22,16 +22,20 @@ import { bodyText, Exchange, LeanServerRequest } from "./LeanServerRequest.js"
 import { RequestScope } from "./RequestScope.js"
 import { failureResponse, withPreResponseHandlers, writeResponse } from "./ResponseWriter.js"
 
+export interface RouteBody {
+  readonly cap: number
+  readonly streamed: boolean
+}
+
 export interface AdapterOptions {
   /** Default body cap in bytes: a larger Content-Length gets 413 before any read. */
   readonly maxBodyBytes: number
-  /** Caps of routes that take more (file uploads), by `METHOD /path`. Their bodies are streamed to the route. */
-  readonly routeBodyCaps?: ReadonlyMap<string, number> | undefined
   /**
-   * Routes of `routeBodyCaps` whose body is JSON all the same (node-to-node calls carrying a
-   * client's body): read whole before the route runs, as every route without a cap of its own.
+   * The body facts of the route a request reaches, when it has any (its endpoint's annotations,
+   * RouteFacts.ts): a cap of its own, and whether the route reads the body as a stream (a file)
+   * rather than whole as JSON.
    */
-  readonly jsonRoutes?: ReadonlySet<string> | undefined
+  readonly routeBody?: ((method: string, path: string) => RouteBody | undefined) | undefined
   /**
    * Asked at every request's headers, before its body is read: the client network's rate limit,
    * the in-flight body caps and the slow-body watch (src/api/BodyGuard.ts). It answers a refusal
@@ -63,10 +67,9 @@ export const makeRequestListener = <E, R>(
   const onAnswered = options.onAnswered
   const fastLane = options.fastLane
   const tooLarge = tooLargeBody(maxBodyBytes)
-  const routeCaps = options.routeBodyCaps ?? new Map<string, number>()
-  const jsonRoutes = options.jsonRoutes ?? new Set<string>()
+  const routeBody = options.routeBody
   const admission = options.admission
-  const routeTooLarge = new Map([...routeCaps].map(([route, cap]) => [route, tooLargeBody(cap)]))
+  const tooLargeOf = new Map<number, string>()
 
   // Built once: reads the per-request values from the fiber's context.
   const handled = Effect.withFiberRuntime<void, never, R | ServerRequest.HttpServerRequest | Scope.Scope>((fiber) => {
@@ -181,15 +184,15 @@ export const makeRequestListener = <E, R>(
     let cap = maxBodyBytes
     let capBody = tooLarge
     let streamed = false
-    if (routeCaps.size > 0) {
+    if (routeBody !== undefined) {
       const url = req.url ?? "/"
       const q = url.indexOf("?")
-      const route = `${req.method ?? "GET"} ${q < 0 ? url : url.slice(0, q)}`
-      const routeCap = routeCaps.get(route)
-      if (routeCap !== undefined) {
-        cap = routeCap
-        capBody = routeTooLarge.get(route) ?? tooLarge
-        streamed = !jsonRoutes.has(route)
+      const facts = routeBody(req.method ?? "GET", q < 0 ? url : url.slice(0, q))
+      if (facts !== undefined) {
+        cap = facts.cap
+        capBody = tooLargeOf.get(cap) ?? tooLargeBody(cap)
+        tooLargeOf.set(cap, capBody)
+        streamed = facts.streamed
       }
     }
     const withBody = hasBody(req)

@@ -1,0 +1,38 @@
+/**
+ * Facts a route carries on its endpoint, as annotations (`HttpApiEndpoint.annotate`, or
+ * `HttpApiGroup.annotate` for a whole group): who may call it, how its body is read, whether the
+ * fast lane answers it. The server builds every lookup it needs from them once, with
+ * `HttpApi.reflect` (src/api/gate/RouteIndex.ts); nothing else lists routes. Client-safe: this
+ * module holds names and values only.
+ */
+import { Context } from "effect"
+import type { Policy } from "./Policy.js"
+
+/** Who may call the route (Policy.ts). Every endpoint has one: the gateway does not start otherwise. */
+export class RoutePolicy extends Context.Tag("portico/RoutePolicy")<RoutePolicy, Policy>() {}
+
+/**
+ * A body cap of its own, named for the setting it comes from (the default is `MAX_BODY_BYTES`):
+ * `sqlImport` the import cap, `upload` the upload cap plus room for the multipart framing,
+ * `forwarded` the default cap plus room for the caller a peer gateway forwards with the body.
+ */
+export type BodyCapName = "sqlImport" | "upload" | "forwarded"
+export class BodyCap extends Context.Tag("portico/BodyCap")<BodyCap, BodyCapName>() {}
+
+/**
+ * The route reads its body as a stream (a file), not as a JSON payload: the listener hands it over
+ * unread, and the document describes it with this content type and schema.
+ */
+export interface StreamedBodyFacts {
+  readonly contentType: string
+  readonly schema: Record<string, unknown>
+  readonly description: string
+}
+export class StreamedBody extends Context.Tag("portico/StreamedBody")<StreamedBody, StreamedBodyFacts>() {}
+
+/**
+ * The fast lane answers the route inside the listener when it can (src/api/FastLane.ts); the name
+ * picks the lane's implementation of it.
+ */
+export type LaneName = "whoami" | "cache.put" | "cache.get" | "cache.delete" | "cache.mget" | "sql.query" | "sql.exec" | "db.query"
+export class FastLaneRoute extends Context.Tag("portico/FastLaneRoute")<FastLaneRoute, LaneName>() {}

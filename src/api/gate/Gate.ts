@@ -1,0 +1,187 @@
+/**
+ * The one gate: for a route's policy and a request's headers it decides, in this order, the
+ * client network's rate limit, the credential, the namespace's rate limit and the policy. `now`
+ * decides on the spot whatever needs no store read and says "later" otherwise; `run` finishes the
+ * same decision with the stores. The HttpApi middleware (GatesLive.ts) and the fast lane
+ * (FastLane.ts) both call it, so a request gets the same answer on either path.
+ */
+import { Clock, Context, Effect, Either, Layer } from "effect"
+import { Code, type Forbidden, forbidden, type Internal, RateLimited, type Unauthorized, unauthorized, type Unavailable, unavailable } from "../../domain/Errors.js"
+import { asSession, hasGrant, isControlPlane, isNamespaceAdmin, type Principal } from "../../domain/Principal.js"
+import { Authenticator, type CredentialRejected } from "../../layers/auth/Authenticator.js"
+import { PorticoConfig } from "../../layers/config/PorticoConfig.js"
+import { RateLimiter } from "../../layers/ratelimit/RateLimiter.js"
+import type { StoreError } from "../../layers/registry/RegistryStore.js"
+import type { Policy } from "../Policy.js"
+
+/** `Authorization: Bearer <credential>`, the credential's characters and length bounded. */
+export const bearerPattern = /^Bearer[ \t]+([A-Za-z0-9._~+/=-]{1,4096})[ \t]*$/i
+
+/** What the gate reads of a request. */
+export interface GateRequest {
+  readonly authorization: string | undefined
+  readonly remoteAddress: string | undefined
+  /** The listener charged the client network at the headers (src/api/BodyGuard.ts). */
+  readonly clientCharged: boolean
+  /** Told the caller's namespace as soon as the credential is resolved (for the access log). */
+  readonly noteNamespace?: ((namespace: string) => void) | undefined
+}
+
+/** What the gate answers with: its declared failures (Gates.ts). */
+export type GateRefusal = Unauthorized | Forbidden | RateLimited | Unavailable | Internal
+
+export type Decision =
+  /** The caller (undefined on an open route) may go on; every limit is charged. */
+  | { readonly _tag: "Admitted"; readonly principal: Principal | undefined }
+  /** The answer is this refusal; `namespace` is the caller's when the credential was resolved. */
+  | { readonly _tag: "Refused"; readonly error: GateRefusal; readonly namespace?: string | undefined }
+  /** A store must be read first: nothing past the client network has been charged. */
+  | { readonly _tag: "Later"; readonly bearer: string; readonly principal: Principal | undefined }
+
+export const rateLimited = (retryAfterSeconds: number, what: string) =>
+  new RateLimited({
+    error: `too many requests from this ${what}`,
+    code: Code.RATE_LIMITED,
+    hint: `retry after ${retryAfterSeconds} s`,
+    retryAfterSeconds
+  })
+
+const grantRequired = (grant: string) => forbidden(`this route needs the ${grant} grant`, Code.GRANT_REQUIRED)
+const adminsOnly = () => forbidden("this route is for owners and admins", Code.CONTROL_PLANE_REQUIRED, "use an admin key or an admin wallet")
+
+/** Why a route policy refuses a resolved caller, or undefined when it admits them. */
+export const policyRefusal = (policy: Policy, principal: Principal, operators: ReadonlyArray<string>): Forbidden | undefined => {
+  switch (policy.kind) {
+    case "open":
+    case "internal":
+    case "authenticated":
+      return undefined
+    case "session":
+      if (asSession(principal) === undefined) {
+        return forbidden(
+          "this route needs a signed-in user's session token; an API key is refused",
+          Code.SESSION_REQUIRED,
+          "sign in with a wallet (POST /v1/auth/challenge, /v1/auth/verify) and send its access token"
+        )
+      }
+      return policy.grant === undefined || hasGrant(principal, policy.grant) ? undefined : grantRequired(policy.grant)
+    case "grant":
+      return hasGrant(principal, policy.grant) ? undefined : grantRequired(policy.grant)
+    case "control-plane":
+      if (!isControlPlane(principal)) {
+        return forbidden(
+          "this route needs an admin key or a wallet with role developer or above",
+          Code.CONTROL_PLANE_REQUIRED,
+          "app-runtime keys cannot reach the control plane"
+        )
+      }
+      return policy.grant === undefined || hasGrant(principal, policy.grant) ? undefined : grantRequired(policy.grant)
+    // Namespace and members write are the owner's and admins' (keys or wallets of those roles): a
+    // custom key minted with one of these grants, or a developer, is refused as not the owner's.
+    case "namespace-write":
+      return !isNamespaceAdmin(principal)
+        ? adminsOnly()
+        : hasGrant(principal, "namespace-write")
+          ? undefined
+          : forbidden("this route needs namespace write (owner or admin)", Code.GRANT_REQUIRED)
+    case "members-write":
+      return !isNamespaceAdmin(principal)
+        ? adminsOnly()
+        : hasGrant(principal, "members-write")
+          ? undefined
+          : forbidden("this route needs members write (owner or admin)", Code.GRANT_REQUIRED)
+    case "owner":
+      if (principal.role !== "owner") return forbidden("only the namespace owner may do this", Code.OWNER_REQUIRED)
+      return policy.grant === undefined || hasGrant(principal, policy.grant) ? undefined : grantRequired(policy.grant)
+    case "operator":
+      return hasGrant(principal, "operator") && operators.includes(principal.subject)
+        ? undefined
+        : forbidden("this route is for cluster operators", Code.NOT_AN_OPERATOR)
+  }
+}
+
+const credentialRefusal = (e: CredentialRejected | StoreError): Unauthorized | Unavailable =>
+  e._tag === "CredentialRejected"
+    ? unauthorized(e.reason, e.kind === "api_key" ? Code.INVALID_API_KEY : Code.INVALID_TOKEN)
+    : unavailable("credential store unavailable")
+
+const missingCredential = (header: string | undefined) =>
+  unauthorized(
+    header === undefined ? "credentials required" : "malformed Authorization header",
+    Code.UNAUTHORIZED,
+    "send Authorization: Bearer <api key or access token>"
+  )
+
+export interface GateService {
+  /** The decision as far as it can be made without waiting for a store. */
+  readonly now: (policy: Policy, request: GateRequest, now: number) => Decision
+  /** The whole decision: `now`, then the store reads it left for later. */
+  readonly run: (policy: Policy, request: GateRequest) => Effect.Effect<Principal | undefined, GateRefusal>
+}
+
+export class Gate extends Context.Tag("portico/Gate")<Gate, GateService>() {}
+
+export const GateLive = Layer.effect(
+  Gate,
+  Effect.gen(function* () {
+    const authenticator = yield* Authenticator
+    const limiter = yield* RateLimiter
+    const operators = (yield* PorticoConfig).operators
+
+    const refused = (error: GateRefusal, namespace?: string): Decision => ({ _tag: "Refused", error, namespace })
+    const admitted = (principal: Principal | undefined): Decision => ({ _tag: "Admitted", principal })
+
+    /** The namespace's limit, then the policy, for a resolved caller. */
+    const afterCredential = (policy: Policy, principal: Principal, bearer: string, now: number): Decision => {
+      const space = limiter.admitNow(principal.namespace, now)
+      if (space === undefined) return { _tag: "Later", bearer, principal }
+      if (!space.allowed) return refused(rateLimited(space.retryAfterSeconds, space.refusedBy ?? "namespace"), principal.namespace)
+      const refusal = policyRefusal(policy, principal, operators)
+      return refusal === undefined ? admitted(principal) : refused(refusal, principal.namespace)
+    }
+
+    const now = (policy: Policy, request: GateRequest, at: number): Decision => {
+      if (!request.clientCharged) {
+        const client = limiter.checkClientNow(request.remoteAddress, at)
+        if (!client.allowed) return refused(rateLimited(client.retryAfterSeconds, "network"))
+      }
+      if (policy.kind === "open") return admitted(undefined)
+      const header = request.authorization
+      const bearer = header === undefined ? undefined : bearerPattern.exec(header)?.[1]
+      if (bearer === undefined) return refused(missingCredential(header))
+      const resolved = authenticator.authenticateNow(bearer, at)
+      if (resolved === undefined) return { _tag: "Later", bearer, principal: undefined }
+      if (Either.isLeft(resolved)) return refused(credentialRefusal(resolved.left))
+      request.noteNamespace?.(resolved.right.namespace)
+      return afterCredential(policy, resolved.right, bearer, at)
+    }
+
+    const finish = (policy: Policy, request: GateRequest, later: { readonly bearer: string; readonly principal: Principal | undefined }) =>
+      Effect.gen(function* () {
+        let principal = later.principal
+        if (principal === undefined) {
+          principal = yield* Effect.mapError(authenticator.authenticate(later.bearer), credentialRefusal)
+          request.noteNamespace?.(principal.namespace)
+        }
+        const space = yield* limiter.checkNamespace(principal.namespace)
+        if (!space.allowed) return yield* Effect.fail(rateLimited(space.retryAfterSeconds, "namespace"))
+        const refusal = policyRefusal(policy, principal, operators)
+        return refusal === undefined ? principal : yield* Effect.fail(refusal)
+      })
+
+    const run = (policy: Policy, request: GateRequest): Effect.Effect<Principal | undefined, GateRefusal> =>
+      Effect.flatMap(Clock.currentTimeMillis, (at) => {
+        const decision = now(policy, request, at)
+        switch (decision._tag) {
+          case "Admitted":
+            return Effect.succeed(decision.principal)
+          case "Refused":
+            return Effect.fail(decision.error)
+          case "Later":
+            return finish(policy, request, decision)
+        }
+      })
+
+    return { now, run }
+  })
+)
