@@ -5,6 +5,7 @@
 import { Clock, Context, Effect, Layer } from "effect"
 import { type Page, type PageRequest, readPage } from "../registry/Keyset.js"
 import { RegistryStore, type Statement, type StoreError } from "../registry/RegistryStore.js"
+import { SqliteRegistryStore } from "../registry/SqliteRegistryStore.js"
 
 export interface AuditEntry {
   readonly id: number
@@ -102,6 +103,9 @@ export class Audit extends Context.Tag("portico/Audit")<Audit, AuditService>() {
       }
     })
   )
+
+  /** The service over its collaborators' test doubles (src/layers/TestLayer.ts). */
+  static readonly Test = Layer.suspend(() => Audit.Live.pipe(Layer.provide(SqliteRegistryStore.Test)))
 }
 
 const parseDetail = (text: unknown): Readonly<Record<string, unknown>> => {

@@ -8,6 +8,7 @@ import { ENTRY_MAX_BYTES, entryBytes, KEY_BOUND_BYTES, keyBytes, MGET_MAX_KEYS, 
 import { cacheGrantReaches, cacheGrantReachesMap } from "../../domain/Grants.js"
 import type { Principal } from "../../domain/Principal.js"
 import { type CacheEntry, CacheStore, type CacheUnavailable } from "./CacheStore.js"
+import { MemoryCacheStore } from "./MemoryCacheStore.js"
 
 export class CacheRefused extends Data.TaggedError("CacheRefused")<{
   readonly status: 400 | 403 | 404 | 413
@@ -189,4 +190,7 @@ export class Cache extends Context.Tag("portico/Cache")<Cache, CacheService>() {
       }
     })
   )
+
+  /** The service over its collaborators' test doubles (src/layers/TestLayer.ts). */
+  static readonly Test = Layer.suspend(() => Cache.Live.pipe(Layer.provide(MemoryCacheStore.Test)))
 }

@@ -88,6 +88,11 @@ export const MemoryCacheStore = {
     Layer.effect(
       CacheStore,
       Effect.map(Effect.clock, (clock) => makeMemoryCacheStore(maxBytesPerNamespace, () => clock.unsafeCurrentTimeMillis()))
-    )
+    ),
+  /** The store with 1 MiB per namespace (test double; its expiry reads the Clock, so a TestClock drives it). */
+  Test: Layer.effect(
+    CacheStore,
+    Effect.map(Effect.clock, (clock) => makeMemoryCacheStore(1024 * 1024, () => clock.unsafeCurrentTimeMillis()))
+  )
 }
 

@@ -6,6 +6,7 @@ import { Config, ConfigError, Context, Effect, Layer, Option, Redacted } from "e
 import { randomBytes } from "node:crypto"
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import * as path from "node:path"
+import { testDirectory } from "../TestLayer.js"
 
 export interface RateLimitSetting {
   /** Sustained requests per second. */
@@ -120,6 +121,12 @@ export class PorticoConfig extends Context.Tag("portico/PorticoConfig")<PorticoC
 
   /** Settings given directly (tests). */
   static readonly layer = (settings: PorticoSettings) => Layer.succeed(PorticoConfig, settings)
+
+  /** `testSettings` on a data directory of its own, removed with the layer. */
+  static readonly Test = Layer.scoped(
+    PorticoConfig,
+    Effect.map(testDirectory("data"), (dir) => testSettings(dir))
+  )
 }
 
 /**

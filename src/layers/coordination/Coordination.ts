@@ -15,6 +15,7 @@ import { createHash, randomBytes } from "node:crypto"
 import { PorticoConfig } from "../config/PorticoConfig.js"
 import { RegistryStore } from "../registry/RegistryStore.js"
 import { safeEqual, Sealer } from "../secrets/Sealer.js"
+import { SqliteRegistryStore } from "../registry/SqliteRegistryStore.js"
 
 export const MAC_HEADER = "x-portico-coordination-mac"
 export const TIME_HEADER = "x-portico-coordination-time"
@@ -208,5 +209,18 @@ export class Coordination extends Context.Tag("portico/Coordination")<Coordinati
           })
       }
     })
+  )
+
+  /** The service over its collaborators' test doubles (src/layers/TestLayer.ts). */
+  static readonly Test = Layer.suspend(() =>
+    Coordination.Live.pipe(
+      Layer.provide(
+        Layer.mergeAll(
+          SqliteRegistryStore.Test,
+          Sealer.Test,
+          PorticoConfig.Test
+        )
+      )
+    )
   )
 }

@@ -9,6 +9,7 @@ import { Audit } from "../audit/Audit.js"
 import { type Page, type PageRequest, readPage } from "../registry/Keyset.js"
 import { RegistryStore, type Row, type StoreError } from "../registry/RegistryStore.js"
 import { SessionRefused, Sessions } from "../sessions/Sessions.js"
+import { SqliteRegistryStore } from "../registry/SqliteRegistryStore.js"
 
 export interface DeviceView {
   readonly id: string
@@ -113,5 +114,18 @@ export class Devices extends Context.Tag("portico/Devices")<Devices, DevicesServ
           })
       }
     })
+  )
+
+  /** The service over its collaborators' test doubles (src/layers/TestLayer.ts). */
+  static readonly Test = Layer.suspend(() =>
+    Devices.Live.pipe(
+      Layer.provide(
+        Layer.mergeAll(
+          SqliteRegistryStore.Test,
+          Audit.Test,
+          Sessions.Test
+        )
+      )
+    )
   )
 }

@@ -2,6 +2,7 @@
 import { Clock, Context, Duration, Effect, Layer } from "effect"
 import * as fs from "node:fs"
 import { RegistryStore } from "../registry/RegistryStore.js"
+import { SqliteRegistryStore } from "../registry/SqliteRegistryStore.js"
 
 export type CheckStatus = "ok" | "failing"
 
@@ -50,4 +51,7 @@ export class Health extends Context.Tag("portico/Health")<Health, HealthService>
       return { check, cached, startedAt, version: VERSION }
     })
   )
+
+  /** The service over its collaborators' test doubles (src/layers/TestLayer.ts). */
+  static readonly Test = Layer.suspend(() => Health.Live.pipe(Layer.provide(SqliteRegistryStore.Test)))
 }

@@ -15,6 +15,7 @@ import { type Page, type PageRequest, readPage } from "../registry/Keyset.js"
 import { RegistryStore, type Row, type Statement, type StoreError } from "../registry/RegistryStore.js"
 import { Sealer, safeEqual } from "../secrets/Sealer.js"
 import { oncePerObject } from "../../domain/Memo.js"
+import { SqliteRegistryStore } from "../registry/SqliteRegistryStore.js"
 
 export interface ApiKeyRecord {
   readonly id: string
@@ -336,4 +337,17 @@ export class ApiKeys extends Context.Tag("portico/ApiKeys")<ApiKeys, ApiKeysServ
       }
     })
   ).pipe(Layer.provide(Audit.Live))
+
+  /** The service over its collaborators' test doubles (src/layers/TestLayer.ts). */
+  static readonly Test = Layer.suspend(() =>
+    ApiKeys.Live.pipe(
+      Layer.provide(
+        Layer.mergeAll(
+          SqliteRegistryStore.Test,
+          Sealer.Test,
+          Audit.Test
+        )
+      )
+    )
+  )
 }

@@ -10,6 +10,7 @@ import { Clock, Context, Effect, Layer } from "effect"
 import { Audit } from "../audit/Audit.js"
 import { RegistryStore, type StoreError } from "../registry/RegistryStore.js"
 import { MAX_CORS_ORIGINS } from "../../domain/Limits.js"
+import { SqliteRegistryStore } from "../registry/SqliteRegistryStore.js"
 
 /** How long a namespace's origins are used before they are read again. */
 export const CORS_CACHE_MS = 5_000
@@ -92,5 +93,17 @@ export class CorsOrigins extends Context.Tag("portico/CorsOrigins")<CorsOrigins,
 
       return { get, now, set }
     })
+  )
+
+  /** The service over its collaborators' test doubles (src/layers/TestLayer.ts). */
+  static readonly Test = Layer.suspend(() =>
+    CorsOrigins.Live.pipe(
+      Layer.provide(
+        Layer.mergeAll(
+          SqliteRegistryStore.Test,
+          Audit.Test
+        )
+      )
+    )
   )
 }

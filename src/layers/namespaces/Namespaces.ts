@@ -8,6 +8,7 @@ import { Audit } from "../audit/Audit.js"
 import { ApiKeys, type MintedKey } from "../keys/ApiKeys.js"
 import { type Page, type PageRequest, readPage } from "../registry/Keyset.js"
 import { RegistryStore, type Statement, StoreError } from "../registry/RegistryStore.js"
+import { SqliteRegistryStore } from "../registry/SqliteRegistryStore.js"
 
 export interface NamespaceRecord {
   readonly name: string
@@ -416,6 +417,19 @@ export class Namespaces extends Context.Tag("portico/Namespaces")<Namespaces, Na
           })
       }
     })
+  )
+
+  /** The service over its collaborators' test doubles (src/layers/TestLayer.ts). */
+  static readonly Test = Layer.suspend(() =>
+    Namespaces.Live.pipe(
+      Layer.provide(
+        Layer.mergeAll(
+          SqliteRegistryStore.Test,
+          Audit.Test,
+          ApiKeys.Test
+        )
+      )
+    )
   )
 }
 

@@ -11,6 +11,7 @@ import Database from "better-sqlite3"
 import { Duration, Effect, Either, Exit, Layer, Schedule } from "effect"
 import { mkdirSync } from "node:fs"
 import * as path from "node:path"
+import { testDirectory } from "../TestLayer.js"
 import { migrations as registryMigrations } from "./migrations.js"
 import { RegistryStore, StoreError } from "./RegistryStore.js"
 import { openWalGeneration } from "./WalGeneration.js"
@@ -250,5 +251,10 @@ const make = (config: SqliteRegistryConfig) =>
 export const SqliteRegistryStore = {
   /** The store over a SQLite file; building it applies pending migrations. */
   layer: (config: SqliteRegistryConfig): Layer.Layer<RegistryStore, StoreError> =>
-    Layer.scoped(RegistryStore, make(config)).pipe(Layer.provide(Reactivity.layer))
+    Layer.scoped(RegistryStore, make(config)).pipe(Layer.provide(Reactivity.layer)),
+  /** The store on a file in a directory of its own, removed with the layer (test double). */
+  Test: Layer.scoped(
+    RegistryStore,
+    Effect.flatMap(testDirectory("registry"), (dir) => make({ filename: path.join(dir, "registry.db") }))
+  ).pipe(Layer.provide(Reactivity.layer))
 }

@@ -7,6 +7,7 @@ import { Clock, Context, Effect, Layer, Option, Schema } from "effect"
 import { Audit } from "../audit/Audit.js"
 import { RegistryStore, type StoreError } from "../registry/RegistryStore.js"
 import { DevicePolicy, SignInPolicy } from "../../domain/SessionPolicy.js"
+import { SqliteRegistryStore } from "../registry/SqliteRegistryStore.js"
 
 
 export { DevicePolicy, SignInPolicy }
@@ -78,5 +79,17 @@ export class SessionPolicy extends Context.Tag("portico/SessionPolicy")<SessionP
           })
       }
     })
+  )
+
+  /** The service over its collaborators' test doubles (src/layers/TestLayer.ts). */
+  static readonly Test = Layer.suspend(() =>
+    SessionPolicy.Live.pipe(
+      Layer.provide(
+        Layer.mergeAll(
+          SqliteRegistryStore.Test,
+          Audit.Test
+        )
+      )
+    )
   )
 }

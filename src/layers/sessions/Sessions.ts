@@ -21,6 +21,7 @@ import { refuse, type SessionsService } from "./SessionModel.js"
 import { makeSessionRepository, type StandingRow } from "./SessionRepository.js"
 import { makeSessionSteps } from "./SessionSteps.js"
 import { makeSignIn } from "./SignIn.js"
+import { SqliteRegistryStore } from "../registry/SqliteRegistryStore.js"
 
 export * from "./SessionModel.js"
 
@@ -78,5 +79,19 @@ export class Sessions extends Context.Tag("portico/Sessions")<Sessions, Sessions
       }
       return service
     })
+  )
+
+  /** The service over its collaborators' test doubles (src/layers/TestLayer.ts). */
+  static readonly Test = Layer.suspend(() =>
+    Sessions.Live.pipe(
+      Layer.provide(
+        Layer.mergeAll(
+          SqliteRegistryStore.Test,
+          Sealer.Test,
+          KeyRing.Test,
+          PorticoConfig.Test
+        )
+      )
+    )
   )
 }

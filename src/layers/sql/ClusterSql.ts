@@ -351,6 +351,21 @@ export class ClusterSql extends Context.Tag("portico/ClusterSql")<ClusterSql, Cl
       return service
     })
   )
+
+  /** The service over its collaborators' test doubles (src/layers/TestLayer.ts). */
+  static readonly Test = Layer.suspend(() =>
+    ClusterSql.Live.pipe(
+      Layer.provide(
+        Layer.mergeAll(
+          ClusterSqlStore.Test,
+          SqliteWorkers.Test,
+          TransferSlot.Test,
+          Audit.Test,
+          PorticoConfig.Test
+        )
+      )
+    )
+  )
 }
 
 /**

@@ -45,4 +45,16 @@ export class ClusterSqlStore extends Context.Tag("portico/ClusterSqlStore")<Clus
       }
     })
   )
+
+  /** The service over its collaborators' test doubles (src/layers/TestLayer.ts). */
+  static readonly Test = Layer.suspend(() =>
+    ClusterSqlStore.Live.pipe(
+      Layer.provide(
+        Layer.mergeAll(
+          PorticoConfig.Test,
+          SqliteWorkers.Test
+        )
+      )
+    )
+  )
 }

@@ -22,6 +22,7 @@ import { forwardToHome } from "./HomeNode.js"
 import { LocalDatabases } from "./LocalDatabases.js"
 import { SqliteWorkers } from "./SqliteWorkers.js"
 import { fromSqlite, refuse, registryDown, type SqlRefused } from "./SqlRefused.js"
+import { SqliteRegistryStore } from "../registry/SqliteRegistryStore.js"
 
 export interface Backup {
   readonly id: string
@@ -144,5 +145,23 @@ export class DatabaseBackups extends Context.Tag("portico/DatabaseBackups")<Data
           )
       }
     })
+  )
+
+  /** The service over its collaborators' test doubles (src/layers/TestLayer.ts). */
+  static readonly Test = Layer.suspend(() =>
+    DatabaseBackups.Live.pipe(
+      Layer.provide(
+        Layer.mergeAll(
+          LocalDatabases.Test,
+          SqliteWorkers.Test,
+          TransferSlot.Test,
+          Storage.Test,
+          Audit.Test,
+          SqliteRegistryStore.Test,
+          PorticoConfig.Test,
+          Coordination.Test
+        )
+      )
+    )
   )
 }

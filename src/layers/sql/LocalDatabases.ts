@@ -19,6 +19,7 @@ import { forwardToHome } from "./HomeNode.js"
 import type { BindValue } from "./SqliteProtocol.js"
 import { SqliteWorkers } from "./SqliteWorkers.js"
 import { fromGuard, fromSqlite, refuse, registryDown, type SqlRefused } from "./SqlRefused.js"
+import { SqliteRegistryStore } from "../registry/SqliteRegistryStore.js"
 
 export interface DatabaseRecord {
   readonly name: string
@@ -300,5 +301,20 @@ export class LocalDatabases extends Context.Tag("portico/LocalDatabases")<LocalD
         locate
       } satisfies LocalDatabasesService
     })
+  )
+
+  /** The service over its collaborators' test doubles (src/layers/TestLayer.ts). */
+  static readonly Test = Layer.suspend(() =>
+    LocalDatabases.Live.pipe(
+      Layer.provide(
+        Layer.mergeAll(
+          SqliteRegistryStore.Test,
+          Audit.Test,
+          SqliteWorkers.Test,
+          PorticoConfig.Test,
+          Coordination.Test
+        )
+      )
+    )
   )
 }

@@ -8,6 +8,7 @@
  */
 import { Clock, Context, Effect, Layer } from "effect"
 import { RegistryStore, type Statement, type StoreError } from "../registry/RegistryStore.js"
+import { SqliteRegistryStore } from "../registry/SqliteRegistryStore.js"
 
 export type RefKind = "pin" | "backup"
 
@@ -134,4 +135,7 @@ export class ContentIndex extends Context.Tag("portico/ContentIndex")<ContentInd
       return service
     })
   )
+
+  /** The service over its collaborators' test doubles (src/layers/TestLayer.ts). */
+  static readonly Test = Layer.suspend(() => ContentIndex.Live.pipe(Layer.provide(SqliteRegistryStore.Test)))
 }

@@ -16,6 +16,7 @@ import { CID } from "multiformats/cid"
 import { promises as fs } from "node:fs"
 import * as path from "node:path"
 import { UNIXFS_PROFILE } from "../../domain/ContentId.js"
+import { testDirectory } from "../TestLayer.js"
 import { BlockFiles, isStaleTemp } from "./BlockFiles.js"
 import { LeafBuffers, LeafPool } from "./LeafPool.js"
 import { makeReclaimLock } from "./ReclaimLock.js"
@@ -268,5 +269,10 @@ const readdirOrEmpty = async (dir: string): Promise<Array<string>> => {
 }
 
 export const EmbeddedContentEngine = {
-  layer: (options: EmbeddedOptions) => Layer.effect(ContentEngine, makeEmbeddedEngine(options))
+  layer: (options: EmbeddedOptions) => Layer.effect(ContentEngine, makeEmbeddedEngine(options)),
+  /** The engine on a block directory of its own, removed with the layer (test double). */
+  Test: Layer.scoped(
+    ContentEngine,
+    Effect.flatMap(testDirectory("blocks"), (directory) => makeEmbeddedEngine({ directory, nodeId: "test-node" }))
+  )
 }

@@ -61,4 +61,17 @@ export class Evictor extends Context.Tag("portico/Evictor")<Evictor, EvictorServ
       }
     })
   )
+
+  /** The service over its collaborators' test doubles (src/layers/TestLayer.ts). */
+  static readonly Test = Layer.suspend(() =>
+    Evictor.Live.pipe(
+      Layer.provide(
+        Layer.mergeAll(
+          ContentIndex.Test,
+          Coordination.Test,
+          PorticoConfig.Test
+        )
+      )
+    )
+  )
 }

@@ -18,6 +18,7 @@ import { safeEqual, Sealer } from "../secrets/Sealer.js"
 import { ContentIndex } from "./ContentIndex.js"
 import { notCanonical, refuse, type StorageRefused } from "./StorageRefused.js"
 import { FETCH_CAP_LIMITS } from "../../domain/Limits.js"
+import { SqliteRegistryStore } from "../registry/SqliteRegistryStore.js"
 
 export { FETCH_CAP_LIMITS }
 
@@ -138,5 +139,19 @@ export class FetchCaps extends Context.Tag("portico/FetchCaps")<FetchCaps, Fetch
           })
       }
     })
+  )
+
+  /** The service over its collaborators' test doubles (src/layers/TestLayer.ts). */
+  static readonly Test = Layer.suspend(() =>
+    FetchCaps.Live.pipe(
+      Layer.provide(
+        Layer.mergeAll(
+          SqliteRegistryStore.Test,
+          Sealer.Test,
+          ContentIndex.Test,
+          Audit.Test
+        )
+      )
+    )
   )
 }

@@ -17,6 +17,7 @@ import { ContentIndex, type RefKind } from "./ContentIndex.js"
 import { Evictor } from "./Evictor.js"
 import { heldElsewhere, noContent, notCanonical, refuse, storeDown, type StorageRefused } from "./StorageRefused.js"
 import { type FormEvent, FormRefused, formEvents } from "./UploadForm.js"
+import { EmbeddedContentEngine } from "./EmbeddedContentEngine.js"
 
 export interface Stored {
   readonly cid: string
@@ -333,6 +334,21 @@ export class Storage extends Context.Tag("portico/Storage")<Storage, StorageServ
       )
       return service
     })
+  )
+
+  /** The service over its collaborators' test doubles (src/layers/TestLayer.ts). */
+  static readonly Test = Layer.suspend(() =>
+    Storage.Live.pipe(
+      Layer.provide(
+        Layer.mergeAll(
+          EmbeddedContentEngine.Test,
+          ContentIndex.Test,
+          Evictor.Test,
+          Audit.Test,
+          PorticoConfig.Test
+        )
+      )
+    )
   )
 }
 

@@ -7,6 +7,7 @@ import * as jose from "jose"
 import { RegistryStore, type StoreError } from "../registry/RegistryStore.js"
 import { Sealer, type SealError } from "../secrets/Sealer.js"
 import { parseStrictJson } from "../../domain/StrictJson.js"
+import { SqliteRegistryStore } from "../registry/SqliteRegistryStore.js"
 
 export class TokenInvalid extends Data.TaggedError("TokenInvalid")<{ readonly reason: string }> {}
 
@@ -186,6 +187,18 @@ export class KeyRing extends Context.Tag("portico/KeyRing")<KeyRing, KeyRingServ
         jwks: Effect.sync(() => ({ keys: Array.from(byKid.values(), (k) => k.publicJwk) }))
       }
     })
+  )
+
+  /** The service over its collaborators' test doubles (src/layers/TestLayer.ts). */
+  static readonly Test = Layer.suspend(() =>
+    KeyRing.Live.pipe(
+      Layer.provide(
+        Layer.mergeAll(
+          SqliteRegistryStore.Test,
+          Sealer.Test
+        )
+      )
+    )
   )
 }
 

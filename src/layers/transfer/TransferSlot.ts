@@ -66,4 +66,7 @@ export class TransferSlot extends Context.Tag("portico/TransferSlot")<TransferSl
       }
     })
   )
+
+  /** The service over its collaborators' test doubles (src/layers/TestLayer.ts). */
+  static readonly Test = Layer.suspend(() => TransferSlot.Live.pipe(Layer.provide(PorticoConfig.Test)))
 }

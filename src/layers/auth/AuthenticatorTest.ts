@@ -1,0 +1,17 @@
+/**
+ * Test doubles of the authenticator and of the session liveness it reads (src/layers/TestLayer.ts).
+ * In their own module: the liveness comes from Sessions, which imports Authenticator.ts.
+ */
+import { Layer } from "effect"
+import { ApiKeys } from "../keys/ApiKeys.js"
+import { Sessions } from "../sessions/Sessions.js"
+import { KeyRing } from "../tokens/KeyRing.js"
+import { Authenticator } from "./Authenticator.js"
+
+/** The liveness check of the sessions' test double. */
+export const SessionLivenessTest = Layer.suspend(() => Sessions.Liveness.pipe(Layer.provide(Sessions.Test)))
+
+/** The authenticator over the test doubles of keys, signing keys and sessions. */
+export const AuthenticatorTest = Layer.suspend(() =>
+  Authenticator.Live.pipe(Layer.provide(Layer.mergeAll(ApiKeys.Test, KeyRing.Test, SessionLivenessTest)))
+)
