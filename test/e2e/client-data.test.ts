@@ -15,7 +15,7 @@ import { mkdtempSync, readFileSync } from "node:fs"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { NamespaceName } from "../../src/client.js"
-import { call, expectRefusal, refusal, signIn } from "../support/client.js"
+import { call, expectRefusal, notCalled, refusal, signIn } from "../support/client.js"
 import { type Gateway, startGateway, testTmp } from "../support/gateway.js"
 
 describe("the typed client on the data plane", () => {
@@ -233,6 +233,10 @@ describe("the typed client on the data plane", () => {
       403,
       "FETCH_CAP_DEVICE_REQUIRED"
     )
+  })
+
+  it("has driven every endpoint of these families through the client", () => {
+    expect(notCalled(["cache", "databases", "sql", "storage"])).toEqual([])
   })
 })
 

@@ -16,7 +16,7 @@ import * as path from "node:path"
 import { promisify } from "node:util"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { NamespaceName } from "../../src/client.js"
-import { call, expectRefusal, refusal, signIn, strictDecode } from "../support/client.js"
+import { call, expectRefusal, notCalled, refusal, signIn, strictDecode } from "../support/client.js"
 import { type Gateway, startGateway } from "../support/gateway.js"
 
 const root = path.resolve(import.meta.dirname, "../..")
@@ -279,13 +279,52 @@ describe("the typed client on the control plane", () => {
     expectRefusal(await refusal(gw, ownerKey, (c) => c.devices.revokeAny({ path: { id: unknown } })), 404, "DEVICE_NOT_FOUND")
     expectRefusal(await refusal(gw, runtimeKey, (c) => c.devices.listFor({ urlParams: { subject: owner.address } })), 403, "CONTROL_PLANE_REQUIRED")
     expectRefusal(await refusal(gw, ownerKey, (c) => c.devices.list({ urlParams: {} })), 403, "SESSION_REQUIRED")
+    // a new device with no wallet links to the account: the active device approves, the new one collects
+    const phone = await newDevice()
+    const link = await call(gw, undefined, (c) =>
+      c.auth.startDevice({ payload: { namespace: NamespaceName.make("acme"), device_key: phone.jwk, device_label: "phone" } })
+    )
+    const approval = await device.proof("approve", "acme", link.user_code)
+    expect(await call(gw, session.access_token, (c) => c.auth.approveDevice({ payload: { user_code: link.user_code, device_proof: approval } }))).toEqual({
+      approved: link.user_code
+    })
+    const claim = await phone.proof("claim", "acme", link.device_code)
+    const linked = await call(gw, undefined, (c) => c.auth.deviceToken({ payload: { device_code: link.device_code, device_proof: claim } }))
+    expect(linked).toMatchObject({ namespace: "acme", subject: owner.address.toLowerCase(), device_id: phone.id })
+    // a device cannot approve a plain login
+    const login = await call(gw, undefined, (c) => c.auth.startDevice({ payload: { namespace: NamespaceName.make("acme") } }))
+    const refusedApproval = await device.proof("approve", "acme", login.user_code)
+    expectRefusal(
+      await refusal(gw, session.access_token, (c) => c.auth.approveDevice({ payload: { user_code: login.user_code, device_proof: refusedApproval } })),
+      403,
+      "FORBIDDEN"
+    )
     // the device-bound session revokes its own device with a proof
     const proof = await device.proof("revoke", "acme", device.id)
     expect(await call(gw, session.access_token, (c) => c.devices.revoke({ path: { id: device.id }, payload: { device_proof: proof } }))).toEqual({
       revoked: device.id
     })
     const after = await call(gw, ownerKey, (c) => c.devices.listFor({ urlParams: { subject: owner.address } }))
-    expect(after.devices[0]).toMatchObject({ id: device.id, status: "revoked" })
+    expect(after.devices.find((d) => d.id === device.id)).toMatchObject({ status: "revoked" })
+    expect(after.devices.find((d) => d.id === phone.id)).toMatchObject({ status: "active", label: "phone" })
+  })
+
+  it("namespace: an ownership offer accepted by its recipient's session moves the namespace", async () => {
+    const first = Wallet.createRandom()
+    const next = Wallet.createRandom()
+    await gw.cli(["namespace", "create", "handover", "--owner", first.address])
+    const firstSession = (await signIn(gw, "handover", first)).access_token
+    await call(gw, firstSession, (c) => c.namespace.addMember({ payload: { wallet: next.address, role: "admin" } }))
+    const offer = await call(gw, firstSession, (c) => c.namespace.transfer({ payload: { wallet: next.address } }))
+    expect(offer).toMatchObject({ status: "pending", from: first.address.toLowerCase(), to: next.address.toLowerCase() })
+    const nextSession = (await signIn(gw, "handover", next)).access_token
+    expect(await call(gw, nextSession, (c) => c.namespace.acceptTransfer())).toEqual({ namespace: "handover", owner: next.address.toLowerCase() })
+    expect((await call(gw, nextSession, (c) => c.namespace.listMembers({ urlParams: {} }))).owner).toBe(next.address.toLowerCase())
+    expectRefusal(await refusal(gw, nextSession, (c) => c.namespace.acceptTransfer()), 404, "NOT_FOUND")
+  })
+
+  it("has driven every endpoint of these families through the client", () => {
+    expect(notCalled(["system", "auth", "namespace", "cors", "audit", "devices"])).toEqual([])
   })
 })
 

@@ -18,6 +18,8 @@ interface Declared {
 
 /** Every endpoint's declared successes, by "group.endpoint". */
 const declared = new Map<string, Declared>()
+/** The endpoints of each group, as "group.endpoint". */
+const endpointsByGroup = new Map<string, Array<string>>()
 HttpApi.reflect(PorticoApi, {
   onGroup: () => {},
   onEndpoint: ({ endpoint, group, successes }) => {
@@ -28,11 +30,20 @@ HttpApi.reflect(PorticoApi, {
       if (Option.isSome(ast) && HttpApiSchema.getEncoding(ast.value).kind === "Json") json.add(status)
     })
     declared.set(`${group.identifier}.${endpoint.name}`, { successes: schemas, json })
+    endpointsByGroup.set(group.identifier, [...(endpointsByGroup.get(group.identifier) ?? []), `${group.identifier}.${endpoint.name}`])
   }
 })
 
 /** Endpoints called through a checked client in this process, by "group.endpoint". */
-export const called = new Set<string>()
+const called = new Set<string>()
+
+/** The endpoints of `groups` that no checked client in this process has called yet. */
+export const notCalled = (groups: ReadonlyArray<string>): Array<string> =>
+  groups.flatMap((group) => {
+    const endpoints = endpointsByGroup.get(group)
+    if (endpoints === undefined) throw new Error(`no group ${group}`)
+    return endpoints.filter((key) => !called.has(key))
+  })
 
 export const strictDecode = (key: string, response: HttpClientResponse.HttpClientResponse) =>
   Effect.gen(function* () {
