@@ -5,8 +5,8 @@
  * and again strictly (test/support/client.ts); every refusal checked here is the declared error
  * with its status and wire code. The data-plane families are in client-data.test.ts.
  */
-import { HttpClientRequest, HttpClientResponse } from "@effect/platform"
-import { Effect, Exit } from "effect"
+import { FetchHttpClient, HttpClientRequest, HttpClientResponse } from "@effect/platform"
+import { Effect, Exit, Layer } from "effect"
 import { Wallet } from "ethers"
 import * as jose from "jose"
 import { webcrypto } from "node:crypto"
@@ -15,7 +15,7 @@ import { mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import * as path from "node:path"
 import { promisify } from "node:util"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { NamespaceName } from "../../src/client.js"
+import { NamespaceName, PorticoClient } from "../../src/client.js"
 import { call, expectRefusal, notCalled, refusal, signIn, strictDecode } from "../support/client.js"
 import { type Gateway, startGateway } from "../support/gateway.js"
 
@@ -67,6 +67,15 @@ describe("the typed client on the control plane", () => {
     expect(await call(gw, undefined, (c) => c.system.statusPage())).toMatchObject({ service: "portico", version: status.version })
     expect((await call(gw, ownerKey, (c) => c.system.schemaStatus())).status).toBe("current")
     expectRefusal(await refusal(gw, undefined, (c) => c.system.schemaStatus()), 401, "UNAUTHORIZED")
+  })
+
+  it("serves as an Effect service, over fetch or over the HttpClient the application provides", async () => {
+    const version = Effect.flatMap(PorticoClient, (portico) => portico.system.version())
+    const viaFetch = await Effect.runPromise(version.pipe(Effect.provide(PorticoClient.layer({ baseUrl: gw.url }))))
+    expect(viaFetch.api).toBe("v1")
+    const whoami = Effect.flatMap(PorticoClient, (portico) => portico.auth.whoami())
+    const layer = PorticoClient.layerWithoutHttpClient({ baseUrl: new URL(gw.url), token: ownerKey }).pipe(Layer.provide(FetchHttpClient.layer))
+    expect((await Effect.runPromise(whoami.pipe(Effect.provide(layer)))).namespace).toBe("acme")
   })
 
   it("runs the README's typed-client example as written and prints what the README shows", async () => {
