@@ -45,11 +45,12 @@ type SqlMethods = Derived["sql"]
 type Plain<F> = F extends (...args: never) => Effect.Effect<infer A, infer E, infer R> ? Effect.Effect<Exclude<A, readonly [unknown, unknown]>, E, R> : never
 
 /**
- * The client's type: the derived one, except for the two routes whose bodies the server streams
- * (so their endpoints declare no payload schema, and the derived methods would take none):
- * `storage.upload` takes its multipart form, `sql.import` the SQLite file's bytes.
+ * The client's type: the derived one without the node-to-node group (`internal`: only gateways
+ * call it, with the cluster's coordination MAC), and with the two routes whose bodies the server
+ * streams typed (their endpoints declare no payload schema, so the derived methods would take
+ * none): `storage.upload` takes its multipart form, `sql.import` the SQLite file's bytes.
  */
-export type Client = Omit<Derived, "storage" | "sql"> & {
+export type Client = Omit<Derived, "storage" | "sql" | "internal"> & {
   readonly storage: Omit<StorageMethods, "upload"> & {
     /** `POST /v1/storage/upload`: a form with one file part (`form.append("file", blob, name)`). */
     readonly upload: (request: { readonly payload: FormData }) => Plain<StorageMethods["upload"]>
@@ -79,7 +80,8 @@ export const makeClient = (options: ClientOptions): Effect.Effect<Client, never,
         baseUrl: options.baseUrl,
         httpClient: HttpClient.mapRequest(http, HttpClientRequest.bodyUint8Array(request.payload, "application/octet-stream"))
       }).pipe(Effect.flatMap((send) => send({ withResponse: request.withResponse === true })))
-    return { ...derived, sql: { ...derived.sql, import: importFile } } as unknown as Client
+    const { internal: _nodeToNode, ...forUsers } = derived
+    return { ...forUsers, sql: { ...derived.sql, import: importFile } } as unknown as Client
   })
 
 /** The client as an Effect service. */
@@ -95,8 +97,8 @@ export class PorticoClient extends Context.Tag("portico/PorticoClient")<PorticoC
 
 /**
  * Makes a fetch-based client and runs `use` with it: the whole call is one Effect with no
- * requirements, ready for `Effect.runPromise` (which rejects with the refusal on failure; use
- * `Effect.either` or `Effect.runPromiseExit` to inspect it as a value).
+ * requirements, ready for `Effect.runPromise` (whose promise rejects with a FiberFailure carrying
+ * the refusal; `Effect.either` or `Effect.runPromiseExit` give the refusal as a value).
  */
 export const withPortico = <A, E>(
   options: ClientOptions,
