@@ -125,14 +125,17 @@ export const renderFailure = (
     // most significant error the cause holds.
     {
       const error = Cause.squash(cause)
-      if (isApiError(error)) return asResponse(refusalOf(error))
-      if (error instanceof HttpApiError.HttpApiDecodeError) {
+      if (isApiError(error) || error instanceof HttpApiError.HttpApiDecodeError) {
         // `DELETE /v1/namespace/members/transfer` reaches `DELETE …/members/:wallet`, whose
-        // parameter it can never be: the path is the fixed route's, which has no such method
+        // parameter it can never be: the path is the fixed route's, which has no such method.
+        // Whatever that sibling refused first (its gate, its parameter), the answer is 405.
         const request = yield* HttpServerRequest.HttpServerRequest
         const path = request.url.split("?")[0] ?? "/"
         const fixed = fixedMethods(path)
         if (fixed.length > 0 && !fixed.includes(request.method)) return methodNotAllowed(request.method, path, fixed)
+      }
+      if (isApiError(error)) return asResponse(refusalOf(error))
+      if (error instanceof HttpApiError.HttpApiDecodeError) {
         return errorResponse(400, {
           error: clip(describeIssues(error)),
           code: Code.VALIDATION_FAILED,

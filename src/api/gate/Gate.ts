@@ -59,7 +59,7 @@ export const policyRefusal = (policy: Policy, principal: Principal, operators: R
     case "session":
       if (asSession(principal) === undefined) {
         return forbidden(
-          "this route needs a signed-in user's session token; an API key is refused",
+          "this route needs a signed-in user's token; an API key is refused",
           Code.SESSION_REQUIRED,
           "sign in with a wallet (POST /v1/auth/challenge, /v1/auth/verify) and send its access token"
         )
