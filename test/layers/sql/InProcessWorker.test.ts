@@ -90,7 +90,10 @@ describe("SQLite workers in process", () => {
       }
       expect(yield* run(batch)).toMatchObject({ kind: "statement", index: 1 })
       expect(yield* run(statement(file, "SELECT count(*) FROM t"))).toEqual({ answered: { columns: ["count(*)"], rows: [[0]] } })
-      expect(yield* run({ ...statement(file, "DELETE FROM t"), readOnly: true })).toMatchObject({ kind: "statement" })
+      expect(yield* run({ op: "statement", file, sql: "DELETE FROM t", params: [], kind: "read", shape: "table", readOnly: true })).toMatchObject({
+        kind: "statement",
+        message: "this route runs reads only, and the statement would change the database"
+      })
       expect(yield* run(statement(file, "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c LIMIT 1000) SELECT printf('%050d', x) FROM c"))).toMatchObject({
         kind: "too_large"
       })
