@@ -96,7 +96,7 @@ export interface CoordinationService {
 /**
  * Why a node-to-node call's source or coordination headers refuse it, or undefined when they are
  * well-formed and fresh (`now` in Unix ms). What needs no body, so it is checked before the body
- * is read (src/api/Authentication.ts); the MAC over the body is `verify`'s.
+ * is read (src/api/gate/GatesLive.ts, PeerGate); the MAC over the body is `verify`'s.
  */
 export const coordinationHeadersRefusal = (
   headers: Readonly<Record<string, string | undefined>>,
