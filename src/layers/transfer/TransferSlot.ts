@@ -27,7 +27,10 @@ export class TransferSlot extends Context.Tag("portico/TransferSlot")<TransferSl
     Effect.gen(function* () {
       const config = yield* PorticoConfig
       const budget = Duration.millis(config.sql.transferBudgetMs)
-      // one JavaScript thread: a flag is the whole lock
+      // One JavaScript thread, and a caller is never queued: a flag is the whole lock. The
+      // generation makes giving back idempotent per holder: an early give-back (an export's last
+      // byte) followed by the request's end, or the budget, must not free a slot another transfer
+      // took since, which a Semaphore's release would.
       let taken = false
       let generation = 0
       const take = Effect.suspend(() => {
@@ -53,15 +56,9 @@ export class TransferSlot extends Context.Tag("portico/TransferSlot")<TransferSl
           ),
         hold: (_what) =>
           Effect.flatMap(Effect.acquireRelease(take, give), (held) =>
-            Effect.sync(() => {
-              // a stalled reader must not keep the slot forever; unref'd so it never holds the
-              // process open at shutdown
-              const timer = setTimeout(() => Effect.runSync(give(held)), Duration.toMillis(budget)).unref()
-              return Effect.zipRight(
-                Effect.sync(() => clearTimeout(timer)),
-                give(held)
-              )
-            })
+            // a stalled reader must not keep the slot forever: the budget gives it back, on a
+            // fiber of the request's scope (gone with the request; Effect's clock, so tests drive it)
+            Effect.as(Effect.forkScoped(Effect.delay(give(held), budget)), give(held))
           )
       }
     })

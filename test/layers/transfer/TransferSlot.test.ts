@@ -31,5 +31,31 @@ describe("transfer slot", () => {
         expect(statusOf(yield* Effect.exit(slot.run("import", Effect.void)))).toBe("done")
       })
     )
+
+    it.effect("a held slot (an export's answer) is given back at its last byte, at the request's end, or at the budget", () =>
+      Effect.gen(function* () {
+        const slot = yield* TransferSlot
+        // given back early: free at once; the first request's end then frees nothing another took since
+        const second = yield* Effect.scoped(
+          Effect.gen(function* () {
+            const giveBack = yield* slot.hold("export")
+            expect(statusOf(yield* Effect.exit(slot.run("import", Effect.void)))).toBe(429)
+            yield* giveBack
+            return yield* Effect.fork(Effect.scoped(Effect.zipRight(slot.hold("backup"), Effect.never)))
+          })
+        )
+        yield* TestClock.adjust(Duration.seconds(1))
+        expect(statusOf(yield* Effect.exit(slot.run("import", Effect.void)))).toBe(429)
+        yield* Fiber.interrupt(second)
+        expect(statusOf(yield* Effect.exit(slot.run("import", Effect.void)))).toBe("done")
+        // a stalled reader: the budget gives the slot back
+        const stalled = yield* Effect.fork(Effect.scoped(Effect.zipRight(slot.hold("export"), Effect.never)))
+        yield* TestClock.adjust(Duration.seconds(1))
+        expect(statusOf(yield* Effect.exit(slot.run("import", Effect.void)))).toBe(429)
+        yield* TestClock.adjust(Duration.minutes(5))
+        expect(statusOf(yield* Effect.exit(slot.run("import", Effect.void)))).toBe("done")
+        yield* Fiber.interrupt(stalled)
+      })
+    )
   })
 })
