@@ -3,7 +3,7 @@
  * databases, and two at once would compete for the same disk and memory. A second caller is
  * told to come back (429) rather than queued; a transfer past its budget is stopped.
  */
-import { Context, Duration, Effect, Layer, type Scope } from "effect"
+import { Context, Duration, Effect, Fiber, Layer, type Scope } from "effect"
 import { Code } from "../../domain/Errors.js"
 import { PorticoConfig } from "../config/PorticoConfig.js"
 import { refuse, type SqlRefused } from "../sql/SqlRefused.js"
@@ -19,7 +19,7 @@ export interface TransferSlotService {
   readonly hold: (what: string) => Effect.Effect<Effect.Effect<void>, SqlRefused, Scope.Scope>
 }
 
-const busy = () => refuse(429, Code.RATE_LIMITED, "another import, export or backup is running on this gateway", "retry when it has finished", 5)
+const busy = () => refuse(Code.RATE_LIMITED, "another import, export or backup is running on this gateway", "retry when it has finished", 5)
 
 export class TransferSlot extends Context.Tag("portico/TransferSlot")<TransferSlot, TransferSlotService>() {
   static readonly Live = Layer.effect(
@@ -50,16 +50,20 @@ export class TransferSlot extends Context.Tag("portico/TransferSlot")<TransferSl
               Effect.timeoutFail(work, {
                 duration: budget,
                 onTimeout: () =>
-                  refuse(503, Code.UNAVAILABLE, `the ${what} ran over its ${Duration.format(budget)} budget and was stopped`, "retry later, or move less data at once", 30)
+                  refuse(Code.UNAVAILABLE, `the ${what} ran over its ${Duration.format(budget)} budget and was stopped`, "retry later, or move less data at once", 30)
               }),
             give
           ),
         hold: (_what) =>
-          Effect.flatMap(Effect.acquireRelease(take, give), (held) =>
-            // a stalled reader must not keep the slot forever: the budget gives it back, on a
-            // fiber of the request's scope (gone with the request; Effect's clock, so tests drive it)
-            Effect.as(Effect.forkScoped(Effect.delay(give(held), budget)), give(held))
-          )
+          Effect.gen(function* () {
+            const held = yield* Effect.acquireRelease(take, give)
+            // a stalled reader must not keep the slot forever: the budget gives it back, on its
+            // own fiber (Effect's clock, so tests drive it), stopped when the request ends. Not
+            // `forkScoped`: the request's scope is the listener's own (src/api/node/RequestScope.ts)
+            const budgetFiber = yield* Effect.forkDaemon(Effect.delay(give(held), budget))
+            yield* Effect.addFinalizer(() => Fiber.interrupt(budgetFiber))
+            return give(held)
+          })
       }
     })
   )
