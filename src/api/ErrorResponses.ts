@@ -6,13 +6,10 @@
  */
 import { HttpApiError, HttpServerError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Cause, Effect, Option } from "effect"
-import { type ApiError, Code, type ErrorBody, statusOf } from "../domain/Errors.js"
+import { type ApiError, Code, type ErrorBody, isApiError, statusOf } from "../domain/Errors.js"
 import { BodyNotUtf8 } from "./node/LeanServerRequest.js"
 import { routeIndex } from "./gate/RouteIndex.js"
 import { MAX_PATH_PARAM_LENGTH } from "./Wire.js"
-
-const isApiError = (u: unknown): u is ApiError =>
-  typeof u === "object" && u !== null && "_tag" in u && typeof u._tag === "string" && u._tag in statusOf && "code" in u
 
 /** The envelope's members as sent: `hint` only when there is one. */
 export const envelopeOf = (body: ErrorBody): ErrorBody =>
@@ -29,7 +26,7 @@ export interface Refusal {
 
 /** The one encoder of refusals: the status of the error's class, its envelope, `Retry-After` where it carries one. */
 export const refusalOf = (error: ApiError): Refusal => ({
-  status: statusOf[error._tag],
+  status: statusOf(error),
   body: JSON.stringify(envelopeOf(error)),
   retryAfter: "retryAfterSeconds" in error ? error.retryAfterSeconds : undefined
 })

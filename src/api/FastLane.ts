@@ -22,7 +22,7 @@
  */
 import { Cause, Effect, Either, Exit, Option, Runtime, Schema } from "effect"
 import type * as http from "node:http"
-import type { ApiError } from "../domain/Errors.js"
+import { type ApiError, type DomainRefusal, type ErrorCode, fromRefusal } from "../domain/Errors.js"
 import { decoderOf } from "../domain/FastDecode.js"
 import { oncePerObject } from "../domain/Memo.js"
 import type { Principal } from "../domain/Principal.js"
@@ -41,8 +41,6 @@ import { whoamiOf } from "./groups/AuthGroup.js"
 import { changedText, KeyRequest, MgetRequest, PutRequest, valuesText, valueText } from "./groups/CacheGroup.js"
 import { QueryRequest } from "./groups/DatabaseGroup.js"
 import { StatementRequest } from "./groups/SqlGroup.js"
-import { cacheRefusal } from "./handlers/CacheHandlers.js"
-import { refusedHttp } from "./handlers/Refusals.js"
 import { jsonValue, utf8Text } from "./JsonBody.js"
 import { internalBody } from "./node/DirectAnswers.js"
 import type { Policy } from "./Policy.js"
@@ -102,8 +100,8 @@ const refused = (error: ApiError): Refusal => refusalOf(error)
 /** The app's answer to a defect. */
 const internalError: Answer = { status: 500, body: internalBody }
 
-const fromCache = <A, E extends Parameters<typeof cacheRefusal>[0]>(result: Either.Either<A, E>, then: (a: A) => string): Answer =>
-  Either.isRight(result) ? ok(then(result.right)) : refused(cacheRefusal(result.left))
+const fromCache = <A, E extends DomainRefusal<ErrorCode>>(result: Either.Either<A, E>, then: (a: A) => string): Answer =>
+  Either.isRight(result) ? ok(then(result.right)) : refused(fromRefusal(result.left))
 
 /** A schema's decoder that says undefined instead of why (the app says why). */
 const payloadDecoder = <A, I>(schema: Schema.Schema<A, I>) => {
@@ -165,7 +163,7 @@ const statementAnswer =
   (exit: Exit.Exit<string, Refused>): Answer => {
     if (Exit.isSuccess(exit)) return ok(exit.value)
     const failure = Cause.failureOption(exit.cause)
-    if (Option.isSome(failure)) return refused(refusedHttp(failure.value))
+    if (Option.isSome(failure)) return refused(fromRefusal(failure.value))
     log(exit.cause)
     return internalError
   }

@@ -14,7 +14,20 @@ import { Schema } from "effect"
 import { Wire } from "../domain/Errors.js"
 import { CurrentPrincipal, CurrentSession } from "../domain/Principal.js"
 
-const refusals = Schema.Union(Wire.Unauthorized, Wire.Forbidden, Wire.RateLimited, Wire.Unavailable, Wire.Internal)
+/** What a credential gate answers (Gate.ts `GateRefusal`): any policy's refusal, as the route's policy is not known here. */
+const refusals = Schema.Union(
+  Wire.Unauthorized,
+  Wire.InvalidApiKey,
+  Wire.InvalidToken,
+  Wire.SessionRequired,
+  Wire.GrantRequired,
+  Wire.ControlPlaneRequired,
+  Wire.OwnerRequired,
+  Wire.NotAnOperator,
+  Wire.RateLimited,
+  Wire.Unavailable,
+  Wire.Internal
+)
 
 export class Authentication extends HttpApiMiddleware.Tag<Authentication>()("portico/Authentication", {
   failure: refusals,
@@ -44,7 +57,7 @@ export class SessionAuthentication extends HttpApiMiddleware.Tag<SessionAuthenti
 }) {}
 
 export class PeerGate extends HttpApiMiddleware.Tag<PeerGate>()("portico/PeerGate", {
-  failure: Schema.Union(Wire.Forbidden, Wire.Internal),
+  failure: Schema.Union(Wire.CoordinationRefused, Wire.Internal),
   security: {
     coordinationMac: HttpApiSecurity.apiKey({ in: "header", key: "X-Portico-Coordination-Mac" }).pipe(
       HttpApiSecurity.annotate(

@@ -12,12 +12,12 @@ type Json = Record<string, unknown>
 const isObject = (v: unknown): v is Json => typeof v === "object" && v !== null && !Array.isArray(v)
 
 /**
- * HttpApi always declares its own decode error; we answer schema failures with the common
- * envelope instead (see ErrorResponses.ts), so the document must say so too.
+ * HttpApi always declares its own decode error; we answer schema failures with the catalogue's
+ * VALIDATION_FAILED instead (see ErrorResponses.ts), so the document must say so too.
  */
 const withEnvelopeOnly = (spec: Json): Json => {
   const from = "#/components/schemas/HttpApiDecodeError"
-  const to = "#/components/schemas/ErrorBody"
+  const to = "#/components/schemas/ValidationFailed"
   const rewrite = (node: unknown): unknown => {
     if (Array.isArray(node)) {
       const mapped = node.map(rewrite)

@@ -37,7 +37,7 @@ export const rangedAnswers = (operation: Json): Json => {
   responses["416"] = {
     description: "the range starts past the end of the content (RANGE_NOT_SATISFIABLE)",
     headers: { "Content-Range": { description: "bytes */<size>", schema: { type: "string" } } },
-    content: { "application/json": { schema: { $ref: "#/components/schemas/ErrorBody" } } }
+    content: { "application/json": { schema: { $ref: "#/components/schemas/RangeNotSatisfiable" } } }
   }
   return operation
 }

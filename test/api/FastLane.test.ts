@@ -202,9 +202,9 @@ describe("the fast lane", () => {
     const statement = (kind: string) => (_caller: unknown, sql: string, args: ReadonlyArray<unknown>) => {
       seen.push(`${kind} ${sql} ${JSON.stringify(args, (_, v: unknown) => (typeof v === "bigint" ? `${v}n` : v))}`)
       if (sql === "SELECT 1") return later(Effect.succeed('{"columns":["1"],"rows":[[1]],"count":1}'))
-      if (sql === "busy") return later(Effect.fail(refuse(503, "UNAVAILABLE", "the SQL store is unavailable", "retry shortly", 7)))
+      if (sql === "busy") return later(Effect.fail(refuse("UNAVAILABLE", "the SQL store is unavailable", "retry shortly", 7)))
       if (sql === "bug") return later(Effect.die(new Error("a defect")))
-      return later(Effect.fail(refuse(400, "SQL_ERROR", "no such table: x")))
+      return later(Effect.fail(refuse("SQL_ERROR", "no such table: x")))
     }
     const stand = {
       statementNow: (caller: unknown, sql: string, args: ReadonlyArray<unknown>, expect: "read" | "write", done: (exit: Exit.Exit<string, unknown>) => void) =>

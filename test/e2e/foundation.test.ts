@@ -447,14 +447,15 @@ describe.each(["sqlite", "rqlite"] as const)("foundation over HTTP, registry on 
     expect(doc.body.paths["/v1/internal/storage/evict"].post["x-internal"]).toBe(true)
     // what the handlers write by hand is declared: 206 ranges, Retry-After, optional bodies
     expect(Object.keys(doc.body.paths["/v1/storage/get/{cid}"].get.responses)).toEqual(expect.arrayContaining(["200", "206", "304"]))
-    // an unsatisfiable range is 416 with the envelope on both routes that read content
+    // an unsatisfiable range is 416 with the catalogue's envelope on both routes that read content
     for (const route of ["/v1/storage/get/{cid}", "/v1/storage/relayed/{cid}"]) {
       const answer = doc.body.paths[route].get.responses["416"]
       expect(answer, route).toBeDefined()
-      expect(answer.content["application/json"].schema).toEqual({ $ref: "#/components/schemas/ErrorBody" })
+      expect(answer.content["application/json"].schema).toEqual({ $ref: "#/components/schemas/RangeNotSatisfiable" })
       expect(answer.headers["Content-Range"]).toBeDefined()
     }
-    expect(doc.body.components.schemas.ErrorBody.required).toEqual(["error", "code"])
+    expect(doc.body.components.schemas.RangeNotSatisfiable.required).toEqual(["error", "code"])
+    expect(doc.body.components.schemas.RangeNotSatisfiable.properties.code.enum).toEqual(["RANGE_NOT_SATISFIABLE"])
     expect(doc.body.paths["/v1/auth/whoami"].get.responses["503"].headers["Retry-After"]).toBeDefined()
     expect(doc.body.paths["/v1/auth/logout"].post.requestBody.required).toBe(false)
     // no schema id repeated (JSON Schema validators refuse a document that repeats one)

@@ -6,7 +6,20 @@
  * (FastLane.ts) both call it, so a request gets the same answer on either path.
  */
 import { Clock, Context, Effect, Either, Layer } from "effect"
-import { Code, type Forbidden, forbidden, type Internal, RateLimited, type Unauthorized, unauthorized, type Unavailable, unavailable } from "../../domain/Errors.js"
+import {
+  ControlPlaneRequired,
+  GrantRequired,
+  type Internal,
+  InvalidApiKey,
+  InvalidToken,
+  NotAnOperator,
+  OwnerRequired,
+  RateLimited,
+  SessionRequired,
+  Unauthorized,
+  type Unavailable,
+  unavailable
+} from "../../domain/Errors.js"
 import { asSession, hasGrant, isControlPlane, isNamespaceAdmin, type Principal } from "../../domain/Principal.js"
 import { Authenticator, type CredentialRejected } from "../../layers/auth/Authenticator.js"
 import { PorticoConfig } from "../../layers/config/PorticoConfig.js"
@@ -27,8 +40,11 @@ export interface GateRequest {
   readonly noteNamespace?: ((namespace: string) => void) | undefined
 }
 
+/** What a route's policy refuses a resolved caller with. */
+export type PolicyRefusal = SessionRequired | GrantRequired | ControlPlaneRequired | OwnerRequired | NotAnOperator
+
 /** What the gate answers with: its declared failures (Gates.ts). */
-export type GateRefusal = Unauthorized | Forbidden | RateLimited | Unavailable | Internal
+export type GateRefusal = Unauthorized | InvalidApiKey | InvalidToken | PolicyRefusal | RateLimited | Unavailable | Internal
 
 export type Decision =
   /** The caller (undefined on an open route) may go on; every limit is charged. */
@@ -41,16 +57,15 @@ export type Decision =
 export const rateLimited = (retryAfterSeconds: number, what: string) =>
   new RateLimited({
     error: `too many requests from this ${what}`,
-    code: Code.RATE_LIMITED,
     hint: `retry after ${retryAfterSeconds} s`,
     retryAfterSeconds
   })
 
-const grantRequired = (grant: string) => forbidden(`this route needs the ${grant} grant`, Code.GRANT_REQUIRED)
-const adminsOnly = () => forbidden("this route is for owners and admins", Code.CONTROL_PLANE_REQUIRED, "use an admin key or an admin wallet")
+const grantRequired = (grant: string) => new GrantRequired({ error: `this route needs the ${grant} grant` })
+const adminsOnly = () => new ControlPlaneRequired({ error: "this route is for owners and admins", hint: "use an admin key or an admin wallet" })
 
 /** Why a route policy refuses a resolved caller, or undefined when it admits them. */
-export const policyRefusal = (policy: Policy, principal: Principal, operators: ReadonlyArray<string>): Forbidden | undefined => {
+export const policyRefusal = (policy: Policy, principal: Principal, operators: ReadonlyArray<string>): PolicyRefusal | undefined => {
   switch (policy.kind) {
     case "open":
     case "internal":
@@ -58,22 +73,20 @@ export const policyRefusal = (policy: Policy, principal: Principal, operators: R
       return undefined
     case "session":
       if (asSession(principal) === undefined) {
-        return forbidden(
-          "this route needs a signed-in user's token; an API key is refused",
-          Code.SESSION_REQUIRED,
-          "sign in with a wallet (POST /v1/auth/challenge, /v1/auth/verify) and send its access token"
-        )
+        return new SessionRequired({
+          error: "this route needs a signed-in user's token; an API key is refused",
+          hint: "sign in with a wallet (POST /v1/auth/challenge, /v1/auth/verify) and send its access token"
+        })
       }
       return policy.grant === undefined || hasGrant(principal, policy.grant) ? undefined : grantRequired(policy.grant)
     case "grant":
       return hasGrant(principal, policy.grant) ? undefined : grantRequired(policy.grant)
     case "control-plane":
       if (!isControlPlane(principal)) {
-        return forbidden(
-          "this route needs an admin key or a wallet with role developer or above",
-          Code.CONTROL_PLANE_REQUIRED,
-          "app-runtime keys cannot reach the control plane"
-        )
+        return new ControlPlaneRequired({
+          error: "this route needs an admin key or a wallet with role developer or above",
+          hint: "app-runtime keys cannot reach the control plane"
+        })
       }
       return policy.grant === undefined || hasGrant(principal, policy.grant) ? undefined : grantRequired(policy.grant)
     // Namespace and members write are the owner's and admins' (keys or wallets of those roles): a
@@ -83,34 +96,35 @@ export const policyRefusal = (policy: Policy, principal: Principal, operators: R
         ? adminsOnly()
         : hasGrant(principal, "namespace-write")
           ? undefined
-          : forbidden("this route needs namespace write (owner or admin)", Code.GRANT_REQUIRED)
+          : new GrantRequired({ error: "this route needs namespace write (owner or admin)" })
     case "members-write":
       return !isNamespaceAdmin(principal)
         ? adminsOnly()
         : hasGrant(principal, "members-write")
           ? undefined
-          : forbidden("this route needs members write (owner or admin)", Code.GRANT_REQUIRED)
+          : new GrantRequired({ error: "this route needs members write (owner or admin)" })
     case "owner":
-      if (principal.role !== "owner") return forbidden("only the namespace owner may do this", Code.OWNER_REQUIRED)
+      if (principal.role !== "owner") return new OwnerRequired({ error: "only the namespace owner may do this" })
       return policy.grant === undefined || hasGrant(principal, policy.grant) ? undefined : grantRequired(policy.grant)
     case "operator":
       return hasGrant(principal, "operator") && operators.includes(principal.subject)
         ? undefined
-        : forbidden("this route is for cluster operators", Code.NOT_AN_OPERATOR)
+        : new NotAnOperator({ error: "this route is for cluster operators" })
   }
 }
 
-const credentialRefusal = (e: CredentialRejected | StoreError): Unauthorized | Unavailable =>
+const credentialRefusal = (e: CredentialRejected | StoreError): InvalidApiKey | InvalidToken | Unavailable =>
   e._tag === "CredentialRejected"
-    ? unauthorized(e.reason, e.kind === "api_key" ? Code.INVALID_API_KEY : Code.INVALID_TOKEN)
+    ? e.kind === "api_key"
+      ? new InvalidApiKey({ error: e.reason })
+      : new InvalidToken({ error: e.reason })
     : unavailable("credential store unavailable")
 
 const missingCredential = (header: string | undefined) =>
-  unauthorized(
-    header === undefined ? "credentials required" : "malformed Authorization header",
-    Code.UNAUTHORIZED,
-    "send Authorization: Bearer <api key or access token>"
-  )
+  new Unauthorized({
+    error: header === undefined ? "credentials required" : "malformed Authorization header",
+    hint: "send Authorization: Bearer <api key or access token>"
+  })
 
 export interface GateService {
   /** The decision as far as it can be made without waiting for a store. */

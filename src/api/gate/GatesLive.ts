@@ -5,7 +5,7 @@
  */
 import { HttpRouter, HttpServerRequest } from "@effect/platform"
 import { Clock, Effect, Layer, Option } from "effect"
-import { Code, forbidden, internal } from "../../domain/Errors.js"
+import { CoordinationRefused, internal } from "../../domain/Errors.js"
 import { asSession, type Principal, type Session } from "../../domain/Principal.js"
 import { Coordination, coordinationHeadersRefusal } from "../../layers/coordination/Coordination.js"
 import { Authentication, OpenGate, PeerGate, SessionAuthentication } from "../Gates.js"
@@ -95,7 +95,7 @@ export const PeerGateLive = Layer.effect(
             (yield* Effect.orElseSucceed(request.text, () => undefined).pipe(
               Effect.map((body) => (body !== undefined && coordination.macHolds(route.method, route.path, body, request.headers) ? undefined : "coordination MAC invalid"))
             ))
-          if (refused !== undefined) return yield* Effect.fail(forbidden(refused, Code.COORDINATION_REFUSED))
+          if (refused !== undefined) return yield* Effect.fail(new CoordinationRefused({ error: refused }))
         })
     })
   )

@@ -1,7 +1,7 @@
 /** Credential routes: who am I, key → token, wallet sign-in, refresh, logout and sessions (spec §4.5). */
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "@effect/platform"
 import { Schema } from "effect"
-import { Wire } from "../../domain/Errors.js"
+import { MintRefusals, SessionRefusals, Wire, wiresOf } from "../../domain/Errors.js"
 import { Label, NamespaceName } from "../../domain/Names.js"
 import { grantStrings, type Principal } from "../../domain/Principal.js"
 import { NextCursor, TimeKeyedPage } from "../Paging.js"
@@ -207,9 +207,10 @@ export class AuthGroup extends HttpApiGroup.make("auth")
       .middleware(SessionAuthentication)
       .annotate(RoutePolicy, session())
   )
+  .addError(wiresOf(SessionRefusals))
+  .addError(wiresOf(MintRefusals))
   .addError(Wire.BadRequest)
   .addError(Wire.Unauthorized)
-  .addError(Wire.Forbidden)
-  .addError(Wire.NotFound)
+  .addError(Wire.RateLimited)
   // sign-in routes are open: their credential is in the body (a signature, a refresh token)
   .annotate(RoutePolicy, open) {}

@@ -1,7 +1,7 @@
 /** The cache routes (spec §4.1; grant `cache`, narrowable to `cache:key=<map>/*`). */
 import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Schema } from "effect"
-import { Wire } from "../../domain/Errors.js"
+import { CacheRefusals, wiresOf } from "../../domain/Errors.js"
 import { Authentication } from "../Gates.js"
 import { grant } from "../Policy.js"
 import { FastLaneRoute, RoutePolicy } from "../RouteFacts.js"
@@ -93,11 +93,7 @@ export class CacheGroup extends HttpApiGroup.make("cache")
   .add(HttpApiEndpoint.post("mget", "/v1/cache/mget").setPayload(MgetRequest).addSuccess(MgetAnswer).annotate(FastLaneRoute, "cache.mget"))
   .add(HttpApiEndpoint.post("scan", "/v1/cache/scan").setPayload(ScanRequest).addSuccess(ScanAnswer))
   .add(HttpApiEndpoint.get("health", "/v1/cache/health").addSuccess(CacheHealth))
-  .addError(Wire.BadRequest)
-  .addError(Wire.Forbidden)
-  .addError(Wire.NotFound)
-  .addError(Wire.PayloadTooLarge)
-  .addError(Wire.Unavailable)
+  .addError(wiresOf(CacheRefusals))
   .middleware(Authentication)
   // the grant may be narrowed to keys (cache:key=<map>/*): the cache service checks the key
   .annotate(RoutePolicy, grant("cache")) {}

@@ -59,7 +59,5 @@ export const SetCors = strict(
 export class CorsGroup extends HttpApiGroup.make("cors")
   .add(HttpApiEndpoint.get("get", "/v1/namespace/cors").addSuccess(CorsView))
   .add(HttpApiEndpoint.put("set", "/v1/namespace/cors").setPayload(SetCors).addSuccess(CorsView).annotate(RoutePolicy, namespaceWrite))
-  .addError(Wire.BadRequest)
-  .addError(Wire.Forbidden)
   .middleware(Authentication)
   .annotate(RoutePolicy, authenticated) {}

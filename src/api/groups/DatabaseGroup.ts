@@ -1,7 +1,7 @@
 /** Node-local databases (spec §4.2; control plane: admin key or wallet with role developer or above). */
 import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
 import { Schema } from "effect"
-import { Wire } from "../../domain/Errors.js"
+import { SqlRefusals, wiresOf } from "../../domain/Errors.js"
 import { NameKeyedPage, NextCursor, pageQueryFields, TimeAndText } from "../Paging.js"
 import { Authentication } from "../Gates.js"
 import { controlPlane } from "../Policy.js"
@@ -116,12 +116,6 @@ export class DatabaseGroup extends HttpApiGroup.make("databases")
       .setUrlParams(strict(Schema.Struct({ database_name: DatabaseName, ...pageQueryFields(TimeAndText) })))
       .addSuccess(BackupList)
   )
-  .addError(Wire.BadRequest)
-  .addError(Wire.Forbidden)
-  .addError(Wire.NotFound)
-  .addError(Wire.Conflict)
-  .addError(Wire.PayloadTooLarge)
-  .addError(Wire.RateLimited)
-  .addError(Wire.Unavailable)
+  .addError(wiresOf(SqlRefusals))
   .middleware(Authentication)
   .annotate(RoutePolicy, controlPlane) {}

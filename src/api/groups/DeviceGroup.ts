@@ -1,7 +1,7 @@
 /** Devices of an account, operator device management, and the namespace session policy (spec §4.5). */
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "@effect/platform"
 import { Schema } from "effect"
-import { Wire } from "../../domain/Errors.js"
+import { SessionRefusals, Wire, wiresOf } from "../../domain/Errors.js"
 import { Wallet } from "../../domain/Names.js"
 import { DevicePolicy, SignInPolicy } from "../../domain/SessionPolicy.js"
 import { NextCursor, pageQueryFields, TimeAndText, TimeKeyedPage } from "../Paging.js"
@@ -97,7 +97,5 @@ export class DeviceGroup extends HttpApiGroup.make("devices")
       .middleware(Authentication)
       .annotate(RoutePolicy, namespaceWrite)
   )
-  .addError(Wire.BadRequest)
-  .addError(Wire.Unauthorized)
-  .addError(Wire.Forbidden)
-  .addError(Wire.NotFound) {}
+  .addError(wiresOf(SessionRefusals))
+  .addError(Wire.PolicySweepIncomplete) {}

@@ -6,7 +6,7 @@
 import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { CidParam } from "../../domain/ContentId.js"
-import { Wire } from "../../domain/Errors.js"
+import { SqlRefusals, StorageRefusals, wiresOf } from "../../domain/Errors.js"
 import { ForwardedPrincipal } from "../../domain/Principal.js"
 import { PeerGate } from "../Gates.js"
 import { internalOnly } from "../OpenApiFacts.js"
@@ -45,14 +45,8 @@ export class InternalGroup extends HttpApiGroup.make("internal")
       .annotate(BodyCap, "forwarded")
   )
   .annotateEndpoints(OpenApi.Override, internalOnly)
-  .addError(Wire.BadRequest)
-  .addError(Wire.Unauthorized)
-  .addError(Wire.Forbidden)
-  .addError(Wire.NotFound)
-  .addError(Wire.Conflict)
-  .addError(Wire.PayloadTooLarge)
-  .addError(Wire.RateLimited)
-  .addError(Wire.Unavailable)
+  .addError(wiresOf(SqlRefusals))
+  .addError(wiresOf(StorageRefusals))
   // node to node (spec §4.10): no credential; the source and the coordination MAC over the body
   .middleware(PeerGate)
   .annotate(RoutePolicy, internal) {}

@@ -1,7 +1,7 @@
 /** Members, API keys and the namespace rate limit (spec §4.9). */
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "@effect/platform"
 import { Schema } from "effect"
-import { Wire } from "../../domain/Errors.js"
+import { MintRefusals, NamespaceRefusals, Wire, wiresOf } from "../../domain/Errors.js"
 import { GrantString, KeyProfile, Role } from "../../domain/Grants.js"
 import { KeyId, Label, Wallet } from "../../domain/Names.js"
 import { NextCursor, TimeKeyedPage } from "../Paging.js"
@@ -209,7 +209,5 @@ export class NamespaceGroup extends HttpApiGroup.make("namespace")
       .middleware(Authentication)
       .annotate(RoutePolicy, namespaceWrite)
   )
-  .addError(Wire.BadRequest)
-  .addError(Wire.Forbidden)
-  .addError(Wire.NotFound)
-  .addError(Wire.Conflict) {}
+  .addError(wiresOf(NamespaceRefusals))
+  .addError(wiresOf(MintRefusals)) {}

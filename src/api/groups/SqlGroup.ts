@@ -1,7 +1,7 @@
 /** The cluster SQL store's ORM routes (spec §2.3, §4.3; control plane with grant db:write). */
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "@effect/platform"
 import { Schema } from "effect"
-import { Wire } from "../../domain/Errors.js"
+import { SqlRefusals, wiresOf } from "../../domain/Errors.js"
 import { Authentication } from "../Gates.js"
 import { streamedBody } from "../OpenApiFacts.js"
 import { sqlControl, sqlOwner } from "../Policy.js"
@@ -121,13 +121,7 @@ export class SqlGroup extends HttpApiGroup.make("sql")
         })
       )
   )
-  .addError(Wire.BadRequest)
-  .addError(Wire.Forbidden)
-  .addError(Wire.NotFound)
-  .addError(Wire.Conflict)
-  .addError(Wire.PayloadTooLarge)
-  .addError(Wire.RateLimited)
-  .addError(Wire.Unavailable)
+  .addError(wiresOf(SqlRefusals))
   .middleware(Authentication)
   // the control plane holding db:write (spec §4.3); export and import are the owner's
   .annotate(RoutePolicy, sqlControl) {}

@@ -5,7 +5,7 @@
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { CidParam } from "../../domain/ContentId.js"
-import { Wire } from "../../domain/Errors.js"
+import { StorageRefusals, Wire, wiresOf } from "../../domain/Errors.js"
 import { FETCH_CAP_LIMITS, PIN_STATUSES } from "../../domain/Limits.js"
 import { Authentication, OpenGate, SessionAuthentication } from "../Gates.js"
 import { rangedAnswers, streamedBody } from "../OpenApiFacts.js"
@@ -108,6 +108,7 @@ export class StorageGroup extends HttpApiGroup.make("storage")
     HttpApiEndpoint.get("get", "/v1/storage/get/:cid")
       .setPath(CidPath)
       .addSuccess(Bytes)
+      .addError(Wire.RangeNotSatisfiable)
       .middleware(SessionAuthentication)
       .annotate(RoutePolicy, session("storage-read"))
       .annotate(OpenApi.Transform, rangedAnswers)
@@ -164,15 +165,11 @@ export class StorageGroup extends HttpApiGroup.make("storage")
       .setPath(CidPath)
       .setHeaders(Schema.Struct({ "x-portico-fetch-cap": Schema.optional(Schema.String) }))
       .addSuccess(Bytes)
+      .addError(Wire.FetchCapMissing)
+      .addError(Wire.FetchCapNotAlone)
+      .addError(Wire.RangeNotSatisfiable)
       .middleware(OpenGate)
       .annotate(RoutePolicy, open)
       .annotate(OpenApi.Transform, rangedAnswers)
   )
-  .addError(Wire.BadRequest)
-  .addError(Wire.Unauthorized)
-  .addError(Wire.Forbidden)
-  .addError(Wire.NotFound)
-  .addError(Wire.Conflict)
-  .addError(Wire.PayloadTooLarge)
-  .addError(Wire.RateLimited)
-  .addError(Wire.Unavailable) {}
+  .addError(wiresOf(StorageRefusals)) {}

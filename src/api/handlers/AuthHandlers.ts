@@ -1,25 +1,19 @@
 import { HttpApiBuilder } from "@effect/platform"
 import { Effect, Option } from "effect"
-import { badRequest, Code, forbidden, RateLimited, refusal, unauthorized, unavailable } from "../../domain/Errors.js"
+import { BadRequest, DeviceRequired, Forbidden, RateLimited, Unauthorized, unavailable } from "../../domain/Errors.js"
 import { dataPlane, isControlPlaneRole, type Role } from "../../domain/Grants.js"
 import { CurrentPrincipal, CurrentSession, grantStrings, type Principal } from "../../domain/Principal.js"
 import { SessionPolicy } from "../../layers/sessions/SessionPolicy.js"
 import { RateLimiter } from "../../layers/ratelimit/RateLimiter.js"
 import { ACCESS_TOKEN_SECONDS, Authenticator } from "../../layers/auth/Authenticator.js"
 import { ApiKeys } from "../../layers/keys/ApiKeys.js"
-import type { StoreError } from "../../layers/registry/RegistryStore.js"
-import { type IssuedSession, type SessionRefused, Sessions } from "../../layers/sessions/Sessions.js"
+import { type IssuedSession, Sessions } from "../../layers/sessions/Sessions.js"
 import { PorticoApi } from "../Api.js"
 import { whoamiOf } from "../groups/AuthGroup.js"
 import { nextCursorOf, pageRequest } from "../Paging.js"
 import { toUnixSeconds } from "../Wire.js"
+import { refusedOrDown } from "./Refusals.js"
 import { writtenProof } from "./WrittenProof.js"
-
-/** Sign-in refusals carry their status and spec code; the store failing is a retryable 503. */
-export const asHttp = (e: SessionRefused | StoreError) => {
-  if (e._tag === "StoreError") return unavailable("registry unavailable")
-  return refusal(e.status, e.reason, e.code)
-}
 
 const sessionAnswer = (s: IssuedSession) => ({
   access_token: s.accessToken,
@@ -51,7 +45,6 @@ export const AuthHandlers = HttpApiBuilder.group(PorticoApi, "auth", (handlers) 
           : Effect.fail(
               new RateLimited({
                 error: "too many sign-in attempts for this wallet",
-                code: "RATE_LIMITED",
                 hint: `retry after ${d.retryAfterSeconds} s`,
                 retryAfterSeconds: d.retryAfterSeconds
               })
@@ -67,7 +60,7 @@ export const AuthHandlers = HttpApiBuilder.group(PorticoApi, "auth", (handlers) 
       Effect.flatMap(writtenProof(deviceProof), (proof) =>
         sessions
           .end({ namespace: p.namespace, wallet: p.subject, sessionId, callerDeviceId, deviceProof: proof, reason })
-          .pipe(Effect.mapError(asHttp), Effect.as({ ended: sessionId }))
+          .pipe(Effect.mapError(refusedOrDown), Effect.as({ ended: sessionId }))
       )
     return handlers
       .handle("whoami", () => Effect.map(CurrentPrincipal, whoamiOf))
@@ -75,13 +68,13 @@ export const AuthHandlers = HttpApiBuilder.group(PorticoApi, "auth", (handlers) 
         Effect.gen(function* () {
           const principal = yield* CurrentPrincipal
           if (principal.method !== "api_key" || principal.keyId === undefined) {
-            return yield* badRequest("send an API key to exchange", "the bearer credential here must be an API key")
+            return yield* new BadRequest({ error: "send an API key to exchange", hint: "the bearer credential here must be an API key" })
           }
           const key = yield* keys.active(principal.keyId).pipe(
             Effect.mapError(() => unavailable("credential store unavailable")),
             Effect.flatMap(
               Option.match({
-                onNone: () => Effect.fail(unauthorized("the API key was revoked")),
+                onNone: () => Effect.fail(new Unauthorized({ error: "the API key was revoked" })),
                 onSome: Effect.succeed
               })
             )
@@ -95,7 +88,7 @@ export const AuthHandlers = HttpApiBuilder.group(PorticoApi, "auth", (handlers) 
           .challenge({ wallet: payload.wallet, namespace: payload.namespace, deviceId: payload.device_id })
           .pipe(
             Effect.map((c) => ({ message: c.message, nonce: c.nonce, expires_at: toUnixSeconds(c.expiresAt) })),
-            Effect.mapError(asHttp)
+            Effect.mapError(refusedOrDown)
           )))
       )
       .handle("verify", ({ payload }) =>
@@ -113,7 +106,7 @@ export const AuthHandlers = HttpApiBuilder.group(PorticoApi, "auth", (handlers) 
                 ? { status: "pending_approval" as const, user_code: result.userCode, device_code: result.deviceCode }
                 : sessionAnswer(result)
             ),
-            Effect.mapError(asHttp)
+            Effect.mapError(refusedOrDown)
           )))
       )
       .handle("startDevice", ({ payload }) =>
@@ -121,12 +114,12 @@ export const AuthHandlers = HttpApiBuilder.group(PorticoApi, "auth", (handlers) 
           .startDeviceRequest({ namespace: payload.namespace, deviceKey: payload.device_key, deviceLabel: payload.device_label })
           .pipe(
             Effect.map((c) => ({ device_code: c.deviceCode, user_code: c.userCode, expires_in: c.expiresIn, interval: c.interval })),
-            Effect.mapError(asHttp)
+            Effect.mapError(refusedOrDown)
           )
       )
       .handle("deviceToken", ({ payload }) =>
         Effect.flatMap(writtenProof(payload.device_proof), (deviceProof) =>
-          sessions.collect({ deviceCode: payload.device_code, deviceProof }).pipe(Effect.map(sessionAnswer), Effect.mapError(asHttp))
+          sessions.collect({ deviceCode: payload.device_code, deviceProof }).pipe(Effect.map(sessionAnswer), Effect.mapError(refusedOrDown))
         )
       )
       .handle("approveDevice", ({ payload }) =>
@@ -140,7 +133,7 @@ export const AuthHandlers = HttpApiBuilder.group(PorticoApi, "auth", (handlers) 
               userCode: payload.user_code,
               deviceProof: yield* writtenProof(payload.device_proof)
             })
-            .pipe(Effect.mapError(asHttp))
+            .pipe(Effect.mapError(refusedOrDown))
           return { approved: payload.user_code }
         })
       )
@@ -149,12 +142,12 @@ export const AuthHandlers = HttpApiBuilder.group(PorticoApi, "auth", (handlers) 
           .answerLogin({ userCode: payload.user_code, message: payload.message, signature: payload.signature, deny: payload.deny === true })
           .pipe(
             Effect.map(() => ({ user_code: payload.user_code, status: payload.deny === true ? ("denied" as const) : ("approved" as const) })),
-            Effect.mapError(asHttp)
+            Effect.mapError(refusedOrDown)
           )
       )
       .handle("refresh", ({ payload }) =>
         Effect.flatMap(writtenProof(payload.device_proof), (deviceProof) =>
-          sessions.refresh({ refreshToken: payload.refresh_token, deviceProof }).pipe(Effect.map(sessionAnswer), Effect.mapError(asHttp))
+          sessions.refresh({ refreshToken: payload.refresh_token, deviceProof }).pipe(Effect.map(sessionAnswer), Effect.mapError(refusedOrDown))
         )
       )
       .handle("logout", ({ payload }) =>
@@ -165,7 +158,7 @@ export const AuthHandlers = HttpApiBuilder.group(PorticoApi, "auth", (handlers) 
       .handle("sessions", ({ urlParams }) =>
         Effect.gen(function* () {
           const p = yield* CurrentSession
-          const page = yield* Effect.mapError(sessions.list(p.namespace, p.subject, pageRequest(urlParams)), asHttp)
+          const page = yield* Effect.mapError(sessions.list(p.namespace, p.subject, pageRequest(urlParams)), refusedOrDown)
           return {
             next_cursor: nextCursorOf(page),
             sessions: page.items.map((s) => ({
@@ -182,12 +175,12 @@ export const AuthHandlers = HttpApiBuilder.group(PorticoApi, "auth", (handlers) 
         Effect.gen(function* () {
           const p = yield* CurrentSession
           if (p.deviceId !== undefined) {
-            return yield* forbidden("device-bound sessions are not handed API keys", Code.FORBIDDEN, "use the session's tokens")
+            return yield* new Forbidden({ error: "device-bound sessions are not handed API keys", hint: "use the session's tokens" })
           }
           const policy = yield* Effect.mapError(policies.get(p.namespace), () => unavailable("registry unavailable"))
           const devicePolicy = Option.match(policy, { onNone: () => "optional", onSome: (x) => x.devicePolicy })
           if (devicePolicy !== "optional" && !isControlPlaneRole(p.role as Role)) {
-            return yield* forbidden("this namespace needs device-bound sessions", "DEVICE_REQUIRED")
+            return yield* new DeviceRequired({ error: "this namespace needs device-bound sessions" })
           }
           // A key from a sign-in carries the session's data-plane grants only: control-plane keys
           // are minted through /v1/namespace/keys, where they are audited as such.
@@ -197,7 +190,7 @@ export const AuthHandlers = HttpApiBuilder.group(PorticoApi, "auth", (handlers) 
           // the scopes are the caller's own, so the no-escalation rule in mint never refuses here
           const minted = yield* keys
             .mint({ _tag: "Principal", principal: p }, order)
-            .pipe(Effect.mapError((e) => (e._tag === "StoreError" ? unavailable("registry unavailable") : forbidden("you cannot mint grants you do not hold", Code.GRANT_REQUIRED))))
+            .pipe(Effect.mapError(refusedOrDown))
           const expiresAt = minted.record.expiresAt
           return {
             id: minted.record.id,

@@ -1,18 +1,11 @@
 import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Effect } from "effect"
-import { BadRequest, refusal, unavailable } from "../../domain/Errors.js"
+import { fromRefusal, ValidationFailed } from "../../domain/Errors.js"
 import { memberSource } from "../../domain/StrictJson.js"
-import { Cache, type CacheRefused } from "../../layers/cache/Cache.js"
-import type { CacheUnavailable } from "../../layers/cache/CacheStore.js"
+import { Cache } from "../../layers/cache/Cache.js"
 import { PorticoApi } from "../Api.js"
 import { changedText, valuesText, valueText } from "../groups/CacheGroup.js"
 import { CurrentPrincipal } from "../../domain/Principal.js"
-
-/** A cache refusal as the API error of its status: the handlers' and the fast lane's. */
-export const cacheRefusal = (e: CacheRefused | CacheUnavailable) => {
-  if (e._tag === "CacheUnavailable") return unavailable("cache unavailable")
-  return refusal(e.status, e.reason, e.code, e.hint)
-}
 
 /** An answer assembled around stored JSON text (CacheGroup.ts says why). */
 const rawJson = (text: string) => HttpServerResponse.text(text, { contentType: "application/json" })
@@ -22,7 +15,7 @@ const putValue = Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =
   Effect.flatMap(Effect.orDie(request.text), (text) => {
     const source = memberSource(text, "value")
     return source === undefined
-      ? Effect.fail(new BadRequest({ error: "value is required", code: "VALIDATION_FAILED" }))
+      ? Effect.fail(new ValidationFailed({ error: "value is required" }))
       : Effect.succeed(source)
   })
 )
@@ -35,40 +28,40 @@ export const CacheHandlers = HttpApiBuilder.group(PorticoApi, "cache", (handlers
         Effect.gen(function* () {
           const caller = yield* CurrentPrincipal
           const json = yield* putValue
-          yield* Effect.mapError(cache.put(caller, { dmap: payload.dmap, key: payload.key, json, ttl: payload.ttl }), cacheRefusal)
+          yield* Effect.mapError(cache.put(caller, { dmap: payload.dmap, key: payload.key, json, ttl: payload.ttl }), fromRefusal)
           return rawJson(changedText(payload.key, payload.dmap))
         })
       )
       .handle("get", ({ payload }) =>
         Effect.gen(function* () {
           const caller = yield* CurrentPrincipal
-          const json = yield* Effect.mapError(cache.get(caller, payload.dmap, payload.key), cacheRefusal)
+          const json = yield* Effect.mapError(cache.get(caller, payload.dmap, payload.key), fromRefusal)
           return rawJson(valueText(payload.key, json, payload.dmap))
         })
       )
       .handle("delete", ({ payload }) =>
         Effect.gen(function* () {
           const caller = yield* CurrentPrincipal
-          yield* Effect.mapError(cache.delete(caller, payload.dmap, payload.key), cacheRefusal)
+          yield* Effect.mapError(cache.delete(caller, payload.dmap, payload.key), fromRefusal)
           return rawJson(changedText(payload.key, payload.dmap))
         })
       )
       .handle("mget", ({ payload }) =>
         Effect.gen(function* () {
           const caller = yield* CurrentPrincipal
-          const values = yield* Effect.mapError(cache.mget(caller, payload.dmap, payload.keys), cacheRefusal)
+          const values = yield* Effect.mapError(cache.mget(caller, payload.dmap, payload.keys), fromRefusal)
           return rawJson(valuesText(payload.dmap, payload.keys, values))
         })
       )
       .handle("scan", ({ payload }) =>
         Effect.gen(function* () {
           const caller = yield* CurrentPrincipal
-          const keys = yield* Effect.mapError(cache.scan(caller, payload.dmap, payload.match), cacheRefusal)
+          const keys = yield* Effect.mapError(cache.scan(caller, payload.dmap, payload.match), fromRefusal)
           return { keys: [...keys], count: keys.length, dmap: payload.dmap }
         })
       )
       .handle("health", () =>
-        Effect.as(Effect.mapError(cache.ping, cacheRefusal), { status: "ok" as const, service: "cache" as const })
+        Effect.as(Effect.mapError(cache.ping, fromRefusal), { status: "ok" as const, service: "cache" as const })
       )
   })
 )

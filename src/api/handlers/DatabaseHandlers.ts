@@ -1,12 +1,12 @@
 import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
 import { Effect } from "effect"
+import { fromRefusal } from "../../domain/Errors.js"
 import { type Backup, DatabaseBackups } from "../../layers/sql/DatabaseBackups.js"
 import { LocalDatabases } from "../../layers/sql/LocalDatabases.js"
 import { PorticoApi } from "../Api.js"
 import { nextCursorOf, pageRequest } from "../Paging.js"
 import { toUnixSeconds } from "../Wire.js"
 import { CurrentPrincipal } from "../../domain/Principal.js"
-import { refusedHttp } from "./Refusals.js"
 
 /** Answers are built as JSON text by the engine so 64-bit integers keep every digit. */
 export const rawJson = (text: string) => HttpServerResponse.text(text, { contentType: "application/json" })
@@ -30,7 +30,7 @@ export const DatabaseHandlers = HttpApiBuilder.group(PorticoApi, "databases", (h
       .handle("create", ({ payload }) =>
         Effect.gen(function* () {
           const caller = yield* CurrentPrincipal
-          const record = yield* Effect.mapError(databases.create(caller, payload.database_name), refusedHttp)
+          const record = yield* Effect.mapError(databases.create(caller, payload.database_name), fromRefusal)
           return { name: record.name, home_node: record.homeNode, created_at: toUnixSeconds(record.createdAt) }
         })
       )
@@ -39,7 +39,7 @@ export const DatabaseHandlers = HttpApiBuilder.group(PorticoApi, "databases", (h
           const caller = yield* CurrentPrincipal
           const json = yield* Effect.mapError(
             databases.query(caller, payload.database_name, payload.query, bind(payload.params ?? [])),
-            refusedHttp
+            fromRefusal
           )
           return rawJson(json)
         })
@@ -47,7 +47,7 @@ export const DatabaseHandlers = HttpApiBuilder.group(PorticoApi, "databases", (h
       .handle("list", ({ urlParams }) =>
         Effect.gen(function* () {
           const caller = yield* CurrentPrincipal
-          const page = yield* Effect.mapError(databases.list(caller, pageRequest(urlParams)), refusedHttp)
+          const page = yield* Effect.mapError(databases.list(caller, pageRequest(urlParams)), fromRefusal)
           return {
             next_cursor: nextCursorOf(page),
             databases: page.items.map((d) => ({
@@ -63,20 +63,20 @@ export const DatabaseHandlers = HttpApiBuilder.group(PorticoApi, "databases", (h
       .handle("delete", ({ payload }) =>
         Effect.gen(function* () {
           const caller = yield* CurrentPrincipal
-          yield* Effect.mapError(databases.delete(caller, payload.database_name), refusedHttp)
+          yield* Effect.mapError(databases.delete(caller, payload.database_name), fromRefusal)
           return { name: payload.database_name, deleted: true as const }
         })
       )
       .handle("backup", ({ payload }) =>
         Effect.gen(function* () {
           const caller = yield* CurrentPrincipal
-          return backupWire(yield* Effect.mapError(backups.backup(caller, payload.database_name), refusedHttp))
+          return backupWire(yield* Effect.mapError(backups.backup(caller, payload.database_name), fromRefusal))
         })
       )
       .handle("backups", ({ urlParams }) =>
         Effect.gen(function* () {
           const caller = yield* CurrentPrincipal
-          const page = yield* Effect.mapError(backups.list(caller, urlParams.database_name, pageRequest(urlParams)), refusedHttp)
+          const page = yield* Effect.mapError(backups.list(caller, urlParams.database_name, pageRequest(urlParams)), fromRefusal)
           return {
             database_name: urlParams.database_name,
             backups: page.items.map(backupWire),

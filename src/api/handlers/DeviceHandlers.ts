@@ -1,12 +1,12 @@
 import { HttpApiBuilder } from "@effect/platform"
 import { Effect, Option } from "effect"
-import { Unavailable } from "../../domain/Errors.js"
+import { PolicySweepIncomplete } from "../../domain/Errors.js"
 import { Devices, type DeviceView } from "../../layers/devices/Devices.js"
 import { SessionPolicy } from "../../layers/sessions/SessionPolicy.js"
 import { PorticoApi } from "../Api.js"
 import { nextCursorOf, pageRequest } from "../Paging.js"
 import { toUnixSeconds } from "../Wire.js"
-import { asHttp } from "./AuthHandlers.js"
+import { refusedOrDown } from "./Refusals.js"
 import { CurrentSession } from "../../domain/Principal.js"
 import { CurrentPrincipal } from "../../domain/Principal.js"
 import { writtenProof } from "./WrittenProof.js"
@@ -27,7 +27,7 @@ export const DeviceHandlers = HttpApiBuilder.group(PorticoApi, "devices", (handl
       .handle("list", ({ urlParams }) =>
         Effect.gen(function* () {
           const p = yield* CurrentSession
-          const page = yield* Effect.mapError(devices.list(p.namespace, p.subject, pageRequest(urlParams)), asHttp)
+          const page = yield* Effect.mapError(devices.list(p.namespace, p.subject, pageRequest(urlParams)), refusedOrDown)
           return { devices: page.items.map(view), next_cursor: nextCursorOf(page) }
         })
       )
@@ -43,14 +43,14 @@ export const DeviceHandlers = HttpApiBuilder.group(PorticoApi, "devices", (handl
               deviceProof: yield* writtenProof(payload.device_proof),
               actor: p.subject
             })
-            .pipe(Effect.mapError(asHttp))
+            .pipe(Effect.mapError(refusedOrDown))
           return { revoked: path.id }
         })
       )
       .handle("listFor", ({ urlParams }) =>
         Effect.gen(function* () {
           const p = yield* CurrentPrincipal
-          const page = yield* Effect.mapError(devices.list(p.namespace, urlParams.subject, pageRequest(urlParams)), asHttp)
+          const page = yield* Effect.mapError(devices.list(p.namespace, urlParams.subject, pageRequest(urlParams)), refusedOrDown)
           return { subject: urlParams.subject, devices: page.items.map(view), next_cursor: nextCursorOf(page) }
         })
       )
@@ -66,14 +66,14 @@ export const DeviceHandlers = HttpApiBuilder.group(PorticoApi, "devices", (handl
               deviceProof: undefined,
               actor: p.subject
             })
-            .pipe(Effect.mapError(asHttp))
+            .pipe(Effect.mapError(refusedOrDown))
           return { revoked: path.id }
         })
       )
       .handle("getPolicy", () =>
         Effect.gen(function* () {
           const p = yield* CurrentPrincipal
-          const policy = yield* Effect.mapError(policies.get(p.namespace), asHttp)
+          const policy = yield* Effect.mapError(policies.get(p.namespace), refusedOrDown)
           const value = Option.getOrElse(policy, () => ({ devicePolicy: "optional" as const, signIn: "members" as const }))
           return { namespace: p.namespace, device_policy: value.devicePolicy, sign_in: value.signIn }
         })
@@ -88,9 +88,8 @@ export const DeviceHandlers = HttpApiBuilder.group(PorticoApi, "devices", (handl
             .pipe(
               Effect.mapError(
                 () =>
-                  new Unavailable({
+                  new PolicySweepIncomplete({
                     error: "the policy change could not be written",
-                    code: "POLICY_SWEEP_INCOMPLETE",
                     hint: "repeat the PUT",
                     retryAfterSeconds: 1
                   })

@@ -1,6 +1,6 @@
 import { HttpApiBuilder, HttpServerRequest } from "@effect/platform"
 import { Effect, Option } from "effect"
-import { Code, forbidden } from "../../domain/Errors.js"
+import { CoordinationRefused, fromRefusal } from "../../domain/Errors.js"
 import { canonicalJson, Coordination } from "../../layers/coordination/Coordination.js"
 import { DatabaseBackups } from "../../layers/sql/DatabaseBackups.js"
 import { FORWARD_PATHS, toPrincipal } from "../../layers/sql/HomeNode.js"
@@ -9,7 +9,6 @@ import { EVICT_PATH } from "../../layers/storage/Evictor.js"
 import { Storage } from "../../layers/storage/Storage.js"
 import { PorticoApi } from "../Api.js"
 import { backupWire, bind, rawJson } from "./DatabaseHandlers.js"
-import { refusedHttp } from "./Refusals.js"
 
 export const InternalHandlers = HttpApiBuilder.group(PorticoApi, "internal", (handlers) =>
   Effect.gen(function* () {
@@ -30,7 +29,7 @@ export const InternalHandlers = HttpApiBuilder.group(PorticoApi, "internal", (ha
           Option.getOrUndefined(request.remoteAddress),
           acceptV1
         )
-        if (refused !== undefined) return yield* Effect.fail(forbidden(refused, Code.COORDINATION_REFUSED))
+        if (refused !== undefined) return yield* Effect.fail(new CoordinationRefused({ error: refused }))
       })
 
     return handlers
@@ -38,7 +37,7 @@ export const InternalHandlers = HttpApiBuilder.group(PorticoApi, "internal", (ha
         Effect.gen(function* () {
           // eviction is idempotent: v1 still accepted from a node not yet upgraded (spec §9.4)
           yield* fromPeer(EVICT_PATH, payload, true)
-          return { evicted: yield* Effect.mapError(storage.evictHere(payload.cid), refusedHttp) }
+          return { evicted: yield* Effect.mapError(storage.evictHere(payload.cid), fromRefusal) }
         })
       )
       .handle("sqliteQuery", ({ payload }) =>
@@ -46,21 +45,21 @@ export const InternalHandlers = HttpApiBuilder.group(PorticoApi, "internal", (ha
           yield* fromPeer(FORWARD_PATHS.query, payload)
           const caller = toPrincipal(payload.principal)
           return rawJson(
-            yield* Effect.mapError(databases.queryHere(caller, payload.database_name, payload.query, bind(payload.params)), refusedHttp)
+            yield* Effect.mapError(databases.queryHere(caller, payload.database_name, payload.query, bind(payload.params)), fromRefusal)
           )
         })
       )
       .handle("sqliteDelete", ({ payload }) =>
         Effect.gen(function* () {
           yield* fromPeer(FORWARD_PATHS.delete, payload)
-          yield* Effect.mapError(databases.deleteHere(toPrincipal(payload.principal), payload.database_name), refusedHttp)
+          yield* Effect.mapError(databases.deleteHere(toPrincipal(payload.principal), payload.database_name), fromRefusal)
           return { name: payload.database_name, deleted: true as const }
         })
       )
       .handle("sqliteBackup", ({ payload }) =>
         Effect.gen(function* () {
           yield* fromPeer(FORWARD_PATHS.backup, payload)
-          return backupWire(yield* Effect.mapError(backups.backupHere(toPrincipal(payload.principal), payload.database_name), refusedHttp))
+          return backupWire(yield* Effect.mapError(backups.backupHere(toPrincipal(payload.principal), payload.database_name), fromRefusal))
         })
       )
   })

@@ -1,55 +1,21 @@
 import { HttpApiBuilder } from "@effect/platform"
 import { Clock, Effect, Option } from "effect"
-import { badRequest, Code, conflict, forbidden, notFound, unavailable } from "../../domain/Errors.js"
+import { NotFound, OwnerRequired, unavailable, ValidationFailed } from "../../domain/Errors.js"
 import { type KeyRole, profileGrants } from "../../domain/Grants.js"
 import type { Principal } from "../../domain/Principal.js"
 import { Audit } from "../../layers/audit/Audit.js"
-import { ApiKeys, type ApiKeyRecord, type MintRefused } from "../../layers/keys/ApiKeys.js"
-import { type NamespaceRuleError, Namespaces, rank } from "../../layers/namespaces/Namespaces.js"
+import { ApiKeys, type ApiKeyRecord } from "../../layers/keys/ApiKeys.js"
+import { Namespaces, rank } from "../../layers/namespaces/Namespaces.js"
 import { RateLimiter } from "../../layers/ratelimit/RateLimiter.js"
 import { RegistryStore, type StoreError } from "../../layers/registry/RegistryStore.js"
 import { PorticoApi } from "../Api.js"
 import { nextCursorOf, pageRequest } from "../Paging.js"
 import { toUnixSeconds } from "../Wire.js"
+import { refusedOrDown } from "./Refusals.js"
 import { CurrentSession } from "../../domain/Principal.js"
 import { CurrentPrincipal } from "../../domain/Principal.js"
 
 const storeDown = (_: StoreError) => unavailable("registry unavailable")
-
-const ruleError = (e: NamespaceRuleError) => {
-  switch (e.rule) {
-    case "NoSuchMember":
-      return notFound("no such member")
-    case "NoSuchNamespace":
-      return notFound("no such namespace")
-    case "OwnerImmutable":
-      return forbidden("the owner cannot be changed or removed here", Code.FORBIDDEN, "use POST /v1/namespace/members/transfer")
-    case "RoleTooHigh":
-      return forbidden("only the owner may give, change or remove the admin role", Code.OWNER_REQUIRED)
-    case "NotOwnerNow":
-      return forbidden("only the namespace's current owner may transfer it", Code.OWNER_REQUIRED, "ownership moved since this token was issued")
-    case "KeysCannotManageMembers":
-      return forbidden("a custom key cannot manage members", Code.CONTROL_PLANE_REQUIRED, "use an admin key or a wallet with role admin or owner")
-    case "NotOwner":
-      return conflict("the namespace owner changed meanwhile", Code.CONFLICT, "read the members again and retry")
-    case "NamespaceExists":
-      return conflict("namespace exists", Code.NAMESPACE_EXISTS)
-    case "ZeroAddress":
-      return badRequest("the zero address cannot own a namespace: nobody holds its key", undefined, Code.VALIDATION_FAILED)
-    case "RecipientCannotSignIn":
-      return conflict(
-        "the recipient accepts from its own session, and this wallet cannot sign in to the namespace",
-        Code.CONFLICT,
-        "add the wallet as a member first (POST /v1/namespace/members), then transfer"
-      )
-    case "NoOffer":
-      return notFound("no pending ownership offer", Code.NOT_FOUND, "the owner offers it with POST /v1/namespace/members/transfer; an offer lasts 24 hours")
-    case "OfferForAnother":
-      return forbidden("the pending ownership offer is for another wallet", Code.FORBIDDEN, "sign in with the wallet the offer names")
-    case "OfferChanged":
-      return conflict("the ownership offer was cancelled, replaced or taken meanwhile", Code.CONFLICT, "read GET /v1/namespace/members/transfer and retry")
-  }
-}
 
 /** The caller's wallet when a signed-in wallet (not a key, nor a token exchanged from one) asks. */
 const walletOf = (p: Principal): string | undefined => (p.method === "jwt" && p.keyId === undefined ? p.subject : undefined)
@@ -65,14 +31,6 @@ const keyView = (k: ApiKeyRecord) => ({
   expires_at: k.expiresAt === undefined ? null : toUnixSeconds(k.expiresAt),
   revoked_at: k.revokedAt === undefined ? null : toUnixSeconds(k.revokedAt)
 })
-
-/** What ApiKeys.mint refused, as the wire says it. */
-const mintRefusal = (e: MintRefused) =>
-  e.rule === "GrantsNotHeld"
-    ? forbidden(`you cannot mint grants you do not hold: ${e.grants.join(", ")}`, Code.GRANT_REQUIRED)
-    : e.rule === "AdminKeyNeedsAdmin"
-      ? forbidden("only owners and admins mint admin keys", Code.GRANT_REQUIRED)
-      : forbidden("a key is minted in the caller's own namespace", Code.FORBIDDEN)
 
 export const NamespaceHandlers = HttpApiBuilder.group(PorticoApi, "namespace", (handlers) =>
   Effect.gen(function* () {
@@ -114,7 +72,7 @@ export const NamespaceHandlers = HttpApiBuilder.group(PorticoApi, "namespace", (
           const p = yield* CurrentPrincipal
           const { member, created } = yield* namespaces
             .putMember(p.namespace, payload.wallet, payload.role, p.subject, p.role)
-            .pipe(Effect.catchTags({ NamespaceRuleError: (e) => Effect.fail(ruleError(e)), StoreError: (e) => Effect.fail(storeDown(e)) }))
+            .pipe(Effect.mapError(refusedOrDown))
           return {
             namespace: p.namespace,
             created,
@@ -127,7 +85,7 @@ export const NamespaceHandlers = HttpApiBuilder.group(PorticoApi, "namespace", (
           const p = yield* CurrentPrincipal
           yield* namespaces
             .removeMember(p.namespace, path.wallet, p.subject, p.role)
-            .pipe(Effect.catchTags({ NamespaceRuleError: (e) => Effect.fail(ruleError(e)), StoreError: (e) => Effect.fail(storeDown(e)) }))
+            .pipe(Effect.mapError(refusedOrDown))
           return { namespace: p.namespace, removed: path.wallet }
         })
       )
@@ -136,7 +94,7 @@ export const NamespaceHandlers = HttpApiBuilder.group(PorticoApi, "namespace", (
           const p = yield* CurrentPrincipal
           const outcome = yield* namespaces
             .transfer(p.namespace, payload.wallet, p.subject, walletOf(p))
-            .pipe(Effect.catchTags({ NamespaceRuleError: (e) => Effect.fail(ruleError(e)), StoreError: (e) => Effect.fail(storeDown(e)) }))
+            .pipe(Effect.mapError(refusedOrDown))
           // to the owner it already has: nothing to offer, the ownership as it stands
           if ("name" in outcome) return { namespace: p.namespace, owner: outcome.owner ?? payload.wallet }
           return {
@@ -166,7 +124,7 @@ export const NamespaceHandlers = HttpApiBuilder.group(PorticoApi, "namespace", (
           const p = yield* CurrentSession
           const record = yield* namespaces
             .acceptTransfer(p.namespace, p.subject)
-            .pipe(Effect.catchTags({ NamespaceRuleError: (e) => Effect.fail(ruleError(e)), StoreError: (e) => Effect.fail(storeDown(e)) }))
+            .pipe(Effect.mapError(refusedOrDown))
           return { namespace: p.namespace, owner: record.owner ?? p.subject }
         })
       )
@@ -175,7 +133,7 @@ export const NamespaceHandlers = HttpApiBuilder.group(PorticoApi, "namespace", (
           const p = yield* CurrentPrincipal
           const offer = yield* namespaces
             .cancelTransfer(p.namespace, p.subject, walletOf(p))
-            .pipe(Effect.catchTags({ NamespaceRuleError: (e) => Effect.fail(ruleError(e)), StoreError: (e) => Effect.fail(storeDown(e)) }))
+            .pipe(Effect.mapError(refusedOrDown))
           return { namespace: p.namespace, cancelled: offer.to }
         })
       )
@@ -190,7 +148,7 @@ export const NamespaceHandlers = HttpApiBuilder.group(PorticoApi, "namespace", (
         Effect.gen(function* () {
           const p = yield* CurrentPrincipal
           if ((payload.scopes === undefined) === (payload.profile === undefined)) {
-            return yield* badRequest("send exactly one of scopes or profile", "for example {\"profile\":\"runtime\"}", Code.VALIDATION_FAILED)
+            return yield* new ValidationFailed({ error: "send exactly one of scopes or profile", hint: "for example {\"profile\":\"runtime\"}" })
           }
           const role: KeyRole = payload.profile ?? "custom"
           const scopes: ReadonlyArray<string> =
@@ -200,7 +158,7 @@ export const NamespaceHandlers = HttpApiBuilder.group(PorticoApi, "namespace", (
           const label = payload.label ?? ""
           const minted = yield* keys
             .mint({ _tag: "Principal", principal: p }, { namespace: p.namespace, role, scopes, label, expiresInDays: payload.expires_in_days })
-            .pipe(Effect.catchTags({ MintRefused: (e) => Effect.fail(mintRefusal(e)), StoreError: (e) => Effect.fail(storeDown(e)) }))
+            .pipe(Effect.mapError(refusedOrDown))
           const expiresAt = minted.record.expiresAt
           return {
             id: minted.record.id,
@@ -217,10 +175,10 @@ export const NamespaceHandlers = HttpApiBuilder.group(PorticoApi, "namespace", (
         Effect.gen(function* () {
           const p = yield* CurrentPrincipal
           const target = yield* Effect.mapError(keys.active(path.id), storeDown)
-          if (Option.isNone(target) || target.value.namespace !== p.namespace) return yield* notFound("no such active key in this namespace")
+          if (Option.isNone(target) || target.value.namespace !== p.namespace) return yield* new NotFound({ error: "no such active key in this namespace" })
           // as with members: keys below the caller's rank, its own key, or anything for the owner
           if (p.role !== "owner" && target.value.id !== p.keyId && rank[target.value.role] >= rank[p.role]) {
-            return yield* forbidden(`a ${p.role} cannot revoke a ${target.value.role} key`, Code.OWNER_REQUIRED, "the owner revokes admin and owner keys")
+            return yield* new OwnerRequired({ error: `a ${p.role} cannot revoke a ${target.value.role} key`, hint: "the owner revokes admin and owner keys" })
           }
           const now = yield* Clock.currentTimeMillis
           const entry = yield* audit.entry(p.namespace, "key.revoke", p.subject, path.id, {}, { onlyIfChanged: true })
@@ -228,7 +186,7 @@ export const NamespaceHandlers = HttpApiBuilder.group(PorticoApi, "namespace", (
             store.batch([keys.revokeStatement(p.namespace, path.id, now), entry]),
             storeDown
           )
-          if (result === undefined || result.rowsAffected === 0) return yield* notFound("no such active key in this namespace")
+          if (result === undefined || result.rowsAffected === 0) return yield* new NotFound({ error: "no such active key in this namespace" })
           return { id: path.id, revoked: true as const }
         })
       )
@@ -237,18 +195,17 @@ export const NamespaceHandlers = HttpApiBuilder.group(PorticoApi, "namespace", (
         Effect.gen(function* () {
           const p = yield* CurrentPrincipal
           if (payload.requests_per_second === null && payload.burst !== undefined) {
-            return yield* badRequest("burst needs requests_per_second; null restores the default for both", undefined, Code.VALIDATION_FAILED)
+            return yield* new ValidationFailed({ error: "burst needs requests_per_second; null restores the default for both" })
           }
           // A tenant may lower its limit, not raise it: the operator's per-namespace default is
           // what this gateway was sized for, and one namespace lifting itself would take the
           // capacity its neighbours share.
           const ceiling = limiter.namespaceCeiling
           const aboveCeiling = (what: string, max: number) =>
-            badRequest(
-              `${what} may be at most ${max}`,
-              `the ceiling is this gateway's per-namespace default (${ceiling.rps} requests per second, burst ${ceiling.burst}); a namespace may lower its limit, only the operator raises the default`,
-              Code.VALIDATION_FAILED
-            )
+            new ValidationFailed({
+              error: `${what} may be at most ${max}`,
+              hint: `the ceiling is this gateway's per-namespace default (${ceiling.rps} requests per second, burst ${ceiling.burst}); a namespace may lower its limit, only the operator raises the default`
+            })
           const rps = payload.requests_per_second
           if (rps !== null && rps > ceiling.rps) return yield* aboveCeiling("requests_per_second", ceiling.rps)
           if (payload.burst !== undefined && payload.burst > ceiling.burst) return yield* aboveCeiling("burst", ceiling.burst)

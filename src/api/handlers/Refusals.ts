@@ -1,5 +1,11 @@
-import { wideRefusal } from "../../domain/Errors.js"
-import type { Refused } from "../../layers/Refused.js"
+import { type DomainRefusal, type ErrorCode, type ErrorOf, fromRefusal, type Unavailable, unavailable } from "../../domain/Errors.js"
+import { StoreError } from "../../layers/registry/RegistryStore.js"
 
-/** A service's refusal as the API error of its status. */
-export const refusedHttp = (e: Refused) => wideRefusal(e.status, e.reason, e.code, e.hint, e.retryAfterSeconds)
+/**
+ * A service's refusal as the catalogue's class of its code, and the registry not answering (a
+ * StoreError, which is no refusal: its detail is for the log) as 503 UNAVAILABLE.
+ */
+export const refusedOrDown = <E extends DomainRefusal<ErrorCode> | StoreError>(
+  e: E
+): ErrorOf<Exclude<E, StoreError>["code"]> | Unavailable =>
+  e instanceof StoreError ? unavailable("registry unavailable") : fromRefusal(e as DomainRefusal<Exclude<E, StoreError>["code"]>)

@@ -1,13 +1,12 @@
 import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Effect, Stream } from "effect"
 import { resolveRange } from "../../domain/ByteRange.js"
-import { badRequest, Code, unauthorized } from "../../domain/Errors.js"
+import { BadRequest, Code, FetchCapMissing, FetchCapNotAlone, fromRefusal } from "../../domain/Errors.js"
 import { FetchCaps } from "../../layers/storage/FetchCaps.js"
 import { Storage } from "../../layers/storage/Storage.js"
 import { PorticoApi } from "../Api.js"
 import { bodyOf } from "../NodeAdapter.js"
 import { CurrentPrincipal, CurrentSession } from "../../domain/Principal.js"
-import { refusedHttp } from "./Refusals.js"
 
 
 /**
@@ -25,7 +24,7 @@ export const StorageHandlers = HttpApiBuilder.group(PorticoApi, "storage", (hand
     const serve = (namespace: string, cidText: string) =>
       Effect.gen(function* () {
         const request = yield* HttpServerRequest.HttpServerRequest
-        const { cid, size } = yield* Effect.mapError(storage.open(namespace, cidText), refusedHttp)
+        const { cid, size } = yield* Effect.mapError(storage.open(namespace, cidText), fromRefusal)
         const etag = `"${cid}"`
         const headers = {
           etag,
@@ -85,10 +84,10 @@ export const StorageHandlers = HttpApiBuilder.group(PorticoApi, "storage", (hand
           const contentType = request.headers["content-type"] ?? ""
           if (!/^multipart\/form-data\s*;/i.test(contentType)) {
             return yield* Effect.fail(
-              badRequest("the upload must be multipart/form-data", "send the bytes in a field named file (curl -F file=@path)")
+              new BadRequest({ error: "the upload must be multipart/form-data", hint: "send the bytes in a field named file (curl -F file=@path)" })
             )
           }
-          const stored = yield* Effect.mapError(storage.upload(caller, contentType, bodyOf(request)), refusedHttp)
+          const stored = yield* Effect.mapError(storage.upload(caller, contentType, bodyOf(request)), fromRefusal)
           return { Cid: stored.cid, Size: stored.size, Name: stored.name }
         })
       )
@@ -96,48 +95,48 @@ export const StorageHandlers = HttpApiBuilder.group(PorticoApi, "storage", (hand
       .handle("pin", ({ payload }) =>
         Effect.gen(function* () {
           const caller = yield* CurrentSession
-          yield* Effect.mapError(storage.pin(caller, payload.cid, payload.name), refusedHttp)
-          return statusWire(yield* Effect.mapError(storage.status(caller, payload.cid), refusedHttp))
+          yield* Effect.mapError(storage.pin(caller, payload.cid, payload.name), fromRefusal)
+          return statusWire(yield* Effect.mapError(storage.status(caller, payload.cid), fromRefusal))
         })
       )
       .handle("status", ({ path }) =>
         Effect.gen(function* () {
           const caller = yield* CurrentSession
-          return statusWire(yield* Effect.mapError(storage.status(caller, path.cid), refusedHttp))
+          return statusWire(yield* Effect.mapError(storage.status(caller, path.cid), fromRefusal))
         })
       )
       .handle("unpin", ({ path, urlParams }) =>
         Effect.gen(function* () {
           const caller = yield* CurrentSession
-          const answer = yield* Effect.mapError(storage.unpin(caller, path.cid, urlParams.immediate === "true"), refusedHttp)
+          const answer = yield* Effect.mapError(storage.unpin(caller, path.cid, urlParams.immediate === "true"), fromRefusal)
           return { Cid: answer.cid, evicted: answer.evicted }
         })
       )
       .handle("mintFetchCaps", ({ payload }) =>
         Effect.gen(function* () {
           const caller = yield* CurrentPrincipal
-          return yield* Effect.mapError(caps.mint(caller, payload.cid, payload.count, payload.ttl_seconds), refusedHttp)
+          return yield* Effect.mapError(caps.mint(caller, payload.cid, payload.count, payload.ttl_seconds), fromRefusal)
         })
       )
       .handle("revokeFetchCap", ({ path, headers }) => {
         // hex is hex in either case; ids are minted and answered in lower case
         const id = path.id.toLowerCase()
-        return Effect.as(Effect.mapError(caps.revoke(id, headers["x-portico-revoke-key"]), refusedHttp), { revoked: id })
+        return Effect.as(Effect.mapError(caps.revoke(id, headers["x-portico-revoke-key"]), fromRefusal), { revoked: id })
       })
       .handle("relayed", ({ path, headers }) =>
         Effect.gen(function* () {
           const request = yield* HttpServerRequest.HttpServerRequest
           const token = headers["x-portico-fetch-cap"]
           if (token === undefined || token.length === 0) {
-            return yield* Effect.fail(unauthorized("a fetch capability is required", Code.FETCH_CAP_MISSING, "send X-Portico-Fetch-Cap: <token>"))
+            return yield* Effect.fail(new FetchCapMissing({ error: "a fetch capability is required", hint: "send X-Portico-Fetch-Cap: <token>" }))
           }
           // a capability stands alone: a credential beside it would tie the fetch to an account
           if (request.headers["authorization"] !== undefined || request.headers["cookie"] !== undefined) {
             return yield* Effect.fail(
-              badRequest("send the fetch capability without any other credential", "drop the Authorization header", Code.FETCH_CAP_NOT_ALONE)
+              new FetchCapNotAlone({ error: "send the fetch capability without any other credential", hint: "drop the Authorization header" })
             )
           }
-          const namespace = yield* Effect.mapError(caps.redeem(token, path.cid), refusedHttp)
+          const namespace = yield* Effect.mapError(caps.redeem(token, path.cid), fromRefusal)
           return yield* serve(namespace, path.cid)
         })
       )

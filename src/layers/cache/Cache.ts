@@ -5,22 +5,26 @@
 import { Clock, Context, Data, Effect, Either, Layer, Option } from "effect"
 import { RE2JS } from "re2js"
 import { ENTRY_MAX_BYTES, entryBytes, KEY_BOUND_BYTES, keyBytes, MGET_MAX_KEYS, parseTtl } from "../../domain/CacheRules.js"
+import { type CacheCode, statusOfCode } from "../../domain/Errors.js"
 import { cacheGrantReaches, cacheGrantReachesMap } from "../../domain/Grants.js"
 import type { Principal } from "../../domain/Principal.js"
 import { type CacheEntry, CacheStore, type CacheUnavailable } from "./CacheStore.js"
 import { MemoryCacheStore } from "./MemoryCacheStore.js"
 
+/** A cache rule refused the request, in the cache family's codes; `status` is the code's (the catalogue's). */
 export class CacheRefused extends Data.TaggedError("CacheRefused")<{
-  readonly status: 400 | 403 | 404 | 413
-  readonly code: string
+  readonly status: number
+  readonly code: Exclude<CacheCode, "UNAVAILABLE">
   readonly reason: string
   readonly hint?: string
 }> {}
 
-const refuse = (status: 400 | 403 | 404 | 413, code: string, reason: string, hint?: string) =>
-  new CacheRefused(hint === undefined ? { status, code, reason } : { status, code, reason, hint })
+const refuse = (code: CacheRefused["code"], reason: string, hint?: string) => {
+  const status = statusOfCode[code]
+  return new CacheRefused(hint === undefined ? { status, code, reason } : { status, code, reason, hint })
+}
 
-const miss = refuse(404, "NOT_FOUND", "no such key", "a miss is not an error: treat the key as absent")
+const miss = refuse("NOT_FOUND", "no such key", "a miss is not an error: treat the key as absent")
 
 export interface CacheService {
   readonly engine: "memory" | "redis"
@@ -65,16 +69,15 @@ export interface CacheNow {
   readonly mget: (caller: Principal, dmap: string, keys: ReadonlyArray<string>) => Either.Either<ReadonlyArray<string | undefined>, CacheRefused>
 }
 
-const keyTooLong = refuse(413, "PAYLOAD_TOO_LARGE", `map name + key is over ${KEY_BOUND_BYTES} bytes`, "the map name counts its UTF-8 length plus 2")
-const entryTooLarge = refuse(413, "PAYLOAD_TOO_LARGE", `the entry is over ${ENTRY_MAX_BYTES} bytes`, "key and encoding count too")
+const keyTooLong = refuse("PAYLOAD_TOO_LARGE", `map name + key is over ${KEY_BOUND_BYTES} bytes`, "the map name counts its UTF-8 length plus 2")
+const entryTooLarge = refuse("PAYLOAD_TOO_LARGE", `the entry is over ${ENTRY_MAX_BYTES} bytes`, "key and encoding count too")
 const overBound = refuse(
-  413,
   "PAYLOAD_TOO_LARGE",
   "the entry is larger than this namespace's whole cache bound",
   "the embedded cache's bound is PORTICO_CACHE_MAX_BYTES per namespace; an entry counts its key, value and about 96 bytes"
 )
-const tooManyKeys = refuse(400, "VALIDATION_FAILED", `at most ${MGET_MAX_KEYS} keys per mget`)
-const notCovered = (dmap: string, key: string) => refuse(403, "GRANT_REQUIRED", `your cache grant does not cover ${dmap}/${key}`)
+const tooManyKeys = refuse("VALIDATION_FAILED", `at most ${MGET_MAX_KEYS} keys per mget`)
+const notCovered = (dmap: string, key: string) => refuse("GRANT_REQUIRED", `your cache grant does not cover ${dmap}/${key}`)
 
 /** Why a get or delete is refused before any lookup, if it is: a key too long to exist is a miss. */
 const keyRefusal = (caller: Principal, dmap: string, key: string): CacheRefused | undefined =>
@@ -111,7 +114,7 @@ export class Cache extends Context.Tag("portico/Cache")<Cache, CacheService>() {
         const ttlMs = input.ttl === undefined ? 0 : parseTtl(input.ttl)
         if (ttlMs === undefined) {
           return Either.left(
-            refuse(400, "VALIDATION_FAILED", `invalid ttl "${input.ttl}"`, "a duration such as 30s, 5m, 1h30m, up to 10 years; 0s for none")
+            refuse("VALIDATION_FAILED", `invalid ttl "${input.ttl}"`, "a duration such as 30s, 5m, 1h30m, up to 10 years; 0s for none")
           )
         }
         if (entryBytes(input.dmap, input.key, input.json) > ENTRY_MAX_BYTES) return Either.left(entryTooLarge)
@@ -173,13 +176,13 @@ export class Cache extends Context.Tag("portico/Cache")<Cache, CacheService>() {
         scan: (caller, dmap, match) =>
           Effect.gen(function* () {
             // a map the grant cannot reach is refused like every other route, not shown as empty
-            if (!allowsMap(caller, dmap)) return yield* Effect.fail(refuse(403, "GRANT_REQUIRED", `your cache grant does not cover the map ${dmap}`))
+            if (!allowsMap(caller, dmap)) return yield* Effect.fail(refuse("GRANT_REQUIRED", `your cache grant does not cover the map ${dmap}`))
             // RE2 semantics: matching time is linear in the key, whatever the tenant's pattern.
             let matcher: (key: string) => boolean = () => true
             if (match !== undefined) {
               const compiled = yield* Effect.try({
                 try: () => RE2JS.compile(match),
-                catch: () => refuse(400, "VALIDATION_FAILED", "invalid regular expression in match", "RE2 syntax")
+                catch: () => refuse("VALIDATION_FAILED", "invalid regular expression in match", "RE2 syntax")
               })
               matcher = (key) => compiled.matcher(key).find()
             }

@@ -6,7 +6,12 @@
  */
 import { Context, Data, type Effect, type Option } from "effect"
 
-export class CacheUnavailable extends Data.TaggedError("CacheUnavailable")<{ readonly detail: string }> {}
+/** The engine did not answer; `detail` is for the log, the client hears the catalogue's UNAVAILABLE. */
+export class CacheUnavailable extends Data.TaggedError("CacheUnavailable")<{ readonly detail: string }> {
+  readonly code = "UNAVAILABLE" as const
+  readonly reason = "cache unavailable"
+  readonly hint = "retry shortly"
+}
 
 export interface CacheEntry {
   /** The value's JSON text, exactly as the client wrote it. */

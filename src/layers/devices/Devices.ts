@@ -5,6 +5,7 @@
  * request against the shared registry).
  */
 import { Clock, Context, Effect, Layer, Option } from "effect"
+import { type SessionCode, statusOfCode } from "../../domain/Errors.js"
 import { Audit } from "../audit/Audit.js"
 import { type Page, type PageRequest, readPage } from "../registry/Keyset.js"
 import { RegistryStore, type Row, type StoreError } from "../registry/RegistryStore.js"
@@ -37,7 +38,7 @@ export interface DevicesService {
   }) => Effect.Effect<void, SessionRefused | StoreError>
 }
 
-const refuse = (status: 400 | 401 | 403 | 404, code: string, reason: string) => new SessionRefused({ status, code, reason })
+const refuse = (code: SessionCode, reason: string) => new SessionRefused({ status: statusOfCode[code], code, reason })
 
 const toView = (r: Row): DeviceView => ({
   id: String(r.id),
@@ -83,7 +84,7 @@ export class Devices extends Context.Tag("portico/Devices")<Devices, DevicesServ
           Effect.gen(function* () {
             const target = yield* row(input.namespace, input.deviceId)
             if (Option.isNone(target) || (input.account !== undefined && target.value.wallet !== input.account)) {
-              return yield* refuse(404, "DEVICE_NOT_FOUND", "no such device for this account")
+              return yield* refuse("DEVICE_NOT_FOUND", "no such device for this account")
             }
             // A caller bound to a device proves that device's key over the target id.
             if (input.callerDeviceId !== undefined) {

@@ -8,6 +8,7 @@
  */
 import { Clock, Context, Data, Effect, Either, Layer, Option } from "effect"
 import * as crypto from "node:crypto"
+import type { MintCode } from "../../domain/Errors.js"
 import { type Grant, type KeyRole, parseGrant } from "../../domain/Grants.js"
 import type { Principal } from "../../domain/Principal.js"
 import { Audit } from "../audit/Audit.js"
@@ -68,10 +69,22 @@ export interface MintOrder {
 }
 
 /** A mint the caller may not make; `grants` names what it asked for beyond what it holds. */
+/** The minter asked beyond what it holds; answered with the rule's code and message. */
 export class MintRefused extends Data.TaggedError("MintRefused")<{
   readonly rule: "GrantsNotHeld" | "AdminKeyNeedsAdmin" | "OtherNamespace"
   readonly grants: ReadonlyArray<string>
-}> {}
+}> {
+  get code(): MintCode {
+    return this.rule === "OtherNamespace" ? "FORBIDDEN" : "GRANT_REQUIRED"
+  }
+  get reason(): string {
+    return this.rule === "GrantsNotHeld"
+      ? `you cannot mint grants you do not hold: ${this.grants.join(", ")}`
+      : this.rule === "AdminKeyNeedsAdmin"
+        ? "only owners and admins mint admin keys"
+        : "a key is minted in the caller's own namespace"
+  }
+}
 
 /** The scopes a principal asks for beyond the unrestricted grants it holds. */
 export const exceeding = (minter: Principal, scopes: ReadonlyArray<string>): ReadonlyArray<string> => {

@@ -3,6 +3,7 @@
  * conditional changes are SQL predicates whose row counts decide the answer.
  */
 import { Clock, Context, Data, Effect, Layer, Option } from "effect"
+import type { NamespaceCode } from "../../domain/Errors.js"
 import { type KeyRole, type Role, profileGrants } from "../../domain/Grants.js"
 import { Audit } from "../audit/Audit.js"
 import { ApiKeys, type MintedKey } from "../keys/ApiKeys.js"
@@ -25,23 +26,54 @@ export interface Member {
 }
 
 /** A namespace rule refused the change; the API maps each rule to its status. */
+/** How each namespace rule is answered: its catalogue code, the message and the hint. */
+const ruleAnswers = {
+  NoSuchMember: { code: "NOT_FOUND", reason: "no such member" },
+  NoSuchNamespace: { code: "NOT_FOUND", reason: "no such namespace" },
+  OwnerImmutable: { code: "FORBIDDEN", reason: "the owner cannot be changed or removed here", hint: "use POST /v1/namespace/members/transfer" },
+  RoleTooHigh: { code: "OWNER_REQUIRED", reason: "only the owner may give, change or remove the admin role" },
+  NotOwnerNow: { code: "OWNER_REQUIRED", reason: "only the namespace's current owner may transfer it", hint: "ownership moved since this token was issued" },
+  KeysCannotManageMembers: {
+    code: "CONTROL_PLANE_REQUIRED",
+    reason: "a custom key cannot manage members",
+    hint: "use an admin key or a wallet with role admin or owner"
+  },
+  NotOwner: { code: "CONFLICT", reason: "the namespace owner changed meanwhile", hint: "read the members again and retry" },
+  NamespaceExists: { code: "NAMESPACE_EXISTS", reason: "namespace exists" },
+  ZeroAddress: { code: "VALIDATION_FAILED", reason: "the zero address cannot own a namespace: nobody holds its key" },
+  RecipientCannotSignIn: {
+    code: "CONFLICT",
+    reason: "the recipient accepts from its own session, and this wallet cannot sign in to the namespace",
+    hint: "add the wallet as a member first (POST /v1/namespace/members), then transfer"
+  },
+  NoOffer: {
+    code: "NOT_FOUND",
+    reason: "no pending ownership offer",
+    hint: "the owner offers it with POST /v1/namespace/members/transfer; an offer lasts 24 hours"
+  },
+  OfferForAnother: { code: "FORBIDDEN", reason: "the pending ownership offer is for another wallet", hint: "sign in with the wallet the offer names" },
+  OfferChanged: {
+    code: "CONFLICT",
+    reason: "the ownership offer was cancelled, replaced or taken meanwhile",
+    hint: "read GET /v1/namespace/members/transfer and retry"
+  }
+} as const satisfies Record<string, { readonly code: NamespaceCode; readonly reason: string; readonly hint?: string }>
+
+/** A namespace rule refused the request; it is answered with its rule's code, message and hint. */
 export class NamespaceRuleError extends Data.TaggedError("NamespaceRuleError")<{
-  readonly rule:
-    | "NamespaceExists"
-    | "NoSuchNamespace"
-    | "NoSuchMember"
-    | "OwnerImmutable"
-    | "NotOwner"
-    | "NotOwnerNow"
-    | "RoleTooHigh"
-    | "KeysCannotManageMembers"
-    // ownership offers (two-step transfer)
-    | "ZeroAddress"
-    | "RecipientCannotSignIn"
-    | "NoOffer"
-    | "OfferForAnother"
-    | "OfferChanged"
-}> {}
+  readonly rule: keyof typeof ruleAnswers
+}> {
+  get code(): NamespaceCode {
+    return ruleAnswers[this.rule].code
+  }
+  get reason(): string {
+    return ruleAnswers[this.rule].reason
+  }
+  get hint(): string | undefined {
+    const answer = ruleAnswers[this.rule]
+    return "hint" in answer ? answer.hint : undefined
+  }
+}
 
 /**
  * A pending ownership offer: the owner's transfer waits for the recipient to accept it from its

@@ -22,7 +22,7 @@ import {
 import type { SessionRepository } from "./SessionRepository.js"
 import { keyTakenOnConstraint, type SessionSteps } from "./SessionSteps.js"
 
-const noPending = () => refuse(404, "NOT_FOUND", "no pending request with this user code")
+const noPending = () => refuse("NOT_FOUND", "no pending request with this user code")
 
 export const makeDeviceFlow = (
   repo: SessionRepository,
@@ -44,15 +44,15 @@ export const makeDeviceFlow = (
     startDeviceRequest: (input) =>
       Effect.gen(function* () {
         const ns = yield* repo.namespace(input.namespace)
-        if (Option.isNone(ns)) return yield* refuse(404, "NOT_FOUND", "no such namespace")
+        if (Option.isNone(ns)) return yield* refuse("NOT_FOUND", "no such namespace")
         const now = yield* Clock.currentTimeMillis
         let key: DeviceKey | undefined
         if (input.deviceKey !== undefined) {
-          key = yield* Effect.mapError(parseDeviceKey(input.deviceKey), (e) => refuse(400, "DEVICE_KEY_INVALID", e.reason))
+          key = yield* Effect.mapError(parseDeviceKey(input.deviceKey), (e) => refuse("DEVICE_KEY_INVALID", e.reason))
           const known = yield* repo.device(input.namespace, key.id)
           if (Option.isSome(known)) {
             yield* steps.deviceState(known.value)
-            return yield* refuse(403, "DEVICE_KEY_TAKEN", "this device is already enrolled; sign in with it")
+            return yield* refuse("DEVICE_KEY_TAKEN", "this device is already enrolled; sign in with it")
           }
         }
         const codes = yield* steps.newCodes
@@ -66,11 +66,11 @@ export const makeDeviceFlow = (
     approveFromDevice: (input) =>
       Effect.gen(function* () {
         if (input.approverDeviceId === undefined) {
-          return yield* refuse(403, "DEVICE_REQUIRED", "only an active device of the account approves a device")
+          return yield* refuse("DEVICE_REQUIRED", "only an active device of the account approves a device")
         }
         yield* steps.proveWithDevice(input.namespace, input.approverDeviceId, "approve", input.userCode, input.deviceProof)
         const request = yield* pendingRequest(input.namespace, input.userCode)
-        if (request.kind === "login") return yield* refuse(403, "FORBIDDEN", "a device cannot approve a plain login")
+        if (request.kind === "login") return yield* refuse("FORBIDDEN", "a device cannot approve a plain login")
         if (request.kind === "approval" && request.wallet !== input.wallet) return yield* noPending()
         // Seedless linking: the new device takes its account from the approver.
         if (!(yield* repo.approveRequest(request.deviceCodeHash, input.approverDeviceId, input.wallet))) return yield* noPending()
@@ -81,19 +81,19 @@ export const makeDeviceFlow = (
         const signedIn = yield* steps.verifiedWallet(input.message, input.signature)
         // a message naming a device would stand for that device, which signs nothing here
         if (signedIn.deviceId !== undefined) {
-          return yield* refuse(403, "FORBIDDEN", "a plain login is answered with a wallet signature only; this message names a device")
+          return yield* refuse("FORBIDDEN", "a plain login is answered with a wallet signature only; this message names a device")
         }
         const ns = yield* repo.namespace(signedIn.namespace)
-        if (Option.isNone(ns)) return yield* refuse(404, "NOT_FOUND", "no such namespace")
+        if (Option.isNone(ns)) return yield* refuse("NOT_FOUND", "no such namespace")
         // approving and denying alike are for wallets that may sign in here (roleOf refuses others)
         const role = yield* steps.roleOf(signedIn.namespace, signedIn.wallet, ns.value.signIn)
         if (!input.deny && ns.value.devicePolicy !== "optional" && !isControlPlaneRole(role)) {
-          return yield* refuse(403, "DEVICE_REQUIRED", "this namespace needs device-bound sessions")
+          return yield* refuse("DEVICE_REQUIRED", "this namespace needs device-bound sessions")
         }
         // one signature, one try: the nonce is spent before the code is looked up
         yield* steps.spendNonce(input.message, signedIn.nonce, signedIn.namespace, signedIn.wallet, signedIn.deviceId)
         const request = yield* pendingRequest(signedIn.namespace, input.userCode)
-        if (request.kind !== "login") return yield* refuse(403, "FORBIDDEN", "a wallet signature cannot approve a device link")
+        if (request.kind !== "login") return yield* refuse("FORBIDDEN", "a wallet signature cannot approve a device link")
         const answered = yield* repo.answerRequest(request.deviceCodeHash, input.deny ? "denied" : "approved", signedIn.wallet)
         if (!answered) return yield* noPending()
       }),
@@ -102,20 +102,20 @@ export const makeDeviceFlow = (
       Effect.gen(function* () {
         const hash = steps.deviceCodeHash(input.deviceCode)
         const found = yield* repo.requestByDeviceCode(hash)
-        if (Option.isNone(found)) return yield* refuse(400, "invalid_grant", "unknown device code")
+        if (Option.isNone(found)) return yield* refuse("invalid_grant", "unknown device code")
         const request = found.value
         const { namespace, kind } = request
         const now = yield* Clock.currentTimeMillis
         let key: DeviceKey | undefined
         if (kind !== "login") {
-          key = yield* steps.keyOf(request.publicJwk, refuse(400, "invalid_grant", "the request's device key is unusable"))
+          key = yield* steps.keyOf(request.publicJwk, refuse("invalid_grant", "the request's device key is unusable"))
           yield* steps.spendProof("claim", namespace, input.deviceCode, key, input.deviceProof)
         }
         if (request.expiresAt <= now || request.status === "collected") {
-          return yield* refuse(400, "expired_token", "the device code expired or was used")
+          return yield* refuse("expired_token", "the device code expired or was used")
         }
-        if (request.status === "denied") return yield* refuse(400, "access_denied", "the request was denied")
-        if (request.status === "revoked") return yield* refuse(403, "DEVICE_REVOKED", "this device was revoked")
+        if (request.status === "denied") return yield* refuse("access_denied", "the request was denied")
+        if (request.status === "revoked") return yield* refuse("DEVICE_REVOKED", "this device was revoked")
         if (request.status === "pending") {
           // RFC 8628 §3.5: a poll sooner than the interval after the last one is slow_down,
           // and the interval the poller must keep grows by 5 s for the rest of this request
@@ -126,8 +126,8 @@ export const makeDeviceFlow = (
           const slower = Math.min(interval + SLOW_DOWN_SECONDS, MAX_POLL_INTERVAL_SECONDS)
           yield* repo.recordPoll(hash, now, tooSoon ? slower : interval)
           return yield* tooSoon
-            ? refuse(400, "slow_down", `poll less often: wait at least ${slower} s between polls from now on`)
-            : refuse(400, "authorization_pending", "waiting for approval")
+            ? refuse("slow_down", `poll less often: wait at least ${slower} s between polls from now on`)
+            : refuse("authorization_pending", "waiting for approval")
         }
         const wallet = String(request.wallet)
         const deviceId = kind === "login" ? undefined : request.deviceId
@@ -135,23 +135,23 @@ export const makeDeviceFlow = (
           // The approver must still be active when the new device collects.
           const approver = yield* repo.device(namespace, request.approvedBy)
           if (Option.isNone(approver) || approver.value.status !== "active") {
-            return yield* refuse(400, "access_denied", "the approving device is no longer active")
+            return yield* refuse("access_denied", "the approving device is no longer active")
           }
         }
         // A device revoked after its request was approved does not collect a session.
         if (deviceId !== undefined) {
           const device = yield* repo.device(namespace, deviceId)
           if (Option.isSome(device) && device.value.status === "revoked") {
-            return yield* refuse(403, "DEVICE_REVOKED", "this device was revoked")
+            return yield* refuse("DEVICE_REVOKED", "this device was revoked")
           }
         }
         const ns = yield* repo.namespace(namespace)
-        if (Option.isNone(ns)) return yield* refuse(400, "expired_token", "the namespace is gone")
+        if (Option.isNone(ns)) return yield* refuse("expired_token", "the namespace is gone")
         const role = yield* steps.roleOf(namespace, wallet, ns.value.signIn)
         // The policy in force at collection decides: a plain login approved under optional
         // is not a device-less session for an end user once the namespace requires devices.
         if (deviceId === undefined && ns.value.devicePolicy !== "optional" && !isControlPlaneRole(role)) {
-          return yield* refuse(403, "DEVICE_REQUIRED", "this namespace needs device-bound sessions")
+          return yield* refuse("DEVICE_REQUIRED", "this namespace needs device-bound sessions")
         }
         const sessionId = newSessionId()
         const refreshToken = newToken(deviceId !== undefined)
@@ -170,7 +170,7 @@ export const makeDeviceFlow = (
           now
         })
         const [first] = yield* keyTakenOnConstraint(repo.batch(statements))
-        if (first === undefined || first.rowsAffected === 0) return yield* refuse(400, "expired_token", "the device code was used")
+        if (first === undefined || first.rowsAffected === 0) return yield* refuse("expired_token", "the device code was used")
         return yield* steps.issue(namespace, wallet, role, sessionId, deviceId, refreshToken)
       })
   }

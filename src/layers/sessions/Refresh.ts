@@ -11,7 +11,7 @@ import { newToken, REFRESH_GRACE_MS, refuse, SESSION_IDLE_MS, type SessionsServi
 import type { SessionRepository } from "./SessionRepository.js"
 import type { SessionSteps } from "./SessionSteps.js"
 
-const invalidRefresh = refuse(401, "INVALID_REFRESH_TOKEN", "unknown, used or expired refresh token")
+const invalidRefresh = refuse("INVALID_REFRESH_TOKEN", "unknown, used or expired refresh token")
 
 export const makeRefresh = (
   repo: SessionRepository,
@@ -39,11 +39,11 @@ export const makeRefresh = (
     if (deviceId !== undefined) {
       // Refused before anything is spent: no proof, no rotation, no nonce.
       if (input.deviceProof === undefined || input.deviceProof === null) {
-        return yield* refuse(401, "DEVICE_PROOF_REQUIRED", "a device-bound refresh needs a device_proof")
+        return yield* refuse("DEVICE_PROOF_REQUIRED", "a device-bound refresh needs a device_proof")
       }
       yield* steps.proveWithDevice(namespace, deviceId, "refresh", input.refreshToken, input.deviceProof)
     } else if (ns.value.devicePolicy !== "optional" && !isControlPlaneRole(role)) {
-      return yield* refuse(403, "DEVICE_REQUIRED", "this namespace needs a device-bound session")
+      return yield* refuse("DEVICE_REQUIRED", "this namespace needs a device-bound session")
     }
 
     if (row.usedAt === null) {
@@ -69,5 +69,5 @@ export const makeRefresh = (
       }
     }
     yield* repo.endSession(sessionId, "refresh_token_reuse", yield* Clock.currentTimeMillis)
-    return yield* refuse(401, "INVALID_REFRESH_TOKEN", "refresh token reused: the session was ended")
+    return yield* refuse("INVALID_REFRESH_TOKEN", "refresh token reused: the session was ended")
   })

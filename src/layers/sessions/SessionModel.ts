@@ -5,19 +5,22 @@
 import { Data, type Effect, type Either, type Option } from "effect"
 import * as crypto from "node:crypto"
 import type { DeviceProofAction } from "../../domain/DeviceProof.js"
+import { type SessionCode, statusOfCode } from "../../domain/Errors.js"
 import type { Role } from "../../domain/Grants.js"
 import type { Page, PageRequest } from "../registry/Keyset.js"
 import type { StoreError } from "../registry/RegistryStore.js"
 
-/** A sign-in or session rule refused the request; `code` is the wire code (spec §7 where named). */
+/**
+ * A sign-in or session rule refused the request, in the session family's codes (spec §7 where
+ * named); `status` is the code's (the catalogue's).
+ */
 export class SessionRefused extends Data.TaggedError("SessionRefused")<{
-  readonly status: 400 | 401 | 403 | 404
-  readonly code: string
+  readonly status: number
+  readonly code: SessionCode
   readonly reason: string
 }> {}
 
-export const refuse = (status: 400 | 401 | 403 | 404, code: string, reason: string) =>
-  new SessionRefused({ status, code, reason })
+export const refuse = (code: SessionCode, reason: string) => new SessionRefused({ status: statusOfCode[code], code, reason })
 
 export const CHALLENGE_SECONDS = 5 * 60
 /** Device and user codes of a pending device live 10 minutes; pollers wait 5 s between polls. */

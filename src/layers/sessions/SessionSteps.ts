@@ -30,7 +30,7 @@ export const keyTakenOnConstraint = <A>(write: Effect.Effect<A, StoreError>) =>
   Effect.catchIf(
     write,
     (e) => e.reason === "constraint",
-    () => Effect.fail(refuse(403, "DEVICE_KEY_TAKEN", "this device key was enrolled meanwhile"))
+    () => Effect.fail(refuse("DEVICE_KEY_TAKEN", "this device key was enrolled meanwhile"))
   )
 
 export interface StepsDeps {
@@ -50,7 +50,7 @@ export const makeSessionSteps = ({ repo, sealer, ring, config }: StepsDeps) => {
         onNone: () =>
           signIn === "open"
             ? Effect.succeed("user" as const)
-            : Effect.fail(refuse(403, "NOT_A_MEMBER", "this namespace lets only its members sign in"))
+            : Effect.fail(refuse("NOT_A_MEMBER", "this namespace lets only its members sign in"))
       })
     )
 
@@ -82,8 +82,8 @@ export const makeSessionSteps = ({ repo, sealer, ring, config }: StepsDeps) => {
     )
 
   const deviceState = (row: DeviceRow): Effect.Effect<void, SessionRefused> => {
-    if (row.status === "revoked") return Effect.fail(refuse(403, "DEVICE_REVOKED", "this device was revoked"))
-    if (row.status === "pending") return Effect.fail(refuse(403, "DEVICE_PENDING", "this device waits for approval"))
+    if (row.status === "revoked") return Effect.fail(refuse("DEVICE_REVOKED", "this device was revoked"))
+    if (row.status === "pending") return Effect.fail(refuse("DEVICE_PENDING", "this device waits for approval"))
     return Effect.void
   }
 
@@ -98,23 +98,23 @@ export const makeSessionSteps = ({ repo, sealer, ring, config }: StepsDeps) => {
   const spendProof = (action: DeviceProofAction, namespace: string, binding: string, key: DeviceKey, proof: unknown) =>
     Effect.gen(function* () {
       if (proof === undefined || proof === null) {
-        return yield* refuse(401, "DEVICE_PROOF_REQUIRED", "a device-bound credential needs a device_proof")
+        return yield* refuse("DEVICE_PROOF_REQUIRED", "a device-bound credential needs a device_proof")
       }
       const now = yield* Clock.currentTimeMillis
       const checked = yield* Effect.mapError(checkProof({ proof, action, namespace, binding, key, now }), (e) =>
-        refuse(401, "DEVICE_PROOF_INVALID", e.reason)
+        refuse("DEVICE_PROOF_INVALID", e.reason)
       )
       const spent = yield* repo.spendProofNonce(checked.nonceKey, checked.nonceExpiresAt, now)
-      if (!spent) return yield* refuse(401, "DEVICE_PROOF_INVALID", "this proof was already used")
+      if (!spent) return yield* refuse("DEVICE_PROOF_INVALID", "this proof was already used")
     })
 
   /** An enrolled, active device proves its key over `binding` for `action`; the proof is spent. */
   const proveWithDevice = (namespace: string, deviceId: string, action: DeviceProofAction, binding: string, proof: unknown) =>
     Effect.gen(function* () {
       const device = yield* repo.device(namespace, deviceId)
-      if (Option.isNone(device)) return yield* refuse(403, "DEVICE_REVOKED", "this device is gone")
+      if (Option.isNone(device)) return yield* refuse("DEVICE_REVOKED", "this device is gone")
       yield* deviceState(device.value)
-      const key = yield* keyOf(device.value.publicJwk, refuse(403, "DEVICE_REVOKED", "the device's stored key is unusable"))
+      const key = yield* keyOf(device.value.publicJwk, refuse("DEVICE_REVOKED", "the device's stored key is unusable"))
       yield* spendProof(action, namespace, binding, key, proof)
     })
 
@@ -122,12 +122,12 @@ export const makeSessionSteps = ({ repo, sealer, ring, config }: StepsDeps) => {
   const verifiedWallet = (message: string, signature: string) =>
     Effect.gen(function* () {
       const parsed = yield* Effect.mapError(parseMessage(message), (e) =>
-        refuse(401, "SIGNATURE_INVALID", "not a sign-in message of this gateway: " + e.reason)
+        refuse("SIGNATURE_INVALID", "not a sign-in message of this gateway: " + e.reason)
       )
       const now = yield* Clock.currentTimeMillis
       return yield* Effect.mapError(
         verifySignIn({ message, signature, expectedDomain: namespaceHost(parsed.namespace, config.baseDomain), now }),
-        (e) => refuse(401, "SIGNATURE_INVALID", e.reason)
+        (e) => refuse("SIGNATURE_INVALID", e.reason)
       )
     })
 
@@ -160,11 +160,11 @@ export const makeSessionSteps = ({ repo, sealer, ring, config }: StepsDeps) => {
         ? undefined
         : yield* Effect.option(challengeText(namespace, wallet, deviceId, nonce, expiresAt.value - CHALLENGE_SECONDS * 1000))
       if (issued === undefined || Option.isNone(issued) || issued.value !== message) {
-        return yield* refuse(401, "SIGNATURE_INVALID", "the message is not the one this gateway issued for its nonce")
+        return yield* refuse("SIGNATURE_INVALID", "the message is not the one this gateway issued for its nonce")
       }
       const now = yield* Clock.currentTimeMillis
       if (!(yield* repo.spendChallenge(nonce, namespace, wallet, deviceId, now))) {
-        return yield* refuse(401, "SIGNATURE_INVALID", "unknown, expired or already used challenge")
+        return yield* refuse("SIGNATURE_INVALID", "unknown, expired or already used challenge")
       }
     })
 

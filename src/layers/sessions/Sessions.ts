@@ -71,7 +71,7 @@ export class Sessions extends Context.Tag("portico/Sessions")<Sessions, Sessions
             }
             const now = yield* Clock.currentTimeMillis
             if (!(yield* repo.endWalletSession(input.namespace, input.wallet, input.sessionId, input.reason, now))) {
-              return yield* refuse(404, "NOT_FOUND", "no such session")
+              return yield* refuse("NOT_FOUND", "no such session")
             }
           }),
         standing: (sessionId) => Effect.map(repo.standing(sessionId), standingOf),

@@ -26,11 +26,11 @@ export const makeSignIn = (repo: SessionRepository, steps: SessionSteps): Pick<S
   challenge: ({ wallet, namespace, deviceId }) =>
     Effect.gen(function* () {
       const ns = yield* repo.namespace(namespace)
-      if (Option.isNone(ns)) return yield* refuse(404, "NOT_FOUND", "no such namespace")
+      if (Option.isNone(ns)) return yield* refuse("NOT_FOUND", "no such namespace")
       const now = yield* Clock.currentTimeMillis
       const nonce = newNonce()
       const message = yield* Effect.mapError(steps.challengeText(namespace, wallet, deviceId, nonce, now), (e) =>
-        refuse(400, "VALIDATION_FAILED", e.reason)
+        refuse("VALIDATION_FAILED", e.reason)
       )
       const expiresAt = now + CHALLENGE_SECONDS * 1000
       yield* repo.addChallenge(nonce, namespace, wallet.toLowerCase(), deviceId, now, expiresAt)
@@ -43,21 +43,21 @@ export const makeSignIn = (repo: SessionRepository, steps: SessionSteps): Pick<S
       const now = yield* Clock.currentTimeMillis
       const { namespace, wallet } = signedIn
       const ns = yield* repo.namespace(namespace)
-      if (Option.isNone(ns)) return yield* refuse(401, "SIGNATURE_INVALID", "no such namespace")
+      if (Option.isNone(ns)) return yield* refuse("SIGNATURE_INVALID", "no such namespace")
 
       // The device signs the very bytes the wallet signed, with the key the message names.
       let device: DeviceKey | undefined
       if (signedIn.deviceId !== undefined || input.deviceKey !== undefined) {
         if (signedIn.deviceId === undefined || input.deviceKey === undefined) {
-          return yield* refuse(400, "DEVICE_KEY_INVALID", "the message and the request must name the same device")
+          return yield* refuse("DEVICE_KEY_INVALID", "the message and the request must name the same device")
         }
-        const key = yield* Effect.mapError(parseDeviceKey(input.deviceKey), (e) => refuse(400, "DEVICE_KEY_INVALID", e.reason))
-        yield* Effect.mapError(assertDeviceId(key, signedIn.deviceId), (e) => refuse(400, "DEVICE_KEY_INVALID", e.reason))
+        const key = yield* Effect.mapError(parseDeviceKey(input.deviceKey), (e) => refuse("DEVICE_KEY_INVALID", e.reason))
+        yield* Effect.mapError(assertDeviceId(key, signedIn.deviceId), (e) => refuse("DEVICE_KEY_INVALID", e.reason))
         if (input.deviceSignature === undefined) {
-          return yield* refuse(401, "DEVICE_SIGNATURE_INVALID", "device_signature is required with device_key")
+          return yield* refuse("DEVICE_SIGNATURE_INVALID", "device_signature is required with device_key")
         }
         yield* Effect.mapError(verifyDeviceSignature(key, input.message, input.deviceSignature), (e) =>
-          refuse(401, "DEVICE_SIGNATURE_INVALID", e.reason)
+          refuse("DEVICE_SIGNATURE_INVALID", e.reason)
         )
         device = key
       }
@@ -69,7 +69,7 @@ export const makeSignIn = (repo: SessionRepository, steps: SessionSteps): Pick<S
       const facts = { policy: ns.value.devicePolicy, role, wallet, bindsDevice: device !== undefined, existing }
       const activeDevices = needsActiveDevices(facts) ? yield* repo.activeDevices(namespace, wallet) : 0
       const decision = decideEnrolment({ ...facts, activeDevices })
-      if (decision._tag === "Refuse") return yield* refuse(decision.status, decision.code, decision.reason)
+      if (decision._tag === "Refuse") return yield* refuse(decision.code, decision.reason)
 
       // One spent nonce per sign-in: the conditional update is the replay check.
       yield* steps.spendNonce(input.message, signedIn.nonce, namespace, wallet, signedIn.deviceId)

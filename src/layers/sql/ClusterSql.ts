@@ -155,7 +155,6 @@ export class ClusterSql extends Context.Tag("portico/ClusterSql")<ClusterSql, Cl
         if (!fits) {
           return Either.left(
             refuse(
-              400,
               Code.VALIDATION_FAILED,
               expect === "read"
                 ? kind === "read" && verb !== ""
@@ -180,11 +179,11 @@ export class ClusterSql extends Context.Tag("portico/ClusterSql")<ClusterSql, Cl
           Effect.promise(() => open(file, "wx", 0o600)),
           (handle) => {
             let bytes = 0
-            const cut = Stream.mapError(body, () => refuse(400, Code.BAD_REQUEST, "the upload was cut short"))
+            const cut = Stream.mapError(body, () => refuse(Code.BAD_REQUEST, "the upload was cut short"))
             return Stream.runForEach(cut, (chunk) => {
               bytes += chunk.byteLength
               return bytes > config.sql.importMaxBytes
-                ? Effect.fail(refuse(413, Code.PAYLOAD_TOO_LARGE, `the import is over ${config.sql.importMaxBytes} bytes`))
+                ? Effect.fail(refuse(Code.PAYLOAD_TOO_LARGE, `the import is over ${config.sql.importMaxBytes} bytes`))
                 : Effect.asVoid(Effect.promise(() => handle.write(chunk)))
             }).pipe(Effect.map(() => bytes))
           },
@@ -202,41 +201,41 @@ export class ClusterSql extends Context.Tag("portico/ClusterSql")<ClusterSql, Cl
           const fd = yield* Effect.promise(() => open(file, "r"))
           yield* Effect.promise(() => fd.read(header, 0, header.length, 0).finally(() => fd.close()))
           if (!header.equals(SQLITE_HEADER)) {
-            return yield* Effect.fail(refuse(400, Code.VALIDATION_FAILED, "the body is not a SQLite database file"))
+            return yield* Effect.fail(refuse(Code.VALIDATION_FAILED, "the body is not a SQLite database file"))
           }
           const inspected = yield* workers.run({ op: "inspect", file }, config.sql.transferBudgetMs).pipe(
             Effect.mapError((f) =>
               f.kind === "statement" || f.kind === "missing"
-                ? refuse(400, Code.VALIDATION_FAILED, `the database file is damaged: ${f.message}`)
+                ? refuse(Code.VALIDATION_FAILED, `the database file is damaged: ${f.message}`)
                 : fromSqlite(f)
             )
           )
-          if (inspected.type !== "inspected") return yield* Effect.fail(refuse(503, Code.UNAVAILABLE, "inspection failed", "retry", 1))
+          if (inspected.type !== "inspected") return yield* Effect.fail(refuse(Code.UNAVAILABLE, "inspection failed", "retry", 1))
           if (inspected.integrity.length !== 1 || inspected.integrity[0] !== "ok") {
-            return yield* Effect.fail(refuse(400, Code.VALIDATION_FAILED, "the database file is damaged (quick_check failed)"))
+            return yield* Effect.fail(refuse(Code.VALIDATION_FAILED, "the database file is damaged (quick_check failed)"))
           }
           let tables = 0
           for (const object of inspected.objects) {
             if (object.type === "trigger") {
-              return yield* Effect.fail(refuse(400, Code.VALIDATION_FAILED, `the file holds a trigger (${object.name}); triggers cannot be imported`))
+              return yield* Effect.fail(refuse(Code.VALIDATION_FAILED, `the file holds a trigger (${object.name}); triggers cannot be imported`))
             }
             // SQLite's own bookkeeping is not the tenant's and is not checked further; any other
             // object under SQLite's reserved prefix was planted with writable_schema: refused
             if (isSqliteInternal(object)) continue
             if (object.name.toLowerCase().startsWith("sqlite_")) {
               return yield* Effect.fail(
-                refuse(400, Code.VALIDATION_FAILED, `the file's ${object.type} "${object.name}" uses a name SQLite reserves for itself`)
+                refuse(Code.VALIDATION_FAILED, `the file's ${object.type} "${object.name}" uses a name SQLite reserves for itself`)
               )
             }
             if (isReservedName(object.name) || isReservedName(object.tbl_name)) {
               return yield* Effect.fail(
-                refuse(400, Code.VALIDATION_FAILED, `the file's ${object.type} "${object.name}" names a reserved platform table`)
+                refuse(Code.VALIDATION_FAILED, `the file's ${object.type} "${object.name}" names a reserved platform table`)
               )
             }
             const checked = object.sql === null ? undefined : guardClusterSql(object.sql)
             if (checked !== undefined && !checked.ok) {
               return yield* Effect.fail(
-                refuse(400, Code.VALIDATION_FAILED, `the file's ${object.type} "${object.name}" is refused: ${checked.refusal.reason}`)
+                refuse(Code.VALIDATION_FAILED, `the file's ${object.type} "${object.name}" is refused: ${checked.refusal.reason}`)
               )
             }
             if (object.type === "table") tables++
@@ -259,7 +258,7 @@ export class ClusterSql extends Context.Tag("portico/ClusterSql")<ClusterSql, Cl
           Effect.suspend(() => {
             if (isReservedName(request.table)) return Effect.fail(reservedTable(request.table))
             const problem = bindingProblem(request)
-            if (problem !== undefined) return Effect.fail(refuse(400, Code.VALIDATION_FAILED, problem))
+            if (problem !== undefined) return Effect.fail(refuse(Code.VALIDATION_FAILED, problem))
             const built = buildFind(request, one)
             return Effect.flatMap(guarded(built.sql, built.params, "read"), (op) =>
               stores.engineFor(caller.namespace).statement(op, one ? "one" : "items")
@@ -269,7 +268,7 @@ export class ClusterSql extends Context.Tag("portico/ClusterSql")<ClusterSql, Cl
           Effect.suspend(() => {
             if (isReservedName(request.table)) return Effect.fail(reservedTable(request.table))
             const problem = bindingProblem(request)
-            if (problem !== undefined) return Effect.fail(refuse(400, Code.VALIDATION_FAILED, problem))
+            if (problem !== undefined) return Effect.fail(refuse(Code.VALIDATION_FAILED, problem))
             const built = buildSelect(request, one)
             return Effect.flatMap(guarded(built.sql, built.params, "read"), (op) =>
               stores.engineFor(caller.namespace).statement(op, one ? "one" : "items")
@@ -277,14 +276,14 @@ export class ClusterSql extends Context.Tag("portico/ClusterSql")<ClusterSql, Cl
           }),
         transaction: (caller, ops, returnResults) =>
           Effect.gen(function* () {
-            if (ops.length === 0) return yield* Effect.fail(refuse(400, Code.VALIDATION_FAILED, "ops is empty"))
+            if (ops.length === 0) return yield* Effect.fail(refuse(Code.VALIDATION_FAILED, "ops is empty"))
             if (ops.length > MAX_TRANSACTION_OPS) {
-              return yield* Effect.fail(refuse(413, Code.PAYLOAD_TOO_LARGE, `at most ${MAX_TRANSACTION_OPS} ops per transaction`))
+              return yield* Effect.fail(refuse(Code.PAYLOAD_TOO_LARGE, `at most ${MAX_TRANSACTION_OPS} ops per transaction`))
             }
             const statements: Array<StatementOp> = []
             for (const [i, op] of ops.entries()) {
               const checked = yield* Effect.mapError(guarded(op.sql, op.args, op.kind === "query" ? "read" : "write"), (r) =>
-                refuse(r.status, r.code, `op ${i}: ${r.reason}`, r.hint)
+                refuse(r.code, `op ${i}: ${r.reason}`, r.hint)
               )
               statements.push(checked)
             }
@@ -307,7 +306,7 @@ export class ClusterSql extends Context.Tag("portico/ClusterSql")<ClusterSql, Cl
           Effect.gen(function* () {
             const words = leadingWords(schema)
             if (!(words.startsWith("CREATE TABLE") || words.startsWith("CREATE VIRTUAL TABLE"))) {
-              return yield* Effect.fail(refuse(400, Code.VALIDATION_FAILED, "schema must be one CREATE TABLE statement"))
+              return yield* Effect.fail(refuse(Code.VALIDATION_FAILED, "schema must be one CREATE TABLE statement"))
             }
             const op = yield* guarded(schema, [], "write")
             const answer = yield* stores.engineFor(caller.namespace).statement(op, "counted")
@@ -386,4 +385,4 @@ const releasingAtEnd = (file: string, size: number, release: Effect.Effect<void>
 }
 
 const reservedTable = (table: string) =>
-  refuse(403, Code.SQL_NOT_ALLOWED, `"${table}" is a reserved platform table name`, "choose another table name")
+  refuse(Code.SQL_NOT_ALLOWED, `"${table}" is a reserved platform table name`, "choose another table name")

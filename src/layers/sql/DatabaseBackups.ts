@@ -87,7 +87,7 @@ export class DatabaseBackups extends Context.Tag("portico/DatabaseBackups")<Data
                   const size = statSync(dest).size
                   if (size > cap) {
                     return yield* Effect.fail(
-                      refuse(413, Code.PAYLOAD_TOO_LARGE, `the database is over the backup limit of ${cap} bytes`, "export what you need with queries")
+                      refuse(Code.PAYLOAD_TOO_LARGE, `the database is over the backup limit of ${cap} bytes`, "export what you need with queries")
                     )
                   }
                   const id = randomBytes(12).toString("hex")
@@ -117,7 +117,7 @@ export class DatabaseBackups extends Context.Tag("portico/DatabaseBackups")<Data
             if (home === config.nodeId) return yield* backupHere(caller, name)
             const text = yield* forwardToHome(coordination, home, "backup", caller, { database_name: name }, config.sql.transferBudgetMs + 10_000)
             return yield* Effect.mapError(decodeBackup(text), () =>
-              refuse(503, Code.HOME_NODE_UNREACHABLE, "the home node answered unexpectedly", "retry shortly", 30)
+              refuse(Code.HOME_NODE_UNREACHABLE, "the home node answered unexpectedly", "retry shortly", 30)
             )
           }),
 

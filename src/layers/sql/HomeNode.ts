@@ -6,7 +6,7 @@
  * answer in time is the spec's 503 HOME_NODE_UNREACHABLE with Retry-After.
  */
 import { Duration, Effect, Schema } from "effect"
-import { Code, type RefusalStatus } from "../../domain/Errors.js"
+import { Code, SqlRefusals, type SqlCode } from "../../domain/Errors.js"
 import { ForwardedPrincipal, type Principal, toPrincipal } from "../../domain/Principal.js"
 import type { CoordinationService } from "../coordination/Coordination.js"
 import { refuse, type SqlRefused } from "./SqlRefused.js"
@@ -22,10 +22,12 @@ export const FORWARD_PATHS = {
 /** The caller, carried to the home node (the MAC vouches for it). */
 const Envelope = Schema.parseJson(Schema.Struct({ error: Schema.String, code: Schema.String, hint: Schema.optional(Schema.String) }))
 const decodeEnvelope = Schema.decodeUnknownOption(Envelope)
-const passable: ReadonlySet<number> = new Set([400, 401, 403, 404, 409, 413, 429, 503])
+/** The home node answers with the same services, so its refusals are the SQL family's codes. */
+const passable: ReadonlySet<string> = new Set(SqlRefusals)
+const isSqlCode = (code: string): code is SqlCode => passable.has(code)
 
 const unreachable = (home: string) =>
-  refuse(503, Code.HOME_NODE_UNREACHABLE, `the database's home node (${home}) is not reachable from this gateway`, "retry shortly", 30)
+  refuse(Code.HOME_NODE_UNREACHABLE, `the database's home node (${home}) is not reachable from this gateway`, "retry shortly", 30)
 
 /** Runs `op` on the home node and answers its body text on 200; its refusal otherwise. */
 export const forwardToHome = (
@@ -41,7 +43,7 @@ export const forwardToHome = (
     Effect.flatMap((answer) => {
       if (answer.status === 200 || answer.status === 201) return Effect.succeed(answer.text)
       const envelope = decodeEnvelope(answer.text)
-      if (!passable.has(answer.status) || envelope._tag === "None") return Effect.fail(unreachable(home))
+      if (envelope._tag === "None") return Effect.fail(unreachable(home))
       if (envelope.value.code === Code.COORDINATION_REFUSED) {
         // the home node refused this gateway, not the client: a cluster misconfiguration (peer
         // address, secret, clock) for the operator's log; the client hears the node is unreachable
@@ -50,9 +52,10 @@ export const forwardToHome = (
           Effect.fail(unreachable(home))
         )
       }
+      const code = envelope.value.code
+      // anything else (a 500, a code of another family) is not an answer about the database
+      if (!isSqlCode(code)) return Effect.fail(unreachable(home))
       const retry = Number(answer.retryAfter)
-      return Effect.fail(
-        refuse(answer.status as RefusalStatus, envelope.value.code, envelope.value.error, envelope.value.hint, Number.isFinite(retry) && retry > 0 ? retry : undefined)
-      )
+      return Effect.fail(refuse(code, envelope.value.error, envelope.value.hint, Number.isFinite(retry) && retry > 0 ? retry : undefined))
     })
   )

@@ -127,7 +127,7 @@ export class LocalDatabases extends Context.Tag("portico/LocalDatabases")<LocalD
           (rows) => {
             const row = rows[0]
             return row === undefined
-              ? Effect.fail(refuse(404, Code.NOT_FOUND, `no database "${name}" in this namespace`))
+              ? Effect.fail(refuse(Code.NOT_FOUND, `no database "${name}" in this namespace`))
               : Effect.sync(() => {
                   const r: DatabaseRecord = {
                     name: String(row["name"]),
@@ -146,7 +146,7 @@ export class LocalDatabases extends Context.Tag("portico/LocalDatabases")<LocalD
           r.homeNode === config.nodeId
             ? Effect.succeed(fileOf(namespace, name))
             : Effect.fail(
-                refuse(503, Code.HOME_NODE_UNREACHABLE, `the database's home node (${r.homeNode}) is not reachable from this gateway`, "send the request to the home node's gateway", 30)
+                refuse(Code.HOME_NODE_UNREACHABLE, `the database's home node (${r.homeNode}) is not reachable from this gateway`, "send the request to the home node's gateway", 30)
               )
         )
 
@@ -175,7 +175,7 @@ export class LocalDatabases extends Context.Tag("portico/LocalDatabases")<LocalD
           )
           known.delete(knownKey(caller.namespace, name))
           if (removed === undefined || removed.rowsAffected === 0) {
-            return yield* Effect.fail(refuse(404, Code.NOT_FOUND, `no database "${name}" in this namespace`))
+            return yield* Effect.fail(refuse(Code.NOT_FOUND, `no database "${name}" in this namespace`))
           }
           // the name is free from here; a leftover file is replaced by the next create
           yield* Effect.ignore(workers.run({ op: "drop", file }))
@@ -208,7 +208,7 @@ export class LocalDatabases extends Context.Tag("portico/LocalDatabases")<LocalD
               ])
               .pipe(
                 Effect.catchIf(isConstraint, () =>
-                  Effect.fail(refuse(409, Code.DATABASE_EXISTS, `database "${name}" exists`))
+                  Effect.fail(refuse(Code.DATABASE_EXISTS, `database "${name}" exists`))
                 ),
                 Effect.mapError((e) => (e._tag === "StoreError" ? registryDown(e) : e))
               )

@@ -22,10 +22,10 @@ import { refuse, statementTimedOut, type SqlRefused } from "./SqlRefused.js"
 /** The transport's failure as the route answers it. */
 export const unavailable = (e: StoreError): SqlRefused =>
   e.reason === "statement"
-    ? refuse(400, Code.SQL_ERROR, e.detail.replace(/^rqlite rejected the request: /, ""))
+    ? refuse(Code.SQL_ERROR, e.detail.replace(/^rqlite rejected the request: /, ""))
     : e.reason === "too_large"
-      ? refuse(413, Code.PAYLOAD_TOO_LARGE, "the answer is over the result size limit", "select fewer rows or columns, or page with LIMIT and OFFSET")
-      : refuse(503, Code.UNAVAILABLE, "the SQL store is unavailable (no leader or past its deadline)", "retry shortly", 1)
+      ? refuse(Code.PAYLOAD_TOO_LARGE, "the answer is over the result size limit", "select fewer rows or columns, or page with LIMIT and OFFSET")
+      : refuse(Code.UNAVAILABLE, "the SQL store is unavailable (no leader or past its deadline)", "retry shortly", 1)
 
 /**
  * A result error from `db_timeout`: rqlite's own texts (ErrQueryTimeout, ErrExecuteTimeout in
@@ -113,8 +113,8 @@ export const rqliteExchange = (config: RqliteHttpConfig): RqliteExchange => {
     TIMED_OUT.has(error)
       ? statementTimedOut(timeoutMs)
       : at === undefined
-        ? refuse(400, Code.SQL_ERROR, error)
-        : refuse(400, Code.TRANSACTION_FAILED, `transaction failed at op ${at}: ${error}`, "nothing was applied")
+        ? refuse(Code.SQL_ERROR, error)
+        : refuse(Code.TRANSACTION_FAILED, `transaction failed at op ${at}: ${error}`, "nothing was applied")
 
   const firstFailure = (results: ReadonlyArray<RqliteResult>): SqlRefused | undefined => {
     const failed = results.findIndex((r) => r.error !== undefined)
@@ -126,8 +126,8 @@ export const rqliteExchange = (config: RqliteHttpConfig): RqliteExchange => {
   const transferMs = Math.max(timeoutMs, 300_000)
   const transferTimeout = Number.isFinite(transferMs) && transferMs <= 2_147_483_647 ? transferMs : undefined
 
-  const unexpected = refuse(503, Code.UNAVAILABLE, "the SQL store answered unexpectedly", "retry shortly", 1)
-  const partial = refuse(503, Code.UNAVAILABLE, "the SQL store returned a partial answer", "retry shortly", 1)
+  const unexpected = refuse(Code.UNAVAILABLE, "the SQL store answered unexpectedly", "retry shortly", 1)
+  const partial = refuse(Code.UNAVAILABLE, "the SQL store returned a partial answer", "retry shortly", 1)
   const exchange = (path: string, text: string, idempotent: boolean): Effect.Effect<ReadonlyArray<RqliteResult>, StoreError | SqlRefused> =>
     Effect.flatMap(http.post(path, text, idempotent), (answer) => {
       const results = rqliteResults(answer)
@@ -136,11 +136,11 @@ export const rqliteExchange = (config: RqliteHttpConfig): RqliteExchange => {
   const answered = (path: string, text: string, idempotent: boolean): Effect.Effect<ReadonlyArray<RqliteResult>, SqlRefused> =>
     Effect.mapError(exchange(path, text, idempotent), (e) => (e instanceof StoreError ? unavailable(e) : e))
   const post = (path: string, ops: ReadonlyArray<StatementOp>, idempotent: boolean) => answered(path, body(ops), idempotent)
-  const noResult = refuse(503, Code.UNAVAILABLE, "the SQL store returned no result", "retry shortly", 1)
+  const noResult = refuse(Code.UNAVAILABLE, "the SQL store returned no result", "retry shortly", 1)
   const transfer = (what: string, run: (signal: AbortSignal) => Promise<void>) =>
     Effect.tryPromise({
       try: (signal) => run(transferTimeout === undefined ? signal : AbortSignal.any([signal, AbortSignal.timeout(transferTimeout)])),
-      catch: (e) => refuse(503, Code.UNAVAILABLE, `the SQL store could not ${what}: ${e instanceof Error ? e.message : String(e)}`, "retry shortly", 5)
+      catch: (e) => refuse(Code.UNAVAILABLE, `the SQL store could not ${what}: ${e instanceof Error ? e.message : String(e)}`, "retry shortly", 5)
     })
 
   return {

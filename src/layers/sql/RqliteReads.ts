@@ -106,7 +106,7 @@ export const rqliteReads = (
       wrappings.delete(op.sql)
       return attempts < 2
         ? read(op, shape, attempts + 1)
-        : Effect.fail(refuse(503, Code.UNAVAILABLE, "the schema kept changing during the read", "retry shortly", 1))
+        : Effect.fail(refuse(Code.UNAVAILABLE, "the schema kept changing during the read", "retry shortly", 1))
     }
     if (r.error !== undefined) {
       if (TIMED_OUT.has(r.error)) {

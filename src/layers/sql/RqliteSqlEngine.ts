@@ -48,7 +48,7 @@ export const RqliteSqlEngine = {
           const failed = firstFailure(results)
           if (failed !== undefined) return Effect.fail(failed)
           if (results.length !== ops.length) {
-            return Effect.fail(refuse(503, Code.UNAVAILABLE, "the SQL store returned a partial answer", "retry shortly", 1))
+            return Effect.fail(refuse(Code.UNAVAILABLE, "the SQL store returned a partial answer", "retry shortly", 1))
           }
           const texts = results.map((r, i) => {
             const columns = wrapped?.[i]
@@ -72,7 +72,7 @@ export const RqliteSqlEngine = {
           const failed = firstFailure(dry.slice(0, ops.length))
           if (failed !== undefined) return Effect.fail(failed)
           if (dry.length !== ops.length + 1 || dry[ops.length]?.error === undefined) {
-            return Effect.fail(refuse(503, Code.UNAVAILABLE, "the SQL store answered the dry run unexpectedly", "retry shortly", 1))
+            return Effect.fail(refuse(Code.UNAVAILABLE, "the SQL store answered the dry run unexpectedly", "retry shortly", 1))
           }
           // the reads again, wrapped to answer as stored; the dry run gave their column names
           const wrapped = ops.map((op, i) => (op.kind === "read" ? cellsSql(op.sql, allWrapped(dry[i]?.columns?.length ?? 0)) : undefined))
@@ -82,7 +82,7 @@ export const RqliteSqlEngine = {
           })
           return Effect.flatMap(post(REQUEST_TX, run, false), (results) =>
             results.some((r) => r.error !== undefined && COLUMN_COUNT_CHANGED.test(r.error))
-              ? Effect.fail(refuse(503, Code.UNAVAILABLE, "the schema changed during the transaction; nothing was applied", "retry shortly", 1))
+              ? Effect.fail(refuse(Code.UNAVAILABLE, "the schema changed during the transaction; nothing was applied", "retry shortly", 1))
               : answer(
                   results,
                   wrapped.map((sql, i) => (sql === undefined ? undefined : (dry[i]?.columns ?? [])))

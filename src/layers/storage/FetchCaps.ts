@@ -46,9 +46,9 @@ const ID = /^[0-9a-f]{32}$/
 const TOKEN = /^pfc1\.([0-9a-f]{32})\.([A-Za-z0-9_-]{43})$/
 
 const unavailable = () =>
-  refuse(503, Code.FETCH_CAP_UNAVAILABLE, "the capability service is unavailable", "retry shortly", 2)
+  refuse(Code.FETCH_CAP_UNAVAILABLE, "the capability service is unavailable", "retry shortly", 2)
 const invalid = () =>
-  refuse(403, Code.FETCH_CAP_INVALID, "the fetch capability is not valid for this content", "ask the content's owner for a new one")
+  refuse(Code.FETCH_CAP_INVALID, "the fetch capability is not valid for this content", "ask the content's owner for a new one")
 
 export class FetchCaps extends Context.Tag("portico/FetchCaps")<FetchCaps, FetchCapsService>() {
   static readonly Live = Layer.effect(
@@ -66,17 +66,17 @@ export class FetchCaps extends Context.Tag("portico/FetchCaps")<FetchCaps, Fetch
             // a capability outlives the request; only a session a device holds may hand them out
             if (caller.method !== "jwt" || caller.keyId !== undefined || caller.deviceId === undefined) {
               return yield* Effect.fail(
-                refuse(403, Code.FETCH_CAP_DEVICE_REQUIRED, "minting fetch capabilities needs a device-bound session", "sign in with a device key")
+                refuse(Code.FETCH_CAP_DEVICE_REQUIRED, "minting fetch capabilities needs a device-bound session", "sign in with a device key")
               )
             }
             // checked here, after the credential kind, so an API key always hears it needs a device
             if (!hasGrant(caller, "storage-read")) {
-              return yield* Effect.fail(refuse(403, Code.GRANT_REQUIRED, "this route needs the storage-read grant"))
+              return yield* Effect.fail(refuse(Code.GRANT_REQUIRED, "this route needs the storage-read grant"))
             }
             const cid = canonicalCid(cidText)
             if (cid === undefined) return yield* Effect.fail(notCanonical(cidText))
             const held = yield* Effect.mapError(index.holds(caller.namespace, cid), unavailable)
-            if (!held) return yield* Effect.fail(refuse(404, Code.NOT_FOUND, "this namespace holds no content with that CID"))
+            if (!held) return yield* Effect.fail(refuse(Code.NOT_FOUND, "this namespace holds no content with that CID"))
             const now = yield* Clock.currentTimeMillis
             const expiresAt = Math.floor(now / 1000) + ttlSeconds
             const caps: Array<MintedCap> = []
@@ -102,9 +102,9 @@ export class FetchCaps extends Context.Tag("portico/FetchCaps")<FetchCaps, Fetch
         revoke: (id, revokeKey) =>
           Effect.gen(function* () {
             if (!ID.test(id)) {
-              return yield* Effect.fail(refuse(400, Code.VALIDATION_FAILED, "a capability id is 32 hexadecimal characters"))
+              return yield* Effect.fail(refuse(Code.VALIDATION_FAILED, "a capability id is 32 hexadecimal characters"))
             }
-            const wrongKey = refuse(403, Code.FETCH_CAP_REVOKE_KEY_INVALID, "the revoke key does not match this capability", "send X-Portico-Revoke-Key: <revoke_key>")
+            const wrongKey = refuse(Code.FETCH_CAP_REVOKE_KEY_INVALID, "the revoke key does not match this capability", "send X-Portico-Revoke-Key: <revoke_key>")
             if (revokeKey === undefined || revokeKey.length === 0 || revokeKey.length > 256) return yield* Effect.fail(wrongKey)
             const rows = yield* Effect.mapError(store.query({ sql: "SELECT revoke_hash FROM fetch_caps WHERE id = ?", params: [id] }), unavailable)
             const row = rows[0]
@@ -131,7 +131,7 @@ export class FetchCaps extends Context.Tag("portico/FetchCaps")<FetchCaps, Fetch
             const row = rows[0]
             if (row === undefined || !safeEqual(String(row["token_hash"]), hash(secret))) return yield* Effect.fail(invalid())
             if (row["revoked_at"] !== null && row["revoked_at"] !== undefined) {
-              return yield* Effect.fail(refuse(403, Code.FETCH_CAP_REVOKED, "the fetch capability was revoked"))
+              return yield* Effect.fail(refuse(Code.FETCH_CAP_REVOKED, "the fetch capability was revoked"))
             }
             const now = yield* Clock.currentTimeMillis
             if (Number(row["expires_at"]) <= Math.floor(now / 1000) || row["cid"] !== cid) return yield* Effect.fail(invalid())

@@ -11,6 +11,7 @@ import type { Principal } from "../../domain/Principal.js"
 import { isPlainText, withoutControls } from "../../domain/Text.js"
 import { Audit } from "../audit/Audit.js"
 import { PorticoConfig } from "../config/PorticoConfig.js"
+import type { Refused } from "../Refused.js"
 import type { Statement } from "../registry/RegistryStore.js"
 import { ContentEngine, ContentEngineError, type PinState } from "./ContentEngine.js"
 import { ContentIndex, type RefKind } from "./ContentIndex.js"
@@ -49,7 +50,7 @@ export interface StorageService {
     name: string,
     bytes: AsyncIterable<Uint8Array>,
     extra: (cid: string, size: number) => ReadonlyArray<Statement>
-  ) => Effect.Effect<{ readonly cid: string; readonly size: number }, StorageRefused>
+  ) => Effect.Effect<{ readonly cid: string; readonly size: number }, Refused<"BAD_REQUEST" | "PAYLOAD_TOO_LARGE" | "UNAVAILABLE">>
   /** Checks that `namespace` holds `cid` and answers its byte size. */
   readonly open: (namespace: string, cidText: string) => Effect.Effect<{ readonly cid: string; readonly size: number }, StorageRefused>
   readonly read: (cid: string, offset: number, length: number) => AsyncIterable<Uint8Array>
@@ -106,8 +107,8 @@ async function* fileBytes(events: AsyncIterator<FormEvent>) {
 
 const tooLarge = (e: OverLimit) =>
   e.what === "upload"
-    ? refuse(413, Code.PAYLOAD_TOO_LARGE, `the file is over the upload limit of ${e.limit} bytes`, "split it, or ask the operator to raise PORTICO_STORAGE_MAX_UPLOAD_BYTES")
-    : refuse(413, Code.PAYLOAD_TOO_LARGE, "the namespace's storage quota would be passed", "unpin content the namespace no longer needs")
+    ? refuse(Code.PAYLOAD_TOO_LARGE, `the file is over the upload limit of ${e.limit} bytes`, "split it, or ask the operator to raise PORTICO_STORAGE_MAX_UPLOAD_BYTES")
+    : refuse(Code.PAYLOAD_TOO_LARGE, "the namespace's storage quota would be passed", "unpin content the namespace no longer needs")
 
 export class Storage extends Context.Tag("portico/Storage")<Storage, StorageService>() {
   static readonly Live = Layer.scoped(
@@ -132,7 +133,7 @@ export class Storage extends Context.Tag("portico/Storage")<Storage, StorageServ
         engine.add(limited(bytes, limits.maxUploadBytes, "upload")).pipe(
           Effect.mapError((e) => {
             if (e.cause instanceof OverLimit) return tooLarge(e.cause)
-            if (e.cause instanceof FormRefused) return refuse(400, Code.BAD_REQUEST, e.cause.reason, FORM_HINT)
+            if (e.cause instanceof FormRefused) return refuse(Code.BAD_REQUEST, e.cause.reason, FORM_HINT)
             return storeDown("the content store could not take the upload")
           })
         )
@@ -170,7 +171,7 @@ export class Storage extends Context.Tag("portico/Storage")<Storage, StorageServ
               const events = formEvents(contentType, body, FORM_LIMITS)[Symbol.asyncIterator]()
               const next = Effect.tryPromise({
                 try: () => events.next(),
-                catch: (e) => refuse(400, Code.BAD_REQUEST, e instanceof FormRefused ? e.reason : "the upload could not be read", FORM_HINT)
+                catch: (e) => refuse(Code.BAD_REQUEST, e instanceof FormRefused ? e.reason : "the upload could not be read", FORM_HINT)
               })
               let fieldName: string | undefined
               let file: { readonly cid: string; readonly size: number; readonly fileName: string } | undefined
@@ -187,14 +188,14 @@ export class Storage extends Context.Tag("portico/Storage")<Storage, StorageServ
                   continue
                 }
                 if (part.name !== "file") return yield* Effect.fail(unknownField(part.name))
-                if (file !== undefined) return yield* Effect.fail(refuse(400, Code.BAD_REQUEST, "only one file per upload"))
+                if (file !== undefined) return yield* Effect.fail(refuse(Code.BAD_REQUEST, "only one file per upload"))
                 // the blocks are written now and recorded only once the whole form has been read
                 const bytes = part.kind === "field" ? single(Buffer.from(part.value, "utf8")) : fileBytes(events)
                 const imported = yield* importBytes(bytes)
                 file = { ...imported, fileName: part.kind === "file" ? [...withoutControls(part.filename)].slice(0, NAME_MAX).join("") : "" }
               }
               if (file === undefined) {
-                return yield* Effect.fail(refuse(400, Code.BAD_REQUEST, "no file in the upload", "send the bytes in a multipart field named file"))
+                return yield* Effect.fail(refuse(Code.BAD_REQUEST, "no file in the upload", "send the bytes in a multipart field named file"))
               }
               const name = fieldName ?? file.fileName
               yield* record(caller.namespace, "pin", "", name, file, [])
@@ -276,7 +277,7 @@ export class Storage extends Context.Tag("portico/Storage")<Storage, StorageServ
               index.release({ namespace: caller.namespace, cid, kind: "pin", ref: "" }),
               () => storeDown()
             )
-            if (!released) return yield* Effect.fail(refuse(404, Code.NOT_FOUND, "this namespace has no pin of that CID"))
+            if (!released) return yield* Effect.fail(refuse(Code.NOT_FOUND, "this namespace has no pin of that CID"))
             yield* audit.record(caller.namespace, "storage.unpin", caller.subject, cid, { immediate })
             const left = yield* Effect.option(index.count(cid))
             // the count could not run: the pin stays for now; the sweep drops it if nothing holds it
@@ -355,15 +356,15 @@ export class Storage extends Context.Tag("portico/Storage")<Storage, StorageServ
 /** Names are counted in characters (code points), not UTF-16 units. */
 const characters = (text: string): number => [...text].length
 
-const nameTooLong = () => refuse(400, Code.VALIDATION_FAILED, `name is longer than ${NAME_MAX} characters`)
-const nameNotPlain = () => refuse(400, Code.VALIDATION_FAILED, "name: no control characters (U+0000-U+001F, U+007F)")
+const nameTooLong = () => refuse(Code.VALIDATION_FAILED, `name is longer than ${NAME_MAX} characters`)
+const nameNotPlain = () => refuse(Code.VALIDATION_FAILED, "name: no control characters (U+0000-U+001F, U+007F)")
 
 const FORM_HINT = "send multipart/form-data with the bytes in a field named file (curl -F file=@path)"
 /** A file and its name; a few more parts are parsed only to be refused by name. */
 const FORM_LIMITS = { maxParts: 8, maxFieldSize: 64 * 1024 }
 
 const unknownField = (key: string) =>
-  refuse(400, Code.BAD_REQUEST, `unexpected multipart field "${key.slice(0, 64)}"`, "send the bytes as field file and optionally a field name")
+  refuse(Code.BAD_REQUEST, `unexpected multipart field "${key.slice(0, 64)}"`, "send the bytes as field file and optionally a field name")
 
 async function* single(bytes: Uint8Array) {
   yield bytes

@@ -1,0 +1,172 @@
+/**
+ * The error catalogue: one tagged error class per wire code, and nothing else answers a refusal.
+ * Each class holds the wire body `{error, code, hint?}` with `code` a literal (filled in by the
+ * constructor: `new NotFound({ error })`), and its HTTP status annotated, so HttpApi picks the
+ * status, the typed client decodes the class, and the OpenAPI document lists the code as an
+ * enumeration. A code has exactly one status. 429 and 503 classes also carry
+ * `retryAfterSeconds`, sent as `Retry-After`, never in the body.
+ *
+ * The class is the type side; its wire form (no `_tag`) is in Wire.ts.
+ */
+import { HttpApiSchema } from "@effect/platform"
+import { Schema } from "effect"
+
+const codeField = <C extends string>(code: C) =>
+  Schema.propertySignature(Schema.Literal(code)).pipe(Schema.withConstructorDefault(() => code))
+
+const envelope = <C extends string>(code: C) => ({
+  error: Schema.String,
+  code: codeField(code),
+  hint: Schema.optional(Schema.String)
+})
+
+/** A refusal the client should retry: the seconds travel as `Retry-After`. */
+const retried = <C extends string>(code: C) => ({ ...envelope(code), retryAfterSeconds: Schema.optional(Schema.Number) })
+
+const status = <A>(status: number) => HttpApiSchema.annotations<A>({ status })
+
+// 400
+/** The body, path or query does not match the route's schema, or a service's rule on a value. */
+export class ValidationFailed extends Schema.TaggedError<ValidationFailed>()("ValidationFailed", envelope("VALIDATION_FAILED"), status(400)) {}
+/** The body is not (strict, UTF-8) JSON. */
+export class MalformedJson extends Schema.TaggedError<MalformedJson>()("MalformedJson", envelope("MALFORMED_JSON"), status(400)) {}
+/** A rule about the request as a whole (a JWT where an API key is needed, a malformed upload). */
+export class BadRequest extends Schema.TaggedError<BadRequest>()("BadRequest", envelope("BAD_REQUEST"), status(400)) {}
+export class SqlError extends Schema.TaggedError<SqlError>()("SqlError", envelope("SQL_ERROR"), status(400)) {}
+export class TransactionFailed extends Schema.TaggedError<TransactionFailed>()("TransactionFailed", envelope("TRANSACTION_FAILED"), status(400)) {}
+export class StatementTimeout extends Schema.TaggedError<StatementTimeout>()("StatementTimeout", envelope("STATEMENT_TIMEOUT"), status(400)) {}
+export class FetchCapNotAlone extends Schema.TaggedError<FetchCapNotAlone>()("FetchCapNotAlone", envelope("FETCH_CAP_NOT_ALONE"), status(400)) {}
+export class DeviceKeyInvalid extends Schema.TaggedError<DeviceKeyInvalid>()("DeviceKeyInvalid", envelope("DEVICE_KEY_INVALID"), status(400)) {}
+// the device-login token endpoint answers OAuth's own codes (RFC 8628 §3.5), in their spelling
+export class InvalidGrant extends Schema.TaggedError<InvalidGrant>()("InvalidGrant", envelope("invalid_grant"), status(400)) {}
+export class ExpiredToken extends Schema.TaggedError<ExpiredToken>()("ExpiredToken", envelope("expired_token"), status(400)) {}
+export class AccessDenied extends Schema.TaggedError<AccessDenied>()("AccessDenied", envelope("access_denied"), status(400)) {}
+export class SlowDown extends Schema.TaggedError<SlowDown>()("SlowDown", envelope("slow_down"), status(400)) {}
+export class AuthorizationPending extends Schema.TaggedError<AuthorizationPending>()("AuthorizationPending", envelope("authorization_pending"), status(400)) {}
+
+// 401
+/** No `Authorization: Bearer …`, or a malformed one. */
+export class Unauthorized extends Schema.TaggedError<Unauthorized>()("Unauthorized", envelope("UNAUTHORIZED"), status(401)) {}
+export class InvalidToken extends Schema.TaggedError<InvalidToken>()("InvalidToken", envelope("INVALID_TOKEN"), status(401)) {}
+export class InvalidApiKey extends Schema.TaggedError<InvalidApiKey>()("InvalidApiKey", envelope("INVALID_API_KEY"), status(401)) {}
+export class InvalidRefreshToken extends Schema.TaggedError<InvalidRefreshToken>()("InvalidRefreshToken", envelope("INVALID_REFRESH_TOKEN"), status(401)) {}
+export class SignatureInvalid extends Schema.TaggedError<SignatureInvalid>()("SignatureInvalid", envelope("SIGNATURE_INVALID"), status(401)) {}
+export class DeviceSignatureInvalid extends Schema.TaggedError<DeviceSignatureInvalid>()("DeviceSignatureInvalid", envelope("DEVICE_SIGNATURE_INVALID"), status(401)) {}
+export class DeviceProofRequired extends Schema.TaggedError<DeviceProofRequired>()("DeviceProofRequired", envelope("DEVICE_PROOF_REQUIRED"), status(401)) {}
+export class DeviceProofInvalid extends Schema.TaggedError<DeviceProofInvalid>()("DeviceProofInvalid", envelope("DEVICE_PROOF_INVALID"), status(401)) {}
+export class FetchCapMissing extends Schema.TaggedError<FetchCapMissing>()("FetchCapMissing", envelope("FETCH_CAP_MISSING"), status(401)) {}
+
+// 403
+export class Forbidden extends Schema.TaggedError<Forbidden>()("Forbidden", envelope("FORBIDDEN"), status(403)) {}
+export class GrantRequired extends Schema.TaggedError<GrantRequired>()("GrantRequired", envelope("GRANT_REQUIRED"), status(403)) {}
+export class ControlPlaneRequired extends Schema.TaggedError<ControlPlaneRequired>()("ControlPlaneRequired", envelope("CONTROL_PLANE_REQUIRED"), status(403)) {}
+export class OwnerRequired extends Schema.TaggedError<OwnerRequired>()("OwnerRequired", envelope("OWNER_REQUIRED"), status(403)) {}
+export class NotAnOperator extends Schema.TaggedError<NotAnOperator>()("NotAnOperator", envelope("NOT_AN_OPERATOR"), status(403)) {}
+/** A session-only route called with an API key (or a token exchanged from one): the gate's one answer. */
+export class SessionRequired extends Schema.TaggedError<SessionRequired>()("SessionRequired", envelope("SESSION_REQUIRED"), status(403)) {}
+/** A node-to-node route refused the calling node's coordination (source, MAC, time, replay): only gateways see it. */
+export class CoordinationRefused extends Schema.TaggedError<CoordinationRefused>()("CoordinationRefused", envelope("COORDINATION_REFUSED"), status(403)) {}
+export class SqlNotAllowed extends Schema.TaggedError<SqlNotAllowed>()("SqlNotAllowed", envelope("SQL_NOT_ALLOWED"), status(403)) {}
+export class NotAMember extends Schema.TaggedError<NotAMember>()("NotAMember", envelope("NOT_A_MEMBER"), status(403)) {}
+export class DeviceRequired extends Schema.TaggedError<DeviceRequired>()("DeviceRequired", envelope("DEVICE_REQUIRED"), status(403)) {}
+export class DeviceRevoked extends Schema.TaggedError<DeviceRevoked>()("DeviceRevoked", envelope("DEVICE_REVOKED"), status(403)) {}
+export class DevicePending extends Schema.TaggedError<DevicePending>()("DevicePending", envelope("DEVICE_PENDING"), status(403)) {}
+export class DeviceKeyTaken extends Schema.TaggedError<DeviceKeyTaken>()("DeviceKeyTaken", envelope("DEVICE_KEY_TAKEN"), status(403)) {}
+export class FetchCapInvalid extends Schema.TaggedError<FetchCapInvalid>()("FetchCapInvalid", envelope("FETCH_CAP_INVALID"), status(403)) {}
+export class FetchCapRevoked extends Schema.TaggedError<FetchCapRevoked>()("FetchCapRevoked", envelope("FETCH_CAP_REVOKED"), status(403)) {}
+export class FetchCapDeviceRequired extends Schema.TaggedError<FetchCapDeviceRequired>()("FetchCapDeviceRequired", envelope("FETCH_CAP_DEVICE_REQUIRED"), status(403)) {}
+export class FetchCapRevokeKeyInvalid extends Schema.TaggedError<FetchCapRevokeKeyInvalid>()("FetchCapRevokeKeyInvalid", envelope("FETCH_CAP_REVOKE_KEY_INVALID"), status(403)) {}
+
+// 404, 405, 408, 409, 413, 416
+export class NotFound extends Schema.TaggedError<NotFound>()("NotFound", envelope("NOT_FOUND"), status(404)) {}
+export class DeviceNotFound extends Schema.TaggedError<DeviceNotFound>()("DeviceNotFound", envelope("DEVICE_NOT_FOUND"), status(404)) {}
+/** No route has this path (answered before any endpoint). */
+export class RouteNotFound extends Schema.TaggedError<RouteNotFound>()("RouteNotFound", envelope("ROUTE_NOT_FOUND"), status(404)) {}
+/** The path exists with other methods (answered before any endpoint; `Allow` lists them). */
+export class MethodNotAllowed extends Schema.TaggedError<MethodNotAllowed>()("MethodNotAllowed", envelope("METHOD_NOT_ALLOWED"), status(405)) {}
+/** Headers or a body too slow (answered by the listener). */
+export class RequestTimeout extends Schema.TaggedError<RequestTimeout>()("RequestTimeout", envelope("REQUEST_TIMEOUT"), status(408)) {}
+export class Conflict extends Schema.TaggedError<Conflict>()("Conflict", envelope("CONFLICT"), status(409)) {}
+export class NamespaceExists extends Schema.TaggedError<NamespaceExists>()("NamespaceExists", envelope("NAMESPACE_EXISTS"), status(409)) {}
+export class DatabaseExists extends Schema.TaggedError<DatabaseExists>()("DatabaseExists", envelope("DATABASE_EXISTS"), status(409)) {}
+export class PayloadTooLarge extends Schema.TaggedError<PayloadTooLarge>()("PayloadTooLarge", envelope("PAYLOAD_TOO_LARGE"), status(413)) {}
+export class RangeNotSatisfiable extends Schema.TaggedError<RangeNotSatisfiable>()("RangeNotSatisfiable", envelope("RANGE_NOT_SATISFIABLE"), status(416)) {}
+
+// 429, 431, 500, 503
+export class RateLimited extends Schema.TaggedError<RateLimited>()("RateLimited", retried("RATE_LIMITED"), status(429)) {}
+/** Headers over node's limit (answered by node's parser, before any route). */
+export class HeadersTooLarge extends Schema.TaggedError<HeadersTooLarge>()("HeadersTooLarge", envelope("HEADERS_TOO_LARGE"), status(431)) {}
+/** A bug: the detail goes to the log only. */
+export class Internal extends Schema.TaggedError<Internal>()("Internal", envelope("INTERNAL"), status(500)) {}
+export class Unavailable extends Schema.TaggedError<Unavailable>()("Unavailable", retried("UNAVAILABLE"), status(503)) {}
+export class HomeNodeUnreachable extends Schema.TaggedError<HomeNodeUnreachable>()("HomeNodeUnreachable", retried("HOME_NODE_UNREACHABLE"), status(503)) {}
+export class FetchCapUnavailable extends Schema.TaggedError<FetchCapUnavailable>()("FetchCapUnavailable", retried("FETCH_CAP_UNAVAILABLE"), status(503)) {}
+export class PolicySweepIncomplete extends Schema.TaggedError<PolicySweepIncomplete>()("PolicySweepIncomplete", retried("POLICY_SWEEP_INCOMPLETE"), status(503)) {}
+
+/** Every class of the catalogue, by its tag. */
+export const catalogue = {
+  ValidationFailed,
+  MalformedJson,
+  BadRequest,
+  SqlError,
+  TransactionFailed,
+  StatementTimeout,
+  FetchCapNotAlone,
+  DeviceKeyInvalid,
+  InvalidGrant,
+  ExpiredToken,
+  AccessDenied,
+  SlowDown,
+  AuthorizationPending,
+  Unauthorized,
+  InvalidToken,
+  InvalidApiKey,
+  InvalidRefreshToken,
+  SignatureInvalid,
+  DeviceSignatureInvalid,
+  DeviceProofRequired,
+  DeviceProofInvalid,
+  FetchCapMissing,
+  Forbidden,
+  GrantRequired,
+  ControlPlaneRequired,
+  OwnerRequired,
+  NotAnOperator,
+  SessionRequired,
+  CoordinationRefused,
+  SqlNotAllowed,
+  NotAMember,
+  DeviceRequired,
+  DeviceRevoked,
+  DevicePending,
+  DeviceKeyTaken,
+  FetchCapInvalid,
+  FetchCapRevoked,
+  FetchCapDeviceRequired,
+  FetchCapRevokeKeyInvalid,
+  NotFound,
+  DeviceNotFound,
+  RouteNotFound,
+  MethodNotAllowed,
+  RequestTimeout,
+  Conflict,
+  NamespaceExists,
+  DatabaseExists,
+  PayloadTooLarge,
+  RangeNotSatisfiable,
+  RateLimited,
+  HeadersTooLarge,
+  Internal,
+  Unavailable,
+  HomeNodeUnreachable,
+  FetchCapUnavailable,
+  PolicySweepIncomplete
+} as const
+
+export type Catalogue = typeof catalogue
+/** Every API error. */
+export type ApiError = InstanceType<Catalogue[keyof Catalogue]>
+/** Every wire code. */
+export type ErrorCode = ApiError["code"]
+/** The class of a code. */
+export type ErrorOf<C extends ErrorCode> = Extract<ApiError, { readonly code: C }>

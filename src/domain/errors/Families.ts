@@ -1,0 +1,90 @@
+/**
+ * The codes each service family refuses with. A service types its refusal with its family's
+ * codes (a code outside it does not compile), and the route group that calls it declares the
+ * same list (`.addError(wiresOf(CacheRefusals))`), so what an endpoint declares is what it can
+ * answer.
+ */
+import type { ErrorCode } from "./Catalogue.js"
+
+const family = <const Cs extends ReadonlyArray<ErrorCode>>(...codes: Cs): Cs => codes
+
+/** Cache rules (src/layers/cache/Cache.ts) and its engine being down. */
+export const CacheRefusals = family("VALIDATION_FAILED", "GRANT_REQUIRED", "NOT_FOUND", "PAYLOAD_TOO_LARGE", "UNAVAILABLE")
+export type CacheCode = (typeof CacheRefusals)[number]
+
+/** Namespace rules: members, ownership offers, creation (src/layers/namespaces). */
+export const NamespaceRefusals = family(
+  "VALIDATION_FAILED",
+  "FORBIDDEN",
+  "OWNER_REQUIRED",
+  "CONTROL_PLANE_REQUIRED",
+  "NOT_FOUND",
+  "CONFLICT",
+  "NAMESPACE_EXISTS"
+)
+export type NamespaceCode = (typeof NamespaceRefusals)[number]
+
+/** Minting an API key beyond the caller's own grants or namespace (src/layers/keys). */
+export const MintRefusals = family("FORBIDDEN", "GRANT_REQUIRED")
+export type MintCode = (typeof MintRefusals)[number]
+
+/** Sign-in, sessions, the device flow and devices (src/layers/sessions, src/layers/devices). */
+export const SessionRefusals = family(
+  "VALIDATION_FAILED",
+  "DEVICE_KEY_INVALID",
+  "invalid_grant",
+  "expired_token",
+  "access_denied",
+  "slow_down",
+  "authorization_pending",
+  "SIGNATURE_INVALID",
+  "DEVICE_SIGNATURE_INVALID",
+  "DEVICE_PROOF_REQUIRED",
+  "DEVICE_PROOF_INVALID",
+  "INVALID_REFRESH_TOKEN",
+  "FORBIDDEN",
+  "NOT_A_MEMBER",
+  "DEVICE_REQUIRED",
+  "DEVICE_REVOKED",
+  "DEVICE_PENDING",
+  "DEVICE_KEY_TAKEN",
+  "NOT_FOUND",
+  "DEVICE_NOT_FOUND"
+)
+export type SessionCode = (typeof SessionRefusals)[number]
+
+/** A transfer (import, export, backup) waiting for or running over its slot (src/layers/transfer). */
+export const TransferRefusals = family("RATE_LIMITED", "UNAVAILABLE")
+export type TransferCode = (typeof TransferRefusals)[number]
+
+/** Node-local databases and the cluster SQL store (src/layers/sql), transfers included. */
+export const SqlRefusals = family(
+  "VALIDATION_FAILED",
+  "BAD_REQUEST",
+  "SQL_ERROR",
+  "TRANSACTION_FAILED",
+  "STATEMENT_TIMEOUT",
+  "SQL_NOT_ALLOWED",
+  "NOT_FOUND",
+  "DATABASE_EXISTS",
+  "PAYLOAD_TOO_LARGE",
+  ...TransferRefusals,
+  "HOME_NODE_UNREACHABLE"
+)
+export type SqlCode = (typeof SqlRefusals)[number]
+
+/** Storage and fetch capabilities (src/layers/storage). */
+export const StorageRefusals = family(
+  "VALIDATION_FAILED",
+  "BAD_REQUEST",
+  "GRANT_REQUIRED",
+  "FETCH_CAP_INVALID",
+  "FETCH_CAP_REVOKED",
+  "FETCH_CAP_DEVICE_REQUIRED",
+  "FETCH_CAP_REVOKE_KEY_INVALID",
+  "NOT_FOUND",
+  "PAYLOAD_TOO_LARGE",
+  "UNAVAILABLE",
+  "FETCH_CAP_UNAVAILABLE"
+)
+export type StorageCode = (typeof StorageRefusals)[number]
