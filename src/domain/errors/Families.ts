@@ -88,3 +88,9 @@ export const StorageRefusals = family(
   "FETCH_CAP_UNAVAILABLE"
 )
 export type StorageCode = (typeof StorageRefusals)[number]
+
+/**
+ * Answered before any endpoint is chosen (no route, another method, node's parser, a body too
+ * slow), so no endpoint declares them and the OpenAPI document does not list them.
+ */
+export const ListenerRefusals = family("ROUTE_NOT_FOUND", "METHOD_NOT_ALLOWED", "REQUEST_TIMEOUT", "HEADERS_TOO_LARGE")
