@@ -19,7 +19,7 @@ export interface TransferSlotService {
   readonly hold: (what: string) => Effect.Effect<Effect.Effect<void>, SqlRefused, Scope.Scope>
 }
 
-const busy = () => refuse(429, Code.RATE_LIMITED, "another import, export or backup is running on this gateway", "retry when it has finished", 5)
+const busy = () => refuse(Code.RATE_LIMITED, "another import, export or backup is running on this gateway", "retry when it has finished", 5)
 
 export class TransferSlot extends Context.Tag("portico/TransferSlot")<TransferSlot, TransferSlotService>() {
   static readonly Live = Layer.effect(
@@ -50,7 +50,7 @@ export class TransferSlot extends Context.Tag("portico/TransferSlot")<TransferSl
               Effect.timeoutFail(work, {
                 duration: budget,
                 onTimeout: () =>
-                  refuse(503, Code.UNAVAILABLE, `the ${what} ran over its ${Duration.format(budget)} budget and was stopped`, "retry later, or move less data at once", 30)
+                  refuse(Code.UNAVAILABLE, `the ${what} ran over its ${Duration.format(budget)} budget and was stopped`, "retry later, or move less data at once", 30)
               }),
             give
           ),
