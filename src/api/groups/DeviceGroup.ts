@@ -55,47 +55,27 @@ const deviceParam = HttpApiSchema.param(
 )
 
 export class DeviceGroup extends HttpApiGroup.make("devices")
-  // the signed-in session's own devices
-  .add(
-    HttpApiEndpoint.get("list", "/v1/auth/devices")
-      .setUrlParams(TimeKeyedPage)
-      .addSuccess(DeviceList)
-      .middleware(SessionAuthentication)
-      .annotate(RoutePolicy, session())
-  )
-  .add(
-    HttpApiEndpoint.del("revoke")`/v1/auth/devices/${deviceParam}`
-      .setPayload(RevokeRequest)
-      .addSuccess(Revoked)
-      .middleware(SessionAuthentication)
-      .annotate(RoutePolicy, session())
-  )
-  // anyone's devices, and the namespace's policy
+  // anyone's devices (owners and admins), and the namespace's policy
   .add(
     HttpApiEndpoint.get("listFor", "/v1/namespace/devices")
       .setUrlParams(strict(Schema.Struct({ subject: Wallet, ...pageQueryFields(TimeAndText) })))
       .addSuccess(SubjectDevices)
-      .middleware(Authentication)
       .annotate(RoutePolicy, membersWrite)
   )
-  .add(
-    HttpApiEndpoint.del("revokeAny")`/v1/namespace/devices/${deviceParam}`
-      .addSuccess(Revoked)
-      .middleware(Authentication)
-      .annotate(RoutePolicy, membersWrite)
-  )
-  .add(
-    HttpApiEndpoint.get("getPolicy", "/v1/namespace/session-policy")
-      .addSuccess(PolicyView)
-      .middleware(Authentication)
-      .annotate(RoutePolicy, authenticated)
-  )
+  .add(HttpApiEndpoint.del("revokeAny")`/v1/namespace/devices/${deviceParam}`.addSuccess(Revoked).annotate(RoutePolicy, membersWrite))
+  .add(HttpApiEndpoint.get("getPolicy", "/v1/namespace/session-policy").addSuccess(PolicyView).annotate(RoutePolicy, authenticated))
   .add(
     HttpApiEndpoint.put("setPolicy", "/v1/namespace/session-policy")
       .setPayload(SetPolicy)
       .addSuccess(PolicyAnswer)
-      .middleware(Authentication)
       .annotate(RoutePolicy, namespaceWrite)
   )
+  .middlewareEndpoints(Authentication)
+  // the signed-in session's own devices
+  .add(HttpApiEndpoint.get("list", "/v1/auth/devices").setUrlParams(TimeKeyedPage).addSuccess(DeviceList).middleware(SessionAuthentication))
+  .add(
+    HttpApiEndpoint.del("revoke")`/v1/auth/devices/${deviceParam}`.setPayload(RevokeRequest).addSuccess(Revoked).middleware(SessionAuthentication)
+  )
+  .annotate(RoutePolicy, session())
   .addError(wiresOf(SessionRefusals))
   .addError(Wire.PolicySweepIncomplete) {}

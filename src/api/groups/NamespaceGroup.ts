@@ -118,47 +118,50 @@ export const SetRateLimit = strict(
 const walletParam = HttpApiSchema.param("wallet", Wallet)
 const keyParam = HttpApiSchema.param("id", KeyId)
 
+// Every route takes any credential of the namespace (Authentication), readable by all of it
+// unless its policy says otherwise; accepting a transfer is the recipient's own session's.
 export class NamespaceGroup extends HttpApiGroup.make("namespace")
-  // members: anyone of the namespace reads them; owners and admins change them
-  .add(
-    HttpApiEndpoint.get("listMembers", "/v1/namespace/members")
-      .setUrlParams(TimeKeyedPage)
-      .addSuccess(MemberList)
-      .middleware(Authentication)
-      .annotate(RoutePolicy, authenticated)
-  )
+  // members: owners and admins change them
+  .add(HttpApiEndpoint.get("listMembers", "/v1/namespace/members").setUrlParams(TimeKeyedPage).addSuccess(MemberList))
   .add(
     HttpApiEndpoint.post("addMember", "/v1/namespace/members")
       .setPayload(AddMember)
       .addSuccess(MemberAnswer)
       .addError(Wire.NotFound)
-      .middleware(Authentication)
       .annotate(RoutePolicy, membersWrite)
   )
   .add(
     HttpApiEndpoint.del("removeMember")`/v1/namespace/members/${walletParam}`
       .addSuccess(Schema.Struct({ namespace: Schema.String, removed: Schema.String }))
       .addError(Wire.NotFound)
-      .middleware(Authentication)
       .annotate(RoutePolicy, membersWrite)
   )
   // two-step ownership transfer (docs/api.md): the owner offers and cancels; anyone of the
-  // namespace sees the pending offer; its recipient accepts from its own session
+  // namespace sees the pending offer
   .add(
     HttpApiEndpoint.post("transfer", "/v1/namespace/members/transfer")
       .setPayload(Transfer)
       .addSuccess(TransferOffered, { status: 202 })
       .addSuccess(TransferAnswer)
       .addError(Wire.Conflict)
-      .middleware(Authentication)
       .annotate(RoutePolicy, owner)
   )
+  .add(HttpApiEndpoint.get("pendingTransfer", "/v1/namespace/members/transfer").addSuccess(PendingTransfer))
   .add(
-    HttpApiEndpoint.get("pendingTransfer", "/v1/namespace/members/transfer")
-      .addSuccess(PendingTransfer)
-      .middleware(Authentication)
-      .annotate(RoutePolicy, authenticated)
+    HttpApiEndpoint.post("cancelTransfer", "/v1/namespace/members/transfer/cancel")
+      .addSuccess(TransferCancelled)
+      .addError(Wire.NotFound)
+      .annotate(RoutePolicy, owner)
   )
+  // keys are control plane (spec §5.5: admin keys, wallets of role developer or above)
+  .add(HttpApiEndpoint.get("listKeys", "/v1/namespace/keys").setUrlParams(TimeKeyedPage).addSuccess(KeyList).annotate(RoutePolicy, controlPlane))
+  .add(HttpApiEndpoint.post("mintKey", "/v1/namespace/keys").setPayload(MintKey).addSuccess(MintedKey, { status: 201 }).annotate(RoutePolicy, controlPlane))
+  .add(HttpApiEndpoint.del("revokeKey")`/v1/namespace/keys/${keyParam}`.addSuccess(RevokedKey).addError(Wire.NotFound).annotate(RoutePolicy, controlPlane))
+  .add(HttpApiEndpoint.get("getRateLimit", "/v1/namespace/rate-limit").addSuccess(RateLimitView))
+  .add(HttpApiEndpoint.put("setRateLimit", "/v1/namespace/rate-limit").setPayload(SetRateLimit).addSuccess(RateLimitView).annotate(RoutePolicy, namespaceWrite))
+  // the gate of every endpoint added so far
+  .middlewareEndpoints(Authentication)
+  // the offer's recipient accepts it from its own session
   .add(
     HttpApiEndpoint.post("acceptTransfer", "/v1/namespace/members/transfer/accept")
       .addSuccess(TransferAnswer)
@@ -167,47 +170,6 @@ export class NamespaceGroup extends HttpApiGroup.make("namespace")
       .middleware(SessionAuthentication)
       .annotate(RoutePolicy, session())
   )
-  .add(
-    HttpApiEndpoint.post("cancelTransfer", "/v1/namespace/members/transfer/cancel")
-      .addSuccess(TransferCancelled)
-      .addError(Wire.NotFound)
-      .middleware(Authentication)
-      .annotate(RoutePolicy, owner)
-  )
-  // keys are control plane (spec §5.5: admin keys, wallets of role developer or above)
-  .add(
-    HttpApiEndpoint.get("listKeys", "/v1/namespace/keys")
-      .setUrlParams(TimeKeyedPage)
-      .addSuccess(KeyList)
-      .middleware(Authentication)
-      .annotate(RoutePolicy, controlPlane)
-  )
-  .add(
-    HttpApiEndpoint.post("mintKey", "/v1/namespace/keys")
-      .setPayload(MintKey)
-      .addSuccess(MintedKey, { status: 201 })
-      .middleware(Authentication)
-      .annotate(RoutePolicy, controlPlane)
-  )
-  .add(
-    HttpApiEndpoint.del("revokeKey")`/v1/namespace/keys/${keyParam}`
-      .addSuccess(RevokedKey)
-      .addError(Wire.NotFound)
-      .middleware(Authentication)
-      .annotate(RoutePolicy, controlPlane)
-  )
-  .add(
-    HttpApiEndpoint.get("getRateLimit", "/v1/namespace/rate-limit")
-      .addSuccess(RateLimitView)
-      .middleware(Authentication)
-      .annotate(RoutePolicy, authenticated)
-  )
-  .add(
-    HttpApiEndpoint.put("setRateLimit", "/v1/namespace/rate-limit")
-      .setPayload(SetRateLimit)
-      .addSuccess(RateLimitView)
-      .middleware(Authentication)
-      .annotate(RoutePolicy, namespaceWrite)
-  )
+  .annotate(RoutePolicy, authenticated)
   .addError(wiresOf(NamespaceRefusals))
   .addError(wiresOf(MintRefusals)) {}
