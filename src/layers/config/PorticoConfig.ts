@@ -2,10 +2,11 @@
  * The gateway's configuration: environment variables (`PORTICO_*`) read through Effect's Config,
  * overridable by command-line flags. Every default is the embedded one, so `npm start` needs none.
  */
-import { Config, ConfigError, Context, Effect, Layer, Option, Redacted } from "effect"
+import { Config, ConfigError, Context, Effect, Either, Layer, Option, Redacted } from "effect"
 import { randomBytes } from "node:crypto"
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import * as path from "node:path"
+import { parseCidrs } from "../../domain/AddressRanges.js"
 import { testDirectory } from "../TestLayer.js"
 
 export interface RateLimitSetting {
@@ -67,6 +68,18 @@ export interface PorticoSettings {
    * privacy delete asks every peer to evict.
    */
   readonly peers: ReadonlyMap<string, string>
+  /**
+   * Outbound calls to hosts a tenant chose (src/layers/egress/GuardedFetch.ts): ranges exempted
+   * from its refusal of loopback, private and reserved addresses (`PORTICO_EGRESS_ALLOW_CIDRS`,
+   * comma-separated CIDRs; none by default).
+   */
+  readonly egress: { readonly allowCidrs: ReadonlyArray<string> }
+  /**
+   * How long a push topic registration lives (`PORTICO_PUSH_TOPIC_LIFETIME_SECONDS`): spec §8's
+   * 7 days by default, the expiry rounded up to a whole UTC day; a lifetime under a day (tests)
+   * is not rounded (docs/push.md).
+   */
+  readonly pushTopicLifetimeSeconds: number
 }
 
 export interface BodySettings {
@@ -178,6 +191,14 @@ const load = (overrides: Partial<Pick<PorticoSettings, "host" | "port" | "dataDi
     const kuboUrl = yield* env(Config.option(Config.url("STORAGE_KUBO_URL")))
     const clusterUrl = yield* env(Config.option(Config.url("STORAGE_CLUSTER_URL")))
     const peers = yield* env(Config.array(Config.string(), "PEERS")).pipe(Config.withDefault([]))
+    const egressAllow = yield* env(Config.string("EGRESS_ALLOW_CIDRS")).pipe(Config.withDefault(""))
+    const allowCidrs = parseCidrs(egressAllow)
+    if (Either.isLeft(allowCidrs)) {
+      return yield* Effect.fail(
+        ConfigError.InvalidData(["PORTICO", "EGRESS_ALLOW_CIDRS"], `expected comma-separated CIDRs, got "${allowCidrs.left}"`)
+      )
+    }
+    const topicLifetime = yield* env(positiveInteger("PUSH_TOPIC_LIFETIME_SECONDS")).pipe(Config.withDefault(7 * 86_400))
     if (Option.isSome(kuboUrl) !== Option.isSome(clusterUrl)) {
       return yield* Effect.fail(
         ConfigError.MissingData(["PORTICO", "STORAGE_CLUSTER_URL"], "the storage cluster engine needs both PORTICO_STORAGE_KUBO_URL and PORTICO_STORAGE_CLUSTER_URL")
@@ -239,7 +260,9 @@ const load = (overrides: Partial<Pick<PorticoSettings, "host" | "port" | "dataDi
             ? { kuboUrl: trim(kuboUrl.value), clusterUrl: trim(clusterUrl.value) }
             : undefined
       },
-      peers: yield* parseUrlMap("PEERS", peers)
+      peers: yield* parseUrlMap("PEERS", peers),
+      egress: { allowCidrs: allowCidrs.right.cidrs },
+      pushTopicLifetimeSeconds: topicLifetime
     }
     return settings
   })
@@ -355,5 +378,7 @@ export const testSettings = (dataDir: string, patch: Partial<PorticoSettings> = 
     cluster: undefined
   },
   peers: new Map(),
+  egress: { allowCidrs: [] },
+  pushTopicLifetimeSeconds: 7 * 86_400,
   ...patch
 })
