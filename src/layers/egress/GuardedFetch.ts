@@ -88,6 +88,8 @@ const hostOf = (host: string): Either.Either<string, EgressError> => {
   const literal = ipLiteral(host)
   if (literal !== undefined) return Either.right(literal.address)
   try {
+    // a port (outside an IPv6 literal's brackets) is not part of a host
+    if (host.replace(/^\[[^\]]*\]/, "").includes(":")) throw new Error("a port is not a host")
     const parsed = new URL(`http://${host}/`)
     if (parsed.host !== parsed.hostname || parsed.username !== "" || parsed.pathname !== "/") throw new Error("not a bare host")
     const hostname = parsed.hostname
