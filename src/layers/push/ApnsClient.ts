@@ -1,0 +1,204 @@
+/**
+ * APNs provider API over HTTP/2 (node:http2, see docs/push.md for why not @parse/node-apn).
+ *
+ * One HTTP/2 connection per signing key and environment, opened on first use, multiplexed and
+ * reused until the server closes it (GOAWAY, error, idle close), then opened again on the next
+ * send. Every request carries the key's cached provider token (ProviderToken.ts). Each device gets
+ * a DeliveryOutcome and nothing fails: 410 (`Unregistered`, `ExpiredToken`) and 400
+ * `BadDeviceToken` are `unregistered`; any other answer, a timeout or a broken connection is a
+ * `failed` outcome for that device alone.
+ */
+import { Context, Effect, Layer, Option, Schema } from "effect"
+import * as http2 from "node:http2"
+import { type DeliveryOutcome, Reasons, delivered, failed, unregistered } from "./Delivery.js"
+import { type ApnsSigningKey, type ProviderTokenOptions, makeProviderTokens, signingKeyId } from "./ProviderToken.js"
+
+export const APNS_PRODUCTION_URL = "https://api.push.apple.com"
+export const APNS_SANDBOX_URL = "https://api.sandbox.push.apple.com"
+/** APNs' payload limit for every push type but VoIP. */
+export const APNS_MAX_PAYLOAD_BYTES = 4096
+/** APNs accepts 5 KB for VoIP notifications. */
+export const APNS_MAX_VOIP_PAYLOAD_BYTES = 5120
+/** `apns-collapse-id` may not exceed 64 bytes. */
+export const APNS_MAX_COLLAPSE_ID_BYTES = 64
+
+export interface ApnsCredential extends ApnsSigningKey {
+  readonly bundleId: string
+  readonly environment: "sandbox" | "production"
+}
+
+export type ApnsPushType = "alert" | "background"
+
+export interface ApnsMessage {
+  /** The device token as hex. */
+  readonly deviceToken: string
+  /** The JSON payload text (`{"aps": {...}, ...}`). */
+  readonly payload: string
+  /** `ios_voip_push`: topic `<bundle>.voip` and `apns-push-type: voip`. */
+  readonly voip?: boolean
+  /** Ignored for VoIP; default `alert`. */
+  readonly pushType?: ApnsPushType
+  /** 10 (immediate), 5 (power-considerate) or 1; default 10 (5 is required for `background`). */
+  readonly priority?: 10 | 5 | 1
+  /** Unix seconds after which APNs stops trying; 0 means deliver once or drop. */
+  readonly expiration?: number
+  /** Sent only when it fits APNs' 64 bytes. */
+  readonly collapseId?: string
+}
+
+export interface ApnsClientOptions extends ProviderTokenOptions {
+  /** Both default to Apple's hosts; PORTICO_APNS_URL sets both for test setups. */
+  readonly productionUrl?: string
+  readonly sandboxUrl?: string
+  /** Per request; default 10 s. A request past it is cancelled and reported as `Timeout`. */
+  readonly requestTimeoutMs?: number
+  /** Extra CA certificates for in-process clients; a gateway uses NODE_EXTRA_CA_CERTS instead. */
+  readonly ca?: string
+}
+
+export interface ApnsClientService {
+  readonly send: (credential: ApnsCredential, message: ApnsMessage) => Effect.Effect<DeliveryOutcome>
+  /** Sends to many devices over the credential's one connection, `concurrency` streams at a time. */
+  readonly sendAll: (
+    credential: ApnsCredential,
+    messages: ReadonlyArray<ApnsMessage>,
+    options?: { readonly concurrency?: number }
+  ) => Effect.Effect<ReadonlyArray<DeliveryOutcome>>
+  /** Provider tokens minted so far (one per key per lifetime window). */
+  readonly tokensMinted: () => number
+  /** Connections opened so far. */
+  readonly connectionsOpened: () => number
+  /** Closes every connection. */
+  readonly close: Effect.Effect<void>
+}
+
+export class ApnsClient extends Context.Tag("portico/ApnsClient")<ApnsClient, ApnsClientService>() {
+  static readonly layer = (options: ApnsClientOptions = {}) =>
+    Layer.scoped(ApnsClient, Effect.acquireRelease(Effect.sync(() => makeApnsClient(options)), (client) => client.close))
+}
+
+const HEX_TOKEN = /^[0-9a-fA-F]{8,200}$/
+
+/** Whether a payload fits APNs' limit for its push type (checked before anything is sent). */
+export const apnsPayloadFits = (payload: string, voip = false): boolean =>
+  Buffer.byteLength(payload, "utf8") <= (voip ? APNS_MAX_VOIP_PAYLOAD_BYTES : APNS_MAX_PAYLOAD_BYTES)
+
+/** Answers that mean the device token is gone for good: delete the registration. */
+export const isUnregisteredAnswer = (status: number, reason: string | undefined): boolean =>
+  status === 410 || (status === 400 && reason === "BadDeviceToken")
+
+export const makeApnsClient = (options: ApnsClientOptions = {}): ApnsClientService => {
+  const tokens = makeProviderTokens(options)
+  const timeoutMs = options.requestTimeoutMs ?? 10_000
+  const urlFor = (environment: ApnsCredential["environment"]) =>
+    environment === "production" ? options.productionUrl ?? APNS_PRODUCTION_URL : options.sandboxUrl ?? APNS_SANDBOX_URL
+  const sessions = new Map<string, http2.ClientHttp2Session>()
+  let opened = 0
+
+  const sessionFor = (credential: ApnsCredential): http2.ClientHttp2Session => {
+    const url = urlFor(credential.environment)
+    const key = url + "\n" + signingKeyId(credential)
+    const known = sessions.get(key)
+    if (known !== undefined && !known.closed && !known.destroyed) return known
+    const session = http2.connect(url, options.ca === undefined ? {} : { ca: options.ca })
+    opened += 1
+    sessions.set(key, session)
+    const forget = () => {
+      if (sessions.get(key) === session) sessions.delete(key)
+    }
+    // A connection that errs or is told to go away takes no new streams; the next send opens another.
+    session.on("error", forget)
+    session.on("goaway", forget)
+    session.on("close", forget)
+    // An idle connection does not keep the process alive; in-flight requests hold their own timers.
+    session.unref()
+    return session
+  }
+
+  const request = (credential: ApnsCredential, message: ApnsMessage, jwt: string): Promise<DeliveryOutcome> =>
+    new Promise((resolve) => {
+      let settled = false
+      const settle = (outcome: DeliveryOutcome) => {
+        if (settled) return
+        settled = true
+        clearTimeout(timer)
+        resolve(outcome)
+      }
+      const voip = message.voip === true
+      const headers: http2.OutgoingHttpHeaders = {
+        ":method": "POST",
+        ":path": "/3/device/" + message.deviceToken,
+        authorization: "bearer " + jwt,
+        "apns-topic": voip ? credential.bundleId + ".voip" : credential.bundleId,
+        "apns-push-type": voip ? "voip" : message.pushType ?? "alert",
+        "apns-priority": String(message.priority ?? (message.pushType === "background" && !voip ? 5 : 10)),
+        "content-type": "application/json"
+      }
+      if (message.expiration !== undefined) headers["apns-expiration"] = String(message.expiration)
+      if (message.collapseId !== undefined && Buffer.byteLength(message.collapseId) <= APNS_MAX_COLLAPSE_ID_BYTES) {
+        headers["apns-collapse-id"] = message.collapseId
+      }
+      let stream: http2.ClientHttp2Stream
+      try {
+        stream = sessionFor(credential).request(headers)
+      } catch (error) {
+        resolve(failed(0, Reasons.connection))
+        return
+      }
+      const timer = setTimeout(() => {
+        settle(failed(0, Reasons.timeout))
+        stream.close(http2.constants.NGHTTP2_CANCEL)
+      }, timeoutMs)
+      let status = 0
+      let apnsId: string | undefined
+      const chunks: Array<Buffer> = []
+      stream.on("response", (answer) => {
+        status = Number(answer[":status"] ?? 0)
+        const id = answer["apns-id"]
+        apnsId = typeof id === "string" ? id : undefined
+      })
+      stream.on("data", (chunk: Buffer) => chunks.push(chunk))
+      stream.on("end", () => {
+        if (status === 200) return settle(delivered(200, apnsId))
+        const reason = reasonOf(Buffer.concat(chunks).toString("utf8")) ?? (status === 0 ? Reasons.connection : "HTTP" + status)
+        if (reason === "ExpiredProviderToken" || reason === "InvalidProviderToken") tokens.refused(credential, jwt)
+        settle(isUnregisteredAnswer(status, reason) ? unregistered(status, reason) : failed(status, reason))
+      })
+      stream.on("error", () => settle(failed(status, Reasons.connection)))
+      stream.on("close", () => settle(failed(status, status === 0 ? Reasons.connection : Reasons.badAnswer)))
+      stream.end(message.payload)
+    })
+
+  const send = (credential: ApnsCredential, message: ApnsMessage): Effect.Effect<DeliveryOutcome> =>
+    Effect.suspend(() => {
+      // Refused before anything is sent: these would only cost a round trip to be refused.
+      if (!HEX_TOKEN.test(message.deviceToken)) return Effect.succeed(unregistered(400, Reasons.badDeviceToken))
+      if (!apnsPayloadFits(message.payload, message.voip === true)) return Effect.succeed(failed(413, Reasons.payloadTooLarge))
+      return tokens.current(credential).pipe(
+        Effect.flatMap((jwt) => Effect.promise(() => request(credential, message, jwt))),
+        Effect.catchAll(() => Effect.succeed(failed(0, Reasons.badProviderKey)))
+      )
+    })
+
+  return {
+    send,
+    sendAll: (credential, messages, sendOptions) =>
+      Effect.forEach(messages, (message) => send(credential, message), { concurrency: sendOptions?.concurrency ?? 500 }),
+    tokensMinted: tokens.minted,
+    connectionsOpened: () => opened,
+    close: Effect.promise(() =>
+      Promise.all([...sessions.values()].map((session) =>
+        new Promise<void>((resolve) => {
+          if (session.closed || session.destroyed) return resolve()
+          session.close(() => resolve())
+        })
+      ))
+    ).pipe(Effect.zipRight(Effect.sync(() => sessions.clear())))
+  }
+}
+
+/** APNs error bodies: `{"reason": "...", "timestamp": ms}` (timestamp only with 410). */
+const ApnsErrorBody = Schema.parseJson(Schema.Struct({ reason: Schema.String, timestamp: Schema.optional(Schema.Number) }))
+const decodeErrorBody = Schema.decodeUnknownOption(ApnsErrorBody)
+
+const reasonOf = (body: string): string | undefined => Option.getOrUndefined(Option.map(decodeErrorBody(body), (error) => error.reason))
