@@ -249,5 +249,50 @@ export const migrations: ReadonlyArray<Migration> = [
         expires_at INTEGER NOT NULL
       )`
     ]
+  },
+  {
+    id: 9,
+    name: "push_credentials_devices_topics",
+    statements: [
+      // A namespace's push credentials (one per provider, and the legacy push config as slot
+      // 'push_config'): the whole credential sealed for its namespace and slot, nothing in clear.
+      `CREATE TABLE IF NOT EXISTS push_credentials (
+        namespace TEXT NOT NULL,
+        provider TEXT NOT NULL,
+        sealed TEXT NOT NULL,
+        updated_at INTEGER NOT NULL,
+        updated_by TEXT NOT NULL,
+        PRIMARY KEY (namespace, provider)
+      )`,
+      // A user's devices: one registration per (namespace, subject, device id). "bound" = 1 when
+      // the device id is a device-bound session's verified one, so revoking that device ends it.
+      `CREATE TABLE IF NOT EXISTS push_devices (
+        namespace TEXT NOT NULL,
+        subject TEXT NOT NULL,
+        device_id TEXT NOT NULL,
+        bound INTEGER NOT NULL,
+        provider TEXT NOT NULL,
+        token TEXT NOT NULL,
+        platform TEXT,
+        app_version TEXT,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        PRIMARY KEY (namespace, subject, device_id)
+      )`,
+      `CREATE INDEX IF NOT EXISTS push_devices_device ON push_devices (namespace, device_id)`,
+      // Spec §3.3: a topic keeps its id, its sealed provider and token, and its expiry; no
+      // account, subject or registration time. token_hash (a keyed hash of provider and token)
+      // makes one token belong to one topic per namespace.
+      `CREATE TABLE IF NOT EXISTS push_topics (
+        namespace TEXT NOT NULL,
+        topic_id TEXT NOT NULL,
+        token_hash TEXT NOT NULL,
+        sealed_token TEXT NOT NULL,
+        expires_at INTEGER NOT NULL,
+        PRIMARY KEY (namespace, topic_id)
+      )`,
+      `CREATE UNIQUE INDEX IF NOT EXISTS push_topics_token ON push_topics (namespace, token_hash)`,
+      `CREATE INDEX IF NOT EXISTS push_topics_expiry ON push_topics (expires_at)`
+    ]
   }
 ]
