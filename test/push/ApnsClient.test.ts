@@ -32,7 +32,7 @@ const alert = (deviceToken: string, extra: Partial<ApnsMessage> = {}): ApnsMessa
   ...extra
 })
 
-const clientFor = (extra: { requestTimeoutMs?: number } = {}) =>
+const clientFor = (extra: { requestTimeoutMs?: number; idleTimeoutMs?: number } = {}) =>
   makeApnsClient({ productionUrl: apns.url, sandboxUrl: apns.url, ca: apns.caPem, now, ...extra })
 
 beforeAll(async () => {
@@ -161,6 +161,19 @@ describe("ApnsClient", () => {
     expect((await Effect.runPromise(client.send(credential, alert(token(12))))).outcome).toBe("ok")
     await apns.dropConnections()
     expect((await Effect.runPromise(client.send(credential, alert(token(13))))).outcome).toBe("ok")
+    expect(client.connectionsOpened()).toBe(2)
+    await Effect.runPromise(client.close)
+  })
+
+  it("closes a connection that has been idle past idleTimeoutMs", async () => {
+    const client = clientFor({ idleTimeoutMs: 200 })
+    const credential = freshCredential()
+    const open = apns.openConnections()
+    expect((await Effect.runPromise(client.send(credential, alert(token(14))))).outcome).toBe("ok")
+    expect(apns.openConnections()).toBe(open + 1)
+    await new Promise((resolve) => setTimeout(resolve, 600))
+    expect(apns.openConnections()).toBe(open)
+    expect((await Effect.runPromise(client.send(credential, alert(token(15))))).outcome).toBe("ok")
     expect(client.connectionsOpened()).toBe(2)
     await Effect.runPromise(client.close)
   })

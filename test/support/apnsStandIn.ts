@@ -58,6 +58,8 @@ export interface ApnsStandIn {
   readonly jwtsSeen: () => number
   /** TLS connections accepted. */
   readonly connections: () => number
+  /** Connections open now. */
+  readonly openConnections: () => number
   /** Ends every open connection (GOAWAY, then close), as APNs does to idle or old connections. */
   readonly dropConnections: () => Promise<void>
   readonly stop: () => Promise<void>
@@ -197,6 +199,7 @@ export const startApnsStandIn = async (options: ApnsStandInOptions = {}): Promis
     received,
     jwtsSeen: () => verdicts.size,
     connections: () => connections,
+    openConnections: () => sessions.size,
     dropConnections: async () => {
       await Promise.all([...sessions].map((session) => new Promise<void>((resolve) => session.close(() => resolve()))))
     },

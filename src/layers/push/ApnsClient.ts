@@ -2,8 +2,8 @@
  * APNs provider API over HTTP/2 (node:http2, see docs/push.md for why not @parse/node-apn).
  *
  * One HTTP/2 connection per signing key and environment, opened on first use, multiplexed and
- * reused until the server closes it (GOAWAY, error, idle close), then opened again on the next
- * send. Every request carries the key's cached provider token (ProviderToken.ts). Each device gets
+ * reused until the server closes it (GOAWAY, error) or it has been idle for `idleTimeoutMs`, then
+ * opened again on the next send. Every request carries the key's cached provider token (ProviderToken.ts). Each device gets
  * a DeliveryOutcome and nothing fails: 410 (`Unregistered`, `ExpiredToken`) and 400
  * `BadDeviceToken` are `unregistered`; any other answer, a timeout or a broken connection is a
  * `failed` outcome for that device alone.
@@ -52,6 +52,11 @@ export interface ApnsClientOptions extends ProviderTokenOptions {
   readonly sandboxUrl?: string
   /** Per request; default 10 s. A request past it is cancelled and reported as `Timeout`. */
   readonly requestTimeoutMs?: number
+  /**
+   * A connection with no traffic for this long is closed (default 10 minutes), so a replaced
+   * credential's connection does not linger; the next send opens a new one.
+   */
+  readonly idleTimeoutMs?: number
   /** Extra CA certificates for in-process clients; a gateway uses NODE_EXTRA_CA_CERTS instead. */
   readonly ca?: string
 }
@@ -90,14 +95,24 @@ export const isUnregisteredAnswer = (status: number, reason: string | undefined)
 export const makeApnsClient = (options: ApnsClientOptions = {}): ApnsClientService => {
   const tokens = makeProviderTokens(options)
   const timeoutMs = options.requestTimeoutMs ?? 10_000
+  const idleTimeoutMs = options.idleTimeoutMs ?? 10 * 60_000
   const urlFor = (environment: ApnsCredential["environment"]) =>
     environment === "production" ? options.productionUrl ?? APNS_PRODUCTION_URL : options.sandboxUrl ?? APNS_SANDBOX_URL
   const sessions = new Map<string, http2.ClientHttp2Session>()
+  const keyIds = new WeakMap<ApnsCredential, string>()
+  const keyIdOf = (credential: ApnsCredential): string => {
+    let id = keyIds.get(credential)
+    if (id === undefined) {
+      id = signingKeyId(credential)
+      keyIds.set(credential, id)
+    }
+    return id
+  }
   let opened = 0
 
   const sessionFor = (credential: ApnsCredential): http2.ClientHttp2Session => {
     const url = urlFor(credential.environment)
-    const key = url + "\n" + signingKeyId(credential)
+    const key = url + "\n" + keyIdOf(credential)
     const known = sessions.get(key)
     if (known !== undefined && !known.closed && !known.destroyed) return known
     const session = http2.connect(url, options.ca === undefined ? {} : { ca: options.ca })
@@ -110,6 +125,10 @@ export const makeApnsClient = (options: ApnsClientOptions = {}): ApnsClientServi
     session.on("error", forget)
     session.on("goaway", forget)
     session.on("close", forget)
+    session.setTimeout(idleTimeoutMs, () => {
+      forget()
+      session.close()
+    })
     // An idle connection does not keep the process alive; in-flight requests hold their own timers.
     session.unref()
     return session
@@ -169,21 +188,54 @@ export const makeApnsClient = (options: ApnsClientOptions = {}): ApnsClientServi
       stream.end(message.payload)
     })
 
+  /** Refused before anything is sent: these would only cost a round trip to be refused. */
+  const refusedLocally = (message: ApnsMessage): DeliveryOutcome | undefined => {
+    if (!HEX_TOKEN.test(message.deviceToken)) return unregistered(400, Reasons.badDeviceToken)
+    if (!apnsPayloadFits(message.payload, message.voip === true)) return failed(413, Reasons.payloadTooLarge)
+    return undefined
+  }
+
   const send = (credential: ApnsCredential, message: ApnsMessage): Effect.Effect<DeliveryOutcome> =>
     Effect.suspend(() => {
-      // Refused before anything is sent: these would only cost a round trip to be refused.
-      if (!HEX_TOKEN.test(message.deviceToken)) return Effect.succeed(unregistered(400, Reasons.badDeviceToken))
-      if (!apnsPayloadFits(message.payload, message.voip === true)) return Effect.succeed(failed(413, Reasons.payloadTooLarge))
+      const refused = refusedLocally(message)
+      if (refused !== undefined) return Effect.succeed(refused)
       return tokens.current(credential).pipe(
         Effect.flatMap((jwt) => Effect.promise(() => request(credential, message, jwt))),
         Effect.catchAll(() => Effect.succeed(failed(0, Reasons.badProviderKey)))
       )
     })
 
+  /**
+   * Many devices, one token lookup and a plain promise pool of `concurrency` streams: a fiber per
+   * device costs more than the HTTP/2 stream it waits on.
+   */
+  const sendAll = (
+    credential: ApnsCredential,
+    messages: ReadonlyArray<ApnsMessage>,
+    concurrency: number
+  ): Effect.Effect<ReadonlyArray<DeliveryOutcome>> =>
+    tokens.current(credential).pipe(
+      Effect.flatMap((jwt) =>
+        Effect.promise(async () => {
+          const outcomes = new Array<DeliveryOutcome>(messages.length)
+          let next = 0
+          const worker = async () => {
+            while (next < messages.length) {
+              const index = next++
+              const message = messages[index]!
+              outcomes[index] = refusedLocally(message) ?? (await request(credential, message, jwt))
+            }
+          }
+          await Promise.all(Array.from({ length: Math.max(1, Math.min(concurrency, messages.length)) }, worker))
+          return outcomes
+        })
+      ),
+      Effect.catchAll(() => Effect.succeed(messages.map((message) => refusedLocally(message) ?? failed(0, Reasons.badProviderKey))))
+    )
+
   return {
     send,
-    sendAll: (credential, messages, sendOptions) =>
-      Effect.forEach(messages, (message) => send(credential, message), { concurrency: sendOptions?.concurrency ?? 500 }),
+    sendAll: (credential, messages, sendOptions) => sendAll(credential, messages, sendOptions?.concurrency ?? 500),
     tokensMinted: tokens.minted,
     connectionsOpened: () => opened,
     close: Effect.promise(() =>
