@@ -22,7 +22,8 @@ export interface ExpoMessage {
   readonly title?: string
   readonly body?: string
   readonly data?: Readonly<Record<string, unknown>>
-  readonly sound?: "default"
+  /** `default` or the name of a sound bundled with the app. */
+  readonly sound?: string
   readonly badge?: number
   readonly priority?: "default" | "normal" | "high"
   readonly channelId?: string
