@@ -11,7 +11,7 @@ import * as crypto from "node:crypto"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
-import { parseCredential, parsePushConfig, type StoredPushSecret } from "../../../src/domain/PushCredentials.js"
+import { type ApnsCredential, parseCredential, parsePushConfig, type StoredPushSecret } from "../../../src/domain/PushCredentials.js"
 import { topicExpiry, topicIdOf } from "../../../src/domain/PushRegistrations.js"
 import { endDeviceRegistrations, makePushStore, type PushStoreService } from "../../../src/layers/push/PushStore.js"
 import { RegistryStore, type RegistryStoreService, type StoreError } from "../../../src/layers/registry/RegistryStore.js"
@@ -51,7 +51,7 @@ const valid = <A>(result: { ok: true; value: A } | { ok: false; error: { reason:
   if (!result.ok) throw new Error(result.error.reason)
   return result.value
 }
-const apns = valid(parseCredential("ios_push", { team_id: "TEAM123456", key_id: "KEY1234567", bundle_id: "com.example.app", p8_key: p8, environment: "sandbox" }))
+const apns = valid(parseCredential("ios_push", { team_id: "TEAM123456", key_id: "KEY1234567", bundle_id: "com.example.app", p8_key: p8, environment: "sandbox" })) as ApnsCredential
 const relay = valid(parseCredential("relay_push", { base_url: "https://ntfy.example.com", auth_token: "relay-secret-token" }))
 const config = valid(parsePushConfig({ legacy_access_token: "expo-secret-token" }))
 
