@@ -25,7 +25,7 @@ export const maxTokenBytes = 512
 export const relayTopicPattern = /^[-_A-Za-z0-9]{1,64}$/
 
 /**
- * A provider token, as each provider writes it: APNs a hex device token (kept lowercase), the
+ * A provider token, as each provider writes it: APNs 8-200 hex characters (kept lowercase), the
  * relay a bare topic or a full http(s) endpoint URL whose last path segment is a topic, Expo any
  * printable ASCII. At most 512 bytes for every provider.
  */
@@ -35,7 +35,8 @@ export const providerToken = (provider: PushProvider, value: unknown): Result<st
   switch (provider) {
     case "ios_push":
     case "ios_voip_push":
-      return /^[0-9a-fA-F]{32,}$/.test(value) && value.length % 2 === 0 ? ok(value.toLowerCase()) : bad("token", "an APNs device token is hex")
+      // the APNs client's own bound (src/layers/push/ApnsClient.ts): what it would refuse is refused here first
+      return /^[0-9a-fA-F]{8,200}$/.test(value) ? ok(value.toLowerCase()) : bad("token", "an APNs device token is 8 to 200 hex characters")
     case "relay_push": {
       if (relayTopicPattern.test(value)) return ok(value)
       if (!/^https?:\/\//i.test(value)) return bad("token", "a relay token is one topic segment of [-_A-Za-z0-9] (at most 64) or an http(s) endpoint URL")

@@ -32,6 +32,7 @@ describe("PushRegistrations", () => {
       [{ device_id: "d", provider: "ios_push" }, "token"],
       [{ device_id: "d", provider: "ios_push", token: "not-hex-at-all-not-hex-at-all-not-hex" }, "token"],
       [{ device_id: "d", provider: "ios_push", token: "abc" }, "token"],
+      [{ device_id: "d", provider: "ios_push", token: "a".repeat(201) }, "token"],
       [{ device_id: "d", provider: "relay_push", token: "a/b" }, "token"],
       [{ device_id: "d", provider: "relay_push", token: "t".repeat(65) }, "token"],
       [{ device_id: "d", provider: "relay_push", token: "https://ntfy.example.com/up/a.b" }, "token"],
