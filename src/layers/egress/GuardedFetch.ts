@@ -18,6 +18,7 @@ import * as dns from "node:dns"
 import * as http from "node:http"
 import * as https from "node:https"
 import type { LookupFunction } from "node:net"
+import * as tls from "node:tls"
 import { type AllowList, emptyAllowList, ipLiteral, judgeAddress, parseCidrs } from "../../domain/AddressRanges.js"
 import { PorticoConfig } from "../config/PorticoConfig.js"
 
@@ -58,6 +59,11 @@ export interface GuardedFetchOptions {
   /** Largest answer body read; past it the request fails `too_large`. */
   readonly maxResponseBytes?: number
   readonly resolve?: Resolver
+  /**
+   * CA certificates (PEM) trusted beside the platform's, for in-process tests of TLS stand-ins; a
+   * gateway process trusts them through NODE_EXTRA_CA_CERTS instead.
+   */
+  readonly ca?: string
 }
 
 export interface GuardedFetchService {
@@ -146,7 +152,11 @@ export const makeGuardedFetch = (options: GuardedFetchOptions = {}): GuardedFetc
   // is judged again.
   const agents = {
     "http:": new http.Agent({ keepAlive: true, lookup }),
-    "https:": new https.Agent({ keepAlive: true, lookup })
+    "https:": new https.Agent({
+      keepAlive: true,
+      lookup,
+      ...(options.ca === undefined ? {} : { ca: [...tls.rootCertificates, options.ca] })
+    })
   } as const
 
   const request = (req: GuardedRequest): Effect.Effect<GuardedResponse, EgressError> =>

@@ -8,11 +8,13 @@ import { describe, expect, it } from "@effect/vitest"
 import { ConfigProvider, Context, Effect, Either, Layer } from "effect"
 import type { Scope } from "effect"
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
+import { createServer as createHttpsServer } from "node:https"
 import * as os from "node:os"
 import * as dns from "node:dns"
 import { parseCidrs } from "../../../src/domain/AddressRanges.js"
 import { PorticoConfig } from "../../../src/layers/config/PorticoConfig.js"
 import { GuardedFetch, makeGuardedFetch, type Resolver } from "../../../src/layers/egress/GuardedFetch.js"
+import { testCa } from "../../support/testCa.js"
 
 interface Local {
   readonly port: number
@@ -122,6 +124,32 @@ describe("GuardedFetch", () => {
       const other = makeGuardedFetch({ allow: Either.getOrThrow(parseCidrs("10.0.0.0/8")) })
       expect((yield* Effect.flip(other.request({ url: `http://127.0.0.1:${server.port}/` }))).reason).toBe("refused")
       expect(server.hits()).toBe(3)
+    })
+  )
+
+  it.scoped("https: a TLS server reached by name through the allow-list, its certificate checked", () =>
+    Effect.gen(function* () {
+      const ca = testCa()
+      const server = yield* Effect.acquireRelease(
+        Effect.async<ReturnType<typeof createHttpsServer>>((resume) => {
+          const tlsServer = createHttpsServer({ cert: ca.certPem, key: ca.keyPem }, (_request, response) => response.end("over tls"))
+          tlsServer.listen(0, "127.0.0.1", () => resume(Effect.succeed(tlsServer)))
+        }),
+        (tlsServer) => Effect.async<void>((resume) => {
+          tlsServer.closeAllConnections()
+          tlsServer.close(() => resume(Effect.void))
+        })
+      )
+      const address = server.address()
+      const port = typeof address === "object" && address !== null ? address.port : 0
+      const trusted = makeGuardedFetch({ allow: loopbackAllowed, ca: ca.caPem })
+      for (const host of ["localhost", "127.0.0.1"]) {
+        const answer = yield* trusted.request({ url: `https://${host}:${port}/` })
+        expect(Buffer.from(answer.body).toString()).toBe("over tls")
+      }
+      // without the test CA the certificate is not trusted; without the allow-list nothing is dialled
+      expect((yield* Effect.flip(makeGuardedFetch({ allow: loopbackAllowed }).request({ url: `https://localhost:${port}/` }))).reason).toBe("transport")
+      expect((yield* Effect.flip(makeGuardedFetch({ ca: ca.caPem }).request({ url: `https://localhost:${port}/` }))).reason).toBe("refused")
     })
   )
 
