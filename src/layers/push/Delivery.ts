@@ -35,6 +35,21 @@ export const Reasons = {
 } as const
 
 /**
+ * What a fetch-like function rejects with when it knows why it did not send (the guarded egress
+ * client's refusals): the clients report `reason` instead of a bare `ConnectionFailed`.
+ */
+export class FetchRefused extends Error {
+  constructor(readonly reason: string, detail: string) {
+    super(detail)
+    this.name = "FetchRefused"
+  }
+}
+
+/** The reason for a fetch that threw: our deadline, a known refusal, or a connection failure. */
+export const reasonOfThrown = (error: unknown, deadline: AbortSignal): string =>
+  deadline.aborted ? Reasons.timeout : error instanceof FetchRefused ? error.reason : Reasons.connection
+
+/**
  * A fetch-like function: the ntfy and Expo clients take one, so a tenant-chosen host can go
  * through the guarded egress client while the operator's own addresses use global fetch.
  */

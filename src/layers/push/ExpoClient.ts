@@ -8,7 +8,7 @@
  * Takes a fetch function like the ntfy client; PORTICO_EXPO_URL overrides the base for tests.
  */
 import { Effect, Either, Schema } from "effect"
-import { type DeliveryOutcome, type FetchLike, Reasons, delivered, failed, unregistered } from "./Delivery.js"
+import { type DeliveryOutcome, type FetchLike, Reasons, delivered, failed, reasonOfThrown, unregistered } from "./Delivery.js"
 
 export const EXPO_URL = "https://exp.host"
 /** Expo takes at most 100 messages per request. */
@@ -79,8 +79,8 @@ export const makeExpoClient = (options: ExpoClientOptions = {}): ExpoClientServi
         const reason = ticket.details?.error ?? "TicketError"
         return reason === "DeviceNotRegistered" ? unregistered(200, reason) : failed(200, reason)
       })
-    } catch {
-      return all(failed(0, signal.aborted ? Reasons.timeout : Reasons.connection))
+    } catch (error) {
+      return all(failed(0, reasonOfThrown(error, signal)))
     }
   }
 

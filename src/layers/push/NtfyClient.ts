@@ -9,7 +9,7 @@
  * client, the operator's relay through global fetch. Redirects are never followed.
  */
 import { Effect, Either, Option, Schema } from "effect"
-import { type DeliveryOutcome, type FetchLike, Reasons, delivered, failed } from "./Delivery.js"
+import { type DeliveryOutcome, type FetchLike, delivered, failed, reasonOfThrown } from "./Delivery.js"
 
 /** One path segment of ntfy's topic alphabet, at most 64 characters (spec section 8). */
 export const RELAY_TOPIC = /^[-_A-Za-z0-9]{1,64}$/
@@ -86,8 +86,8 @@ export const makeNtfyClient = (options: NtfyClientOptions = {}): NtfyClientServi
           const answer = decodeAnswer(text)
           if (response.status === 200) return delivered(200, Option.getOrUndefined(answer)?.id)
           return failed(response.status, Option.getOrUndefined(answer)?.error ?? "HTTP" + response.status)
-        } catch {
-          return failed(0, signal.aborted ? Reasons.timeout : Reasons.connection)
+        } catch (error) {
+          return failed(0, reasonOfThrown(error, signal))
         }
       })
   }

@@ -21,19 +21,6 @@ export const MIN_TOKEN_LIFETIME_MS = 20 * 60_000
 export const MAX_TOKEN_LIFETIME_MS = 50 * 60_000
 export const DEFAULT_TOKEN_LIFETIME_MS = 40 * 60_000
 
-/** Why a p8 key cannot sign: it does not parse, or it is not a P-256 private key. */
-export const p8KeyProblem = (p8Key: string): string | undefined => {
-  try {
-    const key = crypto.createPrivateKey({ key: p8Key, format: "pem" })
-    if (key.asymmetricKeyType !== "ec" || key.asymmetricKeyDetails?.namedCurve !== "prime256v1") {
-      return "the key is not a P-256 (ES256) private key"
-    }
-    return undefined
-  } catch {
-    return "the key does not parse as a PEM private key"
-  }
-}
-
 /** Stable identity of a signing key: its token cache key and connection key. */
 export const signingKeyId = (key: ApnsSigningKey): string =>
   key.teamId + "|" + key.keyId + "|" + crypto.createHash("sha256").update(key.p8Key).digest("base64url")
