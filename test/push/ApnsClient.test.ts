@@ -177,4 +177,14 @@ describe("ApnsClient", () => {
     expect(client.connectionsOpened()).toBe(2)
     await Effect.runPromise(client.close)
   })
+
+  it("a provider that does not answer at all is a failure per device", async () => {
+    const client = makeApnsClient({ productionUrl: "https://127.0.0.1:1", ca: apns.caPem, now })
+    const credential = freshCredential()
+    expect(await Effect.runPromise(client.sendAll(credential, [alert(token(16)), alert(token(17))]))).toEqual([
+      { outcome: "failed", status: 0, reason: "ConnectionFailed" },
+      { outcome: "failed", status: 0, reason: "ConnectionFailed" }
+    ])
+    await Effect.runPromise(client.close)
+  })
 })
