@@ -252,4 +252,11 @@ export class GuardedFetch extends Context.Tag("portico/GuardedFetch")<GuardedFet
       makeGuardedFetch({ allow: Either.getOrElse(parseCidrs(settings.egress.allowCidrs.join(",")), () => emptyAllowList) })
     )
   )
+  /**
+   * The client as a test gateway configures it: loopback (127.0.0.0/8, ::1) exempted, so tests
+   * reach their stand-ins on 127.0.0.1; every other refusal stands.
+   */
+  static readonly Test = Layer.sync(GuardedFetch, () =>
+    makeGuardedFetch({ allow: Either.getOrElse(parseCidrs("127.0.0.0/8,::1"), () => emptyAllowList) })
+  )
 }

@@ -15,6 +15,7 @@ import type { DeviceProvider, DeviceRegistration, TopicProvider } from "../../do
 import { topicExpiry } from "../../domain/PushRegistrations.js"
 import { PorticoConfig } from "../config/PorticoConfig.js"
 import { RegistryStore, type RegistryStoreService, type Row, type Statement, StoreError } from "../registry/RegistryStore.js"
+import { SqliteRegistryStore } from "../registry/SqliteRegistryStore.js"
 import { Sealer, type SealerService } from "../secrets/Sealer.js"
 
 /** A stored credential (or push config) with who last wrote it, opened. */
@@ -358,5 +359,9 @@ export class PushStore extends Context.Tag("portico/PushStore")<PushStore, PushS
       const settings = yield* PorticoConfig
       return makePushStore(yield* RegistryStore, yield* Sealer, { topicLifetimeSeconds: settings.pushTopicLifetimeSeconds })
     })
+  )
+  /** The store over the registry's and the sealer's test doubles, with the spec's topic lifetime. */
+  static readonly Test = Layer.suspend(() =>
+    PushStore.Live.pipe(Layer.provide(Layer.mergeAll(SqliteRegistryStore.Test, Sealer.Test, PorticoConfig.Test)))
   )
 }

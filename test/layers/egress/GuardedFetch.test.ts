@@ -226,6 +226,15 @@ describe("GuardedFetch", () => {
     })
   )
 
+  it.scoped("the Test layer reaches loopback stand-ins and refuses the rest", () =>
+    Effect.gen(function* () {
+      const server = yield* localServer(ok)
+      const client = Context.get(yield* Layer.build(GuardedFetch.Test), GuardedFetch)
+      expect((yield* client.request({ url: `http://127.0.0.1:${server.port}/` })).status).toBe(200)
+      expect((yield* Effect.flip(client.request({ url: `http://169.254.169.254:${server.port}/` }))).reason).toBe("refused")
+    })
+  )
+
   it.scoped("the Live layer takes PORTICO_EGRESS_ALLOW_CIDRS; a malformed list stops the start", () =>
     Effect.gen(function* () {
       const server = yield* localServer(ok)
