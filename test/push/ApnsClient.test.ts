@@ -187,4 +187,21 @@ describe("ApnsClient", () => {
     ])
     await Effect.runPromise(client.close)
   })
+
+  it("streams refused by a connection going away are sent again on a new connection", async () => {
+    const client = clientFor()
+    const credential = freshCredential()
+    // More than the 500 streams in flight, so a stream sent again is not refused again.
+    apns.goAwayAfter(1_200)
+    try {
+      const outcomes = await Effect.runPromise(client.sendAll(credential, Array.from({ length: 4_000 }, (_, i) => alert(token(200_000 + i)))))
+      const notOk = outcomes.filter((o) => o.outcome !== "ok")
+      expect(notOk).toEqual([])
+      expect(client.connectionsOpened()).toBeGreaterThan(1)
+      expect(client.tokensMinted()).toBe(1)
+    } finally {
+      apns.goAwayAfter(undefined)
+      await Effect.runPromise(client.close)
+    }
+  })
 })

@@ -58,6 +58,11 @@ export interface ApnsStandIn {
   readonly jwtsSeen: () => number
   /** TLS connections accepted. */
   readonly connections: () => number
+  /**
+   * From now on, each connection is closed gracefully (GOAWAY) once it has taken `streams`
+   * streams, as APNs rotates connections: streams the client opened after that are refused.
+   */
+  readonly goAwayAfter: (streams: number | undefined) => void
   /** Connections open now. */
   readonly openConnections: () => number
   /** Ends every open connection (GOAWAY, then close), as APNs does to idle or old connections. */
@@ -87,6 +92,8 @@ export const startApnsStandIn = async (options: ApnsStandInOptions = {}): Promis
   const received: Array<ApnsReceived> = []
   const sessions = new Set<http2.ServerHttp2Session>()
   let connections = 0
+  let goAwayAfter: number | undefined
+  const streamsOf = new WeakMap<http2.Http2Session, number>()
 
   const verify = (jwt: string): Promise<Verdict> => {
     const known = verdicts.get(jwt)
@@ -116,6 +123,12 @@ export const startApnsStandIn = async (options: ApnsStandInOptions = {}): Promis
   })
   server.on("stream", (stream, headers) => {
     stream.on("error", () => undefined)
+    const session = stream.session
+    if (session !== undefined && goAwayAfter !== undefined) {
+      const taken = (streamsOf.get(session) ?? 0) + 1
+      streamsOf.set(session, taken)
+      if (taken === goAwayAfter) session.close()
+    }
     const chunks: Array<Buffer> = []
     stream.on("data", (chunk: Buffer) => chunks.push(chunk))
     stream.on("end", () => {
@@ -199,6 +212,9 @@ export const startApnsStandIn = async (options: ApnsStandInOptions = {}): Promis
     received,
     jwtsSeen: () => verdicts.size,
     connections: () => connections,
+    goAwayAfter: (streams) => {
+      goAwayAfter = streams
+    },
     openConnections: () => sessions.size,
     dropConnections: async () => {
       await Promise.all([...sessions].map((session) => new Promise<void>((resolve) => session.close(() => resolve()))))

@@ -83,6 +83,8 @@ export class ApnsClient extends Context.Tag("portico/ApnsClient")<ApnsClient, Ap
 }
 
 const HEX_TOKEN = /^[0-9a-fA-F]{8,200}$/
+/** Sends again of a stream the server refused unprocessed. */
+const MAX_RETRIES = 2
 
 /** Whether a payload fits APNs' limit for its push type (checked before anything is sent). */
 export const apnsPayloadFits = (payload: string, voip = false): boolean =>
@@ -134,14 +136,23 @@ export const makeApnsClient = (options: ApnsClientOptions = {}): ApnsClientServi
     return session
   }
 
-  const request = (credential: ApnsCredential, message: ApnsMessage, jwt: string): Promise<DeliveryOutcome> =>
+  const request = (credential: ApnsCredential, message: ApnsMessage, jwt: string, attempt = 0): Promise<DeliveryOutcome> =>
     new Promise((resolve) => {
       let settled = false
-      const settle = (outcome: DeliveryOutcome) => {
+      const settle = (outcome: DeliveryOutcome | Promise<DeliveryOutcome>) => {
         if (settled) return
         settled = true
         clearTimeout(timer)
         resolve(outcome)
+      }
+      /**
+       * A stream the server refused (RST_STREAM REFUSED_STREAM, as when a connection goes away
+       * with streams still queued) was never processed, so it is sent again on a new connection,
+       * at most twice; any other broken stream is a failure, since APNs may have delivered it.
+       */
+      const settleOrRetry = () => {
+        const refused = status === 0 && stream.rstCode === http2.constants.NGHTTP2_REFUSED_STREAM
+        settle(refused && attempt < MAX_RETRIES ? request(credential, message, jwt, attempt + 1) : failed(status, Reasons.connection))
       }
       const voip = message.voip === true
       const headers: http2.OutgoingHttpHeaders = {
@@ -160,8 +171,9 @@ export const makeApnsClient = (options: ApnsClientOptions = {}): ApnsClientServi
       let stream: http2.ClientHttp2Stream
       try {
         stream = sessionFor(credential).request(headers)
-      } catch (error) {
-        resolve(failed(0, Reasons.connection))
+      } catch {
+        // The session closed between the check and the request: nothing was sent.
+        resolve(attempt < MAX_RETRIES ? request(credential, message, jwt, attempt + 1) : failed(0, Reasons.connection))
         return
       }
       const timer = setTimeout(() => {
@@ -183,8 +195,8 @@ export const makeApnsClient = (options: ApnsClientOptions = {}): ApnsClientServi
         if (reason === "ExpiredProviderToken" || reason === "InvalidProviderToken") tokens.refused(credential, jwt)
         settle(isUnregisteredAnswer(status, reason) ? unregistered(status, reason) : failed(status, reason))
       })
-      stream.on("error", () => settle(failed(status, Reasons.connection)))
-      stream.on("close", () => settle(failed(status, status === 0 ? Reasons.connection : Reasons.badAnswer)))
+      stream.on("error", () => settleOrRetry())
+      stream.on("close", () => (status === 0 ? settleOrRetry() : settle(failed(status, Reasons.badAnswer))))
       stream.end(message.payload)
     })
 
