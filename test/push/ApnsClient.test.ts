@@ -8,6 +8,7 @@ import { type ApnsStandIn, makeP8Key, startApnsStandIn } from "../support/apnsSt
 
 let clock = Date.now()
 const now = () => clock
+let skew = 0
 let apns: ApnsStandIn
 
 let keys = 0
@@ -36,7 +37,8 @@ const clientFor = (extra: { requestTimeoutMs?: number; idleTimeoutMs?: number } 
   makeApnsClient({ productionUrl: apns.url, sandboxUrl: apns.url, ca: apns.caPem, now, ...extra })
 
 beforeAll(async () => {
-  apns = await startApnsStandIn({ now })
+  // The stand-in's clock may run ahead of the client's (`skew`), as Apple's may.
+  apns = await startApnsStandIn({ now: () => clock + skew })
 })
 afterAll(async () => {
   await apns.stop()
@@ -201,6 +203,22 @@ describe("ApnsClient", () => {
       expect(client.tokensMinted()).toBe(1)
     } finally {
       apns.goAwayAfter(undefined)
+      await Effect.runPromise(client.close)
+    }
+  })
+
+  it("an ExpiredProviderToken answer fails that device and, for a token past 20 minutes, mints a new one", async () => {
+    const client = clientFor()
+    const credential = freshCredential()
+    expect((await Effect.runPromise(client.send(credential, alert(token(30))))).outcome).toBe("ok")
+    clock += 30 * 60_000
+    skew = 31 * 60_000 // APNs sees the token 61 minutes old
+    try {
+      expect(await Effect.runPromise(client.send(credential, alert(token(31))))).toEqual({ outcome: "failed", status: 403, reason: "ExpiredProviderToken" })
+      expect((await Effect.runPromise(client.send(credential, alert(token(32))))).outcome).toBe("ok")
+      expect(client.tokensMinted()).toBe(2)
+    } finally {
+      skew = 0
       await Effect.runPromise(client.close)
     }
   })
