@@ -139,6 +139,9 @@ export const makeApnsClient = (options: ApnsClientOptions = {}): ApnsClientServi
   const request = (credential: ApnsCredential, message: ApnsMessage, jwt: string, attempt = 0): Promise<DeliveryOutcome> =>
     new Promise((resolve) => {
       let settled = false
+      let status = 0
+      let apnsId: string | undefined
+      const chunks: Array<Buffer> = []
       const settle = (outcome: DeliveryOutcome | Promise<DeliveryOutcome>) => {
         if (settled) return
         settled = true
@@ -180,9 +183,6 @@ export const makeApnsClient = (options: ApnsClientOptions = {}): ApnsClientServi
         settle(failed(0, Reasons.timeout))
         stream.close(http2.constants.NGHTTP2_CANCEL)
       }, timeoutMs)
-      let status = 0
-      let apnsId: string | undefined
-      const chunks: Array<Buffer> = []
       stream.on("response", (answer) => {
         status = Number(answer[":status"] ?? 0)
         const id = answer["apns-id"]
