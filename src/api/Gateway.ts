@@ -26,6 +26,7 @@ import { DatabaseHandlers } from "./handlers/DatabaseHandlers.js"
 import { DeviceHandlers } from "./handlers/DeviceHandlers.js"
 import { SqlHandlers } from "./handlers/SqlHandlers.js"
 import { InternalHandlers } from "./handlers/InternalHandlers.js"
+import { PushHandlers } from "./handlers/PushHandlers.js"
 import { StorageHandlers } from "./handlers/StorageHandlers.js"
 import { NamespaceHandlers } from "./handlers/NamespaceHandlers.js"
 import { SystemHandlers } from "./handlers/SystemHandlers.js"
@@ -48,6 +49,7 @@ const HandlersLive = Layer.mergeAll(
   DatabaseHandlers,
   SqlHandlers,
   StorageHandlers,
+  PushHandlers,
   InternalHandlers
 )
 

@@ -47,6 +47,8 @@ export const owner: Policy = { kind: "owner" }
 /** Control plane holding `db:write`: the cluster SQL store (spec §4.3). */
 export const sqlControl: Policy = { kind: "control-plane", grant: "db:write" }
 export const sqlOwner: Policy = { kind: "owner", grant: "db:write" }
+/** Control plane holding `secrets:write`: push credentials (spec §5.5). */
+export const secretsControl: Policy = { kind: "control-plane", grant: "secrets:write" }
 export const operator: Policy = { kind: "operator" }
 export const session = (name?: GrantName): Policy => (name === undefined ? { kind: "session" } : { kind: "session", grant: name })
 export const internal: Policy = { kind: "internal" }

@@ -9,10 +9,9 @@
  */
 import { Data } from "effect"
 import * as crypto from "node:crypto"
+import { pushProviders, type PushProvider } from "./PushProviders.js"
 
-/** Every provider the gateway delivers to (the summary's `supported`). */
-export const pushProviders = ["ios_push", "ios_voip_push", "relay_push", "legacy_push"] as const
-export type PushProvider = (typeof pushProviders)[number]
+export { pushProviders, type PushProvider }
 
 /**
  * Providers a credential can be stored for under `/v1/namespace/push-credentials/{provider}`.

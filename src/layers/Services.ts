@@ -34,6 +34,9 @@ import { FetchCaps } from "./storage/FetchCaps.js"
 import { Storage } from "./storage/Storage.js"
 import { DatabaseBackups } from "./sql/DatabaseBackups.js"
 import * as path from "node:path"
+import { GuardedFetch } from "./egress/GuardedFetch.js"
+import { PushCredentials } from "./push/PushCredentials.js"
+import { PushStore } from "./push/PushStore.js"
 
 export interface ServicesOptions {
   /**
@@ -80,5 +83,6 @@ export const servicesLayer = (settings: PorticoSettings, options: ServicesOption
     Layer.provideMerge(sqlBase),
     Layer.provide(storage)
   )
-  return Layer.mergeAll(RateLimiter.Live, Authenticator.Live, cache, sql, storage).pipe(Layer.provideMerge(liveness))
+  const push = PushCredentials.Live.pipe(Layer.provideMerge(Layer.mergeAll(PushStore.Live, GuardedFetch.Live)))
+  return Layer.mergeAll(RateLimiter.Live, Authenticator.Live, cache, sql, storage, push).pipe(Layer.provideMerge(liveness))
 }
