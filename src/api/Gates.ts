@@ -2,7 +2,7 @@
  * The gates in front of the routes, as middleware tags the endpoints name. Client-safe: the live
  * layers are the server's (src/api/gate/GatesLive.ts). Every route has exactly one:
  *
- * - `Authentication`: any valid credential of a namespace (`bearer`), then the route's policy;
+ * - `Authentication`: a valid credential of a namespace, whichever kind (`bearer`), then the route's policy;
  *   the handler reads the caller as `CurrentPrincipal`.
  * - `SessionAuthentication`: a signed-in user's session token only (`session`); the handler
  *   reads `CurrentSession`.
@@ -14,7 +14,7 @@ import { Schema } from "effect"
 import { Wire } from "../domain/Errors.js"
 import { CurrentPrincipal, CurrentSession } from "../domain/Principal.js"
 
-/** What a credential gate answers (Gate.ts `GateRefusal`): any policy's refusal, as the route's policy is not known here. */
+/** What a credential gate answers (Gate.ts `GateRefusal`): every policy's refusals, as the route's policy is not known here. */
 const refusals = Schema.Union(
   Wire.Unauthorized,
   Wire.InvalidApiKey,

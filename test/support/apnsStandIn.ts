@@ -21,6 +21,7 @@ import { decodeProtectedHeader, jwtVerify } from "jose"
 import * as crypto from "node:crypto"
 import * as http2 from "node:http2"
 import { testCa } from "./testCa.js"
+import { listenOnLoopback } from "./process.js"
 
 export interface ApnsKey {
   readonly teamId: string
@@ -191,12 +192,7 @@ export const startApnsStandIn = async (options: ApnsStandInOptions = {}): Promis
     reply(stream, 200, apnsId)
   }
 
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject)
-    server.listen(0, "127.0.0.1", () => resolve())
-  })
-  const address = server.address()
-  const port = typeof address === "object" && address !== null ? address.port : 0
+  const port = await listenOnLoopback(server)
 
   return {
     url: `https://127.0.0.1:${port}`,

@@ -10,6 +10,7 @@
  */
 import * as crypto from "node:crypto"
 import * as http from "node:http"
+import { listenOnLoopback } from "./process.js"
 
 export interface ExpoReceived {
   readonly to: string
@@ -85,12 +86,7 @@ export const startExpoStandIn = async (options: { readonly accessToken?: string 
     })
   })
 
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject)
-    server.listen(0, "127.0.0.1", () => resolve())
-  })
-  const address = server.address()
-  const port = typeof address === "object" && address !== null ? address.port : 0
+  const port = await listenOnLoopback(server)
   return {
     url: `http://127.0.0.1:${port}`,
     received,

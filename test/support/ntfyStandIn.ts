@@ -17,6 +17,7 @@
  */
 import * as crypto from "node:crypto"
 import * as http from "node:http"
+import { listenOnLoopback } from "./process.js"
 
 export interface NtfyPublished {
   readonly topic: string
@@ -154,12 +155,7 @@ export const startNtfyStandIn = async (options: NtfyStandInOptions = {}): Promis
     fail(response, 404, 40401, "page not found")
   })
 
-  await new Promise<void>((resolve, reject) => {
-    server.once("error", reject)
-    server.listen(0, "127.0.0.1", () => resolve())
-  })
-  const address = server.address()
-  const port = typeof address === "object" && address !== null ? address.port : 0
+  const port = await listenOnLoopback(server)
   return {
     url: `http://127.0.0.1:${port}`,
     published,

@@ -14,6 +14,16 @@ export const freePort: Effect.Effect<number, string> = Effect.async<number, stri
   })
 })
 
+/** Starts `server` on 127.0.0.1 at a port the system picks, and answers that port (the stand-ins' servers). */
+export const listenOnLoopback = async (server: { listen: (port: number, host: string, ready: () => void) => unknown; once: (event: "error", listener: (error: Error) => void) => unknown; address: () => unknown }): Promise<number> => {
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject)
+    server.listen(0, "127.0.0.1", () => resolve())
+  })
+  const address = server.address()
+  return typeof address === "object" && address !== null && "port" in address && typeof address.port === "number" ? address.port : 0
+}
+
 export const waitForExit = (child: ChildProcess): Effect.Effect<void> =>
   Effect.async<void>((resume) => {
     if (child.exitCode !== null || child.signalCode !== null) return resume(Effect.void)

@@ -99,8 +99,6 @@ export class StorageGroup extends HttpApiGroup.make("storage")
   .add(
     HttpApiEndpoint.post("upload", "/v1/storage/upload")
       .addSuccess(Uploaded)
-      .middleware(SessionAuthentication)
-      .annotate(RoutePolicy, session("storage"))
       .annotate(BodyCap, "upload")
       .annotateContext(uploadForm)
   )
@@ -109,32 +107,14 @@ export class StorageGroup extends HttpApiGroup.make("storage")
       .setPath(CidPath)
       .addSuccess(Bytes)
       .addError(Wire.RangeNotSatisfiable)
-      .middleware(SessionAuthentication)
       .annotate(RoutePolicy, session("storage-read"))
       .annotate(OpenApi.Transform, rangedAnswers)
   )
-  .add(
-    HttpApiEndpoint.post("pin", "/v1/storage/pin")
-      .setPayload(PinRequest)
-      .addSuccess(PinStatus)
-      .middleware(SessionAuthentication)
-      .annotate(RoutePolicy, session("storage"))
-  )
-  .add(
-    HttpApiEndpoint.get("status", "/v1/storage/status/:cid")
-      .setPath(CidPath)
-      .addSuccess(PinStatus)
-      .middleware(SessionAuthentication)
-      .annotate(RoutePolicy, session("storage-read"))
-  )
-  .add(
-    HttpApiEndpoint.del("unpin", "/v1/storage/unpin/:cid")
-      .setPath(CidPath)
-      .setUrlParams(strict(UnpinQuery))
-      .addSuccess(Unpinned)
-      .middleware(SessionAuthentication)
-      .annotate(RoutePolicy, session("storage"))
-  )
+  .add(HttpApiEndpoint.post("pin", "/v1/storage/pin").setPayload(PinRequest).addSuccess(PinStatus))
+  .add(HttpApiEndpoint.get("status", "/v1/storage/status/:cid").setPath(CidPath).addSuccess(PinStatus).annotate(RoutePolicy, session("storage-read")))
+  .add(HttpApiEndpoint.del("unpin", "/v1/storage/unpin/:cid").setPath(CidPath).setUrlParams(strict(UnpinQuery)).addSuccess(Unpinned))
+  // the signed-in session's content, behind its gate
+  .middlewareEndpoints(SessionAuthentication)
   // any credential reaches the service, which answers FETCH_CAP_DEVICE_REQUIRED to anything but a
   // device-bound session (spec §4.4: "for an API key or workload token"), then checks storage-read
   .add(
@@ -172,4 +152,6 @@ export class StorageGroup extends HttpApiGroup.make("storage")
       .annotate(RoutePolicy, open)
       .annotate(OpenApi.Transform, rangedAnswers)
   )
-  .addError(wiresOf(StorageRefusals)) {}
+  .addError(wiresOf(StorageRefusals))
+  // `storage` unless an endpoint says otherwise
+  .annotate(RoutePolicy, session("storage")) {}

@@ -31,7 +31,7 @@ export interface AdapterOptions {
   /** Default body cap in bytes: a larger Content-Length gets 413 before any read. */
   readonly maxBodyBytes: number
   /**
-   * The body facts of the route a request reaches, when it has any (its endpoint's annotations,
+   * The body facts of the route a request reaches, if it has some (its endpoint's annotations,
    * RouteFacts.ts): a cap of its own, and whether the route reads the body as a stream (a file)
    * rather than whole as JSON.
    */
