@@ -80,6 +80,20 @@ export interface PorticoSettings {
    * is not rounded (docs/push.md).
    */
   readonly pushTopicLifetimeSeconds: number
+  /**
+   * Where push goes that the operator chose (trusted, not through the egress guard, docs/push.md):
+   * `PORTICO_APNS_URL` replaces both of Apple's hosts (test setups), `PORTICO_EXPO_URL` Expo's
+   * host, `PORTICO_PUSH_RELAY_URL` (with `PORTICO_PUSH_RELAY_TOKEN`) is the platform ntfy relay.
+   * Each is undefined when not set: Apple's and Expo's public hosts, and no platform relay.
+   */
+  readonly push: PushSettings
+}
+
+export interface PushSettings {
+  readonly apnsUrl: string | undefined
+  readonly expoUrl: string | undefined
+  readonly relayUrl: string | undefined
+  readonly relayToken: string | undefined
 }
 
 export interface BodySettings {
@@ -199,6 +213,10 @@ const load = (overrides: Partial<Pick<PorticoSettings, "host" | "port" | "dataDi
       )
     }
     const topicLifetime = yield* env(positiveInteger("PUSH_TOPIC_LIFETIME_SECONDS")).pipe(Config.withDefault(7 * 86_400))
+    const apnsUrl = yield* env(Config.option(Config.url("APNS_URL")))
+    const expoUrl = yield* env(Config.option(Config.url("EXPO_URL")))
+    const relayUrl = yield* env(Config.option(Config.url("PUSH_RELAY_URL")))
+    const relayToken = yield* env(Config.option(Config.string("PUSH_RELAY_TOKEN")))
     if (Option.isSome(kuboUrl) !== Option.isSome(clusterUrl)) {
       return yield* Effect.fail(
         ConfigError.MissingData(["PORTICO", "STORAGE_CLUSTER_URL"], "the storage cluster engine needs both PORTICO_STORAGE_KUBO_URL and PORTICO_STORAGE_CLUSTER_URL")
@@ -262,7 +280,13 @@ const load = (overrides: Partial<Pick<PorticoSettings, "host" | "port" | "dataDi
       },
       peers: yield* parseUrlMap("PEERS", peers),
       egress: { allowCidrs: allowCidrs.right.cidrs },
-      pushTopicLifetimeSeconds: topicLifetime
+      pushTopicLifetimeSeconds: topicLifetime,
+      push: {
+        apnsUrl: Option.getOrUndefined(Option.map(apnsUrl, trim)),
+        expoUrl: Option.getOrUndefined(Option.map(expoUrl, trim)),
+        relayUrl: Option.getOrUndefined(Option.map(relayUrl, trim)),
+        relayToken: Option.getOrUndefined(relayToken)
+      }
     }
     return settings
   })
@@ -380,5 +404,6 @@ export const testSettings = (dataDir: string, patch: Partial<PorticoSettings> = 
   peers: new Map(),
   egress: { allowCidrs: [] },
   pushTopicLifetimeSeconds: 7 * 86_400,
+  push: { apnsUrl: undefined, expoUrl: undefined, relayUrl: undefined, relayToken: undefined },
   ...patch
 })
