@@ -3,3 +3,11 @@
 /** Every provider the gateway delivers to (the credential summary's `supported`). */
 export const pushProviders = ["ios_push", "ios_voip_push", "relay_push", "legacy_push"] as const
 export type PushProvider = (typeof pushProviders)[number]
+
+/**
+ * Whether a namespace has push configured (spec §4.6: registrations and sends are 503 without):
+ * it stored a credential in any slot (the legacy `/v1/push/config` included), or the gateway has
+ * a platform relay (`PORTICO_PUSH_RELAY_URL`), which delivers `relay_push` for every namespace.
+ */
+export const pushConfigured = (configuredSlots: ReadonlyArray<string>, platformRelay: boolean): boolean =>
+  configuredSlots.length > 0 || platformRelay
