@@ -102,6 +102,11 @@ export class Unavailable extends Schema.TaggedError<Unavailable>()("Unavailable"
 export class HomeNodeUnreachable extends Schema.TaggedError<HomeNodeUnreachable>()("HomeNodeUnreachable", retried("HOME_NODE_UNREACHABLE"), status(503)) {}
 export class FetchCapUnavailable extends Schema.TaggedError<FetchCapUnavailable>()("FetchCapUnavailable", retried("FETCH_CAP_UNAVAILABLE"), status(503)) {}
 export class PolicySweepIncomplete extends Schema.TaggedError<PolicySweepIncomplete>()("PolicySweepIncomplete", retried("POLICY_SWEEP_INCOMPLETE"), status(503)) {}
+/**
+ * The namespace has no push credential stored and the gateway no platform relay (spec §4.6): push
+ * registrations and sends wait for the tenant's configuration, so no `Retry-After` is sent.
+ */
+export class PushNotConfigured extends Schema.TaggedError<PushNotConfigured>()("PushNotConfigured", envelope("PUSH_NOT_CONFIGURED"), status(503)) {}
 
 /** Every class of the catalogue, by its tag. */
 export const catalogue = {
@@ -160,7 +165,8 @@ export const catalogue = {
   Unavailable,
   HomeNodeUnreachable,
   FetchCapUnavailable,
-  PolicySweepIncomplete
+  PolicySweepIncomplete,
+  PushNotConfigured
 } as const
 
 export type Catalogue = typeof catalogue

@@ -90,6 +90,14 @@ export const StorageRefusals = family(
 export type StorageCode = (typeof StorageRefusals)[number]
 
 /**
+ * Push device and topic registrations (src/layers/push/Registrations.ts): a field refused, a
+ * registration or topic not there, no push configured, a topic write the registry refused (500,
+ * spec §9's status table).
+ */
+export const PushRegistrationRefusals = family("VALIDATION_FAILED", "NOT_FOUND", "PUSH_NOT_CONFIGURED", "INTERNAL")
+export type PushRegistrationCode = (typeof PushRegistrationRefusals)[number]
+
+/**
  * Answered before any endpoint is chosen (no route, another method, node's parser, a body too
  * slow), so no endpoint declares them and the OpenAPI document does not list them.
  */
