@@ -98,6 +98,12 @@ export class RateLimited extends Schema.TaggedError<RateLimited>()("RateLimited"
 export class HeadersTooLarge extends Schema.TaggedError<HeadersTooLarge>()("HeadersTooLarge", envelope("HEADERS_TOO_LARGE"), status(431)) {}
 /** A bug: the detail goes to the log only. */
 export class Internal extends Schema.TaggedError<Internal>()("Internal", envelope("INTERNAL"), status(500)) {}
+/**
+ * A push provider refused a topic send (spec §4.6: 502): it answered the one device of the topic
+ * with a 4xx that is not "this token is gone" (a refused provider token, a wrong topic, the relay's
+ * access refused). A timeout, a 5xx or a broken connection is not this: the envelope reports it.
+ */
+export class PushProviderRefused extends Schema.TaggedError<PushProviderRefused>()("PushProviderRefused", envelope("PUSH_PROVIDER_REFUSED"), status(502)) {}
 export class Unavailable extends Schema.TaggedError<Unavailable>()("Unavailable", retried("UNAVAILABLE"), status(503)) {}
 export class HomeNodeUnreachable extends Schema.TaggedError<HomeNodeUnreachable>()("HomeNodeUnreachable", retried("HOME_NODE_UNREACHABLE"), status(503)) {}
 export class FetchCapUnavailable extends Schema.TaggedError<FetchCapUnavailable>()("FetchCapUnavailable", retried("FETCH_CAP_UNAVAILABLE"), status(503)) {}
@@ -162,6 +168,7 @@ export const catalogue = {
   RateLimited,
   HeadersTooLarge,
   Internal,
+  PushProviderRefused,
   Unavailable,
   HomeNodeUnreachable,
   FetchCapUnavailable,

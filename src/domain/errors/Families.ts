@@ -98,6 +98,14 @@ export const PushRegistrationRefusals = family("VALIDATION_FAILED", "NOT_FOUND",
 export type PushRegistrationCode = (typeof PushRegistrationRefusals)[number]
 
 /**
+ * Push sends (src/layers/push/PushSender.ts): a message refused (an APNs payload over 4096 bytes,
+ * a malformed topic id), an unknown or expired topic, the topic's provider refusing (502), no push
+ * configured (503).
+ */
+export const PushSendRefusals = family("VALIDATION_FAILED", "NOT_FOUND", "PUSH_PROVIDER_REFUSED", "PUSH_NOT_CONFIGURED")
+export type PushSendCode = (typeof PushSendRefusals)[number]
+
+/**
  * Answered before any endpoint is chosen (no route, another method, node's parser, a body too
  * slow), so no endpoint declares them and the OpenAPI document does not list them.
  */
