@@ -81,6 +81,12 @@ export interface PorticoSettings {
    */
   readonly pushTopicLifetimeSeconds: number
   /**
+   * How many push device registrations one user (subject) may hold in a namespace
+   * (`PORTICO_PUSH_MAX_DEVICES_PER_USER`, default 10,000): a registration past it is refused
+   * with 400, re-registering a held device id always passes (docs/push.md).
+   */
+  readonly pushMaxDevicesPerUser: number
+  /**
    * Where push goes that the operator chose (trusted, not through the egress guard, docs/push.md):
    * `PORTICO_APNS_URL` replaces both of Apple's hosts (test setups), `PORTICO_EXPO_URL` Expo's
    * host, `PORTICO_PUSH_RELAY_URL` (with `PORTICO_PUSH_RELAY_TOKEN`) is the platform ntfy relay.
@@ -213,6 +219,7 @@ const load = (overrides: Partial<Pick<PorticoSettings, "host" | "port" | "dataDi
       )
     }
     const topicLifetime = yield* env(positiveInteger("PUSH_TOPIC_LIFETIME_SECONDS")).pipe(Config.withDefault(7 * 86_400))
+    const maxDevicesPerUser = yield* env(positiveInteger("PUSH_MAX_DEVICES_PER_USER")).pipe(Config.withDefault(10_000))
     const apnsUrl = yield* env(Config.option(Config.url("APNS_URL")))
     const expoUrl = yield* env(Config.option(Config.url("EXPO_URL")))
     const relayUrl = yield* env(Config.option(Config.url("PUSH_RELAY_URL")))
@@ -281,6 +288,7 @@ const load = (overrides: Partial<Pick<PorticoSettings, "host" | "port" | "dataDi
       peers: yield* parseUrlMap("PEERS", peers),
       egress: { allowCidrs: allowCidrs.right.cidrs },
       pushTopicLifetimeSeconds: topicLifetime,
+      pushMaxDevicesPerUser: maxDevicesPerUser,
       push: {
         apnsUrl: Option.getOrUndefined(Option.map(apnsUrl, trim)),
         expoUrl: Option.getOrUndefined(Option.map(expoUrl, trim)),
@@ -404,6 +412,7 @@ export const testSettings = (dataDir: string, patch: Partial<PorticoSettings> = 
   peers: new Map(),
   egress: { allowCidrs: [] },
   pushTopicLifetimeSeconds: 7 * 86_400,
+  pushMaxDevicesPerUser: 10_000,
   push: { apnsUrl: undefined, expoUrl: undefined, relayUrl: undefined, relayToken: undefined },
   ...patch
 })

@@ -65,6 +65,18 @@ export interface PushStoreService {
     bound: boolean
   ) => Effect.Effect<DeviceRecord, StoreError>
   /**
+   * `registerDevice` within a cap: none, and nothing written, when `subject` already holds
+   * `maxPerSubject` registrations and this device id is not one of them. The count and the write
+   * are one statement, so concurrent registrations cannot pass the cap together.
+   */
+  readonly registerDeviceWithin: (
+    namespace: string,
+    subject: string,
+    registration: DeviceRegistration,
+    bound: boolean,
+    maxPerSubject: number
+  ) => Effect.Effect<Option.Option<DeviceRecord>, StoreError>
+  /**
    * `subject`'s registrations, oldest first. Registrations of a bound device that has since been
    * revoked are deleted on the way and not answered (spec §4.6).
    */
@@ -220,30 +232,58 @@ export const makePushStore = (store: RegistryStoreService, sealer: SealerService
     updatedAt: row.updated_at
   })
 
-  const registerDevice: PushStoreService["registerDevice"] = (namespace, subject, registration, bound) =>
+  /** Writes the registration (within `maxPerSubject` when given); answers it as stored, or none when the cap refused it. */
+  const upsertDevice = (namespace: string, subject: string, registration: DeviceRegistration, bound: boolean, maxPerSubject?: number) =>
     Effect.gen(function* () {
       const now = yield* nowSeconds
-      yield* store.exec({
-        sql: `INSERT INTO push_devices (namespace, subject, device_id, bound, provider, token, platform, app_version, created_at, updated_at)
-              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-              ON CONFLICT (namespace, subject, device_id) DO UPDATE SET bound = excluded.bound, provider = excluded.provider,
-                token = excluded.token, platform = excluded.platform, app_version = excluded.app_version, updated_at = excluded.updated_at`,
-        params: [
-          namespace,
-          subject,
-          registration.device_id,
-          bound ? 1 : 0,
-          registration.provider,
-          registration.token,
-          registration.platform ?? null,
-          registration.app_version ?? null,
-          now,
-          now
-        ]
-      })
+      const values = [
+        namespace,
+        subject,
+        registration.device_id,
+        bound ? 1 : 0,
+        registration.provider,
+        registration.token,
+        registration.platform ?? null,
+        registration.app_version ?? null,
+        now,
+        now
+      ]
+      const onConflict = `ON CONFLICT (namespace, subject, device_id) DO UPDATE SET bound = excluded.bound, provider = excluded.provider,
+                token = excluded.token, platform = excluded.platform, app_version = excluded.app_version, updated_at = excluded.updated_at`
+      const written = yield* store.exec(
+        maxPerSubject === undefined
+          ? {
+              sql: `INSERT INTO push_devices (namespace, subject, device_id, bound, provider, token, platform, app_version, created_at, updated_at)
+              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ${onConflict}`,
+              params: values
+            }
+          : {
+              // a held device id is always renewed; a new one only while the subject is under the cap
+              // (the WHERE also keeps SQLite from reading ON CONFLICT as a join constraint)
+              sql: `INSERT INTO push_devices (namespace, subject, device_id, bound, provider, token, platform, app_version, created_at, updated_at)
+              SELECT ?, ?, ?, ?, ?, ?, ?, ?, ?, ?
+              WHERE EXISTS (SELECT 1 FROM push_devices WHERE namespace = ? AND subject = ? AND device_id = ?)
+                 OR (SELECT COUNT(*) FROM push_devices WHERE namespace = ? AND subject = ?) < ? ${onConflict}`,
+              params: [...values, namespace, subject, registration.device_id, namespace, subject, maxPerSubject]
+            }
+      )
+      if (written.rowsAffected === 0) return Option.none<DeviceRecord>()
       const kept = (yield* devicesWithRevoked(namespace, subject, registration.device_id))[0]
-      return kept === undefined ? yield* new StoreError({ reason: "statement", detail: "a registration just written is missing" }) : toDevice(kept)
+      return kept === undefined
+        ? yield* new StoreError({ reason: "statement", detail: "a registration just written is missing" })
+        : Option.some(toDevice(kept))
     })
+
+  const registerDevice: PushStoreService["registerDevice"] = (namespace, subject, registration, bound) =>
+    Effect.flatMap(upsertDevice(namespace, subject, registration, bound), (kept) =>
+      Option.match(kept, {
+        onNone: () => Effect.fail(new StoreError({ reason: "statement", detail: "a registration was not written" })),
+        onSome: Effect.succeed
+      })
+    )
+
+  const registerDeviceWithin: PushStoreService["registerDeviceWithin"] = (namespace, subject, registration, bound, maxPerSubject) =>
+    upsertDevice(namespace, subject, registration, bound, maxPerSubject)
 
   /** The subject's registrations (or the one of `deviceId`) with the status of a bound device. */
   const devicesWithRevoked = (namespace: string, subject: string, deviceId?: string) =>
@@ -343,6 +383,7 @@ export const makePushStore = (store: RegistryStoreService, sealer: SealerService
     deleteCredential,
     configuredSlots,
     registerDevice,
+    registerDeviceWithin,
     devices,
     deleteDevice,
     dropDeviceToken,
