@@ -17,6 +17,7 @@ import { DatabaseGroup } from "./groups/DatabaseGroup.js"
 import { SqlGroup } from "./groups/SqlGroup.js"
 import { InternalGroup } from "./groups/InternalGroup.js"
 import { PushGroup } from "./groups/PushGroup.js"
+import { PushRegistrationGroup } from "./groups/PushRegistrationGroup.js"
 import { StorageGroup } from "./groups/StorageGroup.js"
 import { SystemGroup } from "./groups/SystemGroup.js"
 
@@ -32,6 +33,7 @@ export class PorticoApi extends HttpApi.make("portico")
   .add(SqlGroup)
   .add(StorageGroup)
   .add(PushGroup)
+  .add(PushRegistrationGroup)
   .add(InternalGroup)
   // what any route can answer: its input refused by its schema or as JSON, a body over its cap,
   // a bug, a store that did not answer (the gates declare theirs in Gates.ts)

@@ -27,6 +27,7 @@ import { DeviceHandlers } from "./handlers/DeviceHandlers.js"
 import { SqlHandlers } from "./handlers/SqlHandlers.js"
 import { InternalHandlers } from "./handlers/InternalHandlers.js"
 import { PushHandlers } from "./handlers/PushHandlers.js"
+import { PushRegistrationHandlers } from "./handlers/PushRegistrationHandlers.js"
 import { StorageHandlers } from "./handlers/StorageHandlers.js"
 import { NamespaceHandlers } from "./handlers/NamespaceHandlers.js"
 import { SystemHandlers } from "./handlers/SystemHandlers.js"
@@ -50,6 +51,7 @@ const HandlersLive = Layer.mergeAll(
   SqlHandlers,
   StorageHandlers,
   PushHandlers,
+  PushRegistrationHandlers,
   InternalHandlers
 )
 

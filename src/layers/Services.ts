@@ -37,6 +37,7 @@ import * as path from "node:path"
 import { GuardedFetch } from "./egress/GuardedFetch.js"
 import { PushCredentials } from "./push/PushCredentials.js"
 import { PushStore } from "./push/PushStore.js"
+import { PushRegistrations } from "./push/Registrations.js"
 
 export interface ServicesOptions {
   /**
@@ -83,6 +84,6 @@ export const servicesLayer = (settings: PorticoSettings, options: ServicesOption
     Layer.provideMerge(sqlBase),
     Layer.provide(storage)
   )
-  const push = PushCredentials.Live.pipe(Layer.provideMerge(Layer.mergeAll(PushStore.Live, GuardedFetch.Live)))
+  const push = Layer.mergeAll(PushCredentials.Live, PushRegistrations.Live).pipe(Layer.provideMerge(Layer.mergeAll(PushStore.Live, GuardedFetch.Live)))
   return Layer.mergeAll(RateLimiter.Live, Authenticator.Live, cache, sql, storage, push).pipe(Layer.provideMerge(liveness))
 }

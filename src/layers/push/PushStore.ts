@@ -31,7 +31,7 @@ export interface DeviceRecord {
   readonly bound: boolean
   readonly provider: DeviceProvider
   readonly token: string
-  readonly platform: string | undefined
+  readonly platform: DeviceRegistration["platform"]
   readonly appVersion: string | undefined
   readonly createdAt: number
   readonly updatedAt: number
@@ -128,7 +128,7 @@ const DeviceRow = Schema.Struct({
   bound: Schema.Number,
   provider: Schema.Literal("ios_push", "relay_push", "legacy_push"),
   token: Schema.String,
-  platform: Schema.NullOr(Schema.String),
+  platform: Schema.NullOr(Schema.Literal("ios", "android", "web")),
   app_version: Schema.NullOr(Schema.String),
   created_at: Schema.Number,
   updated_at: Schema.Number,
