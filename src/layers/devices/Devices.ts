@@ -2,11 +2,13 @@
  * An account's devices: listing (revoked included, as tombstones) and revocation. Revoking ends
  * every session of the device in the same atomic write, so its refresh tokens die with them and
  * its access tokens stop at their next request on every gateway (sessions are checked per
- * request against the shared registry).
+ * request against the shared registry); the device's push registrations end in that write too
+ * (spec §3.1), so no notification is sent to a revoked device.
  */
 import { Clock, Context, Effect, Layer, Option } from "effect"
 import { type SessionCode, statusOfCode } from "../../domain/Errors.js"
 import { Audit } from "../audit/Audit.js"
+import { endDeviceRegistrations } from "../push/PushStore.js"
 import { type Page, type PageRequest, readPage } from "../registry/Keyset.js"
 import { RegistryStore, type Row, type StoreError } from "../registry/RegistryStore.js"
 import { SessionRefused, Sessions } from "../sessions/Sessions.js"
@@ -110,7 +112,8 @@ export class Devices extends Context.Tag("portico/Devices")<Devices, DevicesServ
               {
                 sql: "UPDATE device_requests SET status = 'revoked' WHERE namespace = ? AND device_id = ? AND status = 'pending'",
                 params: [input.namespace, input.deviceId]
-              }
+              },
+              endDeviceRegistrations(input.namespace, input.deviceId)
             ])
           })
       }
