@@ -18,6 +18,7 @@ import { SqlGroup } from "./groups/SqlGroup.js"
 import { InternalGroup } from "./groups/InternalGroup.js"
 import { PushGroup } from "./groups/PushGroup.js"
 import { PushRegistrationGroup } from "./groups/PushRegistrationGroup.js"
+import { PushRelayGroup } from "./groups/PushRelayGroup.js"
 import { StorageGroup } from "./groups/StorageGroup.js"
 import { SystemGroup } from "./groups/SystemGroup.js"
 
@@ -34,6 +35,7 @@ export class PorticoApi extends HttpApi.make("portico")
   .add(StorageGroup)
   .add(PushGroup)
   .add(PushRegistrationGroup)
+  .add(PushRelayGroup)
   .add(InternalGroup)
   // what any route can answer: its input refused by its schema or as JSON, a body over its cap,
   // a bug, a store that did not answer (the gates declare theirs in Gates.ts)

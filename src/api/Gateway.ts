@@ -10,6 +10,7 @@ import type { AddressInfo } from "node:net"
 import { Code } from "../domain/Errors.js"
 import type { PorticoSettings } from "../layers/config/PorticoConfig.js"
 import { servicesLayer } from "../layers/Services.js"
+import { RELAY_MESSAGE_MAX_BYTES } from "../layers/push/RelayCall.js"
 import { PorticoApi } from "./Api.js"
 import { GateLive } from "./gate/Gate.js"
 import { GatesLive } from "./gate/GatesLive.js"
@@ -28,6 +29,7 @@ import { SqlHandlers } from "./handlers/SqlHandlers.js"
 import { InternalHandlers } from "./handlers/InternalHandlers.js"
 import { PushHandlers } from "./handlers/PushHandlers.js"
 import { PushRegistrationHandlers } from "./handlers/PushRegistrationHandlers.js"
+import { PushRelayHandlers } from "./handlers/PushRelayHandlers.js"
 import { StorageHandlers } from "./handlers/StorageHandlers.js"
 import { NamespaceHandlers } from "./handlers/NamespaceHandlers.js"
 import { SystemHandlers } from "./handlers/SystemHandlers.js"
@@ -52,6 +54,7 @@ const HandlersLive = Layer.mergeAll(
   StorageHandlers,
   PushHandlers,
   PushRegistrationHandlers,
+  PushRelayHandlers,
   InternalHandlers
 )
 
@@ -88,6 +91,8 @@ const bodyCapOf = (settings: PorticoSettings, name: BodyCapName): number => {
     // caller it was authorized as: room for that, so what passed there is not 413 here
     case "forwarded":
       return settings.maxBodyBytes + 64 * 1024
+    case "relayMessage":
+      return RELAY_MESSAGE_MAX_BYTES
   }
 }
 

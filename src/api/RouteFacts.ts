@@ -14,9 +14,10 @@ export class RoutePolicy extends Context.Tag("portico/RoutePolicy")<RoutePolicy,
 /**
  * A body cap of its own, named for the setting it comes from (the default is `MAX_BODY_BYTES`):
  * `sqlImport` the import cap, `upload` the upload cap plus room for the multipart framing,
- * `forwarded` the default cap plus room for the caller a peer gateway forwards with the body.
+ * `forwarded` the default cap plus room for the caller a peer gateway forwards with the body,
+ * `relayMessage` ntfy's default message size limit (the platform relay's fan-out, 4096 bytes).
  */
-export type BodyCapName = "sqlImport" | "upload" | "forwarded"
+export type BodyCapName = "sqlImport" | "upload" | "forwarded" | "relayMessage"
 export class BodyCap extends Context.Tag("portico/BodyCap")<BodyCap, BodyCapName>() {}
 
 /**

@@ -38,6 +38,9 @@ import { GuardedFetch } from "./egress/GuardedFetch.js"
 import { PushCredentials } from "./push/PushCredentials.js"
 import { PushStore } from "./push/PushStore.js"
 import { PushRegistrations } from "./push/Registrations.js"
+import { PlatformRelay } from "./push/PlatformRelay.js"
+import { RelayCallReceiver } from "./push/RelayCallReceiver.js"
+import { RelayPublisherLive } from "./push/RelayPublisherLive.js"
 
 export interface ServicesOptions {
   /**
@@ -84,6 +87,10 @@ export const servicesLayer = (settings: PorticoSettings, options: ServicesOption
     Layer.provideMerge(sqlBase),
     Layer.provide(storage)
   )
-  const push = Layer.mergeAll(PushCredentials.Live, PushRegistrations.Live).pipe(Layer.provideMerge(Layer.mergeAll(PushStore.Live, GuardedFetch.Live)))
+  // the relay publisher (RelayPublisher) and the relay route's receiver over this node's platform relay
+  const relay = Layer.mergeAll(RelayPublisherLive, RelayCallReceiver.Live).pipe(
+    Layer.provideMerge(Layer.mergeAll(PushStore.Live, GuardedFetch.Live, PlatformRelay.Live))
+  )
+  const push = Layer.mergeAll(PushCredentials.Live, PushRegistrations.Live).pipe(Layer.provideMerge(relay))
   return Layer.mergeAll(RateLimiter.Live, Authenticator.Live, cache, sql, storage, push).pipe(Layer.provideMerge(liveness))
 }

@@ -8,6 +8,7 @@ import { Clock, Effect, Layer, Option } from "effect"
 import { CoordinationRefused, internal } from "../../domain/Errors.js"
 import { asSession, type Principal, type Session } from "../../domain/Principal.js"
 import { Coordination, coordinationHeadersRefusal } from "../../layers/coordination/Coordination.js"
+import { isRelayCallPath, relayedHeadersOf, relaySignedBody } from "../../layers/push/RelayCall.js"
 import { Authentication, OpenGate, PeerGate, SessionAuthentication } from "../Gates.js"
 import { open } from "../Policy.js"
 import { RequestMeta } from "../RequestMeta.js"
@@ -75,12 +76,23 @@ export const OpenGateLive = Layer.effect(
 )
 
 /**
+ * The path and body a route's MAC covers, with the headers to check it against. A platform relay
+ * call signs its own path (the topic is a parameter) and, as its body, the text with the three
+ * headers it relays (RelayCall.ts); every other internal route its fixed path and its JSON body.
+ */
+const signed = (routePath: string, request: HttpServerRequest.HttpServerRequest, body: string) =>
+  isRelayCallPath(routePath)
+    ? ([request.url, relaySignedBody(body, relayedHeadersOf(request.headers)), request.headers] as const)
+    : ([routePath, body, request.headers] as const)
+
+/**
  * A node-to-node call comes from a peer gateway's address on behalf of its clients, who were
  * charged at that front gateway: charging it here too would put every client reaching this node
  * through that peer in one bucket. A source off the private overlay is refused before its body is
  * even decoded; so are coordination headers that are missing, malformed or stale, and a MAC that
- * does not hold over the body as received (the listener has it whole: node-to-node bodies are JSON
- * within a cap). The route verifies the MAC again over the decoded payload and spends its nonce.
+ * does not hold over what the route signs (`signed`: the listener has the body whole, as
+ * node-to-node bodies are read within a cap). The route verifies the MAC again over its decoded
+ * input and spends its nonce.
  */
 export const PeerGateLive = Layer.effect(
   PeerGate,
@@ -93,7 +105,7 @@ export const PeerGateLive = Layer.effect(
           const refused =
             coordinationHeadersRefusal(request.headers, Option.getOrUndefined(request.remoteAddress), yield* Clock.currentTimeMillis) ??
             (yield* Effect.orElseSucceed(request.text, () => undefined).pipe(
-              Effect.map((body) => (body !== undefined && coordination.macHolds(route.method, route.path, body, request.headers) ? undefined : "coordination MAC invalid"))
+              Effect.map((body) => (body !== undefined && coordination.macHolds(route.method, ...signed(route.path, request, body)) ? undefined : "coordination MAC invalid"))
             ))
           if (refused !== undefined) return yield* Effect.fail(new CoordinationRefused({ error: refused }))
         })

@@ -16,6 +16,14 @@ import { headerValue, type NtfyMessage } from "./NtfyClient.js"
 
 export const RELAY_CALL_PREFIX = "/v1/internal/push/ntfy/"
 
+/**
+ * The largest message a relay call carries, in UTF-8 bytes: ntfy's default `message-size-limit`.
+ * A longer body is one a default ntfy server takes only as an attachment (and refuses with 400
+ * where attachments are off), so the route's body cap is this (413 at the listener) and the
+ * sender does not post a longer one to a peer.
+ */
+export const RELAY_MESSAGE_MAX_BYTES = 4096
+
 /** The path a relay call for `topic` is posted to and signed over. */
 export const relayCallPath = (topic: string): string => RELAY_CALL_PREFIX + topic
 
@@ -46,14 +54,26 @@ export const relaySignedBody = (message: string, relayed: RelayedHeaders): strin
   canonicalJson({ message, title: relayed.title, priority: relayed.priority, tags: relayed.tags })
 
 /**
- * The headers a node sends for `message`, as the ntfy client would publish them: non-ASCII as
- * RFC 2047 encoded words, our `normal` priority as ntfy's `default`.
+ * The body a node sends and signs for `message`: the text as its UTF-8 bytes read back, so a lone
+ * surrogate (which the wire carries as U+FFFD) is signed as the receiver will read it.
  */
-export const relayHeadersFor = (message: NtfyMessage): RelayedHeaders => ({
-  ...(message.title !== undefined && message.title !== "" ? { title: headerValue(message.title) } : {}),
-  ...(message.priority !== undefined ? { priority: message.priority === "high" ? "high" : "default" } : {}),
-  ...(message.tags !== undefined && message.tags.length > 0 ? { tags: headerValue(message.tags.join(",")) } : {})
-})
+export const relayBodyOf = (message: NtfyMessage): string => Buffer.from(message.body, "utf8").toString("utf8")
+
+/**
+ * The headers a node sends for `message`, as the ntfy client would publish them: non-ASCII as
+ * RFC 2047 encoded words, our `normal` priority as ntfy's `default`. Values are trimmed first:
+ * fetch strips a header value's surrounding blanks on the way out, and the MAC must cover what
+ * the receiver reads.
+ */
+export const relayHeadersFor = (message: NtfyMessage): RelayedHeaders => {
+  const title = message.title?.trim()
+  const tags = message.tags?.map((tag) => tag.trim()).filter((tag) => tag !== "").join(",")
+  return {
+    ...(title !== undefined && title !== "" ? { title: headerValue(title) } : {}),
+    ...(message.priority !== undefined ? { priority: message.priority === "high" ? "high" : "default" } : {}),
+    ...(tags !== undefined && tags !== "" ? { tags: headerValue(tags) } : {})
+  }
+}
 
 /**
  * The message a receiving node publishes: the values as received, which the ntfy client sends on

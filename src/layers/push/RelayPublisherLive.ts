@@ -15,11 +15,11 @@ import { isIP } from "node:net"
 import { PorticoConfig } from "../config/PorticoConfig.js"
 import { Coordination, type CoordinationService, isOverlaySource } from "../coordination/Coordination.js"
 import { GuardedFetch } from "../egress/GuardedFetch.js"
-import { type DeliveryOutcome, delivered, failed, type FetchLike, reasonOfThrown } from "./Delivery.js"
+import { type DeliveryOutcome, delivered, failed, type FetchLike, Reasons, reasonOfThrown } from "./Delivery.js"
 import { fetchThroughGuard } from "./GuardedFetchLike.js"
 import { makeNtfyClient, type NtfyMessage, RELAY_TOPIC, relayPublishUrl } from "./NtfyClient.js"
 import { PlatformRelay, type PlatformRelayService, RelayReasons } from "./PlatformRelay.js"
-import { relayCallPath, relayHeadersFor, relaySignedBody } from "./RelayCall.js"
+import { RELAY_MESSAGE_MAX_BYTES, relayBodyOf, relayCallPath, relayHeadersFor, relaySignedBody } from "./RelayCall.js"
 import { RelayPublisher, type RelayPublisherService } from "./RelayPublisher.js"
 
 /** A node the platform relay fans out to: its id (the MAC's audience) and its base URL. */
@@ -113,9 +113,12 @@ export const makeRelayPublisher = (options: RelayPublisherOptions): RelayPublish
 
   const postToPeer = (peer: RelayPeer, topic: string, message: NtfyMessage): Effect.Effect<DeliveryOutcome> =>
     Effect.gen(function* () {
+      const body = relayBodyOf(message)
+      // over the relay route's body cap: the peer would answer 413 without reading it
+      if (Buffer.byteLength(body, "utf8") > RELAY_MESSAGE_MAX_BYTES) return failed(413, Reasons.payloadTooLarge)
       const path = relayCallPath(topic)
       const relayed = relayHeadersFor(message)
-      const signed = yield* options.sign(peer.nodeId, "POST", path, relaySignedBody(message.body, relayed))
+      const signed = yield* options.sign(peer.nodeId, "POST", path, relaySignedBody(body, relayed))
       const headers: Record<string, string> = { ...signed, "content-type": "text/plain; charset=utf-8" }
       if (relayed.title !== undefined) headers["Title"] = relayed.title
       if (relayed.priority !== undefined) headers["Priority"] = relayed.priority
@@ -123,7 +126,7 @@ export const makeRelayPublisher = (options: RelayPublisherOptions): RelayPublish
       return yield* Effect.promise(async (): Promise<DeliveryOutcome> => {
         const signal = AbortSignal.timeout(timeoutMs)
         try {
-          const response = await fetch(peer.baseUrl + path, { method: "POST", headers, body: message.body, redirect: "manual", signal })
+          const response = await fetch(peer.baseUrl + path, { method: "POST", headers, body, redirect: "manual", signal })
           const text = await response.text()
           if (response.status === 200) return delivered(200, Option.getOrUndefined(decodePeerAnswer(text))?.id)
           return failed(response.status, peerFailureReason(response.status, text))

@@ -1,0 +1,20 @@
+import { HttpApiBuilder, HttpServerRequest } from "@effect/platform"
+import { Effect, Option } from "effect"
+import { fromRefusal, internal } from "../../domain/Errors.js"
+import { RelayCallReceiver } from "../../layers/push/RelayCallReceiver.js"
+import { PorticoApi } from "../Api.js"
+
+export const PushRelayHandlers = HttpApiBuilder.group(PorticoApi, "pushRelay", (handlers) =>
+  Effect.gen(function* () {
+    const receiver = yield* RelayCallReceiver
+    return handlers.handle("relay", ({ path, headers }) =>
+      Effect.gen(function* () {
+        const request = yield* HttpServerRequest.HttpServerRequest
+        // read whole within the route's cap (PeerGate has read it already)
+        const body = yield* Effect.mapError(request.text, () => internal())
+        const call = { path: request.url, topic: path.topic, body, relayed: headers, headers: request.headers, remoteAddress: Option.getOrUndefined(request.remoteAddress) }
+        return yield* Effect.mapError(receiver.receive(call), fromRefusal)
+      })
+    )
+  })
+)
