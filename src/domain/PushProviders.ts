@@ -4,6 +4,14 @@
 export const pushProviders = ["ios_push", "ios_voip_push", "relay_push", "legacy_push"] as const
 export type PushProvider = (typeof pushProviders)[number]
 
+/** Providers a device registers for (spec §2.6). Here, beside the others, so the API's schemas take them without node:crypto. */
+export const deviceProviders = ["ios_push", "relay_push", "legacy_push"] as const satisfies ReadonlyArray<PushProvider>
+export type DeviceProvider = (typeof deviceProviders)[number]
+
+/** Providers a topic registers for (spec §2.6). */
+export const topicProviders = ["relay_push", "legacy_push", "ios_push", "ios_voip_push"] as const satisfies ReadonlyArray<PushProvider>
+export type TopicProvider = (typeof topicProviders)[number]
+
 /**
  * Whether a namespace has push configured (spec §4.6: registrations and sends are 503 without):
  * it stored a credential in any slot (the legacy `/v1/push/config` included), or the gateway has

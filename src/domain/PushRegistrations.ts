@@ -5,6 +5,7 @@
  */
 import * as crypto from "node:crypto"
 import { type PushProvider, type PushResult, pushInvalid, pushOk } from "./PushCredentials.js"
+import { type DeviceProvider, deviceProviders, type TopicProvider, topicProviders } from "./PushProviders.js"
 
 type Result<A> = PushResult<A>
 const ok = pushOk
@@ -12,13 +13,8 @@ const bad = pushInvalid
 
 const isRecord = (value: unknown): value is Record<string, unknown> => typeof value === "object" && value !== null && !Array.isArray(value)
 
-/** Providers a device registers for (spec §2.6). */
-export const deviceProviders = ["ios_push", "relay_push", "legacy_push"] as const
-export type DeviceProvider = (typeof deviceProviders)[number]
-
-/** Providers a topic registers for (spec §2.6). */
-export const topicProviders = ["relay_push", "legacy_push", "ios_push", "ios_voip_push"] as const satisfies ReadonlyArray<PushProvider>
-export type TopicProvider = (typeof topicProviders)[number]
+/** The providers a device or a topic registers for (spec §2.6), kept in PushProviders.ts, which the API's schemas import. */
+export { type DeviceProvider, deviceProviders, type TopicProvider, topicProviders }
 
 export const maxTokenBytes = 512
 /** A relay topic: one path segment of `[-_A-Za-z0-9]`, at most 64 characters (spec §8). */

@@ -8,7 +8,7 @@
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "@effect/platform"
 import { Schema } from "effect"
 import { PushRegistrationRefusals, wiresOf } from "../../domain/Errors.js"
-import { deviceProviders, topicProviders } from "../../domain/PushRegistrations.js"
+import { deviceProviders, topicProviders } from "../../domain/PushProviders.js"
 import { Authentication, SessionAuthentication } from "../Gates.js"
 import { grant, session } from "../Policy.js"
 import { RoutePolicy } from "../RouteFacts.js"
