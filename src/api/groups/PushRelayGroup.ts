@@ -9,14 +9,17 @@
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
 import { Schema } from "effect"
 import { Wire } from "../../domain/Errors.js"
-import { relayTopicPattern } from "../../domain/PushRegistrations.js"
 import { PeerGate } from "../Gates.js"
 import { internalOnly } from "../OpenApiFacts.js"
 import { internal } from "../Policy.js"
 import { BodyCap, RoutePolicy } from "../RouteFacts.js"
 
+/**
+ * A relay topic (spec §4.10): `relayTopicPattern` of src/domain/PushRegistrations.ts, written out
+ * here because that module hashes with node:crypto and the API's definition stays client-safe.
+ */
 const RelayTopic = Schema.String.pipe(
-  Schema.pattern(relayTopicPattern, { message: () => "a relay topic is one segment of [-_A-Za-z0-9], at most 64 characters" })
+  Schema.pattern(/^[-_A-Za-z0-9]{1,64}$/, { message: () => "a relay topic is one segment of [-_A-Za-z0-9], at most 64 characters" })
 ).annotations({ identifier: "RelayTopic" })
 
 /** Header values as the sending node's ntfy client writes them: printable ASCII, non-ASCII as RFC 2047 encoded words. */
