@@ -17,7 +17,7 @@ import { fetchThroughGuard } from "../../src/layers/push/GuardedFetchLike.js"
 import { makePlatformRelay, PlatformRelay } from "../../src/layers/push/PlatformRelay.js"
 import { relayedHeadersOf } from "../../src/layers/push/RelayCall.js"
 import { RelayCallReceiver } from "../../src/layers/push/RelayCallReceiver.js"
-import { makeRelayPublisher, relayPeersOf } from "../../src/layers/push/RelayPublisherLive.js"
+import { makeRelayPublisher, platformRelayReachable, relayPeersOf } from "../../src/layers/push/RelayPublisherLive.js"
 import { type NtfyStandIn, startNtfyStandIn } from "../support/ntfyStandIn.js"
 
 let tenantRelay: NtfyStandIn
@@ -250,5 +250,14 @@ describe("relayPeersOf", () => {
     expect(eligible.map((p) => p.nodeId)).toEqual(["a", "c", "d"])
     expect(eligible[0]?.baseUrl).toBe("http://10.0.0.2:8080")
     expect(skipped.map((p) => p.nodeId)).toEqual(["b", "e"])
+  })
+
+  it("counts a gateway without a relay of its own as reaching the platform relay when it has an eligible peer", () => {
+    const push = { apnsUrl: undefined, expoUrl: undefined, relayUrl: undefined, relayToken: undefined }
+    expect(platformRelayReachable({ push, peers: new Map(), nodeId: "a" })).toBe(false)
+    expect(platformRelayReachable({ push, peers: new Map([["a", "http://10.0.0.1:1"]]), nodeId: "a" })).toBe(false)
+    expect(platformRelayReachable({ push, peers: new Map([["b", "http://203.0.113.1:1"]]), nodeId: "a" })).toBe(false)
+    expect(platformRelayReachable({ push, peers: new Map([["b", "http://10.0.0.2:1"]]), nodeId: "a" })).toBe(true)
+    expect(platformRelayReachable({ push: { ...push, relayUrl: "http://127.0.0.1:1" }, peers: new Map(), nodeId: "a" })).toBe(true)
   })
 })

@@ -12,7 +12,7 @@
  */
 import { Effect, Either, Layer, Option, Schema } from "effect"
 import { isIP } from "node:net"
-import { PorticoConfig } from "../config/PorticoConfig.js"
+import { PorticoConfig, type PorticoSettings } from "../config/PorticoConfig.js"
 import { Coordination, type CoordinationService, isOverlaySource } from "../coordination/Coordination.js"
 import { GuardedFetch } from "../egress/GuardedFetch.js"
 import { type DeliveryOutcome, delivered, failed, type FetchLike, Reasons, reasonOfThrown } from "./Delivery.js"
@@ -55,6 +55,15 @@ export const relayPeersOf = (
   }
   return { eligible, skipped }
 }
+
+/**
+ * Whether this gateway can publish to a platform relay at all: its own `PORTICO_PUSH_RELAY_URL`,
+ * or an eligible peer to fan out to (which may have one). What "the gateway has a platform relay"
+ * means for the configured rule (PUSH_NOT_CONFIGURED): a node without a relay of its own still
+ * delivers through its peers' relays.
+ */
+export const platformRelayReachable = (settings: Pick<PorticoSettings, "push" | "peers" | "nodeId">): boolean =>
+  settings.push.relayUrl !== undefined || relayPeersOf(settings.peers, settings.nodeId).eligible.length > 0
 
 /** Why `token` cannot be published at `baseUrl`: another scheme or host, or not a topic at all. */
 const refusedTokenReason = (baseUrl: string, token: string): string => {
