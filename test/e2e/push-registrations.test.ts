@@ -1,12 +1,12 @@
 /**
  * Push device and topic registrations over HTTP (spec §2.6, §3.3, §4.6) on a real gateway, on
  * both registry engines: devices of plain and device-bound wallet sessions (bound => the verified
- * device id, whatever the body says), listings that redact tokens, removal, the per-user cap, 503
- * without push configured, API keys refused; the topic life cycle (register, register again moves
- * the expiry, a token moves to the newer topic, remove 200 then 404, another namespace's topic
- * 404, expiry, malformed input 400, other methods 405, a refused write 500); and a revoked
- * device's registration gone. A second gateway on the same registry runs with a cap of 2 and a
- * 2-second topic lifetime.
+ * device id, whatever the body says), listings in keyset pages that redact tokens, removal, the
+ * per-user cap, 503 without push configured, API keys refused; the topic life cycle (register,
+ * register again moves the expiry, a token moves to the newer topic, remove 200 then 404, another
+ * namespace's topic 404, expiry, malformed input 400, other methods 405, a refused write 500); and
+ * a revoked device's registration gone. A second gateway on the same registry runs with a cap of
+ * 2 and a 2-second topic lifetime.
  */
 import Database from "better-sqlite3"
 import { Effect } from "effect"
@@ -220,7 +220,17 @@ describe.each(["sqlite", "rqlite"] as const)("push registrations over HTTP, regi
     expect((await register(configured, { device_id: "two", provider: "legacy_push", token: expoToken(4) }, tight)).status).toBe(200)
     expect((await gw.request("DELETE", "/v1/push/devices/one", { token: configured })).body.removed).toBe(true)
     expect((await register(configured, { device_id: "three", provider: "legacy_push", token: expoToken(3) }, tight)).status).toBe(200)
-    expect((await devices(configured)).body.devices.map((d: { device_id: string }) => d.device_id).sort()).toEqual(["three", "two"])
+    const all = (await devices(configured)).body
+    expect(all.devices.map((d: { device_id: string }) => d.device_id).sort()).toEqual(["three", "two"])
+    expect(all.next_cursor).toBeNull()
+    // in keyset pages, as every list that can grow
+    const first = await gw.request("GET", "/v1/push/devices?limit=1", { token: configured })
+    expect(first.body.devices).toEqual([all.devices[0]])
+    expect(typeof first.body.next_cursor).toBe("string")
+    const second = await gw.request("GET", `/v1/push/devices?limit=1&cursor=${first.body.next_cursor}`, { token: configured })
+    expect(second.body).toEqual({ devices: [all.devices[1]], next_cursor: null })
+    expectError(await gw.request("GET", "/v1/push/devices?cursor=not-a-cursor", { token: configured }), 400, "VALIDATION_FAILED")
+    expectError(await gw.request("GET", "/v1/push/devices?limit=0", { token: configured }), 400, "VALIDATION_FAILED")
   })
 
   it("is a signed-in user's own: API keys are refused, and a caller without credentials", async () => {
@@ -326,7 +336,7 @@ describe.each(["sqlite", "rqlite"] as const)("push registrations over HTTP, regi
       c.pushRegistrations.registerDevice({ payload: { device_id: "typed", provider: "legacy_push", token: expoToken(9), platform: "web" } })
     )
     expect(stored).toMatchObject({ device_id: "typed", bound: false, platform: "web" })
-    expect((await call(gw, session, (c) => c.pushRegistrations.devices())).devices.map((d) => d.device_id)).toContain("typed")
+    expect((await call(gw, session, (c) => c.pushRegistrations.devices({ urlParams: {} }))).devices.map((d) => d.device_id)).toContain("typed")
     expect(await call(gw, session, (c) => c.pushRegistrations.removeDevice({ path: { device_id: "typed" } }))).toEqual({ device_id: "typed", removed: true })
     const registered = await call(gw, runtime, (c) =>
       c.pushRegistrations.registerTopic({ payload: { topic_secret: secret(0x51), provider: "relay_push", token: "typed-topic" } })
@@ -337,7 +347,7 @@ describe.each(["sqlite", "rqlite"] as const)("push registrations over HTTP, regi
       topic_id: topicIdOf(secret(0x51))
     })
     expectRefusal(await refusal(gw, runtime, (c) => c.pushRegistrations.removeTopic({ payload: { topic_secret: secret(0x51) } })), 404, "NOT_FOUND")
-    expectRefusal(await refusal(gw, runtime, (c) => c.pushRegistrations.devices()), 403, "SESSION_REQUIRED")
+    expectRefusal(await refusal(gw, runtime, (c) => c.pushRegistrations.devices({ urlParams: {} })), 403, "SESSION_REQUIRED")
     expectRefusal(
       await refusal(gw, bareRuntime, (c) => c.pushRegistrations.registerTopic({ payload: { topic_secret: secret(0x51), provider: "relay_push", token: "t" } })),
       503,

@@ -10,6 +10,7 @@ import { Schema } from "effect"
 import { PushRegistrationRefusals, wiresOf } from "../../domain/Errors.js"
 import { deviceProviders, topicProviders } from "../../domain/PushProviders.js"
 import { Authentication, SessionAuthentication } from "../Gates.js"
+import { NextCursor, TimeKeyedPage } from "../Paging.js"
 import { grant, session } from "../Policy.js"
 import { RoutePolicy } from "../RouteFacts.js"
 import { strict, UnixSeconds } from "../Wire.js"
@@ -47,7 +48,10 @@ export const PushDevice = Schema.Struct({
 }).annotations({ identifier: "PushDevice" })
 
 export const PushDeviceList = Schema.Struct({
-  devices: Schema.Array(PushDevice).annotations({ description: "every registration of the caller, oldest first (at most PORTICO_PUSH_MAX_DEVICES_PER_USER)" })
+  devices: Schema.Array(PushDevice).annotations({
+    description: "one page of the caller's registrations, oldest first; a revoked device's are left out (and deleted), so a page may hold fewer than limit"
+  }),
+  next_cursor: NextCursor
 }).annotations({ identifier: "PushDeviceList" })
 
 export const PushDeviceRemoved = Schema.Struct({
@@ -92,7 +96,13 @@ export class PushRegistrationGroup extends HttpApiGroup.make("pushRegistrations"
       .middleware(SessionAuthentication)
       .annotate(RoutePolicy, session())
   )
-  .add(HttpApiEndpoint.get("devices", "/v1/push/devices").addSuccess(PushDeviceList).middleware(SessionAuthentication).annotate(RoutePolicy, session()))
+  .add(
+    HttpApiEndpoint.get("devices", "/v1/push/devices")
+      .setUrlParams(TimeKeyedPage)
+      .addSuccess(PushDeviceList)
+      .middleware(SessionAuthentication)
+      .annotate(RoutePolicy, session())
+  )
   .add(
     HttpApiEndpoint.del("removeDevice")`/v1/push/devices/${deviceParam}`
       .addSuccess(PushDeviceRemoved)

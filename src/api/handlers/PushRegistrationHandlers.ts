@@ -5,6 +5,7 @@ import { redactToken } from "../../domain/PushRegistrations.js"
 import type { DeviceRecord } from "../../layers/push/PushStore.js"
 import { PushRegistrations } from "../../layers/push/Registrations.js"
 import { PorticoApi } from "../Api.js"
+import { nextCursorOf, pageRequest } from "../Paging.js"
 import { refusedOrDown } from "./Refusals.js"
 
 /** A registration as answered: the token redacted, always. */
@@ -26,9 +27,12 @@ export const PushRegistrationHandlers = HttpApiBuilder.group(PorticoApi, "pushRe
       .handle("registerDevice", ({ payload }) =>
         Effect.flatMap(CurrentSession, (s) => Effect.map(Effect.mapError(registrations.registerDevice(s, payload), refusedOrDown), view))
       )
-      .handle("devices", () =>
+      .handle("devices", ({ urlParams }) =>
         Effect.flatMap(CurrentSession, (s) =>
-          Effect.map(Effect.mapError(registrations.devices(s), refusedOrDown), (devices) => ({ devices: devices.map(view) }))
+          Effect.map(Effect.mapError(registrations.devices(s, pageRequest(urlParams)), refusedOrDown), (page) => ({
+            devices: page.items.map(view),
+            next_cursor: nextCursorOf(page)
+          }))
         )
       )
       .handle("removeDevice", ({ path }) =>

@@ -14,6 +14,7 @@ import type { CredentialSlot, StoredPushSecret } from "../../domain/PushCredenti
 import type { DeviceProvider, DeviceRegistration, TopicProvider } from "../../domain/PushRegistrations.js"
 import { topicExpiry } from "../../domain/PushRegistrations.js"
 import { PorticoConfig } from "../config/PorticoConfig.js"
+import { type KeysetSpec, type Page, type PageRequest, pageOf, pageStatement } from "../registry/Keyset.js"
 import { RegistryStore, type RegistryStoreService, type Row, type Statement, StoreError } from "../registry/RegistryStore.js"
 import { SqliteRegistryStore } from "../registry/SqliteRegistryStore.js"
 import { Sealer, type SealerService } from "../secrets/Sealer.js"
@@ -81,6 +82,12 @@ export interface PushStoreService {
    * revoked are deleted on the way and not answered (spec §4.6).
    */
   readonly devices: (namespace: string, subject: string) => Effect.Effect<ReadonlyArray<DeviceRecord>, StoreError>
+  /**
+   * One page of `devices` (key: created_at, device_id), for the listing route. A revoked device's
+   * registrations are deleted and left out, so a page may hold fewer than `limit`; `next` still
+   * says whether more follow.
+   */
+  readonly devicesPage: (namespace: string, subject: string, page: PageRequest) => Effect.Effect<Page<DeviceRecord>, StoreError>
   /** Removes one registration; answers whether there was one. */
   readonly deleteDevice: (namespace: string, subject: string, deviceId: string) => Effect.Effect<boolean, StoreError>
   /**
@@ -305,6 +312,28 @@ export const makePushStore = (store: RegistryStoreService, sealer: SealerService
       return rows.filter((row) => row.device_status !== "revoked").map(toDevice)
     })
 
+  /** The registrations with their bound device's status, as one relation the keyset reads by unqualified names. */
+  const devicesKeyset = (namespace: string, subject: string): KeysetSpec => ({
+    select: `SELECT device_id, bound, provider, token, platform, app_version, created_at, updated_at, device_status FROM (
+               SELECT p.namespace, p.subject, p.device_id, p.bound, p.provider, p.token, p.platform, p.app_version, p.created_at, p.updated_at,
+                 d.status AS device_status
+               FROM push_devices p LEFT JOIN devices d ON p.bound = 1 AND d.namespace = p.namespace AND d.id = p.device_id)`,
+    where: ["namespace = ?", "subject = ?"],
+    params: [namespace, subject],
+    order: ["created_at", "device_id"],
+    direction: "asc"
+  })
+
+  const devicesPage: PushStoreService["devicesPage"] = (namespace, subject, page) =>
+    Effect.gen(function* () {
+      const spec = devicesKeyset(namespace, subject)
+      const read = pageOf(yield* store.query(pageStatement(spec, page)), spec, page, (row) => row)
+      const rows = yield* decodeDevices(read.items)
+      const revoked = rows.filter((row) => row.device_status === "revoked")
+      if (revoked.length > 0) yield* store.batch(revoked.map((row) => endDeviceRegistrations(namespace, row.device_id)))
+      return { items: rows.filter((row) => row.device_status !== "revoked").map(toDevice), next: read.next }
+    })
+
   const deleteDevice: PushStoreService["deleteDevice"] = (namespace, subject, deviceId) =>
     Effect.map(
       store.exec({ sql: "DELETE FROM push_devices WHERE namespace = ? AND subject = ? AND device_id = ?", params: [namespace, subject, deviceId] }),
@@ -385,6 +414,7 @@ export const makePushStore = (store: RegistryStoreService, sealer: SealerService
     registerDevice,
     registerDeviceWithin,
     devices,
+    devicesPage,
     deleteDevice,
     dropDeviceToken,
     registerTopic,

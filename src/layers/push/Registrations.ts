@@ -18,6 +18,7 @@ import type { Principal } from "../../domain/Principal.js"
 import { pushConfigured } from "../../domain/PushProviders.js"
 import { parseDeviceRegistration, parseTopicRegistration, topicIdOf, topicSecretBytes } from "../../domain/PushRegistrations.js"
 import { PorticoConfig, type PorticoSettings, testSettings } from "../config/PorticoConfig.js"
+import type { Page, PageRequest } from "../registry/Keyset.js"
 import type { StoreError } from "../registry/RegistryStore.js"
 import { SqliteRegistryStore } from "../registry/SqliteRegistryStore.js"
 import { Sealer } from "../secrets/Sealer.js"
@@ -35,8 +36,8 @@ export interface RegisteredTopic {
 export interface PushRegistrationsService {
   /** Checks `body` (a §2.6 device registration) and records it for the caller. */
   readonly registerDevice: (caller: Principal, body: unknown) => Effect.Effect<DeviceRecord, PushRegistrationRefused | StoreError>
-  /** The caller's registrations, oldest first (a revoked device's are gone); tokens in full: the route redacts. */
-  readonly devices: (caller: Principal) => Effect.Effect<ReadonlyArray<DeviceRecord>, StoreError>
+  /** One page of the caller's registrations, oldest first (a revoked device's are gone); tokens in full: the route redacts. */
+  readonly devices: (caller: Principal, page: PageRequest) => Effect.Effect<Page<DeviceRecord>, StoreError>
   /** Removes one of the caller's registrations; whether there was one. */
   readonly removeDevice: (caller: Principal, deviceId: string) => Effect.Effect<boolean, StoreError>
   /** Checks `body` (`{topic_secret, provider, token}`) and registers the topic (spec §3.3). */
@@ -94,7 +95,7 @@ export class PushRegistrations extends Context.Tag("portico/PushRegistrations")<
             }
             return kept.value
           }),
-        devices: (caller) => store.devices(caller.namespace, caller.subject),
+        devices: (caller, page) => store.devicesPage(caller.namespace, caller.subject, page),
         removeDevice: (caller, deviceId) => store.deleteDevice(caller.namespace, caller.subject, deviceId),
         registerTopic: (caller, body) =>
           Effect.gen(function* () {

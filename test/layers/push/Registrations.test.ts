@@ -49,6 +49,10 @@ const apnsToken = (n: number) => n.toString(16).padStart(2, "0").repeat(32)
 const device = (deviceId: string, token = "phone-topic") => ({ device_id: deviceId, provider: "relay_push", token, platform: "android" })
 const secret = (n: number) => n.toString(16).padStart(2, "0").repeat(16)
 
+/** The caller's registrations, all on one page. */
+const listOf = (caller: Principal) =>
+  Effect.flatMap(PushRegistrations, (registrations) => Effect.map(registrations.devices(caller, { limit: 1000, after: undefined }), (page) => page.items))
+
 /** The refusal's code, or "ok". */
 const codeOf = <A, E>(effect: Effect.Effect<A, E>) =>
   Effect.map(Effect.either(effect), (e) => (Either.isRight(e) ? "ok" : ((e.left as { readonly code?: string }).code ?? "no code")))
@@ -62,7 +66,7 @@ describe("PushRegistrations", () => {
       expect(yield* codeOf(registrations.registerTopic(runtime, { topic_secret: secret(1), provider: "relay_push", token: "t1" }))).toBe(
         "PUSH_NOT_CONFIGURED"
       )
-      expect(yield* registrations.devices(alice)).toEqual([])
+      expect(yield* listOf(alice)).toEqual([])
       expect(yield* registrations.removeDevice(alice, "phone")).toBe(false)
       const store = yield* RegistryStore
       expect(yield* store.query({ sql: "SELECT COUNT(*) AS n FROM push_devices" })).toEqual([{ n: 0 }])
@@ -93,7 +97,7 @@ describe("PushRegistrations", () => {
       const bound = yield* registrations.registerDevice(aliceOnPhone, { device_id: "tablet", provider: "ios_push", token: apnsToken(0xab).toUpperCase() })
       expect(bound).toMatchObject({ deviceId: "did-phone-verified", bound: true, provider: "ios_push", token: apnsToken(0xab), platform: undefined })
 
-      const listed = yield* registrations.devices(alice)
+      const listed = yield* listOf(alice)
       expect(listed.map((d) => [d.deviceId, d.bound, d.token])).toEqual([
         ["tablet", false, "phone-topic"],
         ["did-phone-verified", true, apnsToken(0xab)]
@@ -102,7 +106,7 @@ describe("PushRegistrations", () => {
       yield* TestClock.adjust("1 hour")
       const renewed = yield* registrations.registerDevice(alice, device("tablet", "tablet-topic-2"))
       expect(renewed).toMatchObject({ token: "tablet-topic-2", createdAt: start / 1000, updatedAt: start / 1000 + 3601, appVersion: undefined })
-      expect((yield* registrations.devices(alice)).length).toBe(2)
+      expect((yield* listOf(alice)).length).toBe(2)
     }).pipe(Effect.provide(PushRegistrations.Test))
   )
 
@@ -126,7 +130,7 @@ describe("PushRegistrations", () => {
         expect(refused, JSON.stringify(body)).toMatchObject({ code: "VALIDATION_FAILED", status: 400 })
         expect(refused.reason.startsWith(field + ":"), refused.reason).toBe(true)
       }
-      expect(yield* registrations.devices(alice)).toEqual([])
+      expect(yield* listOf(alice)).toEqual([])
     }).pipe(Effect.provide(PushRegistrations.Test))
   )
 
@@ -145,7 +149,7 @@ describe("PushRegistrations", () => {
       expect(yield* registrations.removeDevice(alice, "one")).toBe(true)
       expect((yield* registrations.registerDevice(alice, device("three"))).deviceId).toBe("three")
       // oldest first, ties (the same second) by id
-      expect((yield* registrations.devices(alice)).map((d) => d.deviceId)).toEqual(["three", "two"])
+      expect((yield* listOf(alice)).map((d) => d.deviceId)).toEqual(["three", "two"])
     }).pipe(Effect.provide(PushRegistrations.testWith({ pushMaxDevicesPerUser: 2 })))
   )
 
@@ -159,9 +163,9 @@ describe("PushRegistrations", () => {
       yield* registrations.registerDevice(principal("0xalice", undefined, "other"), device("laptop"))
       expect(yield* registrations.removeDevice(bob, "laptop")).toBe(false)
       expect(yield* registrations.removeDevice(bob, "phone")).toBe(true)
-      expect((yield* registrations.devices(alice)).map((d) => d.deviceId)).toEqual(["phone"])
-      expect(yield* registrations.devices(bob)).toEqual([])
-      expect((yield* registrations.devices(principal("0xalice", undefined, "other"))).map((d) => d.deviceId)).toEqual(["laptop"])
+      expect((yield* listOf(alice)).map((d) => d.deviceId)).toEqual(["phone"])
+      expect(yield* listOf(bob)).toEqual([])
+      expect((yield* listOf(principal("0xalice", undefined, "other"))).map((d) => d.deviceId)).toEqual(["laptop"])
     }).pipe(Effect.provide(PushRegistrations.Test))
   )
 
@@ -238,6 +242,36 @@ describe("PushRegistrations", () => {
       yield* store.exec({ sql: "CREATE TRIGGER refuse_topics BEFORE INSERT ON push_topics BEGIN SELECT RAISE(ABORT, 'refused'); END" })
       const refused = yield* Effect.flip(registrations.registerTopic(runtime, { topic_secret: secret(1), provider: "relay_push", token: "t" }))
       expect(refused).toMatchObject({ code: "INTERNAL", status: 500 })
+    }).pipe(Effect.provide(PushRegistrations.Test))
+  )
+
+  it.scoped("lists in keyset pages, oldest first; a revoked device's registration is deleted on the way and the next cursor still holds", () =>
+    Effect.gen(function* () {
+      yield* TestClock.setTime(start)
+      yield* configure()
+      const store = yield* RegistryStore
+      yield* store.exec({
+        sql: "INSERT INTO devices (namespace, id, wallet, public_jwk, label, status, created_at) VALUES ('shop', 'did-old', '0xalice', '{}', 'old', 'active', 1)"
+      })
+      const registrations = yield* PushRegistrations
+      yield* registrations.registerDevice(principal("0xalice", "did-old"), device("x"))
+      for (const id of ["b", "a", "c"]) {
+        yield* TestClock.adjust("1 second")
+        yield* registrations.registerDevice(alice, device(id))
+      }
+      // revoked behind the registrations' back (a batch that predates the revocation statement)
+      yield* store.exec({ sql: "UPDATE devices SET status = 'revoked' WHERE id = 'did-old'" })
+      const first = yield* registrations.devices(alice, { limit: 2, after: undefined })
+      expect(first.items.map((d) => d.deviceId)).toEqual(["b"])
+      expect(first.next).toEqual([start / 1000 + 1, "b"])
+      const second = yield* registrations.devices(alice, { limit: 2, after: first.next })
+      expect(second.items.map((d) => d.deviceId)).toEqual(["a", "c"])
+      expect(second.next).toBeUndefined()
+      expect(yield* store.query({ sql: "SELECT device_id FROM push_devices ORDER BY device_id" })).toEqual([
+        { device_id: "a" },
+        { device_id: "b" },
+        { device_id: "c" }
+      ])
     }).pipe(Effect.provide(PushRegistrations.Test))
   )
 
