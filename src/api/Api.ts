@@ -19,6 +19,7 @@ import { InternalGroup } from "./groups/InternalGroup.js"
 import { PushGroup } from "./groups/PushGroup.js"
 import { PushRegistrationGroup } from "./groups/PushRegistrationGroup.js"
 import { PushRelayGroup } from "./groups/PushRelayGroup.js"
+import { PushSendGroup } from "./groups/PushSendGroup.js"
 import { StorageGroup } from "./groups/StorageGroup.js"
 import { SystemGroup } from "./groups/SystemGroup.js"
 
@@ -35,6 +36,7 @@ export class PorticoApi extends HttpApi.make("portico")
   .add(StorageGroup)
   .add(PushGroup)
   .add(PushRegistrationGroup)
+  .add(PushSendGroup)
   .add(PushRelayGroup)
   .add(InternalGroup)
   // what any route can answer: its input refused by its schema or as JSON, a body over its cap,

@@ -30,6 +30,7 @@ import { InternalHandlers } from "./handlers/InternalHandlers.js"
 import { PushHandlers } from "./handlers/PushHandlers.js"
 import { PushRegistrationHandlers } from "./handlers/PushRegistrationHandlers.js"
 import { PushRelayHandlers } from "./handlers/PushRelayHandlers.js"
+import { PushSendHandlers } from "./handlers/PushSendHandlers.js"
 import { StorageHandlers } from "./handlers/StorageHandlers.js"
 import { NamespaceHandlers } from "./handlers/NamespaceHandlers.js"
 import { SystemHandlers } from "./handlers/SystemHandlers.js"
@@ -55,6 +56,7 @@ const HandlersLive = Layer.mergeAll(
   PushHandlers,
   PushRegistrationHandlers,
   PushRelayHandlers,
+  PushSendHandlers,
   InternalHandlers
 )
 

@@ -78,7 +78,9 @@ export type UserSendBody = typeof UserSendBody.Type
 
 export const TopicSendBody = strict(
   Schema.Struct({
-    topic_id: Schema.String.pipe(Schema.maxLength(128)).annotations({ description: "64 lowercase hex characters (400 otherwise)" }),
+    topic_id: Schema.String.pipe(Schema.pattern(/^[0-9a-f]{64}$/, { message: () => "topic_id: must be 64 lowercase hex characters" })).annotations({
+      description: "the topic id: lowercase hex SHA-256 of the topic secret's bytes (400 otherwise)"
+    }),
     ...messageFields
   })
 ).pipe(withinCap).annotations({ identifier: "PushTopicSend" })

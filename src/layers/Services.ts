@@ -41,6 +41,7 @@ import { PushRegistrations } from "./push/Registrations.js"
 import { PlatformRelay } from "./push/PlatformRelay.js"
 import { RelayCallReceiver } from "./push/RelayCallReceiver.js"
 import { RelayPublisherLive } from "./push/RelayPublisherLive.js"
+import { PushSender } from "./push/PushSender.js"
 
 export interface ServicesOptions {
   /**
@@ -91,6 +92,10 @@ export const servicesLayer = (settings: PorticoSettings, options: ServicesOption
   const relay = Layer.mergeAll(RelayPublisherLive, RelayCallReceiver.Live).pipe(
     Layer.provideMerge(Layer.mergeAll(PushStore.Live, GuardedFetch.Live, PlatformRelay.Live))
   )
-  const push = Layer.mergeAll(PushCredentials.Live, PushRegistrations.Live).pipe(Layer.provideMerge(relay))
+  // sends go through the gateway's one APNs client (PushSender.ApnsLive: PORTICO_APNS_URL when set)
+  const push = Layer.mergeAll(PushCredentials.Live, PushRegistrations.Live, PushSender.Live).pipe(
+    Layer.provideMerge(relay),
+    Layer.provide(PushSender.ApnsLive)
+  )
   return Layer.mergeAll(RateLimiter.Live, Authenticator.Live, cache, sql, storage, push).pipe(Layer.provideMerge(liveness))
 }

@@ -64,6 +64,8 @@ describe("send requests", () => {
     expect(isSendTopicId("0F".repeat(32))).toBe(false)
     expect(isSendTopicId("0f".repeat(31))).toBe(false)
     expect(isSendTopicId("zz".repeat(32))).toBe(false)
+    expect(Either.isRight(decode(TopicSendBody)({ topic_id: "0f".repeat(32), title: "t", body: "b" }))).toBe(true)
+    expect(Either.isLeft(decode(TopicSendBody)({ topic_id: "0F".repeat(32), title: "t", body: "b" }))).toBe(true)
   })
 
   it("selects providers by target and exclusion", () => {
