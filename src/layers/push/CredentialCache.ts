@@ -44,7 +44,7 @@ const apnsOf = (secret: StoredPushSecret | undefined): ApnsCredential | undefine
     ? { teamId: secret.team_id, keyId: secret.key_id, p8Key: secret.p8_key, bundleId: secret.bundle_id, environment: secret.environment }
     : undefined
 
-/** The delivery view of a namespace's stored records (`platformRelay`: this gateway has PORTICO_PUSH_RELAY_URL). */
+/** The delivery view of a namespace's stored records (`platformRelay`: this gateway reaches a platform relay, its own or its peers', platformRelayReachable). */
 export const sendCredentialsOf = (records: ReadonlyMap<CredentialSlot, StoredPushSecret>, platformRelay: boolean): SendCredentials => {
   const apns = apnsOf(records.get("ios_push"))
   const legacy = records.get("legacy_push")

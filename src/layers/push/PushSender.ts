@@ -46,6 +46,7 @@ import { type ExpoClientService, makeExpoClient } from "./ExpoClient.js"
 import { apnsMessageOf, apnsPayloadOf, expoMessageOf, ntfyMessageOf, type OutgoingPush } from "./Messages.js"
 import { PushStore, type PushStoreService } from "./PushStore.js"
 import { RelayPublisher, type RelayPublisherService } from "./RelayPublisher.js"
+import { platformRelayReachable } from "./RelayPublisherLive.js"
 
 export type PushSendRefused = Refused<PushSendCode>
 
@@ -261,7 +262,8 @@ export class PushSender extends Context.Tag("portico/PushSender")<PushSender, Pu
     Effect.gen(function* () {
       const settings = yield* PorticoConfig
       const store = yield* PushStore
-      const credentials = yield* makeCredentialCache(store, { platformRelay: settings.push.relayUrl !== undefined })
+      // a node without a relay of its own still delivers relay_push through its peers' relays
+      const credentials = yield* makeCredentialCache(store, { platformRelay: platformRelayReachable(settings) })
       return makePushSender({
         store,
         credentials,
