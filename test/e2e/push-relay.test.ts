@@ -10,6 +10,7 @@
  * secret both gateways are given, as the peers' own calls are signed.
  */
 import { Effect, ManagedRuntime } from "effect"
+import { Wallet } from "ethers"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { Coordination } from "../../src/layers/coordination/Coordination.js"
 import { relaySignedBody } from "../../src/layers/push/RelayCall.js"
@@ -173,5 +174,28 @@ describe.each(["embedded", "rqlite"] as const)("the platform relay fan-out betwe
     const refused = await relayCall(b, "refused", "x", await signedFor("relay-b", "/v1/internal/push/ntfy/refused", "x"))
     expectError(refused, 502, "PUSH_PROVIDER_REFUSED")
     expect(refused.body.error).toBe("forbidden")
+  })
+
+  it("delivers POST /v1/push/send on the node without a relay to a relay_push device through the peer's relay", async () => {
+    // a namespace on A whose relay credential names no server: the platform relay (spec §2.6)
+    const owner = (await a.cli(["namespace", "create", "fanout"])).api_key as string
+    expect((await a.request("PUT", "/v1/namespace/push-credentials/relay_push", { token: owner, json: {} })).status).toBe(200)
+    const runtime = (await a.request("POST", "/v1/namespace/keys", { token: owner, json: { profile: "runtime", label: "app" } })).body.api_key as string
+    const wallet = Wallet.createRandom()
+    expect((await a.request("POST", "/v1/namespace/members", { token: owner, json: { wallet: wallet.address, role: "runtime" } })).status).toBe(200)
+    const challenge = await a.request("POST", "/v1/auth/challenge", { json: { wallet: wallet.address, namespace: "fanout" } })
+    const verified = await a.request("POST", "/v1/auth/verify", {
+      json: { message: challenge.body.message, signature: await wallet.signMessage(challenge.body.message) }
+    })
+    expect(verified.status, verified.text).toBe(200)
+    const session = verified.body.access_token as string
+    const userId = (await a.request("GET", "/v1/auth/whoami", { token: session })).body.subject as string
+    const registered = await a.request("POST", "/v1/push/devices", { token: session, json: { device_id: "web", provider: "relay_push", token: "fanout-web" } })
+    expect(registered.status, registered.text).toBe(200)
+
+    const sent = await a.request("POST", "/v1/push/send", { token: runtime, json: { user_id: userId, title: "Hello", body: "from node A", priority: "high" } })
+    expect(sent.status, sent.text).toBe(200)
+    expect(sent.body).toMatchObject({ ok: true, devices_attempted: 1, results: [{ device_id: "web", provider: "relay_push", status: 200, unregistered: false }] })
+    expect(ntfy.published.at(-1)).toMatchObject({ topic: "fanout-web", message: "from node A", title: "Hello", priority: 4, authorization: "Bearer tk_platform" })
   })
 })
