@@ -25,6 +25,7 @@ import { Sealer } from "../secrets/Sealer.js"
 import { testDirectory } from "../TestLayer.js"
 import { type Refused, refuse } from "../Refused.js"
 import { type DeviceRecord, PushStore } from "./PushStore.js"
+import { platformRelayReachable } from "./RelayPublisherLive.js"
 
 export type PushRegistrationRefused = Refused<PushRegistrationCode>
 
@@ -55,7 +56,8 @@ export class PushRegistrations extends Context.Tag("portico/PushRegistrations")<
     Effect.gen(function* () {
       const store = yield* PushStore
       const settings = yield* PorticoConfig
-      const platformRelay = settings.push.relayUrl !== undefined
+      // the same rule as the sends': a node without a relay of its own still delivers through its peers'
+      const platformRelay = platformRelayReachable(settings)
       const maxDevices = settings.pushMaxDevicesPerUser
 
       const configured = (namespace: string) =>

@@ -85,6 +85,20 @@ describe("PushRegistrations", () => {
     )
   )
 
+  it.scoped("counts a peer to fan out to as configured, as the sends do", () =>
+    Effect.gen(function* () {
+      const registrations = yield* PushRegistrations
+      expect((yield* registrations.registerDevice(alice, device("phone"))).deviceId).toBe("phone")
+    }).pipe(Effect.provide(PushRegistrations.testWith({ peers: new Map([["node-b", "http://10.0.0.2:4001"]]) })))
+  )
+
+  it.scoped("refuses with 503 when the only peer is off the overlay", () =>
+    Effect.gen(function* () {
+      const registrations = yield* PushRegistrations
+      expect(yield* codeOf(registrations.registerDevice(alice, device("phone")))).toBe("PUSH_NOT_CONFIGURED")
+    }).pipe(Effect.provide(PushRegistrations.testWith({ peers: new Map([["node-b", "http://203.0.113.9:4001"]]) })))
+  )
+
   it.scoped("records a plain session's device under its label and a bound session's under its verified device id", () =>
     Effect.gen(function* () {
       yield* TestClock.setTime(start)
