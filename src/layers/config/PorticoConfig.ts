@@ -87,6 +87,12 @@ export interface PorticoSettings {
    */
   readonly pushMaxDevicesPerUser: number
   /**
+   * How long a gateway keeps a namespace's push credentials (`PORTICO_PUSH_CREDENTIAL_CACHE_SECONDS`,
+   * 1-30, default 30): spec §8 says a replaced key takes effect within 30 s on every gateway, so
+   * longer is refused at start; shorter trades registry reads for a faster change.
+   */
+  readonly pushCredentialCacheSeconds: number
+  /**
    * Where push goes that the operator chose (trusted, not through the egress guard, docs/push.md):
    * `PORTICO_APNS_URL` replaces both of Apple's hosts (test setups), `PORTICO_EXPO_URL` Expo's
    * host, `PORTICO_PUSH_RELAY_URL` (with `PORTICO_PUSH_RELAY_TOKEN`) is the platform ntfy relay.
@@ -220,6 +226,11 @@ const load = (overrides: Partial<Pick<PorticoSettings, "host" | "port" | "dataDi
     }
     const topicLifetime = yield* env(positiveInteger("PUSH_TOPIC_LIFETIME_SECONDS")).pipe(Config.withDefault(7 * 86_400))
     const maxDevicesPerUser = yield* env(positiveInteger("PUSH_MAX_DEVICES_PER_USER")).pipe(Config.withDefault(10_000))
+    const credentialCacheSeconds = yield* env(
+      Config.integer("PUSH_CREDENTIAL_CACHE_SECONDS").pipe(
+        Config.validate({ message: "expected 1 to 30 seconds (spec: a replaced push key takes effect within 30 s)", validation: (n) => n >= 1 && n <= 30 })
+      )
+    ).pipe(Config.withDefault(30))
     const apnsUrl = yield* env(Config.option(Config.url("APNS_URL")))
     const expoUrl = yield* env(Config.option(Config.url("EXPO_URL")))
     const relayUrl = yield* env(Config.option(Config.url("PUSH_RELAY_URL")))
@@ -289,6 +300,7 @@ const load = (overrides: Partial<Pick<PorticoSettings, "host" | "port" | "dataDi
       egress: { allowCidrs: allowCidrs.right.cidrs },
       pushTopicLifetimeSeconds: topicLifetime,
       pushMaxDevicesPerUser: maxDevicesPerUser,
+      pushCredentialCacheSeconds: credentialCacheSeconds,
       push: {
         apnsUrl: Option.getOrUndefined(Option.map(apnsUrl, trim)),
         expoUrl: Option.getOrUndefined(Option.map(expoUrl, trim)),
@@ -413,6 +425,7 @@ export const testSettings = (dataDir: string, patch: Partial<PorticoSettings> = 
   egress: { allowCidrs: [] },
   pushTopicLifetimeSeconds: 7 * 86_400,
   pushMaxDevicesPerUser: 10_000,
+  pushCredentialCacheSeconds: 30,
   push: { apnsUrl: undefined, expoUrl: undefined, relayUrl: undefined, relayToken: undefined },
   ...patch
 })

@@ -21,7 +21,7 @@
  *   most 16 KiB) and answer none where the host returns 0 (invalid input, no push configured, the
  *   registry not answering); an unknown or expired topic is the `TopicNotFound` envelope.
  */
-import { Context, Effect, Either, Layer, Option, Schema } from "effect"
+import { Context, Duration, Effect, Either, Layer, Option, Schema } from "effect"
 import type { PushSendCode } from "../../domain/Errors.js"
 import type { PushProvider } from "../../domain/PushProviders.js"
 import {
@@ -263,7 +263,10 @@ export class PushSender extends Context.Tag("portico/PushSender")<PushSender, Pu
       const settings = yield* PorticoConfig
       const store = yield* PushStore
       // a node without a relay of its own still delivers relay_push through its peers' relays
-      const credentials = yield* makeCredentialCache(store, { platformRelay: platformRelayReachable(settings) })
+      const credentials = yield* makeCredentialCache(store, {
+        platformRelay: platformRelayReachable(settings),
+        timeToLive: Duration.seconds(settings.pushCredentialCacheSeconds)
+      })
       return makePushSender({
         store,
         credentials,

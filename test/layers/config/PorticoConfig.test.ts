@@ -42,4 +42,15 @@ describe("PorticoConfig", () => {
       expect((yield* settingsFrom({ PORTICO_CACHE_MAX_BYTES: "1" })).cache.maxBytesPerNamespace).toBe(1)
     })
   )
+
+  it.effect("keeps the push credential cache within the spec's 30 seconds", () =>
+    Effect.gen(function* () {
+      expect((yield* settingsFrom({})).pushCredentialCacheSeconds).toBe(30)
+      expect((yield* settingsFrom({ PORTICO_PUSH_CREDENTIAL_CACHE_SECONDS: "2" })).pushCredentialCacheSeconds).toBe(2)
+      for (const value of ["0", "31", "1.5"]) {
+        const refused = yield* Effect.flip(settingsFrom({ PORTICO_PUSH_CREDENTIAL_CACHE_SECONDS: value }))
+        expect(String(refused), value).toContain("PUSH_CREDENTIAL_CACHE_SECONDS")
+      }
+    })
+  )
 })
