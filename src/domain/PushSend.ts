@@ -147,16 +147,12 @@ export interface DeviceOutcome {
 export const envelopeOf = (outcomes: ReadonlyArray<DeviceOutcome>): SendEnvelope => {
   let attempted = 0
   let delivered = 0
+  // one shape for every result (an absent member is undefined, which JSON leaves out): a send to
+  // 10,000 devices built spread objects of four shapes at about twice the cost
   const results = outcomes.map((o): SendResult => {
     if (o.outcome !== "skipped") attempted += 1
     if (o.outcome === "ok") delivered += 1
-    return {
-      ...(o.deviceId === undefined ? {} : { device_id: o.deviceId }),
-      provider: o.provider,
-      status: o.status,
-      ...(o.reason === undefined ? {} : { reason: o.reason }),
-      unregistered: o.outcome === "unregistered"
-    }
+    return { device_id: o.deviceId, provider: o.provider, status: o.status, reason: o.reason, unregistered: o.outcome === "unregistered" }
   })
   return { ok: attempted === 0 || delivered > 0, devices_attempted: attempted, results }
 }

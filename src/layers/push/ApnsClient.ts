@@ -83,6 +83,12 @@ export class ApnsClient extends Context.Tag("portico/ApnsClient")<ApnsClient, Ap
 }
 
 const HEX_TOKEN = /^[0-9a-fA-F]{8,200}$/
+/** A request in flight: when it is overdue, and how it is cancelled then. */
+interface InFlight {
+  readonly deadline: number
+  readonly expire: () => void
+}
+
 /** Sends again of a stream the server refused unprocessed. */
 const MAX_RETRIES = 2
 
@@ -101,23 +107,23 @@ export const makeApnsClient = (options: ApnsClientOptions = {}): ApnsClientServi
   const urlFor = (environment: ApnsCredential["environment"]) =>
     environment === "production" ? options.productionUrl ?? APNS_PRODUCTION_URL : options.sandboxUrl ?? APNS_SANDBOX_URL
   const sessions = new Map<string, http2.ClientHttp2Session>()
-  const keyIds = new WeakMap<ApnsCredential, string>()
-  const keyIdOf = (credential: ApnsCredential): string => {
-    let id = keyIds.get(credential)
-    if (id === undefined) {
-      id = signingKeyId(credential)
-      keyIds.set(credential, id)
+  /** A credential's connection key (address and signing key), worked out once per credential object. */
+  const sessionKeys = new WeakMap<ApnsCredential, string>()
+  const sessionKeyOf = (credential: ApnsCredential): string => {
+    let key = sessionKeys.get(credential)
+    if (key === undefined) {
+      key = urlFor(credential.environment) + "\n" + signingKeyId(credential)
+      sessionKeys.set(credential, key)
     }
-    return id
+    return key
   }
   let opened = 0
 
   const sessionFor = (credential: ApnsCredential): http2.ClientHttp2Session => {
-    const url = urlFor(credential.environment)
-    const key = url + "\n" + keyIdOf(credential)
+    const key = sessionKeyOf(credential)
     const known = sessions.get(key)
     if (known !== undefined && !known.closed && !known.destroyed) return known
-    const session = http2.connect(url, options.ca === undefined ? {} : { ca: options.ca })
+    const session = http2.connect(urlFor(credential.environment), options.ca === undefined ? {} : { ca: options.ca })
     opened += 1
     sessions.set(key, session)
     const forget = () => {
@@ -131,9 +137,38 @@ export const makeApnsClient = (options: ApnsClientOptions = {}): ApnsClientServi
       forget()
       session.close()
     })
-    // An idle connection does not keep the process alive; in-flight requests hold their own timers.
+    // An idle connection does not keep the process alive; requests in flight hold the sweep timer.
     session.unref()
     return session
+  }
+
+  /**
+   * Requests in flight, each with its deadline, in the order they started (every request has the
+   * same timeout, so deadlines ascend). One sweep timer cancels the overdue ones, rather than a
+   * timer per request: a send to 10,000 devices spent about 5% of its time arming and clearing
+   * them. The sweep timer is ref'd while anything is in flight and gone when nothing is, as the
+   * per-request timers were (the connections themselves are unref'd).
+   */
+  const inFlight = new Set<InFlight>()
+  const sweepMs = Math.min(1_000, Math.max(5, Math.floor(timeoutMs / 10)))
+  let sweeper: ReturnType<typeof setInterval> | undefined
+  const sweep = () => {
+    const now = Date.now()
+    for (const pending of inFlight) {
+      if (pending.deadline > now) break
+      pending.expire()
+    }
+  }
+  const track = (pending: InFlight) => {
+    inFlight.add(pending)
+    sweeper ??= setInterval(sweep, sweepMs)
+  }
+  const untrack = (pending: InFlight) => {
+    inFlight.delete(pending)
+    if (inFlight.size === 0 && sweeper !== undefined) {
+      clearInterval(sweeper)
+      sweeper = undefined
+    }
   }
 
   const request = (credential: ApnsCredential, message: ApnsMessage, jwt: string, attempt = 0): Promise<DeliveryOutcome> =>
@@ -145,7 +180,7 @@ export const makeApnsClient = (options: ApnsClientOptions = {}): ApnsClientServi
       const settle = (outcome: DeliveryOutcome | Promise<DeliveryOutcome>) => {
         if (settled) return
         settled = true
-        clearTimeout(timer)
+        untrack(pending)
         resolve(outcome)
       }
       /**
@@ -179,10 +214,14 @@ export const makeApnsClient = (options: ApnsClientOptions = {}): ApnsClientServi
         resolve(attempt < MAX_RETRIES ? request(credential, message, jwt, attempt + 1) : failed(0, Reasons.connection))
         return
       }
-      const timer = setTimeout(() => {
-        settle(failed(0, Reasons.timeout))
-        stream.close(http2.constants.NGHTTP2_CANCEL)
-      }, timeoutMs)
+      const pending: InFlight = {
+        deadline: Date.now() + timeoutMs,
+        expire: () => {
+          settle(failed(0, Reasons.timeout))
+          stream.close(http2.constants.NGHTTP2_CANCEL)
+        }
+      }
+      track(pending)
       stream.on("response", (answer) => {
         status = Number(answer[":status"] ?? 0)
         const id = answer["apns-id"]
@@ -203,8 +242,17 @@ export const makeApnsClient = (options: ApnsClientOptions = {}): ApnsClientServi
   /** Refused before anything is sent: these would only cost a round trip to be refused. */
   const refusedLocally = (message: ApnsMessage): DeliveryOutcome | undefined => {
     if (!HEX_TOKEN.test(message.deviceToken)) return unregistered(400, Reasons.badDeviceToken)
-    if (!apnsPayloadFits(message.payload, message.voip === true)) return failed(413, Reasons.payloadTooLarge)
+    if (!payloadFits(message)) return failed(413, Reasons.payloadTooLarge)
     return undefined
+  }
+  /** The last payload checked: a send to many devices carries one payload text, measured once. */
+  let checked: { payload: string; voip: boolean; fits: boolean } | undefined
+  const payloadFits = (message: ApnsMessage): boolean => {
+    const voip = message.voip === true
+    if (checked === undefined || checked.payload !== message.payload || checked.voip !== voip) {
+      checked = { payload: message.payload, voip, fits: apnsPayloadFits(message.payload, voip) }
+    }
+    return checked.fits
   }
 
   const send = (credential: ApnsCredential, message: ApnsMessage): Effect.Effect<DeliveryOutcome> =>

@@ -170,7 +170,7 @@ export const makePushSender = (deps: PushSenderDeps): PushSenderService => {
   const sendToUser: PushSenderService["sendToUser"] = (namespace, userId, message) =>
     Effect.gen(function* () {
       const creds = yield* configured(namespace)
-      const devices = yield* store.devices(namespace, userId)
+      const devices = yield* store.deliveryTargets(namespace, userId)
       const targets: Array<Target> = devices
         .filter((d) => providerSelected(message, d.provider))
         .map((d) => ({ deviceId: d.deviceId, provider: d.provider, token: d.token }))

@@ -38,6 +38,13 @@ export interface DeviceRecord {
   readonly updatedAt: number
 }
 
+/** What a send needs of a registration: where it goes. */
+export interface DeliveryTarget {
+  readonly deviceId: string
+  readonly provider: DeviceProvider
+  readonly token: string
+}
+
 /** A live topic: where its notifications go, until when. */
 export interface TopicRecord {
   readonly topicId: string
@@ -88,6 +95,12 @@ export interface PushStoreService {
    * says whether more follow.
    */
   readonly devicesPage: (namespace: string, subject: string, page: PageRequest) => Effect.Effect<Page<DeviceRecord>, StoreError>
+  /**
+   * What a send to `subject` goes to, in device-id order: only the columns a delivery needs and
+   * no sort beyond the key's, since a user may hold 10,000 registrations. A revoked bound device's
+   * registrations are deleted on the way and left out, as in `devices`.
+   */
+  readonly deliveryTargets: (namespace: string, subject: string) => Effect.Effect<ReadonlyArray<DeliveryTarget>, StoreError>
   /** Removes one registration; answers whether there was one. */
   readonly deleteDevice: (namespace: string, subject: string, deviceId: string) => Effect.Effect<boolean, StoreError>
   /**
@@ -142,6 +155,13 @@ const DeviceRow = Schema.Struct({
   device_status: Schema.NullOr(Schema.String)
 })
 
+const TargetRow = Schema.Struct({
+  device_id: Schema.String,
+  provider: Schema.Literal("ios_push", "relay_push", "legacy_push"),
+  token: Schema.String,
+  device_status: Schema.NullOr(Schema.String)
+})
+
 const TopicRow = Schema.Struct({ sealed_token: Schema.String, expires_at: Schema.Number })
 
 /** What a topic's sealed token holds: the provider beside the token, so no column names it. */
@@ -158,6 +178,7 @@ const decodeRows = <A, I>(schema: Schema.Schema<A, I>) => {
 const decodeCredentials = decodeRows(CredentialRow)
 const decodeDevices = decodeRows(DeviceRow)
 const decodeTopics = decodeRows(TopicRow)
+const decodeTargets = decodeRows(TargetRow)
 
 const nowSeconds = Effect.map(Clock.currentTimeMillis, (ms) => Math.floor(ms / 1000))
 
@@ -312,6 +333,26 @@ export const makePushStore = (store: RegistryStoreService, sealer: SealerService
       return rows.filter((row) => row.device_status !== "revoked").map(toDevice)
     })
 
+  const deliveryTargets: PushStoreService["deliveryTargets"] = (namespace, subject) =>
+    Effect.gen(function* () {
+      const rows = yield* decodeTargets(
+        yield* store.query({
+          sql: `SELECT p.device_id, p.provider, p.token, d.status AS device_status
+                FROM push_devices p LEFT JOIN devices d ON p.bound = 1 AND d.namespace = p.namespace AND d.id = p.device_id
+                WHERE p.namespace = ? AND p.subject = ?`,
+          params: [namespace, subject]
+        })
+      )
+      const targets: Array<DeliveryTarget> = []
+      const revoked: Array<Statement> = []
+      for (const row of rows) {
+        if (row.device_status === "revoked") revoked.push(endDeviceRegistrations(namespace, row.device_id))
+        else targets.push({ deviceId: row.device_id, provider: row.provider, token: row.token })
+      }
+      if (revoked.length > 0) yield* store.batch(revoked)
+      return targets
+    })
+
   /** The registrations with their bound device's status, as one relation the keyset reads by unqualified names. */
   const devicesKeyset = (namespace: string, subject: string): KeysetSpec => ({
     select: `SELECT device_id, bound, provider, token, platform, app_version, created_at, updated_at, device_status FROM (
@@ -415,6 +456,7 @@ export const makePushStore = (store: RegistryStoreService, sealer: SealerService
     registerDeviceWithin,
     devices,
     devicesPage,
+    deliveryTargets,
     deleteDevice,
     dropDeviceToken,
     registerTopic,

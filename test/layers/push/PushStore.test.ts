@@ -169,6 +169,30 @@ const pushStoreSuite = (engine: string, provision: Provision) =>
       })
     )
 
+    it.scoped("a send's targets: where each live registration goes; a revoked device's are dropped on the way", () =>
+      Effect.gen(function* () {
+        const { store, push } = yield* fixture(provision)
+        yield* store.exec({
+          sql: "INSERT INTO devices (namespace, id, wallet, public_jwk, label, status, created_at) VALUES ('shop', 'did-revoked', '0xalice', '{}', 'l', 'revoked', 1)"
+        })
+        const reg = (deviceId: string, provider: "relay_push" | "ios_push", token: string) => ({ device_id: deviceId, provider, token, platform: undefined, app_version: undefined })
+        yield* push.registerDevice("shop", "0xalice", reg("did-revoked", "relay_push", "gone"), true)
+        yield* push.registerDevice("shop", "0xalice", reg("phone", "ios_push", "ab".repeat(32)), false)
+        yield* push.registerDevice("shop", "0xalice", reg("laptop", "relay_push", "topic-1"), false)
+        yield* push.registerDevice("shop", "0xbob", reg("phone", "relay_push", "bobs"), false)
+        yield* push.registerDevice("other", "0xalice", reg("phone", "relay_push", "elsewhere"), false)
+
+        const targets = yield* push.deliveryTargets("shop", "0xalice")
+        expect([...targets].sort((a, b) => a.deviceId.localeCompare(b.deviceId))).toEqual([
+          { deviceId: "laptop", provider: "relay_push", token: "topic-1" },
+          { deviceId: "phone", provider: "ios_push", token: "ab".repeat(32) }
+        ])
+        const left = yield* store.query({ sql: "SELECT device_id FROM push_devices WHERE namespace = 'shop' AND subject = '0xalice' ORDER BY device_id" })
+        expect(left).toEqual([{ device_id: "laptop" }, { device_id: "phone" }])
+        expect(yield* push.deliveryTargets("shop", "0xnobody")).toEqual([])
+      })
+    )
+
     it.scoped("topics: only id, sealed token and expiry are stored; expiry 7 days rounded up to a UTC day", () =>
       Effect.gen(function* () {
         const { store, push } = yield* fixture(provision)
