@@ -45,12 +45,12 @@ type SqlMethods = Derived["sql"]
 type Plain<F> = F extends (...args: never) => Effect.Effect<infer A, infer E, infer R> ? Effect.Effect<Exclude<A, readonly [unknown, unknown]>, E, R> : never
 
 /**
- * The client's type: the derived one without the node-to-node group (`internal`: only gateways
- * call it, with the cluster's coordination MAC), and with the two routes whose bodies the server
+ * The client's type: the derived one without the node-to-node groups (`internal` and `pushRelay`:
+ * only gateways call them, with the cluster's coordination MAC), and with the two routes whose bodies the server
  * streams typed (their endpoints declare no payload schema, so the derived methods would take
  * none): `storage.upload` takes its multipart form, `sql.import` the SQLite file's bytes.
  */
-export type Client = Omit<Derived, "storage" | "sql" | "internal"> & {
+export type Client = Omit<Derived, "storage" | "sql" | "internal" | "pushRelay"> & {
   readonly storage: Omit<StorageMethods, "upload"> & {
     /** `POST /v1/storage/upload`: a form with one file part (`form.append("file", blob, name)`). */
     readonly upload: (request: { readonly payload: FormData }) => Plain<StorageMethods["upload"]>
@@ -80,7 +80,7 @@ export const makeClient = (options: ClientOptions): Effect.Effect<Client, never,
         baseUrl: options.baseUrl,
         httpClient: HttpClient.mapRequest(http, HttpClientRequest.bodyUint8Array(request.payload, "application/octet-stream"))
       }).pipe(Effect.flatMap((send) => send({ withResponse: request.withResponse === true })))
-    const { internal: _nodeToNode, ...forUsers } = derived
+    const { internal: _nodeToNode, pushRelay: _relayFanOut, ...forUsers } = derived
     return { ...forUsers, sql: { ...derived.sql, import: importFile } } as unknown as Client
   })
 
