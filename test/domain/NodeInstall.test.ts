@@ -77,7 +77,7 @@ describe("package.json", () => {
     for (const field of ["dependencies", "devDependencies", "optionalDependencies", "peerDependencies"]) {
       const found = refusal(checkPackageJson({ dependencies: { ok: "1" }, [field]: { evil: "github:x/evil" } }))
       expect(found).toMatchObject({ _tag: "DependencyRefused", dependency: "evil", where: field, kind: "git" })
-      expect((found as Error).message).toMatch(/'evil'/)
+      expect((found as unknown as Error).message).toMatch(/'evil'/)
     }
   })
   it("refuses one in overrides, however deep", () => {
