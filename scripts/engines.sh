@@ -2,7 +2,7 @@
 # Installs the pinned engine binaries that the engine test suites run against.
 #
 #   scripts/engines.sh            # every engine implemented below
-#   scripts/engines.sh rqlite     # only the named ones (rqlite, redis, kubo, ipfs-cluster)
+#   scripts/engines.sh rqlite     # only the named ones (rqlite, redis, kubo, ipfs-cluster, sandbox)
 #   scripts/engines.sh --for-tests  # every engine; `npm test` runs this first: one line when all are
 #                                   # present, else says what it builds and why it takes minutes
 #
@@ -41,7 +41,12 @@ KUBO_VERSION="v0.40.1"
 CLUSTER_MODULE="github.com/ipfs-cluster/ipfs-cluster"
 CLUSTER_VERSION="v1.1.0"
 
-IMPLEMENTED=(rqlite redis kubo ipfs-cluster)
+IMPLEMENTED=(rqlite redis kubo ipfs-cluster sandbox)
+
+# The deployment sandbox (src/layers/deployments/sandbox): bwrap from the Debian package, and the
+# socket-rules loader compiled from its C source; the stamp is the source's hash.
+SANDBOX_BPF_SRC="$REPO_ROOT/src/layers/deployments/sandbox/portico-sandbox-bpf.c"
+sandbox_bpf_stamp() { sha256sum "$SANDBOX_BPF_SRC" | cut -c1-16; }
 
 log() { printf '[engines] %s\n' "$*" >&2; }
 die() { printf '[engines] error: %s\n' "$*" >&2; exit 1; }
@@ -177,6 +182,28 @@ install_redis() {
   log "installed $(redis-server --version)"
 }
 
+# --- sandbox --------------------------------------------------------------------------------
+install_sandbox() {
+  if ! command -v bwrap >/dev/null 2>&1; then
+    need apt-get "bwrap comes from the Debian package (apt-get install bubblewrap)"
+    [[ $EUID -eq 0 ]] || die "installing bubblewrap needs root (or: sudo apt-get install -y bubblewrap)"
+    log "installing bubblewrap from the Debian archive"
+    { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null 2>&1 ||
+      { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; }; } ||
+      die "apt-get install bubblewrap failed"
+  fi
+  if is_current portico-sandbox-bpf "$(sandbox_bpf_stamp)"; then
+    log "portico-sandbox-bpf already built"
+    return 0
+  fi
+  need gcc "portico-sandbox-bpf is compiled from C (apt-get install gcc)"
+  [[ -f /usr/include/linux/bpf.h ]] || die "portico-sandbox-bpf needs the kernel headers (apt-get install linux-libc-dev)"
+  gcc -O2 -Wall -Wextra -Werror -o "$BIN/portico-sandbox-bpf.tmp" "$SANDBOX_BPF_SRC" || die "building portico-sandbox-bpf failed"
+  mv -f "$BIN/portico-sandbox-bpf.tmp" "$BIN/portico-sandbox-bpf"
+  stamp portico-sandbox-bpf "$(sandbox_bpf_stamp)"
+  log "built portico-sandbox-bpf"
+}
+
 # --- main -----------------------------------------------------------------------------------
 # Prints the named engines that are absent or built from another pin.
 missing_engines() {
@@ -186,6 +213,7 @@ missing_engines() {
       rqlite) is_current rqlited "$RQLITE_MODULE@$RQLITE_VERSION" || printf '%s\n' "rqlite" ;;
       redis) command -v redis-server >/dev/null 2>&1 || printf '%s\n' "redis" ;;
       kubo) is_current ipfs "$KUBO_MODULE@$KUBO_VERSION" || printf '%s\n' "kubo" ;;
+      sandbox) { command -v bwrap >/dev/null 2>&1 && is_current portico-sandbox-bpf "$(sandbox_bpf_stamp)"; } || printf '%s\n' "sandbox" ;;
       ipfs-cluster)
         { is_current ipfs-cluster-service "$CLUSTER_MODULE@$CLUSTER_VERSION" &&
           is_current ipfs-cluster-ctl "$CLUSTER_MODULE@$CLUSTER_VERSION"; } || printf '%s\n' "ipfs-cluster" ;;
@@ -207,7 +235,7 @@ main() {
     local missing
     missing="$(missing_engines "${engines[@]}" | tr '\n' ' ')"
     if [[ -z "$missing" ]]; then
-      log "test engines present in $BIN (rqlited, ipfs, ipfs-cluster) and on PATH (redis-server)"
+      log "test engines present in $BIN (rqlited, ipfs, ipfs-cluster, portico-sandbox-bpf) and on PATH (redis-server, bwrap)"
       return 0
     fi
     log "npm test runs its suites against the real engines: rqlited, redis-server, Kubo (ipfs) and IPFS Cluster."
@@ -221,6 +249,7 @@ main() {
       redis) install_redis ;;
       kubo) install_kubo ;;
       ipfs-cluster) install_ipfs_cluster ;;
+      sandbox) install_sandbox ;;
       *) die "unknown engine '$engine' (implemented: ${IMPLEMENTED[*]})" ;;
     esac
   done
@@ -231,6 +260,7 @@ main() {
       redis) command -v redis-server ;;
       kubo) printf '%s\n' "$BIN/ipfs" ;;
       ipfs-cluster) printf '%s\n' "$BIN/ipfs-cluster-service" "$BIN/ipfs-cluster-ctl" ;;
+      sandbox) command -v bwrap; printf '%s\n' "$BIN/portico-sandbox-bpf" ;;
     esac
   done
 }
