@@ -33,7 +33,10 @@ trap cleanup EXIT
 
 data="$work/data"
 mkdir -p "$data"
-PORTICO_RATE_LIMIT=false node --import tsx src/main.ts serve --port 0 --data-dir "$data" >"$work/gateway.log" 2>&1 &
+# A platform relay nobody listens on (the discard port of loopback): push counts as configured, so
+# the send and topic routes are exercised past their 503, and every delivery is a per-device
+# failure in the envelope.
+PORTICO_RATE_LIMIT=false PORTICO_PUSH_RELAY_URL=http://127.0.0.1:9 node --import tsx src/main.ts serve --port 0 --data-dir "$data" >"$work/gateway.log" 2>&1 &
 gateway_pid=$!
 port=""
 for _ in $(seq 1 300); do

@@ -56,13 +56,24 @@ const messageFields = {
   exclude_provider: Schema.optional(ProviderFilter).annotations({ description: "send to no device of this provider (or these)" })
 }
 
+/**
+ * The message's size as JSON. A request's integers past 2^53 arrive as bigints (src/domain/ExactJson.ts),
+ * which JSON.stringify refuses: each is measured as its digits (written as a string, less its quotes).
+ */
+const jsonBytes = (message: unknown): number => {
+  let bigints = 0
+  const text = JSON.stringify(message, (_key, value: unknown) => {
+    if (typeof value !== "bigint") return value
+    bigints += 1
+    return value.toString()
+  })
+  return Buffer.byteLength(text, "utf8") - 2 * bigints
+}
+
 /** The whole message as JSON within the 16 KiB cap. */
 const withinCap = <S extends Schema.Schema.Any>(self: S) =>
   self.pipe(
-    Schema.filter(
-      (message) =>
-        Buffer.byteLength(JSON.stringify(message), "utf8") <= MAX_PUSH_MESSAGE_BYTES || `the message is over ${MAX_PUSH_MESSAGE_BYTES} bytes as JSON`
-    )
+    Schema.filter((message) => jsonBytes(message) <= MAX_PUSH_MESSAGE_BYTES || `the message is over ${MAX_PUSH_MESSAGE_BYTES} bytes as JSON`)
   )
 
 export const SendMessage = strict(Schema.Struct(messageFields)).pipe(withinCap).annotations({ identifier: "PushMessage" })

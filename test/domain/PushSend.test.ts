@@ -59,6 +59,15 @@ describe("send requests", () => {
     expect(Either.isRight(decode(SendMessage)({ title: "t", body: "b", data: { blob: "x".repeat(8000) } }))).toBe(true)
   })
 
+  it("measures a message holding bigints (integers past 2^53 as the exact JSON reader gives them) by their digits", () => {
+    const big = 10n ** 30n
+    expect(Either.isRight(decode(SendMessage)({ title: "t", body: "b", data: { n: big } }))).toBe(true)
+    // {"title":"t","body":"b","data":{"n":<31 digits>,"pad":"x…"}} exactly at the cap, then one byte over
+    const fixed = JSON.stringify({ title: "t", body: "b", data: { n: 0, pad: "" } }).length + 30
+    const atCap = { title: "t", body: "b", data: { n: big, pad: "x".repeat(MAX_PUSH_MESSAGE_BYTES - fixed) } }
+    expect(Either.isRight(decode(SendMessage)(atCap))).toBe(true)
+    expect(Either.isLeft(decode(SendMessage)({ ...atCap, data: { ...atCap.data, pad: atCap.data.pad + "x" } }))).toBe(true)
+  })
   it("names a topic by 64 lowercase hex characters", () => {
     expect(isSendTopicId("0f".repeat(32))).toBe(true)
     expect(isSendTopicId("0F".repeat(32))).toBe(false)

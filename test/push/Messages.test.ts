@@ -11,6 +11,11 @@ describe("push messages per provider", () => {
     expect(apnsMessageOf({ title: "T", body: "B", messageId: "x".repeat(65) }, "ab")).not.toHaveProperty("collapseId")
     expect(apnsMessageOf({ title: "T", body: "B" }, "ab").priority).toBe(10)
   })
+  it("sends a request's integers past 2^53 (bigints from the exact JSON reader) with every digit", () => {
+    const payload = apnsPayloadOf({ title: "T", body: "B", data: { id: 12345678901234567890n, list: [1, 98765432109876543210n] } })
+    expect(payload).toContain('"id":12345678901234567890')
+    expect(payload).toContain("[1,98765432109876543210]")
+  })
   it("measures APNs' limit in bytes", () => {
     expect(apnsPayloadFits("é".repeat(2048))).toBe(true)
     expect(apnsPayloadFits("é".repeat(2049))).toBe(false)

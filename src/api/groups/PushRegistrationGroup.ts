@@ -64,7 +64,9 @@ const deviceParam = HttpApiSchema.param(
   Schema.String.pipe(Schema.pattern(/^[\x21-\x7e]{1,128}$/, { message: () => "a device id is 1-128 printable characters without spaces" }))
 )
 
-const topicSecret = Text(128, "hex, 32-128 characters (16-64 bytes); the topic id is the lowercase hex SHA-256 of its bytes")
+const topicSecret = Schema.String.pipe(
+  Schema.pattern(/^(?:[0-9a-fA-F]{2}){16,64}$/, { message: () => "topic_secret: hex, 32 to 128 characters (16 to 64 bytes)" })
+).annotations({ description: "hex, 32-128 characters (16-64 bytes); the topic id is the lowercase hex SHA-256 of its bytes" })
 
 export const TopicRegistrationBody = strict(
   Schema.Struct({ topic_secret: topicSecret, provider: TopicProvider, token })

@@ -9,6 +9,7 @@
  */
 import { Effect, Either, Schema } from "effect"
 import { type DeliveryOutcome, type FetchLike, Reasons, delivered, failed, reasonOfThrown, unregistered } from "./Delivery.js"
+import { stringifyExactJson } from "../../domain/ExactJson.js"
 
 export const EXPO_URL = "https://exp.host"
 /** Expo takes at most 100 messages per request. */
@@ -66,7 +67,7 @@ export const makeExpoClient = (options: ExpoClientOptions = {}): ExpoClientServi
     if (accessToken !== undefined && accessToken !== "") headers["authorization"] = "Bearer " + accessToken
     const signal = AbortSignal.timeout(timeoutMs)
     try {
-      const response = await fetchFn(url, { method: "POST", headers, body: JSON.stringify(batch), redirect: "manual", signal })
+      const response = await fetchFn(url, { method: "POST", headers, body: stringifyExactJson(batch), redirect: "manual", signal })
       const answer = decodeAnswer(await response.text())
       if (Either.isLeft(answer)) return all(failed(response.status, response.status === 200 ? Reasons.badAnswer : "HTTP" + response.status))
       const { data, errors } = answer.right

@@ -11,6 +11,7 @@
 import { APNS_MAX_COLLAPSE_ID_BYTES, type ApnsMessage } from "./ApnsClient.js"
 import type { ExpoMessage } from "./ExpoClient.js"
 import type { NtfyMessage } from "./NtfyClient.js"
+import { stringifyExactJson } from "../../domain/ExactJson.js"
 
 export interface OutgoingPush {
   readonly title: string
@@ -30,7 +31,8 @@ export const apnsPayloadOf = (push: OutgoingPush): string => {
   if (push.badge !== undefined) aps["badge"] = push.badge
   if (push.sound !== undefined) aps["sound"] = push.sound
   if (push.channel !== undefined) aps["thread-id"] = push.channel
-  return JSON.stringify({ ...data, aps })
+  // a request's integers past 2^53 arrive as bigints (ExactJson.ts) and are sent with every digit
+  return stringifyExactJson({ ...data, aps })
 }
 
 export const apnsMessageOf = (push: OutgoingPush, deviceToken: string, voip = false): ApnsMessage => {
