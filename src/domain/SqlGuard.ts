@@ -260,7 +260,9 @@ export const RESERVED_TABLES: ReadonlySet<string> = new Set([
   "local_database_backups",
   "content_pins",
   "content_refs",
-  "ownership_offers"
+  "ownership_offers",
+  "deployment_versions",
+  "deployment_events"
 ])
 
 const RESERVED_PREFIX = "portico_"

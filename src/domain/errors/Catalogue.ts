@@ -89,6 +89,12 @@ export class RequestTimeout extends Schema.TaggedError<RequestTimeout>()("Reques
 export class Conflict extends Schema.TaggedError<Conflict>()("Conflict", envelope("CONFLICT"), status(409)) {}
 export class NamespaceExists extends Schema.TaggedError<NamespaceExists>()("NamespaceExists", envelope("NAMESPACE_EXISTS"), status(409)) {}
 export class DatabaseExists extends Schema.TaggedError<DatabaseExists>()("DatabaseExists", envelope("DATABASE_EXISTS"), status(409)) {}
+/** A deployment of this name exists in the namespace (spec §4.8: use update). */
+export class DeploymentExists extends Schema.TaggedError<DeploymentExists>()("DeploymentExists", envelope("DEPLOYMENT_EXISTS"), status(409)) {}
+/** `<namespace>-<name>`'s directory on this node belongs to another deployment (spec §4.8). */
+export class InstanceCollision extends Schema.TaggedError<InstanceCollision>()("InstanceCollision", envelope("INSTANCE_COLLISION"), status(409)) {}
+/** The deployment's stored environment moved under an environment change's compare-and-swap: rerun. */
+export class EnvChanged extends Schema.TaggedError<EnvChanged>()("EnvChanged", envelope("ENV_CHANGED"), status(409)) {}
 export class PayloadTooLarge extends Schema.TaggedError<PayloadTooLarge>()("PayloadTooLarge", envelope("PAYLOAD_TOO_LARGE"), status(413)) {}
 export class RangeNotSatisfiable extends Schema.TaggedError<RangeNotSatisfiable>()("RangeNotSatisfiable", envelope("RANGE_NOT_SATISFIABLE"), status(416)) {}
 
@@ -163,6 +169,9 @@ export const catalogue = {
   Conflict,
   NamespaceExists,
   DatabaseExists,
+  DeploymentExists,
+  InstanceCollision,
+  EnvChanged,
   PayloadTooLarge,
   RangeNotSatisfiable,
   RateLimited,

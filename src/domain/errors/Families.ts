@@ -106,6 +106,23 @@ export const PushSendRefusals = family("VALIDATION_FAILED", "NOT_FOUND", "PUSH_P
 export type PushSendCode = (typeof PushSendRefusals)[number]
 
 /**
+ * Deployment records, versions, environment, grants and domains (src/layers/deployments/
+ * DeploymentStore.ts) and the instance directory claim (InstanceDirs.ts): a rule on a value, a
+ * record not there, a taken name, domain or directory, a compare-and-swap lost, no free app port
+ * or the deployment lock held too long (503).
+ */
+export const DeploymentRecordRefusals = family(
+  "VALIDATION_FAILED",
+  "NOT_FOUND",
+  "CONFLICT",
+  "DEPLOYMENT_EXISTS",
+  "INSTANCE_COLLISION",
+  "ENV_CHANGED",
+  "UNAVAILABLE"
+)
+export type DeploymentRecordCode = (typeof DeploymentRecordRefusals)[number]
+
+/**
  * Answered before any endpoint is chosen (no route, another method, node's parser, a body too
  * slow), so no endpoint declares them and the OpenAPI document does not list them.
  */

@@ -294,5 +294,69 @@ export const migrations: ReadonlyArray<Migration> = [
       `CREATE UNIQUE INDEX IF NOT EXISTS push_topics_token ON push_topics (namespace, token_hash)`,
       `CREATE INDEX IF NOT EXISTS push_topics_expiry ON push_topics (expires_at)`
     ]
+  },
+  {
+    id: 10,
+    name: "deployments",
+    statements: [
+      // Spec §2.7: one row per deployment. port: dynamic types only, unique per node; updated_at and
+      // env_version: nanosecond stamps as 20-digit text (past 2^53, so not a JSON number on rqlite's
+      // wire), strictly increasing per deployment. env_sealed: the environment sealed to
+      // `<namespace>/<id>`. src/layers/deployments/DeploymentStore.ts.
+      `CREATE TABLE IF NOT EXISTS deployments (
+        id TEXT PRIMARY KEY,
+        namespace TEXT NOT NULL,
+        name TEXT NOT NULL,
+        type TEXT NOT NULL,
+        status TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        domain TEXT NOT NULL,
+        home_node TEXT NOT NULL,
+        port INTEGER,
+        artifact TEXT NOT NULL,
+        memory_bytes INTEGER NOT NULL,
+        cpu_millis INTEGER NOT NULL,
+        pids INTEGER NOT NULL,
+        restart_policy TEXT NOT NULL,
+        health_path TEXT,
+        grants TEXT NOT NULL,
+        env_sealed TEXT NOT NULL,
+        env_version TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        updated_at TEXT NOT NULL
+      )`,
+      `CREATE UNIQUE INDEX IF NOT EXISTS deployments_name ON deployments (namespace, name)`,
+      `CREATE UNIQUE INDEX IF NOT EXISTS deployments_domain ON deployments (domain)`,
+      `CREATE UNIQUE INDEX IF NOT EXISTS deployments_port ON deployments (home_node, port) WHERE port IS NOT NULL`,
+      // One row per version: a rollback is a new version pointing at an older one's artifact.
+      `CREATE TABLE IF NOT EXISTS deployment_versions (
+        deployment_id TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        artifact TEXT NOT NULL,
+        source TEXT NOT NULL,
+        rollback_from INTEGER,
+        created_at INTEGER NOT NULL,
+        PRIMARY KEY (deployment_id, version)
+      )`,
+      // The events route's rows (spec §6.1), newest kept, in seq order.
+      `CREATE TABLE IF NOT EXISTS deployment_events (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        deployment_id TEXT NOT NULL,
+        type TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        at INTEGER NOT NULL,
+        detail TEXT NOT NULL
+      )`,
+      `CREATE INDEX IF NOT EXISTS deployment_events_page ON deployment_events (deployment_id, seq)`,
+      // Custom domains: unique across the registry, and never another deployment's own domain.
+      `CREATE TABLE IF NOT EXISTS deployment_domains (
+        domain TEXT PRIMARY KEY,
+        deployment_id TEXT NOT NULL,
+        token TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        verified_at INTEGER
+      )`,
+      `CREATE INDEX IF NOT EXISTS deployment_domains_deployment ON deployment_domains (deployment_id, domain)`
+    ]
   }
 ]
