@@ -89,6 +89,16 @@ export interface DeploymentRecord {
   readonly updatedAt: bigint
 }
 
+/**
+ * The uid a dynamic deployment's process runs as (the sandbox's identity, docs/deployments.md "The
+ * sandbox"): 61,000,000 plus its port, so it is unique per node because the port is, and needs no
+ * allocation of its own. Static sites run no process and have none.
+ */
+export const SANDBOX_UID_BASE = 61_000_000
+
+export const sandboxUid = (record: Pick<DeploymentRecord, "port">): number | undefined =>
+  record.port === undefined ? undefined : SANDBOX_UID_BASE + record.port
+
 /** How a version was made: uploaded first, updated, or a rollback to an older version's artifact. */
 export const VersionSource = Schema.Literal("upload", "update", "rollback")
 export type VersionSource = typeof VersionSource.Type
