@@ -20,6 +20,7 @@ const refusals = Schema.Union(
   Wire.InvalidApiKey,
   Wire.InvalidToken,
   Wire.SessionRequired,
+  Wire.WorkloadTokenRequired,
   Wire.GrantRequired,
   Wire.ControlPlaneRequired,
   Wire.OwnerRequired,

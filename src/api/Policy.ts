@@ -32,6 +32,17 @@ export type Policy =
    */
   | { readonly kind: "session"; readonly grant?: GrantName }
   /**
+   * A signed-in user's session token or a deployed app's workload token, holding the grant (spec
+   * §5.6: storage). An API key, or a token exchanged from one, is refused with 403 SESSION_REQUIRED.
+   * It goes through the `Authentication` gate, as a workload is not a session.
+   */
+  | { readonly kind: "session-or-workload"; readonly grant: GrantName }
+  /**
+   * A deployed app's workload token only (`POST /v1/auth/renew`); anything else is refused with
+   * 403 WORKLOAD_TOKEN_REQUIRED.
+   */
+  | { readonly kind: "workload" }
+  /**
    * Another node of the cluster (spec §4.10): no credential; the handler checks the source and
    * the coordination MAC, which covers the request body.
    */
@@ -52,3 +63,5 @@ export const secretsControl: Policy = { kind: "control-plane", grant: "secrets:w
 export const operator: Policy = { kind: "operator" }
 export const session = (name?: GrantName): Policy => (name === undefined ? { kind: "session" } : { kind: "session", grant: name })
 export const internal: Policy = { kind: "internal" }
+export const sessionOrWorkload = (name: GrantName): Policy => ({ kind: "session-or-workload", grant: name })
+export const workload: Policy = { kind: "workload" }

@@ -4,9 +4,13 @@ import { type Grant, GrantName, KeyRole, Role } from "./Grants.js"
 
 export interface Principal {
   readonly namespace: string
-  /** The wallet for a signed-in user; `key:<id>` for an API key or a token exchanged from one. */
+  /**
+   * The wallet for a signed-in user; `key:<id>` for an API key or a token exchanged from one;
+   * `deployment:<id>` for a deployed app's workload token.
+   */
   readonly subject: string
-  readonly method: "jwt" | "api_key"
+  /** `workload`: a deployed app's own token (spec §4.8), never a user's nor a key's. */
+  readonly method: "jwt" | "api_key" | "workload"
   /** A wallet's role, or what a key was minted as. */
   readonly role: Role | KeyRole
   readonly grants: ReadonlyArray<Grant>
@@ -33,6 +37,16 @@ export const asSession = (principal: Principal): Session | undefined =>
     ? (principal as Session)
     : undefined
 
+/** Whether the caller is a deployed app by its workload token (spec §4.8, §5.6). */
+export const isWorkload = (principal: Principal): boolean => principal.method === "workload"
+
+/** A workload caller's subject: `deployment:<id>`. */
+export const WORKLOAD_SUBJECT = "deployment:"
+
+/** The deployment id of a workload caller, else undefined. */
+export const workloadDeployment = (principal: Principal): string | undefined =>
+  principal.method === "workload" && principal.subject.startsWith(WORKLOAD_SUBJECT) ? principal.subject.slice(WORKLOAD_SUBJECT.length) : undefined
+
 /** Grant strings as shown on the wire. */
 export const grantStrings = (principal: Principal): ReadonlyArray<string> =>
   principal.grants.map((g) => (g.keyPattern === undefined ? g.name : `${g.name}:key=${g.keyPattern}`))
@@ -40,9 +54,11 @@ export const grantStrings = (principal: Principal): ReadonlyArray<string> =>
 export const hasGrant = (principal: Principal, name: Grant["name"]): boolean =>
   principal.grants.some((g) => g.name === name)
 
-/** Admin keys, and wallets with role developer or above (spec §5.5); runtime keys never. */
+/** Admin keys, and wallets with role developer or above (spec §5.5); runtime keys and deployed apps never. */
 export const isControlPlane = (principal: Principal): boolean =>
-  principal.method === "api_key" || principal.keyId !== undefined
+  principal.method === "workload"
+    ? false
+    : principal.method === "api_key" || principal.keyId !== undefined
     ? principal.role === "owner" || principal.role === "admin"
     : principal.role === "owner" || principal.role === "admin" || principal.role === "developer"
 
@@ -54,7 +70,7 @@ export const isNamespaceAdmin = (principal: Principal): boolean =>
 export const ForwardedPrincipal = Schema.Struct({
   namespace: Schema.String,
   subject: Schema.String,
-  method: Schema.Literal("jwt", "api_key"),
+  method: Schema.Literal("jwt", "api_key", "workload"),
   role: Schema.Union(Role, KeyRole),
   grants: Schema.Array(Schema.Struct({ name: GrantName, keyPattern: Schema.optional(Schema.String) })),
   keyId: Schema.optional(Schema.String),

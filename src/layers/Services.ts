@@ -42,6 +42,7 @@ import { PlatformRelay } from "./push/PlatformRelay.js"
 import { RelayCallReceiver } from "./push/RelayCallReceiver.js"
 import { RelayPublisherLive } from "./push/RelayPublisherLive.js"
 import { PushSender } from "./push/PushSender.js"
+import { WorkloadTokens } from "./workload/WorkloadTokens.js"
 
 export interface ServicesOptions {
   /**
@@ -60,7 +61,7 @@ export const servicesLayer = (settings: PorticoSettings, options: ServicesOption
   const namespaceSettings = CorsOrigins.Live.pipe(Layer.provideMerge(registry))
   const sessions = Layer.mergeAll(Namespaces.Live, Sessions.Live, SessionPolicy.Live).pipe(Layer.provideMerge(namespaceSettings))
   const namespaces = Devices.Live.pipe(Layer.provideMerge(sessions))
-  const liveness = Sessions.Liveness.pipe(Layer.provideMerge(namespaces))
+  const liveness = Layer.mergeAll(Sessions.Liveness, WorkloadTokens.Liveness).pipe(Layer.provideMerge(namespaces))
   const cacheStore =
     settings.cache.redisUrl === undefined
       ? MemoryCacheStore.layer(settings.cache.maxBytesPerNamespace)
@@ -97,5 +98,5 @@ export const servicesLayer = (settings: PorticoSettings, options: ServicesOption
     Layer.provideMerge(relay),
     Layer.provide(PushSender.ApnsLive)
   )
-  return Layer.mergeAll(RateLimiter.Live, Authenticator.Live, cache, sql, storage, push).pipe(Layer.provideMerge(liveness))
+  return Layer.mergeAll(RateLimiter.Live, Authenticator.Live, WorkloadTokens.Live, cache, sql, storage, push).pipe(Layer.provideMerge(liveness))
 }

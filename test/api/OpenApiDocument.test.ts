@@ -10,12 +10,13 @@ import { withRateLimitCeiling } from "../../src/api/OpenApiDocument.js"
 
 const policyKey = (method: string, path: string) => `${method} ${path}`
 /**
- * Routes behind the session gate, and the fetch-capability mint: any credential reaches its
- * service, but only a device-bound session succeeds, so the document names the session scheme.
+ * Routes behind the session gate; storage, which takes a session or a deployed app's workload
+ * token through the gate of any credential; and the fetch-capability mint: any credential reaches
+ * its service, but only a device-bound session succeeds. The document names the session scheme.
  */
 const SESSION_ONLY = [
   ...routeEntries(PorticoApi)
-    .filter((e) => e.gate === "session")
+    .filter((e) => e.gate === "session" || e.policy.kind === "session-or-workload")
     .map((e) => policyKey(e.method, e.path)),
   "POST /v1/storage/fetch-caps"
 ]

@@ -8,7 +8,7 @@ import { describe, expect, it } from "vitest"
 import { PorticoApi } from "../../src/api/Api.js"
 import { makeRouteIndex, routeEntries } from "../../src/api/gate/RouteIndex.js"
 import { Authentication, OpenGate, SessionAuthentication } from "../../src/api/Gates.js"
-import { authenticated, grant, session } from "../../src/api/Policy.js"
+import { authenticated, grant, session, sessionOrWorkload } from "../../src/api/Policy.js"
 import { RoutePolicy } from "../../src/api/RouteFacts.js"
 
 const apiOf = (group: HttpApiGroup.HttpApiGroup.Any) => HttpApi.make("t").add(group as any)
@@ -56,6 +56,6 @@ describe("route index", () => {
     expect(index.allowedMethods("/v1/namespace/members/transfer")).toEqual(["POST", "GET", "HEAD"])
     expect(index.allowedMethods("/v1/namespace/members/0xabc")).toEqual(["DELETE"])
     expect(index.allowedMethods("/nope")).toEqual([])
-    expect(index.byRoute("GET", "/v1/storage/get/:cid")?.policy).toEqual(session("storage-read"))
+    expect(index.byRoute("GET", "/v1/storage/get/:cid")?.policy).toEqual(sessionOrWorkload("storage-read"))
   })
 })

@@ -18,9 +18,10 @@ import {
   SessionRequired,
   Unauthorized,
   type Unavailable,
-  unavailable
+  unavailable,
+  WorkloadTokenRequired
 } from "../../domain/Errors.js"
-import { asSession, hasGrant, isControlPlane, isNamespaceAdmin, type Principal } from "../../domain/Principal.js"
+import { asSession, hasGrant, isControlPlane, isNamespaceAdmin, isWorkload, type Principal } from "../../domain/Principal.js"
 import { Authenticator, type CredentialRejected } from "../../layers/auth/Authenticator.js"
 import { PorticoConfig } from "../../layers/config/PorticoConfig.js"
 import { RateLimiter } from "../../layers/ratelimit/RateLimiter.js"
@@ -41,7 +42,7 @@ export interface GateRequest {
 }
 
 /** What a route's policy refuses a resolved caller with. */
-export type PolicyRefusal = SessionRequired | GrantRequired | ControlPlaneRequired | OwnerRequired | NotAnOperator
+export type PolicyRefusal = SessionRequired | WorkloadTokenRequired | GrantRequired | ControlPlaneRequired | OwnerRequired | NotAnOperator
 
 /** What the gate answers with: its declared failures (Gates.ts). */
 export type GateRefusal = Unauthorized | InvalidApiKey | InvalidToken | PolicyRefusal | RateLimited | Unavailable | Internal
@@ -79,6 +80,21 @@ export const policyRefusal = (policy: Policy, principal: Principal, operators: R
         })
       }
       return policy.grant === undefined || hasGrant(principal, policy.grant) ? undefined : grantRequired(policy.grant)
+    case "session-or-workload":
+      if (asSession(principal) === undefined && !isWorkload(principal)) {
+        return new SessionRequired({
+          error: "this route needs a signed-in user's token or a deployed app's workload token; an API key is refused",
+          hint: "sign in with a wallet (POST /v1/auth/challenge, /v1/auth/verify) and send its access token"
+        })
+      }
+      return hasGrant(principal, policy.grant) ? undefined : grantRequired(policy.grant)
+    case "workload":
+      return isWorkload(principal)
+        ? undefined
+        : new WorkloadTokenRequired({
+            error: "this route needs a deployed app's workload token",
+            hint: "a deployment renews the token it finds in the file PORTICO_TOKEN_FILE names"
+          })
     case "grant":
       return hasGrant(principal, policy.grant) ? undefined : grantRequired(policy.grant)
     case "control-plane":

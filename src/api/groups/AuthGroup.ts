@@ -1,19 +1,19 @@
 /** Credential routes: who am I, key → token, wallet sign-in, refresh, logout and sessions (spec §4.5). */
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "@effect/platform"
 import { Schema } from "effect"
-import { MintRefusals, SessionRefusals, Wire, wiresOf } from "../../domain/Errors.js"
+import { MintRefusals, SessionRefusals, Wire, wiresOf, WorkloadRefusals } from "../../domain/Errors.js"
 import { Label, NamespaceName } from "../../domain/Names.js"
 import { grantStrings, type Principal } from "../../domain/Principal.js"
 import { NextCursor, TimeKeyedPage } from "../Paging.js"
 import { Authentication, OpenGate, SessionAuthentication } from "../Gates.js"
-import { authenticated, open, session } from "../Policy.js"
+import { authenticated, open, session, workload } from "../Policy.js"
 import { FastLaneRoute, RoutePolicy } from "../RouteFacts.js"
 import { strict, UnixSeconds } from "../Wire.js"
 
 export const Whoami = Schema.Struct({
   namespace: Schema.String,
-  subject: Schema.String.annotations({ description: "The wallet, or key:<id> for an API key" }),
-  method: Schema.Literal("jwt", "api_key"),
+  subject: Schema.String.annotations({ description: "The wallet, key:<id> for an API key, or deployment:<id> for a deployed app" }),
+  method: Schema.Literal("jwt", "api_key", "workload"),
   role: Schema.String,
   grants: Schema.Array(Schema.String)
 }).annotations({ identifier: "Whoami" })
@@ -32,6 +32,12 @@ export const AccessToken = Schema.Struct({
   token_type: Schema.Literal("Bearer"),
   expires_in: Schema.Int
 }).annotations({ identifier: "AccessToken" })
+
+/** A deployed app's fresh workload token (spec §4.5: `{access_token, expires_in}`). */
+export const WorkloadRenewed = Schema.Struct({
+  access_token: Schema.String,
+  expires_in: Schema.Int.annotations({ description: "seconds the new token lives (3600)" })
+}).annotations({ identifier: "WorkloadRenewed" })
 
 const WalletText = Schema.String.pipe(
   Schema.pattern(/^0x[0-9a-fA-F]{40}$/, { message: () => "a wallet is 0x followed by 40 hex characters" })
@@ -178,6 +184,15 @@ const sessionParam = HttpApiSchema.param(
 export class AuthGroup extends HttpApiGroup.make("auth")
   .add(HttpApiEndpoint.get("whoami", "/v1/auth/whoami").addSuccess(Whoami).middleware(Authentication).annotate(RoutePolicy, authenticated).annotate(FastLaneRoute, "whoami"))
   .add(HttpApiEndpoint.post("token", "/v1/auth/token").addSuccess(AccessToken).middleware(Authentication).annotate(RoutePolicy, authenticated))
+  // a deployed app renews its own workload token (docs/deployments.md, "Workload tokens")
+  .add(
+    HttpApiEndpoint.post("renew", "/v1/auth/renew")
+      .addSuccess(WorkloadRenewed)
+      .addError(wiresOf(WorkloadRefusals))
+      .addError(Wire.Unavailable)
+      .middleware(Authentication)
+      .annotate(RoutePolicy, workload)
+  )
   .add(HttpApiEndpoint.post("challenge", "/v1/auth/challenge").setPayload(ChallengeRequest).addSuccess(ChallengeAnswer).middleware(OpenGate))
   .add(
     HttpApiEndpoint.post("verify", "/v1/auth/verify")

@@ -3,13 +3,13 @@
  * `Status`, ... in the IPFS Cluster style; `evicted`, fetch-cap fields in snake case).
  */
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
-import { Schema } from "effect"
+import { Context, Schema } from "effect"
 import { CidParam } from "../../domain/ContentId.js"
 import { StorageRefusals, Wire, wiresOf } from "../../domain/Errors.js"
 import { FETCH_CAP_LIMITS, PIN_STATUSES } from "../../domain/Limits.js"
-import { Authentication, OpenGate, SessionAuthentication } from "../Gates.js"
+import { Authentication, OpenGate } from "../Gates.js"
 import { rangedAnswers, streamedBody } from "../OpenApiFacts.js"
-import { authenticated, open, session } from "../Policy.js"
+import { authenticated, open, sessionOrWorkload } from "../Policy.js"
 import { BodyCap, RoutePolicy } from "../RouteFacts.js"
 import { PlainTextOfAtMost, strict, UnixSeconds } from "../Wire.js"
 
@@ -93,28 +93,57 @@ const uploadForm = streamedBody({
   description: "multipart form with the file (upload cap and namespace quota: 413 past either)"
 })
 
-// A signed-in user's session token, never an API key alone (spec §5.6); fetch capabilities and
-// relayed reads carry their own credentials (spec §4.4, §5.13).
+// A signed-in user's session token or a deployed app's workload token, never an API key alone
+// (spec §5.6): these go through the gate of any credential, whose policy admits those two only,
+// and the document names the session scheme, as for fetch-caps below, with the workload token in
+// words. Fetch capabilities and relayed reads carry their own credentials (spec §4.4, §5.13).
+const sessionScheme = { security: [{ session: [] }] }
+const workloadsToo = "A deployed app's workload token is accepted as well (docs/deployments.md, \"Workload tokens\")."
+
 export class StorageGroup extends HttpApiGroup.make("storage")
   .add(
     HttpApiEndpoint.post("upload", "/v1/storage/upload")
       .addSuccess(Uploaded)
       .annotate(BodyCap, "upload")
-      .annotateContext(uploadForm)
+      // the form's override holds its request body: the scheme joins it
+      .annotateContext(Context.add(uploadForm, OpenApi.Override, { ...Context.unsafeGet(uploadForm, OpenApi.Override), ...sessionScheme }))
+      .annotate(OpenApi.Description, workloadsToo)
   )
   .add(
     HttpApiEndpoint.get("get", "/v1/storage/get/:cid")
       .setPath(CidPath)
       .addSuccess(Bytes)
       .addError(Wire.RangeNotSatisfiable)
-      .annotate(RoutePolicy, session("storage-read"))
+      .annotate(RoutePolicy, sessionOrWorkload("storage-read"))
       .annotate(OpenApi.Transform, rangedAnswers)
+      .annotate(OpenApi.Override, sessionScheme)
+      .annotate(OpenApi.Description, workloadsToo)
   )
-  .add(HttpApiEndpoint.post("pin", "/v1/storage/pin").setPayload(PinRequest).addSuccess(PinStatus))
-  .add(HttpApiEndpoint.get("status", "/v1/storage/status/:cid").setPath(CidPath).addSuccess(PinStatus).annotate(RoutePolicy, session("storage-read")))
-  .add(HttpApiEndpoint.del("unpin", "/v1/storage/unpin/:cid").setPath(CidPath).setUrlParams(strict(UnpinQuery)).addSuccess(Unpinned))
-  // the signed-in session's content, behind its gate
-  .middlewareEndpoints(SessionAuthentication)
+  .add(
+    HttpApiEndpoint.post("pin", "/v1/storage/pin")
+      .setPayload(PinRequest)
+      .addSuccess(PinStatus)
+      .annotate(OpenApi.Override, sessionScheme)
+      .annotate(OpenApi.Description, workloadsToo)
+  )
+  .add(
+    HttpApiEndpoint.get("status", "/v1/storage/status/:cid")
+      .setPath(CidPath)
+      .addSuccess(PinStatus)
+      .annotate(RoutePolicy, sessionOrWorkload("storage-read"))
+      .annotate(OpenApi.Override, sessionScheme)
+      .annotate(OpenApi.Description, workloadsToo)
+  )
+  .add(
+    HttpApiEndpoint.del("unpin", "/v1/storage/unpin/:cid")
+      .setPath(CidPath)
+      .setUrlParams(strict(UnpinQuery))
+      .addSuccess(Unpinned)
+      .annotate(OpenApi.Override, sessionScheme)
+      .annotate(OpenApi.Description, workloadsToo)
+  )
+  // the signed-in session's or the deployed app's content, behind the credential gate
+  .middlewareEndpoints(Authentication)
   // any credential reaches the service, which answers FETCH_CAP_DEVICE_REQUIRED to anything but a
   // device-bound session (spec §4.4: "for an API key or workload token"), then checks storage-read
   .add(
@@ -154,4 +183,4 @@ export class StorageGroup extends HttpApiGroup.make("storage")
   )
   .addError(wiresOf(StorageRefusals))
   // `storage` unless an endpoint says otherwise
-  .annotate(RoutePolicy, session("storage")) {}
+  .annotate(RoutePolicy, sessionOrWorkload("storage")) {}

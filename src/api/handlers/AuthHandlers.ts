@@ -8,6 +8,7 @@ import { RateLimiter } from "../../layers/ratelimit/RateLimiter.js"
 import { ACCESS_TOKEN_SECONDS, Authenticator } from "../../layers/auth/Authenticator.js"
 import { ApiKeys } from "../../layers/keys/ApiKeys.js"
 import { type IssuedSession, Sessions } from "../../layers/sessions/Sessions.js"
+import { WorkloadTokens } from "../../layers/workload/WorkloadTokens.js"
 import { PorticoApi } from "../Api.js"
 import { whoamiOf } from "../groups/AuthGroup.js"
 import { nextCursorOf, pageRequest } from "../Paging.js"
@@ -38,6 +39,7 @@ export const AuthHandlers = HttpApiBuilder.group(PorticoApi, "auth", (handlers) 
     const sessions = yield* Sessions
     const policies = yield* SessionPolicy
     const limiter = yield* RateLimiter
+    const workloads = yield* WorkloadTokens
     const walletLimit = (wallet: string) =>
       Effect.flatMap(limiter.checkWallet(wallet), (d) =>
         d.allowed
@@ -64,6 +66,11 @@ export const AuthHandlers = HttpApiBuilder.group(PorticoApi, "auth", (handlers) 
       )
     return handlers
       .handle("whoami", () => Effect.map(CurrentPrincipal, whoamiOf))
+      .handle("renew", () =>
+        Effect.flatMap(CurrentPrincipal, (caller) =>
+          Effect.map(Effect.mapError(workloads.renew(caller), refusedOrDown), (t) => ({ access_token: t.token, expires_in: t.expiresIn }))
+        )
+      )
       .handle("token", () =>
         Effect.gen(function* () {
           const principal = yield* CurrentPrincipal

@@ -6,7 +6,7 @@ import { FetchCaps } from "../../layers/storage/FetchCaps.js"
 import { Storage } from "../../layers/storage/Storage.js"
 import { PorticoApi } from "../Api.js"
 import { bodyOf } from "../NodeAdapter.js"
-import { CurrentPrincipal, CurrentSession } from "../../domain/Principal.js"
+import { CurrentPrincipal } from "../../domain/Principal.js"
 
 
 /**
@@ -79,7 +79,7 @@ export const StorageHandlers = HttpApiBuilder.group(PorticoApi, "storage", (hand
     return handlers
       .handle("upload", () =>
         Effect.gen(function* () {
-          const caller = yield* CurrentSession
+          const caller = yield* CurrentPrincipal
           const request = yield* HttpServerRequest.HttpServerRequest
           const contentType = request.headers["content-type"] ?? ""
           if (!/^multipart\/form-data\s*;/i.test(contentType)) {
@@ -91,23 +91,23 @@ export const StorageHandlers = HttpApiBuilder.group(PorticoApi, "storage", (hand
           return { Cid: stored.cid, Size: stored.size, Name: stored.name }
         })
       )
-      .handle("get", ({ path }) => Effect.flatMap(CurrentSession, (caller) => serve(caller.namespace, path.cid)))
+      .handle("get", ({ path }) => Effect.flatMap(CurrentPrincipal, (caller) => serve(caller.namespace, path.cid)))
       .handle("pin", ({ payload }) =>
         Effect.gen(function* () {
-          const caller = yield* CurrentSession
+          const caller = yield* CurrentPrincipal
           yield* Effect.mapError(storage.pin(caller, payload.cid, payload.name), fromRefusal)
           return statusWire(yield* Effect.mapError(storage.status(caller, payload.cid), fromRefusal))
         })
       )
       .handle("status", ({ path }) =>
         Effect.gen(function* () {
-          const caller = yield* CurrentSession
+          const caller = yield* CurrentPrincipal
           return statusWire(yield* Effect.mapError(storage.status(caller, path.cid), fromRefusal))
         })
       )
       .handle("unpin", ({ path, urlParams }) =>
         Effect.gen(function* () {
-          const caller = yield* CurrentSession
+          const caller = yield* CurrentPrincipal
           const answer = yield* Effect.mapError(storage.unpin(caller, path.cid, urlParams.immediate === "true"), fromRefusal)
           return { Cid: answer.cid, evicted: answer.evicted }
         })

@@ -64,6 +64,8 @@ export class OwnerRequired extends Schema.TaggedError<OwnerRequired>()("OwnerReq
 export class NotAnOperator extends Schema.TaggedError<NotAnOperator>()("NotAnOperator", envelope("NOT_AN_OPERATOR"), status(403)) {}
 /** A session-only route called with an API key (or a token exchanged from one): the gate's one answer. */
 export class SessionRequired extends Schema.TaggedError<SessionRequired>()("SessionRequired", envelope("SESSION_REQUIRED"), status(403)) {}
+/** `POST /v1/auth/renew` called with anything but a deployed app's workload token (spec §4.5). */
+export class WorkloadTokenRequired extends Schema.TaggedError<WorkloadTokenRequired>()("WorkloadTokenRequired", envelope("WORKLOAD_TOKEN_REQUIRED"), status(403)) {}
 /** A node-to-node route refused the calling node's coordination (source, MAC, time, replay): only gateways see it. */
 export class CoordinationRefused extends Schema.TaggedError<CoordinationRefused>()("CoordinationRefused", envelope("COORDINATION_REFUSED"), status(403)) {}
 export class SqlNotAllowed extends Schema.TaggedError<SqlNotAllowed>()("SqlNotAllowed", envelope("SQL_NOT_ALLOWED"), status(403)) {}
@@ -150,6 +152,7 @@ export const catalogue = {
   OwnerRequired,
   NotAnOperator,
   SessionRequired,
+  WorkloadTokenRequired,
   CoordinationRefused,
   SqlNotAllowed,
   NotAMember,

@@ -122,6 +122,10 @@ export const DeploymentRecordRefusals = family(
 )
 export type DeploymentRecordCode = (typeof DeploymentRecordRefusals)[number]
 
+/** Renewing a workload token (src/layers/workload/WorkloadTokens.ts): not a workload's, or its deployment gone. */
+export const WorkloadRefusals = family("WORKLOAD_TOKEN_REQUIRED", "INVALID_TOKEN")
+export type WorkloadCode = (typeof WorkloadRefusals)[number]
+
 /**
  * Answered before any endpoint is chosen (no route, another method, node's parser, a body too
  * slow), so no endpoint declares them and the OpenAPI document does not list them.

@@ -24,6 +24,20 @@ export class SessionLiveness extends Context.Tag("portico/SessionLiveness")<
   }
 >() {}
 
+/**
+ * Whether a deployment still stands: a workload token dies with its deployment, at once. A Tag of
+ * its own so the authenticator reads one row by id and needs nothing of the deployment services
+ * (src/layers/workload/WorkloadTokens.ts provides it).
+ */
+export class WorkloadLiveness extends Context.Tag("portico/WorkloadLiveness")<
+  WorkloadLiveness,
+  {
+    readonly stands: (namespace: string, deploymentId: string) => Effect.Effect<boolean, StoreError>
+    /** `stands` answered on the spot, where the registry reads on the spot. */
+    readonly standsNow?: ((namespace: string, deploymentId: string) => Either.Either<boolean, StoreError>) | undefined
+  }
+>() {}
+
 export class CredentialRejected extends Data.TaggedError("CredentialRejected")<{
   readonly kind: "api_key" | "jwt"
   readonly reason: string
@@ -108,6 +122,30 @@ const bySessionToken = (claims: VerifiedClaims, standing: Option.Option<Role> | 
 
 const sessionPrincipals = new WeakMap<VerifiedClaims, Principal>()
 
+const deploymentGone = new CredentialRejected({ kind: "jwt", reason: "the deployment of this workload token was deleted" })
+
+// A deployed app's token (spec §4.8) acts with the grants written into it at mint or renewal: a
+// grant change reaches the app at its next renewal, as the spec says. The grant `storage` lets an
+// app read what it stores as well (a deployment holds no `storage-read` of its own). Its deployment
+// is read on every request: a deleted deployment's token is refused at once.
+const byWorkloadToken = (claims: VerifiedClaims, stands: boolean): Either.Either<Principal, CredentialRejected> =>
+  stands ? Either.right(workloadPrincipal(claims)) : Either.left(deploymentGone)
+
+const workloadPrincipal = oncePerObject((claims: VerifiedClaims): Principal => {
+  const grants = grantsOf(claims.grants)
+  const reads = grants.some((g) => g.name === "storage") && !grants.some((g) => g.name === "storage-read")
+  return {
+    namespace: claims.ns,
+    subject: claims.sub,
+    method: "workload",
+    role: "runtime",
+    grants: reads ? [...grants, { name: "storage-read", keyPattern: undefined }] : grants,
+    keyId: undefined,
+    sessionId: undefined,
+    deviceId: undefined
+  }
+})
+
 export class Authenticator extends Context.Tag("portico/Authenticator")<Authenticator, AuthenticatorService>() {
   static readonly Live = Layer.effect(
     Authenticator,
@@ -115,8 +153,10 @@ export class Authenticator extends Context.Tag("portico/Authenticator")<Authenti
       const keys = yield* ApiKeys
       const ring = yield* KeyRing
       const sessions = yield* SessionLiveness
+      const workloads = yield* WorkloadLiveness
       const keysNow = keys.now
       const standingNow = sessions.standingNow
+      const standsNow = workloads.standsNow
       return {
         authenticate: (bearer) => {
           if (looksLikeApiKey(bearer)) return Effect.flatMap(keys.authenticate(bearer), byKey)
@@ -126,6 +166,7 @@ export class Authenticator extends Context.Tag("portico/Authenticator")<Authenti
               (e) => new CredentialRejected({ kind: "jwt", reason: e.reason })
             )
             if (claims.key !== undefined) return yield* byExchangedToken(claims, yield* keys.active(claims.key))
+            if (claims.dep !== undefined) return yield* byWorkloadToken(claims, yield* workloads.stands(claims.ns, claims.dep))
             return yield* bySessionToken(claims, claims.sid === undefined ? undefined : yield* sessions.standing(claims.sid))
           })
         },
@@ -135,6 +176,10 @@ export class Authenticator extends Context.Tag("portico/Authenticator")<Authenti
           const claims = ring.verifiedBefore(bearer, now)
           if (claims === undefined) return undefined
           if (claims.key !== undefined) return Either.flatMap(keysNow.active(claims.key, now), (key) => byExchangedToken(claims, key))
+          if (claims.dep !== undefined) {
+            const dep = claims.dep
+            return standsNow === undefined ? undefined : Either.flatMap(standsNow(claims.ns, dep), (stands) => byWorkloadToken(claims, stands))
+          }
           if (claims.sid === undefined) return bySessionToken(claims, undefined)
           if (standingNow === undefined) return undefined
           return Either.flatMap(standingNow(claims.sid), (standing) => bySessionToken(claims, standing))

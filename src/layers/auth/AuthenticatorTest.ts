@@ -6,12 +6,13 @@ import { Layer } from "effect"
 import { ApiKeys } from "../keys/ApiKeys.js"
 import { Sessions } from "../sessions/Sessions.js"
 import { KeyRing } from "../tokens/KeyRing.js"
+import { WorkloadTokens } from "../workload/WorkloadTokens.js"
 import { Authenticator } from "./Authenticator.js"
 
 /** The liveness check of the sessions' test double. */
 export const SessionLivenessTest = Layer.suspend(() => Sessions.Liveness.pipe(Layer.provide(Sessions.Test)))
 
-/** The authenticator over the test doubles of keys, signing keys and sessions. */
+/** The authenticator over the test doubles of keys, signing keys, sessions and deployments. */
 export const AuthenticatorTest = Layer.suspend(() =>
-  Authenticator.Live.pipe(Layer.provide(Layer.mergeAll(ApiKeys.Test, KeyRing.Test, SessionLivenessTest)))
+  Authenticator.Live.pipe(Layer.provide(Layer.mergeAll(ApiKeys.Test, KeyRing.Test, SessionLivenessTest, WorkloadTokens.LivenessTest)))
 )

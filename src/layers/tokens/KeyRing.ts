@@ -20,6 +20,8 @@ export interface AccessClaims {
   readonly did?: string
   /** The API key a token was exchanged from. */
   readonly key?: string
+  /** The deployment a workload token was minted for (src/layers/workload/WorkloadTokens.ts). */
+  readonly dep?: string
 }
 
 export interface VerifiedClaims extends AccessClaims {
@@ -219,7 +221,7 @@ const importJwk = (jwk: jose.JWK) =>
   })
 
 const decodeClaims = (payload: jose.JWTPayload): Effect.Effect<VerifiedClaims, TokenInvalid> => {
-  const { sub, ns, role, grants, sid, did, key, iat, exp, jti } = payload as Record<string, unknown>
+  const { sub, ns, role, grants, sid, did, key, dep, iat, exp, jti } = payload as Record<string, unknown>
   if (
     typeof sub !== "string" ||
     typeof ns !== "string" ||
@@ -242,6 +244,7 @@ const decodeClaims = (payload: jose.JWTPayload): Effect.Effect<VerifiedClaims, T
     jti,
     ...(typeof sid === "string" ? { sid } : {}),
     ...(typeof did === "string" ? { did } : {}),
-    ...(typeof key === "string" ? { key } : {})
+    ...(typeof key === "string" ? { key } : {}),
+    ...(typeof dep === "string" ? { dep } : {})
   })
 }
