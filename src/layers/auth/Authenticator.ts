@@ -1,6 +1,7 @@
 /**
  * Turns a presented bearer credential into a Principal: an API key by keyed-hash lookup, or an
- * access token by signature, with a token exchanged from a key still tied to that key's life.
+ * access token by signature, with a token exchanged from a key still tied to that key's life, a
+ * session's to its session's, and a deployed app's workload token to its deployment's.
  */
 import { Context, Data, Effect, Either, Layer, Option } from "effect"
 import { type Grant, type KeyRole, parseGrant, type Role, roleGrants } from "../../domain/Grants.js"
