@@ -41,6 +41,9 @@ import { makeAdmission } from "./BodyGuard.js"
 import { RateLimiter } from "../layers/ratelimit/RateLimiter.js"
 import { openApiRoute } from "./OpenApiRoute.js"
 import { NodeHttpServer } from "@effect/platform-node"
+import { AppHosts } from "../layers/deployments/serving/AppHosts.js"
+import { makeHostRouting } from "../layers/deployments/serving/HostRouting.js"
+import { Storage } from "../layers/storage/Storage.js"
 
 const HandlersLive = Layer.mergeAll(
   SystemHandlers,
@@ -113,6 +116,8 @@ export const gatewayListener = (settings: PorticoSettings) =>
     // The runtime settings must sit below the layers so the captured runtime carries them.
     const context = yield* Layer.buildWithScope(
       routesLayer.pipe(
+        // the deployed apps' host table, beside the services so deployment routes can refresh it
+        Layer.provideMerge(AppHosts.Live),
         Layer.provideMerge(servicesLayer(settings)),
         Layer.provideMerge(NodeHttpServer.layerContext),
         Layer.provide(fastRuntimeLayer)
@@ -141,7 +146,7 @@ export const gatewayListener = (settings: PorticoSettings) =>
       onAnswered
     )
     const index = routeIndex()
-    return makeRequestListener(app, runtime, {
+    const api = makeRequestListener(app, runtime, {
       maxBodyBytes: settings.maxBodyBytes,
       fastLane,
       onAnswered,
@@ -153,6 +158,24 @@ export const gatewayListener = (settings: PorticoSettings) =>
           cap: route.bodyCap === undefined ? settings.maxBodyBytes : bodyCapOf(settings, route.bodyCap),
           streamed: route.streamed !== undefined
         }
+      }
+    })
+    // deployed apps' hosts are answered before the API (docs/deployments.md, "Serving")
+    let ownPort: number | undefined
+    const routing = makeHostRouting({
+      hosts: Context.get(context, AppHosts),
+      storage: Context.get(context, Storage),
+      nodeId: settings.nodeId,
+      ownPort: () => ownPort,
+      onAnswered
+    })
+    yield* Scope.addFinalizer(scope, Effect.sync(routing.close))
+    return Object.assign(routing.listener(api), {
+      /** The server's `upgrade` listener: apps' WebSockets, and the API's hosts answered as requests. */
+      upgrade: routing.upgrade(api),
+      /** Tells the proxy the port the server listens on, so it never proxies to it. */
+      listeningOn: (port: number) => {
+        ownPort = port
       }
     })
   })
@@ -178,6 +201,7 @@ export const serveGateway = (settings: PorticoSettings) =>
       listener(req, res)
       if (!res.headersSent) res.writeContinue()
     })
+    server.on("upgrade", listener.upgrade)
     // What node's parser refuses before any route sees it still answers with the envelope.
     server.on("clientError", (error: NodeJS.ErrnoException, socket) => {
       // HPE_INVALID_EOF_STATE: the client closed its side mid-request (often one already answered,
@@ -218,6 +242,7 @@ export const serveGateway = (settings: PorticoSettings) =>
       })
     )
     const address = server.address() as AddressInfo
+    listener.listeningOn(address.port)
     return { port: address.port, host: settings.host }
   })
 

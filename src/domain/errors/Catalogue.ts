@@ -112,6 +112,8 @@ export class Internal extends Schema.TaggedError<Internal>()("Internal", envelop
  * access refused). A timeout, a 5xx or a broken connection is not this: the envelope reports it.
  */
 export class PushProviderRefused extends Schema.TaggedError<PushProviderRefused>()("PushProviderRefused", envelope("PUSH_PROVIDER_REFUSED"), status(502)) {}
+/** A deployed app's host: the app did not accept the connection or did not answer in time (docs/deployments.md, "Serving"). */
+export class AppUnreachable extends Schema.TaggedError<AppUnreachable>()("AppUnreachable", envelope("APP_UNREACHABLE"), status(502)) {}
 export class Unavailable extends Schema.TaggedError<Unavailable>()("Unavailable", retried("UNAVAILABLE"), status(503)) {}
 export class HomeNodeUnreachable extends Schema.TaggedError<HomeNodeUnreachable>()("HomeNodeUnreachable", retried("HOME_NODE_UNREACHABLE"), status(503)) {}
 export class FetchCapUnavailable extends Schema.TaggedError<FetchCapUnavailable>()("FetchCapUnavailable", retried("FETCH_CAP_UNAVAILABLE"), status(503)) {}
@@ -181,6 +183,7 @@ export const catalogue = {
   HeadersTooLarge,
   Internal,
   PushProviderRefused,
+  AppUnreachable,
   Unavailable,
   HomeNodeUnreachable,
   FetchCapUnavailable,

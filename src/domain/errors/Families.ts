@@ -128,6 +128,7 @@ export type WorkloadCode = (typeof WorkloadRefusals)[number]
 
 /**
  * Answered before any endpoint is chosen (no route, another method, node's parser, a body too
- * slow), so no endpoint declares them and the OpenAPI document does not list them.
+ * slow), so no endpoint declares them and the OpenAPI document does not list them. A deployed
+ * app's host is answered before the API too (docs/deployments.md, "Serving"): APP_UNREACHABLE.
  */
-export const ListenerRefusals = family("ROUTE_NOT_FOUND", "METHOD_NOT_ALLOWED", "REQUEST_TIMEOUT", "HEADERS_TOO_LARGE")
+export const ListenerRefusals = family("ROUTE_NOT_FOUND", "METHOD_NOT_ALLOWED", "REQUEST_TIMEOUT", "HEADERS_TOO_LARGE", "APP_UNREACHABLE")
