@@ -8,6 +8,12 @@ import { describe, expect, it } from "vitest"
 import { PorticoApi } from "../../src/api/Api.js"
 import { errorCodes, ListenerRefusals } from "../../src/domain/Errors.js"
 
+/**
+ * Codes the deployment store answers (issue 23) whose management routes are not built yet: no
+ * endpoint can declare them until those routes exist. Each code leaves this list with its route.
+ */
+const awaitingRoutes: ReadonlyArray<string> = ["DEPLOYMENT_EXISTS", "INSTANCE_COLLISION", "ENV_CHANGED"]
+
 const doc = OpenApi.fromApi(PorticoApi) as unknown as {
   paths: Record<string, Record<string, { responses: Record<string, { content?: Record<string, { schema: any }> }> }>>
   components: { schemas: Record<string, any> }
@@ -44,7 +50,9 @@ describe("error codes in the OpenAPI document", () => {
 
   it("covers every catalogue code an endpoint can answer", () => {
     const listener: ReadonlyArray<string> = ListenerRefusals
-    const expected = errorCodes.filter((code) => !listener.includes(code))
+    const expected = errorCodes.filter((code) => !listener.includes(code) && !awaitingRoutes.includes(code))
     expect([...declared].sort()).toEqual([...expected].sort())
+    // a code on the list that an endpoint already declares has its route: take it off the list
+    expect(awaitingRoutes.filter((code) => declared.has(code))).toEqual([])
   })
 })
