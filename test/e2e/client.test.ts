@@ -119,6 +119,9 @@ describe("the typed client on the control plane", () => {
     expectRefusal(await refusal(gw, ownerKey.slice(0, -4) + "AAAA", (c) => c.auth.whoami()), 401, "INVALID_API_KEY")
     // a JWT made from a key is still a key's credential: no session routes
     expectRefusal(await refusal(gw, token.access_token, (c) => c.auth.sessions({ urlParams: {} })), 403, "SESSION_REQUIRED")
+    // renewal is a deployed app's, with its workload token (test/e2e/workload-tokens.test.ts): a key's or a session's is refused
+    expectRefusal(await refusal(gw, ownerKey, (c) => c.auth.renew()), 403, "WORKLOAD_TOKEN_REQUIRED")
+    expectRefusal(await refusal(gw, accessToken, (c) => c.auth.renew()), 403, "WORKLOAD_TOKEN_REQUIRED")
   })
 
   it("auth: challenge and verify sign a wallet in; sessions lists it; logout ends it", async () => {
