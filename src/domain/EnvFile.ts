@@ -1,6 +1,6 @@
 /**
  * `portico deploy --env-file F` and `--env K=V` (spec §4.8): the file format, the flag's split,
- * and how the two merge. The result is then checked as any environment is (DeploymentEnv.ts).
+ * and how the two merge. The result is then checked like every other environment (DeploymentEnv.ts).
  * Pure and client-safe.
  */
 import { Either } from "effect"
