@@ -16,7 +16,7 @@ import { createHash, webcrypto } from "node:crypto"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { call, expectRefusal, notCalled, refusal } from "../support/client.js"
-import { type Gateway, type Reply, startGateway } from "../support/gateway.js"
+import { type Gateway, mintKey, type Reply, startGateway } from "../support/gateway.js"
 import { hasRqlited, type RqlitedServer, rqlitedMissingMessage, startRqlited } from "../support/rqlited.js"
 
 const subtle = webcrypto.subtle
@@ -98,11 +98,7 @@ describe.each(["sqlite", "rqlite"] as const)("push registrations over HTTP, regi
     owner = (await gw.cli(["namespace", "create", "shop"])).api_key
     const otherOwner = (await gw.cli(["namespace", "create", "other"])).api_key
     const bareOwner = (await gw.cli(["namespace", "create", "bare"])).api_key
-    const mint = async (token: string, body: unknown) => {
-      const minted = await gw.request("POST", "/v1/namespace/keys", { token, json: body })
-      expect(minted.status, minted.text).toBe(201)
-      return minted.body.api_key as string
-    }
+    const mint = (token: string, body: unknown) => mintKey(gw, token, body)
     runtime = await mint(owner, { profile: "runtime", label: "app" })
     cacheOnly = await mint(owner, { scopes: ["cache"], label: "cache" })
     otherRuntime = await mint(otherOwner, { profile: "runtime", label: "app" })

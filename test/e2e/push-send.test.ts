@@ -14,7 +14,7 @@ import { createHash } from "node:crypto"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type ApnsStandIn, makeP8Key, startApnsStandIn } from "../support/apnsStandIn.js"
 import { type ExpoStandIn, startExpoStandIn } from "../support/expoStandIn.js"
-import { type Gateway, type Reply, startGateway } from "../support/gateway.js"
+import { type Gateway, mintKey, type Reply, startGateway } from "../support/gateway.js"
 import { type NtfyStandIn, startNtfyStandIn } from "../support/ntfyStandIn.js"
 import { hasRqlited, type RqlitedServer, rqlitedMissingMessage, startRqlited } from "../support/rqlited.js"
 
@@ -99,11 +99,7 @@ describe.each(["sqlite", "rqlite"] as const)("sending push over HTTP, registry o
     owner = (await gw.cli(["namespace", "create", "shop"])).api_key
     const bareOwner = (await gw.cli(["namespace", "create", "bare"])).api_key
     const tenantOwner = (await gw.cli(["namespace", "create", "tenant"])).api_key
-    const mint = async (token: string, body: unknown) => {
-      const minted = await gw.request("POST", "/v1/namespace/keys", { token, json: body })
-      expect(minted.status, minted.text).toBe(201)
-      return minted.body.api_key as string
-    }
+    const mint = (token: string, body: unknown) => mintKey(gw, token, body)
     runtime = await mint(owner, { profile: "runtime", label: "app" })
     cacheOnly = await mint(owner, { scopes: ["cache"], label: "cache" })
     bareRuntime = await mint(bareOwner, { profile: "runtime", label: "app" })

@@ -54,6 +54,13 @@ export const cliIn = async (dataDir: string, args: ReadonlyArray<string>, env: R
 }
 
 /** Under the run's temp root (test/support/globalSetup.ts), removed when the run ends. */
+/** Mints an API key with `token` (a namespace owner's or admin's): its secret, or a thrown error naming the answer. */
+export const mintKey = async (gw: Gateway, token: string, body: unknown): Promise<string> => {
+  const minted = await gw.request("POST", "/v1/namespace/keys", { token, json: body })
+  if (minted.status !== 201) throw new Error(`POST /v1/namespace/keys answered ${minted.status}: ${minted.text}`)
+  return minted.body.api_key as string
+}
+
 export const testTmp = (): string => process.env["PORTICO_TEST_TMP"] ?? os.tmpdir()
 
 export const startGateway = async (options: GatewayOptions = {}): Promise<Gateway> => {
