@@ -11,15 +11,14 @@
 import Database from "better-sqlite3"
 import { Effect } from "effect"
 import { Wallet } from "ethers"
-import * as jose from "jose"
-import { createHash, webcrypto } from "node:crypto"
+import { createHash } from "node:crypto"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { call, expectRefusal, notCalled, refusal } from "../support/client.js"
 import { type Gateway, mintKey, type Reply, startGateway } from "../support/gateway.js"
+import { type Device, newDevice } from "../support/device.js"
 import { hasRqlited, type RqlitedServer, rqlitedMissingMessage, startRqlited } from "../support/rqlited.js"
 
-const subtle = webcrypto.subtle
 
 const expectError = (reply: Reply, status: number, code: string) => {
   expect(reply.status, reply.text).toBe(status)
@@ -28,22 +27,7 @@ const expectError = (reply: Reply, status: number, code: string) => {
   expect(Object.keys(reply.body).every((k) => ["error", "code", "hint"].includes(k))).toBe(true)
 }
 
-interface Device {
-  readonly jwk: jose.JWK
-  readonly id: string
-  readonly sign: (text: string) => Promise<string>
-}
 
-const newDevice = async (): Promise<Device> => {
-  const pair = await subtle.generateKey({ name: "ECDSA", namedCurve: "P-256" }, true, ["sign", "verify"])
-  const jwk = (await subtle.exportKey("jwk", pair.publicKey)) as jose.JWK
-  return {
-    jwk,
-    id: await jose.calculateJwkThumbprint(jwk),
-    sign: async (text) =>
-      Buffer.from(await subtle.sign({ name: "ECDSA", hash: "SHA-256" }, pair.privateKey, new TextEncoder().encode(text))).toString("base64url")
-  }
-}
 
 const expoToken = (n: number) => `ExponentPushToken[${String(n).padStart(22, "x")}]`
 const apnsToken = (n: number) => n.toString(16).padStart(2, "0").repeat(32)

@@ -10,6 +10,7 @@ import { webcrypto } from "node:crypto"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type Gateway, type Reply, startGateway } from "../support/gateway.js"
+import { type Device, newDevice } from "../support/device.js"
 import { hasRqlited, type RqlitedServer, rqlitedMissingMessage, startRqlited } from "../support/rqlited.js"
 
 const subtle = webcrypto.subtle
@@ -20,23 +21,7 @@ const expectError = (reply: Reply, status: number, code: string) => {
   expect(Object.keys(reply.body).every((k) => ["error", "code", "hint"].includes(k))).toBe(true)
 }
 
-interface Device {
-  readonly jwk: jose.JWK
-  readonly id: string
-  readonly sign: (text: string) => Promise<string>
-}
 
-const newDevice = async (): Promise<Device> => {
-  const pair = await subtle.generateKey({ name: "ECDSA", namedCurve: "P-256" }, true, ["sign", "verify"])
-  const jwk = (await subtle.exportKey("jwk", pair.publicKey)) as jose.JWK
-  const id = await jose.calculateJwkThumbprint(jwk)
-  return {
-    jwk,
-    id,
-    sign: async (text) =>
-      Buffer.from(await subtle.sign({ name: "ECDSA", hash: "SHA-256" }, pair.privateKey, new TextEncoder().encode(text))).toString("base64url")
-  }
-}
 
 const proof = async (device: Device, action: string, namespace: string, binding: string, iat = Math.floor(Date.now() / 1000)) => {
   const id = Buffer.from(webcrypto.getRandomValues(new Uint8Array(18))).toString("base64url")
