@@ -96,6 +96,8 @@ export class DeploymentExists extends Schema.TaggedError<DeploymentExists>()("De
 /** `<namespace>-<name>`'s directory on this node belongs to another deployment (spec §4.8). */
 export class InstanceCollision extends Schema.TaggedError<InstanceCollision>()("InstanceCollision", envelope("INSTANCE_COLLISION"), status(409)) {}
 /** The deployment's stored environment moved under an environment change's compare-and-swap: rerun. */
+/** A Node.js app's install failed: npm refused it, or it passed its time limit (docs/deployments.md, "Preparing an app"). */
+export class InstallFailed extends Schema.TaggedError<InstallFailed>()("InstallFailed", envelope("INSTALL_FAILED"), status(400)) {}
 export class EnvChanged extends Schema.TaggedError<EnvChanged>()("EnvChanged", envelope("ENV_CHANGED"), status(409)) {}
 export class PayloadTooLarge extends Schema.TaggedError<PayloadTooLarge>()("PayloadTooLarge", envelope("PAYLOAD_TOO_LARGE"), status(413)) {}
 export class RangeNotSatisfiable extends Schema.TaggedError<RangeNotSatisfiable>()("RangeNotSatisfiable", envelope("RANGE_NOT_SATISFIABLE"), status(416)) {}
@@ -106,6 +108,8 @@ export class RateLimited extends Schema.TaggedError<RateLimited>()("RateLimited"
 export class HeadersTooLarge extends Schema.TaggedError<HeadersTooLarge>()("HeadersTooLarge", envelope("HEADERS_TOO_LARGE"), status(431)) {}
 /** A bug: the detail goes to the log only. */
 export class Internal extends Schema.TaggedError<Internal>()("Internal", envelope("INTERNAL"), status(500)) {}
+/** A Node.js dependency the server-side install may not fetch (git, URL, file, link, path, workspaces); spec §4.8 says 500 naming it. */
+export class DependencyRefused extends Schema.TaggedError<DependencyRefused>()("DependencyRefused", envelope("DEPENDENCY_REFUSED"), status(500)) {}
 /**
  * A push provider refused a topic send (spec §4.6: 502): it answered the one device of the topic
  * with a 4xx that is not "this token is gone" (a refused provider token, a wrong topic, the relay's
@@ -114,6 +118,8 @@ export class Internal extends Schema.TaggedError<Internal>()("Internal", envelop
 export class PushProviderRefused extends Schema.TaggedError<PushProviderRefused>()("PushProviderRefused", envelope("PUSH_PROVIDER_REFUSED"), status(502)) {}
 /** A deployed app's host: the app did not accept the connection or did not answer in time (docs/deployments.md, "Serving"). */
 export class AppUnreachable extends Schema.TaggedError<AppUnreachable>()("AppUnreachable", envelope("APP_UNREACHABLE"), status(502)) {}
+/** A deployed app did not answer 200 on its health path within 60 s of its start (docs/deployments.md, "The runtime"). */
+export class AppStartFailed extends Schema.TaggedError<AppStartFailed>()("AppStartFailed", envelope("APP_START_FAILED"), status(502)) {}
 export class Unavailable extends Schema.TaggedError<Unavailable>()("Unavailable", retried("UNAVAILABLE"), status(503)) {}
 export class HomeNodeUnreachable extends Schema.TaggedError<HomeNodeUnreachable>()("HomeNodeUnreachable", retried("HOME_NODE_UNREACHABLE"), status(503)) {}
 export class FetchCapUnavailable extends Schema.TaggedError<FetchCapUnavailable>()("FetchCapUnavailable", retried("FETCH_CAP_UNAVAILABLE"), status(503)) {}
@@ -177,13 +183,16 @@ export const catalogue = {
   DeploymentExists,
   InstanceCollision,
   EnvChanged,
+  InstallFailed,
   PayloadTooLarge,
   RangeNotSatisfiable,
   RateLimited,
   HeadersTooLarge,
   Internal,
+  DependencyRefused,
   PushProviderRefused,
   AppUnreachable,
+  AppStartFailed,
   Unavailable,
   HomeNodeUnreachable,
   FetchCapUnavailable,

@@ -122,6 +122,21 @@ export const DeploymentRecordRefusals = family(
 )
 export type DeploymentRecordCode = (typeof DeploymentRecordRefusals)[number]
 
+/**
+ * Starting a deployed app (src/layers/deployments/runtime/AppRuntime.ts): it did not get healthy,
+ * or this gateway cannot run sandboxed apps.
+ */
+export const AppRuntimeRefusals = family("APP_START_FAILED", "UNAVAILABLE")
+export type AppRuntimeCode = (typeof AppRuntimeRefusals)[number]
+
+/**
+ * Preparing an uploaded app to run (src/layers/deployments/build/AppBuilds.ts): an unusable app,
+ * a dependency the install may not fetch, an install npm refused or that ran out of time, or no
+ * sandbox to install in.
+ */
+export const AppBuildRefusals = family("VALIDATION_FAILED", "DEPENDENCY_REFUSED", "INSTALL_FAILED", "UNAVAILABLE")
+export type AppBuildCode = (typeof AppBuildRefusals)[number]
+
 /** Renewing a workload token (src/layers/workload/WorkloadTokens.ts): not a workload's, or its deployment gone. */
 export const WorkloadRefusals = family("WORKLOAD_TOKEN_REQUIRED", "INVALID_TOKEN")
 export type WorkloadCode = (typeof WorkloadRefusals)[number]
