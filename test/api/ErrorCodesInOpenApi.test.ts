@@ -12,7 +12,7 @@ import { errorCodes, ListenerRefusals } from "../../src/domain/Errors.js"
  * Codes the deployment store answers (issue 23) whose management routes are not built yet: no
  * endpoint can declare them until those routes exist. Each code leaves this list with its route.
  */
-const awaitingRoutes: ReadonlyArray<string> = ["DEPLOYMENT_EXISTS", "INSTANCE_COLLISION", "ENV_CHANGED", "APP_START_FAILED"]
+const awaitingRoutes: ReadonlyArray<string> = ["DEPLOYMENT_EXISTS", "INSTANCE_COLLISION", "ENV_CHANGED", "DEPENDENCY_REFUSED", "INSTALL_FAILED", "APP_START_FAILED"]
 
 const doc = OpenApi.fromApi(PorticoApi) as unknown as {
   paths: Record<string, Record<string, { responses: Record<string, { content?: Record<string, { schema: any }> }> }>>

@@ -37,6 +37,8 @@ export class TransactionFailed extends Schema.TaggedError<TransactionFailed>()("
 export class StatementTimeout extends Schema.TaggedError<StatementTimeout>()("StatementTimeout", envelope("STATEMENT_TIMEOUT"), status(400)) {}
 export class FetchCapNotAlone extends Schema.TaggedError<FetchCapNotAlone>()("FetchCapNotAlone", envelope("FETCH_CAP_NOT_ALONE"), status(400)) {}
 export class DeviceKeyInvalid extends Schema.TaggedError<DeviceKeyInvalid>()("DeviceKeyInvalid", envelope("DEVICE_KEY_INVALID"), status(400)) {}
+/** A Node.js app's install failed: npm refused it, or it passed its time limit (docs/deployments.md, "Preparing an app"). */
+export class InstallFailed extends Schema.TaggedError<InstallFailed>()("InstallFailed", envelope("INSTALL_FAILED"), status(400)) {}
 // the device-login token endpoint answers OAuth's own codes (RFC 8628 §3.5), in their spelling
 export class InvalidGrant extends Schema.TaggedError<InvalidGrant>()("InvalidGrant", envelope("invalid_grant"), status(400)) {}
 export class ExpiredToken extends Schema.TaggedError<ExpiredToken>()("ExpiredToken", envelope("expired_token"), status(400)) {}
@@ -96,8 +98,6 @@ export class DeploymentExists extends Schema.TaggedError<DeploymentExists>()("De
 /** `<namespace>-<name>`'s directory on this node belongs to another deployment (spec §4.8). */
 export class InstanceCollision extends Schema.TaggedError<InstanceCollision>()("InstanceCollision", envelope("INSTANCE_COLLISION"), status(409)) {}
 /** The deployment's stored environment moved under an environment change's compare-and-swap: rerun. */
-/** A Node.js app's install failed: npm refused it, or it passed its time limit (docs/deployments.md, "Preparing an app"). */
-export class InstallFailed extends Schema.TaggedError<InstallFailed>()("InstallFailed", envelope("INSTALL_FAILED"), status(400)) {}
 export class EnvChanged extends Schema.TaggedError<EnvChanged>()("EnvChanged", envelope("ENV_CHANGED"), status(409)) {}
 export class PayloadTooLarge extends Schema.TaggedError<PayloadTooLarge>()("PayloadTooLarge", envelope("PAYLOAD_TOO_LARGE"), status(413)) {}
 export class RangeNotSatisfiable extends Schema.TaggedError<RangeNotSatisfiable>()("RangeNotSatisfiable", envelope("RANGE_NOT_SATISFIABLE"), status(416)) {}
