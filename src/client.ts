@@ -13,6 +13,7 @@
 import { FetchHttpClient, HttpApiClient, HttpClient, HttpClientRequest } from "@effect/platform"
 import { Context, Effect, Layer } from "effect"
 import { PorticoApi } from "./api/Api.js"
+import type { DeploymentType } from "./domain/DeploymentRules.js"
 
 /** A namespace name, as the sign-in payloads take it: `NamespaceName.make("acme")` checks and brands it. */
 export { NamespaceName } from "./domain/Names.js"
@@ -41,16 +42,18 @@ const derive = (options: ClientOptions) =>
 type Derived = Effect.Effect.Success<ReturnType<typeof derive>>
 type StorageMethods = Derived["storage"]
 type SqlMethods = Derived["sql"]
+type DeploymentMethods = Derived["deployments"]
 /** A derived method's call without `withResponse`: its answer alone, not paired with the response. */
 type Plain<F> = F extends (...args: never) => Effect.Effect<infer A, infer E, infer R> ? Effect.Effect<Exclude<A, readonly [unknown, unknown]>, E, R> : never
 
 /**
  * The client's type: the derived one without the node-to-node groups (`internal` and `pushRelay`:
- * only gateways call them, with the cluster's coordination MAC), and with the two routes whose bodies the server
- * streams typed (their endpoints declare no payload schema, so the derived methods would take
- * none): `storage.upload` takes its multipart form, `sql.import` the SQLite file's bytes.
+ * only gateways call them, with the cluster's coordination MAC), and with the routes whose bodies
+ * the server streams typed (their endpoints declare no payload schema, so the derived methods
+ * would take none): `storage.upload` and `deployments.upload`/`update` take their multipart
+ * forms, `sql.import` the SQLite file's bytes.
  */
-export type Client = Omit<Derived, "storage" | "sql" | "internal" | "pushRelay"> & {
+export type Client = Omit<Derived, "storage" | "sql" | "deployments" | "internal" | "pushRelay"> & {
   readonly storage: Omit<StorageMethods, "upload"> & {
     /** `POST /v1/storage/upload`: a form with one file part (`form.append("file", blob, name)`). */
     readonly upload: (request: { readonly payload: FormData }) => Plain<StorageMethods["upload"]>
@@ -58,6 +61,16 @@ export type Client = Omit<Derived, "storage" | "sql" | "internal" | "pushRelay">
   readonly sql: Omit<SqlMethods, "import"> & {
     /** `POST /v1/rqlite/import`: replaces the namespace's cluster database with this SQLite file. */
     readonly import: (request: { readonly payload: Uint8Array }) => Plain<SqlMethods["import"]>
+  }
+  readonly deployments: Omit<DeploymentMethods, "upload" | "update"> & {
+    /**
+     * `POST /v1/deployments/{type}/upload`: a form with the fields (`name`, `subdomain`,
+     * `health_check`, `env` as JSON text, `skip_install`) first and the tar.gz last
+     * (`form.append("archive", blob, "app.tar.gz")`).
+     */
+    readonly upload: (request: { readonly path: { readonly type: DeploymentType }; readonly payload: FormData }) => Plain<DeploymentMethods["upload"]>
+    /** `POST /v1/deployments/{type}/update`: the same form with `name`, `health_check`, `skip_install`, then `archive`. */
+    readonly update: (request: { readonly path: { readonly type: DeploymentType }; readonly payload: FormData }) => Plain<DeploymentMethods["update"]>
   }
 }
 

@@ -11,6 +11,7 @@ import { AuditGroup } from "./groups/AuditGroup.js"
 import { AuthGroup } from "./groups/AuthGroup.js"
 import { CacheGroup } from "./groups/CacheGroup.js"
 import { CorsGroup } from "./groups/CorsGroup.js"
+import { DeploymentsGroup } from "./groups/DeploymentsGroup.js"
 import { DeviceGroup } from "./groups/DeviceGroup.js"
 import { NamespaceGroup } from "./groups/NamespaceGroup.js"
 import { DatabaseGroup } from "./groups/DatabaseGroup.js"
@@ -38,6 +39,7 @@ export class PorticoApi extends HttpApi.make("portico")
   .add(PushRegistrationGroup)
   .add(PushSendGroup)
   .add(PushRelayGroup)
+  .add(DeploymentsGroup)
   .add(InternalGroup)
   // what any route can answer: its input refused by its schema or as JSON, a body over its cap,
   // a bug, a store that did not answer (the gates declare theirs in Gates.ts)

@@ -24,6 +24,7 @@ import { CacheHandlers } from "./handlers/CacheHandlers.js"
 import { CorsHandlers } from "./handlers/CorsHandlers.js"
 import { corsMiddleware } from "./Cors.js"
 import { DatabaseHandlers } from "./handlers/DatabaseHandlers.js"
+import { DeploymentsHandlers } from "./handlers/DeploymentsHandlers.js"
 import { DeviceHandlers } from "./handlers/DeviceHandlers.js"
 import { SqlHandlers } from "./handlers/SqlHandlers.js"
 import { InternalHandlers } from "./handlers/InternalHandlers.js"
@@ -42,6 +43,7 @@ import { RateLimiter } from "../layers/ratelimit/RateLimiter.js"
 import { openApiRoute } from "./OpenApiRoute.js"
 import { NodeHttpServer } from "@effect/platform-node"
 import { AppHosts } from "../layers/deployments/serving/AppHosts.js"
+import { DEFAULT_ARCHIVE_LIMITS } from "../layers/deployments/Archive.js"
 import { makeHostRouting } from "../layers/deployments/serving/HostRouting.js"
 import { Storage } from "../layers/storage/Storage.js"
 
@@ -60,6 +62,7 @@ const HandlersLive = Layer.mergeAll(
   PushRegistrationHandlers,
   PushRelayHandlers,
   PushSendHandlers,
+  DeploymentsHandlers,
   InternalHandlers
 )
 
@@ -98,6 +101,10 @@ const bodyCapOf = (settings: PorticoSettings, name: BodyCapName): number => {
       return settings.maxBodyBytes + 64 * 1024
     case "relayMessage":
       return RELAY_MESSAGE_MAX_BYTES
+    // the archive (its exact cap is the unpacker's, 413 too) plus the form's framing and fields,
+    // an env of up to 224 KiB among them
+    case "deployUpload":
+      return DEFAULT_ARCHIVE_LIMITS.maxCompressedBytes + 512 * 1024
   }
 }
 

@@ -15,9 +15,10 @@ export class RoutePolicy extends Context.Tag("portico/RoutePolicy")<RoutePolicy,
  * A body cap of its own, named for the setting it comes from (the default is `MAX_BODY_BYTES`):
  * `sqlImport` the import cap, `upload` the upload cap plus room for the multipart framing,
  * `forwarded` the default cap plus room for the caller a peer gateway forwards with the body,
- * `relayMessage` ntfy's default message size limit (the platform relay's fan-out, 4096 bytes).
+ * `relayMessage` ntfy's default message size limit (the platform relay's fan-out, 4096 bytes),
+ * `deployUpload` a deployment's archive cap plus room for the multipart framing and its fields.
  */
-export type BodyCapName = "sqlImport" | "upload" | "forwarded" | "relayMessage"
+export type BodyCapName = "sqlImport" | "upload" | "forwarded" | "relayMessage" | "deployUpload"
 export class BodyCap extends Context.Tag("portico/BodyCap")<BodyCap, BodyCapName>() {}
 
 /**

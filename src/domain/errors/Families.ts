@@ -137,6 +137,28 @@ export type AppRuntimeCode = (typeof AppRuntimeRefusals)[number]
 export const AppBuildRefusals = family("VALIDATION_FAILED", "DEPENDENCY_REFUSED", "INSTALL_FAILED", "UNAVAILABLE")
 export type AppBuildCode = (typeof AppBuildRefusals)[number]
 
+/**
+ * The deployments routes (src/layers/deployments/Deployments.ts): the record's rules, a form or
+ * archive refused (400, 413 past a cap), preparing and starting the app, the platform's own write
+ * failing (500).
+ */
+export const DeploymentRouteRefusals = family(
+  "VALIDATION_FAILED",
+  "BAD_REQUEST",
+  "NOT_FOUND",
+  "CONFLICT",
+  "DEPLOYMENT_EXISTS",
+  "INSTANCE_COLLISION",
+  "ENV_CHANGED",
+  "PAYLOAD_TOO_LARGE",
+  "APP_START_FAILED",
+  "DEPENDENCY_REFUSED",
+  "INSTALL_FAILED",
+  "INTERNAL",
+  "UNAVAILABLE"
+)
+export type DeploymentRouteCode = (typeof DeploymentRouteRefusals)[number]
+
 /** Renewing a workload token (src/layers/workload/WorkloadTokens.ts): not a workload's, or its deployment gone. */
 export const WorkloadRefusals = family("WORKLOAD_TOKEN_REQUIRED", "INVALID_TOKEN")
 export type WorkloadCode = (typeof WorkloadRefusals)[number]
