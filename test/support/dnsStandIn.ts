@@ -1,0 +1,168 @@
+/**
+ * A DNS server for tests, speaking the real wire protocol (RFC 1035) on 127.0.0.1: UDP, and TCP
+ * (two-byte length prefix, RFC 7766) for answers that do not fit a UDP datagram, which it then
+ * answers truncated (TC) so the resolver asks again over TCP as it would of a real server.
+ * Packets are encoded and decoded by `dns-packet`.
+ *
+ * It answers TXT questions from a table the test sets; a name the table does not hold is NXDOMAIN,
+ * another record type of a held name is an empty NOERROR answer (no data). A name can be set to
+ * fail with an rcode (SERVFAIL, REFUSED), and the whole server can go silent (every question
+ * dropped, as an unreachable server looks). Every question received is recorded.
+ */
+import * as dnsPacket from "dns-packet"
+import * as dgram from "node:dgram"
+import * as net from "node:net"
+
+export interface DnsQuestion {
+  readonly name: string
+  readonly type: string
+  readonly transport: "udp" | "tcp"
+}
+
+type Entry = { readonly kind: "txt"; readonly records: ReadonlyArray<ReadonlyArray<string>> } | { readonly kind: "fail"; readonly rcode: number }
+
+export interface DnsStandIn {
+  readonly port: number
+  /** `127.0.0.1:<port>`, as PORTICO_DNS_SERVERS takes it. */
+  readonly server: string
+  /**
+   * The TXT records of `name` (each record a string, or its character-strings when split);
+   * undefined removes the name (NXDOMAIN again).
+   */
+  readonly setTxt: (name: string, records: ReadonlyArray<string | ReadonlyArray<string>> | undefined) => void
+  /** Answers every question about `name` with this rcode (2 SERVFAIL, 5 REFUSED). */
+  readonly fail: (name: string, rcode: number) => void
+  /** While silent, every question is dropped unanswered. */
+  readonly setSilent: (silent: boolean) => void
+  readonly questions: () => ReadonlyArray<DnsQuestion>
+  readonly close: () => Promise<void>
+}
+
+/** RFC 1035's UDP payload limit when the question carries no EDNS option naming a larger one. */
+const CLASSIC_UDP_BYTES = 512
+
+const NXDOMAIN = 3
+
+/** A TXT character-string holds at most 255 bytes: longer values go out as several. */
+const chunked = (value: string): Array<string> => {
+  const out: Array<string> = []
+  for (let i = 0; i < value.length; i += 255) out.push(value.slice(i, i + 255))
+  return out.length === 0 ? [""] : out
+}
+
+export const startDnsStandIn = async (): Promise<DnsStandIn> => {
+  const table = new Map<string, Entry>()
+  const asked: Array<DnsQuestion> = []
+  let silent = false
+
+  const answer = (query: dnsPacket.DecodedPacket, transport: "udp" | "tcp"): Buffer | undefined => {
+    const questions = query.questions ?? []
+    for (const q of questions) asked.push({ name: q.name.toLowerCase(), type: q.type, transport })
+    if (silent) return undefined
+    const base = { type: "response" as const, id: query.id ?? 0, questions }
+    const q = questions[0]
+    const entry = q === undefined ? undefined : table.get(q.name.toLowerCase())
+    // authoritative, recursion as asked: what a resolver expects of the zone's server
+    const flags = dnsPacket.AUTHORITATIVE_ANSWER | (query.flag_rd ? dnsPacket.RECURSION_DESIRED : 0) | dnsPacket.RECURSION_AVAILABLE
+    if (q === undefined || entry === undefined) return dnsPacket.encode({ ...base, flags: flags | NXDOMAIN })
+    if (entry.kind === "fail") return dnsPacket.encode({ ...base, flags: flags | entry.rcode })
+    const answers: Array<dnsPacket.Answer> =
+      q.type === "TXT" ? entry.records.map((data) => ({ type: "TXT", name: q.name, ttl: 60, class: "IN", data: [...data] })) : []
+    const whole = dnsPacket.encode({ ...base, flags, answers })
+    if (transport === "tcp") return whole
+    const opt = (query.additionals ?? []).find((a) => a.type === "OPT") as { udpPayloadSize?: number } | undefined
+    const room = Math.max(CLASSIC_UDP_BYTES, opt?.udpPayloadSize ?? CLASSIC_UDP_BYTES)
+    return whole.length <= room ? whole : dnsPacket.encode({ ...base, flags: flags | dnsPacket.TRUNCATED_RESPONSE, answers: [] })
+  }
+
+  const onMessage = (socket: dgram.Socket) => (message: Buffer, peer: dgram.RemoteInfo) => {
+    let query: dnsPacket.DecodedPacket
+    try {
+      query = dnsPacket.decode(message)
+    } catch {
+      return // not DNS: dropped, as a server would
+    }
+    const reply = answer(query, "udp")
+    if (reply !== undefined) socket.send(reply, peer.port, peer.address)
+  }
+
+  const tcp = net.createServer((socket) => {
+    let pending = Buffer.alloc(0)
+    socket.on("error", () => socket.destroy())
+    socket.on("data", (chunk: Buffer) => {
+      pending = Buffer.concat([pending, chunk])
+      while (pending.length >= 2) {
+        const size = pending.readUInt16BE(0)
+        if (pending.length < 2 + size) break
+        const message = pending.subarray(2, 2 + size)
+        pending = pending.subarray(2 + size)
+        let query: dnsPacket.DecodedPacket
+        try {
+          query = dnsPacket.decode(message)
+        } catch {
+          socket.destroy()
+          return
+        }
+        const reply = answer(query, "tcp")
+        if (reply === undefined) continue
+        const prefix = Buffer.alloc(2)
+        prefix.writeUInt16BE(reply.length)
+        socket.write(Buffer.concat([prefix, reply]))
+      }
+    })
+  })
+
+  // one port for both transports, as DNS uses: take a free TCP port, then bind UDP to it (another
+  // process may hold that UDP port; then try another)
+  let port = 0
+  let udp: dgram.Socket
+  for (let attempt = 0; ; attempt++) {
+    await new Promise<void>((resolve, reject) => {
+      tcp.once("error", reject)
+      tcp.listen(0, "127.0.0.1", () => {
+        tcp.off("error", reject)
+        resolve()
+      })
+    })
+    port = (tcp.address() as net.AddressInfo).port
+    const socket = dgram.createSocket("udp4")
+    const bound = await new Promise<boolean>((resolve) => {
+      const onError = () => resolve(false)
+      socket.once("error", onError)
+      socket.bind(port, "127.0.0.1", () => {
+        socket.off("error", onError)
+        resolve(true)
+      })
+    })
+    if (bound) {
+      socket.on("message", onMessage(socket))
+      udp = socket
+      break
+    }
+    socket.close()
+    await new Promise<void>((resolve) => tcp.close(() => resolve()))
+    if (attempt === 20) throw new Error("no free port for both UDP and TCP")
+  }
+
+  return {
+    port,
+    server: `127.0.0.1:${port}`,
+    setTxt: (name, records) => {
+      const key = name.toLowerCase().replace(/\.$/, "")
+      if (records === undefined) table.delete(key)
+      else table.set(key, { kind: "txt", records: records.map((r) => (typeof r === "string" ? chunked(r) : [...r])) })
+    },
+    fail: (name, rcode) => {
+      table.set(name.toLowerCase().replace(/\.$/, ""), { kind: "fail", rcode })
+    },
+    setSilent: (value) => {
+      silent = value
+    },
+    questions: () => [...asked],
+    close: () =>
+      new Promise<void>((resolve) => {
+        udp.close()
+        tcp.close(() => resolve())
+      })
+  }
+}
