@@ -1,0 +1,282 @@
+/**
+ * The app runtime (spec §2.7, §3.4): runs this node's dynamic deployments in the sandbox, one
+ * supervisor fiber each (Supervisor.ts), answers their logs and stats, resumes them when the
+ * gateway starts and stops them all when it ends (the layer's scope).
+ *
+ * `start` replaces whatever of the deployment runs (an update, rollback or environment change is a
+ * restart) and answers once the new process is healthy, or 502 APP_START_FAILED with nothing left
+ * running; recording the status is the caller's. Changes of one deployment take turns here too
+ * (a per-deployment semaphore), so a stop never races a start's swap.
+ *
+ * Settings (environment, docs/deployments.md "The runtime"): PORTICO_PUBLIC_URL (the gateway's
+ * address the apps get as PORTICO_GATEWAY_URL; default http://127.0.0.1:<listening port>),
+ * PORTICO_APP_HEALTH_INTERVAL_MS (30000), PORTICO_APP_START_TIMEOUT_MS (60000).
+ */
+import { Config, Context, Deferred, Effect, Fiber, Layer, Option, Scope } from "effect"
+import { existsSync } from "node:fs"
+import * as path from "node:path"
+import { PorticoConfig } from "../../config/PorticoConfig.js"
+import { refuse, type Refused } from "../../Refused.js"
+import { WorkloadTokens, type WorkloadTokensService } from "../../workload/WorkloadTokens.js"
+import type { AppRuntimeCode } from "../../../domain/Errors.js"
+import { type DeploymentRecord, isDynamic } from "../DeploymentRecord.js"
+import { DeploymentStore, type DeploymentStoreService } from "../DeploymentStore.js"
+import { InstanceDirs, instanceName } from "../InstanceDirs.js"
+import { detectLayout } from "../sandbox/Cgroups.js"
+import { defaultSandboxOptions, type SandboxOptions } from "../sandbox/Sandbox.js"
+import { launchApp } from "./AppLaunch.js"
+import { logFileOf, tail } from "./AppLogs.js"
+import { type AppState, defaultTiming, supervise, type SupervisorTiming } from "./Supervisor.js"
+
+export type RuntimeRefused = Refused<AppRuntimeCode>
+
+export interface StartInput {
+  readonly record: DeploymentRecord
+  readonly instanceDir: string
+  /** The tenant's environment (the platform's names are added here). */
+  readonly env: Readonly<Record<string, string>>
+}
+
+export interface AppStats {
+  readonly running: boolean
+  readonly cpuSeconds: number
+  readonly memoryBytes: number
+  readonly memoryPeakBytes: number
+  readonly pids: number
+  /** Restarts by the supervisor since the last start (deploy, update, rollback, env change, gateway start). */
+  readonly restarts: number
+  /** Seconds since the current process was launched; 0 when none runs. */
+  readonly uptimeSeconds: number
+}
+
+export interface AppRuntimeService {
+  /** undefined: this gateway can run sandboxed apps; else why not (the 503's reason). */
+  readonly available: Effect.Effect<string | undefined>
+  readonly start: (input: StartInput) => Effect.Effect<void, RuntimeRefused>
+  /** Stops the deployment's process and its supervision; no process is no work. */
+  readonly stop: (id: string) => Effect.Effect<void>
+  /**
+   * The last `lines` lines of the app's log, oldest first. The instance directory is known for a
+   * deployment started by this gateway; give it for one that is not (a failed one after a restart).
+   */
+  readonly logs: (id: string, lines: number, instanceDir?: string) => Effect.Effect<ReadonlyArray<string>>
+  /** undefined when this gateway has not started the deployment. */
+  readonly stats: (id: string) => Effect.Effect<AppStats | undefined>
+  /**
+   * The gateway listens on `port`: the default PORTICO_GATEWAY_URL is known from now on, and the
+   * first call resumes this node's active deployments in the background.
+   */
+  readonly listening: (port: number) => Effect.Effect<void>
+  /** Starts every active dynamic deployment of this node; one that fails is marked `failed`. */
+  readonly resume: Effect.Effect<void>
+}
+
+export interface AppRuntimeOptions {
+  readonly nodeId: string
+  /** Where instance directories live, and whose a directory is (resume starts only its own). */
+  readonly instances: { readonly root: string; readonly ownerOf: (instance: string) => string | undefined }
+  readonly sandbox?: SandboxOptions
+  readonly timing?: Partial<SupervisorTiming>
+  /** PORTICO_PUBLIC_URL; else http://<listening host>:<port> once known. */
+  readonly publicUrl?: string | undefined
+  /** The host the gateway listens on (a wildcard means loopback for the apps). */
+  readonly listenHost?: string
+}
+
+/** Why this machine cannot run sandboxed apps, or undefined. */
+export const sandboxUnavailable = (sandbox: SandboxOptions): string | undefined => {
+  if (process.getuid?.() !== 0) return "the gateway does not run as root, which the sandbox needs"
+  for (const tool of [sandbox.bwrap, sandbox.bpfHelper, "/usr/bin/setpriv"]) if (!existsSync(tool)) return `${path.basename(tool)} is not installed`
+  try {
+    detectLayout()
+  } catch (error) {
+    return error instanceof Error ? error.message : String(error)
+  }
+  return undefined
+}
+
+const loopbackOf = (host: string | undefined): string =>
+  host === undefined || host === "" || host === "0.0.0.0" || host === "::" ? "127.0.0.1" : host.includes(":") ? `[${host}]` : host
+
+interface Entry {
+  state: AppState | undefined
+  fiber: Fiber.RuntimeFiber<void> | undefined
+  instanceDir: string | undefined
+  readonly turn: Effect.Semaphore
+}
+
+/** The runtime in `scope`: its supervisors are forked there and stopped when it closes. */
+export const makeAppRuntime = (
+  store: DeploymentStoreService,
+  tokens: WorkloadTokensService,
+  options: AppRuntimeOptions
+): Effect.Effect<AppRuntimeService, never, Scope.Scope> =>
+  Effect.gen(function* () {
+    const scope = yield* Effect.scope
+    const sandbox = options.sandbox ?? defaultSandboxOptions()
+    const timing: SupervisorTiming = { ...defaultTiming, ...options.timing }
+    const entries = new Map<string, Entry>()
+    let gatewayUrl = options.publicUrl
+    let resumed = false
+
+    const entryOf = (id: string): Effect.Effect<Entry> =>
+      Effect.suspend(() => {
+        const found = entries.get(id)
+        if (found !== undefined) return Effect.succeed(found)
+        return Effect.map(Effect.makeSemaphore(1), (turn) => {
+          // another fiber may have made it meanwhile: the first one stays
+          const again = entries.get(id)
+          if (again !== undefined) return again
+          const made: Entry = { state: undefined, fiber: undefined, instanceDir: undefined, turn }
+          entries.set(id, made)
+          return made
+        })
+      })
+
+    const halt = (entry: Entry) =>
+      Effect.gen(function* () {
+        const fiber = entry.fiber
+        entry.fiber = undefined
+        if (fiber !== undefined) yield* Fiber.interrupt(fiber)
+      })
+
+    const available = Effect.sync(() => sandboxUnavailable(sandbox))
+
+    const start: AppRuntimeService["start"] = (input) =>
+      Effect.gen(function* () {
+        const { record } = input
+        if (!isDynamic(record.type) || record.port === undefined) return yield* Effect.fail(refuse("APP_START_FAILED", "a static site runs no process"))
+        const unavailable = yield* available
+        if (unavailable !== undefined) {
+          return yield* Effect.fail(refuse("UNAVAILABLE", `this gateway cannot run apps: ${unavailable}`, "deploy to a node that runs apps, or serve it as a static site"))
+        }
+        const entry = yield* entryOf(record.id)
+        const started = yield* Deferred.make<void, string>()
+        yield* entry.turn.withPermits(1)(
+          Effect.gen(function* () {
+            yield* halt(entry)
+            const state: AppState = {
+              record,
+              instanceDir: input.instanceDir,
+              logFile: logFileOf(input.instanceDir),
+              handle: undefined,
+              launchedAt: undefined,
+              restarts: 0
+            }
+            entry.state = state
+            entry.instanceDir = input.instanceDir
+            const launch = () => launchApp({ record, instanceDir: input.instanceDir, env: input.env, gatewayUrl, tokens, sandbox })
+            entry.fiber = yield* Effect.forkIn(supervise(state, { launch, store, timing }, started), scope)
+          })
+        )
+        yield* Effect.mapError(Deferred.await(started), (reason) =>
+          refuse("APP_START_FAILED", `the app did not start: ${reason}`, "read its output with the deployment's logs route (GET /v1/deployments/logs)")
+        )
+      })
+
+    const stop: AppRuntimeService["stop"] = (id) =>
+      Effect.suspend(() => {
+        const entry = entries.get(id)
+        return entry === undefined ? Effect.void : entry.turn.withPermits(1)(halt(entry))
+      })
+
+    const logs: AppRuntimeService["logs"] = (id, lines, instanceDir) =>
+      Effect.suspend(() => {
+        const dir = entries.get(id)?.instanceDir ?? instanceDir
+        return dir === undefined ? Effect.succeed([]) : tail(logFileOf(dir), lines)
+      })
+
+    const stats: AppRuntimeService["stats"] = (id) =>
+      Effect.sync(() => {
+        const state = entries.get(id)?.state
+        if (state === undefined) return undefined
+        const handle = state.handle
+        const usage = handle?.usage()
+        return {
+          running: handle !== undefined,
+          cpuSeconds: usage?.cpuSeconds ?? 0,
+          memoryBytes: usage?.memoryBytes ?? 0,
+          memoryPeakBytes: usage?.memoryPeakBytes ?? 0,
+          pids: usage?.pids ?? 0,
+          restarts: state.restarts,
+          uptimeSeconds: state.launchedAt === undefined ? 0 : Math.max(0, Math.floor((Date.now() - state.launchedAt) / 1000))
+        }
+      })
+
+    const resumeOne = (record: DeploymentRecord) =>
+      Effect.gen(function* () {
+        const instance = instanceName(record.namespace, record.name)
+        if (options.instances.ownerOf(instance) !== record.id) {
+          return yield* Effect.fail(refuse("APP_START_FAILED", `its instance directory ${instance} is missing or another deployment's`))
+        }
+        const env = yield* Effect.mapError(store.environment(record.namespace, record.id), () =>
+          refuse("APP_START_FAILED", "its environment could not be read")
+        )
+        yield* start({ record, instanceDir: path.join(options.instances.root, instance), env: env.env })
+      }).pipe(
+        Effect.catchAll((refused) =>
+          Effect.zipRight(
+            Effect.logWarning(`deployment ${record.id} not resumed: ${refused.reason}`),
+            Effect.ignore(store.setStatus(record.namespace, record.id, "failed", { reason: `not resumed at gateway start: ${refused.reason}` }))
+          )
+        )
+      )
+
+    const resume: AppRuntimeService["resume"] = Effect.gen(function* () {
+      const records = yield* Effect.catchAll(store.onNode(options.nodeId), (error) =>
+        Effect.as(Effect.logWarning("deployment runtime: this node's deployments could not be read; none resumed", error), [])
+      )
+      const active = records.filter((r) => r.status === "active" && isDynamic(r.type))
+      yield* Effect.forEach(active, resumeOne, { concurrency: 4, discard: true })
+    })
+
+    const listening: AppRuntimeService["listening"] = (port) =>
+      Effect.suspend(() => {
+        if (options.publicUrl === undefined) gatewayUrl = `http://${loopbackOf(options.listenHost)}:${port}`
+        if (resumed) return Effect.void
+        resumed = true
+        return Effect.asVoid(Effect.forkIn(resume, scope))
+      })
+
+    // the gateway's end stops every app at once (each within its grace), before the stores close
+    yield* Effect.addFinalizer(() =>
+      Effect.forEach([...entries.values()], (entry) => halt(entry), { concurrency: "unbounded", discard: true })
+    )
+
+    return { available, start, stop, logs, stats, listening, resume }
+  })
+
+const positiveMs = (name: string, fallback: number) =>
+  Config.integer(name).pipe(
+    Config.validate({ message: "expected a positive number of milliseconds", validation: (n) => n > 0 }),
+    Config.withDefault(fallback)
+  )
+
+/** The runtime's own settings (module doc). */
+export const runtimeSettings = Config.all({
+  publicUrl: Config.option(Config.url("PUBLIC_URL")),
+  healthIntervalMs: positiveMs("APP_HEALTH_INTERVAL_MS", defaultTiming.healthIntervalMs),
+  startTimeoutMs: positiveMs("APP_START_TIMEOUT_MS", defaultTiming.startTimeoutMs)
+}).pipe(Config.nested("PORTICO"))
+
+export class AppRuntime extends Context.Tag("portico/AppRuntime")<AppRuntime, AppRuntimeService>() {
+  static readonly Live = Layer.scoped(
+    AppRuntime,
+    Effect.gen(function* () {
+      const settings = yield* PorticoConfig
+      const instances = yield* InstanceDirs
+      const own = yield* Effect.orDie(runtimeSettings)
+      return yield* makeAppRuntime(yield* DeploymentStore, yield* WorkloadTokens, {
+        nodeId: settings.nodeId,
+        instances: {
+          root: instances.root,
+          ownerOf: (instance) => instances.ownerOf(instance)
+        },
+        timing: { healthIntervalMs: own.healthIntervalMs, startTimeoutMs: own.startTimeoutMs },
+        publicUrl: Option.getOrUndefined(Option.map(own.publicUrl, (url) => url.toString().replace(/\/$/, ""))),
+        listenHost: settings.host
+      })
+    })
+  )
+}
+
