@@ -5,6 +5,7 @@
 import { Config, ConfigError, Context, Effect, Either, Layer, Option, Redacted } from "effect"
 import { randomBytes } from "node:crypto"
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs"
+import { isIP } from "node:net"
 import * as path from "node:path"
 import { parseCidrs } from "../../domain/AddressRanges.js"
 import { testDirectory } from "../TestLayer.js"
@@ -99,6 +100,12 @@ export interface PorticoSettings {
    * Each is undefined when not set: Apple's and Expo's public hosts, and no platform relay.
    */
   readonly push: PushSettings
+  /**
+   * The DNS servers custom domains are verified against (`PORTICO_DNS_SERVERS`, comma-separated
+   * `ip`, `ip:port` or `[ipv6]:port`); empty, the default, asks the system's resolvers
+   * (docs/deployments.md, "Custom domains").
+   */
+  readonly dnsServers: ReadonlyArray<string>
 }
 
 export interface PushSettings {
@@ -235,6 +242,7 @@ const load = (overrides: Partial<Pick<PorticoSettings, "host" | "port" | "dataDi
     const expoUrl = yield* env(Config.option(Config.url("EXPO_URL")))
     const relayUrl = yield* env(Config.option(Config.url("PUSH_RELAY_URL")))
     const relayToken = yield* env(Config.option(Config.string("PUSH_RELAY_TOKEN")))
+    const dnsServers = yield* env(Config.string("DNS_SERVERS")).pipe(Config.withDefault(""))
     if (Option.isSome(kuboUrl) !== Option.isSome(clusterUrl)) {
       return yield* Effect.fail(
         ConfigError.MissingData(["PORTICO", "STORAGE_CLUSTER_URL"], "the storage cluster engine needs both PORTICO_STORAGE_KUBO_URL and PORTICO_STORAGE_CLUSTER_URL")
@@ -306,7 +314,8 @@ const load = (overrides: Partial<Pick<PorticoSettings, "host" | "port" | "dataDi
         expoUrl: Option.getOrUndefined(Option.map(expoUrl, trim)),
         relayUrl: Option.getOrUndefined(Option.map(relayUrl, trim)),
         relayToken: Option.getOrUndefined(relayToken)
-      }
+      },
+      dnsServers: yield* parseDnsServers(dnsServers)
     }
     return settings
   })
@@ -359,6 +368,32 @@ const parseRedisMap = (pairs: ReadonlyArray<string>, hasDefault: boolean) =>
       map.set(ns, url)
     }
     return map as ReadonlyMap<string, string>
+  })
+
+/**
+ * PORTICO_DNS_SERVERS: comma-separated `ip`, `ip:port`, bare IPv6 or `[ipv6]:port`, each kept as
+ * written (node's `Resolver.setServers` takes these forms). Names are refused: the resolver
+ * itself cannot be found by a name.
+ */
+export const parseDnsServers = (text: string) =>
+  Effect.gen(function* () {
+    const servers: Array<string> = []
+    for (const raw of text.split(",")) {
+      const entry = raw.trim()
+      if (entry === "") continue
+      const bracketed = /^\[([^\]]+)\](?::(\d{1,5}))?$/.exec(entry)
+      const v4 = /^([0-9.]+)(?::(\d{1,5}))?$/.exec(entry)
+      const [address, port] = bracketed !== null ? [bracketed[1], bracketed[2]] : v4 !== null ? [v4[1], v4[2]] : [entry, undefined]
+      const family = isIP(address ?? "")
+      const ok = (bracketed !== null ? family === 6 : family !== 0) && (port === undefined || (Number(port) >= 1 && Number(port) <= 65535))
+      if (!ok) {
+        return yield* Effect.fail(
+          ConfigError.InvalidData(["PORTICO", "DNS_SERVERS"], `expected comma-separated ip, ip:port or [ipv6]:port, got "${entry}"`)
+        )
+      }
+      servers.push(entry)
+    }
+    return servers as ReadonlyArray<string>
   })
 
 /** A node id kept in the data directory, so a restart keeps the databases homed here. */
@@ -427,5 +462,6 @@ export const testSettings = (dataDir: string, patch: Partial<PorticoSettings> = 
   pushMaxDevicesPerUser: 10_000,
   pushCredentialCacheSeconds: 30,
   push: { apnsUrl: undefined, expoUrl: undefined, relayUrl: undefined, relayToken: undefined },
+  dnsServers: [],
   ...patch
 })
