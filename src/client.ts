@@ -14,6 +14,7 @@ import { FetchHttpClient, HttpApiClient, HttpClient, HttpClientRequest } from "@
 import { Context, Effect, Layer } from "effect"
 import { PorticoApi } from "./api/Api.js"
 import type { DeploymentType } from "./domain/DeploymentRules.js"
+import { type DeploymentUploadForm, encodeDeploymentForm } from "./DeploymentUploadForm.js"
 
 /** A namespace name, as the sign-in payloads take it: `NamespaceName.make("acme")` checks and brands it. */
 export { NamespaceName } from "./domain/Names.js"
@@ -66,11 +67,12 @@ export type Client = Omit<Derived, "storage" | "sql" | "deployments" | "internal
     /**
      * `POST /v1/deployments/{type}/upload`: a form with the fields (`name`, `subdomain`,
      * `health_check`, `env` as JSON text, `skip_install`) first and the tar.gz last
-     * (`form.append("archive", blob, "app.tar.gz")`).
+     * (`form.append("archive", blob, "app.tar.gz")`), or a `DeploymentUploadForm` (fields and the
+     * archive as a stream of known size: sent as it is read, never held whole).
      */
-    readonly upload: (request: { readonly path: { readonly type: DeploymentType }; readonly payload: FormData }) => Plain<DeploymentMethods["upload"]>
+    readonly upload: (request: { readonly path: { readonly type: DeploymentType }; readonly payload: FormData | DeploymentUploadForm }) => Plain<DeploymentMethods["upload"]>
     /** `POST /v1/deployments/{type}/update`: the same form with `name`, `health_check`, `skip_install`, then `archive`. */
-    readonly update: (request: { readonly path: { readonly type: DeploymentType }; readonly payload: FormData }) => Plain<DeploymentMethods["update"]>
+    readonly update: (request: { readonly path: { readonly type: DeploymentType }; readonly payload: FormData | DeploymentUploadForm }) => Plain<DeploymentMethods["update"]>
   }
 }
 
@@ -93,8 +95,26 @@ export const makeClient = (options: ClientOptions): Effect.Effect<Client, never,
         baseUrl: options.baseUrl,
         httpClient: HttpClient.mapRequest(http, HttpClientRequest.bodyUint8Array(request.payload, "application/octet-stream"))
       }).pipe(Effect.flatMap((send) => send({ withResponse: request.withResponse === true })))
+    // A streamed deployment form is encoded here (DeploymentUploadForm.ts) and set on the request
+    // the derived endpoint builds, with its exact length; a FormData goes through the derived method.
+    const sendArchive =
+      (endpoint: "upload" | "update") =>
+      (request: { readonly path: { readonly type: DeploymentType }; readonly payload: FormData | DeploymentUploadForm }) => {
+        if (request.payload instanceof FormData) return derived.deployments[endpoint]({ path: request.path, payload: request.payload } as never)
+        const form = encodeDeploymentForm(request.payload)
+        return HttpApiClient.endpoint(PorticoApi, {
+          group: "deployments",
+          endpoint,
+          baseUrl: options.baseUrl,
+          httpClient: HttpClient.mapRequest(http, HttpClientRequest.bodyStream(form.body, { contentType: form.contentType, contentLength: form.contentLength }))
+        }).pipe(Effect.flatMap((send) => send({ path: request.path })))
+      }
     const { internal: _nodeToNode, pushRelay: _relayFanOut, ...forUsers } = derived
-    return { ...forUsers, sql: { ...derived.sql, import: importFile } } as unknown as Client
+    return {
+      ...forUsers,
+      sql: { ...derived.sql, import: importFile },
+      deployments: { ...derived.deployments, upload: sendArchive("upload"), update: sendArchive("update") }
+    } as unknown as Client
   })
 
 /** The client as an Effect service. */

@@ -103,5 +103,45 @@ export const commands: ReadonlyArray<Command> = [
     },
     maxPositionals: 0,
     run: async (parsed) => (await import("./login.js")).login(parsed)
+  },
+  {
+    words: ["deploy"],
+    summary: "Build (Go, Next.js), pack and upload an app's directory to a running gateway, and print its URL.",
+    synopsis: "DIR --name NAME [--type T] [--subdomain S] [--update] [--env K=V]... [--env-file F] [--health-check P] [--ssr] [--skip-install] [--url URL] [--token T]",
+    details: [
+      ["DIR", "the app's directory"],
+      ["--name NAME", "the deployment's name: 1-56 of letters, digits, '-' and '_'"],
+      ["--type T", "static, nextjs, go or nodejs (default: detected: go.mod, next.config or a next dependency, package.json, else static)"],
+      ["--subdomain S", "first deploy: serve on S.<base domain> instead of <name>-<random>.<base domain>"],
+      ["--update", "deploy a new version of an existing deployment"],
+      ["--env K=V", "first deploy: an environment variable (repeatable; overrides --env-file)"],
+      ["--env-file F", "first deploy: KEY=VALUE lines (# comments, one layer of quotes removed, no $VAR)"],
+      ["--health-check P", "the path answering 200 when the app is ready (default /health; not for static)"],
+      ["--ssr", "Next.js: build the standalone server (output: \"standalone\"); without it the app is exported as a static site"],
+      ["--skip-install", "Node.js: use the uploaded node_modules as it is"],
+      ["--url URL", "the gateway (default PORTICO_URL or http://127.0.0.1:6001)"],
+      ["--token T", "an admin API key or a developer's access token (default PORTICO_TOKEN)"],
+      ["--json", "print the whole deployment record instead of the URL line"]
+    ],
+    notes: [
+      "Go apps are compiled here (CGO_ENABLED=0 GOOS=linux GOARCH=amd64) and Next.js apps built here; the gateway runs what it receives.",
+      "Progress goes to stderr; stdout gets `NAME version N (TYPE, STATUS): URL`."
+    ],
+    options: {
+      name: { type: "string" },
+      type: { type: "string" },
+      subdomain: { type: "string" },
+      update: { type: "boolean" },
+      env: { type: "string", multiple: true },
+      "env-file": { type: "string" },
+      "health-check": { type: "string" },
+      ssr: { type: "boolean" },
+      "skip-install": { type: "boolean" },
+      url: { type: "string" },
+      token: { type: "string" },
+      json: { type: "boolean" }
+    },
+    maxPositionals: 1,
+    run: async (parsed) => (await import("./deploy/deploy.js")).deploy(parsed)
   }
 ]
