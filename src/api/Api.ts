@@ -12,6 +12,7 @@ import { AuthGroup } from "./groups/AuthGroup.js"
 import { CacheGroup } from "./groups/CacheGroup.js"
 import { CorsGroup } from "./groups/CorsGroup.js"
 import { DeploymentsGroup } from "./groups/DeploymentsGroup.js"
+import { DeploymentDomainsGroup } from "./groups/DeploymentDomainsGroup.js"
 import { DeviceGroup } from "./groups/DeviceGroup.js"
 import { NamespaceGroup } from "./groups/NamespaceGroup.js"
 import { DatabaseGroup } from "./groups/DatabaseGroup.js"
@@ -40,6 +41,7 @@ export class PorticoApi extends HttpApi.make("portico")
   .add(PushSendGroup)
   .add(PushRelayGroup)
   .add(DeploymentsGroup)
+  .add(DeploymentDomainsGroup)
   .add(InternalGroup)
   // what any route can answer: its input refused by its schema or as JSON, a body over its cap,
   // a bug, a store that did not answer (the gates declare theirs in Gates.ts)

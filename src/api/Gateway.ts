@@ -25,6 +25,7 @@ import { CorsHandlers } from "./handlers/CorsHandlers.js"
 import { corsMiddleware } from "./Cors.js"
 import { DatabaseHandlers } from "./handlers/DatabaseHandlers.js"
 import { DeploymentsHandlers } from "./handlers/DeploymentsHandlers.js"
+import { DeploymentDomainsHandlers } from "./handlers/DeploymentDomainsHandlers.js"
 import { DeviceHandlers } from "./handlers/DeviceHandlers.js"
 import { SqlHandlers } from "./handlers/SqlHandlers.js"
 import { InternalHandlers } from "./handlers/InternalHandlers.js"
@@ -63,6 +64,7 @@ const HandlersLive = Layer.mergeAll(
   PushRelayHandlers,
   PushSendHandlers,
   DeploymentsHandlers,
+  DeploymentDomainsHandlers,
   InternalHandlers
 )
 

@@ -43,6 +43,8 @@ import { RelayCallReceiver } from "./push/RelayCallReceiver.js"
 import { RelayPublisherLive } from "./push/RelayPublisherLive.js"
 import { PushSender } from "./push/PushSender.js"
 import { WorkloadTokens } from "./workload/WorkloadTokens.js"
+import { DeploymentDomains } from "./deployments/DeploymentDomains.js"
+import { DeploymentStore } from "./deployments/DeploymentStore.js"
 
 export interface ServicesOptions {
   /**
@@ -98,5 +100,7 @@ export const servicesLayer = (settings: PorticoSettings, options: ServicesOption
     Layer.provideMerge(relay),
     Layer.provide(PushSender.ApnsLive)
   )
-  return Layer.mergeAll(RateLimiter.Live, Authenticator.Live, WorkloadTokens.Live, cache, sql, storage, push).pipe(Layer.provideMerge(liveness))
+  // custom domains over the deployment store (stateless over the registry and the sealer)
+  const domains = DeploymentDomains.Live.pipe(Layer.provide(DeploymentStore.Live))
+  return Layer.mergeAll(RateLimiter.Live, Authenticator.Live, WorkloadTokens.Live, cache, sql, storage, push, domains).pipe(Layer.provideMerge(liveness))
 }

@@ -39,6 +39,8 @@ export class FetchCapNotAlone extends Schema.TaggedError<FetchCapNotAlone>()("Fe
 export class DeviceKeyInvalid extends Schema.TaggedError<DeviceKeyInvalid>()("DeviceKeyInvalid", envelope("DEVICE_KEY_INVALID"), status(400)) {}
 /** A Node.js app's install failed: npm refused it, or it passed its time limit (docs/deployments.md, "Preparing an app"). */
 export class InstallFailed extends Schema.TaggedError<InstallFailed>()("InstallFailed", envelope("INSTALL_FAILED"), status(400)) {}
+/** A custom domain's TXT record `_portico-verify.<domain>` is missing or does not hold its token (docs/deployments.md, "Custom domains"). */
+export class DomainNotVerified extends Schema.TaggedError<DomainNotVerified>()("DomainNotVerified", envelope("DOMAIN_NOT_VERIFIED"), status(400)) {}
 // the device-login token endpoint answers OAuth's own codes (RFC 8628 §3.5), in their spelling
 export class InvalidGrant extends Schema.TaggedError<InvalidGrant>()("InvalidGrant", envelope("invalid_grant"), status(400)) {}
 export class ExpiredToken extends Schema.TaggedError<ExpiredToken>()("ExpiredToken", envelope("expired_token"), status(400)) {}
@@ -184,6 +186,7 @@ export const catalogue = {
   InstanceCollision,
   EnvChanged,
   InstallFailed,
+  DomainNotVerified,
   PayloadTooLarge,
   RangeNotSatisfiable,
   RateLimited,

@@ -159,6 +159,14 @@ export const DeploymentRouteRefusals = family(
 )
 export type DeploymentRouteCode = (typeof DeploymentRouteRefusals)[number]
 
+/**
+ * A deployment's custom domains (src/layers/deployments/DeploymentDomains.ts): a name refused or
+ * over the cap, no such deployment or domain, a domain taken, its TXT record missing or wrong,
+ * DNS or the registry not answering (503).
+ */
+export const DeploymentDomainRefusals = family("VALIDATION_FAILED", "NOT_FOUND", "CONFLICT", "DOMAIN_NOT_VERIFIED", "UNAVAILABLE")
+export type DeploymentDomainCode = (typeof DeploymentDomainRefusals)[number]
+
 /** Renewing a workload token (src/layers/workload/WorkloadTokens.ts): not a workload's, or its deployment gone. */
 export const WorkloadRefusals = family("WORKLOAD_TOKEN_REQUIRED", "INVALID_TOKEN")
 export type WorkloadCode = (typeof WorkloadRefusals)[number]
