@@ -44,6 +44,7 @@ import { RateLimiter } from "../layers/ratelimit/RateLimiter.js"
 import { openApiRoute } from "./OpenApiRoute.js"
 import { NodeHttpServer } from "@effect/platform-node"
 import { AppHosts } from "../layers/deployments/serving/AppHosts.js"
+import { Deployments } from "../layers/deployments/Deployments.js"
 import { DEFAULT_ARCHIVE_LIMITS } from "../layers/deployments/Archive.js"
 import { makeHostRouting } from "../layers/deployments/serving/HostRouting.js"
 import { Storage } from "../layers/storage/Storage.js"
@@ -125,6 +126,8 @@ export const gatewayListener = (settings: PorticoSettings) =>
     // The runtime settings must sit below the layers so the captured runtime carries them.
     const context = yield* Layer.buildWithScope(
       routesLayer.pipe(
+        // the deployments service, over the host table it refreshes after each change
+        Layer.provideMerge(Deployments.Live),
         // the deployed apps' host table, beside the services so deployment routes can refresh it
         Layer.provideMerge(AppHosts.Live),
         Layer.provideMerge(servicesLayer(settings)),

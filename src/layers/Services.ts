@@ -43,6 +43,8 @@ import { RelayCallReceiver } from "./push/RelayCallReceiver.js"
 import { RelayPublisherLive } from "./push/RelayPublisherLive.js"
 import { PushSender } from "./push/PushSender.js"
 import { WorkloadTokens } from "./workload/WorkloadTokens.js"
+import { InstanceDirs } from "./deployments/InstanceDirs.js"
+import { DeploymentLocks } from "./deployments/DeploymentLocks.js"
 import { DeploymentDomains } from "./deployments/DeploymentDomains.js"
 import { DeploymentStore } from "./deployments/DeploymentStore.js"
 
@@ -102,5 +104,8 @@ export const servicesLayer = (settings: PorticoSettings, options: ServicesOption
   )
   // custom domains over the deployment store (stateless over the registry and the sealer)
   const domains = DeploymentDomains.Live.pipe(Layer.provide(DeploymentStore.Live))
-  return Layer.mergeAll(RateLimiter.Live, Authenticator.Live, WorkloadTokens.Live, cache, sql, storage, push, domains).pipe(Layer.provideMerge(liveness))
+  // deployment records, the per-deployment lock and the instance directories (the deployments
+  // service itself sits above the host table, in the gateway)
+  const deploymentRecords = Layer.mergeAll(InstanceDirs.Live, DeploymentLocks.Live).pipe(Layer.provideMerge(DeploymentStore.Live))
+  return Layer.mergeAll(RateLimiter.Live, Authenticator.Live, WorkloadTokens.Live, cache, sql, storage, push, domains, deploymentRecords).pipe(Layer.provideMerge(liveness))
 }

@@ -1,0 +1,203 @@
+/**
+ * Upload, update and rollback of a deployment's content (docs/deployments.md, "The deployments
+ * service"). The form's fields are checked before anything is stored; the archive is unpacked as
+ * it streams (Archive.ts). A static site is stored as content (SiteManifest.ts) and its record
+ * points at the manifest; a dynamic app is unpacked into `versions/<n>/app` of its instance
+ * directory, prepared (AppBuilds) and started (AppRuntime).
+ *
+ * Nothing half written: a first upload refused after its record was written removes the record
+ * and releases the directory (the refusal stands), except an app that did not get healthy, whose
+ * record stays `failed` so its log can be read and an update can fix it.
+ */
+import { Effect, Either, Option } from "effect"
+import * as crypto from "node:crypto"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { DeploymentFieldInvalid, generatedDomain, overrideDomain, randomLabel } from "../../domain/DeploymentRules.js"
+import type { DeploymentRouteCode } from "../../domain/Errors.js"
+import type { PorticoSettings } from "../config/PorticoConfig.js"
+import { type Refused, refuse } from "../Refused.js"
+import type { RegistryStoreService, StoreError } from "../registry/RegistryStore.js"
+import type { ContentIndexService } from "../storage/ContentIndex.js"
+import type { StorageService } from "../storage/Storage.js"
+import { ArchiveRefused, type ArchiveWriteFailed, extractArchive } from "./Archive.js"
+import { type DeploymentFields, readDeploymentForm } from "./DeploymentForm.js"
+import type { DeploymentLocksService } from "./DeploymentLocks.js"
+import { type DeploymentRecord, type DeploymentType, isDynamic } from "./DeploymentRecord.js"
+import type { DeploymentStoreService } from "./DeploymentStore.js"
+import type { InstanceDirsService } from "./InstanceDirs.js"
+import type { AppHostsService } from "./serving/AppHosts.js"
+import { storeSiteDirectory } from "./serving/SiteManifest.js"
+
+type Failure = Refused<DeploymentRouteCode> | StoreError
+
+/** The services the deployments service works with. */
+export interface DeploymentTooling {
+  readonly config: PorticoSettings
+  readonly store: DeploymentStoreService
+  readonly locks: DeploymentLocksService
+  readonly instances: InstanceDirsService
+  readonly hosts: AppHostsService
+  readonly storage: StorageService
+  readonly index: ContentIndexService
+  readonly registry: RegistryStoreService
+}
+
+/** Generated hosts drawn before giving up: a clash of 6 random characters is already rare. */
+const DOMAIN_DRAWS = 5
+
+/** A directory of the gateway's own for unpacking a static site before it is stored. */
+const stagingDir = (config: PorticoSettings) => path.join(config.dataDir, "deploy-staging")
+
+const removeDir = (dir: string) => Effect.promise(() => fs.promises.rm(dir, { recursive: true, force: true }))
+
+/**
+ * Releases every content reference a static site holds (kind `deployment`, ref its name), and the
+ * pins nothing else keeps: its files then count against no quota and the sweep may drop them.
+ */
+export const releaseSiteContent = (tools: DeploymentTooling, namespace: string, name: string): Effect.Effect<void, StoreError> =>
+  Effect.gen(function* () {
+    const rows = yield* tools.registry.query({
+      sql: "SELECT DISTINCT cid FROM content_refs WHERE namespace = ? AND kind = 'deployment' AND ref = ?",
+      params: [namespace, name]
+    })
+    for (const row of rows) {
+      const cid = String(row["cid"])
+      yield* tools.index.release({ namespace, cid, kind: "deployment", ref: name })
+      yield* tools.index.dropPinIfUnreferenced(cid)
+    }
+  })
+
+/** The archive's refusal as the route answers it: 413 past a cap, else 400; the platform's own failure 500. */
+const archiveFailure = (formFailure: () => Error | undefined) => (e: ArchiveRefused | ArchiveWriteFailed): Effect.Effect<never, Refused<"BAD_REQUEST" | "PAYLOAD_TOO_LARGE" | "INTERNAL">> => {
+  const form = formFailure()
+  if (form !== undefined) return Effect.fail(refuse("BAD_REQUEST", form.message, "send the fields first and the archive last, as one whole multipart body"))
+  if (e instanceof ArchiveRefused) {
+    return Effect.fail(
+      e.overCap
+        ? refuse("PAYLOAD_TOO_LARGE", `the archive is refused: ${e.message}`, "uploads take 256 MiB, 1 GiB unpacked and 100,000 entries")
+        : refuse("BAD_REQUEST", `the archive is refused: ${e.message}`, "send a tar.gz of the app's directory, without absolute paths, '..' or links leaving it")
+    )
+  }
+  return Effect.zipRight(Effect.logError(`deployment archive not written: ${e.detail}`), Effect.fail(refuse("INTERNAL", "the archive could not be written on the gateway", "retry; the operator has the log")))
+}
+
+export const makeDeploymentUploads = (tools: DeploymentTooling) => {
+  const { config, store, storage } = tools
+
+  /** The form's checked fields and its archive, or 400. */
+  const readForm = (type: DeploymentType, first: boolean, contentType: string, body: AsyncIterable<Uint8Array>) =>
+    Effect.gen(function* () {
+      if (!/^multipart\/form-data\s*;/i.test(contentType)) {
+        return yield* Effect.fail(refuse("BAD_REQUEST", "the upload must be multipart/form-data", "send the fields, then the tar.gz as the file part archive"))
+      }
+      const form = yield* Effect.promise(() => readDeploymentForm(type, first, contentType, body))
+      if (Either.isLeft(form)) return yield* Effect.fail(refuse(form.left instanceof DeploymentFieldInvalid ? "VALIDATION_FAILED" : "BAD_REQUEST", form.left.message))
+      return form.right
+    })
+
+  /** Unpacks a static site and stores it as content under the deployment's name; answers the manifest's CID. */
+  const storeSite = (namespace: string, name: string, archive: AsyncIterable<Uint8Array>, formFailure: () => Error | undefined) =>
+    Effect.gen(function* () {
+      const staging = stagingDir(config)
+      yield* Effect.promise(() => fs.promises.mkdir(staging, { recursive: true, mode: 0o700 }))
+      const dir = path.join(staging, crypto.randomBytes(12).toString("hex"))
+      return yield* Effect.gen(function* () {
+        yield* Effect.catchAll(extractArchive(archive, dir), archiveFailure(formFailure))
+        return (yield* storeSiteDirectory(storage, namespace, name, dir)).cid
+      }).pipe(Effect.ensuring(removeDir(dir)))
+    })
+
+  /** Creates the record, drawing a generated host again when it clashes with another. */
+  const createRecord = (namespace: string, type: DeploymentType, fields: DeploymentFields, artifact: string) =>
+    Effect.gen(function* () {
+      for (let draw = 1; ; draw++) {
+        const domain = fields.subdomain === undefined ? generatedDomain(fields.name, randomLabel(), config.baseDomain) : overrideDomain(fields.subdomain, config.baseDomain)
+        const created = yield* Effect.either(
+          store.create({
+            namespace,
+            name: fields.name,
+            type,
+            domain,
+            homeNode: config.nodeId,
+            artifact,
+            healthPath: fields.healthCheck,
+            env: fields.env,
+            status: type === "static" ? "active" : "deploying"
+          })
+        )
+        if (Either.isRight(created)) return created.right
+        const e = created.left
+        if (e._tag === "Refused" && e.code === "CONFLICT" && fields.subdomain === undefined && draw < DOMAIN_DRAWS) continue
+        return yield* Effect.fail(e)
+      }
+    })
+
+  const nameTaken = (namespace: string, name: string) =>
+    Effect.flatMap(store.get(namespace, name), (found) =>
+      Option.isSome(found)
+        ? Effect.fail(refuse("DEPLOYMENT_EXISTS", `deployment ${name} exists in this namespace`, "deploy with --update to replace it"))
+        : Effect.void
+    )
+
+  const staticUpload = (namespace: string, fields: DeploymentFields, archive: AsyncIterable<Uint8Array>, formFailure: () => Error | undefined) =>
+    Effect.gen(function* () {
+      // a taken name is answered before the archive is stored (the create's own rule still decides a race)
+      yield* nameTaken(namespace, fields.name)
+      const cid = yield* Effect.tapError(storeSite(namespace, fields.name, archive, formFailure), () => releaseIfUnowned(namespace, fields.name))
+      return yield* Effect.tapError(createRecord(namespace, "static", fields, cid), () => releaseIfUnowned(namespace, fields.name))
+    })
+
+  /**
+   * A refused first upload gives back the content it stored under the name, unless a deployment
+   * of that name exists (one created meanwhile by a racing upload holds the same references).
+   */
+  const releaseIfUnowned = (namespace: string, name: string) =>
+    Effect.ignore(Effect.flatMap(store.get(namespace, name), (found) => (Option.isSome(found) ? Effect.void : releaseSiteContent(tools, namespace, name))))
+
+  const staticUpdate = (namespace: string, record: DeploymentRecord, archive: AsyncIterable<Uint8Array>, formFailure: () => Error | undefined) =>
+    Effect.gen(function* () {
+      // the old versions hold references under the same name: a refused update keeps what it
+      // stored (released with the deployment), never the versions' content
+      const cid = yield* storeSite(namespace, record.name, archive, formFailure)
+      return yield* store.addVersion(namespace, record.id, record.version, cid)
+    })
+
+  const dynamicRefused = (type: DeploymentType): Effect.Effect<never, Failure> =>
+    Effect.fail(refuse("UNAVAILABLE", `this gateway does not run ${type} apps yet`, "deploy a static site, or use a gateway with the app runtime"))
+
+  return {
+    upload: (namespace: string, type: DeploymentType, contentType: string, body: AsyncIterable<Uint8Array>): Effect.Effect<DeploymentRecord, Failure> =>
+      Effect.gen(function* () {
+        const form = yield* readForm(type, true, contentType, body)
+        if (isDynamic(type)) return yield* dynamicRefused(type)
+        return yield* staticUpload(namespace, form.fields, form.archive, form.formFailure)
+      }),
+    update: (namespace: string, type: DeploymentType, contentType: string, body: AsyncIterable<Uint8Array>): Effect.Effect<DeploymentRecord, Failure> =>
+      Effect.gen(function* () {
+        const form = yield* readForm(type, false, contentType, body)
+        const found = yield* store.get(namespace, form.fields.name)
+        if (Option.isNone(found)) return yield* Effect.fail(refuse("NOT_FOUND", `no deployment ${form.fields.name} in this namespace`, "deploy it first, without --update"))
+        const record = found.value
+        if (record.type !== type) return yield* Effect.fail(refuse("VALIDATION_FAILED", `type: deployment ${record.name} is ${record.type}, not ${type}`, `update it as ${record.type}`))
+        if (form.fields.healthCheck !== undefined && form.fields.healthCheck !== record.healthPath) {
+          return yield* Effect.fail(refuse("VALIDATION_FAILED", "health_check: the health path is set on the first deploy", `it is ${record.healthPath ?? "none"}`))
+        }
+        return yield* tools.locks.withLock(
+          record.id,
+          Effect.gen(function* () {
+            const current = yield* store.byId(namespace, record.id)
+            if (Option.isNone(current)) return yield* Effect.fail(refuse("NOT_FOUND", `no deployment ${record.name} in this namespace`))
+            if (isDynamic(type)) return yield* dynamicRefused(type)
+            return yield* staticUpdate(namespace, current.value, form.archive, form.formFailure)
+          })
+        )
+      }),
+    /** Under the deployment's lock: a new version serving `version`'s content. */
+    rollback: (namespace: string, record: DeploymentRecord, version: number): Effect.Effect<DeploymentRecord, Failure> =>
+      isDynamic(record.type) ? dynamicRefused(record.type) : store.rollback(namespace, record.id, record.version, version),
+    /** Under the deployment's lock: a running app started again with `env`. */
+    restart: (_namespace: string, record: DeploymentRecord, _env: Readonly<Record<string, string>>): Effect.Effect<void, Failure> =>
+      dynamicRefused(record.type)
+  }
+}

@@ -1,0 +1,137 @@
+/**
+ * The deployments service (spec §2.7, §3.4, §4.8): what the deployments routes do, over the
+ * record store, the per-deployment lock, the instance directories, content storage and the host
+ * table. Uploads are `DeploymentUploads.ts`; this module holds the management routes and wires
+ * the two together. The decisions are in docs/deployments.md ("Routes", "The deployments service").
+ */
+import { Context, Effect, Either, Layer, Option } from "effect"
+import { applyEnvChange, type EnvChange } from "../../domain/DeploymentEnv.js"
+import type { DeploymentRouteCode } from "../../domain/Errors.js"
+import { PorticoConfig } from "../config/PorticoConfig.js"
+import { type Refused, refuse } from "../Refused.js"
+import type { Page, PageRequest } from "../registry/Keyset.js"
+import { RegistryStore, type StoreError } from "../registry/RegistryStore.js"
+import { ContentIndex } from "../storage/ContentIndex.js"
+import { Storage } from "../storage/Storage.js"
+import { type DeploymentEvent, type DeploymentRecord, type DeploymentType, isDynamic, type VersionRecord } from "./DeploymentRecord.js"
+import { DeploymentLocks } from "./DeploymentLocks.js"
+import { DeploymentStore } from "./DeploymentStore.js"
+import { type DeploymentTooling, makeDeploymentUploads, releaseSiteContent } from "./DeploymentUploads.js"
+import { InstanceDirs } from "./InstanceDirs.js"
+import { AppHosts } from "./serving/AppHosts.js"
+
+export type DeploymentsRefused = Refused<DeploymentRouteCode>
+export type DeploymentsError = DeploymentsRefused | StoreError
+
+export interface EnvView {
+  readonly names: ReadonlyArray<string>
+  readonly envVersion: bigint
+}
+
+export interface DeploymentsService {
+  /** `POST /v1/deployments/{type}/upload`: the multipart body, streamed. */
+  readonly upload: (namespace: string, type: DeploymentType, contentType: string, body: AsyncIterable<Uint8Array>) => Effect.Effect<DeploymentRecord, DeploymentsError>
+  /** `POST /v1/deployments/{type}/update`. */
+  readonly update: (namespace: string, type: DeploymentType, contentType: string, body: AsyncIterable<Uint8Array>) => Effect.Effect<DeploymentRecord, DeploymentsError>
+  readonly list: (namespace: string, page: PageRequest) => Effect.Effect<Page<DeploymentRecord>, DeploymentsError>
+  readonly get: (namespace: string, name: string) => Effect.Effect<DeploymentRecord, DeploymentsError>
+  readonly remove: (namespace: string, name: string) => Effect.Effect<void, DeploymentsError>
+  readonly versions: (namespace: string, name: string) => Effect.Effect<{ readonly record: DeploymentRecord; readonly versions: ReadonlyArray<VersionRecord> }, DeploymentsError>
+  readonly rollback: (namespace: string, name: string, version: number) => Effect.Effect<DeploymentRecord, DeploymentsError>
+  readonly events: (namespace: string, name: string, page: PageRequest) => Effect.Effect<Page<DeploymentEvent>, DeploymentsError>
+  readonly env: (namespace: string, name: string) => Effect.Effect<EnvView, DeploymentsError>
+  readonly setEnv: (namespace: string, name: string, change: EnvChange) => Effect.Effect<EnvView & { readonly restarted: boolean }, DeploymentsError>
+  readonly grants: (namespace: string, name: string) => Effect.Effect<ReadonlyArray<string>, DeploymentsError>
+  readonly setGrants: (namespace: string, name: string, grants: ReadonlyArray<string>) => Effect.Effect<ReadonlyArray<string>, DeploymentsError>
+}
+
+export const makeDeployments = (tools: DeploymentTooling): DeploymentsService => {
+  const { store, locks, hosts, instances } = tools
+  const uploads = makeDeploymentUploads(tools)
+
+  /** The hosts table now, so a change is served at once; a failed read is retried by its own timer. */
+  const refreshHosts = hosts.refresh.pipe(Effect.catchAll((e) => Effect.logWarning(`deployment host table not refreshed: ${e.detail}`)))
+
+  const named = (namespace: string, name: string): Effect.Effect<DeploymentRecord, DeploymentsError> =>
+    Effect.flatMap(store.get(namespace, name), (found) =>
+      Option.match(found, {
+        onNone: () => Effect.fail(refuse("NOT_FOUND", `no deployment ${name} in this namespace`, "list them with GET /v1/deployments/list")),
+        onSome: Effect.succeed
+      })
+    )
+
+  /** Runs `work` on the deployment's record read again under its lock (it may have moved while waiting). */
+  const locked = <A>(namespace: string, name: string, work: (record: DeploymentRecord) => Effect.Effect<A, DeploymentsError>) =>
+    Effect.flatMap(named(namespace, name), (record) => locks.withLock(record.id, Effect.flatMap(store.byId(namespace, record.id), (again) =>
+      Option.match(again, {
+        onNone: () => Effect.fail(refuse("NOT_FOUND", `no deployment ${name} in this namespace`)),
+        onSome: work
+      })
+    )))
+
+  const envView = (namespace: string, record: DeploymentRecord) =>
+    Effect.map(store.environment(namespace, record.id), (stored) => ({ names: Object.keys(stored.env).sort(), envVersion: stored.version }))
+
+  return {
+    upload: (namespace, type, contentType, body) => Effect.tap(uploads.upload(namespace, type, contentType, body), () => refreshHosts),
+    update: (namespace, type, contentType, body) => Effect.tap(uploads.update(namespace, type, contentType, body), () => refreshHosts),
+    list: (namespace, page) => store.list(namespace, page),
+    get: named,
+    remove: (namespace, name) =>
+      Effect.gen(function* () {
+        yield* locked(namespace, name, (record) =>
+          Effect.gen(function* () {
+            yield* store.remove(namespace, record.id)
+            if (record.type === "static") yield* releaseSiteContent(tools, namespace, record.name)
+            else yield* Effect.ignore(Effect.tapError(instances.release({ id: record.id, namespace, name: record.name }), (e) => Effect.logWarning(`instance directory of ${record.id} not removed: ${e.detail}`)))
+          })
+        )
+        yield* refreshHosts
+      }),
+    versions: (namespace, name) =>
+      Effect.gen(function* () {
+        const record = yield* named(namespace, name)
+        const versions = yield* store.versions(namespace, record.id)
+        return { record, versions: [...versions].sort((a, b) => b.version - a.version) }
+      }),
+    rollback: (namespace, name, version) =>
+      Effect.tap(locked(namespace, name, (record) => uploads.rollback(namespace, record, version)), () => refreshHosts),
+    events: (namespace, name, page) => Effect.flatMap(named(namespace, name), (record) => store.events(namespace, record.id, page)),
+    env: (namespace, name) => Effect.flatMap(named(namespace, name), (record) => envView(namespace, record)),
+    setEnv: (namespace, name, change) =>
+      locked(namespace, name, (record) =>
+        Effect.gen(function* () {
+          const stored = yield* store.environment(namespace, record.id)
+          const applied = applyEnvChange(stored.env, change)
+          if (Either.isLeft(applied)) return yield* Effect.fail(refuse("VALIDATION_FAILED", applied.left.message))
+          if (!applied.right.changed) return { names: Object.keys(stored.env).sort(), envVersion: stored.version, restarted: false }
+          const names = [...Object.keys(change.set ?? {}), ...(change.unset ?? []).map(String)]
+          const envVersion = yield* store.writeEnvironment(namespace, record.id, stored, applied.right.env, names)
+          // a running app gets the new environment by a restart; a static site only records it
+          const restarted = isDynamic(record.type) && record.status === "active"
+          if (restarted) yield* uploads.restart(namespace, record, applied.right.env)
+          return { names: Object.keys(applied.right.env).sort(), envVersion, restarted }
+        })
+      ),
+    grants: (namespace, name) => Effect.map(named(namespace, name), (record) => record.grants),
+    setGrants: (namespace, name, grants) => Effect.flatMap(named(namespace, name), (record) => store.setGrants(namespace, record.id, grants))
+  }
+}
+
+export class Deployments extends Context.Tag("portico/Deployments")<Deployments, DeploymentsService>() {
+  static readonly Live = Layer.effect(
+    Deployments,
+    Effect.gen(function* () {
+      return makeDeployments({
+        config: yield* PorticoConfig,
+        store: yield* DeploymentStore,
+        locks: yield* DeploymentLocks,
+        instances: yield* InstanceDirs,
+        hosts: yield* AppHosts,
+        storage: yield* Storage,
+        index: yield* ContentIndex,
+        registry: yield* RegistryStore
+      })
+    })
+  )
+}

@@ -1,0 +1,267 @@
+/**
+ * The deployments routes (docs/deployments.md, "Routes", "The deployments service") through a real
+ * gateway on both registry engines: a static site uploaded as a tar.gz made by GNU tar, served on
+ * its host, updated, rolled back, its versions, events, environment and grants, deleted; and the
+ * refusals (bad name and hostile archive with nothing stored, a taken name, a cap passed, a runtime
+ * key, an unknown name, another namespace's deployment).
+ */
+import { FetchHttpClient } from "@effect/platform"
+import { Effect } from "effect"
+import { execFileSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as http from "node:http"
+import * as path from "node:path"
+import * as zlib from "node:zlib"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { makeClient } from "../../src/client.js"
+import { type Gateway, mintKey, type Reply, startGateway, testTmp } from "../support/gateway.js"
+import { hasRqlited, type RqlitedServer, rqlitedMissingMessage, startRqlited } from "../support/rqlited.js"
+
+const BASE = "sites.test"
+
+/** A tar.gz of `files` made by GNU tar. */
+const tarOf = (files: Record<string, string>): Buffer => {
+  const dir = fs.mkdtempSync(path.join(testTmp(), "deploy-src-"))
+  for (const [name, text] of Object.entries(files)) {
+    fs.mkdirSync(path.dirname(path.join(dir, name)), { recursive: true })
+    fs.writeFileSync(path.join(dir, name), text)
+  }
+  const out = path.join(dir, "..", `${path.basename(dir)}.tar.gz`)
+  execFileSync("tar", ["-czf", out, "-C", dir, "."])
+  const bytes = fs.readFileSync(out)
+  fs.rmSync(dir, { recursive: true, force: true })
+  fs.rmSync(out, { force: true })
+  return bytes
+}
+
+/** One ustar header for `name` of `size` bytes (the size may be a lie: the body is not written). */
+const tarHeader = (name: string, size: number): Buffer => {
+  const h = Buffer.alloc(512)
+  h.write(name, 0, "utf8")
+  h.write("0000644\0", 100)
+  h.write("0000000\0", 108)
+  h.write("0000000\0", 116)
+  h.write(size.toString(8).padStart(11, "0") + "\0", 124)
+  h.write("00000000000\0", 136)
+  h.write("0", 156)
+  h.write("ustar\0", 257)
+  h.write("00", 263)
+  h.write("        ", 148)
+  let sum = 0
+  for (const b of h) sum += b
+  h.write(sum.toString(8).padStart(6, "0") + "\0 ", 148)
+  return h
+}
+
+/** A tar.gz whose one entry climbs out with `..`. */
+const hostileTar = (): Buffer => {
+  const body = Buffer.alloc(512)
+  body.write("pwned")
+  return zlib.gzipSync(Buffer.concat([tarHeader("../escaped.txt", 5), body, Buffer.alloc(1024)]))
+}
+
+/** A tar.gz whose header says 2 GiB: past the unpacked cap before any byte is written. */
+const hugeTar = (): Buffer => zlib.gzipSync(Buffer.concat([tarHeader("big.bin", 2 * 1024 * 1024 * 1024), Buffer.alloc(4096)]))
+
+const formOf = (fields: Record<string, string>, archive?: Buffer): FormData => {
+  const form = new FormData()
+  for (const [k, v] of Object.entries(fields)) form.append(k, v)
+  if (archive !== undefined) form.append("archive", new Blob([archive]), "site.tar.gz")
+  return form
+}
+
+/** A request to the gateway with a `Host` of our choosing (fetch will not send one). */
+const onHost = (port: number, host: string, urlPath: string) =>
+  new Promise<{ status: number; body: string }>((resolve, reject) => {
+    const req = http.request({ host: "127.0.0.1", port, method: "GET", path: urlPath, headers: { host } }, (res) => {
+      const chunks: Array<Buffer> = []
+      res.on("data", (c: Buffer) => chunks.push(c))
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString("utf8") }))
+      res.on("error", reject)
+    })
+    req.on("error", reject)
+    req.end()
+  })
+
+const expectError = (reply: Reply, status: number, code: string) => {
+  expect(reply.status, reply.text).toBe(status)
+  expect(reply.body.code, reply.text).toBe(code)
+  expect(typeof reply.body.error).toBe("string")
+}
+
+const siteV1 = { "index.html": "<h1>v1</h1>", "about/index.html": "<p>about v1</p>" }
+const siteV2 = { "index.html": "<h1>v2</h1>", "app.js": "console.log(2)" }
+
+describe.each(["sqlite", "rqlite"] as const)("deployments routes, registry on %s", (engine) => {
+  let gw: Gateway
+  let rqlited: RqlitedServer | undefined
+  let admin: string
+  let other: string
+  let runtimeKey: string
+
+  const upload = async (token: string, type: string, form: FormData, action: "upload" | "update" = "upload"): Promise<Reply> => {
+    const res = await fetch(`${gw.url}/v1/deployments/${type}/${action}`, { method: "POST", body: form, headers: { authorization: `Bearer ${token}` } })
+    const text = await res.text()
+    let body: any
+    try {
+      body = JSON.parse(text)
+    } catch {
+      body = undefined
+    }
+    return { status: res.status, headers: res.headers, text, body }
+  }
+  const get = (token: string, route: string) => gw.request("GET", `/v1/deployments/${route}`, { token })
+  const post = (token: string, route: string, json: unknown) => gw.request("POST", `/v1/deployments/${route}`, { token, json })
+  /** Content references the namespace holds under kind `deployment`, read from the registry file. */
+  const stagingLeft = () => fs.readdirSync(path.join(gw.dataDir, "deploy-staging"), { withFileTypes: true }).length
+
+  beforeAll(async () => {
+    if (engine === "rqlite") {
+      if (!hasRqlited()) throw new Error(rqlitedMissingMessage())
+      rqlited = await Effect.runPromise(startRqlited())
+    }
+    gw = await startGateway({ env: { PORTICO_BASE_DOMAIN: BASE, ...(rqlited === undefined ? {} : { PORTICO_RQLITE_URL: rqlited.url }) } })
+    admin = (await gw.cli(["namespace", "create", "shop"])).api_key
+    other = (await gw.cli(["namespace", "create", "rival"])).api_key
+    runtimeKey = await mintKey(gw, admin, { profile: "runtime", label: "app" })
+  }, 120_000)
+
+  afterAll(async () => {
+    await gw?.stop()
+    if (rqlited !== undefined) await Effect.runPromise(rqlited.stop)
+  })
+
+  it("uploads a static site through the typed client and serves it on its host, unknown routes answering /index.html", async () => {
+    const client = await Effect.runPromise(makeClient({ baseUrl: gw.url, token: admin }).pipe(Effect.provide(FetchHttpClient.layer)))
+    const created = await Effect.runPromise(
+      client.deployments.upload({ path: { type: "static" }, payload: formOf({ name: "blog", env: JSON.stringify({ GREETING: "hi" }) }, tarOf(siteV1)) }).pipe(Effect.provide(FetchHttpClient.layer))
+    )
+    expect(created).toMatchObject({ name: "blog", namespace: "shop", type: "static", status: "active", version: 1, port: null, health_check: null })
+    expect(created.domain).toMatch(new RegExp(`^blog-[a-z0-9]{6}\\.${BASE.replace(".", "\\.")}$`))
+    expect((await onHost(gw.port, created.domain, "/")).body).toBe("<h1>v1</h1>")
+    expect((await onHost(gw.port, created.domain, "/about")).body).toBe("<p>about v1</p>")
+    expect((await onHost(gw.port, created.domain, "/some/client/route"))).toEqual({ status: 200, body: "<h1>v1</h1>" })
+    expect(stagingLeft()).toBe(0)
+    const got = await get(admin, "get?name=blog")
+    expect(got.status, got.text).toBe(200)
+    expect(got.body).toEqual(created)
+  })
+
+  it("updates to version 2, rolls back to a version 3 serving v1, and lists the versions and events newest first", async () => {
+    const domain = (await get(admin, "get?name=blog")).body.domain
+    const updated = await upload(admin, "static", formOf({ name: "blog" }, tarOf(siteV2)), "update")
+    expect(updated.status, updated.text).toBe(200)
+    expect(updated.body).toMatchObject({ name: "blog", version: 2, status: "active", domain })
+    expect((await onHost(gw.port, domain, "/")).body).toBe("<h1>v2</h1>")
+    expect((await onHost(gw.port, domain, "/app.js")).body).toBe("console.log(2)")
+
+    const rolled = await post(admin, "rollback", { name: "blog", version: 1 })
+    expect(rolled.status, rolled.text).toBe(200)
+    expect(rolled.body).toMatchObject({ version: 3 })
+    expect((await onHost(gw.port, domain, "/")).body).toBe("<h1>v1</h1>")
+    expectError(await post(admin, "rollback", { name: "blog", version: 9 }), 404, "NOT_FOUND")
+
+    const versions = await get(admin, "versions?name=blog")
+    expect(versions.status, versions.text).toBe(200)
+    expect(versions.body.current).toBe(3)
+    expect(versions.body.versions.map((v: any) => [v.version, v.source, v.rollback_from])).toEqual([
+      [3, "rollback", 1],
+      [2, "update", null],
+      [1, "upload", null]
+    ])
+    const events = await get(admin, "events?name=blog&limit=2")
+    expect(events.status, events.text).toBe(200)
+    expect(events.body.events.map((e: any) => e.type)).toEqual(["rolled_back", "updated"])
+    const rest = await get(admin, `events?name=blog&cursor=${events.body.next_cursor}`)
+    expect(rest.body.events.map((e: any) => e.type)).toEqual(["created"])
+    expect(rest.body.next_cursor).toBeNull()
+  })
+
+  it("refuses an update of another type, and an update with env", async () => {
+    expectError(await upload(admin, "nodejs", formOf({ name: "blog" }, tarOf(siteV2)), "update"), 400, "VALIDATION_FAILED")
+    expectError(await upload(admin, "static", formOf({ name: "blog", env: "{}" }, tarOf(siteV2)), "update"), 400, "VALIDATION_FAILED")
+    expectError(await upload(admin, "static", formOf({ name: "nosuch" }, tarOf(siteV2)), "update"), 404, "NOT_FOUND")
+  })
+
+  it("lists the environment's names only, sets and unsets with a new version stamp, refuses platform names", async () => {
+    const env = await get(admin, "env?name=blog")
+    expect(env.status, env.text).toBe(200)
+    expect(env.body).toMatchObject({ name: "blog", names: ["GREETING"] })
+    expect(env.text).not.toContain("hi")
+    const set = await post(admin, "env/set", { name: "blog", set: { API_URL: "https://x.test", SECRET: "s3cret" }, unset: ["GREETING"] })
+    expect(set.status, set.text).toBe(200)
+    expect(set.body).toMatchObject({ name: "blog", names: ["API_URL", "SECRET"], restarted: false })
+    expect(BigInt(set.body.env_version) > BigInt(env.body.env_version)).toBe(true)
+    expect(set.text).not.toContain("s3cret")
+    expectError(await post(admin, "env/set", { name: "blog", set: { PORT: "1" } }), 400, "VALIDATION_FAILED")
+    const same = await post(admin, "env/set", { name: "blog", unset: ["NOT_THERE"] })
+    expect(same.body.env_version).toBe(set.body.env_version)
+    expect((await get(admin, "events?name=blog&limit=1")).body.events[0]).toMatchObject({ type: "env_changed" })
+  })
+
+  it("sets grants (data plane only) with the owner's key", async () => {
+    expect((await get(admin, "grants?name=blog")).body.grants).toContain("storage")
+    const put = await gw.request("PUT", "/v1/deployments/grants", { token: admin, json: { name: "blog", grants: ["cache", "storage"] } })
+    expect(put.status, put.text).toBe(200)
+    expect(put.body).toEqual({ name: "blog", grants: ["cache", "storage"] })
+    expectError(await gw.request("PUT", "/v1/deployments/grants", { token: admin, json: { name: "blog", grants: ["admin"] } }), 400, "VALIDATION_FAILED")
+    expect((await get(admin, "grants?name=blog")).body.grants).toEqual(["cache", "storage"])
+  })
+
+  it("refuses a bad name, a bad subdomain and bad env before storing anything", async () => {
+    const bad: ReadonlyArray<Record<string, string>> = [{ name: "-bad" }, { name: "ok", subdomain: "api" }, { name: "ok", env: JSON.stringify({ PORT: "1" }) }, { name: "ok", env: "[1]" }, { name: "ok", extra: "x" }]
+    for (const fields of bad) {
+      expectError(await upload(admin, "static", formOf(fields, tarOf(siteV1))), 400, "VALIDATION_FAILED")
+    }
+    expectError(await upload(admin, "static", formOf({ name: "ok" })), 400, "BAD_REQUEST")
+    expectError(await get(admin, "get?name=ok"), 404, "NOT_FOUND")
+    expect((await get(admin, "list")).body.deployments.map((d: any) => d.name)).toEqual(["blog"])
+  })
+
+  it("refuses a hostile archive (400) and one past the unpacked cap (413), leaving nothing", async () => {
+    expectError(await upload(admin, "static", formOf({ name: "evil" }, hostileTar())), 400, "BAD_REQUEST")
+    expectError(await upload(admin, "static", formOf({ name: "huge" }, hugeTar())), 413, "PAYLOAD_TOO_LARGE")
+    expectError(await get(admin, "get?name=evil"), 404, "NOT_FOUND")
+    expectError(await get(admin, "get?name=huge"), 404, "NOT_FOUND")
+    expect(stagingLeft()).toBe(0)
+    expect(fs.existsSync(path.join(gw.dataDir, "escaped.txt"))).toBe(false)
+  })
+
+  it("refuses a taken name with 409 DEPLOYMENT_EXISTS and a taken subdomain with 409 CONFLICT", async () => {
+    expectError(await upload(admin, "static", formOf({ name: "blog" }, tarOf(siteV1))), 409, "DEPLOYMENT_EXISTS")
+    const first = await upload(admin, "static", formOf({ name: "docs", subdomain: "Docs" }, tarOf(siteV1)))
+    expect(first.status, first.text).toBe(201)
+    expect(first.body.domain).toBe(`docs.${BASE}`)
+    expectError(await upload(other, "static", formOf({ name: "docs2", subdomain: "docs" }, tarOf(siteV1))), 409, "CONFLICT")
+  })
+
+  it("refuses a runtime key (403) and keeps another namespace's deployments out of sight (404)", async () => {
+    expectError(await get(runtimeKey, "list"), 403, "CONTROL_PLANE_REQUIRED")
+    expectError(await upload(runtimeKey, "static", formOf({ name: "x" }, tarOf(siteV1))), 403, "CONTROL_PLANE_REQUIRED")
+    expectError(await get(other, "get?name=blog"), 404, "NOT_FOUND")
+    expectError(await post(other, "delete", { name: "blog" }), 404, "NOT_FOUND")
+    expect((await get(other, "list")).body).toEqual({ deployments: [], next_cursor: null })
+    expectError(await get(admin, "get?name=nosuch"), 404, "NOT_FOUND")
+    expectError(await get(admin, "get?name=bad%20name"), 400, "VALIDATION_FAILED")
+  })
+
+  it("pages the list in name order", async () => {
+    const page = await get(admin, "list?limit=1")
+    expect(page.body.deployments.map((d: any) => d.name)).toEqual(["blog"])
+    const next = await get(admin, `list?limit=1&cursor=${page.body.next_cursor}`)
+    expect(next.body.deployments.map((d: any) => d.name)).toEqual(["docs"])
+  })
+
+  it("deletes: the host answers 404, the name is free again, a second delete is 404", async () => {
+    const domain = (await get(admin, "get?name=blog")).body.domain
+    const deleted = await post(admin, "delete", { name: "blog" })
+    expect(deleted.status, deleted.text).toBe(200)
+    expect(deleted.body).toEqual({ name: "blog", deleted: true })
+    expect((await onHost(gw.port, domain, "/")).status).toBe(404)
+    expectError(await post(admin, "delete", { name: "blog" }), 404, "NOT_FOUND")
+    const again = await upload(admin, "static", formOf({ name: "blog" }, tarOf(siteV2)))
+    expect(again.status, again.text).toBe(201)
+    expect(again.body.version).toBe(1)
+    expect((await onHost(gw.port, again.body.domain, "/")).body).toBe("<h1>v2</h1>")
+  })
+})
