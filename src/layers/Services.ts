@@ -47,6 +47,7 @@ import { InstanceDirs } from "./deployments/InstanceDirs.js"
 import { DeploymentLocks } from "./deployments/DeploymentLocks.js"
 import { DeploymentDomains } from "./deployments/DeploymentDomains.js"
 import { DeploymentStore } from "./deployments/DeploymentStore.js"
+import { AppBuilds } from "./deployments/build/AppBuilds.js"
 
 export interface ServicesOptions {
   /**
@@ -107,5 +108,5 @@ export const servicesLayer = (settings: PorticoSettings, options: ServicesOption
   // deployment records, the per-deployment lock and the instance directories (the deployments
   // service itself sits above the host table, in the gateway)
   const deploymentRecords = Layer.mergeAll(InstanceDirs.Live, DeploymentLocks.Live).pipe(Layer.provideMerge(DeploymentStore.Live))
-  return Layer.mergeAll(RateLimiter.Live, Authenticator.Live, WorkloadTokens.Live, cache, sql, storage, push, domains, deploymentRecords).pipe(Layer.provideMerge(liveness))
+  return Layer.mergeAll(RateLimiter.Live, Authenticator.Live, WorkloadTokens.Live, cache, sql, storage, push, domains, deploymentRecords, AppBuilds.Live).pipe(Layer.provideMerge(liveness))
 }
