@@ -28,7 +28,7 @@ const read = (args: ReadonlyArray<string>, files: Readonly<Record<string, string
   })
 }
 
-const usage = (args: ReadonlyArray<string>, files: Readonly<Record<string, string>> = {}, processEnv = env): string => {
+const usage = (args: ReadonlyArray<string>, files: Readonly<Record<string, string>> = {}, processEnv: Readonly<Record<string, string>> = env): string => {
   try {
     read(args, files, processEnv)
   } catch (error) {
