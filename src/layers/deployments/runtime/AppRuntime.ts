@@ -118,6 +118,7 @@ export const makeAppRuntime = (
     const entries = new Map<string, Entry>()
     let gatewayUrl = options.publicUrl
     let resumed = false
+    let closing = false
 
     const entryOf = (id: string): Effect.Effect<Entry> =>
       Effect.suspend(() => {
@@ -214,8 +215,9 @@ export const makeAppRuntime = (
         )
         yield* start({ record, instanceDir: path.join(options.instances.root, instance), env: env.env })
       }).pipe(
+        // the gateway ending while an app resumes is no failure of the app
         Effect.catchAll((refused) =>
-          Effect.zipRight(
+          closing ? Effect.void : Effect.zipRight(
             Effect.logWarning(`deployment ${record.id} not resumed: ${refused.reason}`),
             Effect.ignore(store.setStatus(record.namespace, record.id, "failed", { reason: `not resumed at gateway start: ${refused.reason}` }))
           )
@@ -240,7 +242,10 @@ export const makeAppRuntime = (
 
     // the gateway's end stops every app at once (each within its grace), before the stores close
     yield* Effect.addFinalizer(() =>
-      Effect.forEach([...entries.values()], (entry) => halt(entry), { concurrency: "unbounded", discard: true })
+      Effect.suspend(() => {
+        closing = true
+        return Effect.forEach([...entries.values()], (entry) => halt(entry), { concurrency: "unbounded", discard: true })
+      })
     )
 
     return { available, start, stop, logs, stats, listening, resume }

@@ -136,6 +136,9 @@ const runOnce = (app: AppState, deps: SupervisorDeps, started: Deferred.Deferred
     app.launchedAt = yield* Clock.currentTimeMillis
     yield* Effect.forkScoped(Effect.repeat(capLog(app.logFile, timing.logMaxBytes), Schedule.spaced(Duration.millis(timing.logCheckMs))))
     const start = yield* awaitHealthy(record.port ?? 0, healthPathOf(record), timing.startTimeoutMs, handle.exited)
+    // a restarted process that ends before its first 200 is judged by its exit like any other (a
+    // clean exit is not restarted under on-failure); only the first launch must get healthy
+    if (start.kind === "exited" && started === undefined) return { failure: { kind: "exited", exit: start.exit }, healthyForMs: 0 } satisfies RunResult
     if (start.kind !== "healthy") {
       const reason =
         start.kind === "exited"
