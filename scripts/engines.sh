@@ -2,7 +2,7 @@
 # Installs the pinned engine binaries that the engine test suites run against.
 #
 #   scripts/engines.sh            # every engine implemented below
-#   scripts/engines.sh rqlite     # only the named ones (rqlite, redis, kubo, ipfs-cluster, sandbox)
+#   scripts/engines.sh rqlite     # only the named ones (rqlite, redis, kubo, ipfs-cluster, sandbox, socks)
 #   scripts/engines.sh --for-tests  # every engine; `npm test` runs this first: one line when all are
 #                                   # present, else says what it builds and why it takes minutes
 #
@@ -41,7 +41,7 @@ KUBO_VERSION="v0.40.1"
 CLUSTER_MODULE="github.com/ipfs-cluster/ipfs-cluster"
 CLUSTER_VERSION="v1.1.0"
 
-IMPLEMENTED=(rqlite redis kubo ipfs-cluster sandbox)
+IMPLEMENTED=(rqlite redis kubo ipfs-cluster sandbox socks)
 
 # The deployment sandbox (src/layers/deployments/sandbox): bwrap from the Debian package, and the
 # socket-rules loader compiled from its C source; the stamp is the source's hash.
@@ -204,6 +204,23 @@ install_sandbox() {
   log "built portico-sandbox-bpf"
 }
 
+# --- socks ----------------------------------------------------------------------------------
+# The anonymity proxy's SOCKS5 upstream in tests (docs/proxy.md): microsocks from the Debian package,
+# started by test/support/socksServer.ts on loopback. Never tor: its defaults contact the network.
+install_socks() {
+  if command -v microsocks >/dev/null 2>&1; then
+    log "microsocks already installed"
+    return 0
+  fi
+  need apt-get "microsocks comes from the Debian package (apt-get install microsocks)"
+  [[ $EUID -eq 0 ]] || die "installing microsocks needs root (or: sudo apt-get install -y microsocks)"
+  log "installing microsocks from the Debian archive"
+  { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq microsocks >/dev/null 2>&1 ||
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq microsocks >/dev/null; }; } ||
+    die "apt-get install microsocks failed"
+  command -v microsocks >/dev/null 2>&1 || die "microsocks is not on PATH after installing the package"
+}
+
 # --- main -----------------------------------------------------------------------------------
 # Prints the named engines that are absent or built from another pin.
 missing_engines() {
@@ -214,6 +231,7 @@ missing_engines() {
       redis) command -v redis-server >/dev/null 2>&1 || printf '%s\n' "redis" ;;
       kubo) is_current ipfs "$KUBO_MODULE@$KUBO_VERSION" || printf '%s\n' "kubo" ;;
       sandbox) { command -v bwrap >/dev/null 2>&1 && is_current portico-sandbox-bpf "$(sandbox_bpf_stamp)"; } || printf '%s\n' "sandbox" ;;
+      socks) command -v microsocks >/dev/null 2>&1 || printf '%s\n' "socks" ;;
       ipfs-cluster)
         { is_current ipfs-cluster-service "$CLUSTER_MODULE@$CLUSTER_VERSION" &&
           is_current ipfs-cluster-ctl "$CLUSTER_MODULE@$CLUSTER_VERSION"; } || printf '%s\n' "ipfs-cluster" ;;
@@ -235,7 +253,7 @@ main() {
     local missing
     missing="$(missing_engines "${engines[@]}" | tr '\n' ' ')"
     if [[ -z "$missing" ]]; then
-      log "test engines present in $BIN (rqlited, ipfs, ipfs-cluster, portico-sandbox-bpf) and on PATH (redis-server, bwrap)"
+      log "test engines present in $BIN (rqlited, ipfs, ipfs-cluster, portico-sandbox-bpf) and on PATH (redis-server, bwrap, microsocks)"
       return 0
     fi
     log "npm test runs its suites against the real engines: rqlited, redis-server, Kubo (ipfs) and IPFS Cluster."
@@ -250,6 +268,7 @@ main() {
       kubo) install_kubo ;;
       ipfs-cluster) install_ipfs_cluster ;;
       sandbox) install_sandbox ;;
+      socks) install_socks ;;
       *) die "unknown engine '$engine' (implemented: ${IMPLEMENTED[*]})" ;;
     esac
   done
@@ -261,6 +280,7 @@ main() {
       kubo) printf '%s\n' "$BIN/ipfs" ;;
       ipfs-cluster) printf '%s\n' "$BIN/ipfs-cluster-service" "$BIN/ipfs-cluster-ctl" ;;
       sandbox) command -v bwrap; printf '%s\n' "$BIN/portico-sandbox-bpf" ;;
+      socks) command -v microsocks ;;
     esac
   done
 }
