@@ -44,6 +44,7 @@ import { RateLimiter } from "../layers/ratelimit/RateLimiter.js"
 import { openApiRoute } from "./OpenApiRoute.js"
 import { NodeHttpServer } from "@effect/platform-node"
 import { AppHosts } from "../layers/deployments/serving/AppHosts.js"
+import { AppRuntime } from "../layers/deployments/runtime/AppRuntime.js"
 import { Deployments } from "../layers/deployments/Deployments.js"
 import { DEFAULT_ARCHIVE_LIMITS } from "../layers/deployments/Archive.js"
 import { makeHostRouting } from "../layers/deployments/serving/HostRouting.js"
@@ -185,9 +186,13 @@ export const gatewayListener = (settings: PorticoSettings) =>
     return Object.assign(routing.listener(api), {
       /** The server's `upgrade` listener: apps' WebSockets, and the API's hosts answered as requests. */
       upgrade: routing.upgrade(api),
-      /** Tells the proxy the port the server listens on, so it never proxies to it. */
+      /**
+       * Tells the proxy the port the server listens on, so it never proxies to it, and the app
+       * runtime, which then knows the gateway's address for the apps and resumes this node's apps.
+       */
       listeningOn: (port: number) => {
         ownPort = port
+        Effect.runFork(Context.get(context, AppRuntime).listening(port))
       }
     })
   })

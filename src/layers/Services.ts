@@ -48,6 +48,7 @@ import { DeploymentLocks } from "./deployments/DeploymentLocks.js"
 import { DeploymentDomains } from "./deployments/DeploymentDomains.js"
 import { DeploymentStore } from "./deployments/DeploymentStore.js"
 import { AppBuilds } from "./deployments/build/AppBuilds.js"
+import { AppRuntime } from "./deployments/runtime/AppRuntime.js"
 
 export interface ServicesOptions {
   /**
@@ -108,5 +109,7 @@ export const servicesLayer = (settings: PorticoSettings, options: ServicesOption
   // deployment records, the per-deployment lock and the instance directories (the deployments
   // service itself sits above the host table, in the gateway)
   const deploymentRecords = Layer.mergeAll(InstanceDirs.Live, DeploymentLocks.Live).pipe(Layer.provideMerge(DeploymentStore.Live))
-  return Layer.mergeAll(RateLimiter.Live, Authenticator.Live, WorkloadTokens.Live, cache, sql, storage, push, domains, deploymentRecords, AppBuilds.Live).pipe(Layer.provideMerge(liveness))
+  // the app runtime (supervisors of this node's apps) over the records, directories and tokens
+  const runtime = AppRuntime.Live.pipe(Layer.provideMerge(deploymentRecords), Layer.provide(WorkloadTokens.Live))
+  return Layer.mergeAll(RateLimiter.Live, Authenticator.Live, WorkloadTokens.Live, cache, sql, storage, push, domains, runtime, AppBuilds.Live).pipe(Layer.provideMerge(liveness))
 }
