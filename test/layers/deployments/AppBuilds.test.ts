@@ -5,7 +5,7 @@
  */
 import { Effect, Exit } from "effect"
 import { execFileSync } from "node:child_process"
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs"
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmdirSync, rmSync, statSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -14,7 +14,7 @@ import { npmErrorLine } from "../../../src/layers/deployments/build/NpmInstall.j
 import { defaultLimits, type DeploymentRecord } from "../../../src/layers/deployments/DeploymentRecord.js"
 import { defaultSandboxOptions } from "../../../src/layers/deployments/sandbox/Sandbox.js"
 
-const sandbox = { ...defaultSandboxOptions(), cgroupParent: `portico-test-${process.pid}`, runtimeRoot: path.join(tmpdir(), `portico-build-run-${process.pid}`) }
+const sandbox = { ...defaultSandboxOptions(), cgroupParent: `portico-build-test-${process.pid}`, runtimeRoot: path.join(tmpdir(), `portico-build-run-${process.pid}`) }
 const tools = findNodeTools()
 const builds = (options: AppBuildsOptions = {}) => makeAppBuilds({ sandbox, ...options })
 /** npm cannot run at all with this: a refusal that comes first proves npm never started. */
@@ -90,6 +90,10 @@ beforeAll(() => {
 afterAll(() => {
   rmSync(root, { recursive: true, force: true })
   rmSync(sandbox.runtimeRoot, { recursive: true, force: true })
+  for (const controller of ["memory", "cpu", "cpuacct", "pids", "unified", ""]) {
+    const parent = path.join("/sys/fs/cgroup", controller, sandbox.cgroupParent)
+    if (existsSync(parent)) rmdirSync(parent) // the parent, empty once every install is gone
+  }
 })
 
 describe("Node.js: the server-side install", () => {

@@ -88,9 +88,7 @@ const failed = (reason: string, hint?: string): InstallRefused => refuse("INSTAL
 
 const waitExit = (handle: SandboxHandle, timeoutMs: number) =>
   Effect.promise(() => handle.exited).pipe(
-    Effect.timeoutTo({ duration: timeoutMs, onSuccess: (exit) => ({ exit }), onTimeout: () => ({ exit: undefined }) }),
-    // an interrupted deploy (or the time limit) ends npm and every process it started
-    Effect.onInterrupt(() => Effect.promise(() => handle.stop(1000)))
+    Effect.timeoutTo({ duration: timeoutMs, onSuccess: (exit) => ({ exit }), onTimeout: () => ({ exit: undefined }) })
   )
 
 /**
@@ -148,7 +146,9 @@ export const runNpmInstall = (spec: InstallSpec): Effect.Effect<void, InstallRef
           `--prefix=${sandboxPaths.state}`, "--ignore-scripts", "--no-audit", "--no-fund", "--omit=dev",
           `--registry=${PUBLIC_REGISTRY}`, "--no-update-notifier"
         ]
-        const handle = yield* launch(
+        // released with the scope whatever happens (time limit, interruption, failure): npm and
+        // every process it started end, and the cgroups go; after a normal exit this is a no-op
+        const sandboxed = launch(
           {
             deploymentId: spec.sandboxId,
             uid: spec.uid,
@@ -167,9 +167,9 @@ export const runNpmInstall = (spec: InstallSpec): Effect.Effect<void, InstallRef
           },
           spec.sandbox
         ).pipe(Effect.mapError((error) => refuse("UNAVAILABLE", "the install's sandbox could not start", error.detail)))
+        const handle = yield* Effect.acquireRelease(sandboxed, (handle) => Effect.promise(() => handle.stop(1000)))
         const { exit } = yield* waitExit(handle, spec.timeoutMs)
         if (exit === undefined) {
-          yield* Effect.promise(() => handle.stop(1000))
           return yield* Effect.fail(
             failed(`the install did not finish within ${Math.round(spec.timeoutMs / 1000)} s`, "upload the app with its node_modules, or trim its dependencies")
           )
