@@ -13,6 +13,7 @@ import { CacheGroup } from "./groups/CacheGroup.js"
 import { CorsGroup } from "./groups/CorsGroup.js"
 import { DeploymentsGroup } from "./groups/DeploymentsGroup.js"
 import { DeploymentDomainsGroup } from "./groups/DeploymentDomainsGroup.js"
+import { DeploymentRuntimeGroup } from "./groups/DeploymentRuntimeGroup.js"
 import { DeviceGroup } from "./groups/DeviceGroup.js"
 import { NamespaceGroup } from "./groups/NamespaceGroup.js"
 import { DatabaseGroup } from "./groups/DatabaseGroup.js"
@@ -42,6 +43,7 @@ export class PorticoApi extends HttpApi.make("portico")
   .add(PushRelayGroup)
   .add(DeploymentsGroup)
   .add(DeploymentDomainsGroup)
+  .add(DeploymentRuntimeGroup)
   .add(InternalGroup)
   // what any route can answer: its input refused by its schema or as JSON, a body over its cap,
   // a bug, a store that did not answer (the gates declare theirs in Gates.ts)

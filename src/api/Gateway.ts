@@ -26,6 +26,7 @@ import { corsMiddleware } from "./Cors.js"
 import { DatabaseHandlers } from "./handlers/DatabaseHandlers.js"
 import { DeploymentsHandlers } from "./handlers/DeploymentsHandlers.js"
 import { DeploymentDomainsHandlers } from "./handlers/DeploymentDomainsHandlers.js"
+import { DeploymentRuntimeHandlers } from "./handlers/DeploymentRuntimeHandlers.js"
 import { DeviceHandlers } from "./handlers/DeviceHandlers.js"
 import { SqlHandlers } from "./handlers/SqlHandlers.js"
 import { InternalHandlers } from "./handlers/InternalHandlers.js"
@@ -67,6 +68,7 @@ const HandlersLive = Layer.mergeAll(
   PushSendHandlers,
   DeploymentsHandlers,
   DeploymentDomainsHandlers,
+  DeploymentRuntimeHandlers,
   InternalHandlers
 )
 

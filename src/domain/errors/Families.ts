@@ -129,6 +129,9 @@ export type DeploymentRecordCode = (typeof DeploymentRecordRefusals)[number]
 export const AppRuntimeRefusals = family("APP_START_FAILED", "UNAVAILABLE")
 export type AppRuntimeCode = (typeof AppRuntimeRefusals)[number]
 
+/** The logs and stats routes (src/api/groups/DeploymentRuntimeGroup.ts): no such deployment in the namespace. */
+export const DeploymentRuntimeRouteRefusals = family("VALIDATION_FAILED", "NOT_FOUND", "UNAVAILABLE")
+
 /**
  * Preparing an uploaded app to run (src/layers/deployments/build/AppBuilds.ts): an unusable app,
  * a dependency the install may not fetch, an install npm refused or that ran out of time, or no
