@@ -21,11 +21,13 @@ import type { RegistryStoreService, StoreError } from "../registry/RegistryStore
 import type { ContentIndexService } from "../storage/ContentIndex.js"
 import type { StorageService } from "../storage/Storage.js"
 import { ArchiveRefused, type ArchiveWriteFailed, extractArchive } from "./Archive.js"
-import { type DeploymentFields, readDeploymentForm } from "./DeploymentForm.js"
+import { type DeploymentFields, type DeploymentForm, readDeploymentForm } from "./DeploymentForm.js"
 import type { DeploymentLocksService } from "./DeploymentLocks.js"
 import { type DeploymentRecord, type DeploymentType, isDynamic } from "./DeploymentRecord.js"
 import type { DeploymentStoreService } from "./DeploymentStore.js"
-import type { InstanceDirsService } from "./InstanceDirs.js"
+import type { AppBuildsService } from "./build/AppBuilds.js"
+import { type InstanceDirError, type InstanceDirsService } from "./InstanceDirs.js"
+import type { AppRuntimeService } from "./runtime/AppRuntime.js"
 import type { AppHostsService } from "./serving/AppHosts.js"
 import { storeSiteDirectory } from "./serving/SiteManifest.js"
 
@@ -41,6 +43,8 @@ export interface DeploymentTooling {
   readonly storage: StorageService
   readonly index: ContentIndexService
   readonly registry: RegistryStoreService
+  readonly runtime: AppRuntimeService
+  readonly builds: AppBuildsService
 }
 
 /** Generated hosts drawn before giving up: a clash of 6 random characters is already rare. */
@@ -163,14 +167,128 @@ export const makeDeploymentUploads = (tools: DeploymentTooling) => {
       return yield* store.addVersion(namespace, record.id, record.version, cid)
     })
 
-  const dynamicRefused = (type: DeploymentType): Effect.Effect<never, Failure> =>
-    Effect.fail(refuse("UNAVAILABLE", `this gateway does not run ${type} apps yet`, "deploy a static site, or use a gateway with the app runtime"))
+  /** The instance directory's failure: the platform's own (500, logged), never the tenant's. */
+  const dirFailure = (e: InstanceDirError) =>
+    Effect.zipRight(Effect.logError(`instance directory: ${e.detail}`), Effect.fail(refuse("INTERNAL", "the app's directory could not be prepared on the gateway", "retry; the operator has the log")))
+
+  /** The deployment's own instance directory (claimed at its first upload; claiming again proves the marker). */
+  const instanceDirOf = (record: DeploymentRecord) =>
+    Effect.map(
+      Effect.catchTag(tools.instances.claim({ id: record.id, namespace: record.namespace, name: record.name }), "InstanceDirError", dirFailure),
+      (claim) => claim.dir
+    )
+
+  /**
+   * Unpacks the archive into `versions/<n>/app` and prepares it (start.json); answers the
+   * version's relative path, the record's artifact. A refusal leaves no version directory.
+   */
+  const placeVersion = (record: DeploymentRecord, instanceDir: string, n: number, form: DeploymentForm) =>
+    Effect.gen(function* () {
+      const artifact = `versions/${n}`
+      const versionDir = path.join(instanceDir, artifact)
+      // a directory left by a version that never became current (a crash) is not kept
+      yield* removeDir(versionDir)
+      yield* Effect.promise(() => fs.promises.mkdir(versionDir, { recursive: true, mode: 0o755 }))
+      yield* Effect.gen(function* () {
+        yield* Effect.catchAll(extractArchive(form.archive, path.join(versionDir, "app")), archiveFailure(form.formFailure))
+        yield* tools.builds.prepare({ type: record.type as "nextjs" | "go" | "nodejs", versionDir, skipInstall: form.fields.skipInstall, record })
+      }).pipe(Effect.tapError(() => removeDir(versionDir)))
+      return artifact
+    })
+
+  const envOf = (record: DeploymentRecord) => Effect.map(store.environment(record.namespace, record.id), (stored) => stored.env)
+
+  /**
+   * Starts `next` (the record as it will be once its version is written) in place of `current`'s
+   * process, then `commit`s the version. When the new process does not get healthy, the version
+   * is not written and the previous one is started again (a production platform keeps the old
+   * release serving), so the deployment stays as it was; the 502 stands.
+   */
+  const switchTo = (current: DeploymentRecord, next: DeploymentRecord, instanceDir: string, commit: Effect.Effect<DeploymentRecord, Failure>) =>
+    Effect.gen(function* () {
+      const env = yield* envOf(current)
+      const restoreOld = Effect.gen(function* () {
+        if (current.status !== "active") return
+        const back = yield* Effect.either(tools.runtime.start({ record: current, instanceDir, env }))
+        if (Either.isLeft(back)) yield* store.setStatus(current.namespace, current.id, "failed", { reason: "the previous version did not start again" })
+      })
+      const started = yield* Effect.either(tools.runtime.start({ record: next, instanceDir, env }))
+      if (Either.isLeft(started)) {
+        yield* restoreOld
+        return yield* Effect.fail(started.left)
+      }
+      const written = yield* Effect.either(commit)
+      if (Either.isLeft(written)) {
+        yield* restoreOld
+        return yield* Effect.fail(written.left)
+      }
+      if (written.right.status !== "active") yield* store.setStatus(current.namespace, current.id, "active", { reason: `version ${written.right.version} started` })
+      return yield* reread(current)
+    })
+
+  /** The record as stored now. */
+  const reread = (record: DeploymentRecord) =>
+    Effect.flatMap(store.byId(record.namespace, record.id), (found) =>
+      Option.match(found, { onNone: () => Effect.fail(refuse("NOT_FOUND", `no deployment ${record.name} in this namespace`)), onSome: Effect.succeed })
+    )
+
+  const dynamicUpload = (namespace: string, type: DeploymentType, form: DeploymentForm) =>
+    Effect.gen(function* () {
+      const unavailable = yield* tools.runtime.available
+      if (unavailable !== undefined) {
+        return yield* Effect.fail(refuse("UNAVAILABLE", `this gateway cannot run apps: ${unavailable}`, "deploy a static site, or to a node that runs apps"))
+      }
+      yield* nameTaken(namespace, form.fields.name)
+      const record = yield* createRecord(namespace, type, form.fields, "versions/1")
+      const owner = { id: record.id, namespace, name: record.name }
+      // nothing half written: a refusal before the start removes the record and the directory
+      const undo = (claimed: boolean) =>
+        Effect.zipRight(
+          claimed ? Effect.ignore(tools.instances.release(owner)) : Effect.void,
+          Effect.ignore(store.remove(namespace, record.id))
+        )
+      const claim = yield* Effect.tapError(Effect.catchTag(tools.instances.claim(owner), "InstanceDirError", dirFailure), () => undo(false))
+      yield* Effect.tapError(placeVersion(record, claim.dir, 1, form), () => undo(true))
+      const env = yield* Effect.tapError(envOf(record), () => undo(true))
+      const started = yield* Effect.either(tools.runtime.start({ record, instanceDir: claim.dir, env }))
+      if (Either.isLeft(started)) {
+        // kept as failed, its log readable; an update can fix it (docs/deployments.md)
+        if (started.left.code === "APP_START_FAILED") yield* store.setStatus(namespace, record.id, "failed", { reason: "not healthy after its start" })
+        else yield* undo(true)
+        return yield* Effect.fail(started.left)
+      }
+      yield* store.setStatus(namespace, record.id, "active", { reason: "version 1 started" })
+      return yield* reread(record)
+    })
+
+  /** Under the lock: version current + 1 from the archive, started in place of the running one. */
+  const dynamicUpdate = (current: DeploymentRecord, form: DeploymentForm) =>
+    Effect.gen(function* () {
+      const instanceDir = yield* instanceDirOf(current)
+      const n = current.version + 1
+      const artifact = yield* placeVersion(current, instanceDir, n, form)
+      const next = { ...current, version: n, artifact }
+      return yield* Effect.tapError(
+        switchTo(current, next, instanceDir, store.addVersion(current.namespace, current.id, current.version, artifact)),
+        () => removeDir(path.join(instanceDir, artifact))
+      )
+    })
+
+  /** Under the lock: a new version serving `version`'s directory, started in place of the running one. */
+  const dynamicRollback = (current: DeploymentRecord, version: number) =>
+    Effect.gen(function* () {
+      const target = (yield* store.versions(current.namespace, current.id)).find((v) => v.version === version)
+      if (target === undefined) return yield* Effect.fail(refuse("NOT_FOUND", `deployment ${current.name} has no version ${version}`, "list them with GET /v1/deployments/versions"))
+      const instanceDir = yield* instanceDirOf(current)
+      const next = { ...current, version: current.version + 1, artifact: target.artifact }
+      return yield* switchTo(current, next, instanceDir, store.rollback(current.namespace, current.id, current.version, version))
+    })
 
   return {
     upload: (namespace: string, type: DeploymentType, contentType: string, body: AsyncIterable<Uint8Array>): Effect.Effect<DeploymentRecord, Failure> =>
       Effect.gen(function* () {
         const form = yield* readForm(type, true, contentType, body)
-        if (isDynamic(type)) return yield* dynamicRefused(type)
+        if (isDynamic(type)) return yield* dynamicUpload(namespace, type, form)
         return yield* staticUpload(namespace, form.fields, form.archive, form.formFailure)
       }),
     update: (namespace: string, type: DeploymentType, contentType: string, body: AsyncIterable<Uint8Array>): Effect.Effect<DeploymentRecord, Failure> =>
@@ -188,16 +306,27 @@ export const makeDeploymentUploads = (tools: DeploymentTooling) => {
           Effect.gen(function* () {
             const current = yield* store.byId(namespace, record.id)
             if (Option.isNone(current)) return yield* Effect.fail(refuse("NOT_FOUND", `no deployment ${record.name} in this namespace`))
-            if (isDynamic(type)) return yield* dynamicRefused(type)
+            if (isDynamic(type)) return yield* dynamicUpdate(current.value, form)
             return yield* staticUpdate(namespace, current.value, form.archive, form.formFailure)
           })
         )
       }),
     /** Under the deployment's lock: a new version serving `version`'s content. */
     rollback: (namespace: string, record: DeploymentRecord, version: number): Effect.Effect<DeploymentRecord, Failure> =>
-      isDynamic(record.type) ? dynamicRefused(record.type) : store.rollback(namespace, record.id, record.version, version),
-    /** Under the deployment's lock: a running app started again with `env`. */
-    restart: (_namespace: string, record: DeploymentRecord, _env: Readonly<Record<string, string>>): Effect.Effect<void, Failure> =>
-      dynamicRefused(record.type)
+      isDynamic(record.type) ? dynamicRollback(record, version) : store.rollback(namespace, record.id, record.version, version),
+    /**
+     * Under the deployment's lock: a running app started again with `env` (an environment change).
+     * The environment is already written: an app that does not get healthy with it is `failed` (502).
+     */
+    restart: (namespace: string, record: DeploymentRecord, env: Readonly<Record<string, string>>): Effect.Effect<void, Failure> =>
+      Effect.gen(function* () {
+        const instanceDir = yield* instanceDirOf(record)
+        const started = yield* Effect.either(tools.runtime.start({ record, instanceDir, env }))
+        if (Either.isRight(started)) return
+        if (started.left.code === "APP_START_FAILED") yield* store.setStatus(namespace, record.id, "failed", { reason: "not healthy after an environment change" })
+        return yield* Effect.fail(started.left)
+      }),
+    /** Stops a dynamic app's process (delete). */
+    stop: (record: DeploymentRecord): Effect.Effect<void> => (isDynamic(record.type) ? tools.runtime.stop(record.id) : Effect.void)
   }
 }

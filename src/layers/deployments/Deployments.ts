@@ -18,6 +18,8 @@ import { DeploymentLocks } from "./DeploymentLocks.js"
 import { DeploymentStore } from "./DeploymentStore.js"
 import { type DeploymentTooling, makeDeploymentUploads, releaseSiteContent } from "./DeploymentUploads.js"
 import { InstanceDirs } from "./InstanceDirs.js"
+import { AppBuilds } from "./build/AppBuilds.js"
+import { AppRuntime } from "./runtime/AppRuntime.js"
 import { AppHosts } from "./serving/AppHosts.js"
 
 export type DeploymentsRefused = Refused<DeploymentRouteCode>
@@ -81,6 +83,8 @@ export const makeDeployments = (tools: DeploymentTooling): DeploymentsService =>
       Effect.gen(function* () {
         yield* locked(namespace, name, (record) =>
           Effect.gen(function* () {
+            // the process first, so its port is free when the record goes
+            yield* uploads.stop(record)
             yield* store.remove(namespace, record.id)
             if (record.type === "static") yield* releaseSiteContent(tools, namespace, record.name)
             else yield* Effect.ignore(Effect.tapError(instances.release({ id: record.id, namespace, name: record.name }), (e) => Effect.logWarning(`instance directory of ${record.id} not removed: ${e.detail}`)))
@@ -130,7 +134,9 @@ export class Deployments extends Context.Tag("portico/Deployments")<Deployments,
         hosts: yield* AppHosts,
         storage: yield* Storage,
         index: yield* ContentIndex,
-        registry: yield* RegistryStore
+        registry: yield* RegistryStore,
+        runtime: yield* AppRuntime,
+        builds: yield* AppBuilds
       })
     })
   )

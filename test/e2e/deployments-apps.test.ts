@@ -1,0 +1,162 @@
+/**
+ * Dynamic deployments through the routes (docs/deployments.md, "The deployments service") on a
+ * real gateway, both registry engines: a Node.js app uploaded (skip_install), prepared, started in
+ * the real sandbox and proxied on its host; an update to version 2; an update whose app never
+ * gets healthy is 502 and the old release keeps serving; a rollback; an environment change
+ * restarting the app; delete stopping it and removing its directory. Runs as root (the sandbox).
+ */
+import { Effect } from "effect"
+import { execFileSync } from "node:child_process"
+import * as fs from "node:fs"
+import * as http from "node:http"
+import * as path from "node:path"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { type Gateway, type Reply, startGateway, testTmp } from "../support/gateway.js"
+import { hasRqlited, type RqlitedServer, rqlitedMissingMessage, startRqlited } from "../support/rqlited.js"
+
+const BASE = "apps.test"
+
+/** The app: answers its version and GREETING; with `sick`, its health path never answers 200. */
+const appSource = (version: string, sick = false) => `
+const http = require("node:http")
+http.createServer((req, res) => {
+  if (req.url === "/health") { res.writeHead(${sick ? 503 : 200}); return res.end("health") }
+  res.writeHead(200, { "content-type": "application/json" })
+  res.end(JSON.stringify({ version: ${JSON.stringify(version)}, greeting: process.env.GREETING ?? null, uid: process.getuid() }))
+}).listen(Number(process.env.PORT))
+`
+
+const tarOf = (files: Record<string, string>): Buffer => {
+  const dir = fs.mkdtempSync(path.join(testTmp(), "app-src-"))
+  for (const [name, text] of Object.entries(files)) fs.writeFileSync(path.join(dir, name), text)
+  const out = `${dir}.tar.gz`
+  execFileSync("tar", ["-czf", out, "-C", dir, "."])
+  const bytes = fs.readFileSync(out)
+  fs.rmSync(dir, { recursive: true, force: true })
+  fs.rmSync(out, { force: true })
+  return bytes
+}
+
+const formOf = (fields: Record<string, string>, archive: Buffer): FormData => {
+  const form = new FormData()
+  for (const [k, v] of Object.entries(fields)) form.append(k, v)
+  form.append("archive", new Blob([archive]), "app.tar.gz")
+  return form
+}
+
+const onHost = (port: number, host: string, urlPath: string) =>
+  new Promise<{ status: number; body: any }>((resolve, reject) => {
+    const req = http.request({ host: "127.0.0.1", port, method: "GET", path: urlPath, headers: { host }, agent: false }, (res) => {
+      let text = ""
+      res.on("data", (c) => (text += c))
+      res.on("end", () => {
+        let body: any = text
+        try {
+          body = JSON.parse(text)
+        } catch {}
+        resolve({ status: res.statusCode ?? 0, body })
+      })
+    })
+    req.on("error", reject)
+    req.end()
+  })
+
+const expectError = (reply: Reply, status: number, code: string) => {
+  expect(reply.status, reply.text).toBe(status)
+  expect(reply.body.code, reply.text).toBe(code)
+}
+
+describe.each(["sqlite", "rqlite"] as const)("dynamic deployments through the routes, registry on %s", (engine) => {
+  let gw: Gateway
+  let rqlited: RqlitedServer | undefined
+  let admin: string
+  let domain = ""
+
+  const upload = async (action: "upload" | "update", fields: Record<string, string>, archive: Buffer, type = "nodejs"): Promise<Reply> => {
+    const res = await fetch(`${gw.url}/v1/deployments/${type}/${action}`, { method: "POST", body: formOf(fields, archive), headers: { authorization: `Bearer ${admin}` } })
+    const text = await res.text()
+    return { status: res.status, headers: res.headers, text, body: JSON.parse(text) }
+  }
+  const get = (route: string) => gw.request("GET", `/v1/deployments/${route}`, { token: admin })
+  const post = (route: string, json: unknown) => gw.request("POST", `/v1/deployments/${route}`, { token: admin, json })
+
+  beforeAll(async () => {
+    if (engine === "rqlite") {
+      if (!hasRqlited()) throw new Error(rqlitedMissingMessage())
+      rqlited = await Effect.runPromise(startRqlited())
+    }
+    gw = await startGateway({
+      env: {
+        PORTICO_BASE_DOMAIN: BASE,
+        PORTICO_NODE_ID: `apps-${engine}-${process.pid}`,
+        PORTICO_APP_START_TIMEOUT_MS: "8000",
+        ...(rqlited === undefined ? {} : { PORTICO_RQLITE_URL: rqlited.url })
+      }
+    })
+    admin = (await gw.cli(["namespace", "create", "shop"])).api_key
+  }, 120_000)
+
+  afterAll(async () => {
+    await gw?.stop()
+    if (rqlited !== undefined) await Effect.runPromise(rqlited.stop)
+  })
+
+  it("uploads a Node.js app, starts it sandboxed and serves it on its host", async () => {
+    const created = await upload("upload", { name: "api", skip_install: "true", env: JSON.stringify({ GREETING: "hello" }) }, tarOf({ "index.js": appSource("v1") }))
+    expect(created.status, created.text).toBe(201)
+    expect(created.body).toMatchObject({ name: "api", type: "nodejs", status: "active", version: 1, health_check: "/health" })
+    expect(created.body.port).toBeGreaterThanOrEqual(10200)
+    domain = created.body.domain
+    const served = await onHost(gw.port, domain, "/")
+    expect(served.status).toBe(200)
+    expect(served.body).toMatchObject({ version: "v1", greeting: "hello" })
+    expect(served.body.uid).toBe(61_000_000 + created.body.port)
+  }, 60_000)
+
+  it("updates to version 2 and serves it", async () => {
+    const updated = await upload("update", { name: "api" }, tarOf({ "index.js": appSource("v2") }))
+    expect(updated.status, updated.text).toBe(200)
+    expect(updated.body).toMatchObject({ version: 2, status: "active" })
+    expect((await onHost(gw.port, domain, "/")).body).toMatchObject({ version: "v2" })
+  }, 60_000)
+
+  it("keeps the old release serving when the new one never gets healthy (502), and writes no version", async () => {
+    expectError(await upload("update", { name: "api" }, tarOf({ "index.js": appSource("v3", true) })), 502, "APP_START_FAILED")
+    expect((await get("get?name=api")).body).toMatchObject({ version: 2, status: "active" })
+    expect((await onHost(gw.port, domain, "/")).body).toMatchObject({ version: "v2" })
+  }, 60_000)
+
+  it("refuses an app the build step cannot run (400) and an update of another type", async () => {
+    expectError(await upload("update", { name: "api" }, tarOf({ "server.js": "x" }), "nextjs"), 400, "VALIDATION_FAILED")
+    expectError(await upload("upload", { name: "gobad" }, tarOf({ "main.go": "package main" }), "go"), 400, "VALIDATION_FAILED")
+    expectError(await get("get?name=gobad"), 404, "NOT_FOUND")
+    expect(fs.existsSync(path.join(gw.dataDir, "deployments", "shop-gobad"))).toBe(false)
+  }, 60_000)
+
+  it("rolls back to version 1 as version 3", async () => {
+    const rolled = await post("rollback", { name: "api", version: 1 })
+    expect(rolled.status, rolled.text).toBe(200)
+    expect(rolled.body).toMatchObject({ version: 3, status: "active" })
+    expect((await onHost(gw.port, domain, "/")).body).toMatchObject({ version: "v1" })
+    const versions = await get("versions?name=api")
+    expect(versions.body.versions.map((v: any) => [v.version, v.source, v.rollback_from])).toEqual([
+      [3, "rollback", 1],
+      [2, "update", null],
+      [1, "upload", null]
+    ])
+  }, 60_000)
+
+  it("restarts the app on an environment change", async () => {
+    const set = await post("env/set", { name: "api", set: { GREETING: "changed" } })
+    expect(set.status, set.text).toBe(200)
+    expect(set.body).toMatchObject({ names: ["GREETING"], restarted: true })
+    expect((await onHost(gw.port, domain, "/")).body).toMatchObject({ version: "v1", greeting: "changed" })
+  }, 60_000)
+
+  it("deletes: the process stops, the directory goes, the host is 404", async () => {
+    const deleted = await post("delete", { name: "api" })
+    expect(deleted.status, deleted.text).toBe(200)
+    expect((await onHost(gw.port, domain, "/")).status).toBe(404)
+    expect(fs.existsSync(path.join(gw.dataDir, "deployments", "shop-api"))).toBe(false)
+  }, 60_000)
+})
