@@ -184,13 +184,25 @@ describe("Node.js: the server-side install", () => {
       "const net = require('net')",
       "const reach = (host, port) => new Promise((done) => { const s = net.connect({ host, port }); s.once('connect', () => { s.destroy(); done('connected') }); s.once('error', (e) => done(e.code)) })",
       "const proxy = new URL(process.env.npm_config_https_proxy)",
+      "const fs = require('fs')",
+      "const seen = { project: fs.readdirSync('/var/lib/app/state').sort(), config: fs.readdirSync('/app').sort(), env: Object.keys(process.env).filter((k) => !/^(PATH|HOME|PWD|SHLVL|_|npm_config_\\w+)$/.test(k)), uid: process.getuid() }",
       "Promise.all([reach('203.0.113.80', 443), reach('127.0.0.1', Number(proxy.port) + 1), reach(proxy.hostname, Number(proxy.port))])",
-      ".then(([direct, loopback, viaProxy]) => { console.log('npm error ' + JSON.stringify({ direct, loopback, viaProxy })); process.exit(3) })"
+      ".then(([direct, loopback, viaProxy]) => { console.log('npm error ' + JSON.stringify({ direct, loopback, viaProxy, ...seen })); process.exit(3) })"
     ].join("\n")
-    const versionDir = version({ "package.json": JSON.stringify({ name: "probe", version: "1.0.0", dependencies: { ms: "^2.1.3" } }) })
-    const failure = refusal(await run(builds({ npmCli: `--eval=${probe}` }), { type: "nodejs", versionDir, skipInstall: false }))
+    const versionDir = version({
+      "package.json": JSON.stringify({ name: "probe", version: "1.0.0", dependencies: { ms: "^2.1.3" } }),
+      ".npmrc": "//registry.npmjs.org/:_authToken=tenant-secret\n",
+      "server.js": "secret code\n"
+    })
+    const probeRecord = record("nodejs")
+    const failure = refusal(await run(builds({ npmCli: `--eval=${probe}` }), { type: "nodejs", versionDir, skipInstall: false, record: probeRecord }))
     expect(failure.code).toBe("INSTALL_FAILED")
-    expect(JSON.parse(failure.hint ?? "")).toEqual({ direct: "EPERM", loopback: "EPERM", viaProxy: "connected" })
+    const seen = JSON.parse(failure.hint ?? "")
+    expect(seen).toMatchObject({ direct: "EPERM", loopback: "EPERM", viaProxy: "connected", uid: 61_000_000 + probeRecord.port! })
+    // copies of package.json only (no lockfile here); our two empty npm configs; none of the gateway's environment
+    expect(seen.project).toEqual(["package.json"])
+    expect(seen.config).toEqual(["npmrc-global", "npmrc-user"])
+    expect(seen.env).toEqual([])
   }, 60_000)
 
   it.each([
