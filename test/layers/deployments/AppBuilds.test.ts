@@ -6,13 +6,14 @@
 import { Effect, Exit } from "effect"
 import { execFileSync } from "node:child_process"
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmdirSync, rmSync, statSync, writeFileSync } from "node:fs"
+import * as http from "node:http"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type AppBuildsOptions, type BuildRefused, findNodeTools, makeAppBuilds, type PrepareInput } from "../../../src/layers/deployments/build/AppBuilds.js"
 import { npmErrorLine } from "../../../src/layers/deployments/build/NpmInstall.js"
 import { defaultLimits, type DeploymentRecord } from "../../../src/layers/deployments/DeploymentRecord.js"
-import { defaultSandboxOptions } from "../../../src/layers/deployments/sandbox/Sandbox.js"
+import { defaultSandboxOptions, launch } from "../../../src/layers/deployments/sandbox/Sandbox.js"
 
 const sandbox = { ...defaultSandboxOptions(), cgroupParent: `portico-build-test-${process.pid}`, runtimeRoot: path.join(tmpdir(), `portico-build-run-${process.pid}`) }
 const tools = findNodeTools()
@@ -128,6 +129,54 @@ describe("Node.js: the server-side install", () => {
     }
     expect(startFile(versionDir)).toEqual({ argv: [tools.node, "server.js"], entry_point: "server.js" })
     expect(leftovers(versionDir)).toEqual([])
+  }, 120_000)
+
+  it("leaves an app the sandbox can start by its start.json: npm start, the installed dependency readable by the app's uid", async () => {
+    const server = "const ms = require('ms'); require('http').createServer((q, s) => s.end(String(ms('2h')) + ' ' + process.env.npm_lifecycle_event)).listen(Number(process.env.PORT), '127.0.0.1')\n"
+    const versionDir = version({
+      "package.json": JSON.stringify({ name: "runs", version: "1.0.0", scripts: { start: "node server.js" }, dependencies: { ms: "^2.1.3" } }),
+      "server.js": server
+    })
+    const app = record("nodejs")
+    expect(Exit.isSuccess(await run(builds(), { type: "nodejs", versionDir, skipInstall: false, record: app }))).toBe(true)
+    const start = startFile(versionDir)
+    expect(start.entry_point).toBe("npm start")
+    const dirs = ["state", "cache"].map((name) => {
+      const dir = path.join(versionDir, name)
+      mkdirSync(dir, { mode: 0o700 })
+      return dir
+    })
+    const handle = await Effect.runPromise(
+      launch(
+        {
+          deploymentId: app.id,
+          uid: 61_000_000 + app.port!,
+          appDir: path.join(versionDir, "app"),
+          stateDir: dirs[0]!,
+          cacheDir: dirs[1]!,
+          port: app.port!,
+          env: { PORT: String(app.port) },
+          argv: start.argv,
+          limits: { memoryBytes: 512 * 1024 * 1024, cpus: 1, pids: 256 }
+        },
+        sandbox
+      )
+    )
+    try {
+      let answer = ""
+      for (let i = 0; i < 100 && answer === ""; i++) {
+        answer = await new Promise<string>((resolve) => {
+          http.get({ host: "127.0.0.1", port: app.port, path: "/health" }, (res) => {
+            let body = ""
+            res.on("data", (c) => (body += c))
+            res.on("end", () => resolve(body))
+          }).on("error", () => setTimeout(() => resolve(""), 100))
+        })
+      }
+      expect(answer).toBe("7200000 start")
+    } finally {
+      await handle.stop(2000)
+    }
   }, 120_000)
 
   it("installs from the lockfile with npm ci", async () => {
