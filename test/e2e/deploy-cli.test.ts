@@ -2,8 +2,9 @@
  * `portico deploy` as a developer runs it: the built command (bin/portico.mjs on dist/) against a
  * real gateway on both registry engines. A static site deployed (progress on stderr, the URL on
  * stdout), served on its host; --update makes version 2; a first deploy's environment lands
- * (names listed); --subdomain; mistakes refused before any request (exit 2); the gateway's
- * refusals printed as one line (exit 1, no stack).
+ * (names listed); --subdomain; a Go server compiled here and run sandboxed by the gateway;
+ * mistakes refused before any request (exit 2); the gateway's refusals printed as one line
+ * (exit 1, no stack).
  */
 import { Effect } from "effect"
 import * as fs from "node:fs"
@@ -128,6 +129,34 @@ describe.each(["sqlite", "rqlite"] as const)("portico deploy, registry on %s", (
     expect(ran.code).toBe(1)
     expect(errorLines(ran).at(-1)).toMatch(/^portico: cannot reach the gateway at http:\/\/127\.0\.0\.1:1 \(/)
   })
+
+  it("compiles a Go server here, uploads the binary, and the gateway runs it sandboxed on its host", async () => {
+    const dir = siteDir({
+      "go.mod": "module example.com/hello\n\ngo 1.21\n",
+      "main.go": [
+        "package main",
+        'import ("fmt"; "net/http"; "os")',
+        "func main() {",
+        '  http.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, "ok") })',
+        '  http.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { b, _ := os.ReadFile("static/hi.txt"); fmt.Fprintf(w, "go says %s", b) })',
+        '  http.ListenAndServe(":"+os.Getenv("PORT"), nil)',
+        "}",
+        ""
+      ].join("\n"),
+      "static/hi.txt": "hi"
+    })
+    const ran = await runPortico(["deploy", dir, "--name", "goapp", "--health-check", "/healthz"], {
+      env: { PORTICO_URL: gw.url, PORTICO_TOKEN: admin, GOTOOLCHAIN: "local" }
+    })
+    expect(ran.code, ran.stderr).toBe(0)
+    const line = deployedLine(ran)
+    expect(line).toMatchObject({ name: "goapp", version: 1, type: "go", status: "active" })
+    expect(errorLines(ran)).toContain("building: go build (CGO_ENABLED=0 GOOS=linux GOARCH=amd64)")
+    expect(errorLines(ran)).toContain("type: go (detected; --type sets it)")
+    expect(await onHost(gw.port, line.host, "/")).toEqual({ status: 200, body: "go says hi" })
+    const record = (await gw.request("GET", "/v1/deployments/get?name=goapp", { token: admin })).body
+    expect(record.health_check).toBe("/healthz")
+  }, 120_000)
 
   it("refuses --env with --update and a bad name before any request (exit 2)", async () => {
     // A gateway URL where nothing listens: a request would fail as "cannot reach", not as these.

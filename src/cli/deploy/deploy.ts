@@ -109,7 +109,7 @@ export const deploy = async (parsed: Parsed): Promise<void> => {
   try {
     const prepared = await prepareApp(request.dir, type, { ssr: request.ssr, workDir })
     const packed = await packArchive(prepared.sources, path.join(workDir, "app.tar.gz"))
-    process.stderr.write(`packed ${packed.files} files into ${formatBytes(packed.bytes)}\n`)
+    process.stderr.write(`packed ${packed.files} ${packed.files === 1 ? "file" : "files"} into ${formatBytes(packed.bytes)}\n`)
     const deployed = await upload(request, prepared.type, packed.file, packed.bytes)
     if (parsed.values["json"] === true) {
       process.stdout.write(JSON.stringify(deployed) + "\n")
