@@ -20,6 +20,7 @@ import { DatabaseGroup } from "./groups/DatabaseGroup.js"
 import { SqlGroup } from "./groups/SqlGroup.js"
 import { InternalGroup } from "./groups/InternalGroup.js"
 import { PushGroup } from "./groups/PushGroup.js"
+import { ProxyGroup } from "./groups/ProxyGroup.js"
 import { PushRegistrationGroup } from "./groups/PushRegistrationGroup.js"
 import { PushRelayGroup } from "./groups/PushRelayGroup.js"
 import { PushSendGroup } from "./groups/PushSendGroup.js"
@@ -41,6 +42,7 @@ export class PorticoApi extends HttpApi.make("portico")
   .add(PushRegistrationGroup)
   .add(PushSendGroup)
   .add(PushRelayGroup)
+  .add(ProxyGroup)
   .add(DeploymentsGroup)
   .add(DeploymentDomainsGroup)
   .add(DeploymentRuntimeGroup)

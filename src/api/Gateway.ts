@@ -31,6 +31,7 @@ import { DeviceHandlers } from "./handlers/DeviceHandlers.js"
 import { SqlHandlers } from "./handlers/SqlHandlers.js"
 import { InternalHandlers } from "./handlers/InternalHandlers.js"
 import { PushHandlers } from "./handlers/PushHandlers.js"
+import { ProxyHandlers } from "./handlers/ProxyHandlers.js"
 import { PushRegistrationHandlers } from "./handlers/PushRegistrationHandlers.js"
 import { PushRelayHandlers } from "./handlers/PushRelayHandlers.js"
 import { PushSendHandlers } from "./handlers/PushSendHandlers.js"
@@ -66,6 +67,7 @@ const HandlersLive = Layer.mergeAll(
   PushRegistrationHandlers,
   PushRelayHandlers,
   PushSendHandlers,
+  ProxyHandlers,
   DeploymentsHandlers,
   DeploymentDomainsHandlers,
   DeploymentRuntimeHandlers,

@@ -36,6 +36,8 @@ export class SqlError extends Schema.TaggedError<SqlError>()("SqlError", envelop
 export class TransactionFailed extends Schema.TaggedError<TransactionFailed>()("TransactionFailed", envelope("TRANSACTION_FAILED"), status(400)) {}
 export class StatementTimeout extends Schema.TaggedError<StatementTimeout>()("StatementTimeout", envelope("STATEMENT_TIMEOUT"), status(400)) {}
 export class FetchCapNotAlone extends Schema.TaggedError<FetchCapNotAlone>()("FetchCapNotAlone", envelope("FETCH_CAP_NOT_ALONE"), status(400)) {}
+/** An anonymity proxy destination the rules refuse: a private or local host, a port not 80 or 443 (docs/proxy.md). */
+export class RelayDestinationNotAllowed extends Schema.TaggedError<RelayDestinationNotAllowed>()("RelayDestinationNotAllowed", envelope("RELAY_DESTINATION_NOT_ALLOWED"), status(400)) {}
 export class DeviceKeyInvalid extends Schema.TaggedError<DeviceKeyInvalid>()("DeviceKeyInvalid", envelope("DEVICE_KEY_INVALID"), status(400)) {}
 /** A Node.js app's install failed: npm refused it, or it passed its time limit (docs/deployments.md, "Preparing an app"). */
 export class InstallFailed extends Schema.TaggedError<InstallFailed>()("InstallFailed", envelope("INSTALL_FAILED"), status(400)) {}
@@ -122,6 +124,10 @@ export class PushProviderRefused extends Schema.TaggedError<PushProviderRefused>
 export class AppUnreachable extends Schema.TaggedError<AppUnreachable>()("AppUnreachable", envelope("APP_UNREACHABLE"), status(502)) {}
 /** A deployed app did not answer 200 on its health path within 60 s of its start (docs/deployments.md, "The runtime"). */
 export class AppStartFailed extends Schema.TaggedError<AppStartFailed>()("AppStartFailed", envelope("APP_START_FAILED"), status(502)) {}
+/** A tunnel's destination did not accept the stream through the anonymity network (spec §7: 502, a generic message). */
+export class RelayDestinationUnreachable extends Schema.TaggedError<RelayDestinationUnreachable>()("RelayDestinationUnreachable", envelope("RELAY_DESTINATION_UNREACHABLE"), status(502)) {}
+/** No SOCKS upstream configured, or it is down: the proxy never falls back to a direct dial (spec §7). */
+export class RelayUnavailable extends Schema.TaggedError<RelayUnavailable>()("RelayUnavailable", retried("RELAY_UNAVAILABLE"), status(503)) {}
 export class Unavailable extends Schema.TaggedError<Unavailable>()("Unavailable", retried("UNAVAILABLE"), status(503)) {}
 export class HomeNodeUnreachable extends Schema.TaggedError<HomeNodeUnreachable>()("HomeNodeUnreachable", retried("HOME_NODE_UNREACHABLE"), status(503)) {}
 export class FetchCapUnavailable extends Schema.TaggedError<FetchCapUnavailable>()("FetchCapUnavailable", retried("FETCH_CAP_UNAVAILABLE"), status(503)) {}
@@ -141,6 +147,7 @@ export const catalogue = {
   TransactionFailed,
   StatementTimeout,
   FetchCapNotAlone,
+  RelayDestinationNotAllowed,
   DeviceKeyInvalid,
   InvalidGrant,
   ExpiredToken,
@@ -196,6 +203,8 @@ export const catalogue = {
   PushProviderRefused,
   AppUnreachable,
   AppStartFailed,
+  RelayDestinationUnreachable,
+  RelayUnavailable,
   Unavailable,
   HomeNodeUnreachable,
   FetchCapUnavailable,

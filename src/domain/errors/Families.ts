@@ -170,6 +170,13 @@ export type DeploymentRouteCode = (typeof DeploymentRouteRefusals)[number]
 export const DeploymentDomainRefusals = family("VALIDATION_FAILED", "NOT_FOUND", "CONFLICT", "DOMAIN_NOT_VERIFIED", "UNAVAILABLE")
 export type DeploymentDomainCode = (typeof DeploymentDomainRefusals)[number]
 
+/**
+ * The anonymity proxy's one-shot requests (src/layers/proxy/AnonRequests.ts): a destination or
+ * header refused, a body over its cap, no SOCKS upstream or it down (docs/proxy.md).
+ */
+export const ProxyRefusals = family("VALIDATION_FAILED", "RELAY_DESTINATION_NOT_ALLOWED", "PAYLOAD_TOO_LARGE", "RELAY_UNAVAILABLE")
+export type ProxyCode = (typeof ProxyRefusals)[number]
+
 /** Renewing a workload token (src/layers/workload/WorkloadTokens.ts): not a workload's, or its deployment gone. */
 export const WorkloadRefusals = family("WORKLOAD_TOKEN_REQUIRED", "INVALID_TOKEN")
 export type WorkloadCode = (typeof WorkloadRefusals)[number]

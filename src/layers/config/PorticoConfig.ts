@@ -9,6 +9,7 @@ import { isIP } from "node:net"
 import * as path from "node:path"
 import { parseCidrs } from "../../domain/AddressRanges.js"
 import { testDirectory } from "../TestLayer.js"
+import { defaultProxySettings, proxyConfig, type ProxySettings } from "../proxy/ProxySettings.js"
 
 export interface RateLimitSetting {
   /** Sustained requests per second. */
@@ -100,6 +101,8 @@ export interface PorticoSettings {
    * Each is undefined when not set: Apple's and Expo's public hosts, and no platform relay.
    */
   readonly push: PushSettings
+  /** The anonymity proxy: its SOCKS5 upstream and limits (`PORTICO_PROXY_*`, docs/proxy.md). */
+  readonly proxy: ProxySettings
   /**
    * The DNS servers custom domains are verified against (`PORTICO_DNS_SERVERS`, comma-separated
    * `ip`, `ip:port` or `[ipv6]:port`); empty, the default, asks the system's resolvers
@@ -315,6 +318,7 @@ const load = (overrides: Partial<Pick<PorticoSettings, "host" | "port" | "dataDi
         relayUrl: Option.getOrUndefined(Option.map(relayUrl, trim)),
         relayToken: Option.getOrUndefined(relayToken)
       },
+      proxy: yield* proxyConfig,
       dnsServers: yield* parseDnsServers(dnsServers)
     }
     return settings
@@ -462,6 +466,7 @@ export const testSettings = (dataDir: string, patch: Partial<PorticoSettings> = 
   pushMaxDevicesPerUser: 10_000,
   pushCredentialCacheSeconds: 30,
   push: { apnsUrl: undefined, expoUrl: undefined, relayUrl: undefined, relayToken: undefined },
+  proxy: defaultProxySettings,
   dnsServers: [],
   ...patch
 })

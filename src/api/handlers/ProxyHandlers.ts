@@ -1,0 +1,20 @@
+import { HttpApiBuilder } from "@effect/platform"
+import { Effect } from "effect"
+import { BadRequest } from "../../domain/Errors.js"
+import { PorticoConfig } from "../../layers/config/PorticoConfig.js"
+import { sendAnon } from "../../layers/proxy/AnonRequests.js"
+import { PorticoApi } from "../Api.js"
+import { refusedOrDown } from "./Refusals.js"
+
+const socketOnly = (path: string) =>
+  Effect.fail(new BadRequest({ error: `${path} is a WebSocket`, hint: "open it with Connection: Upgrade and Upgrade: websocket" }))
+
+export const ProxyHandlers = HttpApiBuilder.group(PorticoApi, "proxy", (handlers) =>
+  Effect.gen(function* () {
+    const settings = (yield* PorticoConfig).proxy
+    return handlers
+      .handle("anon", ({ payload }) => Effect.mapError(sendAnon(settings, payload), refusedOrDown))
+      .handle("tunnel", () => socketOnly("/v1/proxy/tunnel"))
+      .handle("relay", () => socketOnly("/v1/proxy/relay"))
+  })
+)
