@@ -20,7 +20,7 @@ import { writeTokenFile, type WorkloadTokensService } from "../../workload/Workl
 import { type DeploymentRecord, sandboxUid } from "../DeploymentRecord.js"
 import { launch, type SandboxHandle, type SandboxOptions, sandboxPaths } from "../sandbox/Sandbox.js"
 import type { Allowance } from "../sandbox/SocketPolicy.js"
-import { logFileOf } from "./AppLogs.js"
+import { logFileOf, noteInLog } from "./AppLogs.js"
 
 /**
  * Why a launch did not happen: `reason` is told to the developer (the 502's message, the app's
@@ -132,6 +132,7 @@ export const launchApp = (input: LaunchInput): Effect.Effect<SandboxHandle, Laun
     const env = processEnvironment(input.env, platform)
     if (Either.isLeft(env)) return yield* new LaunchFailed({ reason: env.left.message })
     const allow = yield* gatewayAllowances(input.gatewayUrl)
+    yield* noteInLog(paths.logFile, `starting version ${record.version}: ${command.argv.join(" ")}`)
     return yield* Effect.mapError(
       launch(
         {

@@ -176,7 +176,6 @@ export const supervise = (app: AppState, deps: SupervisorDeps, started: Deferred
     const { timing } = deps
     let attempt = 0
     let first = true
-    yield* noteInLog(app.logFile, `starting version ${record.version}`)
     for (;;) {
       const run = yield* Effect.scoped(runOnce(app, deps, first ? started : undefined))
       const what = describe(run.failure)
