@@ -99,15 +99,16 @@ export const makeClient = (options: ClientOptions): Effect.Effect<Client, never,
     // the derived endpoint builds, with its exact length; a FormData goes through the derived method.
     const sendArchive =
       (endpoint: "upload" | "update") =>
-      (request: { readonly path: { readonly type: DeploymentType }; readonly payload: FormData | DeploymentUploadForm }) => {
-        if (request.payload instanceof FormData) return derived.deployments[endpoint]({ path: request.path, payload: request.payload } as never)
+      (request: { readonly path: { readonly type: DeploymentType }; readonly payload: FormData | DeploymentUploadForm; readonly withResponse?: boolean }) => {
+        const withResponse = request.withResponse === true
+        if (request.payload instanceof FormData) return derived.deployments[endpoint]({ path: request.path, payload: request.payload, withResponse } as never)
         const form = encodeDeploymentForm(request.payload)
         return HttpApiClient.endpoint(PorticoApi, {
           group: "deployments",
           endpoint,
           baseUrl: options.baseUrl,
           httpClient: HttpClient.mapRequest(http, HttpClientRequest.bodyStream(form.body, { contentType: form.contentType, contentLength: form.contentLength }))
-        }).pipe(Effect.flatMap((send) => send({ path: request.path })))
+        }).pipe(Effect.flatMap((send) => send({ path: request.path, withResponse })))
       }
     const { internal: _nodeToNode, pushRelay: _relayFanOut, ...forUsers } = derived
     return {

@@ -11,10 +11,31 @@ import * as fs from "node:fs"
 import * as http from "node:http"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { testSettings, type PorticoSettings } from "../../src/layers/config/PorticoConfig.js"
+import { DeploymentStore } from "../../src/layers/deployments/DeploymentStore.js"
+import { servicesLayer } from "../../src/layers/Services.js"
 import { type Gateway, type Reply, startGateway, testTmp } from "../support/gateway.js"
 import { hasRqlited, type RqlitedServer, rqlitedMissingMessage, startRqlited } from "../support/rqlited.js"
 
 const BASE = "apps.test"
+
+/**
+ * Every test gateway hands out the lowest free port from 10200 on its own registry, so suites
+ * running at once would start apps on one port (and one's health check would reach the other's
+ * app). Stopped placeholder records of a random count take the low ports first, so this suite's
+ * app gets a port of its own.
+ */
+const seedPorts = (settings: PorticoSettings, count: number) =>
+  Effect.runPromise(
+    Effect.scoped(
+      Effect.gen(function* () {
+        const store = yield* DeploymentStore
+        for (let i = 0; i < count; i++) {
+          yield* store.create({ namespace: "filler", name: `f${i}`, type: "nodejs", domain: `f${i}-filler.${BASE}`, homeNode: settings.nodeId, artifact: "versions/1", status: "stopped" })
+        }
+      }).pipe(Effect.provide(servicesLayer(settings, { sqliteWorkers: "in-process" })))
+    )
+  )
 
 /** The app: answers its version and GREETING; with `sick`, its health path never answers 200. */
 const appSource = (version: string, sick = false) => `
@@ -85,10 +106,16 @@ describe.each(["sqlite", "rqlite"] as const)("dynamic deployments through the ro
       if (!hasRqlited()) throw new Error(rqlitedMissingMessage())
       rqlited = await Effect.runPromise(startRqlited())
     }
+    const dataDir = fs.mkdtempSync(path.join(testTmp(), "portico-apps-"))
+    const nodeId = `apps-${engine}-${process.pid}`
+    const registry: PorticoSettings["registry"] =
+      rqlited === undefined ? { engine: "sqlite", file: path.join(dataDir, "registry.db") } : { engine: "rqlite", url: rqlited.url, user: undefined, password: undefined }
+    await seedPorts(testSettings(dataDir, { baseDomain: BASE, nodeId, registry }), 40 + Math.floor(Math.random() * 400))
     gw = await startGateway({
+      dataDir,
       env: {
         PORTICO_BASE_DOMAIN: BASE,
-        PORTICO_NODE_ID: `apps-${engine}-${process.pid}`,
+        PORTICO_NODE_ID: nodeId,
         PORTICO_APP_START_TIMEOUT_MS: "8000",
         ...(rqlited === undefined ? {} : { PORTICO_RQLITE_URL: rqlited.url })
       }
@@ -105,7 +132,7 @@ describe.each(["sqlite", "rqlite"] as const)("dynamic deployments through the ro
     const created = await upload("upload", { name: "api", skip_install: "true", env: JSON.stringify({ GREETING: "hello" }) }, tarOf({ "index.js": appSource("v1") }))
     expect(created.status, created.text).toBe(201)
     expect(created.body).toMatchObject({ name: "api", type: "nodejs", status: "active", version: 1, health_check: "/health" })
-    expect(created.body.port).toBeGreaterThanOrEqual(10200)
+    expect(created.body.port).toBeGreaterThanOrEqual(10240)
     domain = created.body.domain
     const served = await onHost(gw.port, domain, "/")
     expect(served.status).toBe(200)
@@ -131,6 +158,17 @@ describe.each(["sqlite", "rqlite"] as const)("dynamic deployments through the ro
     expectError(await upload("upload", { name: "gobad" }, tarOf({ "main.go": "package main" }), "go"), 400, "VALIDATION_FAILED")
     expectError(await get("get?name=gobad"), 404, "NOT_FOUND")
     expect(fs.existsSync(path.join(gw.dataDir, "deployments", "shop-gobad"))).toBe(false)
+  }, 60_000)
+
+  it("refuses a name whose instance directory another deployment owns (409 INSTANCE_COLLISION), leaving no record and the directory as it was", async () => {
+    const dir = path.join(gw.dataDir, "deployments", "shop-coll")
+    fs.mkdirSync(dir, { recursive: true })
+    const marker = JSON.stringify({ deployment_id: "d000000000000000000000001", namespace: "shop-coll", name: "x" })
+    fs.writeFileSync(path.join(dir, ".portico-owner"), marker, { mode: 0o600 })
+    expectError(await upload("upload", { name: "coll", skip_install: "true" }, tarOf({ "index.js": appSource("c") })), 409, "INSTANCE_COLLISION")
+    expectError(await get("get?name=coll"), 404, "NOT_FOUND")
+    expect(fs.readFileSync(path.join(dir, ".portico-owner"), "utf8")).toBe(marker)
+    expect(fs.readdirSync(dir)).toEqual([".portico-owner"])
   }, 60_000)
 
   it("rolls back to version 1 as version 3", async () => {

@@ -14,6 +14,7 @@ import * as path from "node:path"
 import * as zlib from "node:zlib"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { makeClient } from "../../src/client.js"
+import { call, expectRefusal, notCalled, refusal } from "../support/client.js"
 import { type Gateway, mintKey, type Reply, startGateway, testTmp } from "../support/gateway.js"
 import { hasRqlited, type RqlitedServer, rqlitedMissingMessage, startRqlited } from "../support/rqlited.js"
 
@@ -250,6 +251,27 @@ describe.each(["sqlite", "rqlite"] as const)("deployments routes, registry on %s
     expect(page.body.deployments.map((d: any) => d.name)).toEqual(["blog"])
     const next = await get(admin, `list?limit=1&cursor=${page.body.next_cursor}`)
     expect(next.body.deployments.map((d: any) => d.name)).toEqual(["docs"])
+  })
+
+  it("answers every route through the checked typed client, each answer decoded strictly by its declared schema", async () => {
+    const created = await call(gw, admin, (c) => c.deployments.upload({ path: { type: "static" }, payload: formOf({ name: "typed" }, tarOf(siteV1)) }))
+    expect(created).toMatchObject({ name: "typed", version: 1 })
+    const updated = await call(gw, admin, (c) => c.deployments.update({ path: { type: "static" }, payload: formOf({ name: "typed" }, tarOf(siteV2)) }))
+    expect(updated.version).toBe(2)
+    expect((await call(gw, admin, (c) => c.deployments.get({ urlParams: { name: "typed" } }))).version).toBe(2)
+    expect((await call(gw, admin, (c) => c.deployments.list({ urlParams: {} }))).deployments.map((d) => d.name)).toContain("typed")
+    expect((await call(gw, admin, (c) => c.deployments.versions({ urlParams: { name: "typed" } }))).current).toBe(2)
+    expect((await call(gw, admin, (c) => c.deployments.rollback({ payload: { name: "typed", version: 1 } }))).version).toBe(3)
+    expect((await call(gw, admin, (c) => c.deployments.events({ urlParams: { name: "typed", limit: 1 } }))).events[0]?.type).toBe("rolled_back")
+    expect((await call(gw, admin, (c) => c.deployments.envSet({ payload: { name: "typed", set: { A: "1" } } }))).names).toEqual(["A"])
+    expect((await call(gw, admin, (c) => c.deployments.env({ urlParams: { name: "typed" } }))).names).toEqual(["A"])
+    expect((await call(gw, admin, (c) => c.deployments.setGrants({ payload: { name: "typed", grants: ["cache"] } }))).grants).toEqual(["cache"])
+    expect((await call(gw, admin, (c) => c.deployments.grants({ urlParams: { name: "typed" } }))).grants).toEqual(["cache"])
+    expectRefusal(await refusal(gw, admin, (c) => c.deployments.envSet({ payload: { name: "typed", set: { PORT: "1" } } })), 400, "VALIDATION_FAILED")
+    expectRefusal(await refusal(gw, admin, (c) => c.deployments.upload({ path: { type: "static" }, payload: formOf({ name: "typed" }, tarOf(siteV1)) })), 409, "DEPLOYMENT_EXISTS")
+    expect(await call(gw, admin, (c) => c.deployments.delete({ payload: { name: "typed" } }))).toEqual({ name: "typed", deleted: true })
+    expectRefusal(await refusal(gw, admin, (c) => c.deployments.get({ urlParams: { name: "typed" } })), 404, "NOT_FOUND")
+    expect(notCalled(["deployments"])).toEqual([])
   })
 
   it("deletes: the host answers 404, the name is free again, a second delete is 404", async () => {
