@@ -267,6 +267,22 @@ describe("deployment app runtime", () => {
     expect(processesOf(app.uid)).toEqual([])
   })
 
+  it("restarts even a clean exit under always, and gives up after the restarts in a row: status failed", async () => {
+    const app = await deploy("flappy", { restartPolicy: "always", mode: "exit-soon" })
+    await run(runtime.start({ record: app.record, instanceDir: app.instanceDir, env: app.env }))
+    // 3 restarts (200, 400, 800 ms apart), then the supervisor gives up
+    await waitFor("the status failed", async () => (await statusOf(app.record)) === "failed", 20_000)
+    expect(await run(runtime.stats(app.record.id))).toMatchObject({ running: false, restarts: timing.maxRestarts })
+    const events = await eventTypes(app.record)
+    expect(events.filter(([type]) => type === "restarted").map(([, detail]) => [detail["attempt"], detail["delay_ms"]])).toEqual([
+      [3, 800],
+      [2, 400],
+      [1, 200]
+    ])
+    expect(events.find(([type]) => type === "status_changed")?.[1]).toMatchObject({ reason: "gave up after 3 restarts: exited with code 0" })
+    expect(processesOf(app.uid)).toEqual([])
+  })
+
   it("restarts an app whose health checks keep failing", async () => {
     const app = await deploy("sickly")
     await run(runtime.start({ record: app.record, instanceDir: app.instanceDir, env: app.env }))
