@@ -2,16 +2,18 @@
  * `portico deploy` as a developer runs it: the built command (bin/portico.mjs on dist/) against a
  * real gateway on both registry engines. A static site deployed (progress on stderr, the URL on
  * stdout), served on its host; --update makes version 2; a first deploy's environment lands
- * (names listed); --subdomain; a Go server compiled here and run sandboxed by the gateway;
+ * (names listed); --subdomain; a Go server compiled here, a Next.js app built here (--ssr) and a
+ * Node.js app, each run sandboxed by the gateway;
  * mistakes refused before any request (exit 2); the gateway's refusals printed as one line
  * (exit 1, no stack).
  */
 import { Effect } from "effect"
+import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as http from "node:http"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { ensureDist, errorLines, type Ran, runPortico } from "../support/cli.js"
+import { ensureDist, errorLines, type Ran, repoRoot, runPortico } from "../support/cli.js"
 import { type Gateway, startGateway, testTmp } from "../support/gateway.js"
 import { hasRqlited, type RqlitedServer, rqlitedMissingMessage, startRqlited } from "../support/rqlited.js"
 
@@ -157,6 +159,40 @@ describe.each(["sqlite", "rqlite"] as const)("portico deploy, registry on %s", (
     const record = (await gw.request("GET", "/v1/deployments/get?name=goapp", { token: admin })).body
     expect(record.health_check).toBe("/healthz")
   }, 120_000)
+
+  // The builds are the command's, not the registry's: one engine is enough for these two.
+  it.runIf(engine === "sqlite")("builds a Next.js app with --ssr here; the gateway runs its standalone server", async () => {
+    const dir = siteDir({
+      "package.json": JSON.stringify({ name: "web", private: true, dependencies: { next: "15", react: "19", "react-dom": "19" } }),
+      "next.config.mjs": 'export default { output: "standalone", eslint: { ignoreDuringBuilds: true } }\n',
+      "app/layout.js": "export default function Layout({ children }) { return <html><body>{children}</body></html> }\n",
+      "app/page.js": 'export const dynamic = "force-dynamic"\nexport default function Page() { return <h1>hello from next ssr</h1> }\n',
+      "app/health/route.js": 'export const dynamic = "force-dynamic"\nexport async function GET() { return new Response("ok") }\n',
+      "public/robots.txt": "User-agent: *\n"
+    })
+    // This project's next (a devDependency), as hard links: real files inside the app's tree.
+    execFileSync("cp", ["-al", path.join(repoRoot, "node_modules"), path.join(dir, "node_modules")])
+    const ran = await deploy([dir, "--name", "web", "--ssr"])
+    expect(ran.code, ran.stderr.slice(-2000)).toBe(0)
+    const line = deployedLine(ran)
+    expect(line).toMatchObject({ name: "web", type: "nextjs", status: "active" })
+    const page = await onHost(gw.port, line.host, "/")
+    expect(page.status).toBe(200)
+    expect(page.body).toContain("hello from next ssr")
+    expect((await onHost(gw.port, line.host, "/robots.txt")).body).toBe("User-agent: *\n")
+  }, 300_000)
+
+  it.runIf(engine === "sqlite")("uploads a Node.js app as it is and the gateway starts it with its environment", async () => {
+    const dir = siteDir({
+      "package.json": JSON.stringify({ name: "api", version: "1.0.0", scripts: { start: "node server.js" } }),
+      "server.js": 'require("node:http").createServer((q, s) => s.end(q.url === "/health" ? "ok" : "node says " + process.env.GREETING)).listen(process.env.PORT)\n'
+    })
+    const ran = await deploy([dir, "--name", "api", "--env", "GREETING=hey"])
+    expect(ran.code, ran.stderr).toBe(0)
+    const line = deployedLine(ran)
+    expect(line).toMatchObject({ type: "nodejs", status: "active" })
+    expect(await onHost(gw.port, line.host, "/")).toEqual({ status: 200, body: "node says hey" })
+  }, 300_000)
 
   it("refuses --env with --update and a bad name before any request (exit 2)", async () => {
     // A gateway URL where nothing listens: a request would fail as "cannot reach", not as these.
