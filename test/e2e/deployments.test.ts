@@ -6,7 +6,7 @@
  * key, an unknown name, another namespace's deployment).
  */
 import { FetchHttpClient } from "@effect/platform"
-import { Effect } from "effect"
+import { Effect, Layer, ManagedRuntime } from "effect"
 import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as http from "node:http"
@@ -14,6 +14,9 @@ import * as path from "node:path"
 import * as zlib from "node:zlib"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { makeClient } from "../../src/client.js"
+import { PorticoConfig, testSettings } from "../../src/layers/config/PorticoConfig.js"
+import { RegistryStore } from "../../src/layers/registry/RegistryStore.js"
+import { registryLayer } from "../../src/layers/registry/registryLayer.js"
 import { call, expectRefusal, notCalled, refusal } from "../support/client.js"
 import { type Gateway, mintKey, type Reply, startGateway, testTmp } from "../support/gateway.js"
 import { hasRqlited, type RqlitedServer, rqlitedMissingMessage, startRqlited } from "../support/rqlited.js"
@@ -113,7 +116,16 @@ describe.each(["sqlite", "rqlite"] as const)("deployments routes, registry on %s
   }
   const get = (token: string, route: string) => gw.request("GET", `/v1/deployments/${route}`, { token })
   const post = (token: string, route: string, json: unknown) => gw.request("POST", `/v1/deployments/${route}`, { token, json })
-  /** Content references the namespace holds under kind `deployment`, read from the registry file. */
+  let registry: ManagedRuntime.ManagedRuntime<RegistryStore, unknown>
+  /** Content references the namespace `shop` holds for deployment `name`, read from the gateway's registry. */
+  const refsOf = (name: string) =>
+    registry.runPromise(
+      Effect.map(
+        Effect.flatMap(RegistryStore, (r) => r.query({ sql: "SELECT COUNT(*) AS n FROM content_refs WHERE namespace = 'shop' AND kind = 'deployment' AND ref = ?", params: [name] })),
+        (rows) => Number(rows[0]?.["n"])
+      )
+    )
+  /** Staging directories left behind (none: each upload removes its own). */
   const stagingLeft = () => fs.readdirSync(path.join(gw.dataDir, "deploy-staging"), { withFileTypes: true }).length
 
   beforeAll(async () => {
@@ -125,9 +137,12 @@ describe.each(["sqlite", "rqlite"] as const)("deployments routes, registry on %s
     admin = (await gw.cli(["namespace", "create", "shop"])).api_key
     other = (await gw.cli(["namespace", "create", "rival"])).api_key
     runtimeKey = await mintKey(gw, admin, { profile: "runtime", label: "app" })
+    const settings = testSettings(gw.dataDir, rqlited === undefined ? {} : { registry: { engine: "rqlite", url: rqlited.url, user: undefined, password: undefined } })
+    registry = ManagedRuntime.make(registryLayer(settings).pipe(Layer.provide(PorticoConfig.layer(settings))))
   }, 120_000)
 
   afterAll(async () => {
+    await registry?.dispose()
     await gw?.stop()
     if (rqlited !== undefined) await Effect.runPromise(rqlited.stop)
   })
@@ -143,6 +158,7 @@ describe.each(["sqlite", "rqlite"] as const)("deployments routes, registry on %s
     expect((await onHost(gw.port, created.domain, "/about")).body).toBe("<p>about v1</p>")
     expect((await onHost(gw.port, created.domain, "/some/client/route"))).toEqual({ status: 200, body: "<h1>v1</h1>" })
     expect(stagingLeft()).toBe(0)
+    expect(await refsOf("blog")).toBeGreaterThanOrEqual(3)
     const got = await get(admin, "get?name=blog")
     expect(got.status, got.text).toBe(200)
     expect(got.body).toEqual(created)
@@ -216,6 +232,7 @@ describe.each(["sqlite", "rqlite"] as const)("deployments routes, registry on %s
     }
     expectError(await upload(admin, "static", formOf({ name: "ok" })), 400, "BAD_REQUEST")
     expectError(await get(admin, "get?name=ok"), 404, "NOT_FOUND")
+    expect(await refsOf("ok")).toBe(0)
     expect((await get(admin, "list")).body.deployments.map((d: any) => d.name)).toEqual(["blog"])
   })
 
@@ -224,6 +241,7 @@ describe.each(["sqlite", "rqlite"] as const)("deployments routes, registry on %s
     expectError(await upload(admin, "static", formOf({ name: "huge" }, hugeTar())), 413, "PAYLOAD_TOO_LARGE")
     expectError(await get(admin, "get?name=evil"), 404, "NOT_FOUND")
     expectError(await get(admin, "get?name=huge"), 404, "NOT_FOUND")
+    expect([await refsOf("evil"), await refsOf("huge")]).toEqual([0, 0])
     expect(stagingLeft()).toBe(0)
     expect(fs.existsSync(path.join(gw.dataDir, "escaped.txt"))).toBe(false)
   })
@@ -279,6 +297,7 @@ describe.each(["sqlite", "rqlite"] as const)("deployments routes, registry on %s
     const deleted = await post(admin, "delete", { name: "blog" })
     expect(deleted.status, deleted.text).toBe(200)
     expect(deleted.body).toEqual({ name: "blog", deleted: true })
+    expect(await refsOf("blog")).toBe(0)
     expect((await onHost(gw.port, domain, "/")).status).toBe(404)
     expectError(await post(admin, "delete", { name: "blog" }), 404, "NOT_FOUND")
     const again = await upload(admin, "static", formOf({ name: "blog" }, tarOf(siteV2)))
