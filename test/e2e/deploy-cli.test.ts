@@ -103,13 +103,14 @@ describe.each(["sqlite", "rqlite"] as const)("portico deploy, registry on %s", (
     expect((await onHost(gw.port, first.domain, "/")).body).toBe("<h1>v2</h1>")
   })
 
-  it("a first deploy takes --env-file under --env, and --subdomain", async () => {
+  it("a first deploy takes --env-file under --env, and --subdomain; --json prints the record", async () => {
     const dir = siteDir({ "index.html": "<p>docs</p>" })
     const envFile = path.join(testTmp(), `deploy-cli-${engine}.env`)
     fs.writeFileSync(envFile, "# settings\nA=from-file\nB='quoted'\n")
-    const ran = await deploy([dir, "--name", "docs", "--type", "static", "--subdomain", "Docs", "--env-file", envFile, "--env", "A=flag"])
+    const ran = await deploy([dir, "--name", "docs", "--type", "static", "--subdomain", "Docs", "--env-file", envFile, "--env", "A=flag", "--json"])
     expect(ran.code, ran.stderr).toBe(0)
-    expect(deployedLine(ran).host).toBe("docs.apps.test")
+    // --json: the whole Deployment record instead of the URL line
+    expect(JSON.parse(ran.stdout)).toMatchObject({ name: "docs", namespace: "shop", type: "static", version: 1, domain: "docs.apps.test" })
     expect((await onHost(gw.port, "docs.apps.test", "/")).body).toBe("<p>docs</p>")
     expect((await gw.request("GET", "/v1/deployments/env?name=docs", { token: admin })).body.names).toEqual(["A", "B"])
   })

@@ -23,8 +23,6 @@ import { CliError } from "../Cli.js"
 export interface PackSource {
   readonly from: string
   readonly as: string
-  /** Names left out of this source, relative to it in POSIX form (e.g. "out", ".next"); `.git` is always left out. */
-  readonly exclude?: ReadonlyArray<string>
 }
 
 export interface Packed {
@@ -95,7 +93,7 @@ export const packArchive = async (sources: ReadonlyArray<PackSource>, out: strin
     const children: Array<Dirent> = (await fsp.readdir(dir, { withFileTypes: true })).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))
     for (const child of children) {
       const childRel = posixJoin(rel, child.name)
-      if (child.name === ".git" || (source.exclude ?? []).includes(childRel)) continue
+      if (child.name === ".git") continue
       const full = path.join(dir, child.name)
       const name = posixJoin(source.as, childRel)
       const stat = await fsp.lstat(full)
