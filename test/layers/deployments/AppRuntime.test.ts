@@ -11,7 +11,7 @@
  */
 import { Context, Effect, Exit, Layer, Scope } from "effect"
 import { execFileSync } from "node:child_process"
-import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from "node:fs"
+import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, rmdirSync, rmSync, statSync, writeFileSync } from "node:fs"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import { tmpdir } from "node:os"
@@ -161,6 +161,11 @@ describe("deployment app runtime", () => {
     gateway?.close()
     if (root !== undefined) rmSync(root, { recursive: true, force: true })
     rmSync(sandbox.runtimeRoot, { recursive: true, force: true })
+    // the test's cgroup parents, empty once every app is stopped
+    for (const hierarchy of ["", "memory", "cpu", "cpuacct", "pids", "unified"]) {
+      const parent = path.join("/sys/fs/cgroup", hierarchy, sandbox.cgroupParent)
+      if (existsSync(parent)) rmdirSync(parent)
+    }
   })
 
   it("starts the app, answers once healthy, and the app sees its environment, token and gateway only", async () => {
