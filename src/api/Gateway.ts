@@ -51,6 +51,9 @@ import { Deployments } from "../layers/deployments/Deployments.js"
 import { DEFAULT_ARCHIVE_LIMITS } from "../layers/deployments/Archive.js"
 import { makeHostRouting } from "../layers/deployments/serving/HostRouting.js"
 import { Storage } from "../layers/storage/Storage.js"
+import { SessionLiveness } from "../layers/auth/Authenticator.js"
+import { Gate } from "./gate/Gate.js"
+import { makeProxyUpgrade } from "./ProxyUpgrade.js"
 
 const HandlersLive = Layer.mergeAll(
   SystemHandlers,
@@ -187,9 +190,17 @@ export const gatewayListener = (settings: PorticoSettings) =>
       onAnswered
     })
     yield* Scope.addFinalizer(scope, Effect.sync(routing.close))
+    // the anonymity proxy's WebSockets on the API's hosts (docs/proxy.md, "Tunnels")
+    const proxySockets = makeProxyUpgrade({
+      settings: settings.proxy,
+      gate: Context.get(context, Gate),
+      standing: Context.get(context, SessionLiveness).standing,
+      isApiHost: (host) => Context.get(context, AppHosts).route(host).kind === "api"
+    })
+    yield* Scope.addFinalizer(scope, Effect.sync(proxySockets.close))
     return Object.assign(routing.listener(api), {
       /** The server's `upgrade` listener: apps' WebSockets, and the API's hosts answered as requests. */
-      upgrade: routing.upgrade(api),
+      upgrade: proxySockets.inFront(routing.upgrade(api)),
       /**
        * Tells the proxy the port the server listens on, so it never proxies to it, and the app
        * runtime, which then knows the gateway's address for the apps and resumes this node's apps.

@@ -35,6 +35,11 @@ export interface ProxySettings {
   readonly tunnelLifetimeSeconds: number
   /** Open relay streams per client address (`PORTICO_PROXY_RELAY_PER_ADDRESS`, spec §8: 4). */
   readonly relayPerAddress: number
+  /**
+   * How often open sockets' sessions are checked for revocation (`PORTICO_PROXY_REVOCATION_CHECK_MS`,
+   * default 3000, at most 9000 so a revoked session's sockets close within spec §8's 10 s).
+   */
+  readonly revocationCheckMs: number
 }
 
 export const defaultProxySettings: ProxySettings = {
@@ -48,7 +53,8 @@ export const defaultProxySettings: ProxySettings = {
   tunnelMaxBytes: 256 * 1024 * 1024,
   tunnelIdleSeconds: 120,
   tunnelLifetimeSeconds: 1800,
-  relayPerAddress: 4
+  relayPerAddress: 4,
+  revocationCheckMs: 3000
 }
 
 /**
@@ -92,7 +98,13 @@ export const proxyConfig = Effect.gen(function* () {
     tunnelMaxBytes: yield* env(positive("PROXY_TUNNEL_MAX_BYTES", d.tunnelMaxBytes)),
     tunnelIdleSeconds: yield* env(positive("PROXY_TUNNEL_IDLE_SECONDS", d.tunnelIdleSeconds)),
     tunnelLifetimeSeconds: yield* env(positive("PROXY_TUNNEL_LIFETIME_SECONDS", d.tunnelLifetimeSeconds)),
-    relayPerAddress: yield* env(positive("PROXY_RELAY_PER_ADDRESS", d.relayPerAddress))
+    relayPerAddress: yield* env(positive("PROXY_RELAY_PER_ADDRESS", d.relayPerAddress)),
+    revocationCheckMs: yield* env(
+      Config.integer("PROXY_REVOCATION_CHECK_MS").pipe(
+        Config.validate({ message: "expected 100 to 9000 ms (spec: revoked sockets close within 10 s)", validation: (n) => n >= 100 && n <= 9000 }),
+        Config.withDefault(d.revocationCheckMs)
+      )
+    )
   }
   return settings
 })

@@ -1,0 +1,44 @@
+/**
+ * The anonymity proxy's WebSockets put in front of the server's `upgrade` listener (docs/proxy.md
+ * "Tunnels"): on the API's hosts, `/v1/proxy/tunnel` is answered by src/layers/proxy/ProxySockets.ts
+ * with the credential judged by the API's own gate under the route's policy (the one ProxyGroup
+ * declares), so a tunnel admits exactly whom `/v1/proxy/anon` admits; every other upgrade goes on.
+ */
+import { Effect } from "effect"
+import type * as http from "node:http"
+import type { Duplex } from "node:stream"
+import type { SessionLiveness } from "../layers/auth/Authenticator.js"
+import type { ProxySettings } from "../layers/proxy/ProxySettings.js"
+import { makeProxySockets } from "../layers/proxy/ProxySockets.js"
+import type { GateService } from "./gate/Gate.js"
+import { session } from "./Policy.js"
+
+type Upgrade = (req: http.IncomingMessage, socket: Duplex, head: Buffer) => void
+
+export const makeProxyUpgrade = (options: {
+  readonly settings: ProxySettings
+  readonly gate: GateService
+  readonly standing: SessionLiveness["Type"]["standing"]
+  readonly isApiHost: (host: string | undefined) => boolean
+}) => {
+  const policy = session("proxy")
+  const sockets = makeProxySockets({
+    settings: options.settings,
+    standing: options.standing,
+    admit: (authorization, remoteAddress) =>
+      Effect.mapError(options.gate.run(policy, { authorization, remoteAddress, clientCharged: false }), (e) => ({
+        code: e.code,
+        error: e.error,
+        hint: e.hint,
+        retryAfterSeconds: "retryAfterSeconds" in e ? e.retryAfterSeconds : undefined
+      }))
+  })
+  return {
+    /** The server's `upgrade` listener: the proxy's routes on the API's hosts, anything else to `next`. */
+    inFront:
+      (next: Upgrade): Upgrade =>
+      (req, socket, head) =>
+        options.isApiHost(req.headers.host) && sockets.handles(req) ? sockets.upgrade(req, socket, head) : next(req, socket, head),
+    close: sockets.close
+  }
+}

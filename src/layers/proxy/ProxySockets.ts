@@ -1,0 +1,148 @@
+/**
+ * The proxy's WebSocket routes, taken from the server's `upgrade` event on the API's hosts before
+ * the API sees them (docs/proxy.md "Tunnels"). `GET /v1/proxy/tunnel?host=&port=`:
+ *
+ * 1. the credential (`Authorization`, or `?jwt=` for a client that cannot set headers) through the
+ *    same gate and policy as `/v1/proxy/anon`: a wallet session holding `proxy`;
+ * 2. the destination judged (src/domain/ProxyDestination.ts) and the tunnel counted against the
+ *    per-user and per-node caps (429 RATE_LIMITED with Retry-After);
+ * 3. the stream opened through the SOCKS upstream BEFORE the upgrade is accepted, so a refused
+ *    destination or a dead upstream is an HTTP answer to the handshake (400, 502, 503), never a
+ *    socket that opens and closes;
+ * 4. the upgrade accepted and the two joined (TunnelPipe.ts), the socket watched for revocation.
+ *
+ * Every refusal is the API's envelope `{error, code, hint}` written on the socket.
+ */
+import { Effect, Either } from "effect"
+import type * as http from "node:http"
+import type * as net from "node:net"
+import type { Duplex } from "node:stream"
+import { WebSocketServer } from "ws"
+import { asSession, type Principal } from "../../domain/Principal.js"
+import { judgeDestination } from "../../domain/ProxyDestination.js"
+import type { SessionLiveness } from "../auth/Authenticator.js"
+import { type AppRefusal, answerRefusalOnSocket } from "../deployments/serving/AppAnswers.js"
+import type { ProxySettings } from "./ProxySettings.js"
+import { makeSocketRevocation } from "./SocketRevocation.js"
+import { DialFailed, dialThroughSocks } from "./SocksDial.js"
+import { joinPipe } from "./TunnelPipe.js"
+
+type Upgrade = (req: http.IncomingMessage, socket: Duplex, head: Buffer) => void
+
+export interface ProxySocketsOptions {
+  readonly settings: ProxySettings
+  /**
+   * The gate's decision on a tunnel's credential under the route's policy (src/api/ProxyUpgrade.ts
+   * passes the API's gate with `session("proxy")`): the caller, or the refusal to answer.
+   */
+  readonly admit: (authorization: string | undefined, remoteAddress: string | undefined) => Effect.Effect<Principal | undefined, AppRefusal>
+  readonly standing: SessionLiveness["Type"]["standing"]
+}
+
+const TUNNEL_PATH = "/v1/proxy/tunnel"
+const wsKey = /^[+/0-9A-Za-z]{22}==$/
+/** A frame larger than this closes the tunnel (1009); clients send the stream in smaller pieces. */
+export const MAX_FRAME_BYTES = 1024 * 1024
+
+export const makeProxySockets = (options: ProxySocketsOptions) => {
+  const { settings } = options
+  const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_FRAME_BYTES, perMessageDeflate: false, clientTracking: true })
+  const revocation = makeSocketRevocation({ standing: options.standing, intervalMs: settings.revocationCheckMs })
+  const perUser = new Map<string, number>()
+  let total = 0
+
+  const release = (user: string) => {
+    total--
+    const left = (perUser.get(user) ?? 1) - 1
+    if (left <= 0) perUser.delete(user)
+    else perUser.set(user, left)
+  }
+
+  const refuse = (socket: Duplex, refusal: AppRefusal) => answerRefusalOnSocket(socket, refusal)
+
+  const tunnel = async (req: http.IncomingMessage, socket: Duplex, head: Buffer, query: URLSearchParams) => {
+    if (req.method !== "GET" || (req.headers["upgrade"] ?? "").toLowerCase() !== "websocket") {
+      return refuse(socket, { code: "BAD_REQUEST", error: `${TUNNEL_PATH} is a WebSocket`, hint: "open it with GET, Connection: Upgrade and Upgrade: websocket" })
+    }
+    if (req.headers["sec-websocket-version"] !== "13" || !wsKey.test(req.headers["sec-websocket-key"] ?? "")) {
+      return refuse(socket, { code: "BAD_REQUEST", error: "a WebSocket handshake needs Sec-WebSocket-Version: 13 and a Sec-WebSocket-Key" })
+    }
+    const jwt = query.get("jwt")
+    const authorization = req.headers.authorization ?? (jwt === null ? undefined : `Bearer ${jwt}`)
+    const admitted = await Effect.runPromise(Effect.either(options.admit(authorization, req.socket.remoteAddress)))
+    if (Either.isLeft(admitted)) return refuse(socket, admitted.left)
+    const caller = admitted.right === undefined ? undefined : asSession(admitted.right)
+    if (caller === undefined) return refuse(socket, { code: "SESSION_REQUIRED", error: "this route needs a signed-in user's token" })
+    const destination = judgeDestination(query.get("host") ?? undefined, query.get("port") ?? undefined)
+    if (Either.isLeft(destination)) return refuse(socket, { code: destination.left.code, error: destination.left.reason })
+    const user = `${caller.namespace}\u0000${caller.subject}`
+    if ((perUser.get(user) ?? 0) >= settings.tunnelsPerUser) {
+      return refuse(socket, { code: "RATE_LIMITED", error: `at most ${settings.tunnelsPerUser} open tunnels per user`, hint: "close a tunnel first", retryAfterSeconds: 5 })
+    }
+    if (total >= settings.tunnelsPerNode) {
+      return refuse(socket, { code: "RATE_LIMITED", error: "this gateway holds its most open tunnels", hint: "retry later", retryAfterSeconds: 5 })
+    }
+    perUser.set(user, (perUser.get(user) ?? 0) + 1)
+    total++
+    let stream: net.Socket
+    try {
+      stream = await dialThroughSocks(settings.socks, destination.right, settings.connectTimeoutMs)
+    } catch (error) {
+      release(user)
+      if (error instanceof DialFailed && error.side === "destination") {
+        return refuse(socket, { code: "RELAY_DESTINATION_UNREACHABLE", error: "the destination could not be reached" })
+      }
+      return refuse(socket, {
+        code: "RELAY_UNAVAILABLE",
+        error: settings.socks === undefined ? "no anonymity network is configured on this gateway" : "the anonymity network is unavailable",
+        retryAfterSeconds: 5
+      })
+    }
+    if (socket.destroyed) {
+      stream.destroy()
+      return release(user)
+    }
+    let accepted = false
+    wss.handleUpgrade(req, socket, head, (ws) => {
+      accepted = true
+      let unregister = () => {}
+      const pipe = joinPipe(
+        ws,
+        stream,
+        { maxBytes: settings.tunnelMaxBytes, idleMs: settings.tunnelIdleSeconds * 1000, lifetimeMs: settings.tunnelLifetimeSeconds * 1000 },
+        () => {
+          unregister()
+          release(user)
+        }
+      )
+      unregister = revocation.register({ sessionId: caller.sessionId, revoke: () => pipe.end("revoked") })
+    })
+    // ws answers a handshake it cannot complete itself (the callback never runs): nothing is kept
+    if (!accepted) {
+      stream.destroy()
+      release(user)
+    }
+  }
+
+  /** Whether an upgrade is one of the proxy's (its path), to be answered by `upgrade`. */
+  const handles = (req: http.IncomingMessage): boolean => (req.url ?? "").split("?")[0] === TUNNEL_PATH
+
+  const upgrade: Upgrade = (req, socket, head) => {
+    const query = new URL(req.url ?? "/", "http://gateway").searchParams
+    tunnel(req, socket, head, query).catch(() => socket.destroy())
+  }
+
+  return {
+    handles,
+    upgrade,
+    /** How many tunnels are open on this gateway. */
+    open: () => total,
+    close: () => {
+      revocation.stop()
+      for (const client of wss.clients) client.terminate()
+      wss.close()
+    }
+  }
+}
+
+export type ProxySockets = ReturnType<typeof makeProxySockets>
