@@ -14,7 +14,7 @@ import { FetchHttpClient, HttpApiClient, HttpClient, HttpClientRequest } from "@
 import { Context, Effect, Layer } from "effect"
 import { PorticoApi } from "./api/Api.js"
 import type { DeploymentType } from "./domain/DeploymentRules.js"
-import { type DeploymentUploadForm, encodeDeploymentForm } from "./DeploymentUploadForm.js"
+import { type DeploymentUploadForm, encodeDeploymentForm } from "./api/DeploymentUploadForm.js"
 
 /** A namespace name, as the sign-in payloads take it: `NamespaceName.make("acme")` checks and brands it. */
 export { NamespaceName } from "./domain/Names.js"

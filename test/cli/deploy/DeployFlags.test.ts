@@ -13,7 +13,7 @@ import { detectAppType } from "../../../src/cli/deploy/AppType.js"
 import { appUrl, describeUploadFailure } from "../../../src/cli/deploy/deploy.js"
 import { readDeployFlags } from "../../../src/cli/deploy/DeployFlags.js"
 import { progressLine, startProgress } from "../../../src/cli/deploy/Progress.js"
-import { encodeDeploymentForm } from "../../../src/DeploymentUploadForm.js"
+import { encodeDeploymentForm } from "../../../src/api/DeploymentUploadForm.js"
 
 const command = commands.find((c) => c.words.join(" ") === "deploy")!
 const env = { PORTICO_TOKEN: "portico_key_test" }
