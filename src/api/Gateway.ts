@@ -54,6 +54,7 @@ import { Storage } from "../layers/storage/Storage.js"
 import { SessionLiveness } from "../layers/auth/Authenticator.js"
 import { Gate } from "./gate/Gate.js"
 import { makeProxyUpgrade } from "./ProxyUpgrade.js"
+import { Namespaces } from "../layers/namespaces/Namespaces.js"
 
 const HandlersLive = Layer.mergeAll(
   SystemHandlers,
@@ -195,7 +196,9 @@ export const gatewayListener = (settings: PorticoSettings) =>
       settings: settings.proxy,
       gate: Context.get(context, Gate),
       standing: Context.get(context, SessionLiveness).standing,
-      isApiHost: (host) => Context.get(context, AppHosts).route(host).kind === "api"
+      isApiHost: (host) => Context.get(context, AppHosts).route(host).kind === "api",
+      namespace: Context.get(context, Namespaces).get,
+      baseDomain: settings.baseDomain
     })
     yield* Scope.addFinalizer(scope, Effect.sync(proxySockets.close))
     return Object.assign(routing.listener(api), {

@@ -1,17 +1,19 @@
 /**
  * The anonymity proxy's WebSockets put in front of the server's `upgrade` listener (docs/proxy.md
- * "Tunnels"): on the API's hosts, `/v1/proxy/tunnel` is answered by src/layers/proxy/ProxySockets.ts
- * with the credential judged by the API's own gate under the route's policy (the one ProxyGroup
- * declares), so a tunnel admits exactly whom `/v1/proxy/anon` admits; every other upgrade goes on.
+ * "Tunnels"): on the API's hosts, `/v1/proxy/tunnel` and `/v1/proxy/relay` are answered by
+ * src/layers/proxy/ProxySockets.ts, the credential judged by the API's own gate under the routes'
+ * policies (the ones ProxyGroup declares: a tunnel admits exactly whom `/v1/proxy/anon` admits, the
+ * relay anyone within the client network's rate limit); every other upgrade goes on.
  */
-import { Effect } from "effect"
+import { Effect, Option } from "effect"
 import type * as http from "node:http"
 import type { Duplex } from "node:stream"
 import type { SessionLiveness } from "../layers/auth/Authenticator.js"
 import type { ProxySettings } from "../layers/proxy/ProxySettings.js"
 import { makeProxySockets } from "../layers/proxy/ProxySockets.js"
-import type { GateService } from "./gate/Gate.js"
-import { session } from "./Policy.js"
+import type { GateRefusal, GateService } from "./gate/Gate.js"
+import type { NamespaceRecord } from "../layers/namespaces/Namespaces.js"
+import { open, session } from "./Policy.js"
 
 type Upgrade = (req: http.IncomingMessage, socket: Duplex, head: Buffer) => void
 
@@ -20,18 +22,18 @@ export const makeProxyUpgrade = (options: {
   readonly gate: GateService
   readonly standing: SessionLiveness["Type"]["standing"]
   readonly isApiHost: (host: string | undefined) => boolean
+  readonly namespace: (name: string) => Effect.Effect<Option.Option<NamespaceRecord>, unknown>
+  readonly baseDomain: string
 }) => {
   const policy = session("proxy")
+  const asRefusal = (e: GateRefusal) => ({ code: e.code, error: e.error, hint: e.hint, retryAfterSeconds: "retryAfterSeconds" in e ? e.retryAfterSeconds : undefined })
   const sockets = makeProxySockets({
     settings: options.settings,
     standing: options.standing,
-    admit: (authorization, remoteAddress) =>
-      Effect.mapError(options.gate.run(policy, { authorization, remoteAddress, clientCharged: false }), (e) => ({
-        code: e.code,
-        error: e.error,
-        hint: e.hint,
-        retryAfterSeconds: "retryAfterSeconds" in e ? e.retryAfterSeconds : undefined
-      }))
+    admit: (authorization, remoteAddress) => Effect.mapError(options.gate.run(policy, { authorization, remoteAddress, clientCharged: false }), asRefusal),
+    admitAnonymous: (remoteAddress) => Effect.mapError(options.gate.run(open, { authorization: undefined, remoteAddress, clientCharged: false }), asRefusal),
+    namespaceExists: (name) => Effect.map(options.namespace(name), Option.isSome),
+    baseDomain: options.baseDomain
   })
   return {
     /** The server's `upgrade` listener: the proxy's routes on the API's hosts, anything else to `next`. */

@@ -7,7 +7,8 @@
  * arriving at the SOCKS server; a text frame closing it; refusals answered to the handshake (bad
  * or private destinations 400, an unreachable one 502, no or a dead upstream 503, an API key 403);
  * the idle and lifetime limits and the per-user count (429 with Retry-After) with short settings;
- * a logged-out session's tunnel closed within 10 s.
+ * a logged-out session's tunnel and a revoked device's (revoked through another gateway) closed
+ * within 10 s.
  */
 import { Effect } from "effect"
 import { Wallet } from "ethers"
@@ -17,6 +18,7 @@ import { WebSocket } from "ws"
 import { type Gateway, mintKey, startGateway } from "../support/gateway.js"
 import { freePort } from "../support/process.js"
 import { hasRqlited, type RqlitedServer, rqlitedMissingMessage, startRqlited } from "../support/rqlited.js"
+import { newDevice } from "../support/device.js"
 import { type SocksServer, startSocksServer } from "../support/socksServer.js"
 
 interface Opened {
@@ -220,6 +222,25 @@ describe.each(["sqlite", "rqlite"] as const)("GET /v1/proxy/tunnel, registry on 
     tunnel.ws.send(Buffer.from("GET /held HTTP/1.1\r\n"), { binary: true })
     const loggedOut = await gw.request("POST", "/v1/auth/logout", { token: session, json: {} })
     expect(loggedOut.status, loggedOut.text).toBe(200)
+    const at = Date.now()
+    const closed = await tunnel.closed
+    expect(closed.code).toBe(1008)
+    expect(closed.at - at).toBeLessThan(10_000)
+  }, 20_000)
+
+  it("closes a revoked device's tunnel within 10 s, the device revoked through another gateway", async () => {
+    const device = await newDevice()
+    const c = await gw.request("POST", "/v1/auth/challenge", { json: { wallet: alice.address, namespace: "shop", device_id: device.id } })
+    expect(c.status, c.text).toBe(200)
+    const verified = await gw.request("POST", "/v1/auth/verify", {
+      json: { message: c.body.message, signature: await alice.signMessage(c.body.message), device_key: device.jwk, device_signature: await device.sign(c.body.message) }
+    })
+    expect(verified.status, verified.text).toBe(200)
+    const tunnel = await open(gw, "host=dest.portico-test&port=80", verified.body.access_token)
+    if (!isOpen(tunnel)) throw new Error(`refused: ${JSON.stringify(tunnel)}`)
+    // the revocation is written through another gateway of the same registry
+    const revoked = await noUpstream.request("DELETE", `/v1/namespace/devices/${device.id}`, { token: owner })
+    expect(revoked.status, revoked.text).toBe(200)
     const at = Date.now()
     const closed = await tunnel.closed
     expect(closed.code).toBe(1008)

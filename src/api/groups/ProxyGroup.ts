@@ -4,7 +4,7 @@
  * wallet session token (policy `session("proxy")`): an API key, a token exchanged from one and a
  * deployed app's workload token are refused 403 SESSION_REQUIRED.
  *
- * `/v1/proxy/tunnel` and `/v1/proxy/relay` are WebSockets: the upgrade is taken before the API
+ * `/v1/proxy/tunnel` and `/v1/proxy/relay` (anonymous) are WebSockets: the upgrade is taken before the API
  * (src/layers/proxy/ProxySockets.ts); these endpoints answer the same path without an upgrade
  * (400 BAD_REQUEST), and list what the handshake can be refused with.
  */

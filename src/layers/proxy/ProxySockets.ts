@@ -37,9 +37,16 @@ export interface ProxySocketsOptions {
    */
   readonly admit: (authorization: string | undefined, remoteAddress: string | undefined) => Effect.Effect<Principal | undefined, AppRefusal>
   readonly standing: SessionLiveness["Type"]["standing"]
+  /** The client network's rate limit for the anonymous relay (the gate under the open policy). */
+  readonly admitAnonymous: (remoteAddress: string | undefined) => Effect.Effect<unknown, AppRefusal>
+  /** Whether a namespace exists (the relay is pinned to existing namespaces' hosts); fails when the registry does not answer. */
+  readonly namespaceExists: (name: string) => Effect.Effect<boolean, unknown>
+  /** The platform's base domain: a relay goes only to `ns-<namespace>.<base domain>`. */
+  readonly baseDomain: string
 }
 
 const TUNNEL_PATH = "/v1/proxy/tunnel"
+const RELAY_PATH = "/v1/proxy/relay"
 const wsKey = /^[+/0-9A-Za-z]{22}==$/
 /** A frame larger than this closes the tunnel (1009); clients send the stream in smaller pieces. */
 export const MAX_FRAME_BYTES = 1024 * 1024
@@ -60,13 +67,107 @@ export const makeProxySockets = (options: ProxySocketsOptions) => {
 
   const refuse = (socket: Duplex, refusal: AppRefusal) => answerRefusalOnSocket(socket, refusal)
 
-  const tunnel = async (req: http.IncomingMessage, socket: Duplex, head: Buffer, query: URLSearchParams) => {
+  /** The handshake's own shape: GET, Upgrade: websocket, version 13 and a key; a refusal otherwise. */
+  const handshakeRefusal = (req: http.IncomingMessage, path: string): AppRefusal | undefined => {
     if (req.method !== "GET" || (req.headers["upgrade"] ?? "").toLowerCase() !== "websocket") {
-      return refuse(socket, { code: "BAD_REQUEST", error: `${TUNNEL_PATH} is a WebSocket`, hint: "open it with GET, Connection: Upgrade and Upgrade: websocket" })
+      return { code: "BAD_REQUEST", error: `${path} is a WebSocket`, hint: "open it with GET, Connection: Upgrade and Upgrade: websocket" }
     }
     if (req.headers["sec-websocket-version"] !== "13" || !wsKey.test(req.headers["sec-websocket-key"] ?? "")) {
-      return refuse(socket, { code: "BAD_REQUEST", error: "a WebSocket handshake needs Sec-WebSocket-Version: 13 and a Sec-WebSocket-Key" })
+      return { code: "BAD_REQUEST", error: "a WebSocket handshake needs Sec-WebSocket-Version: 13 and a Sec-WebSocket-Key" }
     }
+    return undefined
+  }
+
+  /**
+   * Accepts the upgrade and joins the socket to `stream`; `onEnd` runs once when either ends. ws
+   * answers a handshake it cannot complete itself (the callback never runs): then nothing is kept.
+   */
+  const accept = (req: http.IncomingMessage, socket: Duplex, head: Buffer, stream: net.Socket, onEnd: () => void, revocable?: string) => {
+    if (socket.destroyed) {
+      stream.destroy()
+      return onEnd()
+    }
+    let accepted = false
+    wss.handleUpgrade(req, socket, head, (ws) => {
+      accepted = true
+      let unregister = () => {}
+      const pipe = joinPipe(
+        ws,
+        stream,
+        { maxBytes: settings.tunnelMaxBytes, idleMs: settings.tunnelIdleSeconds * 1000, lifetimeMs: settings.tunnelLifetimeSeconds * 1000 },
+        () => {
+          unregister()
+          onEnd()
+        }
+      )
+      if (revocable !== undefined) unregister = revocation.register({ sessionId: revocable, revoke: () => pipe.end("revoked") })
+    })
+    if (!accepted) {
+      stream.destroy()
+      onEnd()
+    }
+  }
+
+  const dialFailure = (error: unknown): AppRefusal =>
+    error instanceof DialFailed && error.side === "destination"
+      ? { code: "RELAY_DESTINATION_UNREACHABLE", error: "the destination could not be reached" }
+      : {
+          code: "RELAY_UNAVAILABLE",
+          error: settings.socks === undefined ? "no anonymity network is configured on this gateway" : "the anonymity network is unavailable",
+          retryAfterSeconds: 5
+        }
+
+  const relayPerAddress = new Map<string, number>()
+  const nsHost = new RegExp(`^ns-([a-z0-9][a-z0-9-]{0,62})\\.${options.baseDomain.toLowerCase().replace(/\.$/, "").replace(/[.*+?^${}()|[\]\\]/g, "\\$&")}$`)
+
+  /**
+   * `GET /v1/proxy/relay?host=<namespace host>&port=443[&circuit=session]`: anonymous, pinned to
+   * `ns-<namespace>.<base domain>` of an existing namespace, at most `relayPerAddress` open per
+   * client address; otherwise a tunnel (binary frames, a text frame ends it).
+   */
+  const relay = async (req: http.IncomingMessage, socket: Duplex, head: Buffer, query: URLSearchParams) => {
+    const shape = handshakeRefusal(req, RELAY_PATH)
+    if (shape !== undefined) return refuse(socket, shape)
+    const admitted = await Effect.runPromise(Effect.either(options.admitAnonymous(req.socket.remoteAddress)))
+    if (Either.isLeft(admitted)) return refuse(socket, admitted.left)
+    const circuit = query.get("circuit")
+    if (circuit !== null && circuit !== "session") return refuse(socket, { code: "VALIDATION_FAILED", error: "circuit: only session" })
+    const port = query.get("port") ?? "443"
+    if (!/^[0-9]{1,5}$/.test(port)) return refuse(socket, { code: "VALIDATION_FAILED", error: "port must be a number (443)" })
+    if (port !== "443") return refuse(socket, { code: "RELAY_DESTINATION_NOT_ALLOWED", error: "the relay goes to port 443 only" })
+    const raw = query.get("host")
+    if (raw === null || raw === "") return refuse(socket, { code: "VALIDATION_FAILED", error: "host is required" })
+    const host = raw.toLowerCase().replace(/\.$/, "")
+    const namespace = nsHost.exec(host)?.[1]
+    if (namespace === undefined) {
+      return refuse(socket, { code: "RELAY_DESTINATION_NOT_ALLOWED", error: `the relay goes only to a namespace's host, ns-<namespace>.${options.baseDomain}` })
+    }
+    const exists = await Effect.runPromise(Effect.either(options.namespaceExists(namespace)))
+    if (Either.isLeft(exists)) return refuse(socket, { code: "UNAVAILABLE", error: "registry unavailable", retryAfterSeconds: 5 })
+    if (!exists.right) return refuse(socket, { code: "RELAY_DESTINATION_NOT_ALLOWED", error: `no namespace ${namespace}` })
+    const address = req.socket.remoteAddress ?? "unknown"
+    if ((relayPerAddress.get(address) ?? 0) >= settings.relayPerAddress) {
+      return refuse(socket, { code: "RATE_LIMITED", error: `at most ${settings.relayPerAddress} open relay streams per address`, hint: "close one first", retryAfterSeconds: 5 })
+    }
+    relayPerAddress.set(address, (relayPerAddress.get(address) ?? 0) + 1)
+    const done = () => {
+      const left = (relayPerAddress.get(address) ?? 1) - 1
+      if (left <= 0) relayPerAddress.delete(address)
+      else relayPerAddress.set(address, left)
+    }
+    let stream: net.Socket
+    try {
+      stream = await dialThroughSocks(settings.socks, { host, port: 443 }, settings.connectTimeoutMs)
+    } catch (error) {
+      done()
+      return refuse(socket, dialFailure(error))
+    }
+    accept(req, socket, head, stream, done)
+  }
+
+  const tunnel = async (req: http.IncomingMessage, socket: Duplex, head: Buffer, query: URLSearchParams) => {
+    const shape = handshakeRefusal(req, TUNNEL_PATH)
+    if (shape !== undefined) return refuse(socket, shape)
     const jwt = query.get("jwt")
     const authorization = req.headers.authorization ?? (jwt === null ? undefined : `Bearer ${jwt}`)
     const admitted = await Effect.runPromise(Effect.either(options.admit(authorization, req.socket.remoteAddress)))
@@ -89,47 +190,21 @@ export const makeProxySockets = (options: ProxySocketsOptions) => {
       stream = await dialThroughSocks(settings.socks, destination.right, settings.connectTimeoutMs)
     } catch (error) {
       release(user)
-      if (error instanceof DialFailed && error.side === "destination") {
-        return refuse(socket, { code: "RELAY_DESTINATION_UNREACHABLE", error: "the destination could not be reached" })
-      }
-      return refuse(socket, {
-        code: "RELAY_UNAVAILABLE",
-        error: settings.socks === undefined ? "no anonymity network is configured on this gateway" : "the anonymity network is unavailable",
-        retryAfterSeconds: 5
-      })
+      return refuse(socket, dialFailure(error))
     }
-    if (socket.destroyed) {
-      stream.destroy()
-      return release(user)
-    }
-    let accepted = false
-    wss.handleUpgrade(req, socket, head, (ws) => {
-      accepted = true
-      let unregister = () => {}
-      const pipe = joinPipe(
-        ws,
-        stream,
-        { maxBytes: settings.tunnelMaxBytes, idleMs: settings.tunnelIdleSeconds * 1000, lifetimeMs: settings.tunnelLifetimeSeconds * 1000 },
-        () => {
-          unregister()
-          release(user)
-        }
-      )
-      unregister = revocation.register({ sessionId: caller.sessionId, revoke: () => pipe.end("revoked") })
-    })
-    // ws answers a handshake it cannot complete itself (the callback never runs): nothing is kept
-    if (!accepted) {
-      stream.destroy()
-      release(user)
-    }
+    accept(req, socket, head, stream, () => release(user), caller.sessionId)
   }
 
   /** Whether an upgrade is one of the proxy's (its path), to be answered by `upgrade`. */
-  const handles = (req: http.IncomingMessage): boolean => (req.url ?? "").split("?")[0] === TUNNEL_PATH
+  const handles = (req: http.IncomingMessage): boolean => {
+    const path = (req.url ?? "").split("?")[0]
+    return path === TUNNEL_PATH || path === RELAY_PATH
+  }
 
   const upgrade: Upgrade = (req, socket, head) => {
-    const query = new URL(req.url ?? "/", "http://gateway").searchParams
-    tunnel(req, socket, head, query).catch(() => socket.destroy())
+    const url = new URL(req.url ?? "/", "http://gateway")
+    const answer = url.pathname === RELAY_PATH ? relay : tunnel
+    answer(req, socket, head, url.searchParams).catch(() => socket.destroy())
   }
 
   return {
