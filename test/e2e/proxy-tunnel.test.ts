@@ -59,7 +59,8 @@ const startDestination = async (address: string) => {
     req.resume()
     req.on("end", () => {
       res.writeHead(200, { "content-type": "text/plain", connection: "close" })
-      res.end(`hello through the tunnel: ${req.method} ${req.url}`)
+      // /big answers 1 MiB, over the short gateway's 64 KiB tunnel cap
+      res.end(req.url === "/big" ? Buffer.alloc(1024 * 1024, 97) : `hello through the tunnel: ${req.method} ${req.url}`)
     })
   })
   await new Promise<void>((resolve, reject) => {
@@ -81,6 +82,7 @@ describe.each(["sqlite", "rqlite"] as const)("GET /v1/proxy/tunnel, registry on 
   let runtimeKey: string
   const address = `127.${120 + Math.floor(Math.random() * 40)}.${Math.floor(Math.random() * 250) + 1}.${Math.floor(Math.random() * 250) + 1}`
   const alice = Wallet.createRandom()
+  const bob = Wallet.createRandom()
   const tunnels: Array<WebSocket> = []
 
   const signIn = async (wallet: { readonly address: string; readonly signMessage: (m: string) => Promise<string> }): Promise<string> => {
@@ -113,7 +115,9 @@ describe.each(["sqlite", "rqlite"] as const)("GET /v1/proxy/tunnel, registry on 
         PORTICO_PROXY_SOCKS_URL: socks.url,
         PORTICO_PROXY_TUNNEL_IDLE_SECONDS: "1",
         PORTICO_PROXY_TUNNEL_LIFETIME_SECONDS: "3",
-        PORTICO_PROXY_TUNNELS_PER_USER: "2"
+        PORTICO_PROXY_TUNNELS_PER_USER: "2",
+        PORTICO_PROXY_TUNNELS_PER_NODE: "3",
+        PORTICO_PROXY_TUNNEL_MAX_BYTES: "65536"
       }
     })
     noUpstream = await startGateway({ dataDir: gw.dataDir, env: engineEnv })
@@ -121,8 +125,10 @@ describe.each(["sqlite", "rqlite"] as const)("GET /v1/proxy/tunnel, registry on 
     upstreamDown = await startGateway({ dataDir: gw.dataDir, env: { ...engineEnv, PORTICO_PROXY_SOCKS_URL: `socks5h://127.0.0.1:${dead}` } })
     owner = (await gw.cli(["namespace", "create", "shop"])).api_key
     runtimeKey = await mintKey(gw, owner, { profile: "runtime", label: "app" })
-    const added = await gw.request("POST", "/v1/namespace/members", { token: owner, json: { wallet: alice.address, role: "runtime" } })
-    expect(added.status, added.text).toBe(200)
+    for (const w of [alice, bob]) {
+      const added = await gw.request("POST", "/v1/namespace/members", { token: owner, json: { wallet: w.address, role: "runtime" } })
+      expect(added.status, added.text).toBe(200)
+    }
   }, 120_000)
   afterAll(async () => {
     for (const ws of tunnels) ws.terminate()
@@ -211,8 +217,27 @@ describe.each(["sqlite", "rqlite"] as const)("GET /v1/proxy/tunnel, registry on 
     await new Promise((r) => setTimeout(r, 200))
     const again = await open(short, "host=dest.portico-test&port=80", session)
     expect(isOpen(again)).toBe(true)
-    second.ws.close()
-    if (isOpen(again)) again.ws.close()
+    // the node's cap (3 here): another user's first tunnel fills it, their second is refused
+    const bobs = await signIn(bob)
+    const bobFirst = await open(short, "host=dest.portico-test&port=80", bobs)
+    expect(isOpen(bobFirst)).toBe(true)
+    const bobSecond = await open(short, "host=dest.portico-test&port=80", bobs)
+    expectRefused(bobSecond, 429, "RATE_LIMITED")
+    if (!isOpen(bobSecond)) expect(bobSecond.body.error).toMatch(/gateway/)
+    for (const t of [second, again, bobFirst]) {
+      if (!isOpen(t)) continue
+      t.ws.close()
+      await t.closed
+    }
+  })
+
+  it("closes a tunnel past its byte cap (1009), never carrying more than the cap", async () => {
+    const tunnel = await open(short, "host=dest.portico-test&port=80", await signIn(alice))
+    if (!isOpen(tunnel)) throw new Error(`refused: ${JSON.stringify(tunnel)}`)
+    tunnel.ws.send(Buffer.from("GET /big HTTP/1.1\r\nHost: dest.portico-test\r\nConnection: close\r\n\r\n"), { binary: true })
+    const closed = await tunnel.closed
+    expect(closed.code).toBe(1009)
+    expect(tunnel.received().length).toBeLessThanOrEqual(65536)
   })
 
   it("closes a logged-out session's tunnel within 10 s", async () => {
