@@ -11,31 +11,10 @@ import * as fs from "node:fs"
 import * as http from "node:http"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { testSettings, type PorticoSettings } from "../../src/layers/config/PorticoConfig.js"
-import { DeploymentStore } from "../../src/layers/deployments/DeploymentStore.js"
-import { servicesLayer } from "../../src/layers/Services.js"
 import { type Gateway, type Reply, startGateway, testTmp } from "../support/gateway.js"
 import { hasRqlited, type RqlitedServer, rqlitedMissingMessage, startRqlited } from "../support/rqlited.js"
 
 const BASE = "apps.test"
-
-/**
- * Every test gateway hands out the lowest free port from 10200 on its own registry, so suites
- * running at once would start apps on one port (and one's health check would reach the other's
- * app). Stopped placeholder records of a random count take the low ports first, so this suite's
- * app gets a port of its own.
- */
-const seedPorts = (settings: PorticoSettings, count: number) =>
-  Effect.runPromise(
-    Effect.scoped(
-      Effect.gen(function* () {
-        const store = yield* DeploymentStore
-        for (let i = 0; i < count; i++) {
-          yield* store.create({ namespace: "filler", name: `f${i}`, type: "nodejs", domain: `f${i}-filler.${BASE}`, homeNode: settings.nodeId, artifact: "versions/1", status: "stopped" })
-        }
-      }).pipe(Effect.provide(servicesLayer(settings, { sqliteWorkers: "in-process" })))
-    )
-  )
 
 /** The app: answers its version and GREETING; with `sick`, its health path never answers 200. */
 const appSource = (version: string, sick = false) => `
@@ -108,9 +87,6 @@ describe.each(["sqlite", "rqlite"] as const)("dynamic deployments through the ro
     }
     const dataDir = fs.mkdtempSync(path.join(testTmp(), "portico-apps-"))
     const nodeId = `apps-${engine}-${process.pid}`
-    const registry: PorticoSettings["registry"] =
-      rqlited === undefined ? { engine: "sqlite", file: path.join(dataDir, "registry.db") } : { engine: "rqlite", url: rqlited.url, user: undefined, password: undefined }
-    await seedPorts(testSettings(dataDir, { baseDomain: BASE, nodeId, registry }), 40 + Math.floor(Math.random() * 400))
     gw = await startGateway({
       dataDir,
       env: {
@@ -132,7 +108,7 @@ describe.each(["sqlite", "rqlite"] as const)("dynamic deployments through the ro
     const created = await upload("upload", { name: "api", skip_install: "true", env: JSON.stringify({ GREETING: "hello" }) }, tarOf({ "index.js": appSource("v1") }))
     expect(created.status, created.text).toBe(201)
     expect(created.body).toMatchObject({ name: "api", type: "nodejs", status: "active", version: 1, health_check: "/health" })
-    expect(created.body.port).toBeGreaterThanOrEqual(10240)
+    expect(created.body.port).toBeGreaterThanOrEqual(20200)
     domain = created.body.domain
     const served = await onHost(gw.port, domain, "/")
     expect(served.status).toBe(200)

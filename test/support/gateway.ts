@@ -63,14 +63,61 @@ export const mintKey = async (gw: Gateway, token: string, body: unknown): Promis
 
 export const testTmp = (): string => process.env["PORTICO_TEST_TMP"] ?? os.tmpdir()
 
+/**
+ * A block of 20 app ports of its own for each test gateway (PORTICO_APP_PORTS), so gateways of
+ * suites running at once never hand out the same port: claimed by creating `<dir>/<block>`
+ * exclusively, holding the claiming process's pid; a block whose process is gone is taken over.
+ * Blocks lie in 20200-29999, below the kernel's ephemeral ports that free-port picks come from.
+ */
+const portBlocks = path.join(os.tmpdir(), "portico-test-app-ports")
+const alive = (pid: number) => {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "EPERM"
+  }
+}
+const claimPortBlock = (): { readonly range: string; readonly release: () => void } => {
+  fs.mkdirSync(portBlocks, { recursive: true })
+  for (let block = 0; block < 490; block++) {
+    const file = path.join(portBlocks, String(block))
+    for (let attempt = 0; attempt < 2; attempt++) {
+      try {
+        fs.writeFileSync(file, String(process.pid), { flag: "wx" })
+        const first = 20200 + block * 20
+        return { range: `${first}-${first + 19}`, release: () => fs.rmSync(file, { force: true }) }
+      } catch {
+        let holder = 0
+        try {
+          holder = Number(fs.readFileSync(file, "utf8"))
+        } catch {
+          continue // released meanwhile: try it again
+        }
+        // an empty file is a claim being written: taken
+        if (!(holder > 0) || alive(holder)) break
+        fs.rmSync(file, { force: true })
+      }
+    }
+  }
+  throw new Error(`no free app port block under ${portBlocks}`)
+}
+
 export const startGateway = async (options: GatewayOptions = {}): Promise<Gateway> => {
   const dataDir = options.dataDir ?? fs.mkdtempSync(path.join(testTmp(), "portico-e2e-"))
-  const env = { PORTICO_RATE_LIMIT: "false", PORTICO_LOG_REQUESTS: "true", ...options.env }
+  const ports = options.env?.["PORTICO_APP_PORTS"] === undefined ? claimPortBlock() : undefined
+  const env = {
+    PORTICO_RATE_LIMIT: "false",
+    PORTICO_LOG_REQUESTS: "true",
+    ...(ports === undefined ? {} : { PORTICO_APP_PORTS: ports.range }),
+    ...options.env
+  }
   const child: ChildProcess = spawn(
     process.execPath,
     ["--import", "tsx", path.join(root, "src/main.ts"), "serve", "--port", String(options.port ?? 0), "--data-dir", dataDir],
     { cwd: root, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] }
   )
+  child.once("exit", () => ports?.release())
   let output = ""
   child.stdout?.on("data", (chunk: Buffer) => (output += chunk.toString()))
   child.stderr?.on("data", (chunk: Buffer) => (output += chunk.toString()))

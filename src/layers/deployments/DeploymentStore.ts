@@ -11,7 +11,7 @@
  * The environment is sealed under the Sealer's `deployment-env` key bound to `<namespace>/<id>`,
  * so a sealed value copied to another deployment or namespace does not open.
  */
-import { Context, Effect, Layer, Option } from "effect"
+import { Config, ConfigError, Context, Effect, Either, Layer, Option } from "effect"
 import { type Page, type PageRequest, readPage } from "../registry/Keyset.js"
 import { RegistryStore, type RegistryStoreService, type Statement, StoreError } from "../registry/RegistryStore.js"
 import { SqliteRegistryStore } from "../registry/SqliteRegistryStore.js"
@@ -447,11 +447,30 @@ export const makeDeploymentStore = (store: RegistryStoreService, sealer: SealerS
   }
 }
 
+/**
+ * PORTICO_APP_PORTS, `first-last` (default spec §8's 10200-19999): where this node's app ports are
+ * drawn from. An operator moves it off ports other programs use; test gateways sharing one machine
+ * each take their own block.
+ */
+export const appPortsSetting = Config.string("APP_PORTS").pipe(
+  Config.withDefault("10200-19999"),
+  Config.mapOrFail((text) => {
+    const match = /^\s*(\d{4,5})\s*-\s*(\d{4,5})\s*$/.exec(text)
+    const first = Number(match?.[1])
+    const last = Number(match?.[2])
+    return match !== null && first >= 1024 && first <= last && last <= 65535
+      ? Either.right({ first, last })
+      : Either.left(ConfigError.InvalidData([], `expected first-last within 1024-65535, got "${text}"`))
+  }),
+  Config.nested("PORTICO")
+)
+
 export class DeploymentStore extends Context.Tag("portico/DeploymentStore")<DeploymentStore, DeploymentStoreService>() {
   static readonly Live = Layer.effect(
     DeploymentStore,
     Effect.gen(function* () {
-      return makeDeploymentStore(yield* RegistryStore, yield* Sealer)
+      const ports = yield* Effect.orDie(appPortsSetting)
+      return makeDeploymentStore(yield* RegistryStore, yield* Sealer, { ports })
     })
   )
   /** The store over the registry's and the sealer's test doubles. */

@@ -325,6 +325,26 @@ describe("deployment app runtime", () => {
     ])
   })
 
+  it("refuses to launch on a port another process of the host holds (its health checks would answer for the app)", async () => {
+    const app = await deploy("squatted")
+    const squatter = await new Promise<http.Server>((resolve) => {
+      const server = http.createServer((_, res) => res.end("not the app"))
+      server.listen(app.port, "127.0.0.1", () => resolve(server))
+    })
+    try {
+      const refused = await run(Effect.either(runtime.start({ record: app.record, instanceDir: app.instanceDir, env: app.env })))
+      expect(refused._tag === "Left" ? [refused.left.status, refused.left.code] : refused).toEqual([502, "APP_START_FAILED"])
+      expect(refused._tag === "Left" ? refused.left.reason : "").toContain(`port ${app.port} is in use by another process`)
+      expect(processesOf(app.uid)).toEqual([])
+    } finally {
+      await new Promise((resolve) => squatter.close(resolve))
+    }
+    // once the port is free the same deployment starts
+    await run(runtime.start({ record: app.record, instanceDir: app.instanceDir, env: app.env }))
+    expect(await answers(app.port)).toBe(true)
+    await run(runtime.stop(app.record.id))
+  })
+
   it("stops every app when the runtime ends, and a new runtime resumes this node's active ones", async () => {
     const app = await deploy("phoenix")
     await run(runtime.start({ record: app.record, instanceDir: app.instanceDir, env: app.env }))

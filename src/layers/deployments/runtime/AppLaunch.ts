@@ -13,7 +13,7 @@
 import { Data, Effect, Either, Schema } from "effect"
 import * as dns from "node:dns/promises"
 import * as fs from "node:fs"
-import { isIP } from "node:net"
+import { createServer, isIP } from "node:net"
 import * as path from "node:path"
 import { processEnvironment } from "../../../domain/DeploymentEnv.js"
 import { writeTokenFile, type WorkloadTokensService } from "../../workload/WorkloadTokens.js"
@@ -104,6 +104,21 @@ export interface LaunchInput {
   readonly sandbox: SandboxOptions
 }
 
+/**
+ * Whether nothing on this host listens on `port`: the gateway binds it for a moment on every
+ * IPv4 address. Another process holding an app's port (a program outside Portico, or a second gateway
+ * on the same machine with an overlapping PORTICO_APP_PORTS) would otherwise answer the app's
+ * health checks and its traffic in its place.
+ */
+const portFree = (port: number): Effect.Effect<boolean> =>
+  Effect.async<boolean>((resume) => {
+    const probe = createServer()
+    // 0.0.0.0 collides with a listener on any IPv4 address and with a dual-stack `::` one; only
+    // EADDRINUSE says taken (a host without some address family must not block every launch)
+    probe.once("error", (error: NodeJS.ErrnoException) => resume(Effect.succeed(error.code !== "EADDRINUSE")))
+    probe.listen({ port, host: "0.0.0.0", exclusive: true }, () => probe.close(() => resume(Effect.succeed(true))))
+  })
+
 /** Everything up to a running process; the caller stops the handle. */
 export const launchApp = (input: LaunchInput): Effect.Effect<SandboxHandle, LaunchFailed> =>
   Effect.gen(function* () {
@@ -111,6 +126,12 @@ export const launchApp = (input: LaunchInput): Effect.Effect<SandboxHandle, Laun
     const uid = sandboxUid(record)
     if (uid === undefined || record.port === undefined) return yield* new LaunchFailed({ reason: "a static site runs no process" })
     const command = yield* readStartCommand(path.join(input.instanceDir, record.artifact))
+    if (!(yield* portFree(record.port))) {
+      return yield* new LaunchFailed({
+        reason: `port ${record.port} is in use by another process on this host`,
+        detail: "stop whatever listens on it, or give the gateway a PORTICO_APP_PORTS range no other program uses"
+      })
+    }
     const paths = yield* makeDirs(input.instanceDir)
     const appDir = path.join(input.instanceDir, record.artifact, "app")
     // every launch mints a fresh token: a restarted app never starts with a stale one
