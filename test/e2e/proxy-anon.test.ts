@@ -8,16 +8,23 @@
  * Covered: GET and POST with bodies and headers, headers stripped and refused, an upstream failure
  * as 200 with `error` (unknown name, nothing listening, a body streaming forever over its cap, a
  * destination that never answers), every private-destination spelling 400, bad input 400/413,
- * API keys and app keys refused, no upstream and the upstream down 503.
+ * API keys and app keys refused, no upstream and the upstream down 503; HTTPS to a destination
+ * whose certificate (from the test CA, trusted through NODE_EXTRA_CA_CERTS) names it, and a TLS
+ * failure as 200 with `error` when the name does not match.
  */
 import { Effect } from "effect"
 import { Wallet } from "ethers"
+import { execFileSync } from "node:child_process"
+import * as fs from "node:fs"
 import * as http from "node:http"
+import * as https from "node:https"
+import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type Gateway, mintKey, type Reply, startGateway } from "../support/gateway.js"
 import { freePort } from "../support/process.js"
 import { hasRqlited, type RqlitedServer, rqlitedMissingMessage, startRqlited } from "../support/rqlited.js"
 import { type SocksServer, startSocksServer } from "../support/socksServer.js"
+import { testCa } from "../support/testCa.js"
 
 const expectError = (reply: Reply, status: number, code: string) => {
   expect(reply.status, reply.text).toBe(status)
@@ -67,12 +74,37 @@ const startDestination = async (address: string) => {
   return { seen, close: () => new Promise<void>((r) => server.close(() => r())) }
 }
 
+/** A certificate for `name` from the test CA (test/support/testCa.ts), and its key. */
+const certFor = (name: string): { cert: string; key: string } => {
+  const ca = testCa()
+  const dir = fs.mkdtempSync(path.join(ca.dir, "leaf-"))
+  const run = (args: ReadonlyArray<string>) => execFileSync("openssl", args, { cwd: dir, stdio: ["ignore", "ignore", "pipe"] })
+  run(["ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", "leaf.key"])
+  run(["req", "-new", "-key", "leaf.key", "-subj", `/CN=${name}`, "-out", "leaf.csr"])
+  fs.writeFileSync(path.join(dir, "leaf.ext"), `basicConstraints=CA:FALSE\nkeyUsage=digitalSignature\nextendedKeyUsage=serverAuth\nsubjectAltName=DNS:${name}\n`)
+  run(["x509", "-req", "-in", "leaf.csr", "-CA", path.join(ca.dir, "ca.pem"), "-CAkey", path.join(ca.dir, "ca.key"), "-CAcreateserial", "-days", "1", "-sha256", "-extfile", "leaf.ext", "-out", "leaf.pem"])
+  return { cert: fs.readFileSync(path.join(dir, "leaf.pem"), "utf8"), key: fs.readFileSync(path.join(dir, "leaf.key"), "utf8") }
+}
+
+const startHttpsDestination = async (address: string) => {
+  const server = https.createServer(certFor("dest.portico-test"), (req, res) => {
+    req.resume()
+    req.on("end", () => res.end(`secure ${req.method} ${req.url} ${req.headers.host}`))
+  })
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject)
+    server.listen(443, address, () => resolve())
+  })
+  return { close: () => new Promise<void>((r) => server.close(() => r())) }
+}
+
 describe.each(["sqlite", "rqlite"] as const)("POST /v1/proxy/anon, registry on %s", (engine) => {
   let gw: Gateway
   let noUpstream: Gateway
   let upstreamDown: Gateway
   let socks: SocksServer
   let destination: Awaited<ReturnType<typeof startDestination>>
+  let secure: Awaited<ReturnType<typeof startHttpsDestination>>
   let engineServer: RqlitedServer | undefined
   let session: string
   let owner: string
@@ -88,10 +120,12 @@ describe.each(["sqlite", "rqlite"] as const)("POST /v1/proxy/anon, registry on %
     }
     const engineEnv: Record<string, string> = engineServer === undefined ? {} : { PORTICO_RQLITE_URL: engineServer.url }
     destination = await startDestination(address)
-    // nothing.portico-test has an address where nothing listens
-    socks = await startSocksServer({ hosts: { "dest.portico-test": address, "nothing.portico-test": "127.0.0.1" } })
+    secure = await startHttpsDestination(address)
+    // nothing.portico-test has an address where nothing listens; wrong.portico-test reaches the
+    // HTTPS destination, whose certificate names dest.portico-test only
+    socks = await startSocksServer({ hosts: { "dest.portico-test": address, "wrong.portico-test": address, "nothing.portico-test": "127.0.0.1" } })
     const limits = { PORTICO_PROXY_ANON_MAX_RESPONSE_BYTES: "65536", PORTICO_PROXY_ANON_TIMEOUT_MS: "3000", PORTICO_PROXY_ANON_MAX_REQUEST_BYTES: "4096" }
-    gw = await startGateway({ env: { ...engineEnv, ...limits, PORTICO_PROXY_SOCKS_URL: socks.url } })
+    gw = await startGateway({ env: { ...engineEnv, ...limits, PORTICO_PROXY_SOCKS_URL: socks.url, NODE_EXTRA_CA_CERTS: testCa().caFile } })
     noUpstream = await startGateway({ dataDir: gw.dataDir, env: engineEnv })
     const dead = await Effect.runPromise(freePort)
     upstreamDown = await startGateway({ dataDir: gw.dataDir, env: { ...engineEnv, PORTICO_PROXY_SOCKS_URL: `socks5h://127.0.0.1:${dead}` } })
@@ -111,6 +145,7 @@ describe.each(["sqlite", "rqlite"] as const)("POST /v1/proxy/anon, registry on %
     await gw?.stop()
     await socks?.stop()
     await destination?.close()
+    await secure?.close()
     if (engineServer !== undefined) await Effect.runPromise(engineServer.stop)
   })
 
@@ -151,6 +186,16 @@ describe.each(["sqlite", "rqlite"] as const)("POST /v1/proxy/anon, registry on %
     expect(seen.headers["content-length"]).toBe(String(Buffer.from(body, "base64").length))
     for (const dropped of ["x-drop-me", "transfer-encoding", "proxy-authorization", "upgrade"]) expect(seen.headers[dropped], dropped).toBeUndefined()
     expect(seen.headers["content-type"]).toBe("text/plain")
+  })
+
+  it("speaks TLS over the stream for https, the certificate checked against the name", async () => {
+    const reply = await anon({ method: "GET", url: "https://dest.portico-test/secret?q=1" })
+    expect(reply.status, reply.text).toBe(200)
+    expect(reply.body.status_code, reply.text).toBe(200)
+    expect(Buffer.from(reply.body.body, "base64").toString("utf8")).toBe("secure GET /secret?q=1 dest.portico-test")
+    const wrong = await anon({ method: "GET", url: "https://wrong.portico-test/" })
+    expect(wrong.status, wrong.text).toBe(200)
+    expect(wrong.body.error, wrong.text).toMatch(/TLS/)
   })
 
   it("answers 200 with error when the request fails past the upstream", async () => {
