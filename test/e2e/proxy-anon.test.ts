@@ -20,6 +20,7 @@ import * as http from "node:http"
 import * as https from "node:https"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { call, expectRefusal, notCalled, refusal } from "../support/client.js"
 import { type Gateway, mintKey, type Reply, startGateway } from "../support/gateway.js"
 import { freePort } from "../support/process.js"
 import { hasRqlited, type RqlitedServer, rqlitedMissingMessage, startRqlited } from "../support/rqlited.js"
@@ -280,5 +281,18 @@ describe.each(["sqlite", "rqlite"] as const)("POST /v1/proxy/anon, registry on %
     expectError(await anon({ method: "GET", url: "http://dest.portico-test/echo" }, noUpstream), 503, "RELAY_UNAVAILABLE")
     expectError(await anon({ method: "GET", url: "http://dest.portico-test/echo" }, upstreamDown), 503, "RELAY_UNAVAILABLE")
     expect(destination.seen.length).toBe(before)
+  })
+
+  it("is reached by the typed client: anon answered and refused as declared, the socket routes refused without an upgrade", async () => {
+    const answered = await call(gw, session, (c) => c.proxy.anon({ payload: { method: "GET", url: "http://dest.portico-test/echo" } }))
+    expect("status_code" in answered ? answered.status_code : answered.error).toBe(201)
+    const failed = await call(gw, session, (c) => c.proxy.anon({ payload: { method: "GET", url: "http://unknown.portico-test/" } }))
+    expect("error" in failed).toBe(true)
+    expectRefusal(await refusal(gw, session, (c) => c.proxy.anon({ payload: { method: "GET", url: "http://0x7f000001/" } })), 400, "RELAY_DESTINATION_NOT_ALLOWED")
+    expectRefusal(await refusal(noUpstream, session, (c) => c.proxy.anon({ payload: { method: "GET", url: "http://dest.portico-test/" } })), 503, "RELAY_UNAVAILABLE")
+    expectRefusal(await refusal(gw, runtimeKey, (c) => c.proxy.anon({ payload: { method: "GET", url: "http://dest.portico-test/" } })), 403, "SESSION_REQUIRED")
+    expectRefusal(await refusal(gw, session, (c) => c.proxy.tunnel({ urlParams: { host: "dest.portico-test" } })), 400, "BAD_REQUEST")
+    expectRefusal(await refusal(gw, undefined, (c) => c.proxy.relay({ urlParams: {} })), 400, "BAD_REQUEST")
+    expect(notCalled(["proxy"])).toEqual([])
   })
 })
