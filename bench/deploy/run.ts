@@ -1,0 +1,219 @@
+/**
+ * bench/deploy: a deployed Node.js app's small JSON route through the gateway's host routing,
+ * against the same app called directly on its port, side by side in the same run (issue 23: ≥ 0.7
+ * of direct at concurrency 64); and the time from `portico deploy` of a 10 MB static site to the
+ * first 200 on its host (reported).
+ *
+ * Layout: the gateway (`portico serve` as `npm start` runs it, compiled, embedded registry) pinned
+ * to CPU 0, and the app's sandboxed processes moved onto CPU 0 too once deployed, so both ways
+ * share one CPU's worth of server; wrk on CPU 1. Rounds alternate which way goes first. Needs root
+ * (the sandbox), wrk, taskset and two CPUs.
+ *
+ * Knobs: DEPLOY_ROUNDS (5), DEPLOY_DURATION (10 s per measurement), DEPLOY_CONNECTIONS (64),
+ * DEPLOY_STATIC_ROUNDS (3).
+ */
+import { spawn, spawnSync } from "node:child_process"
+import * as crypto from "node:crypto"
+import * as fs from "node:fs"
+import * as http from "node:http"
+import * as os from "node:os"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+import { freePort, logTail, startPinned, stopAll, waitUntil } from "../support/children.js"
+import { median } from "../support/stats.js"
+
+const here = path.dirname(fileURLToPath(import.meta.url))
+const root = path.resolve(here, "../..")
+const num = (name: string, fallback: number) => Math.max(1, Math.round(Number(process.env[name] ?? fallback)))
+const rounds = num("DEPLOY_ROUNDS", 5)
+const duration = num("DEPLOY_DURATION", 10)
+const connections = num("DEPLOY_CONNECTIONS", 64)
+const staticRounds = num("DEPLOY_STATIC_ROUNDS", 3)
+const namespace = "deploybench"
+const TARGET = 0.7
+
+for (const signal of ["SIGINT", "SIGTERM"] as const) {
+  process.once(signal, () => void stopAll().then(() => process.exit(130)))
+}
+
+const run = (command: string, args: ReadonlyArray<string>, env?: NodeJS.ProcessEnv) => {
+  const out = spawnSync(command, args, { cwd: root, encoding: "utf8", env: env ?? process.env, timeout: 300_000 })
+  if (out.status !== 0) throw new Error(`${command} ${args.join(" ")} failed (${out.status ?? out.signal}):\n${out.stdout}\n${out.stderr}`)
+  return out.stdout
+}
+
+/** Runs a command and answers its milliseconds (spawned, so the driver's clock keeps running). */
+const timed = (command: string, args: ReadonlyArray<string>, env: NodeJS.ProcessEnv) =>
+  new Promise<{ ms: number; stdout: string }>((resolve, reject) => {
+    const started = performance.now()
+    const child = spawn(command, args, { cwd: root, env, stdio: ["ignore", "pipe", "pipe"] })
+    let stdout = ""
+    let stderr = ""
+    child.stdout.on("data", (d: Buffer) => (stdout += d.toString()))
+    child.stderr.on("data", (d: Buffer) => (stderr += d.toString()))
+    child.on("exit", (code) =>
+      code === 0 ? resolve({ ms: performance.now() - started, stdout }) : reject(new Error(`${command} ${args.join(" ")} exited ${code}:\n${stdout}\n${stderr}`))
+    )
+  })
+
+interface Sample {
+  readonly rps: number
+  readonly non2xx: number
+  readonly errors: number
+}
+
+const wrk = (url: string, headers: Readonly<Record<string, string>>, seconds: number): Sample => {
+  const args = ["-c", "1", "wrk", "-t1", `-c${connections}`, `-d${seconds}s`, "--timeout", "5s"]
+  for (const [k, v] of Object.entries(headers)) args.push("-H", `${k}: ${v}`)
+  args.push(url)
+  const text = spawnSync("taskset", args, { encoding: "utf8", timeout: (seconds + 30) * 1000 }).stdout ?? ""
+  const errs = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(text)
+  return {
+    rps: Number(/Requests\/sec:\s+([\d.]+)/.exec(text)?.[1] ?? "0"),
+    non2xx: Number(/Non-2xx or 3xx responses: (\d+)/.exec(text)?.[1] ?? "0"),
+    errors: errs === null ? 0 : errs.slice(1).reduce((a, b) => a + Number(b), 0)
+  }
+}
+
+/** Moves every process of the deployment's cgroup onto CPU 0, beside the gateway. */
+const pinApp = (deploymentId: string) => {
+  const procs = ["/sys/fs/cgroup/portico", "/sys/fs/cgroup/pids/portico", "/sys/fs/cgroup/memory/portico"]
+    .map((base) => path.join(base, deploymentId, "cgroup.procs"))
+    .find((file) => fs.existsSync(file))
+  if (procs === undefined) throw new Error(`no cgroup found for ${deploymentId}`)
+  for (const pid of fs.readFileSync(procs, "utf8").split("\n").filter((l) => l !== "")) {
+    spawnSync("taskset", ["-a", "-p", "-c", "0", pid])
+  }
+}
+
+const APP = `const http = require("node:http")
+const body = JSON.stringify({ ok: true, service: "bench", items: [1, 2, 3] })
+http.createServer((req, res) => {
+  res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(body) })
+  res.end(body)
+}).listen(Number(process.env.PORT), "0.0.0.0")
+`
+
+/** A 10 MB static site: an index page and 40 files of 256 KiB of incompressible bytes. */
+const writeStaticSite = (dir: string) => {
+  fs.mkdirSync(path.join(dir, "assets"), { recursive: true })
+  fs.writeFileSync(path.join(dir, "index.html"), "<!doctype html><title>bench</title><h1>bench</h1>\n")
+  for (let i = 0; i < 40; i++) fs.writeFileSync(path.join(dir, "assets", `blob-${i}.bin`), crypto.randomBytes(256 * 1024))
+}
+
+const probe = (target: string, headers: Readonly<Record<string, string>>) =>
+  new Promise<{ status: number; body: string }>((resolve) => {
+    const url = new URL(target)
+    const req = http.request({ host: url.hostname, port: url.port, path: url.pathname, headers }, (res) => {
+      let body = ""
+      res.on("data", (d: Buffer) => (body += d.toString()))
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, body }))
+    })
+    req.on("error", (error) => resolve({ status: 0, body: error.message }))
+    req.end()
+  })
+
+const firstOk = async (gateway: string, host: string, deadlineMs: number) => {
+  const started = performance.now()
+  for (;;) {
+    const status = await new Promise<number>((resolve) => {
+      const url = new URL(gateway)
+      const req = http.request(
+        { host: url.hostname, port: url.port, path: "/", headers: { host } },
+        (res) => {
+          res.resume()
+          resolve(res.statusCode ?? 0)
+        }
+      )
+      req.on("error", () => resolve(0))
+      req.end()
+    })
+    if (status === 200) return
+    if (performance.now() - started > deadlineMs) throw new Error(`${host} did not answer 200 within ${deadlineMs} ms (last ${status})`)
+    await new Promise((r) => setTimeout(r, 20))
+  }
+}
+
+const main = async () => {
+  spawnSync("taskset", ["-a", "-p", "-c", "1", String(process.pid)])
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "portico-bench-deploy-"))
+  const dataDir = path.join(dir, "data")
+  const env: NodeJS.ProcessEnv = { ...process.env, PORTICO_RATE_LIMIT: "false", PORTICO_LOG_REQUESTS: "false", PORTICO_NODE_ID: "bench" }
+  delete env.PORTICO_RQLITE_URL
+  try {
+    const key = run(process.execPath, ["bin/portico.mjs", "namespace", "create", namespace, "--data-dir", dataDir, "--print", "api_key"], env).trim()
+    const port = await freePort()
+    const gateway = startPinned("gateway", dir, process.execPath, ["--enable-source-maps", "bin/portico.mjs", "serve", "--port", String(port), "--data-dir", dataDir], { env })
+    await waitUntil(gateway, () => fs.readFileSync(gateway.log, "utf8").includes('"msg":"listening"'))
+    const url = `http://127.0.0.1:${port}`
+    const cliEnv = { ...env, PORTICO_URL: url, PORTICO_TOKEN: key }
+    const get = async (route: string) => {
+      const response = await fetch(url + route, { headers: { authorization: `Bearer ${key}` } })
+      if (!response.ok) throw new Error(`GET ${route}: ${response.status} ${await response.text()}`)
+      return (await response.json()) as Record<string, unknown>
+    }
+
+    // the Node.js app, deployed by the CLI
+    const appDir = path.join(dir, "app")
+    fs.mkdirSync(appDir)
+    fs.writeFileSync(path.join(appDir, "index.js"), APP)
+    fs.writeFileSync(path.join(appDir, "package.json"), JSON.stringify({ name: "bench-app", version: "1.0.0", main: "index.js" }))
+    await timed(process.execPath, ["bin/portico.mjs", "deploy", appDir, "--name", "api", "--type", "nodejs", "--health-check", "/"], cliEnv)
+    const app = await get("/v1/deployments/get?name=api")
+    const host = String(app["domain"])
+    const appPort = Number(app["port"])
+    if (process.env.DEPLOY_PIN_APP !== "0") pinApp(String(app["id"]))
+    const through = `${url}/items`
+    const direct = `http://127.0.0.1:${appPort}/items`
+
+    // one request each way before measuring: a refusal is reported with its answer, not as a rate
+    for (const [label, target, headers] of [["gateway", through, { host }], ["direct", direct, {}]] as const) {
+      const answer = await probe(target, headers)
+      if (answer.status !== 200) throw new Error(`${label} ${target} answered ${answer.status}: ${answer.body}\n${logTail(gateway)}`)
+    }
+    const samples = { gateway: [] as Array<number>, direct: [] as Array<number> }
+    wrk(through, { Host: host }, 2)
+    wrk(direct, {}, 2)
+    for (let r = 1; r <= rounds; r++) {
+      const order = r % 2 === 1 ? (["gateway", "direct"] as const) : (["direct", "gateway"] as const)
+      for (const side of order) {
+        const s = side === "gateway" ? wrk(through, { Host: host }, duration) : wrk(direct, {}, duration)
+        if (s.non2xx + s.errors > 0) throw new Error(`${side}: ${s.non2xx} non-2xx, ${s.errors} socket errors\n${logTail(gateway)}`)
+        samples[side].push(s.rps)
+        process.stdout.write(`round ${r} ${side.padEnd(8)} ${s.rps.toFixed(0).padStart(7)} req/s\n`)
+      }
+    }
+    const ratios = samples.gateway.map((g, i) => g / (samples.direct[i] ?? 1))
+
+    // the 10 MB static site: command to first 200 on its host
+    const site = path.join(dir, "site")
+    writeStaticSite(site)
+    const deployMs: Array<number> = []
+    for (let r = 1; r <= staticRounds; r++) {
+      const name = `site${r}`
+      const started = performance.now()
+      await timed(process.execPath, ["bin/portico.mjs", "deploy", site, "--name", name, "--type", "static"], cliEnv)
+      const record = await get(`/v1/deployments/get?name=${name}`)
+      await firstOk(url, String(record["domain"]), 60_000)
+      const ms = performance.now() - started
+      deployMs.push(ms)
+      process.stdout.write(`static deploy ${r}: ${ms.toFixed(0)} ms to the first 200\n`)
+    }
+
+    const ratio = median(ratios)
+    process.stdout.write(
+      `\nNode.js JSON route, c=${connections}, ${duration}s x ${rounds} rounds: gateway ${median(samples.gateway).toFixed(0)} req/s, ` +
+        `direct ${median(samples.direct).toFixed(0)} req/s; ratio per round ${ratios.map((x) => x.toFixed(2)).join(" ")}; ` +
+        `median ${ratio.toFixed(2)} (target >= ${TARGET}: ${ratio >= TARGET ? "met" : "MISSED"})\n` +
+        `10 MB static site, command to first 200: median ${median(deployMs).toFixed(0)} ms (${deployMs.map((m) => m.toFixed(0)).join(", ")})\n`
+    )
+  } finally {
+    await stopAll()
+    fs.rmSync(dir, { recursive: true, force: true })
+  }
+}
+
+main().catch((e: unknown) => {
+  process.stderr.write(`${e instanceof Error ? (e.stack ?? e.message) : String(e)}\n`)
+  void stopAll().then(() => process.exit(1))
+})
