@@ -47,6 +47,7 @@ export const joinPipe = (ws: WebSocket, tcp: net.Socket, limits: PipeLimits, onE
   let toDestination = 0
   let toClient = 0
   let idle: NodeJS.Timeout | undefined
+  let waitingForDrain = false
   const end = (reason: EndReason) => {
     if (ended) return
     ended = true
@@ -75,9 +76,14 @@ export const joinPipe = (ws: WebSocket, tcp: net.Socket, limits: PipeLimits, onE
     toDestination += chunk.length
     if (toDestination > limits.maxBytes) return end("byte-cap")
     touch()
-    if (!tcp.write(chunk)) {
+    // ws may still emit frames it had read before the pause: one drain listener resumes it
+    if (!tcp.write(chunk) && !waitingForDrain) {
+      waitingForDrain = true
       ws.pause()
-      tcp.once("drain", () => ws.resume())
+      tcp.once("drain", () => {
+        waitingForDrain = false
+        ws.resume()
+      })
     }
   })
   tcp.on("data", (chunk: Buffer) => {
