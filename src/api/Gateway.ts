@@ -198,7 +198,8 @@ export const gatewayListener = (settings: PorticoSettings) =>
       standing: Context.get(context, SessionLiveness).standing,
       isApiHost: (host) => Context.get(context, AppHosts).route(host).kind === "api",
       namespace: Context.get(context, Namespaces).get,
-      baseDomain: settings.baseDomain
+      baseDomain: settings.baseDomain,
+      onAnswered
     })
     yield* Scope.addFinalizer(scope, Effect.sync(proxySockets.close))
     return Object.assign(routing.listener(api), {

@@ -24,6 +24,7 @@ export const makeProxyUpgrade = (options: {
   readonly isApiHost: (host: string | undefined) => boolean
   readonly namespace: (name: string) => Effect.Effect<Option.Option<NamespaceRecord>, unknown>
   readonly baseDomain: string
+  readonly onAnswered?: ((req: http.IncomingMessage, status: number, ms: number) => void) | undefined
 }) => {
   const policy = session("proxy")
   const asRefusal = (e: GateRefusal) => ({ code: e.code, error: e.error, hint: e.hint, retryAfterSeconds: "retryAfterSeconds" in e ? e.retryAfterSeconds : undefined })
@@ -33,7 +34,8 @@ export const makeProxyUpgrade = (options: {
     admit: (authorization, remoteAddress) => Effect.mapError(options.gate.run(policy, { authorization, remoteAddress, clientCharged: false }), asRefusal),
     admitAnonymous: (remoteAddress) => Effect.mapError(options.gate.run(open, { authorization: undefined, remoteAddress, clientCharged: false }), asRefusal),
     namespaceExists: (name) => Effect.map(options.namespace(name), Option.isSome),
-    baseDomain: options.baseDomain
+    baseDomain: options.baseDomain,
+    onAnswered: options.onAnswered
   })
   return {
     /** The server's `upgrade` listener: the proxy's routes on the API's hosts, anything else to `next`. */

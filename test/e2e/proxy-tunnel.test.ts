@@ -155,6 +155,9 @@ describe.each(["sqlite", "rqlite"] as const)("GET /v1/proxy/tunnel, registry on 
       expect(closed.code).toBe(1000)
       expect(socks.connections().slice(before)).toEqual([{ host: "dest.portico-test", port: 80 }])
     }
+    // the access log has the handshakes, without their query (the ?jwt= credential)
+    expect(gw.logs()).toContain('"route":"/v1/proxy/tunnel","status":101')
+    expect(gw.logs()).not.toContain(session)
   })
 
   it("closes the tunnel on a text frame (1003)", async () => {

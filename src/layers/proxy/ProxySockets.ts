@@ -18,6 +18,7 @@ import type * as http from "node:http"
 import type * as net from "node:net"
 import type { Duplex } from "node:stream"
 import { WebSocketServer } from "ws"
+import { statusOfCode } from "../../domain/Errors.js"
 import { asSession, type Principal } from "../../domain/Principal.js"
 import { judgeDestination } from "../../domain/ProxyDestination.js"
 import type { SessionLiveness } from "../auth/Authenticator.js"
@@ -43,6 +44,8 @@ export interface ProxySocketsOptions {
   readonly namespaceExists: (name: string) => Effect.Effect<boolean, unknown>
   /** The platform's base domain: a relay goes only to `ns-<namespace>.<base domain>`. */
   readonly baseDomain: string
+  /** The access log's call, when request logging is on: each handshake's answer (101 or the refusal's status). */
+  readonly onAnswered?: ((req: http.IncomingMessage, status: number, ms: number) => void) | undefined
 }
 
 const TUNNEL_PATH = "/v1/proxy/tunnel"
@@ -65,7 +68,17 @@ export const makeProxySockets = (options: ProxySocketsOptions) => {
     else perUser.set(user, left)
   }
 
-  const refuse = (socket: Duplex, refusal: AppRefusal) => answerRefusalOnSocket(socket, refusal)
+  /** The handshake each socket belongs to and when it began, for the access log. */
+  const handshakes = new WeakMap<Duplex, { readonly req: http.IncomingMessage; readonly startedAt: number }>()
+  const logAnswer = (socket: Duplex, status: number) => {
+    const handshake = handshakes.get(socket)
+    if (handshake !== undefined && options.onAnswered !== undefined) options.onAnswered(handshake.req, status, performance.now() - handshake.startedAt)
+  }
+
+  const refuse = (socket: Duplex, refusal: AppRefusal) => {
+    logAnswer(socket, statusOfCode[refusal.code])
+    answerRefusalOnSocket(socket, refusal)
+  }
 
   /** The handshake's own shape: GET, Upgrade: websocket, version 13 and a key; a refusal otherwise. */
   const handshakeRefusal = (req: http.IncomingMessage, path: string): AppRefusal | undefined => {
@@ -90,6 +103,7 @@ export const makeProxySockets = (options: ProxySocketsOptions) => {
     let accepted = false
     wss.handleUpgrade(req, socket, head, (ws) => {
       accepted = true
+      logAnswer(socket, 101)
       let unregister = () => {}
       const pipe = joinPipe(
         ws,
@@ -202,6 +216,7 @@ export const makeProxySockets = (options: ProxySocketsOptions) => {
   }
 
   const upgrade: Upgrade = (req, socket, head) => {
+    handshakes.set(socket, { req, startedAt: performance.now() })
     const url = new URL(req.url ?? "/", "http://gateway")
     const answer = url.pathname === RELAY_PATH ? relay : tunnel
     answer(req, socket, head, url.searchParams).catch(() => socket.destroy())
