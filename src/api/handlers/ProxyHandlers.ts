@@ -1,6 +1,7 @@
 import { HttpApiBuilder } from "@effect/platform"
 import { Effect } from "effect"
 import { BadRequest } from "../../domain/Errors.js"
+import { CurrentSession } from "../../domain/Principal.js"
 import { PorticoConfig } from "../../layers/config/PorticoConfig.js"
 import { sendAnon } from "../../layers/proxy/AnonRequests.js"
 import { PorticoApi } from "../Api.js"
@@ -13,7 +14,7 @@ export const ProxyHandlers = HttpApiBuilder.group(PorticoApi, "proxy", (handlers
   Effect.gen(function* () {
     const settings = (yield* PorticoConfig).proxy
     return handlers
-      .handle("anon", ({ payload }) => Effect.mapError(sendAnon(settings, payload), refusedOrDown))
+      .handle("anon", ({ payload }) => Effect.flatMap(CurrentSession, (s) => Effect.mapError(sendAnon(settings, s, payload), refusedOrDown)))
       .handle("tunnel", () => socketOnly("/v1/proxy/tunnel"))
       .handle("relay", () => socketOnly("/v1/proxy/relay"))
   })

@@ -18,7 +18,7 @@ import type { ProxyCode } from "../../domain/Errors.js"
 import { judgeUrl, type UrlTarget } from "../../domain/ProxyDestination.js"
 import { refuse, type Refused } from "../Refused.js"
 import type { ProxySettings } from "./ProxySettings.js"
-import { DialFailed, dialThroughSocks } from "./SocksDial.js"
+import { DialFailed, dialThroughSocks, isolationKey } from "./SocksDial.js"
 
 export const anonMethods = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"] as const
 export type AnonMethod = (typeof anonMethods)[number]
@@ -160,10 +160,10 @@ const exchange = (stream: net.Socket, judged: Judged, method: AnonMethod, maxByt
     request.end(body)
   })
 
-const run = async (settings: ProxySettings, judged: Judged, method: AnonMethod, signal: AbortSignal): Promise<AnonAnswer | "upstream-down"> => {
+const run = async (settings: ProxySettings, judged: Judged, method: AnonMethod, isolation: string, signal: AbortSignal): Promise<AnonAnswer | "upstream-down"> => {
   let stream: net.Socket
   try {
-    stream = await dialThroughSocks(settings.socks, judged.target, Math.min(settings.connectTimeoutMs, settings.anonTimeoutMs))
+    stream = await dialThroughSocks(settings.socks, judged.target, Math.min(settings.connectTimeoutMs, settings.anonTimeoutMs), isolation)
   } catch (error) {
     if (error instanceof DialFailed && error.side === "destination") return { error: error.message }
     return "upstream-down"
@@ -183,15 +183,19 @@ const run = async (settings: ProxySettings, judged: Judged, method: AnonMethod, 
   return exchange(stream, judged, method, settings.anonMaxResponseBytes, signal)
 }
 
-/** One anon request: refused (4xx, 503) or answered (200, with `error` when the request failed past the upstream). */
-export const sendAnon = (settings: ProxySettings, request: AnonRequest): Effect.Effect<AnonAnswer, Refused<ProxyCode>> => {
+/** One anon request for `caller` (namespace and subject: one user's requests share circuits, never another user's). */
+export const sendAnon = (
+  settings: ProxySettings,
+  caller: { readonly namespace: string; readonly subject: string },
+  request: AnonRequest
+): Effect.Effect<AnonAnswer, Refused<ProxyCode>> => {
   const judged = judgeAnonRequest(request, settings.anonMaxRequestBytes)
   if ("_tag" in judged) return Effect.fail(judged)
   if (settings.socks === undefined) return Effect.fail(refuse("RELAY_UNAVAILABLE", "no anonymity network is configured on this gateway", "the operator sets PORTICO_PROXY_SOCKS_URL"))
   return Effect.flatMap(
     Effect.promise((interrupted) => {
       const deadline = AbortSignal.timeout(settings.anonTimeoutMs)
-      return run(settings, judged, request.method, AbortSignal.any([deadline, interrupted]))
+      return run(settings, judged, request.method, isolationKey("user", caller.namespace, caller.subject), AbortSignal.any([deadline, interrupted]))
     }),
     (answer) =>
       answer === "upstream-down"

@@ -25,7 +25,8 @@ import type { SessionLiveness } from "../auth/Authenticator.js"
 import { type AppRefusal, answerRefusalOnSocket } from "../deployments/serving/AppAnswers.js"
 import type { ProxySettings } from "./ProxySettings.js"
 import { makeSocketRevocation } from "./SocketRevocation.js"
-import { DialFailed, dialThroughSocks } from "./SocksDial.js"
+import { randomBytes } from "node:crypto"
+import { DialFailed, dialThroughSocks, isolationKey } from "./SocksDial.js"
 import { joinPipe } from "./TunnelPipe.js"
 
 type Upgrade = (req: http.IncomingMessage, socket: Duplex, head: Buffer) => void
@@ -171,7 +172,9 @@ export const makeProxySockets = (options: ProxySocketsOptions) => {
     }
     let stream: net.Socket
     try {
-      stream = await dialThroughSocks(settings.socks, { host, port: 443 }, settings.connectTimeoutMs)
+      // circuit=session: the client address's relay streams share a circuit; otherwise each its own
+      const isolation = circuit === "session" ? isolationKey("relay", address) : randomBytes(16).toString("hex")
+      stream = await dialThroughSocks(settings.socks, { host, port: 443 }, settings.connectTimeoutMs, isolation)
     } catch (error) {
       done()
       return refuse(socket, dialFailure(error))
@@ -201,7 +204,8 @@ export const makeProxySockets = (options: ProxySocketsOptions) => {
     total++
     let stream: net.Socket
     try {
-      stream = await dialThroughSocks(settings.socks, destination.right, settings.connectTimeoutMs)
+      // one user's tunnels share circuits, never another user's
+      stream = await dialThroughSocks(settings.socks, destination.right, settings.connectTimeoutMs, isolationKey("user", caller.namespace, caller.subject))
     } catch (error) {
       release(user)
       return refuse(socket, dialFailure(error))
