@@ -125,7 +125,7 @@ describe.each(["sqlite", "rqlite"] as const)("POST /v1/proxy/anon, registry on %
     // nothing.portico-test has an address where nothing listens; wrong.portico-test reaches the
     // HTTPS destination, whose certificate names dest.portico-test only
     socks = await startSocksServer({ hosts: { "dest.portico-test": address, "wrong.portico-test": address, "nothing.portico-test": "127.0.0.1" } })
-    const limits = { PORTICO_PROXY_ANON_MAX_RESPONSE_BYTES: "65536", PORTICO_PROXY_ANON_TIMEOUT_MS: "3000", PORTICO_PROXY_ANON_MAX_REQUEST_BYTES: "4096" }
+    const limits = { PORTICO_PROXY_ANON_MAX_RESPONSE_BYTES: "65536", PORTICO_PROXY_ANON_TIMEOUT_MS: "3000", PORTICO_PROXY_ANON_MAX_REQUEST_BYTES: "4096", PORTICO_PROXY_ANON_PER_USER: "2" }
     gw = await startGateway({ env: { ...engineEnv, ...limits, PORTICO_PROXY_SOCKS_URL: socks.url, NODE_EXTRA_CA_CERTS: testCa().caFile } })
     noUpstream = await startGateway({ dataDir: gw.dataDir, env: engineEnv })
     const dead = await Effect.runPromise(freePort)
@@ -217,6 +217,17 @@ describe.each(["sqlite", "rqlite"] as const)("POST /v1/proxy/anon, registry on %
     expect(silent.status, silent.text).toBe(200)
     expect(silent.body.error).toMatch(/timed out/)
     expect(Date.now() - started).toBeLessThan(8_000)
+  })
+
+  it("holds at most 2 requests in flight per user here (429 with Retry-After)", async () => {
+    const held = [anon({ method: "GET", url: "http://dest.portico-test/silent" }), anon({ method: "GET", url: "http://dest.portico-test/silent" })]
+    await new Promise((r) => setTimeout(r, 500))
+    const third = await anon({ method: "GET", url: "http://dest.portico-test/echo" })
+    expectError(third, 429, "RATE_LIMITED")
+    expect(Number(third.headers.get("retry-after"))).toBeGreaterThan(0)
+    for (const reply of await Promise.all(held)) expect(reply.body.error).toMatch(/timed out/)
+    const after = await anon({ method: "GET", url: "http://dest.portico-test/echo" })
+    expect(after.body.status_code, after.text).toBe(201)
   })
 
   it("refuses every private destination spelling with 400 RELAY_DESTINATION_NOT_ALLOWED, never dialling", async () => {

@@ -3,7 +3,7 @@ import { Effect } from "effect"
 import { BadRequest } from "../../domain/Errors.js"
 import { CurrentSession } from "../../domain/Principal.js"
 import { PorticoConfig } from "../../layers/config/PorticoConfig.js"
-import { sendAnon } from "../../layers/proxy/AnonRequests.js"
+import { makeAnonRequests } from "../../layers/proxy/AnonRequests.js"
 import { PorticoApi } from "../Api.js"
 import { refusedOrDown } from "./Refusals.js"
 
@@ -12,9 +12,9 @@ const socketOnly = (path: string) =>
 
 export const ProxyHandlers = HttpApiBuilder.group(PorticoApi, "proxy", (handlers) =>
   Effect.gen(function* () {
-    const settings = (yield* PorticoConfig).proxy
+    const anon = makeAnonRequests((yield* PorticoConfig).proxy)
     return handlers
-      .handle("anon", ({ payload }) => Effect.flatMap(CurrentSession, (s) => Effect.mapError(sendAnon(settings, s, payload), refusedOrDown)))
+      .handle("anon", ({ payload }) => Effect.flatMap(CurrentSession, (s) => Effect.mapError(anon.send(s, payload), refusedOrDown)))
       .handle("tunnel", () => socketOnly("/v1/proxy/tunnel"))
       .handle("relay", () => socketOnly("/v1/proxy/relay"))
   })

@@ -172,9 +172,9 @@ export type DeploymentDomainCode = (typeof DeploymentDomainRefusals)[number]
 
 /**
  * The anonymity proxy's one-shot requests (src/layers/proxy/AnonRequests.ts): a destination or
- * header refused, a body over its cap, no SOCKS upstream or it down (docs/proxy.md).
+ * header refused, a body over its cap, too many in flight, no SOCKS upstream or it down (docs/proxy.md).
  */
-export const ProxyRefusals = family("VALIDATION_FAILED", "RELAY_DESTINATION_NOT_ALLOWED", "PAYLOAD_TOO_LARGE", "RELAY_UNAVAILABLE")
+export const ProxyRefusals = family("VALIDATION_FAILED", "RELAY_DESTINATION_NOT_ALLOWED", "PAYLOAD_TOO_LARGE", "RATE_LIMITED", "RELAY_UNAVAILABLE")
 export type ProxyCode = (typeof ProxyRefusals)[number]
 
 /** Renewing a workload token (src/layers/workload/WorkloadTokens.ts): not a workload's, or its deployment gone. */

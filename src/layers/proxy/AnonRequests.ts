@@ -183,23 +183,65 @@ const run = async (settings: ProxySettings, judged: Judged, method: AnonMethod, 
   return exchange(stream, judged, method, settings.anonMaxResponseBytes, signal)
 }
 
-/** One anon request for `caller` (namespace and subject: one user's requests share circuits, never another user's). */
-export const sendAnon = (
-  settings: ProxySettings,
-  caller: { readonly namespace: string; readonly subject: string },
-  request: AnonRequest
-): Effect.Effect<AnonAnswer, Refused<ProxyCode>> => {
-  const judged = judgeAnonRequest(request, settings.anonMaxRequestBytes)
-  if ("_tag" in judged) return Effect.fail(judged)
-  if (settings.socks === undefined) return Effect.fail(refuse("RELAY_UNAVAILABLE", "no anonymity network is configured on this gateway", "the operator sets PORTICO_PROXY_SOCKS_URL"))
-  return Effect.flatMap(
-    Effect.promise((interrupted) => {
-      const deadline = AbortSignal.timeout(settings.anonTimeoutMs)
-      return run(settings, judged, request.method, isolationKey("user", caller.namespace, caller.subject), AbortSignal.any([deadline, interrupted]))
-    }),
-    (answer) =>
-      answer === "upstream-down"
-        ? Effect.fail(refuse("RELAY_UNAVAILABLE", "the anonymity network is unavailable", "retry later", 5))
-        : Effect.succeed(answer)
-  )
+export interface AnonRequests {
+  /** One anon request for `caller` (namespace and subject: one user's requests share circuits, never another user's). */
+  readonly send: (caller: { readonly namespace: string; readonly subject: string }, request: AnonRequest) => Effect.Effect<AnonAnswer, Refused<ProxyCode>>
+  /** Requests in flight on this gateway. */
+  readonly inFlight: () => number
+}
+
+/**
+ * The gateway's anon requests, counted in flight per user and in all: each may hold its response
+ * cap in memory, so the counts bound the memory they take together (429 past either).
+ */
+export const makeAnonRequests = (settings: ProxySettings): AnonRequests => {
+  const perUser = new Map<string, number>()
+  let total = 0
+  const release = (user: string) => {
+    total--
+    const left = (perUser.get(user) ?? 1) - 1
+    if (left <= 0) perUser.delete(user)
+    else perUser.set(user, left)
+  }
+  const send: AnonRequests["send"] = (caller, request) => {
+    const judged = judgeAnonRequest(request, settings.anonMaxRequestBytes)
+    if ("_tag" in judged) return Effect.fail(judged)
+    if (settings.socks === undefined) return Effect.fail(refuse("RELAY_UNAVAILABLE", "no anonymity network is configured on this gateway", "the operator sets PORTICO_PROXY_SOCKS_URL"))
+    const user = `${caller.namespace}\u0000${caller.subject}`
+    if ((perUser.get(user) ?? 0) >= settings.anonPerUser) {
+      return Effect.fail(refuse("RATE_LIMITED", `at most ${settings.anonPerUser} anon requests in flight per user`, "wait for one to finish", 1))
+    }
+    if (total >= settings.anonPerNode) return Effect.fail(refuse("RATE_LIMITED", "this gateway carries its most anon requests", "retry later", 1))
+    const counted = Effect.acquireRelease(
+      Effect.sync(() => {
+        perUser.set(user, (perUser.get(user) ?? 0) + 1)
+        total++
+      }),
+      () => Effect.sync(() => release(user))
+    )
+    return Effect.scoped(
+      Effect.zipRight(
+        counted,
+        Effect.flatMap(
+          Effect.promise((interrupted) => {
+            // a timer of our own, not AbortSignal.timeout: a timeout signal referenced only by
+            // AbortSignal.any can be collected before it fires, and the request would never end
+            const deadline = new AbortController()
+            const timer = setTimeout(() => deadline.abort(), settings.anonTimeoutMs)
+            const onInterrupt = () => deadline.abort()
+            interrupted.addEventListener("abort", onInterrupt, { once: true })
+            return run(settings, judged, request.method, isolationKey("user", caller.namespace, caller.subject), deadline.signal).finally(() => {
+              clearTimeout(timer)
+              interrupted.removeEventListener("abort", onInterrupt)
+            })
+          }),
+          (answer) =>
+            answer === "upstream-down"
+              ? Effect.fail(refuse("RELAY_UNAVAILABLE", "the anonymity network is unavailable", "retry later", 5))
+              : Effect.succeed(answer)
+        )
+      )
+    )
+  }
+  return { send, inFlight: () => total }
 }

@@ -21,6 +21,13 @@ export interface ProxySettings {
   readonly anonMaxResponseBytes: number
   /** An anon request from the SOCKS connect to the response's last byte (`PORTICO_PROXY_ANON_TIMEOUT_MS`, default 30 s). */
   readonly anonTimeoutMs: number
+  /** Anon requests in flight per user (`PORTICO_PROXY_ANON_PER_USER`, default 8); 429 past it. */
+  readonly anonPerUser: number
+  /**
+   * Anon requests in flight on this gateway (`PORTICO_PROXY_ANON_PER_NODE`, default 64); 429 past it.
+   * Each may hold its response cap in memory, so this bounds the whole: 64 × 4 MiB by default.
+   */
+  readonly anonPerNode: number
   /** Opening a stream through the upstream (`PORTICO_PROXY_CONNECT_TIMEOUT_MS`, default 20 s). */
   readonly connectTimeoutMs: number
   /** Open tunnels per user (`PORTICO_PROXY_TUNNELS_PER_USER`, spec §8: 24). */
@@ -47,6 +54,8 @@ export const defaultProxySettings: ProxySettings = {
   anonMaxRequestBytes: 1024 * 1024,
   anonMaxResponseBytes: 4 * 1024 * 1024,
   anonTimeoutMs: 30_000,
+  anonPerUser: 8,
+  anonPerNode: 64,
   connectTimeoutMs: 20_000,
   tunnelsPerUser: 24,
   tunnelsPerNode: 512,
@@ -92,6 +101,8 @@ export const proxyConfig = Effect.gen(function* () {
     anonMaxRequestBytes: yield* env(positive("PROXY_ANON_MAX_REQUEST_BYTES", d.anonMaxRequestBytes)),
     anonMaxResponseBytes: yield* env(positive("PROXY_ANON_MAX_RESPONSE_BYTES", d.anonMaxResponseBytes)),
     anonTimeoutMs: yield* env(positive("PROXY_ANON_TIMEOUT_MS", d.anonTimeoutMs)),
+    anonPerUser: yield* env(positive("PROXY_ANON_PER_USER", d.anonPerUser)),
+    anonPerNode: yield* env(positive("PROXY_ANON_PER_NODE", d.anonPerNode)),
     connectTimeoutMs: yield* env(positive("PROXY_CONNECT_TIMEOUT_MS", d.connectTimeoutMs)),
     tunnelsPerUser: yield* env(positive("PROXY_TUNNELS_PER_USER", d.tunnelsPerUser)),
     tunnelsPerNode: yield* env(positive("PROXY_TUNNELS_PER_NODE", d.tunnelsPerNode)),
