@@ -164,8 +164,14 @@ export const makeProxySockets = (options: ProxySocketsOptions) => {
     if ((relayPerAddress.get(address) ?? 0) >= settings.relayPerAddress) {
       return refuse(socket, { code: "RATE_LIMITED", error: `at most ${settings.relayPerAddress} open relay streams per address`, hint: "close one first", retryAfterSeconds: 5 })
     }
+    // relay streams share the gateway's cap on open tunnels: each holds two sockets the same way
+    if (total >= settings.tunnelsPerNode) {
+      return refuse(socket, { code: "RATE_LIMITED", error: "this gateway holds its most open tunnels", hint: "retry later", retryAfterSeconds: 5 })
+    }
     relayPerAddress.set(address, (relayPerAddress.get(address) ?? 0) + 1)
+    total++
     const done = () => {
+      total--
       const left = (relayPerAddress.get(address) ?? 1) - 1
       if (left <= 0) relayPerAddress.delete(address)
       else relayPerAddress.set(address, left)
@@ -229,7 +235,7 @@ export const makeProxySockets = (options: ProxySocketsOptions) => {
   return {
     handles,
     upgrade,
-    /** How many tunnels are open on this gateway. */
+    /** How many tunnels and relay streams are open on this gateway. */
     open: () => total,
     close: () => {
       revocation.stop()
