@@ -11,9 +11,14 @@
  *    socket that opens and closes;
  * 4. the upgrade accepted and the two joined (TunnelPipe.ts), the socket watched for revocation.
  *
+ * `GET /v1/proxy/relay?host=<namespace host>&port=443[&circuit=session]` is the same without a
+ * credential, pinned to an existing namespace's host and capped per client address (docs/proxy.md
+ * "Relay"). Both count against the gateway's cap on open tunnels.
+ *
  * Every refusal is the API's envelope `{error, code, hint}` written on the socket.
  */
 import { Effect, Either } from "effect"
+import { randomBytes } from "node:crypto"
 import type * as http from "node:http"
 import type * as net from "node:net"
 import type { Duplex } from "node:stream"
@@ -25,7 +30,6 @@ import type { SessionLiveness } from "../auth/Authenticator.js"
 import { type AppRefusal, answerRefusalOnSocket } from "../deployments/serving/AppAnswers.js"
 import type { ProxySettings } from "./ProxySettings.js"
 import { makeSocketRevocation } from "./SocketRevocation.js"
-import { randomBytes } from "node:crypto"
 import { DialFailed, dialThroughSocks, isolationKey } from "./SocksDial.js"
 import { joinPipe } from "./TunnelPipe.js"
 
