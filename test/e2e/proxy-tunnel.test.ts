@@ -13,6 +13,7 @@
 import { Effect } from "effect"
 import { Wallet } from "ethers"
 import * as http from "node:http"
+import * as net from "node:net"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { WebSocket } from "ws"
 import { type Gateway, mintKey, startGateway } from "../support/gateway.js"
@@ -274,4 +275,25 @@ describe.each(["sqlite", "rqlite"] as const)("GET /v1/proxy/tunnel, registry on 
     expect(closed.code).toBe(1008)
     expect(closed.at - at).toBeLessThan(10_000)
   }, 20_000)
+
+  it("outlives clients that reset mid-handshake", async () => {
+    const session = await signIn(alice)
+    for (let i = 0; i < 20; i++) {
+      const socket = net.connect(gw.port, "127.0.0.1")
+      await new Promise<void>((r) => socket.once("connect", () => r()))
+      socket.write(
+        `GET /v1/proxy/tunnel?host=dest.portico-test&port=80 HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n` +
+          `Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nAuthorization: Bearer ${session}\r\n\r\n`
+      )
+      await new Promise((r) => setTimeout(r, i % 5))
+      socket.resetAndDestroy()
+    }
+    await new Promise((r) => setTimeout(r, 500))
+    const health = await gw.request("GET", "/v1/health")
+    expect(health.status).toBe(200)
+    // every slot the reset handshakes took is free again: the user's cap (24) still admits a tunnel
+    const tunnel = await open(gw, "host=dest.portico-test&port=80", session)
+    expect(isOpen(tunnel)).toBe(true)
+    if (isOpen(tunnel)) tunnel.ws.close()
+  })
 })

@@ -230,6 +230,9 @@ export const makeProxySockets = (options: ProxySocketsOptions) => {
   }
 
   const upgrade: Upgrade = (req, socket, head) => {
+    // node leaves an upgraded socket without an error listener: a client reset while the stream is
+    // being opened must not become an uncaught error
+    socket.on("error", () => socket.destroy())
     handshakes.set(socket, { req, startedAt: performance.now() })
     const url = new URL(req.url ?? "/", "http://gateway")
     const answer = url.pathname === RELAY_PATH ? relay : tunnel
