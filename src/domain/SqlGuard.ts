@@ -262,7 +262,11 @@ export const RESERVED_TABLES: ReadonlySet<string> = new Set([
   "content_refs",
   "ownership_offers",
   "deployment_versions",
-  "deployment_events"
+  "deployment_events",
+  "operator_audit",
+  "operator_invites",
+  "namespace_creators",
+  "operator_settings"
 ])
 
 const RESERVED_PREFIX = "portico_"

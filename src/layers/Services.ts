@@ -13,6 +13,7 @@ import { Health } from "./health/Health.js"
 import { ApiKeys } from "./keys/ApiKeys.js"
 import { CorsOrigins } from "./namespaces/CorsOrigins.js"
 import { Namespaces } from "./namespaces/Namespaces.js"
+import { OperatorAudit } from "./operators/OperatorAudit.js"
 import { RateLimiter } from "./ratelimit/RateLimiter.js"
 import { registryLayer } from "./registry/registryLayer.js"
 import { Sealer } from "./secrets/Sealer.js"
@@ -63,7 +64,7 @@ export const servicesLayer = (settings: PorticoSettings, options: ServicesOption
   const core = Layer.mergeAll(Sealer.Live, registryLayer(settings)).pipe(
     Layer.provideMerge(PorticoConfig.layer(settings))
   )
-  const registry = Layer.mergeAll(Audit.Live, ApiKeys.Live, KeyRing.Live, Health.Live, Coordination.Live).pipe(Layer.provideMerge(core))
+  const registry = Layer.mergeAll(Audit.Live, OperatorAudit.Live, ApiKeys.Live, KeyRing.Live, Health.Live, Coordination.Live).pipe(Layer.provideMerge(core))
   const namespaceSettings = CorsOrigins.Live.pipe(Layer.provideMerge(registry))
   const sessions = Layer.mergeAll(Namespaces.Live, Sessions.Live, SessionPolicy.Live).pipe(Layer.provideMerge(namespaceSettings))
   const namespaces = Devices.Live.pipe(Layer.provideMerge(sessions))

@@ -358,5 +358,74 @@ export const migrations: ReadonlyArray<Migration> = [
       )`,
       `CREATE INDEX IF NOT EXISTS deployment_domains_deployment ON deployment_domains (deployment_id, domain)`
     ]
+  },
+  {
+    id: 11,
+    name: "operators",
+    statements: [
+      // The operator plane (issue 25, docs/operators.md): the operator list, the operator audit
+      // trail, one-use invites (only the token's hash kept), the creators allowlist and the
+      // operator settings (absent row: the default).
+      `CREATE TABLE IF NOT EXISTS operators (
+        wallet TEXT PRIMARY KEY,
+        added_at INTEGER NOT NULL,
+        added_by TEXT NOT NULL
+      )`,
+      `CREATE TABLE IF NOT EXISTS operator_audit (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        at INTEGER NOT NULL,
+        actor TEXT NOT NULL,
+        action TEXT NOT NULL,
+        target TEXT NOT NULL,
+        detail TEXT NOT NULL
+      )`,
+      `CREATE TABLE IF NOT EXISTS operator_invites (
+        hash TEXT PRIMARY KEY,
+        created_by TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        expires_at INTEGER NOT NULL,
+        redeemed_by TEXT,
+        redeemed_at INTEGER
+      )`,
+      `CREATE TABLE IF NOT EXISTS namespace_creators (
+        wallet TEXT PRIMARY KEY,
+        added_at INTEGER NOT NULL,
+        added_by TEXT NOT NULL
+      )`,
+      `CREATE TABLE IF NOT EXISTS operator_settings (
+        name TEXT PRIMARY KEY,
+        value TEXT NOT NULL,
+        updated_at INTEGER NOT NULL,
+        updated_by TEXT NOT NULL
+      )`
+    ]
+  },
+  {
+    id: 12,
+    name: "namespace_teardowns",
+    statements: [
+      // A namespace deletion (docs/namespaces.md, "Deleting a namespace"): written before anything
+      // is removed, naming every part owed; each part is marked done when removed, and the rows go
+      // with the namespace row in the last batch. A gateway's start finishes what it finds here.
+      // runner and lease_until: the gateway working on it now (another answers 409 until it lapses).
+      `CREATE TABLE IF NOT EXISTS portico_teardowns (
+        namespace TEXT PRIMARY KEY,
+        actor TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        started_at INTEGER NOT NULL,
+        runner TEXT NOT NULL,
+        lease_until INTEGER NOT NULL,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        next_at INTEGER NOT NULL
+      )`,
+      `CREATE TABLE IF NOT EXISTS portico_teardown_parts (
+        namespace TEXT NOT NULL,
+        part TEXT NOT NULL,
+        done_at INTEGER,
+        attempts INTEGER NOT NULL DEFAULT 0,
+        last_error TEXT,
+        PRIMARY KEY (namespace, part)
+      )`
+    ]
   }
 ]
