@@ -96,6 +96,8 @@ export class MethodNotAllowed extends Schema.TaggedError<MethodNotAllowed>()("Me
 export class RequestTimeout extends Schema.TaggedError<RequestTimeout>()("RequestTimeout", envelope("REQUEST_TIMEOUT"), status(408)) {}
 export class Conflict extends Schema.TaggedError<Conflict>()("Conflict", envelope("CONFLICT"), status(409)) {}
 export class NamespaceExists extends Schema.TaggedError<NamespaceExists>()("NamespaceExists", envelope("NAMESPACE_EXISTS"), status(409)) {}
+/** A deletion of this namespace is running on some gateway (spec §4.9): retry after `Retry-After`. */
+export class NamespaceDeleteInProgress extends Schema.TaggedError<NamespaceDeleteInProgress>()("NamespaceDeleteInProgress", retried("NAMESPACE_DELETE_IN_PROGRESS"), status(409)) {}
 export class DatabaseExists extends Schema.TaggedError<DatabaseExists>()("DatabaseExists", envelope("DATABASE_EXISTS"), status(409)) {}
 /** A deployment of this name exists in the namespace (spec §4.8: use update). */
 export class DeploymentExists extends Schema.TaggedError<DeploymentExists>()("DeploymentExists", envelope("DEPLOYMENT_EXISTS"), status(409)) {}
@@ -112,6 +114,8 @@ export class RateLimited extends Schema.TaggedError<RateLimited>()("RateLimited"
 export class HeadersTooLarge extends Schema.TaggedError<HeadersTooLarge>()("HeadersTooLarge", envelope("HEADERS_TOO_LARGE"), status(431)) {}
 /** A bug: the detail goes to the log only. */
 export class Internal extends Schema.TaggedError<Internal>()("Internal", envelope("INTERNAL"), status(500)) {}
+/** A namespace deletion could not even be recorded (spec §4.9: 500, retryable); nothing was removed. */
+export class NamespaceDeleteFailed extends Schema.TaggedError<NamespaceDeleteFailed>()("NamespaceDeleteFailed", retried("NAMESPACE_DELETE_FAILED"), status(500)) {}
 /** A Node.js dependency the server-side install may not fetch (git, URL, file, link, path, workspaces); spec §4.8 says 500 naming it. */
 export class DependencyRefused extends Schema.TaggedError<DependencyRefused>()("DependencyRefused", envelope("DEPENDENCY_REFUSED"), status(500)) {}
 /**
@@ -188,6 +192,7 @@ export const catalogue = {
   RequestTimeout,
   Conflict,
   NamespaceExists,
+  NamespaceDeleteInProgress,
   DatabaseExists,
   DeploymentExists,
   InstanceCollision,
@@ -199,6 +204,7 @@ export const catalogue = {
   RateLimited,
   HeadersTooLarge,
   Internal,
+  NamespaceDeleteFailed,
   DependencyRefused,
   PushProviderRefused,
   AppUnreachable,

@@ -24,6 +24,10 @@ export const NamespaceRefusals = family(
 )
 export type NamespaceCode = (typeof NamespaceRefusals)[number]
 
+/** Deleting a namespace and everything it holds (src/layers/namespaces/NamespaceTeardown.ts). */
+export const TeardownRefusals = family("VALIDATION_FAILED", "FORBIDDEN", "NAMESPACE_DELETE_IN_PROGRESS", "NAMESPACE_DELETE_FAILED")
+export type TeardownCode = (typeof TeardownRefusals)[number]
+
 /** Minting an API key beyond the caller's own grants or namespace (src/layers/keys). */
 export const MintRefusals = family("FORBIDDEN", "GRANT_REQUIRED")
 export type MintCode = (typeof MintRefusals)[number]

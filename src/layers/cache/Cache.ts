@@ -45,6 +45,8 @@ export interface CacheService {
     match: string | undefined
   ) => Effect.Effect<ReadonlyArray<string>, CacheRefused | CacheUnavailable>
   readonly ping: Effect.Effect<void, CacheUnavailable>
+  /** Every entry of the namespace removed, on its engine (the namespace's deletion). */
+  readonly dropNamespace: (namespace: string) => Effect.Effect<number, CacheUnavailable>
   /** put, get, delete and mget answered on the spot, where the engine can (the embedded one). */
   readonly now?: CacheNow | undefined
 }
@@ -189,7 +191,8 @@ export class Cache extends Context.Tag("portico/Cache")<Cache, CacheService>() {
             const keys = yield* store.scan(caller.namespace, dmap, (key) => allows(caller, dmap, key) && matcher(key))
             return [...keys].sort()
           }),
-        ping: store.ping
+        ping: store.ping,
+        dropNamespace: store.dropNamespace
       }
     })
   )

@@ -47,6 +47,8 @@ export interface CacheStoreService {
   ) => Effect.Effect<ReadonlyArray<string>, CacheUnavailable>
   /** Cheap liveness for `/v1/cache/health` and `/health`. */
   readonly ping: Effect.Effect<void, CacheUnavailable>
+  /** Removes every entry of every dmap of the namespace (its deletion); the count removed. */
+  readonly dropNamespace: (namespace: string) => Effect.Effect<number, CacheUnavailable>
   /** put, get, delete and mget answered on the spot, on an engine that can (the embedded one). */
   readonly now?: CacheStoreNow | undefined
 }

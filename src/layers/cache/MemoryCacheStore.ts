@@ -79,7 +79,13 @@ export const makeMemoryCacheStore = (maxBytesPerNamespace: number, now: () => nu
         }
         return out
       }),
-    ping: Effect.void
+    ping: Effect.void,
+    dropNamespace: (namespace) =>
+      Effect.sync(() => {
+        const cache = spaces.get(namespace)
+        spaces.delete(namespace)
+        return cache?.size ?? 0
+      })
   }
 }
 

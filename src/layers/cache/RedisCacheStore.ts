@@ -259,8 +259,26 @@ const make = (config: RedisCacheConfig): Effect.Effect<CacheStoreService, CacheU
       { discard: true, concurrency: "unbounded" }
     )
 
+    // Every key of the namespace starts with its length-prefixed, hash-tagged part, and nothing
+    // of another namespace does; SCAN pages of it are deleted until a whole pass finds none.
+    const dropNamespace: CacheStoreService["dropNamespace"] = (namespace) =>
+      Effect.gen(function* () {
+        const redis = yield* deploymentOf(namespace)
+        const prefix = `pc:${utf8Length(namespace)}:{${namespace}}:`
+        const pattern = `${escapeGlob(prefix)}*`
+        let removed = 0
+        let cursor = "0"
+        do {
+          const [next, batch] = yield* redis.run("scan", (c) => c.scan(cursor, "MATCH", pattern, "COUNT", scanPageSize))
+          cursor = next
+          const mine = batch.filter((fullKey) => fullKey.startsWith(prefix))
+          if (mine.length > 0) removed += yield* redis.run("del", (c) => c.del(...mine))
+        } while (cursor !== "0")
+        return removed
+      })
+
     // Redis bounds memory per deployment, and its own OOM refusal answers an entry it cannot keep
-    return { engine: "redis", fits: () => true, put, get, delete: del, mget, scan, ping }
+    return { engine: "redis", fits: () => true, put, get, delete: del, mget, scan, ping, dropNamespace }
   })
 
 export const RedisCacheStore = {

@@ -1,0 +1,217 @@
+/**
+ * Deleting a namespace and everything it holds, on every engine it uses (spec §4.9; the decisions
+ * are docs/namespaces.md, "Deleting a namespace").
+ *
+ * Crash-safe by a ledger (TeardownLedger.ts): the deletion's record is written first, in one batch
+ * with the removal of the namespace's access, naming every part owed; each part (TeardownParts.ts)
+ * is removed idempotently and marked done; the last batch removes the namespace's remaining
+ * registry rows, the namespace row and the record together. A part that fails stays owed: the
+ * answer says `cleanup_pending`, and this gateway retries it in the background with backoff. The
+ * gateway's start finishes every deletion it finds recorded.
+ *
+ * `pending` is NAMESPACE_TEARDOWN_PENDING's source of truth: true from the record's write to the
+ * last batch. `NamespaceTeardown.Pending` serves it where the deletion itself cannot run (the CLI).
+ */
+import { Clock, Config, Context, Duration, Effect, Layer, Schedule } from "effect"
+import type { TeardownCode } from "../../domain/Errors.js"
+import { reservedNamespaces } from "../../domain/Names.js"
+import { Cache } from "../cache/Cache.js"
+import { PorticoConfig } from "../config/PorticoConfig.js"
+import { Deployments } from "../deployments/Deployments.js"
+import { type Refused, refuse } from "../Refused.js"
+import { RegistryStore, type StoreError } from "../registry/RegistryStore.js"
+import { ClusterSqlStore } from "../sql/ClusterSqlStore.js"
+import { LocalDatabases } from "../sql/LocalDatabases.js"
+import { SqliteWorkers } from "../sql/SqliteWorkers.js"
+import { ContentEngine } from "../storage/ContentEngine.js"
+import { ContentIndex } from "../storage/ContentIndex.js"
+import { Evictor } from "../storage/Evictor.js"
+import { TeardownLedger, type TeardownLedgerService } from "./TeardownLedger.js"
+import { accessStatements, finalStatements, type PartTools, removePart } from "./TeardownParts.js"
+
+export type TeardownRefused = Refused<TeardownCode>
+
+export interface TeardownOutcome {
+  /** A part could not be removed yet: it is recorded as owed and retried in the background. */
+  readonly cleanupPending: boolean
+}
+
+export interface NamespaceTeardownService {
+  /** A deletion of that name still runs or is owed. */
+  readonly pending: (name: string) => Effect.Effect<boolean, StoreError>
+  /**
+   * Deletes the namespace. Idempotent: a name with no namespace and no deletion owed is done
+   * already. 409 while another request or gateway runs its deletion; 500 (retryable) when the
+   * deletion could not be recorded, and then nothing was removed.
+   */
+  readonly remove: (namespace: string, by: { readonly actor: string; readonly reason?: string }) => Effect.Effect<TeardownOutcome, TeardownRefused>
+}
+
+/** How long a gateway holds a deletion it works on; renewed after every part. */
+const LEASE_MS = 5 * 60_000
+/** The background retry's first wait; it doubles per attempt up to RETRY_MAX_MS. */
+const RETRY_FIRST_MS = 5_000
+const RETRY_MAX_MS = 10 * 60_000
+/** How often the background loop looks for deletions owed. */
+const LOOP_EVERY = Duration.seconds(5)
+
+const inProgress = () =>
+  refuse("NAMESPACE_DELETE_IN_PROGRESS", "a deletion of this namespace is running", "retry after Retry-After: a repeated delete then answers its outcome", 5)
+const notRecorded = () =>
+  refuse("NAMESPACE_DELETE_FAILED", "the namespace's deletion could not be recorded; nothing was removed", "retry after Retry-After", 5)
+
+export const retryDelayMs = (attempts: number): number => Math.min(RETRY_MAX_MS, RETRY_FIRST_MS * 2 ** Math.min(attempts, 20))
+
+export class NamespaceTeardown extends Context.Tag("portico/NamespaceTeardown")<NamespaceTeardown, NamespaceTeardownService>() {
+  /**
+   * The deletion, with its background loop (scoped: it runs as long as the gateway does). Needs
+   * the deployments service, so it sits above it in the gateway's layers.
+   */
+  static readonly Live = Layer.scoped(
+    NamespaceTeardown,
+    Effect.gen(function* () {
+      const config = yield* PorticoConfig
+      const registry = yield* RegistryStore
+      const ledger = yield* TeardownLedger
+      const tools: PartTools = {
+        config,
+        registry,
+        deployments: yield* Deployments,
+        databases: yield* LocalDatabases,
+        clusterSql: yield* ClusterSqlStore,
+        workers: yield* SqliteWorkers,
+        cache: yield* Cache,
+        index: yield* ContentIndex,
+        engine: yield* ContentEngine,
+        evictor: yield* Evictor
+      }
+      // Test-only: a pause before each part, so a test can stop the gateway mid-deletion.
+      const partDelayMs = yield* Config.integer("PORTICO_TEARDOWN_PART_DELAY_MS").pipe(Config.withDefault(0))
+      const me = config.nodeId
+      /** Deletions this process runs now: a second request for one is 409 at once. */
+      const running = new Set<string>()
+
+      /** Runs every owed part, then the last batch; the deletion must be claimed by `me`. */
+      const run = (namespace: string): Effect.Effect<TeardownOutcome> =>
+        Effect.gen(function* () {
+          const owed = yield* ledger.owed(namespace)
+          let failed = false
+          for (const { part } of owed) {
+            if (partDelayMs > 0) yield* Effect.sleep(Duration.millis(partDelayMs))
+            const outcome = yield* Effect.either(removePart(tools, namespace, part))
+            if (outcome._tag === "Left") {
+              failed = true
+              yield* Effect.logWarning(`namespace ${namespace} teardown: ${part} owed: ${outcome.left.detail}`)
+              yield* Effect.ignore(ledger.failed(namespace, part, outcome.left.detail))
+              continue
+            }
+            const now = yield* Clock.currentTimeMillis
+            yield* ledger.done(namespace, part, now)
+            yield* ledger.claim(namespace, me, now, now + LEASE_MS)
+          }
+          if (!failed) {
+            yield* registry.batch([...finalStatements(namespace), ...ledger.close(namespace)])
+            yield* Effect.logInfo(`namespace ${namespace} deleted`)
+            return { cleanupPending: false }
+          }
+          yield* later(namespace)
+          return { cleanupPending: true }
+        }).pipe(
+          // the record stands: whatever is left is retried from it
+          Effect.catchAll((e) =>
+            Effect.zipRight(
+              Effect.zipRight(Effect.logWarning(`namespace ${namespace} teardown interrupted: ${e.detail}`), Effect.ignore(later(namespace))),
+              Effect.succeed({ cleanupPending: true })
+            )
+          )
+        )
+
+      const later = (namespace: string) =>
+        Effect.gen(function* () {
+          const row = yield* ledger.get(namespace)
+          const now = yield* Clock.currentTimeMillis
+          yield* ledger.later(namespace, me, now + retryDelayMs(row?.attempts ?? 0))
+        })
+
+      /** Runs the deletion unless this process already does; `running` guards the whole run. */
+      const guarded = (namespace: string, work: Effect.Effect<TeardownOutcome, TeardownRefused>) =>
+        Effect.suspend(() => {
+          if (running.has(namespace)) return Effect.fail(inProgress())
+          running.add(namespace)
+          return Effect.ensuring(work, Effect.sync(() => running.delete(namespace)))
+        })
+
+      const claimAndRun = (namespace: string) =>
+        Effect.gen(function* () {
+          const now = yield* Clock.currentTimeMillis
+          const claimed = yield* Effect.mapError(ledger.claim(namespace, me, now, now + LEASE_MS), notRecorded)
+          if (!claimed) return yield* Effect.fail(inProgress())
+          return yield* run(namespace)
+        })
+
+      const remove: NamespaceTeardownService["remove"] = (namespace, by) =>
+        guarded(
+          namespace,
+          Effect.gen(function* () {
+            if (reservedNamespaces.has(namespace)) {
+              return yield* Effect.fail(refuse("FORBIDDEN", "reserved namespaces cannot be deleted"))
+            }
+            const recorded = yield* Effect.mapError(ledger.pending(namespace), notRecorded)
+            if (recorded) return yield* claimAndRun(namespace)
+            const exists = yield* Effect.mapError(
+              registry.query({ sql: "SELECT 1 AS here FROM namespaces WHERE name = ?", params: [namespace] }),
+              notRecorded
+            )
+            // nothing of it and nothing owed: deleted already
+            if (exists.length === 0) return { cleanupPending: false }
+            const now = yield* Clock.currentTimeMillis
+            const opened = yield* Effect.mapError(
+              ledger.open(
+                { namespace, actor: by.actor, reason: by.reason ?? "", startedAt: now, runner: me, leaseUntil: now + LEASE_MS, nextAt: now },
+                accessStatements(namespace)
+              ),
+              notRecorded
+            )
+            yield* Effect.logInfo(`namespace ${namespace} deletion recorded by ${by.actor}`)
+            // another request recorded it between our two reads: its runner decides
+            if (!opened) return yield* claimAndRun(namespace)
+            return yield* run(namespace)
+          })
+        )
+
+      /** The start's and the retry loop's pass: every deletion due that no other gateway holds. */
+      const resume = (atStart: boolean) =>
+        Effect.gen(function* () {
+          const rows = yield* ledger.all
+          const now = yield* Clock.currentTimeMillis
+          for (const row of rows) {
+            const mine = row.runner === me
+            const due = atStart ? mine || row.leaseUntil <= now : row.nextAt <= now && (row.leaseUntil <= now || mine)
+            if (!due || running.has(row.namespace)) continue
+            yield* Effect.logInfo(`namespace ${row.namespace} teardown resumed`)
+            yield* Effect.ignore(guarded(row.namespace, claimAndRun(row.namespace)))
+          }
+        }).pipe(Effect.catchAll((e) => Effect.logWarning(`namespace teardowns not read: ${e.detail}`)))
+
+      yield* resume(true).pipe(
+        Effect.zipRight(resume(false).pipe(Effect.schedule(Schedule.spaced(LOOP_EVERY)))),
+        Effect.forkScoped
+      )
+
+      return { pending: ledger.pending, remove } satisfies NamespaceTeardownService
+    })
+  ).pipe(Layer.provideMerge(TeardownLedger.Live))
+
+  /**
+   * `pending` alone, for where no deletion runs (the CLI's `namespace create`): `remove` refuses,
+   * since the deletion needs the gateway's services (its apps, its databases, its storage).
+   */
+  static readonly Pending = Layer.effect(
+    NamespaceTeardown,
+    Effect.map(TeardownLedger, (ledger: TeardownLedgerService) => ({
+      pending: ledger.pending,
+      remove: () =>
+        Effect.fail(refuse("NAMESPACE_DELETE_FAILED", "a namespace is deleted by a running gateway", "use POST /v1/namespace/delete", 5))
+    }))
+  ).pipe(Layer.provide(TeardownLedger.Live))
+}
