@@ -37,6 +37,7 @@ import { PushRelayHandlers } from "./handlers/PushRelayHandlers.js"
 import { PushSendHandlers } from "./handlers/PushSendHandlers.js"
 import { StorageHandlers } from "./handlers/StorageHandlers.js"
 import { NamespaceHandlers } from "./handlers/NamespaceHandlers.js"
+import { NamespaceDeleteHandlers } from "./handlers/NamespaceDeleteHandlers.js"
 import { SystemHandlers } from "./handlers/SystemHandlers.js"
 import { logParserRefusal, logRequest } from "./AccessLog.js"
 import { fastRuntimeLayer, makeRequestListener } from "./NodeAdapter.js"
@@ -48,6 +49,7 @@ import { NodeHttpServer } from "@effect/platform-node"
 import { AppHosts } from "../layers/deployments/serving/AppHosts.js"
 import { AppRuntime } from "../layers/deployments/runtime/AppRuntime.js"
 import { Deployments } from "../layers/deployments/Deployments.js"
+import { NamespaceTeardown } from "../layers/namespaces/NamespaceTeardown.js"
 import { DEFAULT_ARCHIVE_LIMITS } from "../layers/deployments/Archive.js"
 import { makeHostRouting } from "../layers/deployments/serving/HostRouting.js"
 import { Storage } from "../layers/storage/Storage.js"
@@ -60,6 +62,7 @@ const HandlersLive = Layer.mergeAll(
   SystemHandlers,
   AuthHandlers,
   NamespaceHandlers,
+  NamespaceDeleteHandlers,
   CorsHandlers,
   AuditHandlers,
   DeviceHandlers,
@@ -135,6 +138,8 @@ export const gatewayListener = (settings: PorticoSettings) =>
     // The runtime settings must sit below the layers so the captured runtime carries them.
     const context = yield* Layer.buildWithScope(
       routesLayer.pipe(
+        // namespace deletion, over every service a namespace holds something in (its apps too)
+        Layer.provideMerge(NamespaceTeardown.Live),
         // the deployments service, over the host table it refreshes after each change
         Layer.provideMerge(Deployments.Live),
         // the deployed apps' host table, beside the services so deployment routes can refresh it

@@ -88,7 +88,7 @@ export const servicesLayer = (settings: PorticoSettings, options: ServicesOption
       : KuboContentEngine.layer({ kuboUrl: cluster.kuboUrl, clusterUrl: cluster.clusterUrl })
   const index = Layer.mergeAll(ContentIndex.Live, engine)
   const storage = Layer.mergeAll(Storage.Live, FetchCaps.Live).pipe(
-    Layer.provide(Evictor.Live.pipe(Layer.provideMerge(index))),
+    Layer.provideMerge(Evictor.Live.pipe(Layer.provideMerge(index))),
     Layer.provideMerge(index)
   )
   const sqlBase = Layer.mergeAll(LocalDatabases.Live, ClusterSqlStore.Live, TransferSlot.Live).pipe(Layer.provideMerge(workers))

@@ -19,7 +19,8 @@ import { Cache } from "../cache/Cache.js"
 import { PorticoConfig } from "../config/PorticoConfig.js"
 import { Deployments } from "../deployments/Deployments.js"
 import { type Refused, refuse } from "../Refused.js"
-import { RegistryStore, type StoreError } from "../registry/RegistryStore.js"
+import { OperatorAudit } from "../operators/OperatorAudit.js"
+import { RegistryStore, type Statement, type StoreError } from "../registry/RegistryStore.js"
 import { ClusterSqlStore } from "../sql/ClusterSqlStore.js"
 import { LocalDatabases } from "../sql/LocalDatabases.js"
 import { SqliteWorkers } from "../sql/SqliteWorkers.js"
@@ -45,6 +46,12 @@ export interface NamespaceTeardownService {
    * deletion could not be recorded, and then nothing was removed.
    */
   readonly remove: (namespace: string, by: { readonly actor: string; readonly reason?: string }) => Effect.Effect<TeardownOutcome, TeardownRefused>
+  /**
+   * `remove` by an operator (`POST /v1/operator/namespaces/remove`): the operator audit trail's
+   * row, with the reason, is written in the batch that records the deletion (or on its own when
+   * the deletion was recorded already or the namespace is gone), so no removal goes unaudited.
+   */
+  readonly removeByOperator: (namespace: string, by: { readonly actor: string; readonly reason: string }) => Effect.Effect<TeardownOutcome, TeardownRefused>
 }
 
 /** How long a gateway holds a deletion it works on; renewed after every part. */
@@ -73,6 +80,7 @@ export class NamespaceTeardown extends Context.Tag("portico/NamespaceTeardown")<
       const config = yield* PorticoConfig
       const registry = yield* RegistryStore
       const ledger = yield* TeardownLedger
+      const operatorAudit = yield* OperatorAudit
       const tools: PartTools = {
         config,
         registry,
@@ -149,32 +157,37 @@ export class NamespaceTeardown extends Context.Tag("portico/NamespaceTeardown")<
           return yield* run(namespace)
         })
 
-      const remove: NamespaceTeardownService["remove"] = (namespace, by) =>
+      const remove = (
+        namespace: string,
+        by: { readonly actor: string; readonly reason?: string | undefined },
+        audit?: { readonly statement: Statement; readonly alone: Effect.Effect<void, StoreError> }
+      ) =>
         guarded(
           namespace,
           Effect.gen(function* () {
             if (reservedNamespaces.has(namespace)) {
               return yield* Effect.fail(refuse("FORBIDDEN", "reserved namespaces cannot be deleted"))
             }
+            const auditAlone = audit === undefined ? Effect.void : Effect.mapError(audit.alone, notRecorded)
             const recorded = yield* Effect.mapError(ledger.pending(namespace), notRecorded)
-            if (recorded) return yield* claimAndRun(namespace)
+            if (recorded) return yield* Effect.zipRight(auditAlone, claimAndRun(namespace))
             const exists = yield* Effect.mapError(
               registry.query({ sql: "SELECT 1 AS here FROM namespaces WHERE name = ?", params: [namespace] }),
               notRecorded
             )
             // nothing of it and nothing owed: deleted already
-            if (exists.length === 0) return { cleanupPending: false }
+            if (exists.length === 0) return yield* Effect.as(auditAlone, { cleanupPending: false })
             const now = yield* Clock.currentTimeMillis
             const opened = yield* Effect.mapError(
               ledger.open(
                 { namespace, actor: by.actor, reason: by.reason ?? "", startedAt: now, runner: me, leaseUntil: now + LEASE_MS, nextAt: now },
-                accessStatements(namespace)
+                audit === undefined ? accessStatements(namespace) : [...accessStatements(namespace), audit.statement]
               ),
               notRecorded
             )
             yield* Effect.logInfo(`namespace ${namespace} deletion recorded by ${by.actor}`)
             // another request recorded it between our two reads: its runner decides
-            if (!opened) return yield* claimAndRun(namespace)
+            if (!opened) return yield* Effect.zipRight(auditAlone, claimAndRun(namespace))
             return yield* run(namespace)
           })
         )
@@ -198,7 +211,15 @@ export class NamespaceTeardown extends Context.Tag("portico/NamespaceTeardown")<
         Effect.forkScoped
       )
 
-      return { pending: ledger.pending, remove } satisfies NamespaceTeardownService
+      return {
+        pending: ledger.pending,
+        remove: (namespace, by) => remove(namespace, by),
+        removeByOperator: (namespace, by) =>
+          Effect.flatMap(
+            operatorAudit.statement({ actor: by.actor, action: "namespace.remove", target: namespace, detail: { reason: by.reason } }),
+            (statement) => remove(namespace, by, { statement, alone: Effect.asVoid(registry.exec(statement)) })
+          )
+      } satisfies NamespaceTeardownService
     })
   ).pipe(Layer.provideMerge(TeardownLedger.Live))
 
@@ -208,10 +229,10 @@ export class NamespaceTeardown extends Context.Tag("portico/NamespaceTeardown")<
    */
   static readonly Pending = Layer.effect(
     NamespaceTeardown,
-    Effect.map(TeardownLedger, (ledger: TeardownLedgerService) => ({
-      pending: ledger.pending,
-      remove: () =>
+    Effect.map(TeardownLedger, (ledger: TeardownLedgerService) => {
+      const elsewhere = () =>
         Effect.fail(refuse("NAMESPACE_DELETE_FAILED", "a namespace is deleted by a running gateway", "use POST /v1/namespace/delete", 5))
-    }))
+      return { pending: ledger.pending, remove: elsewhere, removeByOperator: elsewhere }
+    })
   ).pipe(Layer.provide(TeardownLedger.Live))
 }
