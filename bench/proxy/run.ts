@@ -93,6 +93,19 @@ const sampleRss = (pid: number) => {
   }
 }
 
+/** CPU seconds (user + system, all threads) a process has used so far, from /proc. */
+const cpuSeconds = (pid: number) => {
+  const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
+  const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+  return (Number(fields[11]) + Number(fields[12])) / 100
+}
+
+/** Where the CPU went during one transfer: seconds per process, read before and after. */
+const cpuOf = (pids: Readonly<Record<string, number>>) => {
+  const before = Object.fromEntries(Object.entries(pids).map(([name, pid]) => [name, cpuSeconds(pid)]))
+  return () => Object.entries(pids).map(([name, pid]) => `${name} ${(cpuSeconds(pid) - (before[name] ?? 0)).toFixed(2)}s`).join(", ")
+}
+
 const json = async (url: string, init: RequestInit = {}) => {
   const response = await fetch(url, init)
   const text = await response.text()
@@ -115,6 +128,7 @@ const startDestination = async (dir: string, sourceAddress: string, sinkAddress:
   const first = await lines.next()
   if (first.done === true || first.value !== "ready") throw new Error(`the destination did not start: ${fs.readFileSync(path.join(dir, "destination.log"), "utf8")}`)
   return {
+    pid: child.pid ?? 0,
     stop: async () => {
       child.stdin!.end()
       if (child.exitCode === null) await new Promise((r) => child.once("exit", r))
@@ -262,19 +276,26 @@ const main = async () => {
     const gateway = await startGateway(dir, dataDir, env)
     const token = await signIn(gateway.url, owner)
 
+    const microsocks = Number(spawnSync("pgrep", ["-f", `^microsocks -i 127.0.0.1 -p ${socks.port}$`], { encoding: "utf8" }).stdout.trim().split("\n")[0])
+    const pids = { gateway: gateway.pid, microsocks, destination: destination.pid, client: process.pid }
     let rssPeak = 0
     const tunnel = async (direction: Direction) => {
       if (!alive(gateway.child.process)) throw new Error(`the gateway exited\n${logTail(gateway.child)}`)
       const growth = sampleRss(gateway.pid)
+      const cpu = cpuOf(pids)
       const ms = await throughTunnel(gateway.port, token, direction)
       rssPeak = Math.max(rssPeak, growth())
-      return ms
+      return { ms, cpu: cpu() }
     }
-    const alone = (direction: Direction) => throughSocks(socks.port, direction)
+    const alone = async (direction: Direction) => {
+      const cpu = cpuOf(pids)
+      const ms = await throughSocks(socks.port, direction)
+      return { ms, cpu: cpu() }
+    }
 
     for (const direction of ["down", "up"] as const) {
       const warm = { tunnel: await tunnel(direction), socks: await alone(direction) }
-      console.error(`warm-up ${direction}: tunnel ${warm.tunnel.toFixed(0)} ms, SOCKS alone ${warm.socks.toFixed(0)} ms`)
+      console.error(`warm-up ${direction}: tunnel ${warm.tunnel.ms.toFixed(0)} ms, SOCKS alone ${warm.socks.ms.toFixed(0)} ms`)
     }
     const results: Record<Direction, { tunnel: Array<number>; socks: Array<number>; ratios: Array<number> }> = {
       down: { tunnel: [], socks: [], ratios: [] },
@@ -282,8 +303,8 @@ const main = async () => {
     }
     for (let r = 0; r < rounds; r++) {
       for (const direction of ["down", "up"] as const) {
-        let t: number
-        let s: number
+        let t: { ms: number; cpu: string }
+        let s: { ms: number; cpu: string }
         if (r % 2 === 0) {
           s = await alone(direction)
           t = await tunnel(direction)
@@ -292,10 +313,13 @@ const main = async () => {
           s = await alone(direction)
         }
         const row = results[direction]
-        row.tunnel.push(mibps(t))
-        row.socks.push(mibps(s))
-        row.ratios.push(mibps(t) / mibps(s))
-        console.error(`round ${r + 1} ${direction}: tunnel ${t.toFixed(0)} ms (${mibps(t).toFixed(0)} MiB/s), SOCKS alone ${s.toFixed(0)} ms (${mibps(s).toFixed(0)} MiB/s), ratio ${(mibps(t) / mibps(s)).toFixed(2)}`)
+        const [tRate, sRate] = [mibps(t.ms), mibps(s.ms)]
+        row.tunnel.push(tRate)
+        row.socks.push(sRate)
+        row.ratios.push(tRate / sRate)
+        console.error(
+          `round ${r + 1} ${direction}: tunnel ${t.ms.toFixed(0)} ms (${tRate.toFixed(0)} MiB/s; CPU ${t.cpu}), SOCKS alone ${s.ms.toFixed(0)} ms (${sRate.toFixed(0)} MiB/s; CPU ${s.cpu}), ratio ${(tRate / sRate).toFixed(2)}`
+        )
       }
     }
     const line = (direction: Direction, label: string) => {
