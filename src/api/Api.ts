@@ -16,6 +16,7 @@ import { DeploymentDomainsGroup } from "./groups/DeploymentDomainsGroup.js"
 import { DeploymentRuntimeGroup } from "./groups/DeploymentRuntimeGroup.js"
 import { DeviceGroup } from "./groups/DeviceGroup.js"
 import { NamespaceGroup } from "./groups/NamespaceGroup.js"
+import { NamespaceBackupGroup } from "./groups/NamespaceBackupGroup.js"
 import { NamespaceDeleteGroup } from "./groups/NamespaceDeleteGroup.js"
 import { DatabaseGroup } from "./groups/DatabaseGroup.js"
 import { SqlGroup } from "./groups/SqlGroup.js"
@@ -32,6 +33,7 @@ export class PorticoApi extends HttpApi.make("portico")
   .add(SystemGroup)
   .add(AuthGroup)
   .add(NamespaceGroup)
+  .add(NamespaceBackupGroup)
   .add(NamespaceDeleteGroup)
   .add(CorsGroup)
   .add(AuditGroup)

@@ -37,6 +37,7 @@ import { PushRelayHandlers } from "./handlers/PushRelayHandlers.js"
 import { PushSendHandlers } from "./handlers/PushSendHandlers.js"
 import { StorageHandlers } from "./handlers/StorageHandlers.js"
 import { NamespaceHandlers } from "./handlers/NamespaceHandlers.js"
+import { NamespaceBackupHandlers } from "./handlers/NamespaceBackupHandlers.js"
 import { NamespaceDeleteHandlers } from "./handlers/NamespaceDeleteHandlers.js"
 import { SystemHandlers } from "./handlers/SystemHandlers.js"
 import { logParserRefusal, logRequest } from "./AccessLog.js"
@@ -51,6 +52,8 @@ import { AppRuntime } from "../layers/deployments/runtime/AppRuntime.js"
 import { Deployments } from "../layers/deployments/Deployments.js"
 import { NamespaceTeardown } from "../layers/namespaces/NamespaceTeardown.js"
 import { DEFAULT_ARCHIVE_LIMITS } from "../layers/deployments/Archive.js"
+import { NamespaceBackups } from "../layers/namespaces/backup/NamespaceBackups.js"
+import { sealedSize } from "../layers/namespaces/backup/SealedStream.js"
 import { makeHostRouting } from "../layers/deployments/serving/HostRouting.js"
 import { Storage } from "../layers/storage/Storage.js"
 import { SessionLiveness } from "../layers/auth/Authenticator.js"
@@ -62,6 +65,7 @@ const HandlersLive = Layer.mergeAll(
   SystemHandlers,
   AuthHandlers,
   NamespaceHandlers,
+  NamespaceBackupHandlers,
   NamespaceDeleteHandlers,
   CorsHandlers,
   AuditHandlers,
@@ -120,6 +124,9 @@ const bodyCapOf = (settings: PorticoSettings, name: BodyCapName): number => {
     // an env of up to 224 KiB among them
     case "deployUpload":
       return DEFAULT_ARCHIVE_LIMITS.maxCompressedBytes + 512 * 1024
+    // a namespace backup at its cap, sealed
+    case "namespaceRestore":
+      return sealedSize(settings.backup.maxBytes)
   }
 }
 
@@ -140,6 +147,8 @@ export const gatewayListener = (settings: PorticoSettings) =>
       routesLayer.pipe(
         // namespace deletion, over every service a namespace holds something in (its apps too)
         Layer.provideMerge(NamespaceTeardown.Live),
+        // namespace backup and restore, over the stores a namespace's data is in
+        Layer.provideMerge(NamespaceBackups.Live),
         // the deployments service, over the host table it refreshes after each change
         Layer.provideMerge(Deployments.Live),
         // the deployed apps' host table, beside the services so deployment routes can refresh it

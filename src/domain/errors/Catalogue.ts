@@ -98,6 +98,8 @@ export class Conflict extends Schema.TaggedError<Conflict>()("Conflict", envelop
 export class NamespaceExists extends Schema.TaggedError<NamespaceExists>()("NamespaceExists", envelope("NAMESPACE_EXISTS"), status(409)) {}
 /** A deletion of this namespace is running on some gateway (spec §4.9): retry after `Retry-After`. */
 export class NamespaceDeleteInProgress extends Schema.TaggedError<NamespaceDeleteInProgress>()("NamespaceDeleteInProgress", retried("NAMESPACE_DELETE_IN_PROGRESS"), status(409)) {}
+/** A namespace restore into a namespace that already holds data (docs/namespaces.md "Backup and restore"). */
+export class NamespaceNotEmpty extends Schema.TaggedError<NamespaceNotEmpty>()("NamespaceNotEmpty", envelope("NAMESPACE_NOT_EMPTY"), status(409)) {}
 export class DatabaseExists extends Schema.TaggedError<DatabaseExists>()("DatabaseExists", envelope("DATABASE_EXISTS"), status(409)) {}
 /** A deployment of this name exists in the namespace (spec §4.8: use update). */
 export class DeploymentExists extends Schema.TaggedError<DeploymentExists>()("DeploymentExists", envelope("DEPLOYMENT_EXISTS"), status(409)) {}
@@ -193,6 +195,7 @@ export const catalogue = {
   Conflict,
   NamespaceExists,
   NamespaceDeleteInProgress,
+  NamespaceNotEmpty,
   DatabaseExists,
   DeploymentExists,
   InstanceCollision,

@@ -10,6 +10,7 @@ import * as path from "node:path"
 import { parseCidrs } from "../../domain/AddressRanges.js"
 import { testDirectory } from "../TestLayer.js"
 import { defaultProxySettings, proxyConfig, type ProxySettings } from "../proxy/ProxySettings.js"
+import { backupConfig, defaultBackupSettings, type BackupSettings } from "../namespaces/backup/BackupSettings.js"
 
 export interface RateLimitSetting {
   /** Sustained requests per second. */
@@ -103,6 +104,8 @@ export interface PorticoSettings {
   readonly push: PushSettings
   /** The anonymity proxy: its SOCKS5 upstream and limits (`PORTICO_PROXY_*`, docs/proxy.md). */
   readonly proxy: ProxySettings
+  /** Namespace backup caps (`PORTICO_BACKUP_*`, docs/namespaces.md "Backup and restore"). */
+  readonly backup: BackupSettings
   /**
    * The DNS servers custom domains are verified against (`PORTICO_DNS_SERVERS`, comma-separated
    * `ip`, `ip:port` or `[ipv6]:port`); empty, the default, asks the system's resolvers
@@ -319,6 +322,7 @@ const load = (overrides: Partial<Pick<PorticoSettings, "host" | "port" | "dataDi
         relayToken: Option.getOrUndefined(relayToken)
       },
       proxy: yield* proxyConfig,
+      backup: yield* backupConfig,
       dnsServers: yield* parseDnsServers(dnsServers)
     }
     return settings
@@ -467,6 +471,7 @@ export const testSettings = (dataDir: string, patch: Partial<PorticoSettings> = 
   pushCredentialCacheSeconds: 30,
   push: { apnsUrl: undefined, expoUrl: undefined, relayUrl: undefined, relayToken: undefined },
   proxy: defaultProxySettings,
+  backup: defaultBackupSettings,
   dnsServers: [],
   ...patch
 })

@@ -21,6 +21,8 @@ export type Purpose =
   | "fetch-cap-hash"
   | "coordination-mac"
   | "coordination-mac-v2"
+  | "namespace-restore-key"
+  | "namespace-backup-attest"
 
 export interface SealerService {
   /** Encrypts `plaintext` for `purpose`, bound to `owner` (e.g. `namespace/id`). */

@@ -93,6 +93,11 @@ export interface ClusterSqlService {
     caller: Principal,
     body: Stream.Stream<Uint8Array, unknown>
   ) => Effect.Effect<{ readonly bytes: number; readonly tables: number }, SqlRefused>
+  /**
+   * Import's offline check of a database file on disk (a namespace restore's cluster SQL store):
+   * the number of tables, or the refusal import would give.
+   */
+  readonly checkFile: (file: string) => Effect.Effect<number, SqlRefused>
 }
 
 const bind = (args: ReadonlyArray<OrmValue>): ReadonlyArray<BindValue> =>
@@ -345,7 +350,8 @@ export class ClusterSql extends Context.Tag("portico/ClusterSql")<ClusterSql, Cl
                 return { bytes, tables }
               })
             )
-          )
+          ),
+        checkFile: (file) => checkImport(file)
       }
       return service
     })
