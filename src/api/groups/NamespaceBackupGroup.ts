@@ -6,7 +6,7 @@
 import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "@effect/platform"
 import { Schema } from "effect"
 import { wiresOf } from "../../domain/Errors.js"
-import { BackupRefusals } from "../../layers/namespaces/backup/BackupRefused.js"
+import { BackupRefusals } from "../../domain/NamespaceBackup.js"
 import { Authentication } from "../Gates.js"
 import { streamedBody } from "../OpenApiFacts.js"
 import { owner } from "../Policy.js"
