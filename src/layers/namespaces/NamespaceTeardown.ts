@@ -2,9 +2,9 @@
  * Deleting a namespace and everything it holds, on every engine it uses (spec §4.9; the decisions
  * are docs/namespaces.md, "Deleting a namespace").
  *
- * Crash-safe by a ledger (TeardownLedger.ts): the deletion's record is written first, in one batch
- * with the removal of the namespace's access, naming every part owed; each part (TeardownParts.ts)
- * is removed idempotently and marked done; the last batch removes the namespace's remaining
+ * Crash-safe by a ledger (TeardownLedger.ts): the deletion's record is written first, naming
+ * every part owed; each part (TeardownParts.ts, the namespace's access first) is removed
+ * idempotently and marked done; the last batch removes the namespace's remaining
  * registry rows, the namespace row and the record together. A part that fails stays owed: the
  * answer says `cleanup_pending`, and this gateway retries it in the background with backoff. The
  * gateway's start finishes every deletion it finds recorded.
@@ -28,7 +28,7 @@ import { ContentEngine } from "../storage/ContentEngine.js"
 import { ContentIndex } from "../storage/ContentIndex.js"
 import { Evictor } from "../storage/Evictor.js"
 import { TeardownLedger, type TeardownLedgerService } from "./TeardownLedger.js"
-import { accessStatements, finalStatements, type PartTools, removePart } from "./TeardownParts.js"
+import { finalStatements, type PartTools, removePart } from "./TeardownParts.js"
 
 export type TeardownRefused = Refused<TeardownCode>
 
@@ -181,7 +181,7 @@ export class NamespaceTeardown extends Context.Tag("portico/NamespaceTeardown")<
             const opened = yield* Effect.mapError(
               ledger.open(
                 { namespace, actor: by.actor, reason: by.reason ?? "", startedAt: now, runner: me, leaseUntil: now + LEASE_MS, nextAt: now },
-                audit === undefined ? accessStatements(namespace) : [...accessStatements(namespace), audit.statement]
+                audit === undefined ? [] : [audit.statement]
               ),
               notRecorded
             )

@@ -12,8 +12,11 @@ import { Context, Effect, Layer } from "effect"
 import { RegistryStore, type Statement, StoreError } from "../registry/RegistryStore.js"
 import { SqliteRegistryStore } from "../registry/SqliteRegistryStore.js"
 
-/** What a deletion removes, in this order; `registry` is the last batch with the namespace row. */
-export const TEARDOWN_PARTS = ["deployments", "databases", "cluster_sql", "storage", "cache", "push"] as const
+/**
+ * What a deletion removes, in this order: its access first (no credential of it works after),
+ * then its data; the rest of its registry rows go in the last batch with the namespace row.
+ */
+export const TEARDOWN_PARTS = ["access", "deployments", "databases", "cluster_sql", "storage", "cache", "push"] as const
 export type TeardownPart = (typeof TEARDOWN_PARTS)[number]
 
 export interface TeardownRow {
@@ -37,7 +40,7 @@ export interface TeardownLedgerService {
   /** A deletion of that name still runs or is owed. */
   readonly pending: (namespace: string) => Effect.Effect<boolean, StoreError>
   /**
-   * Writes the deletion's rows, with `also` (the access the namespace grants, removed at once) in
+   * Writes the deletion's rows, with `also` (the operator audit row of a removal) in
    * the same batch. False when a deletion of that name is recorded already (nothing written).
    */
   readonly open: (

@@ -4,9 +4,9 @@
  * rerun after a crash or a failure only finishes the job. A part that cannot finish fails, and
  * the deletion keeps it owed.
  *
- * The namespace's access (keys, members, sessions, devices, offers, fetch capabilities) goes in
- * the batch that records the deletion (`accessStatements`), and its remaining registry rows with
- * the namespace row in the last batch (`finalStatements`).
+ * The namespace's access (keys, members, sessions, devices, offers, fetch capabilities) is the
+ * first part, and its remaining registry rows go with the namespace row in the last batch
+ * (`finalStatements`).
  */
 import { Effect, Exit } from "effect"
 import * as path from "node:path"
@@ -51,6 +51,8 @@ const orFail = <A, E>(what: string, effect: Effect.Effect<A, E>): Effect.Effect<
 /** Removes what is left of the part. */
 export const removePart = (tools: PartTools, namespace: string, part: TeardownPart): Effect.Effect<void, PartFailed> => {
   switch (part) {
+    case "access":
+      return Effect.asVoid(orFail("access", tools.registry.batch(accessStatements(namespace))))
     case "deployments":
       return removeDeployments(tools, namespace)
     case "databases":
@@ -174,10 +176,7 @@ const removeStorage = (tools: PartTools, namespace: string) =>
     }
   })
 
-/**
- * The namespace's access, removed in the batch that records its deletion: no key, session,
- * member, device or fetch capability of it works from then on.
- */
+/** The namespace's access: no key, session, member, device or fetch capability of it works once these ran. */
 export const accessStatements = (namespace: string): ReadonlyArray<Statement> => [
   { sql: "DELETE FROM api_keys WHERE namespace = ?", params: [namespace] },
   { sql: "DELETE FROM refresh_tokens WHERE session_id IN (SELECT id FROM sessions WHERE namespace = ?)", params: [namespace] },
