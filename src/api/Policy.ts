@@ -23,8 +23,17 @@ export type Policy =
   | { readonly kind: "members-write" }
   /** The namespace owner only; with `grant`, holding it as well. */
   | { readonly kind: "owner"; readonly grant?: GrantName }
-  /** The operator grant plus membership of the operator list. */
+  /**
+   * A wallet's session (of any namespace, or the platform realm) whose wallet is on the operator
+   * list; an API key, or a token exchanged from one, is refused 403 NOT_AN_OPERATOR whatever
+   * namespace owns it (docs/operators.md).
+   */
   | { readonly kind: "operator" }
+  /**
+   * A wallet's session of any namespace or of the platform realm: the routes a wallet uses before
+   * or beside its namespaces (create, list, status). An API key is refused with SESSION_REQUIRED.
+   */
+  | { readonly kind: "wallet" }
   /**
    * A signed-in user's session token, holding the grant when one is named; an API key, or a token
    * exchanged from one, is refused with 403 SESSION_REQUIRED (spec §5.6: storage; the routes that
@@ -61,6 +70,7 @@ export const sqlOwner: Policy = { kind: "owner", grant: "db:write" }
 /** Control plane holding `secrets:write`: push credentials (spec §5.5). */
 export const secretsControl: Policy = { kind: "control-plane", grant: "secrets:write" }
 export const operator: Policy = { kind: "operator" }
+export const wallet: Policy = { kind: "wallet" }
 export const session = (name?: GrantName): Policy => (name === undefined ? { kind: "session" } : { kind: "session", grant: name })
 export const internal: Policy = { kind: "internal" }
 export const sessionOrWorkload = (name: GrantName): Policy => ({ kind: "session-or-workload", grant: name })

@@ -40,6 +40,18 @@ export const commands: ReadonlyArray<Command> = [
     }
   },
   {
+    words: ["operator", "add"],
+    summary: "Put a wallet on the operator list (the operator plane's bootstrap; works with or without a running gateway).",
+    synopsis: "WALLET [--print FIELD] [--data-dir DIR]",
+    details: [["WALLET", "the operator's wallet address (0x + 40 hex), who then signs in to the platform realm"], printDetail("wallet, added"), dataDirDetail],
+    options: { ...printOption, ...dataDir },
+    maxPositionals: 1,
+    run: async (parsed) => {
+      checkPrint(parsed, ["wallet", "added"])
+      return (await import("./operators.js")).operatorAdd(parsed)
+    }
+  },
+  {
     words: ["keys", "create"],
     summary: "Mint an API key in a namespace (works with or without a running gateway).",
     synopsis: "--namespace NAME (--scopes a,b | --profile admin|runtime) [--label L] [--expires-in-days N] [--print FIELD] [--data-dir DIR]",

@@ -14,6 +14,7 @@ import { ApiKeys } from "./keys/ApiKeys.js"
 import { CorsOrigins } from "./namespaces/CorsOrigins.js"
 import { Namespaces } from "./namespaces/Namespaces.js"
 import { OperatorAudit } from "./operators/OperatorAudit.js"
+import { Operators } from "./operators/Operators.js"
 import { RateLimiter } from "./ratelimit/RateLimiter.js"
 import { registryLayer } from "./registry/registryLayer.js"
 import { Sealer } from "./secrets/Sealer.js"
@@ -65,7 +66,7 @@ export const servicesLayer = (settings: PorticoSettings, options: ServicesOption
     Layer.provideMerge(PorticoConfig.layer(settings))
   )
   const registry = Layer.mergeAll(Audit.Live, OperatorAudit.Live, ApiKeys.Live, KeyRing.Live, Health.Live, Coordination.Live).pipe(Layer.provideMerge(core))
-  const namespaceSettings = CorsOrigins.Live.pipe(Layer.provideMerge(registry))
+  const namespaceSettings = Layer.mergeAll(CorsOrigins.Live, Operators.Live).pipe(Layer.provideMerge(registry))
   const sessions = Layer.mergeAll(Namespaces.Live, Sessions.Live, SessionPolicy.Live).pipe(Layer.provideMerge(namespaceSettings))
   const namespaces = Devices.Live.pipe(Layer.provideMerge(sessions))
   const liveness = Layer.mergeAll(Sessions.Liveness, WorkloadTokens.Liveness).pipe(Layer.provideMerge(namespaces))

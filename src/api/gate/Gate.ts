@@ -21,9 +21,10 @@ import {
   unavailable,
   WorkloadTokenRequired
 } from "../../domain/Errors.js"
+import { isPlatformRealm } from "../../domain/PlatformRealm.js"
 import { asSession, hasGrant, isControlPlane, isNamespaceAdmin, isWorkload, type Principal } from "../../domain/Principal.js"
 import { Authenticator, type CredentialRejected } from "../../layers/auth/Authenticator.js"
-import { PorticoConfig } from "../../layers/config/PorticoConfig.js"
+import { Operators } from "../../layers/operators/Operators.js"
 import { RateLimiter } from "../../layers/ratelimit/RateLimiter.js"
 import type { StoreError } from "../../layers/registry/RegistryStore.js"
 import type { Policy } from "../Policy.js"
@@ -42,7 +43,7 @@ export interface GateRequest {
 }
 
 /** What a route's policy refuses a resolved caller with. */
-export type PolicyRefusal = SessionRequired | WorkloadTokenRequired | GrantRequired | ControlPlaneRequired | OwnerRequired | NotAnOperator
+export type PolicyRefusal = SessionRequired | WorkloadTokenRequired | GrantRequired | ControlPlaneRequired | OwnerRequired | NotAnOperator | InvalidToken
 
 /** What the gate answers with: its declared failures (Gates.ts). */
 export type GateRefusal = Unauthorized | InvalidApiKey | InvalidToken | PolicyRefusal | RateLimited | Unavailable | Internal
@@ -65,8 +66,28 @@ export const rateLimited = (retryAfterSeconds: number, what: string) =>
 const grantRequired = (grant: string) => new GrantRequired({ error: `this route needs the ${grant} grant` })
 const adminsOnly = () => new ControlPlaneRequired({ error: "this route is for owners and admins", hint: "use an admin key or an admin wallet" })
 
-/** Why a route policy refuses a resolved caller, or undefined when it admits them. */
-export const policyRefusal = (policy: Policy, principal: Principal, operators: ReadonlyArray<string>): PolicyRefusal | undefined => {
+const notAnOperator = () =>
+  new NotAnOperator({
+    error: "this route is for platform operators, signed in with their wallet",
+    hint: "sign in with an operator's wallet (POST /v1/auth/challenge without a namespace); an API key never acts as an operator"
+  })
+
+/** A platform realm session (src/domain/PlatformRealm.ts) reaches only the `wallet` and `operator` routes. */
+const realmRefusal = (policy: Policy, principal: Principal): InvalidToken | undefined =>
+  isPlatformRealm(principal.namespace) && policy.kind !== "wallet" && policy.kind !== "operator"
+    ? new InvalidToken({
+        error: "a platform sign-in token reaches only /v1/namespaces, /v1/namespace/list, /v1/namespace/status and /v1/operator/*",
+        hint: "sign in to the namespace itself (POST /v1/auth/challenge with its namespace)"
+      })
+    : undefined
+
+/**
+ * Why a route policy refuses a resolved caller, or undefined when it admits them. `operator` is
+ * decided here only as far as the credential goes: the gate then reads the operator list.
+ */
+export const policyRefusal = (policy: Policy, principal: Principal): PolicyRefusal | undefined => {
+  const realm = realmRefusal(policy, principal)
+  if (realm !== undefined) return realm
   switch (policy.kind) {
     case "open":
     case "internal":
@@ -123,9 +144,14 @@ export const policyRefusal = (policy: Policy, principal: Principal, operators: R
       if (principal.role !== "owner") return new OwnerRequired({ error: "only the namespace owner may do this" })
       return policy.grant === undefined || hasGrant(principal, policy.grant) ? undefined : grantRequired(policy.grant)
     case "operator":
-      return hasGrant(principal, "operator") && operators.includes(principal.subject)
-        ? undefined
-        : new NotAnOperator({ error: "this route is for cluster operators" })
+      return asSession(principal) === undefined ? notAnOperator() : undefined
+    case "wallet":
+      return asSession(principal) === undefined
+        ? new SessionRequired({
+            error: "this route needs a wallet's session token; an API key is refused",
+            hint: "sign in with a wallet (POST /v1/auth/challenge, without a namespace for the platform realm, then /v1/auth/verify)"
+          })
+        : undefined
   }
 }
 
@@ -156,17 +182,19 @@ export const GateLive = Layer.effect(
   Effect.gen(function* () {
     const authenticator = yield* Authenticator
     const limiter = yield* RateLimiter
-    const operators = (yield* PorticoConfig).operators
+    const operators = yield* Operators
 
     const refused = (error: GateRefusal, namespace?: string): Decision => ({ _tag: "Refused", error, namespace })
     const admitted = (principal: Principal | undefined): Decision => ({ _tag: "Admitted", principal })
 
     /** The namespace's limit, then the policy, for a resolved caller. */
     const afterCredential = (policy: Policy, principal: Principal, bearer: string, now: number): Decision => {
+      // the operator list is read from the registry, so an operator route is always decided later
+      if (policy.kind === "operator") return { _tag: "Later", bearer, principal }
       const space = limiter.admitNow(principal.namespace, now)
       if (space === undefined) return { _tag: "Later", bearer, principal }
       if (!space.allowed) return refused(rateLimited(space.retryAfterSeconds, space.refusedBy ?? "namespace"), principal.namespace)
-      const refusal = policyRefusal(policy, principal, operators)
+      const refusal = policyRefusal(policy, principal)
       return refusal === undefined ? admitted(principal) : refused(refusal, principal.namespace)
     }
 
@@ -195,8 +223,13 @@ export const GateLive = Layer.effect(
         }
         const space = yield* limiter.checkNamespace(principal.namespace)
         if (!space.allowed) return yield* Effect.fail(rateLimited(space.retryAfterSeconds, "namespace"))
-        const refusal = policyRefusal(policy, principal, operators)
-        return refusal === undefined ? principal : yield* Effect.fail(refusal)
+        const refusal = policyRefusal(policy, principal)
+        if (refusal !== undefined) return yield* Effect.fail(refusal)
+        if (policy.kind === "operator") {
+          const listed = yield* Effect.mapError(operators.isOperator(principal.subject), () => unavailable("operator list unavailable"))
+          if (!listed) return yield* Effect.fail(notAnOperator())
+        }
+        return principal
       })
 
     const run = (policy: Policy, request: GateRequest): Effect.Effect<Principal | undefined, GateRefusal> =>

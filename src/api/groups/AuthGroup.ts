@@ -57,7 +57,13 @@ const DeviceProofWire = Schema.Unknown.annotations({
 })
 
 export const ChallengeRequest = strict(
-  Schema.Struct({ wallet: WalletText, namespace: NamespaceName, device_id: Schema.optional(DeviceId) })
+  Schema.Struct({
+    wallet: WalletText,
+    namespace: Schema.optional(NamespaceName).annotations({
+      description: "the namespace to sign in to; absent: the platform realm (docs/namespaces.md), for creating namespaces and the operator plane"
+    }),
+    device_id: Schema.optional(DeviceId)
+  })
 ).annotations({ identifier: "ChallengeRequest" })
 
 export const ChallengeAnswer = Schema.Struct({

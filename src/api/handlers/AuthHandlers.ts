@@ -15,6 +15,7 @@ import { nextCursorOf, pageRequest } from "../Paging.js"
 import { toUnixSeconds } from "../Wire.js"
 import { refusedOrDown } from "./Refusals.js"
 import { writtenProof } from "./WrittenProof.js"
+import { PLATFORM_REALM } from "../../domain/PlatformRealm.js"
 
 const sessionAnswer = (s: IssuedSession) => ({
   access_token: s.accessToken,
@@ -92,7 +93,7 @@ export const AuthHandlers = HttpApiBuilder.group(PorticoApi, "auth", (handlers) 
       )
       .handle("challenge", ({ payload }) =>
         walletLimit(payload.wallet).pipe(Effect.zipRight(sessions
-          .challenge({ wallet: payload.wallet, namespace: payload.namespace, deviceId: payload.device_id })
+          .challenge({ wallet: payload.wallet, namespace: payload.namespace ?? PLATFORM_REALM, deviceId: payload.device_id })
           .pipe(
             Effect.map((c) => ({ message: c.message, nonce: c.nonce, expires_at: toUnixSeconds(c.expiresAt) })),
             Effect.mapError(refusedOrDown)

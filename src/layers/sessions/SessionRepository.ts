@@ -9,6 +9,7 @@ import { Effect, Either, Option, ParseResult, Schema } from "effect"
 import type { DevicePolicy } from "../../domain/Enrolment.js"
 import { Role } from "../../domain/Grants.js"
 import { oncePerObject } from "../../domain/Memo.js"
+import { isPlatformRealm, PLATFORM_REALM } from "../../domain/PlatformRealm.js"
 import { type Page, type PageRequest, readPage } from "../registry/Keyset.js"
 import { type RegistryStoreService, type Row, type Statement, StoreError } from "../registry/RegistryStore.js"
 
@@ -21,6 +22,8 @@ const NamespaceRow = Schema.Struct({
   signIn: column(Schema.String, "sign_in")
 })
 export type NamespaceRow = typeof NamespaceRow.Type
+
+const realmSettings: NamespaceRow = { devicePolicy: "optional", signIn: "open" }
 
 const MemberRow = Schema.Struct({ role: Role })
 
@@ -123,7 +126,7 @@ const decodeSession = decoder(SessionRow)
 const decodeStanding = firstOf(oncePerObject(decoder(StandingRow)))
 
 const standingStatement = (sessionId: string): Statement => ({
-  sql: `SELECT s.ended_at, d.status, m.role, n.sign_in FROM sessions s
+  sql: `SELECT s.ended_at, d.status, m.role, CASE WHEN s.namespace = '${PLATFORM_REALM}' THEN 'open' ELSE n.sign_in END AS sign_in FROM sessions s
         LEFT JOIN devices d ON d.namespace = s.namespace AND d.id = s.device_id
         LEFT JOIN members m ON m.namespace = s.namespace AND m.wallet = s.wallet
         LEFT JOIN namespaces n ON n.name = s.namespace
@@ -165,8 +168,11 @@ export const makeSessionRepository = (store: RegistryStoreService) => {
     /** Runs statements from the builders below as one atomic write. */
     batch: (statements: ReadonlyArray<Statement>) => store.batch(statements),
 
+    // the platform realm signs any wallet in, with or without a device (src/domain/PlatformRealm.ts)
     namespace: (namespace: string) =>
-      read({ sql: "SELECT name, device_policy, sign_in FROM namespaces WHERE name = ?", params: [namespace] }, decodeNamespace),
+      isPlatformRealm(namespace)
+        ? Effect.succeed(Option.some(realmSettings))
+        : read({ sql: "SELECT name, device_policy, sign_in FROM namespaces WHERE name = ?", params: [namespace] }, decodeNamespace),
 
     memberRole: (namespace: string, wallet: string) =>
       Effect.map(
