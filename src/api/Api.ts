@@ -18,6 +18,8 @@ import { DeviceGroup } from "./groups/DeviceGroup.js"
 import { NamespaceGroup } from "./groups/NamespaceGroup.js"
 import { NamespaceBackupGroup } from "./groups/NamespaceBackupGroup.js"
 import { NamespaceDeleteGroup } from "./groups/NamespaceDeleteGroup.js"
+import { NamespaceCreateGroup } from "./groups/NamespaceCreateGroup.js"
+import { OperatorGroup } from "./groups/OperatorGroup.js"
 import { DatabaseGroup } from "./groups/DatabaseGroup.js"
 import { SqlGroup } from "./groups/SqlGroup.js"
 import { InternalGroup } from "./groups/InternalGroup.js"
@@ -35,6 +37,8 @@ export class PorticoApi extends HttpApi.make("portico")
   .add(NamespaceGroup)
   .add(NamespaceBackupGroup)
   .add(NamespaceDeleteGroup)
+  .add(NamespaceCreateGroup)
+  .add(OperatorGroup)
   .add(CorsGroup)
   .add(AuditGroup)
   .add(DeviceGroup)

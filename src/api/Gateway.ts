@@ -39,6 +39,8 @@ import { StorageHandlers } from "./handlers/StorageHandlers.js"
 import { NamespaceHandlers } from "./handlers/NamespaceHandlers.js"
 import { NamespaceBackupHandlers } from "./handlers/NamespaceBackupHandlers.js"
 import { NamespaceDeleteHandlers } from "./handlers/NamespaceDeleteHandlers.js"
+import { NamespaceCreateHandlers } from "./handlers/NamespaceCreateHandlers.js"
+import { OperatorHandlers } from "./handlers/OperatorHandlers.js"
 import { SystemHandlers } from "./handlers/SystemHandlers.js"
 import { logParserRefusal, logRequest } from "./AccessLog.js"
 import { fastRuntimeLayer, makeRequestListener } from "./NodeAdapter.js"
@@ -51,6 +53,7 @@ import { AppHosts } from "../layers/deployments/serving/AppHosts.js"
 import { AppRuntime } from "../layers/deployments/runtime/AppRuntime.js"
 import { Deployments } from "../layers/deployments/Deployments.js"
 import { NamespaceTeardown } from "../layers/namespaces/NamespaceTeardown.js"
+import { NamespaceCreation } from "../layers/namespaces/NamespaceCreation.js"
 import { DEFAULT_ARCHIVE_LIMITS } from "../layers/deployments/Archive.js"
 import { NamespaceBackups } from "../layers/namespaces/backup/NamespaceBackups.js"
 import { sealedSize } from "../layers/namespaces/backup/SealedStream.js"
@@ -67,6 +70,8 @@ const HandlersLive = Layer.mergeAll(
   NamespaceHandlers,
   NamespaceBackupHandlers,
   NamespaceDeleteHandlers,
+  NamespaceCreateHandlers,
+  OperatorHandlers,
   CorsHandlers,
   AuditHandlers,
   DeviceHandlers,
@@ -145,6 +150,8 @@ export const gatewayListener = (settings: PorticoSettings) =>
     // The runtime settings must sit below the layers so the captured runtime carries them.
     const context = yield* Layer.buildWithScope(
       routesLayer.pipe(
+        // namespace creation over HTTP, which waits for a deletion of the same name
+        Layer.provideMerge(NamespaceCreation.Live),
         // namespace deletion, over every service a namespace holds something in (its apps too)
         Layer.provideMerge(NamespaceTeardown.Live),
         // namespace backup and restore, over the stores a namespace's data is in

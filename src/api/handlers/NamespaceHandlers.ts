@@ -1,6 +1,7 @@
 import { HttpApiBuilder } from "@effect/platform"
 import { Clock, Effect, Option } from "effect"
-import { NotFound, OwnerRequired, unavailable, ValidationFailed } from "../../domain/Errors.js"
+import { NotFound, OwnerRequired, refusal, unavailable, ValidationFailed } from "../../domain/Errors.js"
+import { NamespaceCreation } from "../../layers/namespaces/NamespaceCreation.js"
 import { type KeyRole, profileGrants } from "../../domain/Grants.js"
 import type { Principal } from "../../domain/Principal.js"
 import { Audit } from "../../layers/audit/Audit.js"
@@ -39,6 +40,21 @@ export const NamespaceHandlers = HttpApiBuilder.group(PorticoApi, "namespace", (
     const audit = yield* Audit
     const store = yield* RegistryStore
     const limiter = yield* RateLimiter
+    const creation = yield* NamespaceCreation
+
+    /**
+     * A wallet already owning as many namespaces as it may is refused the namespace, at the offer
+     * and again at the acceptance (spec §4.9: a generic 403 TRANSFER_REFUSED; 503 when the cap
+     * cannot be read). Its own namespace back to its owner moves nothing, so it is not counted.
+     */
+    const transferCap = (namespace: string, to: string) =>
+      Effect.gen(function* () {
+        const record = yield* namespaces.get(namespace)
+        if (Option.isSome(record) && record.value.owner === to) return
+        if (!(yield* creation.belowCap(to))) {
+          return yield* Effect.fail(refusal("TRANSFER_REFUSED", "this transfer is refused"))
+        }
+      }).pipe(Effect.catchTag("StoreError", () => Effect.fail(unavailable("the namespace cap could not be read"))))
 
     const rateLimitView = (namespace: string) =>
       Effect.map(limiter.limitOf(namespace), ({ limit, source }) => ({
@@ -92,6 +108,7 @@ export const NamespaceHandlers = HttpApiBuilder.group(PorticoApi, "namespace", (
       .handle("transfer", ({ payload }) =>
         Effect.gen(function* () {
           const p = yield* CurrentPrincipal
+          yield* transferCap(p.namespace, payload.wallet)
           const outcome = yield* namespaces
             .transfer(p.namespace, payload.wallet, p.subject, walletOf(p))
             .pipe(Effect.mapError(refusedOrDown))
@@ -122,6 +139,7 @@ export const NamespaceHandlers = HttpApiBuilder.group(PorticoApi, "namespace", (
       .handle("acceptTransfer", () =>
         Effect.gen(function* () {
           const p = yield* CurrentSession
+          yield* transferCap(p.namespace, p.subject)
           const record = yield* namespaces
             .acceptTransfer(p.namespace, p.subject)
             .pipe(Effect.mapError(refusedOrDown))

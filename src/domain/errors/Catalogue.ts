@@ -68,6 +68,8 @@ export class GrantRequired extends Schema.TaggedError<GrantRequired>()("GrantReq
 export class ControlPlaneRequired extends Schema.TaggedError<ControlPlaneRequired>()("ControlPlaneRequired", envelope("CONTROL_PLANE_REQUIRED"), status(403)) {}
 export class OwnerRequired extends Schema.TaggedError<OwnerRequired>()("OwnerRequired", envelope("OWNER_REQUIRED"), status(403)) {}
 export class NotAnOperator extends Schema.TaggedError<NotAnOperator>()("NotAnOperator", envelope("NOT_AN_OPERATOR"), status(403)) {}
+/** An ownership transfer to a wallet already at its namespace cap (spec §4.9: generic, naming no cap). */
+export class TransferRefused extends Schema.TaggedError<TransferRefused>()("TransferRefused", envelope("TRANSFER_REFUSED"), status(403)) {}
 /** A session-only route called with an API key (or a token exchanged from one): the gate's one answer. */
 export class SessionRequired extends Schema.TaggedError<SessionRequired>()("SessionRequired", envelope("SESSION_REQUIRED"), status(403)) {}
 /** `POST /v1/auth/renew` called with anything but a deployed app's workload token (spec §4.5). */
@@ -96,6 +98,8 @@ export class MethodNotAllowed extends Schema.TaggedError<MethodNotAllowed>()("Me
 export class RequestTimeout extends Schema.TaggedError<RequestTimeout>()("RequestTimeout", envelope("REQUEST_TIMEOUT"), status(408)) {}
 export class Conflict extends Schema.TaggedError<Conflict>()("Conflict", envelope("CONFLICT"), status(409)) {}
 export class NamespaceExists extends Schema.TaggedError<NamespaceExists>()("NamespaceExists", envelope("NAMESPACE_EXISTS"), status(409)) {}
+/** A deletion of this name still runs or is owed (spec §4.9): retry after `Retry-After`. */
+export class NamespaceTeardownPending extends Schema.TaggedError<NamespaceTeardownPending>()("NamespaceTeardownPending", retried("NAMESPACE_TEARDOWN_PENDING"), status(409)) {}
 /** A deletion of this namespace is running on some gateway (spec §4.9): retry after `Retry-After`. */
 export class NamespaceDeleteInProgress extends Schema.TaggedError<NamespaceDeleteInProgress>()("NamespaceDeleteInProgress", retried("NAMESPACE_DELETE_IN_PROGRESS"), status(409)) {}
 /** A namespace restore into a namespace that already holds data (docs/namespaces.md "Backup and restore"). */
@@ -135,6 +139,10 @@ export class RelayDestinationUnreachable extends Schema.TaggedError<RelayDestina
 /** No SOCKS upstream configured, or it is down: the proxy never falls back to a direct dial (spec §7). */
 export class RelayUnavailable extends Schema.TaggedError<RelayUnavailable>()("RelayUnavailable", retried("RELAY_UNAVAILABLE"), status(503)) {}
 export class Unavailable extends Schema.TaggedError<Unavailable>()("Unavailable", retried("UNAVAILABLE"), status(503)) {}
+/** A namespace could not be provisioned (spec §4.9: a fixed message; the detail goes to the log). */
+export class NamespaceProvisionFailed extends Schema.TaggedError<NamespaceProvisionFailed>()("NamespaceProvisionFailed", envelope("NAMESPACE_PROVISION_FAILED"), status(503)) {}
+/** The gateway hosts as many namespaces as it may (spec §4.9: not cleared by retrying, so no `Retry-After`). */
+export class NamespaceCapacity extends Schema.TaggedError<NamespaceCapacity>()("NamespaceCapacity", envelope("NAMESPACE_CAPACITY"), status(503)) {}
 export class HomeNodeUnreachable extends Schema.TaggedError<HomeNodeUnreachable>()("HomeNodeUnreachable", retried("HOME_NODE_UNREACHABLE"), status(503)) {}
 export class FetchCapUnavailable extends Schema.TaggedError<FetchCapUnavailable>()("FetchCapUnavailable", retried("FETCH_CAP_UNAVAILABLE"), status(503)) {}
 export class PolicySweepIncomplete extends Schema.TaggedError<PolicySweepIncomplete>()("PolicySweepIncomplete", retried("POLICY_SWEEP_INCOMPLETE"), status(503)) {}
@@ -174,6 +182,7 @@ export const catalogue = {
   ControlPlaneRequired,
   OwnerRequired,
   NotAnOperator,
+  TransferRefused,
   SessionRequired,
   WorkloadTokenRequired,
   CoordinationRefused,
@@ -194,6 +203,7 @@ export const catalogue = {
   RequestTimeout,
   Conflict,
   NamespaceExists,
+  NamespaceTeardownPending,
   NamespaceDeleteInProgress,
   NamespaceNotEmpty,
   DatabaseExists,
@@ -215,6 +225,8 @@ export const catalogue = {
   RelayDestinationUnreachable,
   RelayUnavailable,
   Unavailable,
+  NamespaceProvisionFailed,
+  NamespaceCapacity,
   HomeNodeUnreachable,
   FetchCapUnavailable,
   PolicySweepIncomplete,

@@ -24,6 +24,22 @@ export const NamespaceRefusals = family(
 )
 export type NamespaceCode = (typeof NamespaceRefusals)[number]
 
+/** Creating a namespace over HTTP (src/layers/namespaces/NamespaceCreation.ts). */
+export const NamespaceCreateRefusals = family(
+  "VALIDATION_FAILED",
+  "FORBIDDEN",
+  "NAMESPACE_EXISTS",
+  "NAMESPACE_TEARDOWN_PENDING",
+  "NAMESPACE_PROVISION_FAILED",
+  "NAMESPACE_CAPACITY",
+  "UNAVAILABLE"
+)
+export type NamespaceCreateCode = (typeof NamespaceCreateRefusals)[number]
+
+/** The operator plane's rules: invites, the lists, settings (src/layers/operators). */
+export const OperatorRefusals = family("VALIDATION_FAILED", "FORBIDDEN", "NOT_FOUND", "CONFLICT", "UNAVAILABLE")
+export type OperatorCode = (typeof OperatorRefusals)[number]
+
 /** Deleting a namespace and everything it holds (src/layers/namespaces/NamespaceTeardown.ts). */
 export const TeardownRefusals = family("VALIDATION_FAILED", "FORBIDDEN", "NAMESPACE_DELETE_IN_PROGRESS", "NAMESPACE_DELETE_FAILED")
 export type TeardownCode = (typeof TeardownRefusals)[number]

@@ -1,0 +1,90 @@
+/**
+ * The operator plane (spec §4.9; docs/operators.md): invites and their redemption, the operator
+ * list, the creators allowlist, the settings and the operator audit trail. Operator routes take a
+ * wallet's session whose wallet is an operator (policy `operator`: an API key is 403
+ * NOT_AN_OPERATOR); redeeming an invite takes any wallet's session (policy `wallet`). Namespace
+ * removal is in NamespaceDeleteGroup.ts.
+ */
+import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "@effect/platform"
+import { Schema } from "effect"
+import { OperatorRefusals, Wire, wiresOf } from "../../domain/Errors.js"
+import { Wallet } from "../../domain/Names.js"
+import { Authentication } from "../Gates.js"
+import { operator, wallet } from "../Policy.js"
+import { RoutePolicy } from "../RouteFacts.js"
+import { strict, UnixSeconds } from "../Wire.js"
+
+export const MakeInvite = strict(
+  Schema.Struct({
+    expiry_seconds: Schema.optional(
+      Schema.Int.pipe(Schema.between(1, 3600)).annotations({ description: "1-3600; default 3600 (one hour)" })
+    )
+  })
+).annotations({ identifier: "MakeInvite" })
+
+export const InviteMade = Schema.Struct({
+  invite: Schema.String.annotations({ description: "inv_…, shown once; one wallet joins the operator list with it" }),
+  expires_at: UnixSeconds
+}).annotations({ identifier: "InviteMade" })
+
+export const RedeemInvite = strict(Schema.Struct({ invite: Schema.String.pipe(Schema.maxLength(128)) })).annotations({ identifier: "RedeemInvite" })
+export const Joined = Schema.Struct({ wallet: Schema.String, operator: Schema.Literal(true) }).annotations({ identifier: "OperatorJoined" })
+
+export const OperatorList = Schema.Struct({
+  operators: Schema.Array(
+    Schema.Struct({
+      wallet: Schema.String,
+      added_at: UnixSeconds,
+      added_by: Schema.String,
+      source: Schema.Literal("registry", "config").annotations({ description: "config: named by PORTICO_OPERATORS (removed only there)" })
+    })
+  )
+}).annotations({ identifier: "OperatorList" })
+
+export const CreatorWallet = strict(Schema.Struct({ wallet: Wallet })).annotations({ identifier: "CreatorWallet" })
+export const CreatorList = Schema.Struct({
+  creators: Schema.Array(Schema.Struct({ wallet: Schema.String, added_at: UnixSeconds, added_by: Schema.String }))
+}).annotations({ identifier: "CreatorList" })
+export const CreatorChanged = Schema.Struct({ wallet: Schema.String, changed: Schema.Boolean }).annotations({ identifier: "CreatorChanged" })
+
+export const SettingsView = Schema.Struct({
+  settings: Schema.Record({ key: Schema.String, value: Schema.String })
+}).annotations({ identifier: "OperatorSettings" })
+export const SetSetting = strict(Schema.Struct({ value: Schema.String.pipe(Schema.maxLength(2048)) })).annotations({ identifier: "SetSetting" })
+export const SettingView = Schema.Struct({ name: Schema.String, value: Schema.String }).annotations({ identifier: "OperatorSetting" })
+
+export const AuditQuery = Schema.Struct({
+  limit: Schema.optional(Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 200))).annotations({ description: "1-200, default 50" }),
+  after: Schema.optional(Schema.NumberFromString.pipe(Schema.int(), Schema.positive())).annotations({ description: "the `next` of the page before" })
+})
+export const OperatorAuditPage = Schema.Struct({
+  entries: Schema.Array(
+    Schema.Struct({
+      id: Schema.Int,
+      at: Schema.Int.annotations({ description: "Unix milliseconds" }),
+      actor: Schema.String,
+      action: Schema.String,
+      target: Schema.String,
+      detail: Schema.Record({ key: Schema.String, value: Schema.Union(Schema.String, Schema.Number) })
+    })
+  ),
+  next: Schema.NullOr(Schema.Int)
+}).annotations({ identifier: "OperatorAuditPage" })
+
+const settingParam = HttpApiSchema.param("name", Schema.String.pipe(Schema.pattern(/^[a-z-]{1,64}$/)))
+const walletParam = HttpApiSchema.param("wallet", Wallet)
+
+export class OperatorGroup extends HttpApiGroup.make("operator")
+  .add(HttpApiEndpoint.post("makeInvite", "/v1/operator/invites").setPayload(MakeInvite).addSuccess(InviteMade, { status: 201 }))
+  .add(HttpApiEndpoint.post("redeemInvite", "/v1/operator/invites/redeem").setPayload(RedeemInvite).addSuccess(Joined).annotate(RoutePolicy, wallet))
+  .add(HttpApiEndpoint.get("listOperators", "/v1/operator/operators").addSuccess(OperatorList))
+  .add(HttpApiEndpoint.get("listCreators", "/v1/operator/creators").addSuccess(CreatorList))
+  .add(HttpApiEndpoint.post("addCreator", "/v1/operator/creators").setPayload(CreatorWallet).addSuccess(CreatorChanged))
+  .add(HttpApiEndpoint.del("removeCreator")`/v1/operator/creators/${walletParam}`.addSuccess(CreatorChanged))
+  .add(HttpApiEndpoint.get("getSettings", "/v1/operator/settings").addSuccess(SettingsView))
+  .add(HttpApiEndpoint.get("getSetting")`/v1/operator/settings/${settingParam}`.addSuccess(SettingView).addError(Wire.NotFound))
+  .add(HttpApiEndpoint.put("putSetting")`/v1/operator/settings/${settingParam}`.setPayload(SetSetting).addSuccess(SettingView).addError(Wire.NotFound))
+  .add(HttpApiEndpoint.get("operatorAudit", "/v1/operator/audit").setUrlParams(AuditQuery).addSuccess(OperatorAuditPage))
+  .middlewareEndpoints(Authentication)
+  .annotate(RoutePolicy, operator)
+  .addError(wiresOf(OperatorRefusals)) {}

@@ -1,0 +1,68 @@
+import { HttpApiBuilder } from "@effect/platform"
+import { Effect } from "effect"
+import { refusal } from "../../domain/Errors.js"
+import { isSettingName, SETTING_NAMES } from "../../domain/OperatorSettings.js"
+import { CurrentPrincipal } from "../../domain/Principal.js"
+import { OperatorAudit } from "../../layers/operators/OperatorAudit.js"
+import { INVITE_MAX_SECONDS, Operators } from "../../layers/operators/Operators.js"
+import { PorticoApi } from "../Api.js"
+import { toUnixSeconds } from "../Wire.js"
+import { refusedOrDown } from "./Refusals.js"
+
+const noSetting = (name: string) => refusal("NOT_FOUND", `no setting ${name}`, `settings: ${SETTING_NAMES.join(", ")}`)
+
+export const OperatorHandlers = HttpApiBuilder.group(PorticoApi, "operator", (handlers) =>
+  Effect.gen(function* () {
+    const ops = yield* Operators
+    const audit = yield* OperatorAudit
+    const actor = Effect.map(CurrentPrincipal, (p) => p.subject)
+    return handlers
+      .handle("makeInvite", ({ payload }) =>
+        Effect.flatMap(actor, (by) =>
+          Effect.map(Effect.mapError(ops.invite(by, payload.expiry_seconds ?? INVITE_MAX_SECONDS), refusedOrDown), (i) => ({
+            invite: i.token,
+            expires_at: toUnixSeconds(i.expiresAt)
+          }))
+        )
+      )
+      .handle("redeemInvite", ({ payload }) =>
+        Effect.flatMap(actor, (by) => Effect.as(Effect.mapError(ops.redeem(payload.invite, by), refusedOrDown), { wallet: by, operator: true as const }))
+      )
+      .handle("listOperators", () =>
+        Effect.map(Effect.mapError(ops.list, refusedOrDown), (list) => ({
+          operators: list.map((o) => ({ wallet: o.wallet, added_at: toUnixSeconds(o.addedAt), added_by: o.addedBy, source: o.source }))
+        }))
+      )
+      .handle("listCreators", () =>
+        Effect.map(Effect.mapError(ops.creators, refusedOrDown), (list) => ({
+          creators: list.map((c) => ({ wallet: c.wallet, added_at: toUnixSeconds(c.addedAt), added_by: c.addedBy }))
+        }))
+      )
+      .handle("addCreator", ({ payload }) =>
+        Effect.flatMap(actor, (by) => Effect.map(Effect.mapError(ops.allowCreator(payload.wallet, by), refusedOrDown), (changed) => ({ wallet: payload.wallet, changed })))
+      )
+      .handle("removeCreator", ({ path }) =>
+        Effect.flatMap(actor, (by) => Effect.map(Effect.mapError(ops.removeCreator(path.wallet, by), refusedOrDown), (changed) => ({ wallet: path.wallet, changed })))
+      )
+      .handle("getSettings", () => Effect.map(Effect.mapError(ops.settings, refusedOrDown), (settings) => ({ settings })))
+      .handle("getSetting", ({ path }) =>
+        isSettingName(path.name)
+          ? Effect.map(Effect.mapError(ops.setting(path.name), refusedOrDown), (value) => ({ name: path.name, value }))
+          : Effect.fail(noSetting(path.name))
+      )
+      .handle("putSetting", ({ path, payload }) =>
+        Effect.flatMap(actor, (by) =>
+          Effect.as(Effect.mapError(ops.set(path.name, payload.value, by), refusedOrDown), { name: path.name, value: payload.value })
+        )
+      )
+      .handle("operatorAudit", ({ urlParams }) =>
+        Effect.map(
+          Effect.mapError(audit.list({ limit: urlParams.limit ?? 50, after: urlParams.after === undefined ? undefined : [urlParams.after] }), refusedOrDown),
+          (page) => ({
+            entries: page.items.map((e) => ({ ...e })),
+            next: page.next === undefined ? null : Number(page.next[0])
+          })
+        )
+      )
+  })
+)

@@ -1,0 +1,221 @@
+/**
+ * The operator plane and namespace creation over HTTP (issue 25, N1), on both registry engines:
+ * `portico operator add` bootstraps the first operator, who signs in to the platform realm (a
+ * challenge with no namespace); invites, the operator list, the creators allowlist, settings and
+ * the operator audit trail; POST /v1/namespaces under each `namespace-creation` setting and the
+ * per-wallet cap; list and status; a realm token refused on namespace routes; an admin key (and a
+ * token exchanged from it) of a namespace an operator owns refused on every operator route.
+ */
+import { Effect } from "effect"
+import { Wallet } from "ethers"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { type Gateway, type Reply, startGateway } from "../support/gateway.js"
+import { hasRqlited, type RqlitedServer, rqlitedMissingMessage, startRqlited } from "../support/rqlited.js"
+
+const expectError = (reply: Reply, status: number, code: string) => {
+  expect(reply.status, reply.text).toBe(status)
+  expect(reply.body.code, reply.text).toBe(code)
+  expect(typeof reply.body.error).toBe("string")
+}
+
+type Signer = { readonly address: string; readonly signMessage: (m: string) => Promise<string> }
+
+describe.each(["sqlite", "rqlite"] as const)("operators and namespace creation, registry on %s", (engine) => {
+  let gw: Gateway
+  let engineServer: RqlitedServer | undefined
+  const op = Wallet.createRandom()
+  const alice = Wallet.createRandom()
+  const bob = Wallet.createRandom()
+  const carol = Wallet.createRandom()
+  const tokens: Record<string, string> = {}
+
+  const signIn = async (signer: Signer, namespace?: string): Promise<string> => {
+    const c = await gw.request("POST", "/v1/auth/challenge", { json: { wallet: signer.address, ...(namespace === undefined ? {} : { namespace }) } })
+    expect(c.status, c.text).toBe(200)
+    const v = await gw.request("POST", "/v1/auth/verify", { json: { message: c.body.message, signature: await signer.signMessage(c.body.message) } })
+    expect(v.status, v.text).toBe(200)
+    return v.body.access_token
+  }
+
+  beforeAll(async () => {
+    if (engine === "rqlite") {
+      if (!hasRqlited()) throw new Error(rqlitedMissingMessage())
+      engineServer = await Effect.runPromise(startRqlited())
+    }
+    gw = await startGateway({ env: engineServer === undefined ? {} : { PORTICO_RQLITE_URL: engineServer.url } })
+    const added = await gw.cli(["operator", "add", op.address])
+    expect(added).toEqual({ wallet: op.address.toLowerCase(), added: true })
+    expect((await gw.cli(["operator", "add", op.address])).added).toBe(false)
+    tokens.op = await signIn(op)
+    tokens.alice = await signIn(alice)
+    tokens.bob = await signIn(bob)
+  }, 60_000)
+
+  afterAll(async () => {
+    await gw?.stop()
+    if (engineServer !== undefined) await Effect.runPromise(engineServer.stop)
+  })
+
+  it("a realm session reaches only the wallet and operator routes", async () => {
+    const who = await gw.request("GET", "/v1/auth/whoami", { token: tokens.alice })
+    expectError(who, 401, "INVALID_TOKEN")
+    expectError(await gw.request("GET", "/v1/namespace/members", { token: tokens.alice }), 401, "INVALID_TOKEN")
+    expectError(await gw.request("GET", "/v1/operator/settings", { token: tokens.alice }), 403, "NOT_AN_OPERATOR")
+    const list = await gw.request("GET", "/v1/namespace/list", { token: tokens.alice })
+    expect(list.status, list.text).toBe(200)
+    expect(list.body).toEqual({ namespaces: [], all: false })
+  })
+
+  it("creation follows the setting: operators by default, then the allowlist, then open", async () => {
+    expectError(await gw.request("POST", "/v1/namespaces", { token: tokens.alice, json: { name: "alice-shop" } }), 403, "FORBIDDEN")
+    const opCreated = await gw.request("POST", "/v1/namespaces", { token: tokens.op, json: { name: "op-shop" } })
+    expect(opCreated.status, opCreated.text).toBe(201)
+    expect(opCreated.body.owner).toBe(op.address.toLowerCase())
+    expect(opCreated.body.api_key).toMatch(/^/)
+    tokens.opKey = opCreated.body.api_key
+
+    expectError(await gw.request("POST", "/v1/namespaces", { token: tokens.op, json: { name: "op-shop" } }), 409, "NAMESPACE_EXISTS")
+    expectError(await gw.request("POST", "/v1/namespaces", { token: tokens.op, json: { name: "portico" } }), 400, "VALIDATION_FAILED")
+    expectError(await gw.request("POST", "/v1/namespaces", { token: tokens.op, json: { name: "Bad_Name" } }), 400, "VALIDATION_FAILED")
+    expectError(await gw.request("POST", "/v1/namespaces", { token: tokens.opKey, json: { name: "by-key" } }), 403, "SESSION_REQUIRED")
+
+    let put = await gw.request("PUT", "/v1/operator/settings/namespace-creation", { token: tokens.op, json: { value: "allowlist" } })
+    expect(put.status, put.text).toBe(200)
+    const allowed = await gw.request("POST", "/v1/operator/creators", { token: tokens.op, json: { wallet: alice.address } })
+    expect(allowed.body).toEqual({ wallet: alice.address.toLowerCase(), changed: true })
+    const aliceCreated = await gw.request("POST", "/v1/namespaces", { token: tokens.alice, json: { name: "alice-shop" } })
+    expect(aliceCreated.status, aliceCreated.text).toBe(201)
+    expectError(await gw.request("POST", "/v1/namespaces", { token: tokens.bob, json: { name: "bob-shop" } }), 403, "FORBIDDEN")
+
+    put = await gw.request("PUT", "/v1/operator/settings/namespace-creation", { token: tokens.op, json: { value: "open" } })
+    expect(put.status, put.text).toBe(200)
+    expect((await gw.request("POST", "/v1/namespaces", { token: tokens.bob, json: { name: "bob-shop" } })).status).toBe(201)
+
+    // the creator is the owner: it signs in to its namespace as owner, and the key works there
+    const inShop = await signIn(alice, "alice-shop")
+    const who = await gw.request("GET", "/v1/auth/whoami", { token: inShop })
+    expect(who.body.role ?? who.body.namespace, who.text).toBeDefined()
+    expect(who.body.namespace).toBe("alice-shop")
+    expect((await gw.request("GET", "/v1/auth/whoami", { token: aliceCreated.body.api_key })).body.namespace).toBe("alice-shop")
+  })
+
+  it("the per-wallet cap counts owned namespaces, and caps ownership transfer", async () => {
+    const put = await gw.request("PUT", "/v1/operator/settings/max-namespaces-per-wallet", { token: tokens.op, json: { value: "1" } })
+    expect(put.status, put.text).toBe(200)
+    expectError(await gw.request("POST", "/v1/namespaces", { token: tokens.bob, json: { name: "bob-two" } }), 403, "FORBIDDEN")
+    // alice (at the cap with alice-shop) is refused bob's namespace
+    const bobKey = (await gw.request("POST", "/v1/namespace/members", { token: await signIn(bob, "bob-shop"), json: { wallet: alice.address, role: "admin" } }))
+    expect(bobKey.status, bobKey.text).toBeLessThan(300)
+    const offer = await gw.request("POST", "/v1/namespace/members/transfer", { token: await signIn(bob, "bob-shop"), json: { wallet: alice.address } })
+    expectError(offer, 403, "TRANSFER_REFUSED")
+    const back = await gw.request("PUT", "/v1/operator/settings/max-namespaces-per-wallet", { token: tokens.op, json: { value: "10" } })
+    expect(back.status).toBe(200)
+  })
+
+  it("list and status", async () => {
+    const mine = await gw.request("GET", "/v1/namespace/list", { token: tokens.alice })
+    expect(mine.body.all).toBe(false)
+    expect(mine.body.namespaces.map((n: any) => n.name)).toEqual(["alice-shop", "bob-shop"])
+    const all = await gw.request("GET", "/v1/namespace/list", { token: tokens.op })
+    expect(all.body.all).toBe(true)
+    expect(all.body.namespaces.map((n: any) => n.name)).toEqual(["alice-shop", "bob-shop", "op-shop"])
+
+    expectError(await gw.request("GET", "/v1/namespace/status", { token: tokens.alice }), 400, "VALIDATION_FAILED")
+    expectError(await gw.request("GET", "/v1/namespace/status?id=nope-nope", { token: tokens.alice }), 404, "NOT_FOUND")
+    expectError(await gw.request("GET", "/v1/namespace/status?id=op-shop", { token: tokens.alice }), 404, "NOT_FOUND")
+    const status = await gw.request("GET", "/v1/namespace/status?id=alice-shop", { token: tokens.alice })
+    expect(status.status, status.text).toBe(200)
+    expect(status.body).toMatchObject({ name: "alice-shop", owner: alice.address.toLowerCase(), members: 1, deleting: false })
+    expect((await gw.request("GET", "/v1/namespace/status?id=bob-shop", { token: tokens.op })).status).toBe(200)
+  })
+
+  it("settings: bad values are 400 and not stored; GET reads them", async () => {
+    const bad: Array<[string, string]> = [
+      ["namespace-creation", "everyone"],
+      ["max-namespaces-per-wallet", "0"],
+      ["max-namespaces-per-wallet", "10001"],
+      ["auto-update", "sometimes"],
+      ["update-channel", "Stable"],
+      ["update-channel", "x".repeat(33)],
+      ["update-window", "25-03"],
+      ["update-window", "3-4"],
+      ["release-repo", "http://example.test/repo"]
+    ]
+    for (const [name, value] of bad) {
+      expectError(await gw.request("PUT", `/v1/operator/settings/${name}`, { token: tokens.op, json: { value } }), 400, "VALIDATION_FAILED")
+    }
+    expectError(await gw.request("PUT", "/v1/operator/settings/colour", { token: tokens.op, json: { value: "x" } }), 404, "NOT_FOUND")
+    for (const [name, value] of [["auto-update", "notify"], ["update-channel", "beta-2"], ["update-window", "02-04"], ["release-repo", "https://example.test/portico"]]) {
+      const ok = await gw.request("PUT", `/v1/operator/settings/${name}`, { token: tokens.op, json: { value } })
+      expect(ok.status, ok.text).toBe(200)
+    }
+    const all = await gw.request("GET", "/v1/operator/settings", { token: tokens.op })
+    expect(all.body.settings).toEqual({
+      "namespace-creation": "open",
+      "max-namespaces-per-wallet": "10",
+      "auto-update": "notify",
+      "update-channel": "beta-2",
+      "update-window": "02-04",
+      "release-repo": "https://example.test/portico"
+    })
+    expect((await gw.request("GET", "/v1/operator/settings/update-window", { token: tokens.op })).body).toEqual({ name: "update-window", value: "02-04" })
+  })
+
+  it("an invite lets one wallet join the operator list", async () => {
+    expectError(await gw.request("POST", "/v1/operator/invites", { token: tokens.op, json: { expiry_seconds: 3601 } }), 400, "VALIDATION_FAILED")
+    const made = await gw.request("POST", "/v1/operator/invites", { token: tokens.op, json: {} })
+    expect(made.status, made.text).toBe(201)
+    const now = Math.floor(Date.now() / 1000)
+    expect(made.body.expires_at).toBeGreaterThan(now + 3500)
+    expect(made.body.expires_at).toBeLessThanOrEqual(now + 3601)
+    tokens.carol = await signIn(carol)
+    const joined = await gw.request("POST", "/v1/operator/invites/redeem", { token: tokens.carol, json: { invite: made.body.invite } })
+    expect(joined.status, joined.text).toBe(200)
+    expectError(await gw.request("POST", "/v1/operator/invites/redeem", { token: tokens.bob, json: { invite: made.body.invite } }), 404, "NOT_FOUND")
+    expect((await gw.request("GET", "/v1/operator/settings", { token: tokens.carol })).status).toBe(200)
+    expectError(await gw.request("GET", "/v1/operator/settings", { token: tokens.bob }), 403, "NOT_AN_OPERATOR")
+    const list = await gw.request("GET", "/v1/operator/operators", { token: tokens.op })
+    expect(list.body.operators.map((o: any) => o.wallet)).toEqual([op.address.toLowerCase(), carol.address.toLowerCase()])
+    expect(list.body.operators[1].added_by).toBe(op.address.toLowerCase())
+  })
+
+  it("an admin key of an operator's namespace, and a token exchanged from it, is never an operator credential", async () => {
+    const exchanged = await gw.request("POST", "/v1/auth/token", { token: tokens.opKey })
+    expect(exchanged.status, exchanged.text).toBe(200)
+    const routes: Array<[string, string, unknown?]> = [
+      ["POST", "/v1/operator/invites", {}],
+      ["POST", "/v1/operator/invites/redeem", { invite: "inv_x" }],
+      ["GET", "/v1/operator/operators"],
+      ["GET", "/v1/operator/creators"],
+      ["POST", "/v1/operator/creators", { wallet: bob.address }],
+      ["DELETE", `/v1/operator/creators/${bob.address}`],
+      ["GET", "/v1/operator/settings"],
+      ["GET", "/v1/operator/settings/auto-update"],
+      ["PUT", "/v1/operator/settings/auto-update", { value: "auto" }],
+      ["GET", "/v1/operator/audit"],
+      ["POST", "/v1/operator/namespaces/remove", { namespace: "bob-shop", reason: "test" }]
+    ]
+    for (const credential of [tokens.opKey!, exchanged.body.access_token as string]) {
+      for (const [method, path, json] of routes) {
+        const reply = await gw.request(method, path, { token: credential, ...(json === undefined ? {} : { json }) })
+        expect([403], `${method} ${path}: ${reply.text}`).toContain(reply.status)
+        expect(["NOT_AN_OPERATOR", "SESSION_REQUIRED"]).toContain(reply.body.code)
+        if (path.startsWith("/v1/operator/") && !path.endsWith("/redeem")) expect(reply.body.code).toBe("NOT_AN_OPERATOR")
+      }
+    }
+    // nothing changed
+    expect((await gw.request("GET", "/v1/operator/settings/auto-update", { token: tokens.op })).body.value).toBe("notify")
+  })
+
+  it("every operator action is in the operator audit trail", async () => {
+    const page = await gw.request("GET", "/v1/operator/audit?limit=200", { token: tokens.op })
+    expect(page.status, page.text).toBe(200)
+    const actions = page.body.entries.map((e: any) => e.action).reverse()
+    expect(actions.slice(0, 1)).toEqual(["operator.add"])
+    expect(actions).toEqual(expect.arrayContaining(["namespace.create", "settings.set", "creators.add", "operator.invite", "operator.join"]))
+    const first = await gw.request("GET", "/v1/operator/audit?limit=2", { token: tokens.op })
+    expect(first.body.entries).toHaveLength(2)
+    const second = await gw.request("GET", `/v1/operator/audit?limit=2&after=${first.body.next}`, { token: tokens.op })
+    expect(second.body.entries[0].id).toBeLessThan(first.body.entries[1].id)
+  })
+})
