@@ -10,11 +10,11 @@
  * IPFS Cluster.
  */
 import { Effect, Layer, ManagedRuntime } from "effect"
-import { Wallet } from "ethers"
+import { type HDNodeWallet, Wallet } from "ethers"
 import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import Redis from "ioredis"
+import { Redis } from "ioredis"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { PorticoConfig, testSettings } from "../../src/layers/config/PorticoConfig.js"
 import { RegistryStore } from "../../src/layers/registry/RegistryStore.js"
@@ -139,7 +139,7 @@ describe.each(setups)("namespace deletion: $label", (setup) => {
     return found.length
   }
 
-  const fill = async (namespace: string, ownerWallet: Wallet, ownerKey: string) => {
+  const fill = async (namespace: string, ownerWallet: HDNodeWallet, ownerKey: string) => {
     const post = (route: string, json: unknown, token = ownerKey) => gw.request("POST", route, { token, json })
     ok(await post("/v1/namespace/members", { wallet: Wallet.createRandom().address, role: "developer" }))
     ok(await post("/v1/namespace/keys", { profile: "runtime", label: "app" }), 201)
@@ -311,7 +311,7 @@ describe.each(setups)("namespace deletion: $label", (setup) => {
 })
 
 /** A wallet's plain (not device-bound) session in `namespace`: its access token. */
-const plainSession = async (gw: Gateway, namespace: string, wallet: Wallet): Promise<string> => {
+const plainSession = async (gw: Gateway, namespace: string, wallet: HDNodeWallet): Promise<string> => {
   const challenge = ok(await gw.request("POST", "/v1/auth/challenge", { json: { wallet: wallet.address, namespace } }))
   const verified = ok(await gw.request("POST", "/v1/auth/verify", { json: { message: challenge.message, signature: await wallet.signMessage(challenge.message) } }))
   return verified.access_token
