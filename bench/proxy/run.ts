@@ -26,7 +26,8 @@
  *
  * Knobs: PROXY_BYTES (268435456), PROXY_ROUNDS (5), PROXY_CHUNK (client write size when sending,
  * 262144), PROXY_GATEWAY_NODE_ARGS (extra node flags for the gateway only, e.g.
- * "--cpu-prof --cpu-prof-dir=/tmp/p"). Needs taskset, two CPUs, unshare and root (for the SOCKS
+ * "--cpu-prof --cpu-prof-dir=/tmp/p"), PROXY_CLIENT_MASK=zero (diagnosis: the client's frames masked
+ * with zeros, which ws skips on both ends, to see what masking costs; a browser masks for real). Needs taskset, two CPUs, unshare and root (for the SOCKS
  * server's hosts file and port 443), microsocks (`scripts/engines.sh socks`).
  */
 import { type HDNodeWallet, Wallet } from "ethers"
@@ -49,6 +50,8 @@ const MiB = 1024 * 1024
 const bytes = Math.max(1, Math.round(Number(process.env.PROXY_BYTES ?? 256 * MiB)))
 const rounds = Math.max(1, Math.round(Number(process.env.PROXY_ROUNDS ?? 5)))
 const clientChunk = Math.max(1024, Math.min(MiB, Math.round(Number(process.env.PROXY_CHUNK ?? 256 * 1024))))
+/** Diagnosis only: a client that masks with zeros, so neither it nor the gateway spends CPU on masking. */
+const zeroMask = process.env.PROXY_CLIENT_MASK === "zero"
 const namespace = "proxybench"
 const THROUGHPUT_TARGET = 0.7
 const RSS_TARGET = 64 * MiB
@@ -171,7 +174,11 @@ const sendAll = async (write: (b: Buffer) => void, full: () => boolean, wait: ()
 const throughTunnel = (port: number, token: string, direction: Direction) =>
   new Promise<number>((resolve, reject) => {
     const host = direction === "down" ? SOURCE : SINK
-    const ws = new WebSocket(`ws://127.0.0.1:${port}/v1/proxy/tunnel?host=${host}&port=443`, { headers: { authorization: `Bearer ${token}` }, perMessageDeflate: false })
+    const ws = new WebSocket(`ws://127.0.0.1:${port}/v1/proxy/tunnel?host=${host}&port=443`, {
+      headers: { authorization: `Bearer ${token}` },
+      perMessageDeflate: false,
+      ...(zeroMask ? { generateMask: (mask: Buffer) => void mask.fill(0) } : {})
+    })
     let started = 0
     let received = 0
     let done = false
