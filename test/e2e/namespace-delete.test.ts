@@ -308,11 +308,48 @@ describe.each(setups)("namespace deletion: $label", (setup) => {
     // and the name is free again
     expect((await gw.cli(["namespace", "create", "crashy"])).api_key).toMatch(/./)
   }, 240_000)
+
+  it("lets an operator remove a namespace with a reason, audited; reserved names and namespace credentials refused", async () => {
+    const operator = Wallet.createRandom()
+    await gw.cli(["operator", "add", operator.address])
+    const operatorSession = await realmSession(gw, operator)
+    const wallet = Wallet.createRandom()
+    const ownerKey: string = (await gw.cli(["namespace", "create", "evicted", "--owner", wallet.address])).api_key
+    const filled = await fill("evicted", wallet, ownerKey)
+    const remove = (token: string, json: unknown) => gw.request("POST", "/v1/operator/namespaces/remove", { token, json })
+    // the namespace's own owner key is no operator credential
+    const byKey = await remove(ownerKey, { namespace: "evicted", reason: "self" })
+    expect(byKey.status, byKey.text).toBe(403)
+    expect(byKey.body.code).toBe("NOT_AN_OPERATOR")
+    const reserved = await remove(operatorSession, { namespace: "lobby", reason: "no" })
+    expect(reserved.status, reserved.text).toBe(403)
+    expect(reserved.body.code).toBe("FORBIDDEN")
+    for (const body of [{ namespace: "evicted" }, { namespace: "evicted", reason: "" }, { namespace: "Bad Name", reason: "x" }]) {
+      expect((await remove(operatorSession, body)).status).toBe(400)
+    }
+    const removed = await remove(operatorSession, { namespace: "evicted", reason: "abuse report 42" })
+    expect(removed.body, removed.text).toEqual({ namespace: "evicted", deleted: true, cleanup_pending: false })
+    await expectGone("evicted", filled)
+    // idempotent, and audited each time
+    expect((await remove(operatorSession, { namespace: "evicted", reason: "again" })).body).toEqual({ namespace: "evicted", deleted: true, cleanup_pending: false })
+    const audit = await gw.request("GET", "/v1/operator/audit?limit=200", { token: operatorSession })
+    const removals = (audit.body.entries as Array<{ action: string; target: string; detail: { reason: string } }>).filter(
+      (e) => e.action === "namespace.remove" && e.target === "evicted"
+    )
+    expect(removals.map((e) => e.detail.reason).sort()).toEqual(["abuse report 42", "again"])
+  }, 180_000)
 })
 
 /** A wallet's plain (not device-bound) session in `namespace`: its access token. */
 const plainSession = async (gw: Gateway, namespace: string, wallet: HDNodeWallet): Promise<string> => {
   const challenge = ok(await gw.request("POST", "/v1/auth/challenge", { json: { wallet: wallet.address, namespace } }))
+  const verified = ok(await gw.request("POST", "/v1/auth/verify", { json: { message: challenge.message, signature: await wallet.signMessage(challenge.message) } }))
+  return verified.access_token
+}
+
+/** A wallet's session in the platform realm (a challenge naming no namespace): how operators sign in. */
+const realmSession = async (gw: Gateway, wallet: HDNodeWallet): Promise<string> => {
+  const challenge = ok(await gw.request("POST", "/v1/auth/challenge", { json: { wallet: wallet.address } }))
   const verified = ok(await gw.request("POST", "/v1/auth/verify", { json: { message: challenge.message, signature: await wallet.signMessage(challenge.message) } }))
   return verified.access_token
 }
