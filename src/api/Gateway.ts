@@ -54,6 +54,7 @@ import { AppRuntime } from "../layers/deployments/runtime/AppRuntime.js"
 import { Deployments } from "../layers/deployments/Deployments.js"
 import { NamespaceTeardown } from "../layers/namespaces/NamespaceTeardown.js"
 import { NamespaceCreation } from "../layers/namespaces/NamespaceCreation.js"
+import { OperatorHealth } from "../layers/operators/OperatorHealth.js"
 import { DEFAULT_ARCHIVE_LIMITS } from "../layers/deployments/Archive.js"
 import { NamespaceBackups } from "../layers/namespaces/backup/NamespaceBackups.js"
 import { sealedSize } from "../layers/namespaces/backup/SealedStream.js"
@@ -152,6 +153,8 @@ export const gatewayListener = (settings: PorticoSettings) =>
       routesLayer.pipe(
         // namespace creation over HTTP, which waits for a deletion of the same name
         Layer.provideMerge(NamespaceCreation.Live),
+        // what operators see of this gateway's health (its checks over the services below)
+        Layer.provideMerge(OperatorHealth.Live),
         // namespace deletion, over every service a namespace holds something in (its apps too)
         Layer.provideMerge(NamespaceTeardown.Live),
         // namespace backup and restore, over the stores a namespace's data is in

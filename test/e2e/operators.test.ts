@@ -207,6 +207,44 @@ describe.each(["sqlite", "rqlite"] as const)("operators and namespace creation, 
     expect((await gw.request("GET", "/v1/operator/settings/auto-update", { token: tokens.op })).body.value).toBe("notify")
   })
 
+  it("health names each check's latency and error and the namespaces hosted; the telemetry stream sends snapshots", async () => {
+    expectError(await gw.request("GET", "/v1/operator/health", { token: tokens.alice }), 403, "NOT_AN_OPERATOR")
+    const health = await gw.request("GET", "/v1/operator/health", { token: tokens.op })
+    expect(health.status, health.text).toBe(200)
+    expect(health.body).toMatchObject({ status: "ok", namespaces: 3, registry_engine: engine })
+    expect(health.body.checks.registry.ok).toBe(true)
+    expect(typeof health.body.checks.registry.latency_ms).toBe("number")
+    expect(health.body.checks.cache.ok).toBe(true)
+
+    expectError(await gw.request("GET", "/v1/operator/telemetry/stream?interval=1", { token: tokens.op }), 400, "VALIDATION_FAILED")
+    expectError(await gw.request("GET", "/v1/operator/telemetry/stream?interval=61", { token: tokens.op }), 400, "VALIDATION_FAILED")
+    expectError(await gw.request("GET", "/v1/operator/telemetry/stream", { token: tokens.opKey }), 403, "NOT_AN_OPERATOR")
+    const controller = new AbortController()
+    const response = await fetch(`${gw.url}/v1/operator/telemetry/stream?interval=2`, {
+      headers: { authorization: `Bearer ${tokens.op}` },
+      signal: controller.signal
+    })
+    expect(response.status).toBe(200)
+    expect(response.headers.get("content-type")).toContain("text/event-stream")
+    const reader = response.body!.getReader()
+    let text = ""
+    const decoder = new TextDecoder()
+    const started = Date.now()
+    while ((text.match(/event: snapshot\n/g) ?? []).length < 2 && Date.now() - started < 10_000) {
+      const { value, done } = await reader.read()
+      if (done) break
+      text += decoder.decode(value, { stream: true })
+    }
+    controller.abort()
+    const events = text.split("\n\n").filter((e) => e.startsWith("event: snapshot\n"))
+    expect(events.length).toBeGreaterThanOrEqual(2)
+    const snapshot = JSON.parse(events[0]!.split("\ndata: ")[1]!)
+    expect(snapshot).toMatchObject({ status: "ok", namespaces: 3 })
+    expect(snapshot.memory_rss_bytes).toBeGreaterThan(0)
+    // two snapshots 2 s apart
+    expect(Date.now() - started).toBeGreaterThanOrEqual(1_500)
+  })
+
   it("every operator action is in the operator audit trail", async () => {
     const page = await gw.request("GET", "/v1/operator/audit?limit=200", { token: tokens.op })
     expect(page.status, page.text).toBe(200)

@@ -71,6 +71,27 @@ export const OperatorAuditPage = Schema.Struct({
   next: Schema.NullOr(Schema.Int)
 }).annotations({ identifier: "OperatorAuditPage" })
 
+const Check = Schema.Struct({
+  ok: Schema.Boolean,
+  latency_ms: Schema.Number,
+  error: Schema.optional(Schema.String).annotations({ description: "the check's error text (the open health routes hide it)" })
+})
+export const OperatorHealthView = Schema.Struct({
+  status: Schema.Literal("ok", "degraded"),
+  node: Schema.String,
+  version: Schema.String,
+  uptime_seconds: Schema.Int,
+  registry_engine: Schema.String,
+  namespaces: Schema.NullOr(Schema.Int).annotations({ description: "namespaces hosted; null when the registry could not be read" }),
+  checks: Schema.Record({ key: Schema.String, value: Check })
+}).annotations({ identifier: "OperatorHealth" })
+
+export const TelemetryQuery = Schema.Struct({
+  interval: Schema.optional(Schema.NumberFromString.pipe(Schema.int(), Schema.between(2, 60))).annotations({
+    description: "seconds between snapshots, 2-60, default 5"
+  })
+})
+
 const settingParam = HttpApiSchema.param("name", Schema.String.pipe(Schema.pattern(/^[a-z-]{1,64}$/)))
 const walletParam = HttpApiSchema.param("wallet", Wallet)
 
@@ -85,6 +106,16 @@ export class OperatorGroup extends HttpApiGroup.make("operator")
   .add(HttpApiEndpoint.get("getSetting")`/v1/operator/settings/${settingParam}`.addSuccess(SettingView).addError(Wire.NotFound))
   .add(HttpApiEndpoint.put("putSetting")`/v1/operator/settings/${settingParam}`.setPayload(SetSetting).addSuccess(SettingView).addError(Wire.NotFound))
   .add(HttpApiEndpoint.get("operatorAudit", "/v1/operator/audit").setUrlParams(AuditQuery).addSuccess(OperatorAuditPage))
+  .add(HttpApiEndpoint.get("operatorHealth", "/v1/operator/health").addSuccess(OperatorHealthView))
+  .add(
+    HttpApiEndpoint.get("telemetryStream", "/v1/operator/telemetry/stream")
+      .setUrlParams(TelemetryQuery)
+      .addSuccess(
+        HttpApiSchema.Text({ contentType: "text/event-stream" }).annotations({
+          description: "server-sent events (spec §6.2): `event: snapshot` (one JSON line) every interval, `event: error`, `: keepalive`; ends after 100 s"
+        })
+      )
+  )
   .middlewareEndpoints(Authentication)
   .annotate(RoutePolicy, operator)
   .addError(wiresOf(OperatorRefusals)) {}

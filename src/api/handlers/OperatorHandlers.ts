@@ -1,9 +1,11 @@
-import { HttpApiBuilder } from "@effect/platform"
-import { Effect } from "effect"
+import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
+import { Effect, Stream } from "effect"
 import { refusal } from "../../domain/Errors.js"
 import { isSettingName, SETTING_NAMES } from "../../domain/OperatorSettings.js"
 import { CurrentPrincipal } from "../../domain/Principal.js"
 import { OperatorAudit } from "../../layers/operators/OperatorAudit.js"
+import { OperatorHealth } from "../../layers/operators/OperatorHealth.js"
+import { TELEMETRY_INTERVAL_DEFAULT, telemetryEvents } from "../../layers/operators/Telemetry.js"
 import { INVITE_MAX_SECONDS, Operators } from "../../layers/operators/Operators.js"
 import { PorticoApi } from "../Api.js"
 import { toUnixSeconds } from "../Wire.js"
@@ -15,6 +17,7 @@ export const OperatorHandlers = HttpApiBuilder.group(PorticoApi, "operator", (ha
   Effect.gen(function* () {
     const ops = yield* Operators
     const audit = yield* OperatorAudit
+    const health = yield* OperatorHealth
     const actor = Effect.map(CurrentPrincipal, (p) => p.subject)
     return handlers
       .handle("makeInvite", ({ payload }) =>
@@ -53,6 +56,15 @@ export const OperatorHandlers = HttpApiBuilder.group(PorticoApi, "operator", (ha
       .handle("putSetting", ({ path, payload }) =>
         Effect.flatMap(actor, (by) =>
           Effect.as(Effect.mapError(ops.set(path.name, payload.value, by), refusedOrDown), { name: path.name, value: payload.value })
+        )
+      )
+      .handle("operatorHealth", () => Effect.map(health.report, (r) => ({ ...r, namespaces: r.namespaces ?? null })))
+      .handle("telemetryStream", ({ urlParams }) =>
+        Effect.succeed(
+          HttpServerResponse.stream(
+            telemetryEvents(health.snapshot, urlParams.interval ?? TELEMETRY_INTERVAL_DEFAULT).pipe(Stream.encodeText),
+            { contentType: "text/event-stream", headers: { "cache-control": "no-store", "x-accel-buffering": "no" } }
+          )
         )
       )
       .handle("operatorAudit", ({ urlParams }) =>

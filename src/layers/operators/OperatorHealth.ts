@@ -1,0 +1,100 @@
+/**
+ * What operators see of the gateway's health (docs/operators.md): each check with its latency
+ * and its error text, and how many namespaces it hosts — the detail the open health routes hide
+ * (spec §4.9). The telemetry stream's snapshot is the same report with the process's figures.
+ * Metadata only: no namespace's data is read.
+ */
+import { Clock, Context, Duration, Effect, Layer } from "effect"
+import { Cache } from "../cache/Cache.js"
+import { PorticoConfig } from "../config/PorticoConfig.js"
+import { Health } from "../health/Health.js"
+import { RegistryStore } from "../registry/RegistryStore.js"
+
+/** A check answers within this or fails as timed out. */
+const CHECK_TIMEOUT = Duration.seconds(2)
+
+export interface CheckResult {
+  readonly ok: boolean
+  readonly latency_ms: number
+  readonly error?: string | undefined
+}
+
+export interface OperatorHealthReport {
+  readonly status: "ok" | "degraded"
+  readonly node: string
+  readonly version: string
+  readonly uptime_seconds: number
+  readonly registry_engine: string
+  /** undefined when the registry could not be read. */
+  readonly namespaces: number | undefined
+  readonly checks: Readonly<Record<string, CheckResult>>
+}
+
+export interface TelemetrySnapshot extends OperatorHealthReport {
+  readonly at: number
+  readonly memory_rss_bytes: number
+  readonly heap_used_bytes: number
+}
+
+export interface OperatorHealthService {
+  readonly report: Effect.Effect<OperatorHealthReport>
+  /** Fails when nothing could be assembled (the stream's `event: error`). */
+  readonly snapshot: Effect.Effect<TelemetrySnapshot, Error>
+}
+
+const detailOf = (e: unknown): string =>
+  typeof e === "object" && e !== null && "detail" in e && typeof e.detail === "string"
+    ? e.detail
+    : e instanceof Error
+      ? e.message
+      : String(e)
+
+export class OperatorHealth extends Context.Tag("portico/OperatorHealth")<OperatorHealth, OperatorHealthService>() {
+  static readonly Live = Layer.effect(
+    OperatorHealth,
+    Effect.gen(function* () {
+      const store = yield* RegistryStore
+      const cache = yield* Cache
+      const health = yield* Health
+      const settings = yield* PorticoConfig
+
+      const timed = <A, E>(check: Effect.Effect<A, E>): Effect.Effect<CheckResult & { readonly value?: A }> =>
+        Effect.gen(function* () {
+          const started = yield* Clock.currentTimeMillis
+          const outcome = yield* Effect.either(Effect.timeoutFail(check, { duration: CHECK_TIMEOUT, onTimeout: () => new Error("timed out after 2 s") }))
+          const latency_ms = (yield* Clock.currentTimeMillis) - started
+          return outcome._tag === "Right" ? { ok: true, latency_ms, value: outcome.right } : { ok: false, latency_ms, error: detailOf(outcome.left) }
+        })
+
+      const report = Effect.gen(function* () {
+        const [registry, cached] = yield* Effect.all(
+          [timed(Effect.map(store.query({ sql: "SELECT COUNT(*) AS n FROM namespaces" }), (rows) => Number(rows[0]?.n ?? 0))), timed(cache.ping)],
+          { concurrency: "unbounded" }
+        )
+        const now = yield* Clock.currentTimeMillis
+        const { value: namespaces, ...registryCheck } = registry
+        const { value: _, ...cacheCheck } = cached
+        return {
+          status: registry.ok && cached.ok ? ("ok" as const) : ("degraded" as const),
+          node: settings.nodeId,
+          version: health.version,
+          uptime_seconds: Math.floor((now - health.startedAt) / 1000),
+          registry_engine: store.engine,
+          namespaces,
+          checks: { registry: registryCheck, cache: cacheCheck }
+        }
+      })
+
+      return {
+        report,
+        snapshot: Effect.gen(function* () {
+          const r = yield* report
+          // nothing of the cluster could be read: no snapshot to send
+          if (!r.checks["registry"]!.ok && !r.checks["cache"]!.ok) return yield* Effect.fail(new Error("no check answered"))
+          const memory = process.memoryUsage()
+          return { ...r, at: yield* Clock.currentTimeMillis, memory_rss_bytes: memory.rss, heap_used_bytes: memory.heapUsed }
+        })
+      }
+    })
+  )
+}
