@@ -10,6 +10,7 @@ import { Audit } from "../layers/audit/Audit.js"
 import { PorticoConfig } from "../layers/config/PorticoConfig.js"
 import { ApiKeys } from "../layers/keys/ApiKeys.js"
 import { Namespaces } from "../layers/namespaces/Namespaces.js"
+import { NamespaceTeardown } from "../layers/namespaces/NamespaceTeardown.js"
 import { RegistryStore } from "../layers/registry/RegistryStore.js"
 import { servicesLayer } from "../layers/Services.js"
 import { type Parsed, printResult, stringOption, wholeNumberOption } from "./Cli.js"
@@ -46,7 +47,16 @@ export const namespaceCreate = (parsed: Parsed): Promise<void> =>
       const owner = ownerRaw === undefined ? undefined : yield* decodeOwner(ownerRaw)
       const created = yield* withRegistry(
         parsed,
-        Effect.flatMap(Namespaces, (ns) => ns.create(name, owner, "cli"))
+        Effect.gen(function* () {
+          // a deletion of the name still running or owed keeps it taken (docs/namespaces.md)
+          const deleting = yield* Effect.flatMap(NamespaceTeardown, (t) => t.pending(name)).pipe(Effect.provide(NamespaceTeardown.Pending))
+          if (deleting) {
+            return yield* new UsageError({
+              message: `NAMESPACE_TEARDOWN_PENDING: a deletion of namespace ${name} is still running or owed; retry once it has finished`
+            })
+          }
+          return yield* Effect.flatMap(Namespaces, (ns) => ns.create(name, owner, "cli"))
+        })
       ).pipe(Effect.catchTag("NamespaceRuleError", () => Effect.fail(new UsageError({ message: `namespace ${name} exists` }))))
       printResult(parsed, { namespace: name, api_key: created.ownerKey.apiKey, key_id: created.ownerKey.record.id, owner: owner ?? null })
     })

@@ -300,6 +300,8 @@ describe.each(setups)("namespace deletion: $label", (setup) => {
     const owed = await rows("SELECT part FROM portico_teardown_parts WHERE namespace = 'crashy' AND done_at IS NULL")
     expect(owed.length).toBeGreaterThan(0)
     expect(await leftInRegistry("crashy")).toHaveProperty("namespaces", 1)
+    // the name stays taken while the deletion is owed, for the CLI too
+    await expect(gw.cli(["namespace", "create", "crashy"])).rejects.toThrow(/NAMESPACE_TEARDOWN_PENDING/)
     // the next start finishes it
     gw = await startGateway({ env, dataDir: gw.dataDir })
     await waitFor(async () => Object.keys(await leftInRegistry("crashy")).length === 0, 60_000)
