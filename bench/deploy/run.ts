@@ -10,7 +10,9 @@
  * (the sandbox), wrk, taskset and two CPUs.
  *
  * Knobs: DEPLOY_ROUNDS (5), DEPLOY_DURATION (10 s per measurement), DEPLOY_CONNECTIONS (64),
- * DEPLOY_STATIC_ROUNDS (3).
+ * DEPLOY_STATIC_ROUNDS (3), DEPLOY_PIN_APP (1; 0 leaves the app's processes unpinned),
+ * DEPLOY_GATEWAY_NODE_ARGS (extra node flags for the gateway only, e.g. "--cpu-prof
+ * --cpu-prof-dir=/tmp/p"; summarise with bench/floor/profile-summary.ts).
  */
 import { spawn, spawnSync } from "node:child_process"
 import * as crypto from "node:crypto"
@@ -58,6 +60,7 @@ const timed = (command: string, args: ReadonlyArray<string>, env: NodeJS.Process
 
 interface Sample {
   readonly rps: number
+  readonly requests: number
   readonly non2xx: number
   readonly errors: number
 }
@@ -70,21 +73,40 @@ const wrk = (url: string, headers: Readonly<Record<string, string>>, seconds: nu
   const errs = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(text)
   return {
     rps: Number(/Requests\/sec:\s+([\d.]+)/.exec(text)?.[1] ?? "0"),
+    requests: Number(/(\d+) requests in/.exec(text)?.[1] ?? "0"),
     non2xx: Number(/Non-2xx or 3xx responses: (\d+)/.exec(text)?.[1] ?? "0"),
     errors: errs === null ? 0 : errs.slice(1).reduce((a, b) => a + Number(b), 0)
   }
 }
 
-/** Moves every process of the deployment's cgroup onto CPU 0, beside the gateway. */
-const pinApp = (deploymentId: string) => {
+/** The pids of the deployment's cgroup. */
+const appPids = (deploymentId: string) => {
   const procs = ["/sys/fs/cgroup/portico", "/sys/fs/cgroup/pids/portico", "/sys/fs/cgroup/memory/portico"]
     .map((base) => path.join(base, deploymentId, "cgroup.procs"))
     .find((file) => fs.existsSync(file))
   if (procs === undefined) throw new Error(`no cgroup found for ${deploymentId}`)
-  for (const pid of fs.readFileSync(procs, "utf8").split("\n").filter((l) => l !== "")) {
-    spawnSync("taskset", ["-a", "-p", "-c", "0", pid])
-  }
+  return fs.readFileSync(procs, "utf8").split("\n").filter((l) => l !== "")
 }
+
+/** Moves every process of the deployment's cgroup onto CPU 0, beside the gateway. */
+const pinApp = (deploymentId: string) => {
+  for (const pid of appPids(deploymentId)) spawnSync("taskset", ["-a", "-p", "-c", "0", pid])
+}
+
+/**
+ * CPU seconds (user + system) the processes have used: on a machine others load, throughput
+ * moves with their load while CPU time per request barely does, so the report gives both.
+ */
+const TICKS = Number(spawnSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).stdout.trim()) || 100
+const cpuSeconds = (pids: ReadonlyArray<string>) =>
+  pids.reduce((sum, pid) => {
+    try {
+      const fields = fs.readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]?.split(" ") ?? []
+      return sum + (Number(fields[11]) + Number(fields[12])) / TICKS
+    } catch {
+      return sum
+    }
+  }, 0)
 
 const APP = `const http = require("node:http")
 const body = JSON.stringify({ ok: true, service: "bench", items: [1, 2, 3] })
@@ -143,7 +165,8 @@ const main = async () => {
   try {
     const key = run(process.execPath, ["bin/portico.mjs", "namespace", "create", namespace, "--data-dir", dataDir, "--print", "api_key"], env).trim()
     const port = await freePort()
-    const gateway = startPinned("gateway", dir, process.execPath, ["--enable-source-maps", "bin/portico.mjs", "serve", "--port", String(port), "--data-dir", dataDir], { env })
+    const extra = (process.env.DEPLOY_GATEWAY_NODE_ARGS ?? "").split(" ").filter((a) => a !== "")
+    const gateway = startPinned("gateway", dir, process.execPath, [...extra, "--enable-source-maps", "bin/portico.mjs", "serve", "--port", String(port), "--data-dir", dataDir], { env })
     await waitUntil(gateway, () => fs.readFileSync(gateway.log, "utf8").includes('"msg":"listening"'))
     const url = `http://127.0.0.1:${port}`
     const cliEnv = { ...env, PORTICO_URL: url, PORTICO_TOKEN: key }
@@ -172,15 +195,29 @@ const main = async () => {
       if (answer.status !== 200) throw new Error(`${label} ${target} answered ${answer.status}: ${answer.body}\n${logTail(gateway)}`)
     }
     const samples = { gateway: [] as Array<number>, direct: [] as Array<number> }
+    // CPU microseconds per request: the app alone (direct), and the app plus the gateway (through)
+    const cpu = { direct: [] as Array<number>, through: [] as Array<number>, gatewayShare: [] as Array<number> }
+    const gatewayPids = [String(gateway.process.pid)]
+    const appProcesses = appPids(String(app["id"]))
     wrk(through, { Host: host }, 2)
     wrk(direct, {}, 2)
     for (let r = 1; r <= rounds; r++) {
       const order = r % 2 === 1 ? (["gateway", "direct"] as const) : (["direct", "gateway"] as const)
       for (const side of order) {
+        const before = { gateway: cpuSeconds(gatewayPids), app: cpuSeconds(appProcesses) }
         const s = side === "gateway" ? wrk(through, { Host: host }, duration) : wrk(direct, {}, duration)
+        const used = { gateway: cpuSeconds(gatewayPids) - before.gateway, app: cpuSeconds(appProcesses) - before.app }
+        const perRequest = (seconds: number) => (seconds * 1e6) / Math.max(1, s.requests)
+        if (side === "direct") cpu.direct.push(perRequest(used.app))
+        else {
+          cpu.through.push(perRequest(used.app + used.gateway))
+          cpu.gatewayShare.push(perRequest(used.gateway))
+        }
         if (s.non2xx + s.errors > 0) throw new Error(`${side}: ${s.non2xx} non-2xx, ${s.errors} socket errors\n${logTail(gateway)}`)
         samples[side].push(s.rps)
-        process.stdout.write(`round ${r} ${side.padEnd(8)} ${s.rps.toFixed(0).padStart(7)} req/s\n`)
+        process.stdout.write(
+          `round ${r} ${side.padEnd(8)} ${s.rps.toFixed(0).padStart(7)} req/s, CPU ${perRequest(used.app + used.gateway).toFixed(1)} µs/request (gateway ${perRequest(used.gateway).toFixed(1)})\n`
+        )
       }
     }
     const ratios = samples.gateway.map((g, i) => g / (samples.direct[i] ?? 1))
@@ -205,6 +242,9 @@ const main = async () => {
       `\nNode.js JSON route, c=${connections}, ${duration}s x ${rounds} rounds: gateway ${median(samples.gateway).toFixed(0)} req/s, ` +
         `direct ${median(samples.direct).toFixed(0)} req/s; ratio per round ${ratios.map((x) => x.toFixed(2)).join(" ")}; ` +
         `median ${ratio.toFixed(2)} (target >= ${TARGET}: ${ratio >= TARGET ? "met" : "MISSED"})\n` +
+        `CPU per request (median): direct ${median(cpu.direct).toFixed(1)} µs, through the gateway ${median(cpu.through).toFixed(1)} µs ` +
+        `(gateway ${median(cpu.gatewayShare).toFixed(1)}); CPU ratio ${(median(cpu.direct) / median(cpu.through)).toFixed(2)} ` +
+        `(the throughput ratio on one CPU with nothing else on it)\n` +
         `10 MB static site, command to first 200: median ${median(deployMs).toFixed(0)} ms (${deployMs.map((m) => m.toFixed(0)).join(", ")})\n`
     )
   } finally {
