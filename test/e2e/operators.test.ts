@@ -64,6 +64,17 @@ describe.each(["sqlite", "rqlite"] as const)("operators and namespace creation, 
     const list = await gw.request("GET", "/v1/namespace/list", { token: tokens.alice })
     expect(list.status, list.text).toBe(200)
     expect(list.body).toEqual({ namespaces: [], all: false })
+    expectError(await gw.request("POST", "/v1/auth/api-key", { token: tokens.alice, json: { label: "x" } }), 401, "INVALID_TOKEN")
+
+    // a realm session refreshes like any other, into the realm again
+    const c = await gw.request("POST", "/v1/auth/challenge", { json: { wallet: alice.address } })
+    expect(c.body.message).toContain("ns-portico.")
+    const v = await gw.request("POST", "/v1/auth/verify", { json: { message: c.body.message, signature: await alice.signMessage(c.body.message) } })
+    expect(v.body.namespace).toBe("portico")
+    const refreshed = await gw.request("POST", "/v1/auth/refresh", { json: { refresh_token: v.body.refresh_token } })
+    expect(refreshed.status, refreshed.text).toBe(200)
+    expect(refreshed.body.namespace).toBe("portico")
+    expect((await gw.request("GET", "/v1/namespace/list", { token: refreshed.body.access_token })).status).toBe(200)
   })
 
   it("creation follows the setting: operators by default, then the allowlist, then open", async () => {
@@ -256,4 +267,14 @@ describe.each(["sqlite", "rqlite"] as const)("operators and namespace creation, 
     const second = await gw.request("GET", `/v1/operator/audit?limit=2&after=${first.body.next}`, { token: tokens.op })
     expect(second.body.entries[0].id).toBeLessThan(first.body.entries[1].id)
   })
+
+  // last: the registry goes away
+  it.runIf(engine === "rqlite")("status, list and creation answer 503 when the registry cannot be read", async () => {
+    await Effect.runPromise(engineServer!.stop)
+    engineServer = undefined
+    expectError(await gw.request("GET", "/v1/namespace/status?id=alice-shop", { token: tokens.alice }), 503, "UNAVAILABLE")
+    expectError(await gw.request("GET", "/v1/namespace/list", { token: tokens.alice }), 503, "UNAVAILABLE")
+    expectError(await gw.request("POST", "/v1/namespaces", { token: tokens.alice, json: { name: "later" } }), 503, "UNAVAILABLE")
+    expectError(await gw.request("GET", "/v1/operator/settings", { token: tokens.op }), 503, "UNAVAILABLE")
+  }, 60_000)
 })
