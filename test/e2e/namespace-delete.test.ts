@@ -95,7 +95,8 @@ const setups: Array<Setup> = storageEngines().flatMap(([name, start]): Array<Set
     : [{ label: `rqlite registry and cluster SQL, Redis cache, storage on the ${name} engine`, registry: "rqlite", cache: "redis", storage }]
 })
 
-describe.each(setups)("namespace deletion: $label", (setup) => {
+// a describe per setup, named in full (describe.each's $label would be cut short, and -t reads the name)
+for (const setup of setups) describe(`namespace deletion: ${setup.label}`, () => {
   let gw: Gateway
   let env: Record<string, string>
   let engine: StorageEngine
