@@ -99,10 +99,10 @@ export const commands: ReadonlyArray<Command> = [
   },
   {
     words: ["login"],
-    summary: "Sign a wallet in to a namespace on a running gateway (EIP-4361 challenge, personal_sign, verify) and print the access token.",
-    synopsis: "--namespace NAME --wallet-key-file FILE [--url URL] [--json]",
+    summary: "Sign a wallet in to a namespace, or to the platform realm, on a running gateway (EIP-4361 challenge, personal_sign, verify) and print the access token.",
+    synopsis: "[--namespace NAME] --wallet-key-file FILE [--url URL] [--json]",
     details: [
-      ["--namespace NAME", "the namespace to sign in to (the wallet must be its owner or a member)"],
+      ["--namespace NAME", "the namespace to sign in to (the wallet must be its owner or a member); absent: the platform realm, to create namespaces (POST /v1/namespaces) or act as an operator"],
       ["--wallet-key-file FILE", "a key file made by `portico wallet new`"],
       ["--url URL", "the gateway (default PORTICO_URL or http://127.0.0.1:6001)"],
       ["--json", "print the whole answer (refresh token, session id, expiry) instead of the token"]

@@ -54,7 +54,6 @@ const post = async (base: string, route: string, body: unknown): Promise<Record<
 export const login = async (parsed: Parsed): Promise<void> => {
   const namespace = stringOption(parsed, "namespace")
   const file = stringOption(parsed, "wallet-key-file")
-  if (namespace === undefined) throw usageError("login needs --namespace NAME")
   if (file === undefined) throw usageError("login needs --wallet-key-file FILE (make one with `portico wallet new --out FILE`)")
   const base = stringOption(parsed, "url") ?? process.env["PORTICO_URL"] ?? DEFAULT_URL
   try {
@@ -63,7 +62,8 @@ export const login = async (parsed: Parsed): Promise<void> => {
     throw usageError(`--url must be an http(s) URL such as ${DEFAULT_URL}, not ${JSON.stringify(base)}`)
   }
   const key = readWalletKey(file)
-  const challenge = await post(base, "/v1/auth/challenge", { wallet: key.address, namespace })
+  // no --namespace: the platform realm, to create namespaces or act as an operator (docs/namespaces.md)
+  const challenge = await post(base, "/v1/auth/challenge", { wallet: key.address, ...(namespace === undefined ? {} : { namespace }) })
   const message = challenge["message"]
   if (typeof message !== "string") throw new CliError("/v1/auth/challenge answered without a message")
   const session = await post(base, "/v1/auth/verify", { message, signature: personalSign(key, message) })

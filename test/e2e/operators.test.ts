@@ -9,6 +9,8 @@
 import { Effect } from "effect"
 import { Wallet } from "ethers"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import * as path from "node:path"
+import { ensureDist, runPortico } from "../support/cli.js"
 import { type Gateway, type Reply, startGateway } from "../support/gateway.js"
 import { hasRqlited, type RqlitedServer, rqlitedMissingMessage, startRqlited } from "../support/rqlited.js"
 
@@ -276,5 +278,36 @@ describe.each(["sqlite", "rqlite"] as const)("operators and namespace creation, 
     expectError(await gw.request("GET", "/v1/namespace/list", { token: tokens.alice }), 503, "UNAVAILABLE")
     expectError(await gw.request("POST", "/v1/namespaces", { token: tokens.alice, json: { name: "later" } }), 503, "UNAVAILABLE")
     expectError(await gw.request("GET", "/v1/operator/settings", { token: tokens.op }), 503, "UNAVAILABLE")
+  }, 60_000)
+})
+
+// what a new user runs (README's tour): a wallet key, operator add, login to the realm, create
+describe("the tour: from a fresh gateway to a namespace over HTTP", () => {
+  let gw: Gateway
+  beforeAll(async () => {
+    ensureDist()
+    gw = await startGateway()
+  }, 180_000)
+  afterAll(async () => {
+    await gw?.stop()
+  })
+
+  it("portico wallet new, operator add, login (no --namespace), POST /v1/namespaces", async () => {
+    const file = path.join(gw.dataDir, "operator-key.txt")
+    const made = await runPortico(["wallet", "new", "--out", file])
+    expect(made.code, made.stderr).toBe(0)
+    const address = made.stdout.trim()
+    const added = await runPortico(["operator", "add", address, "--data-dir", gw.dataDir])
+    expect(added.code, added.stderr).toBe(0)
+    expect(JSON.parse(added.stdout)).toEqual({ wallet: address.toLowerCase(), added: true })
+    const login = await runPortico(["login", "--wallet-key-file", file, "--url", gw.url])
+    expect(login.code, login.stderr).toBe(0)
+    const token = login.stdout.trim()
+    const created = await gw.request("POST", "/v1/namespaces", { token, json: { name: "tour" } })
+    expect(created.status, created.text).toBe(201)
+    const who = await gw.request("GET", "/v1/auth/whoami", { token: created.body.api_key })
+    expect(who.body).toMatchObject({ namespace: "tour" })
+    const owner = await runPortico(["login", "--namespace", "tour", "--wallet-key-file", file, "--url", gw.url])
+    expect((await gw.request("GET", "/v1/auth/whoami", { token: owner.stdout.trim() })).body).toMatchObject({ namespace: "tour", role: "owner" })
   }, 60_000)
 })
