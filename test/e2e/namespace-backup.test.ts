@@ -10,10 +10,14 @@
 import { x25519 } from "@noble/curves/ed25519"
 import { Effect } from "effect"
 import { Wallet } from "ethers"
+import Database from "better-sqlite3"
 import { randomBytes } from "node:crypto"
+import { mkdtempSync, readFileSync } from "node:fs"
+import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { open } from "../../src/layers/namespaces/backup/SealedStream.js"
-import { type Gateway, type Reply, startGateway } from "../support/gateway.js"
+import { writeEntries } from "../../src/layers/namespaces/backup/ArchiveEntries.js"
+import { open, seal } from "../../src/layers/namespaces/backup/SealedStream.js"
+import { type Gateway, type Reply, startGateway, testTmp } from "../support/gateway.js"
 import { hasRqlited, type RqlitedServer, rqlitedMissingMessage, startRqlited } from "../support/rqlited.js"
 
 const expectError = (reply: Reply, status: number, code: string) => {
@@ -105,12 +109,12 @@ describe.each(["embedded", "rqlite"] as const)("namespace backup and restore on 
     const env: Record<string, string> = { PORTICO_BACKUP_MAX_PINS: "2", PORTICO_BACKUP_MAX_BYTES: String(3 * 1024 * 1024) }
     if (engine === "rqlite") {
       if (!hasRqlited()) throw new Error(rqlitedMissingMessage())
-      for (let i = 0; i < 3; i++) servers.push(await Effect.runPromise(startRqlited()))
+      for (let i = 0; i < 4; i++) servers.push(await Effect.runPromise(startRqlited()))
       env["PORTICO_RQLITE_URL"] = servers[0]!.url
-      env["PORTICO_SQL_RQLITE_URLS"] = `bksrc=${servers[1]!.url},bkdst=${servers[2]!.url}`
+      env["PORTICO_SQL_RQLITE_URLS"] = `bksrc=${servers[1]!.url},bkdst=${servers[2]!.url},bkround=${servers[3]!.url}`
     }
     gw = await startGateway({ env })
-    for (const ns of ["bksrc", "bkdst", "bkfull", "bkbig"]) await create(ns)
+    for (const ns of ["bksrc", "bkdst", "bkfull", "bkbig", "bkround", "bkforge"]) await create(ns)
     const src = keys["bksrc"]!
     expect((await post("/v1/db/sqlite/create", { database_name: "app" }, src)).status).toBe(201)
     expect((await post("/v1/db/sqlite/create", { database_name: "second" }, src)).status).toBe(201)
@@ -230,5 +234,78 @@ describe.each(["embedded", "rqlite"] as const)("namespace backup and restore on 
     expect(bytes.json().code).toBe("PAYLOAD_TOO_LARGE")
     // the slot was given back each time: a backup right after is answered
     expect((await backup(gw, keys["bksrc"]!, restoreKey)).status).toBe(200)
+  })
+
+  it("round-trips through deletion: backup, delete, create, restore gives back the same data; content gone since is refused first", async () => {
+    let key = keys["bkround"]!
+    await post("/v1/db/sqlite/create", { database_name: "app" }, key)
+    await post("/v1/db/sqlite/query", { database_name: "app", query: "CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)" }, key)
+    for (let i = 0; i < 10; i++) await post("/v1/db/sqlite/query", { database_name: "app", query: "INSERT INTO notes (body) VALUES (?)", params: [`r${i}`] }, key)
+    await post("/v1/rqlite/create-table", { schema: "CREATE TABLE kv (k TEXT PRIMARY KEY, v TEXT)" }, key)
+    await post("/v1/rqlite/exec", { sql: "INSERT INTO kv VALUES ('a', 'b')" }, key)
+    await post("/v1/namespace/members", { wallet: member.address, role: "reader" }, key)
+    const roundSession = await signIn(gw, "bkround", owner)
+    // the same bytes bksrc pins: content that outlives this namespace's deletion
+    const shared = (await upload(gw, roundSession, blobs[1]!, "shared")).Cid
+    expect(shared).toBe(cids[1])
+    const lonely = (await upload(gw, roundSession, randomBytes(5000), "lonely")).Cid
+    const withLonely = await backup(gw, key, restoreKey)
+    expect(withLonely.status).toBe(200)
+    const unpinned = await fetch(`${gw.url}/v1/storage/unpin/${lonely}?immediate=true`, { method: "DELETE", headers: { authorization: `Bearer ${roundSession}` } })
+    expect(unpinned.status).toBe(200)
+    const archived = await backup(gw, key, restoreKey)
+    expect(archived.status).toBe(200)
+    const read = async () => ({
+      rows: (await post("/v1/db/sqlite/query", { database_name: "app", query: "SELECT * FROM notes ORDER BY id" }, key)).body,
+      sql: (await post("/v1/rqlite/query", { sql: "SELECT * FROM kv" }, key)).body,
+      members: (await gw.request("GET", "/v1/namespace/members", { token: key })).body.members.map((m: any) => [m.wallet, m.role])
+    })
+    const before = await read()
+
+    const deleted = await post("/v1/namespace/delete", { namespace: "bkround" }, key)
+    expect(deleted.body, deleted.text).toMatchObject({ deleted: true, cleanup_pending: false })
+    await create("bkround")
+    key = keys["bkround"]!
+    // the lonely content was evicted with its last pin: refused before anything is written
+    expectError(await restore(gw, key, withLonely.bytes), 409, "CONFLICT")
+    expect((await gw.request("GET", "/v1/db/sqlite/list", { token: key })).body.databases).toEqual([])
+    // no table (embedded: no store file at all since the deletion, which the store answers 404)
+    const schema = await gw.request("GET", "/v1/rqlite/schema", { token: key })
+    expect(schema.status === 404 ? [] : schema.body.tables, schema.text).toEqual([])
+    const restored = await restore(gw, key, archived.bytes)
+    expect(restored.status, restored.text).toBe(200)
+    expect(restored.body).toMatchObject({ databases: 1, members: 1, pins: 1, cluster_tables: 1 })
+    expect(await read()).toEqual(before)
+    const res = await fetch(`${gw.url}/v1/storage/get/${shared}`, { headers: { authorization: `Bearer ${await signIn(gw, "bkround", owner)}` } })
+    expect(Buffer.from(await res.arrayBuffer()).equals(blobs[1]!)).toBe(true)
+  })
+
+  it("takes an archive it did not write only without content another namespace holds", async () => {
+    // an archive anyone can seal to the restore key: right format, no attestation of this gateway
+    const file = path.join(mkdtempSync(path.join(testTmp(), "portico-forge-")), "empty.db")
+    const db = new Database(file)
+    db.exec("PRAGMA user_version = 1")
+    db.close()
+    const sqlFile = readFileSync(file)
+    const forged = async (pins: ReadonlyArray<unknown>) => {
+      const json = (kind: "manifest" | "registry" | "pins", value: unknown) => {
+        const bytes = Buffer.from(JSON.stringify(value))
+        return { kind, name: "", size: bytes.length, bytes: async function* () { yield bytes } }
+      }
+      const entries = [
+        json("manifest", { format: "portico-namespace-backup", version: 1, namespace: "elsewhere", created_at: Date.now(), node: "x", databases: 0, pins: pins.length }),
+        json("registry", { settings: { rate_limit_rps: null, rate_limit_burst: null, cors_origins: [] }, members: [], databases: [] }),
+        { kind: "cluster-sql" as const, name: "", size: sqlFile.length, bytes: async function* () { yield sqlFile } },
+        json("pins", pins)
+      ]
+      const parts: Array<Uint8Array> = []
+      for await (const p of seal(Buffer.from(restoreKey, "base64"), writeEntries(entries, () => Buffer.alloc(43, 65)))) parts.push(p)
+      return Buffer.concat(parts)
+    }
+    const stolen = await forged([{ cid: cids[0], name: "mine now", size: blobs[0]!.length, created_at: 1 }])
+    expectError(await restore(gw, keys["bkforge"]!, stolen), 409, "CONFLICT")
+    const harmless = await restore(gw, keys["bkforge"]!, await forged([]))
+    expect(harmless.status, harmless.text).toBe(200)
+    expect(harmless.body).toEqual({ status: "ok", databases: 0, members: 0, pins: 0, cluster_tables: 0 })
   })
 })

@@ -170,9 +170,15 @@ export class NamespaceBackups extends Context.Tag("portico/NamespaceBackups")<Na
             )
             yield* within(fileEntry("database", d.name, dest))
           }
+          // an embedded store not made yet (no write since the namespace was created) has no
+          // file: the archive then has no cluster-sql entry, which restore reads as an empty store
           const clusterFile = yield* spoolFile(config.dataDir, "nsbackup-sql")
-          yield* Effect.mapError(stores.engineFor(namespace).exportTo(clusterFile), asBackupRefusal)
-          yield* within(fileEntry("cluster-sql", "", clusterFile))
+          const exported = yield* stores.engineFor(namespace).exportTo(clusterFile).pipe(
+            Effect.as(true),
+            Effect.catchIf((r) => r.code === "NOT_FOUND", () => Effect.succeed(false)),
+            Effect.mapError(asBackupRefusal)
+          )
+          if (exported) yield* within(fileEntry("cluster-sql", "", clusterFile))
 
           const createdAt = yield* Clock.currentTimeMillis
           const manifest: Manifest = {

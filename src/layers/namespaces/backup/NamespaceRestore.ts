@@ -131,7 +131,7 @@ export const makeRestore = (deps: RestoreDeps) => {
   const check = (caller: Principal, staged: Staged, owner: string | undefined) =>
     Effect.gen(function* () {
       const { manifest, registry, pins } = staged
-      if (manifest === undefined || registry === undefined || pins === undefined || staged.cluster === undefined) {
+      if (manifest === undefined || registry === undefined || pins === undefined) {
         return yield* Effect.fail(sealedRefusal())
       }
       if (staged.databases.size !== registry.databases.length) return yield* Effect.fail(sealedRefusal())
@@ -143,9 +143,12 @@ export const makeRestore = (deps: RestoreDeps) => {
         const ok = inspected._tag === "Right" && inspected.right.type === "inspected" && inspected.right.integrity.join() === "ok"
         if (!ok) return yield* Effect.fail(refuse(Code.BAD_REQUEST, `the archive's database "${name}" is damaged`))
       }
-      const clusterTables = yield* clusterSql.checkFile(staged.cluster).pipe(
-        Effect.mapError((r) => (r.code === "VALIDATION_FAILED" ? refuse(Code.BAD_REQUEST, `the archive's cluster SQL store: ${r.reason}`) : down("the SQL workers")))
-      )
+      const clusterTables =
+        staged.cluster === undefined
+          ? 0
+          : yield* clusterSql.checkFile(staged.cluster).pipe(
+              Effect.mapError((r) => (r.code === "VALIDATION_FAILED" ? refuse(Code.BAD_REQUEST, `the archive's cluster SQL store: ${r.reason}`) : down("the SQL workers")))
+            )
 
       // empty: no database, no pin or other content reference, no member but the owner, no table
       const [held] = yield* query(
@@ -154,7 +157,11 @@ export const makeRestore = (deps: RestoreDeps) => {
                 (SELECT COUNT(*) FROM members WHERE namespace = ? AND wallet <> ?) AS members`,
         [caller.namespace, caller.namespace, caller.namespace, owner ?? ""]
       )
-      const tables = yield* clusterSql.schema(caller).pipe(Effect.mapError(() => down("the cluster SQL store")))
+      // an embedded store with no file yet (NOT_FOUND) holds no table
+      const tables = yield* clusterSql.schema(caller).pipe(
+        Effect.catchIf((r) => r.code === "NOT_FOUND", () => Effect.succeed([])),
+        Effect.mapError(() => down("the cluster SQL store"))
+      )
       const notEmpty = [
         Number(held?.["dbs"] ?? 0) > 0 ? "databases" : "",
         Number(held?.["refs"] ?? 0) > 0 ? "stored content" : "",
@@ -211,8 +218,16 @@ export const makeRestore = (deps: RestoreDeps) => {
         })
       }
     }
-    // the namespace's owner stays its owner; an archived owner of another wallet comes back an admin
+    // the namespace's owner stays its owner, its row dated as archived (members list in the order
+    // they were added); an archived owner of another wallet comes back an admin
     const members = registry.members.filter((m) => m.wallet !== owner)
+    const ownerRow = registry.members.find((m) => m.wallet === owner)
+    if (ownerRow !== undefined) {
+      statements.push({
+        sql: "UPDATE members SET added_at = ?, added_by = ? WHERE namespace = ? AND wallet = ?",
+        params: [ownerRow.added_at, ownerRow.added_by, ns, ownerRow.wallet]
+      })
+    }
     insert(members, "INSERT INTO members (namespace, wallet, role, added_at, added_by)", 5, (m) => [
       ns, m.wallet, m.role === "owner" ? "admin" : m.role, m.added_at, m.added_by
     ])
@@ -252,17 +267,26 @@ export const makeRestore = (deps: RestoreDeps) => {
               pins: staged.pins!.length
             })
 
-            // the cluster SQL store first, with what it held (an empty store) kept to put back
+            // the cluster SQL store first, with what it held (an empty store) kept to put back; an
+            // embedded store with no file yet is put back by removing the file again
             const sqlEngine = stores.engineFor(caller.namespace)
             const undo = yield* spoolFile(config.dataDir, "nsrestore-undo")
-            if (clusterTables > 0) {
-              yield* Effect.mapError(sqlEngine.exportTo(undo), () => down("the cluster SQL store"))
+            const loaded = clusterTables > 0 && staged.cluster !== undefined
+            let undoFile = true
+            if (loaded) {
+              undoFile = yield* sqlEngine.exportTo(undo).pipe(
+                Effect.as(true),
+                Effect.catchIf((r) => r.code === "NOT_FOUND" && sqlEngine.kind === "sqlite", () => Effect.succeed(false)),
+                Effect.mapError(() => down("the cluster SQL store"))
+              )
               yield* Effect.mapError(sqlEngine.importFrom(staged.cluster!), () => down("the cluster SQL store"))
             }
             const placed: Array<string> = []
             const takeBack = Effect.gen(function* () {
               for (const file of placed) yield* Effect.ignore(workers.run({ op: "drop", file }))
-              if (clusterTables > 0) yield* Effect.ignore(sqlEngine.importFrom(undo))
+              if (!loaded) return
+              if (undoFile) yield* Effect.ignore(sqlEngine.importFrom(undo))
+              else yield* Effect.ignore(workers.run({ op: "drop", file: path.join(config.dataDir, "sql", `${caller.namespace}.db`) }))
             })
             const place = Effect.gen(function* () {
               for (const [name, from] of staged.databases) {
