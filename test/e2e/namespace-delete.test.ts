@@ -11,7 +11,7 @@
  */
 import { Effect, Layer, ManagedRuntime } from "effect"
 import { type HDNodeWallet, Wallet } from "ethers"
-import { execFileSync } from "node:child_process"
+import { execFileSync, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { Redis } from "ioredis"
@@ -224,6 +224,8 @@ for (const setup of setups) describe(`namespace deletion: ${setup.label}`, () =>
       redis = await Effect.runPromise(startRedis({ maxmemory: "16mb" }))
       env["PORTICO_REDIS_URL"] = redis.url
       redisClient = new Redis(redis.url)
+      // the last test stops the server: the client's reconnection errors are expected
+      redisClient.on("error", () => {})
     }
     engine = await setup.storage[1]()
     Object.assign(env, engine.env)
@@ -340,6 +342,35 @@ for (const setup of setups) describe(`namespace deletion: ${setup.label}`, () =>
       (e) => e.action === "namespace.remove" && e.target === "evicted"
     )
     expect(removals.map((e) => e.detail.reason).sort()).toEqual(["abuse report 42", "again"])
+  }, 180_000)
+
+  // last: it stops and replaces the Redis server
+  it.runIf(setup.cache === "redis")("answers cleanup_pending when a part fails, and retries it in the background until done", async () => {
+    const wallet = Wallet.createRandom()
+    const ownerKey: string = (await gw.cli(["namespace", "create", "flaky", "--owner", wallet.address])).api_key
+    ok(await gw.request("POST", "/v1/cache/put", { token: ownerKey, json: { dmap: "m", key: "k", value: 1 } }))
+    ok(await gw.request("POST", "/v1/db/sqlite/create", { token: ownerKey, json: { database_name: "d" } }), 201)
+    // the cache engine goes away: its part cannot be removed
+    const port = redis!.port
+    await Effect.runPromise(redis!.stop)
+    const deleted = await gw.request("POST", "/v1/namespace/delete", { token: ownerKey, json: { namespace: "flaky" } })
+    expect(deleted.body, deleted.text).toEqual({ namespace: "flaky", deleted: false, cleanup_pending: true })
+    // owed and recorded: the other parts are done, the name stays taken
+    const owed = await rows("SELECT part, attempts, last_error FROM portico_teardown_parts WHERE namespace = 'flaky' AND done_at IS NULL")
+    expect(owed.map((r) => r["part"])).toEqual(["cache"])
+    expect(String(owed[0]?.["last_error"])).toMatch(/cache/)
+    expect(fs.existsSync(path.join(gw.dataDir, "databases", "flaky", "d.db"))).toBe(false)
+    expect(await rows("SELECT namespace FROM portico_teardowns WHERE namespace = 'flaky'")).toHaveLength(1)
+    // the engine comes back on its address: the background retry finishes the deletion
+    const dir = fs.mkdtempSync(path.join(testTmp(), "redis-again-"))
+    const again = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", "no", "--maxmemory", "16mb", "--maxmemory-policy", "allkeys-lru"], { stdio: "ignore" })
+    try {
+      await waitFor(async () => Object.keys(await leftInRegistry("flaky")).length === 0, 90_000)
+      expect(await gw.cli(["namespace", "create", "flaky"])).toHaveProperty("namespace", "flaky")
+    } finally {
+      again.kill("SIGKILL")
+      fs.rmSync(dir, { recursive: true, force: true })
+    }
   }, 180_000)
 })
 
