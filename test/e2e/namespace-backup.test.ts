@@ -232,6 +232,8 @@ describe.each(["embedded", "rqlite"] as const)("namespace backup and restore on 
     const bytes = await backup(gw, big, restoreKey)
     expect(bytes.status).toBe(413)
     expect(bytes.json().code).toBe("PAYLOAD_TOO_LARGE")
+    // a restore body over the sealed size of the byte cap is refused before it is opened
+    expectError(await restore(gw, keys["bkbig"]!, Buffer.alloc(4 * 1024 * 1024, 1)), 413, "PAYLOAD_TOO_LARGE")
     // the slot was given back each time: a backup right after is answered
     expect((await backup(gw, keys["bksrc"]!, restoreKey)).status).toBe(200)
   })
