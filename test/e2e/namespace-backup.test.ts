@@ -13,6 +13,7 @@ import { Wallet } from "ethers"
 import Database from "better-sqlite3"
 import { randomBytes } from "node:crypto"
 import { mkdtempSync, readFileSync } from "node:fs"
+import * as http from "node:http"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { writeEntries } from "../../src/layers/namespaces/backup/ArchiveEntries.js"
@@ -236,6 +237,28 @@ describe.each(["embedded", "rqlite"] as const)("namespace backup and restore on 
     expectError(await restore(gw, keys["bkbig"]!, Buffer.alloc(4 * 1024 * 1024, 1)), 413, "PAYLOAD_TOO_LARGE")
     // the slot was given back each time: a backup right after is answered
     expect((await backup(gw, keys["bksrc"]!, restoreKey)).status).toBe(200)
+  })
+
+  it("shares the transfer slot with exports: a restore being sent makes an export wait (429), and frees it when cut", async () => {
+    const dst = keys["bkforge"]!
+    const req = http.request(gw.url + "/v1/namespace/restore", {
+      method: "POST",
+      headers: { authorization: `Bearer ${dst}`, "content-type": "application/octet-stream", "transfer-encoding": "chunked" }
+    })
+    req.on("error", () => {})
+    req.write(archive.subarray(0, 1000))
+    await new Promise((r) => setTimeout(r, 500))
+    const busy = await gw.request("GET", "/v1/rqlite/export", { token: keys["bksrc"] })
+    expect(busy.status, busy.text).toBe(429)
+    expect(busy.body.code).toBe("RATE_LIMITED")
+    expect(busy.headers.get("retry-after")).not.toBeNull()
+    req.destroy()
+    let status = 0
+    for (let i = 0; i < 50 && status !== 200; i++) {
+      await new Promise((r) => setTimeout(r, 100))
+      status = (await gw.request("GET", "/v1/rqlite/export", { token: keys["bksrc"] })).status
+    }
+    expect(status).toBe(200)
   })
 
   it("round-trips through deletion: backup, delete, create, restore gives back the same data; content gone since is refused first", async () => {
