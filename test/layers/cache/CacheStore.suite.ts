@@ -1,6 +1,7 @@
 /**
  * The CacheStore contract, run unchanged against every engine: exact JSON text, overwrite,
- * delete, mget order, real-time expiry, scan without cross-dmap leakage, namespace isolation.
+ * delete, mget order, real-time expiry, scan without cross-dmap leakage, namespace isolation, a
+ * namespace's deletion.
  * Expiry uses real time (small waits) because an external engine such as Redis keeps its own clock.
  */
 import { describe, expect, it } from "@effect/vitest"
@@ -157,6 +158,27 @@ export const cacheStoreSuite = (name: string, harness: CacheEngineHarness): void
         expect(yield* store.get("two", "m", "k")).toEqual(Option.some('"two"'))
         expect(yield* store.scan("one", "m", () => true)).toEqual([])
         expect(yield* store.scan("two", "m", () => true)).toEqual(["k"])
+      })
+    )
+
+    it.scopedLive("dropNamespace removes every entry of every dmap of that namespace only", () =>
+      Effect.gen(function* () {
+        const store = yield* fresh(harness)
+        for (const dmap of ["a", "b", "with:colon"]) {
+          for (const key of ["k1", "k2"]) yield* store.put("gone", dmap, key, forever("1"))
+        }
+        // names that share a prefix of the namespace's keys must stay
+        yield* store.put("gone2", "a", "k1", forever('"kept"'))
+        yield* store.put("gon", "e", "k1", forever('"kept"'))
+        expect(yield* store.dropNamespace("gone")).toBe(6)
+        for (const dmap of ["a", "b", "with:colon"]) expect(yield* store.scan("gone", dmap, () => true)).toEqual([])
+        expect(yield* store.get("gone", "a", "k1")).toEqual(Option.none())
+        expect(yield* store.get("gone2", "a", "k1")).toEqual(Option.some('"kept"'))
+        expect(yield* store.get("gon", "e", "k1")).toEqual(Option.some('"kept"'))
+        // nothing left: nothing to drop, and the namespace can be written again
+        expect(yield* store.dropNamespace("gone")).toBe(0)
+        yield* store.put("gone", "a", "k1", forever("2"))
+        expect(yield* store.get("gone", "a", "k1")).toEqual(Option.some("2"))
       })
     )
 
