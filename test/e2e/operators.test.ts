@@ -113,14 +113,20 @@ describe.each(["sqlite", "rqlite"] as const)("operators and namespace creation, 
   })
 
   it("the per-wallet cap counts owned namespaces, and caps ownership transfer", async () => {
+    const bobOwner = await signIn(bob, "bob-shop")
+    const member = await gw.request("POST", "/v1/namespace/members", { token: bobOwner, json: { wallet: alice.address, role: "admin" } })
+    expect(member.status, member.text).toBeLessThan(300)
+    // an offer made below the cap is refused at its acceptance once the recipient is at the cap
+    const offered = await gw.request("POST", "/v1/namespace/members/transfer", { token: bobOwner, json: { wallet: alice.address } })
+    expect(offered.status, offered.text).toBe(202)
     const put = await gw.request("PUT", "/v1/operator/settings/max-namespaces-per-wallet", { token: tokens.op, json: { value: "1" } })
     expect(put.status, put.text).toBe(200)
+    expectError(await gw.request("POST", "/v1/namespace/members/transfer/accept", { token: await signIn(alice, "bob-shop") }), 403, "TRANSFER_REFUSED")
     expectError(await gw.request("POST", "/v1/namespaces", { token: tokens.bob, json: { name: "bob-two" } }), 403, "FORBIDDEN")
-    // alice (at the cap with alice-shop) is refused bob's namespace
-    const bobKey = (await gw.request("POST", "/v1/namespace/members", { token: await signIn(bob, "bob-shop"), json: { wallet: alice.address, role: "admin" } }))
-    expect(bobKey.status, bobKey.text).toBeLessThan(300)
-    const offer = await gw.request("POST", "/v1/namespace/members/transfer", { token: await signIn(bob, "bob-shop"), json: { wallet: alice.address } })
+    // alice (at the cap with alice-shop) is refused bob's namespace at the offer too
+    const offer = await gw.request("POST", "/v1/namespace/members/transfer", { token: bobOwner, json: { wallet: alice.address } })
     expectError(offer, 403, "TRANSFER_REFUSED")
+    expect((await gw.request("GET", "/v1/namespace/status?id=bob-shop", { token: tokens.bob })).body.owner).toBe(bob.address.toLowerCase())
     const back = await gw.request("PUT", "/v1/operator/settings/max-namespaces-per-wallet", { token: tokens.op, json: { value: "10" } })
     expect(back.status).toBe(200)
   })
@@ -206,6 +212,8 @@ describe.each(["sqlite", "rqlite"] as const)("operators and namespace creation, 
       ["GET", "/v1/operator/settings/auto-update"],
       ["PUT", "/v1/operator/settings/auto-update", { value: "auto" }],
       ["GET", "/v1/operator/audit"],
+      ["GET", "/v1/operator/health"],
+      ["GET", "/v1/operator/telemetry/stream"],
       ["POST", "/v1/operator/namespaces/remove", { namespace: "bob-shop", reason: "test" }]
     ]
     for (const credential of [tokens.opKey!, exchanged.body.access_token as string]) {
