@@ -65,6 +65,9 @@ export const joinPipe = (ws: WebSocket, tcp: net.Socket, limits: PipeLimits, onE
     } else ws.terminate()
     onEnd(reason)
   }
+  // each frame's bytes go out at once, as ws does on its own socket: Nagle would hold the tail of
+  // a frame (or a small interactive write) until the upstream acknowledges the previous one
+  tcp.setNoDelay(true)
   // one timer re-armed per chunk (refresh), not a new one each time
   const idle = setTimeout(() => end("idle"), limits.idleMs)
   const touch = () => void idle.refresh()
