@@ -20,15 +20,17 @@
  * embedded registry, signed in as the namespace owner's wallet session) alone on CPU 0;
  * microsocks, the destination and this driver (the client of both sides) on CPU 1. Both sides
  * meet the same SOCKS server and destination on the same CPU, and both clients are this process;
- * the tunnel side adds the gateway's hop (its own CPU) and the client's frame decoding (on CPU 1,
- * as a real client pays it). Before the rounds each side takes one unmeasured warm-up transfer
- * each way. Rounds alternate which side goes first.
+ * the tunnel side adds the gateway's hop (its own CPU) and the client's framing and masking (on
+ * CPU 1, as a real client pays it). Before the rounds each side takes one unmeasured warm-up
+ * transfer each way. Rounds alternate which side goes first. Each transfer's CPU seconds per
+ * process (gateway, microsocks, destination, client) are printed, read from /proc/<pid>/stat.
  *
- * Knobs: PROXY_BYTES (268435456), PROXY_ROUNDS (5), PROXY_CHUNK (client write size when sending,
+ * Knobs: PROXY_BYTES (268435456), PROXY_ROUNDS (5), PROXY_CHUNK (client frame size when sending,
  * 262144), PROXY_GATEWAY_NODE_ARGS (extra node flags for the gateway only, e.g.
- * "--cpu-prof --cpu-prof-dir=/tmp/p"), PROXY_CLIENT_MASK=zero (diagnosis: the client's frames masked
- * with zeros, which ws skips on both ends, to see what masking costs; a browser masks for real). Needs taskset, two CPUs, unshare and root (for the SOCKS
- * server's hosts file and port 443), microsocks (`scripts/engines.sh socks`).
+ * "--cpu-prof --cpu-prof-dir=/tmp/p"), PROXY_CLIENT_MASK=zero (diagnosis: the client's frames
+ * masked with zeros, which ws skips at both ends, to see what masking costs; browsers mask for
+ * real). Needs taskset, two CPUs, unshare and root (the SOCKS server's hosts file, port 443),
+ * microsocks (`scripts/engines.sh socks`).
  */
 import { type HDNodeWallet, Wallet } from "ethers"
 import { spawn, spawnSync } from "node:child_process"
