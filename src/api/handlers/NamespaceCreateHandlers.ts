@@ -41,7 +41,7 @@ export const NamespaceCreateHandlers = HttpApiBuilder.group(PorticoApi, "namespa
           const visible =
             Option.isSome(found) &&
             (found.value.owner === p.subject ||
-              (yield* Effect.mapError(creation.list(p.subject, false), refusedOrDown)).some((n) => n.name === urlParams.id) ||
+              (yield* Effect.mapError(creation.roleIn(found.value.name, p.subject), refusedOrDown)) !== undefined ||
               (yield* Effect.mapError(operators.isOperator(p.subject), refusedOrDown)))
           if (!visible || Option.isNone(found)) return yield* Effect.fail(refusal("NOT_FOUND", "no such namespace"))
           const s = found.value

@@ -37,6 +37,8 @@ export interface NamespaceCreationService {
   /** The namespaces the wallet is a member of, or all of them (`all`, for an operator). */
   readonly list: (wallet: string, all: boolean) => Effect.Effect<ReadonlyArray<NamespaceSummary>, StoreError>
   readonly status: (name: string) => Effect.Effect<Option.Option<NamespaceRecord & { readonly members: number; readonly deleting: boolean }>, StoreError>
+  /** The wallet's role in the namespace, if it is a member. */
+  readonly roleIn: (name: string, wallet: string) => Effect.Effect<string | undefined, StoreError>
   /** Whether `wallet` owns fewer namespaces than the cap (ownership transfer's check). */
   readonly belowCap: (wallet: string) => Effect.Effect<boolean, StoreError>
 }
@@ -134,6 +136,10 @@ export class NamespaceCreation extends Context.Tag("portico/NamespaceCreation")<
             const deleting = yield* teardown.pending(name)
             return Option.some({ ...found.value, members: Number(members?.n ?? 0), deleting })
           }),
+        roleIn: (name, wallet) =>
+          Effect.map(store.query({ sql: "SELECT role FROM members WHERE namespace = ? AND wallet = ?", params: [name, wallet] }), (rows) =>
+            rows[0] === undefined ? undefined : String(rows[0].role)
+          ),
         belowCap
       }
     })

@@ -30,8 +30,12 @@ export interface OperatorAuditEntry {
 export interface OperatorAuditService {
   /** Writes one row on its own. */
   readonly record: (entry: OperatorAuditInput) => Effect.Effect<void, StoreError>
-  /** The row's statement, for a caller that writes it in the same batch as the change it records. */
-  readonly statement: (entry: OperatorAuditInput) => Effect.Effect<Statement>
+  /**
+   * The row's statement, for a caller that writes it in the same batch as the change it records.
+   * `onlyIf`: a condition (SQL with its parameters) the row is written under, e.g.
+   * `changes() > 0` so a change that touched nothing leaves no row.
+   */
+  readonly statement: (entry: OperatorAuditInput, onlyIf?: Statement) => Effect.Effect<Statement>
   /** One page, newest first (key: id, descending). */
   readonly list: (page: PageRequest) => Effect.Effect<Page<OperatorAuditEntry>, StoreError>
 }
@@ -40,10 +44,10 @@ export class OperatorAudit extends Context.Tag("portico/OperatorAudit")<Operator
   static readonly Live = Layer.effect(
     OperatorAudit,
     Effect.map(RegistryStore, (store): OperatorAuditService => {
-      const statement: OperatorAuditService["statement"] = (entry) =>
+      const statement: OperatorAuditService["statement"] = (entry, onlyIf) =>
         Effect.map(Clock.currentTimeMillis, (at) => ({
-          sql: "INSERT INTO operator_audit (at, actor, action, target, detail) VALUES (?, ?, ?, ?, ?)",
-          params: [at, entry.actor, entry.action, entry.target ?? "", JSON.stringify(entry.detail ?? {})]
+          sql: "INSERT INTO operator_audit (at, actor, action, target, detail) SELECT ?, ?, ?, ?, ?" + (onlyIf === undefined ? "" : ` WHERE ${onlyIf.sql}`),
+          params: [at, entry.actor, entry.action, entry.target ?? "", JSON.stringify(entry.detail ?? {}), ...(onlyIf?.params ?? [])]
         }))
       return {
         statement,

@@ -80,12 +80,9 @@ export class Operators extends Context.Tag("portico/Operators")<Operators, Opera
       /** A change and its audit row in one batch; true when the change touched a row. */
       const changed = (sql: string, params: ReadonlyArray<string | number>, entry: Parameters<typeof audit.statement>[0]) =>
         Effect.gen(function* () {
-          const row = yield* audit.statement(entry)
-          const [result] = yield* store.batch([
-            { sql, params },
-            // no row changed, no audit row
-            { sql: row.sql.replace("VALUES (?, ?, ?, ?, ?)", "SELECT ?, ?, ?, ?, ? WHERE changes() > 0"), params: row.params ?? [] }
-          ])
+          // no row changed, no audit row
+          const row = yield* audit.statement(entry, { sql: "changes() > 0" })
+          const [result] = yield* store.batch([{ sql, params }, row])
           return result !== undefined && result.rowsAffected > 0
         })
 
@@ -132,7 +129,10 @@ export class Operators extends Context.Tag("portico/Operators")<Operators, Opera
           Effect.gen(function* () {
             const now = yield* Clock.currentTimeMillis
             const hash = inviteHash(token)
-            const entry = yield* audit.statement({ actor: wallet, action: "operator.join", target: wallet })
+            const entry = yield* audit.statement(
+              { actor: wallet, action: "operator.join", target: wallet },
+              { sql: "EXISTS (SELECT 1 FROM operator_invites WHERE hash = ? AND redeemed_at = ? AND redeemed_by = ?)", params: [hash, now, wallet] }
+            )
             // spending the invite is the condition of everything after it
             const [spent] = yield* store.batch([
               {
@@ -145,10 +145,7 @@ export class Operators extends Context.Tag("portico/Operators")<Operators, Opera
                       ON CONFLICT (wallet) DO NOTHING`,
                 params: [wallet, now, hash, now, wallet]
               },
-              {
-                sql: entry.sql.replace("VALUES (?, ?, ?, ?, ?)", "SELECT ?, ?, ?, ?, ? WHERE EXISTS (SELECT 1 FROM operator_invites WHERE hash = ? AND redeemed_at = ? AND redeemed_by = ?)"),
-                params: [...(entry.params ?? []), hash, now, wallet]
-              }
+              entry
             ])
             if (spent === undefined || spent.rowsAffected === 0) {
               return yield* refuse("NOT_FOUND", "unknown, expired or already used invite", "ask an operator for a new invite (POST /v1/operator/invites)")
