@@ -16,6 +16,7 @@ import { Health } from "../../src/layers/health/Health.js"
 import { ApiKeys } from "../../src/layers/keys/ApiKeys.js"
 import { CorsOrigins } from "../../src/layers/namespaces/CorsOrigins.js"
 import { Namespaces } from "../../src/layers/namespaces/Namespaces.js"
+import { NamespaceBackups } from "../../src/layers/namespaces/backup/NamespaceBackups.js"
 import { RegistryStore } from "../../src/layers/registry/RegistryStore.js"
 import { SqliteRegistryStore } from "../../src/layers/registry/SqliteRegistryStore.js"
 import { Sealer } from "../../src/layers/secrets/Sealer.js"
@@ -64,7 +65,8 @@ const doubles: ReadonlyArray<readonly [string, Layer.Layer<any, unknown>]> = [
   ["TransferSlot", TransferSlot.Test],
   ["LocalDatabases", LocalDatabases.Test],
   ["ClusterSql", ClusterSql.Test],
-  ["DatabaseBackups", DatabaseBackups.Test]
+  ["DatabaseBackups", DatabaseBackups.Test],
+  ["NamespaceBackups", NamespaceBackups.Test]
 ]
 
 describe("test doubles", () => {

@@ -20,6 +20,8 @@ import { ClusterSqlStore } from "../../sql/ClusterSqlStore.js"
 import { SqliteWorkers } from "../../sql/SqliteWorkers.js"
 import { ContentEngine } from "../../storage/ContentEngine.js"
 import { ContentIndex } from "../../storage/ContentIndex.js"
+import { EmbeddedContentEngine } from "../../storage/EmbeddedContentEngine.js"
+import { SqliteRegistryStore } from "../../registry/SqliteRegistryStore.js"
 import { spoolFile } from "../../transfer/SpoolFile.js"
 import { TransferSlot } from "../../transfer/TransferSlot.js"
 import { ARCHIVE_FORMAT, ARCHIVE_VERSION, type Manifest, type Pin, type RegistryRows } from "./ArchiveContents.js"
@@ -220,6 +222,26 @@ export class NamespaceBackups extends Context.Tag("portico/NamespaceBackups")<Na
 
       return { restoreKey, backup, restore } satisfies NamespaceBackupsService
     })
+  )
+
+  /** The service over its collaborators' test doubles (src/layers/TestLayer.ts). */
+  static readonly Test = Layer.suspend(() =>
+    NamespaceBackups.Live.pipe(
+      Layer.provide(
+        Layer.mergeAll(
+          SqliteRegistryStore.Test,
+          PorticoConfig.Test,
+          Sealer.Test,
+          TransferSlot.Test,
+          SqliteWorkers.Test,
+          ClusterSqlStore.Test,
+          ClusterSql.Test,
+          Audit.Test,
+          EmbeddedContentEngine.Test,
+          ContentIndex.Test
+        )
+      )
+    )
   )
 }
 
