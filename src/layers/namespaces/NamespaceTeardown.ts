@@ -28,7 +28,7 @@ import { ContentEngine } from "../storage/ContentEngine.js"
 import { ContentIndex } from "../storage/ContentIndex.js"
 import { Evictor } from "../storage/Evictor.js"
 import { TeardownLedger, type TeardownLedgerService } from "./TeardownLedger.js"
-import { finalStatements, type PartTools, removePart } from "./TeardownParts.js"
+import { finalStatements, PartFailed, type PartTools, removePart } from "./TeardownParts.js"
 
 export type TeardownRefused = Refused<TeardownCode>
 
@@ -106,7 +106,10 @@ export class NamespaceTeardown extends Context.Tag("portico/NamespaceTeardown")<
           let failed = false
           for (const { part } of owed) {
             if (partDelayMs > 0) yield* Effect.sleep(Duration.millis(partDelayMs))
-            const outcome = yield* Effect.either(removePart(tools, namespace, part))
+            // a defect in a part (a bug, an engine's unexpected answer) leaves it owed, like a failure
+            const outcome = yield* Effect.either(
+              removePart(tools, namespace, part).pipe(Effect.catchAllDefect((defect) => Effect.fail(new PartFailed(`${part}: ${String(defect)}`))))
+            )
             if (outcome._tag === "Left") {
               failed = true
               yield* Effect.logWarning(`namespace ${namespace} teardown: ${part} owed: ${outcome.left.detail}`)
@@ -202,7 +205,9 @@ export class NamespaceTeardown extends Context.Tag("portico/NamespaceTeardown")<
             const due = atStart ? mine || row.leaseUntil <= now : row.nextAt <= now && (row.leaseUntil <= now || mine)
             if (!due || running.has(row.namespace)) continue
             yield* Effect.logInfo(`namespace ${row.namespace} teardown resumed`)
-            yield* Effect.ignore(guarded(row.namespace, claimAndRun(row.namespace)))
+            yield* guarded(row.namespace, claimAndRun(row.namespace)).pipe(
+              Effect.catchAllCause((cause) => Effect.logWarning(`namespace ${row.namespace} teardown not resumed`, cause))
+            )
           }
         }).pipe(Effect.catchAll((e) => Effect.logWarning(`namespace teardowns not read: ${e.detail}`)))
 
