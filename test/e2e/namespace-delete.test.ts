@@ -19,6 +19,8 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { PorticoConfig, testSettings } from "../../src/layers/config/PorticoConfig.js"
 import { RegistryStore } from "../../src/layers/registry/RegistryStore.js"
 import { registryLayer } from "../../src/layers/registry/registryLayer.js"
+import { NamespaceName } from "../../src/domain/Names.js"
+import { call, expectRefusal, notCalled, refusal } from "../support/client.js"
 import { newDevice } from "../support/device.js"
 import { type Gateway, type Reply, startGateway, testTmp } from "../support/gateway.js"
 import { hasRedisServer, type RedisServer, redisMissingMessage, startRedis } from "../support/redis.js"
@@ -254,9 +256,7 @@ for (const setup of setups) describe(`namespace deletion: ${setup.label}`, () =>
     const ownerKey: string = (await gw.cli(["namespace", "create", "doomed", "--owner", wallet.address])).api_key
     const filled = await fill("doomed", wallet, ownerKey)
     // the confirmation must name the caller's own namespace
-    const wrong = await gw.request("POST", "/v1/namespace/delete", { token: ownerKey, json: { namespace: "keeper" } })
-    expect(wrong.status, wrong.text).toBe(400)
-    expect(wrong.body.code).toBe("VALIDATION_FAILED")
+    expectRefusal(await refusal(gw, ownerKey, (c) => c.namespaceDelete.deleteNamespace({ payload: { namespace: "keeper" } })), 400, "VALIDATION_FAILED")
     const deleted = await gw.request("POST", "/v1/namespace/delete", { token: ownerKey, json: { namespace: "doomed" } })
     expect(deleted.body, deleted.text).toEqual({ namespace: "doomed", deleted: true, cleanup_pending: false })
     await expectGone("doomed", filled)
@@ -272,8 +272,8 @@ for (const setup of setups) describe(`namespace deletion: ${setup.label}`, () =>
     // rqlite: the store is there without the table; embedded: no store file until the first write
     if (sqlStores["doomed"] === undefined) expect(items.body.code, items.text).toBe("NOT_FOUND")
     else expect(items.text).toContain("no such table")
-    // and deleted again: idempotent, nothing owed
-    expect((await gw.request("POST", "/v1/namespace/delete", { token: again, json: { namespace: "doomed" } })).body).toEqual({
+    // and deleted again (through the typed client): idempotent, nothing owed
+    expect(await call(gw, again, (c) => c.namespaceDelete.deleteNamespace({ payload: { namespace: "doomed" } }))).toEqual({
       namespace: "doomed",
       deleted: true,
       cleanup_pending: false
@@ -296,6 +296,7 @@ for (const setup of setups) describe(`namespace deletion: ${setup.label}`, () =>
     expect(second.status, second.text).toBe(409)
     expect(second.body.code).toBe("NAMESPACE_DELETE_IN_PROGRESS")
     expect(Number(second.headers.get("retry-after"))).toBeGreaterThan(0)
+    expectRefusal(await refusal(gw, ownerKey, (c) => c.namespaceDelete.deleteNamespace({ payload: { namespace: "crashy" } })), 409, "NAMESPACE_DELETE_IN_PROGRESS")
     // some parts done, some owed: killed
     await waitFor(async () => (await rows("SELECT 1 AS x FROM portico_teardown_parts WHERE namespace = 'crashy' AND done_at IS NOT NULL")).length >= 2)
     process.kill(gw.pid, "SIGKILL")
@@ -323,12 +324,10 @@ for (const setup of setups) describe(`namespace deletion: ${setup.label}`, () =>
     const filled = await fill("evicted", wallet, ownerKey)
     const remove = (token: string, json: unknown) => gw.request("POST", "/v1/operator/namespaces/remove", { token, json })
     // the namespace's own owner key is no operator credential
-    const byKey = await remove(ownerKey, { namespace: "evicted", reason: "self" })
-    expect(byKey.status, byKey.text).toBe(403)
-    expect(byKey.body.code).toBe("NOT_AN_OPERATOR")
-    const reserved = await remove(operatorSession, { namespace: "lobby", reason: "no" })
-    expect(reserved.status, reserved.text).toBe(403)
-    expect(reserved.body.code).toBe("FORBIDDEN")
+    const removeTyped = (token: string, namespace: string, reason: string) =>
+      refusal(gw, token, (c) => c.namespaceDelete.removeNamespace({ payload: { namespace: NamespaceName.make(namespace), reason } }))
+    expectRefusal(await removeTyped(ownerKey, "evicted", "self"), 403, "NOT_AN_OPERATOR")
+    expectRefusal(await removeTyped(operatorSession, "lobby", "no"), 403, "FORBIDDEN")
     for (const body of [{ namespace: "evicted" }, { namespace: "evicted", reason: "" }, { namespace: "Bad Name", reason: "x" }]) {
       expect((await remove(operatorSession, body)).status).toBe(400)
     }
@@ -336,12 +335,16 @@ for (const setup of setups) describe(`namespace deletion: ${setup.label}`, () =>
     expect(removed.body, removed.text).toEqual({ namespace: "evicted", deleted: true, cleanup_pending: false })
     await expectGone("evicted", filled)
     // idempotent, and audited each time
-    expect((await remove(operatorSession, { namespace: "evicted", reason: "again" })).body).toEqual({ namespace: "evicted", deleted: true, cleanup_pending: false })
+    expect(
+      await call(gw, operatorSession, (c) => c.namespaceDelete.removeNamespace({ payload: { namespace: NamespaceName.make("evicted"), reason: "again" } }))
+    ).toEqual({ namespace: "evicted", deleted: true, cleanup_pending: false })
     const audit = await gw.request("GET", "/v1/operator/audit?limit=200", { token: operatorSession })
     const removals = (audit.body.entries as Array<{ action: string; target: string; detail: { reason: string } }>).filter(
       (e) => e.action === "namespace.remove" && e.target === "evicted"
     )
     expect(removals.map((e) => e.detail.reason).sort()).toEqual(["abuse report 42", "again"])
+    // every endpoint of the group answered through the typed client, its answers and refusals decoded
+    expect(notCalled(["namespaceDelete"])).toEqual([])
   }, 180_000)
 
   // last: it stops and replaces the Redis server
