@@ -13,6 +13,7 @@ import { Effect, Layer, ManagedRuntime } from "effect"
 import { type HDNodeWallet, Wallet } from "ethers"
 import { execFileSync, spawn } from "node:child_process"
 import * as fs from "node:fs"
+import * as http from "node:http"
 import * as path from "node:path"
 import { Redis } from "ioredis"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -347,6 +348,29 @@ for (const setup of setups) describe(`namespace deletion: ${setup.label}`, () =>
     expect(notCalled(["namespaceDelete"])).toEqual([])
   }, 180_000)
 
+  // a running app (the real sandbox, as root): its namespace's deletion stops it and frees its host
+  it.runIf(setup.registry === "sqlite")("stops a namespace's running Node.js app, removes its directory, and its host answers 404", async () => {
+    const ownerKey: string = (await gw.cli(["namespace", "create", "appns"])).api_key
+    const app = new FormData()
+    app.append("name", "api")
+    app.append("skip_install", "true")
+    const source = 'require("node:http").createServer((q, r) => r.end("up")).listen(Number(process.env.PORT))'
+    app.append("archive", new Blob([tarOf({ "index.js": source })]), "app.tar.gz")
+    const created = ok(await form(gw, "/v1/deployments/nodejs/upload", ownerKey, app), 201)
+    expect((await onHost(gw.port, created.domain, "/")).status).toBe(200)
+    expect(fs.existsSync(path.join(gw.dataDir, "deployments", "appns-api"))).toBe(true)
+    expect((await gw.request("POST", "/v1/namespace/delete", { token: ownerKey, json: { namespace: "appns" } })).body).toEqual({
+      namespace: "appns",
+      deleted: true,
+      cleanup_pending: false
+    })
+    expect((await onHost(gw.port, created.domain, "/")).status).toBe(404)
+    expect(fs.existsSync(path.join(gw.dataDir, "deployments", "appns-api"))).toBe(false)
+    // nothing listens on the app's port any more
+    await expect(fetch(`http://127.0.0.1:${created.port}/`)).rejects.toThrow()
+    expect(await leftInRegistry("appns")).toEqual({})
+  }, 120_000)
+
   // last: it stops and replaces the Redis server
   it.runIf(setup.cache === "redis")("answers cleanup_pending when a part fails, and retries it in the background until done", async () => {
     const wallet = Wallet.createRandom()
@@ -376,6 +400,18 @@ for (const setup of setups) describe(`namespace deletion: ${setup.label}`, () =>
     }
   }, 180_000)
 })
+
+/** A GET with a `Host` of our choosing (fetch will not send one): a deployed app's host. */
+const onHost = (port: number, host: string, urlPath: string) =>
+  new Promise<{ status: number; body: string }>((resolve, reject) => {
+    const req = http.request({ host: "127.0.0.1", port, method: "GET", path: urlPath, headers: { host }, agent: false }, (res) => {
+      let body = ""
+      res.on("data", (c: Buffer) => (body += c.toString()))
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, body }))
+    })
+    req.on("error", reject)
+    req.end()
+  })
 
 /** A wallet's plain (not device-bound) session in `namespace`: its access token. */
 const plainSession = async (gw: Gateway, namespace: string, wallet: HDNodeWallet): Promise<string> => {
