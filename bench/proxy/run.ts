@@ -16,21 +16,24 @@
  * hosts file (test/support/socksServer.ts: microsocks in a mount namespace of its own, root), so
  * the gateway's destination rules pass them and the name, not an address, goes through SOCKS.
  *
- * Layout (two CPUs): the gateway (`portico serve` as `npm start` runs it, compiled, on an
- * embedded registry, signed in as the namespace owner's wallet session) alone on CPU 0;
- * microsocks, the destination and this driver (the client of both sides) on CPU 1. Both sides
- * meet the same SOCKS server and destination on the same CPU, and both clients are this process;
- * the tunnel side adds the gateway's hop (its own CPU) and the client's framing and masking (on
- * CPU 1, as a real client pays it). Before the rounds each side takes one unmeasured warm-up
- * transfer each way. Rounds alternate which side goes first. Each transfer's CPU seconds per
- * process (gateway, microsocks, destination, client) are printed, read from /proc/<pid>/stat.
+ * Layout (two CPUs), as bench/push's (what is compared on CPU 0, the server both sides meet on
+ * CPU 1): microsocks and the destination on CPU 1, started from there; this driver, the client of
+ * both sides, then moves to CPU 0, where the gateway (`portico serve` as `npm start` runs it,
+ * compiled, on an embedded registry, signed in as the namespace owner's wallet session) is pinned.
+ * Both sides meet the same SOCKS server and destination on the same CPU and have the same client
+ * process; the tunnel's own costs (the gateway's work, the client's framing and masking, as a
+ * real client pays it) all land on CPU 0 beside the client, so none of them is free and none slows
+ * the SOCKS server. Before the rounds each side takes one unmeasured warm-up transfer each way.
+ * Rounds alternate which side goes first. Each transfer's CPU seconds per process (gateway,
+ * microsocks, destination, client) are printed, read from /proc/<pid>/stat.
  *
  * Knobs: PROXY_BYTES (268435456), PROXY_ROUNDS (5), PROXY_CHUNK (client frame size when sending,
  * 262144), PROXY_GATEWAY_NODE_ARGS (extra node flags for the gateway only, e.g.
  * "--cpu-prof --cpu-prof-dir=/tmp/p"), PROXY_CLIENT_MASK=zero (diagnosis: the client's frames
  * masked with zeros, which ws skips at both ends, to see what masking costs; browsers mask for
- * real). Needs taskset, two CPUs, unshare and root (the SOCKS server's hosts file, port 443),
- * microsocks (`scripts/engines.sh socks`).
+ * real), PROXY_CLIENT_CPU=1 (the client on CPU 1 with microsocks and the destination instead, the
+ * gateway alone on CPU 0: the first layout, see docs/proxy.md). Needs taskset, two CPUs, unshare
+ * and root (the SOCKS server's hosts file, port 443), microsocks (`scripts/engines.sh socks`).
  */
 import { type HDNodeWallet, Wallet } from "ethers"
 import { spawn, spawnSync } from "node:child_process"
@@ -68,8 +71,11 @@ for (const signal of ["SIGINT", "SIGTERM"] as const) {
   process.once(signal, () => void stopAll().then(() => process.exit(130)))
 }
 
-const pinSelf = () => {
-  const run = spawnSync("taskset", ["-a", "-p", "-c", "1", String(process.pid)], { encoding: "utf8" })
+/** The CPU the driver (the client of both sides) runs on once microsocks and the destination have started on CPU 1. */
+const clientCpu = process.env.PROXY_CLIENT_CPU === "1" ? "1" : "0"
+
+const pinSelf = (cpu: string) => {
+  const run = spawnSync("taskset", ["-a", "-p", "-c", cpu, String(process.pid)], { encoding: "utf8" })
   if (run.status !== 0) throw new Error(`taskset -p failed (${run.status ?? run.signal}): ${run.stderr}`)
 }
 
@@ -258,7 +264,7 @@ const throughSocks = async (socksPort: number, direction: Direction) => {
 const mibps = (ms: number) => bytes / MiB / (ms / 1000)
 
 const main = async () => {
-  pinSelf()
+  pinSelf("1")
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "portico-bench-proxy-"))
   const dataDir = path.join(dir, "data")
   const sourceAddress = randomLoopback()
@@ -266,6 +272,8 @@ const main = async () => {
   while (sinkAddress === sourceAddress) sinkAddress = randomLoopback()
   const destination = await startDestination(dir, sourceAddress, sinkAddress)
   const socks = await startSocksServer({ hosts: { [SOURCE]: sourceAddress, [SINK]: sinkAddress } })
+  // both children inherited CPU 1; the driver moves only itself
+  if (clientCpu !== "1") pinSelf(clientCpu)
   try {
     const env: NodeJS.ProcessEnv = {
       ...process.env,
