@@ -78,7 +78,10 @@ describe("the typed client on the control plane", () => {
     expect((await Effect.runPromise(whoami.pipe(Effect.provide(layer)))).namespace).toBe("acme")
     // the families users call; the node-to-node groups are the gateways' own
     const groups = await Effect.runPromise(Effect.map(PorticoClient, Object.keys).pipe(Effect.provide(layer)))
-    expect(groups.sort()).toEqual(["audit", "auth", "cache", "cors", "databases", "devices", "namespace", "push", "pushRegistrations", "pushSend", "sql", "storage", "system"])
+    expect(groups.sort()).toEqual([
+      "audit", "auth", "cache", "cors", "databases", "deploymentDomains", "deploymentRuntime", "deployments", "devices", "namespace",
+      "namespaceBackup", "namespaceCreate", "namespaceDelete", "operator", "proxy", "push", "pushRegistrations", "pushSend", "sql", "storage", "system"
+    ])
   })
 
   it("runs the README's typed-client example as written and prints what the README shows", async () => {

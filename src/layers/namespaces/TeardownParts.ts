@@ -9,7 +9,6 @@
  * (`finalStatements`).
  */
 import { Effect, Exit } from "effect"
-import * as path from "node:path"
 import type { Principal } from "../../domain/Principal.js"
 import type { CacheService } from "../cache/Cache.js"
 import type { PorticoSettings } from "../config/PorticoConfig.js"
@@ -127,7 +126,8 @@ const removeClusterSql = (tools: PartTools, namespace: string) =>
   Effect.gen(function* () {
     const engine = tools.clusterSql.engineFor(namespace)
     if (engine.kind === "sqlite") {
-      yield* orFail("cluster sql file", tools.workers.run({ op: "drop", file: path.join(tools.config.dataDir, "sql", `${namespace}.db`) }))
+      yield* orFail("cluster sql file", tools.workers.run({ op: "drop", file: tools.clusterSql.embeddedFile(namespace) }))
+      tools.clusterSql.forget(namespace)
       return
     }
     // views first (a view may name a table), then tables, indexes and triggers going with them

@@ -17,6 +17,12 @@ import { SqliteWorkers } from "./SqliteWorkers.js"
 
 export interface ClusterSqlStoreService {
   readonly engineFor: (namespace: string) => SqlEngine
+  /**
+   * The embedded file's path, and the store forgetting it was made: after a namespace's deletion
+   * removed the file, a namespace re-created under the name gets a fresh one on its first write.
+   */
+  readonly embeddedFile: (namespace: string) => string
+  readonly forget: (namespace: string) => void
 }
 
 export class ClusterSqlStore extends Context.Tag("portico/ClusterSqlStore")<ClusterSqlStore, ClusterSqlStoreService>() {
@@ -29,10 +35,13 @@ export class ClusterSqlStore extends Context.Tag("portico/ClusterSqlStore")<Clus
       const ensured = new Set<string>()
       const rqlite = new Map<string, SqlEngine>()
 
+      const embeddedFile = (namespace: string) => path.join(root, `${namespace}.db`)
       const embedded = (namespace: string): SqlEngine =>
-        SqliteSqlEngine.make({ workers, file: path.join(root, `${namespace}.db`), transferBudgetMs: config.sql.transferBudgetMs, ensured })
+        SqliteSqlEngine.make({ workers, file: embeddedFile(namespace), transferBudgetMs: config.sql.transferBudgetMs, ensured })
 
       return {
+        embeddedFile,
+        forget: (namespace) => void ensured.delete(embeddedFile(namespace)),
         engineFor: (namespace) => {
           const url = config.sql.rqlite.get(namespace)
           if (url === undefined) return embedded(namespace)
