@@ -27,22 +27,17 @@ import { TransferSlot } from "../../transfer/TransferSlot.js"
 import { ARCHIVE_FORMAT, ARCHIVE_VERSION, type Manifest, type Pin, type RegistryRows } from "./ArchiveContents.js"
 import { archiveSize, type OutgoingEntry, writeEntries } from "./ArchiveEntries.js"
 import { asBackupRefusal, type BackupRefused } from "./BackupRefused.js"
-import { makeRestore } from "./NamespaceRestore.js"
+import { makeRestore, type RestoredNamespace } from "./NamespaceRestore.js"
 import { parsePublicKey, publicKeyOf, seal, sealedSize } from "./SealedStream.js"
 import { x25519 } from "@noble/curves/ed25519"
+
+export type { RestoredNamespace }
 
 export interface SealedBackup {
   /** Bytes of the sealed answer (its Content-Length). */
   readonly size: number
   /** The sealed archive; the transfer slot is given back as its last byte is read. */
   readonly body: Stream.Stream<Uint8Array, unknown>
-}
-
-export interface RestoredNamespace {
-  readonly databases: number
-  readonly members: number
-  readonly pins: number
-  readonly clusterTables: number
 }
 
 export interface NamespaceBackupsService {

@@ -31,8 +31,15 @@ import { spoolFile } from "../../transfer/SpoolFile.js"
 import { decodeEntry, Manifest, type Pin, Pins, RegistryRows } from "./ArchiveContents.js"
 import { ArchiveFormatError, readEntries, readSmall } from "./ArchiveEntries.js"
 import { asBackupRefusal, type BackupRefused } from "./BackupRefused.js"
-import type { RestoredNamespace } from "./NamespaceBackups.js"
 import { open, SealedStreamError } from "./SealedStream.js"
+
+/** What a restore brought back: counts for the answer. */
+export interface RestoredNamespace {
+  readonly databases: number
+  readonly members: number
+  readonly pins: number
+  readonly clusterTables: number
+}
 
 export interface RestoreDeps {
   readonly store: RegistryStoreService
