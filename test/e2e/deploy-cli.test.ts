@@ -162,7 +162,7 @@ describe.each(["sqlite", "rqlite"] as const)("portico deploy, registry on %s", (
   }, 120_000)
 
   // The builds are the command's, not the registry's: one engine is enough for these two.
-  it.runIf(engine === "sqlite")("builds a Next.js app with --ssr here; the gateway runs its standalone server", async () => {
+  if (engine === "sqlite") it("builds a Next.js app with --ssr here; the gateway runs its standalone server", async () => {
     const dir = siteDir({
       "package.json": JSON.stringify({ name: "web", private: true, dependencies: { next: "15", react: "19", "react-dom": "19" } }),
       "next.config.mjs": 'export default { output: "standalone", eslint: { ignoreDuringBuilds: true } }\n',
@@ -183,7 +183,7 @@ describe.each(["sqlite", "rqlite"] as const)("portico deploy, registry on %s", (
     expect((await onHost(gw.port, line.host, "/robots.txt")).body).toBe("User-agent: *\n")
   }, 300_000)
 
-  it.runIf(engine === "sqlite")("uploads a Node.js app as it is and the gateway starts it with its environment", async () => {
+  if (engine === "sqlite") it("uploads a Node.js app as it is and the gateway starts it with its environment", async () => {
     const dir = siteDir({
       "package.json": JSON.stringify({ name: "api", version: "1.0.0", scripts: { start: "node server.js" } }),
       "server.js": 'require("node:http").createServer((q, s) => s.end(q.url === "/health" ? "ok" : "node says " + process.env.GREETING)).listen(process.env.PORT)\n'
