@@ -47,6 +47,7 @@ import { SocksClient } from "socks"
 import { WebSocket } from "ws"
 import { startSocksServer } from "../../test/support/socksServer.js"
 import { alive, freePort, logTail, startPinned, stop, stopAll, waitUntil } from "../support/children.js"
+import { pinSelf, sampleRss } from "../support/processes.js"
 import { median } from "../support/stats.js"
 
 const here = path.dirname(fileURLToPath(import.meta.url))
@@ -74,35 +75,6 @@ for (const signal of ["SIGINT", "SIGTERM"] as const) {
 /** The CPU the driver (the client of both sides) runs on once microsocks and the destination have started on CPU 1. */
 const clientCpu = process.env.PROXY_CLIENT_CPU === "1" ? "1" : "0"
 
-const pinSelf = (cpu: string) => {
-  const run = spawnSync("taskset", ["-a", "-p", "-c", cpu, String(process.pid)], { encoding: "utf8" })
-  if (run.status !== 0) throw new Error(`taskset -p failed (${run.status ?? run.signal}): ${run.stderr}`)
-}
-
-const vmRss = (pid: number) => {
-  const kb = /^VmRSS:\s+(\d+) kB/m.exec(fs.readFileSync(`/proc/${pid}/status`, "utf8"))?.[1]
-  if (kb === undefined) throw new Error(`no VmRSS for ${pid}`)
-  return Number(kb) * 1024
-}
-
-/** Samples VmRSS every 20 ms until stopped; answers the peak's growth over the value at the start. */
-const sampleRss = (pid: number) => {
-  const base = vmRss(pid)
-  let peak = base
-  const take = () => {
-    try {
-      peak = Math.max(peak, vmRss(pid))
-    } catch {
-      // gone: reported by the side's own check
-    }
-  }
-  const timer = setInterval(take, 20)
-  return () => {
-    clearInterval(timer)
-    take()
-    return peak - base
-  }
-}
 
 /** CPU seconds (user + system, all threads) a process has used so far, from /proc. */
 const cpuSeconds = (pid: number) => {

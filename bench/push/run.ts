@@ -27,6 +27,7 @@ import { fileURLToPath } from "node:url"
 import { apnsPayloadOf } from "../../src/layers/push/Messages.js"
 import { makeP8Key, startApnsStandIn } from "../../test/support/apnsStandIn.js"
 import { alive, type Child, freePort, logTail, startPinned, stop, stopAll, waitUntil } from "../support/children.js"
+import { pinSelf, sampleRss } from "../support/processes.js"
 import { median } from "../support/stats.js"
 import { deviceTokens } from "./tokens.js"
 
@@ -44,35 +45,6 @@ for (const signal of ["SIGINT", "SIGTERM"] as const) {
   process.once(signal, () => void stopAll().then(() => process.exit(130)))
 }
 
-const pinSelf = () => {
-  const run = spawnSync("taskset", ["-a", "-p", "-c", "1", String(process.pid)], { encoding: "utf8" })
-  if (run.status !== 0) throw new Error(`taskset -p failed (${run.status ?? run.signal}): ${run.stderr}`)
-}
-
-const vmRss = (pid: number) => {
-  const kb = /^VmRSS:\s+(\d+) kB/m.exec(fs.readFileSync(`/proc/${pid}/status`, "utf8"))?.[1]
-  if (kb === undefined) throw new Error(`no VmRSS for ${pid}`)
-  return Number(kb) * 1024
-}
-
-/** Samples VmRSS every 20 ms until stopped; answers the peak's growth over the value at the start. */
-const sampleRss = (pid: number) => {
-  const base = vmRss(pid)
-  let peak = base
-  const take = () => {
-    try {
-      peak = Math.max(peak, vmRss(pid))
-    } catch {
-      // gone: reported by the side's own check
-    }
-  }
-  const timer = setInterval(take, 20)
-  return () => {
-    clearInterval(timer)
-    take()
-    return peak - base
-  }
-}
 
 const json = async (url: string, init: RequestInit & { readonly expect?: number } = {}) => {
   const response = await fetch(url, init)
@@ -133,7 +105,7 @@ const startBare = (dir: string, env: NodeJS.ProcessEnv) => {
 }
 
 const main = async () => {
-  pinSelf()
+  pinSelf("1")
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "portico-bench-push-"))
   const dataDir = path.join(dir, "data")
   const standIn = await startApnsStandIn()
