@@ -14,23 +14,11 @@ import * as http from "node:http"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { ensureDist, errorLines, type Ran, repoRoot, runPortico } from "../support/cli.js"
-import { type Gateway, startGateway, testTmp } from "../support/gateway.js"
+import { type Gateway, startGateway, testTmp, getOnHost } from "../support/gateway.js"
 import { hasRqlited, type RqlitedServer, rqlitedMissingMessage, startRqlited } from "../support/rqlited.js"
 
 const BASE = "apps.test"
 
-/** A request to the gateway with a `Host` of our choosing (fetch will not send one). */
-const onHost = (port: number, host: string, urlPath: string) =>
-  new Promise<{ status: number; body: string }>((resolve, reject) => {
-    const req = http.request({ host: "127.0.0.1", port, method: "GET", path: urlPath, headers: { host } }, (res) => {
-      const chunks: Array<Buffer> = []
-      res.on("data", (c: Buffer) => chunks.push(c))
-      res.on("end", () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString("utf8") }))
-      res.on("error", reject)
-    })
-    req.on("error", reject)
-    req.end()
-  })
 
 const siteDir = (files: Readonly<Record<string, string>>): string => {
   const dir = fs.mkdtempSync(path.join(testTmp(), "deploy-cli-site-"))
@@ -86,10 +74,10 @@ describe.each(["sqlite", "rqlite"] as const)("portico deploy, registry on %s", (
     // Not a terminal: plain lines, the last at 100%.
     expect(stderr.slice(2).every((l) => l.startsWith("uploading "))).toBe(true)
     expect(stderr.at(-1)).toMatch(/100%/)
-    expect((await onHost(gw.port, line.host, "/")).body).toBe("<h1>v1</h1>")
-    expect((await onHost(gw.port, line.host, "/style.css")).body).toBe("body{}")
+    expect((await getOnHost(gw.port, line.host, "/")).body).toBe("<h1>v1</h1>")
+    expect((await getOnHost(gw.port, line.host, "/style.css")).body).toBe("body{}")
     // .git stayed home: the path falls back to index.html.
-    expect((await onHost(gw.port, line.host, "/.git/HEAD")).body).toBe("<h1>v1</h1>")
+    expect((await getOnHost(gw.port, line.host, "/.git/HEAD")).body).toBe("<h1>v1</h1>")
     const env = await gw.request("GET", "/v1/deployments/env?name=blog", { token: admin })
     expect(env.body.names).toEqual(["GREETING"])
   })
@@ -100,7 +88,7 @@ describe.each(["sqlite", "rqlite"] as const)("portico deploy, registry on %s", (
     expect(ran.code, ran.stderr).toBe(0)
     expect(deployedLine(ran)).toMatchObject({ version: 2, host: first.domain })
     expect(errorLines(ran).some((l) => l.startsWith("updating "))).toBe(true)
-    expect((await onHost(gw.port, first.domain, "/")).body).toBe("<h1>v2</h1>")
+    expect((await getOnHost(gw.port, first.domain, "/")).body).toBe("<h1>v2</h1>")
   })
 
   it("a first deploy takes --env-file under --env, and --subdomain; --json prints the record", async () => {
@@ -111,7 +99,7 @@ describe.each(["sqlite", "rqlite"] as const)("portico deploy, registry on %s", (
     expect(ran.code, ran.stderr).toBe(0)
     // --json: the whole Deployment record instead of the URL line
     expect(JSON.parse(ran.stdout)).toMatchObject({ name: "docs", namespace: "shop", type: "static", version: 1, domain: "docs.apps.test" })
-    expect((await onHost(gw.port, "docs.apps.test", "/")).body).toBe("<p>docs</p>")
+    expect((await getOnHost(gw.port, "docs.apps.test", "/")).body).toBe("<p>docs</p>")
     expect((await gw.request("GET", "/v1/deployments/env?name=docs", { token: admin })).body.names).toEqual(["A", "B"])
   })
 
@@ -156,7 +144,7 @@ describe.each(["sqlite", "rqlite"] as const)("portico deploy, registry on %s", (
     expect(line).toMatchObject({ name: "goapp", version: 1, type: "go", status: "active" })
     expect(errorLines(ran)).toContain("building: go build (CGO_ENABLED=0 GOOS=linux GOARCH=amd64)")
     expect(errorLines(ran)).toContain("type: go (detected; --type sets it)")
-    expect(await onHost(gw.port, line.host, "/")).toEqual({ status: 200, body: "go says hi" })
+    expect(await getOnHost(gw.port, line.host, "/")).toEqual({ status: 200, body: "go says hi" })
     const record = (await gw.request("GET", "/v1/deployments/get?name=goapp", { token: admin })).body
     expect(record.health_check).toBe("/healthz")
   }, 120_000)
@@ -177,10 +165,10 @@ describe.each(["sqlite", "rqlite"] as const)("portico deploy, registry on %s", (
     expect(ran.code, ran.stderr.slice(-2000)).toBe(0)
     const line = deployedLine(ran)
     expect(line).toMatchObject({ name: "web", type: "nextjs", status: "active" })
-    const page = await onHost(gw.port, line.host, "/")
+    const page = await getOnHost(gw.port, line.host, "/")
     expect(page.status).toBe(200)
     expect(page.body).toContain("hello from next ssr")
-    expect((await onHost(gw.port, line.host, "/robots.txt")).body).toBe("User-agent: *\n")
+    expect((await getOnHost(gw.port, line.host, "/robots.txt")).body).toBe("User-agent: *\n")
   }, 300_000)
 
   if (engine === "sqlite") it("uploads a Node.js app as it is and the gateway starts it with its environment", async () => {
@@ -192,7 +180,7 @@ describe.each(["sqlite", "rqlite"] as const)("portico deploy, registry on %s", (
     expect(ran.code, ran.stderr).toBe(0)
     const line = deployedLine(ran)
     expect(line).toMatchObject({ type: "nodejs", status: "active" })
-    expect(await onHost(gw.port, line.host, "/")).toEqual({ status: 200, body: "node says hey" })
+    expect(await getOnHost(gw.port, line.host, "/")).toEqual({ status: 200, body: "node says hey" })
   }, 300_000)
 
   it("refuses --env with --update and a bad name before any request (exit 2)", async () => {

@@ -7,7 +7,6 @@
  */
 import { Effect } from "effect"
 import * as fs from "node:fs"
-import * as http from "node:http"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { testSettings, type PorticoSettings } from "../../src/layers/config/PorticoConfig.js"
@@ -18,7 +17,7 @@ import { Sealer } from "../../src/layers/secrets/Sealer.js"
 import { servicesLayer } from "../../src/layers/Services.js"
 import { Storage } from "../../src/layers/storage/Storage.js"
 import { type DnsStandIn, startDnsStandIn } from "../support/dnsStandIn.js"
-import { type Gateway, mintKey, type Reply, startGateway, testTmp } from "../support/gateway.js"
+import { type Gateway, mintKey, type Reply, startGateway, testTmp, getOnHost } from "../support/gateway.js"
 import { hasRqlited, type RqlitedServer, rqlitedMissingMessage, startRqlited } from "../support/rqlited.js"
 
 const BASE = "apps.test"
@@ -29,18 +28,6 @@ const expectError = (reply: Reply, status: number, code: string) => {
   expect(Object.keys(reply.body ?? {}).every((k) => ["error", "code", "hint"].includes(k)), reply.text).toBe(true)
 }
 
-/** A GET with a `Host` of our choosing (fetch will not send one). */
-const getWithHost = (port: number, host: string, urlPath: string) =>
-  new Promise<{ status: number; body: string }>((resolve, reject) => {
-    const req = http.request({ host: "127.0.0.1", port, method: "GET", path: urlPath, headers: { host } }, (res) => {
-      const chunks: Array<Buffer> = []
-      res.on("data", (c: Buffer) => chunks.push(c))
-      res.on("end", () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString("utf8") }))
-      res.on("error", reject)
-    })
-    req.on("error", reject)
-    req.end()
-  })
 
 describe.each(["sqlite", "rqlite"] as const)("custom domains verified over DNS, registry on %s", (engine) => {
   let gw: Gateway
@@ -105,7 +92,7 @@ describe.each(["sqlite", "rqlite"] as const)("custom domains verified over DNS, 
     expect(token).toMatch(/^portico-verify-[A-Za-z0-9_-]{22}$/)
 
     // not served before it is verified: the host is no app's, so the API answers it
-    const before = await getWithHost(gw.port, "www.example.com", "/")
+    const before = await getOnHost(gw.port, "www.example.com", "/")
     expect(before.body).not.toContain("custom home")
 
     // no record at all
@@ -127,10 +114,10 @@ describe.each(["sqlite", "rqlite"] as const)("custom domains verified over DNS, 
     expect(Number.isInteger(verified.body.verified_at)).toBe(true)
 
     // served at once on this gateway, the host in any case and with a port
-    const served = await getWithHost(gw.port, "www.example.com", "/")
+    const served = await getOnHost(gw.port, "www.example.com", "/")
     expect(served.status).toBe(200)
     expect(served.body).toContain("custom home")
-    expect((await getWithHost(gw.port, "WWW.EXAMPLE.COM:443", "/any/route")).body).toContain("custom home")
+    expect((await getOnHost(gw.port, "WWW.EXAMPLE.COM:443", "/any/route")).body).toContain("custom home")
 
     // verifying again answers as it is, without asking DNS
     const asked = dns.questions().length
@@ -148,7 +135,7 @@ describe.each(["sqlite", "rqlite"] as const)("custom domains verified over DNS, 
 
     const removed = await remove("blog", "www.example.com.")
     expect([removed.status, removed.body]).toEqual([200, { domain: "www.example.com", removed: true }])
-    const after = await getWithHost(gw.port, "www.example.com", "/")
+    const after = await getOnHost(gw.port, "www.example.com", "/")
     expect(after.body).not.toContain("custom home")
     expect((await list("blog")).body.domains).toEqual([])
     expectError(await remove("blog", "www.example.com"), 404, "NOT_FOUND")

@@ -9,7 +9,6 @@ import { FetchHttpClient } from "@effect/platform"
 import { Effect, Layer, ManagedRuntime } from "effect"
 import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
-import * as http from "node:http"
 import * as path from "node:path"
 import * as zlib from "node:zlib"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -18,7 +17,7 @@ import { PorticoConfig, testSettings } from "../../src/layers/config/PorticoConf
 import { RegistryStore } from "../../src/layers/registry/RegistryStore.js"
 import { registryLayer } from "../../src/layers/registry/registryLayer.js"
 import { call, expectRefusal, notCalled, refusal } from "../support/client.js"
-import { type Gateway, mintKey, type Reply, startGateway, testTmp } from "../support/gateway.js"
+import { type Gateway, mintKey, type Reply, startGateway, testTmp, getOnHost } from "../support/gateway.js"
 import { hasRqlited, type RqlitedServer, rqlitedMissingMessage, startRqlited } from "../support/rqlited.js"
 
 const BASE = "sites.test"
@@ -74,18 +73,6 @@ const formOf = (fields: Record<string, string>, archive?: Buffer): FormData => {
   return form
 }
 
-/** A request to the gateway with a `Host` of our choosing (fetch will not send one). */
-const onHost = (port: number, host: string, urlPath: string) =>
-  new Promise<{ status: number; body: string }>((resolve, reject) => {
-    const req = http.request({ host: "127.0.0.1", port, method: "GET", path: urlPath, headers: { host } }, (res) => {
-      const chunks: Array<Buffer> = []
-      res.on("data", (c: Buffer) => chunks.push(c))
-      res.on("end", () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString("utf8") }))
-      res.on("error", reject)
-    })
-    req.on("error", reject)
-    req.end()
-  })
 
 const expectError = (reply: Reply, status: number, code: string) => {
   expect(reply.status, reply.text).toBe(status)
@@ -154,9 +141,9 @@ describe.each(["sqlite", "rqlite"] as const)("deployments routes, registry on %s
     )
     expect(created).toMatchObject({ name: "blog", namespace: "shop", type: "static", status: "active", version: 1, port: null, health_check: null })
     expect(created.domain).toMatch(new RegExp(`^blog-[a-z0-9]{6}\\.${BASE.replace(".", "\\.")}$`))
-    expect((await onHost(gw.port, created.domain, "/")).body).toBe("<h1>v1</h1>")
-    expect((await onHost(gw.port, created.domain, "/about")).body).toBe("<p>about v1</p>")
-    expect((await onHost(gw.port, created.domain, "/some/client/route"))).toEqual({ status: 200, body: "<h1>v1</h1>" })
+    expect((await getOnHost(gw.port, created.domain, "/")).body).toBe("<h1>v1</h1>")
+    expect((await getOnHost(gw.port, created.domain, "/about")).body).toBe("<p>about v1</p>")
+    expect((await getOnHost(gw.port, created.domain, "/some/client/route"))).toEqual({ status: 200, body: "<h1>v1</h1>" })
     expect(stagingLeft()).toBe(0)
     expect(await refsOf("blog")).toBeGreaterThanOrEqual(3)
     const got = await get(admin, "get?name=blog")
@@ -169,13 +156,13 @@ describe.each(["sqlite", "rqlite"] as const)("deployments routes, registry on %s
     const updated = await upload(admin, "static", formOf({ name: "blog" }, tarOf(siteV2)), "update")
     expect(updated.status, updated.text).toBe(200)
     expect(updated.body).toMatchObject({ name: "blog", version: 2, status: "active", domain })
-    expect((await onHost(gw.port, domain, "/")).body).toBe("<h1>v2</h1>")
-    expect((await onHost(gw.port, domain, "/app.js")).body).toBe("console.log(2)")
+    expect((await getOnHost(gw.port, domain, "/")).body).toBe("<h1>v2</h1>")
+    expect((await getOnHost(gw.port, domain, "/app.js")).body).toBe("console.log(2)")
 
     const rolled = await post(admin, "rollback", { name: "blog", version: 1 })
     expect(rolled.status, rolled.text).toBe(200)
     expect(rolled.body).toMatchObject({ version: 3 })
-    expect((await onHost(gw.port, domain, "/")).body).toBe("<h1>v1</h1>")
+    expect((await getOnHost(gw.port, domain, "/")).body).toBe("<h1>v1</h1>")
     expectError(await post(admin, "rollback", { name: "blog", version: 9 }), 404, "NOT_FOUND")
 
     const versions = await get(admin, "versions?name=blog")
@@ -298,11 +285,11 @@ describe.each(["sqlite", "rqlite"] as const)("deployments routes, registry on %s
     expect(deleted.status, deleted.text).toBe(200)
     expect(deleted.body).toEqual({ name: "blog", deleted: true })
     expect(await refsOf("blog")).toBe(0)
-    expect((await onHost(gw.port, domain, "/")).status).toBe(404)
+    expect((await getOnHost(gw.port, domain, "/")).status).toBe(404)
     expectError(await post(admin, "delete", { name: "blog" }), 404, "NOT_FOUND")
     const again = await upload(admin, "static", formOf({ name: "blog" }, tarOf(siteV2)))
     expect(again.status, again.text).toBe(201)
     expect(again.body.version).toBe(1)
-    expect((await onHost(gw.port, again.body.domain, "/")).body).toBe("<h1>v2</h1>")
+    expect((await getOnHost(gw.port, again.body.domain, "/")).body).toBe("<h1>v2</h1>")
   })
 })

@@ -4,6 +4,7 @@
  */
 import { type ChildProcess, execFile, spawn } from "node:child_process"
 import * as fs from "node:fs"
+import * as http from "node:http"
 import * as os from "node:os"
 import * as path from "node:path"
 import { promisify } from "node:util"
@@ -170,3 +171,16 @@ export const startGateway = async (options: GatewayOptions = {}): Promise<Gatewa
       })
   }
 }
+
+/** A GET to a gateway with a `Host` of our choosing (fetch will not send one): an app's host. */
+export const getOnHost = (port: number, host: string, urlPath: string) =>
+  new Promise<{ status: number; body: string }>((resolve, reject) => {
+    const req = http.request({ host: "127.0.0.1", port, method: "GET", path: urlPath, headers: { host } }, (res) => {
+      const chunks: Array<Buffer> = []
+      res.on("data", (c: Buffer) => chunks.push(c))
+      res.on("end", () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString("utf8") }))
+      res.on("error", reject)
+    })
+    req.on("error", reject)
+    req.end()
+  })
