@@ -11,6 +11,7 @@
  * up to its cap, and the read stops there, so a destination that streams forever costs the cap.
  */
 import { Effect } from "effect"
+import { HOP_BY_HOP_HEADERS } from "../../domain/HopByHop.js"
 import * as http from "node:http"
 import type * as net from "node:net"
 import * as tls from "node:tls"
@@ -44,15 +45,7 @@ export const MAX_HEADER_VALUE = 8 * 1024
  * sets itself: dropped from the caller's request and from the destination's answer.
  */
 const hopByHop = new Set([
-  "connection",
-  "keep-alive",
-  "proxy-connection",
-  "proxy-authenticate",
-  "proxy-authorization",
-  "te",
-  "trailer",
-  "transfer-encoding",
-  "upgrade",
+  ...HOP_BY_HOP_HEADERS,
   "host",
   "content-length"
 ])

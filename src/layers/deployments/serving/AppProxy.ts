@@ -17,6 +17,7 @@
 import * as http from "node:http"
 import type * as net from "node:net"
 import type { Duplex } from "node:stream"
+import { HOP_BY_HOP_HEADERS } from "../../../domain/HopByHop.js"
 import { answerRefusal, answerRefusalOnSocket, type AppRefusal, appUnreachable } from "./AppAnswers.js"
 import type { AppTarget } from "./AppHosts.js"
 
@@ -24,15 +25,7 @@ import type { AppTarget } from "./AppHosts.js"
 export const ANSWER_TIMEOUT_MS = 30_000
 
 const HOP_BY_HOP = new Set([
-  "connection",
-  "keep-alive",
-  "proxy-connection",
-  "proxy-authenticate",
-  "proxy-authorization",
-  "te",
-  "trailer",
-  "transfer-encoding",
-  "upgrade",
+  ...HOP_BY_HOP_HEADERS,
   // the gateway answered the client's 100-continue itself (Gateway.ts)
   "expect",
   "forwarded",
