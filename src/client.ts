@@ -10,7 +10,10 @@
  * From Effect code, provide `PorticoClient.layer({ baseUrl, token })` and `yield* PorticoClient`.
  * From a promise, one line: `await Effect.runPromise(withPortico({ baseUrl, token }, (p) => p.auth.whoami()))`.
  */
-import { FetchHttpClient, HttpApiClient, HttpClient, HttpClientRequest } from "@effect/platform"
+import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
+import * as HttpApiClient from "@effect/platform/HttpApiClient"
+import * as HttpClient from "@effect/platform/HttpClient"
+import * as HttpClientRequest from "@effect/platform/HttpClientRequest"
 import { Context, Effect, Layer } from "effect"
 import { PorticoApi } from "./api/Api.js"
 import type { DeploymentType } from "./domain/DeploymentRules.js"

@@ -4,7 +4,8 @@
  * and the API's own definition modules. Each endpoint names its gate (Gates.ts) and carries its
  * facts (RouteFacts.ts); the server builds everything else from them.
  */
-import { HttpApi, OpenApi } from "@effect/platform"
+import * as HttpApi from "@effect/platform/HttpApi"
+import * as OpenApi from "@effect/platform/OpenApi"
 import { Wire } from "../domain/Errors.js"
 import { openApiDocument } from "./OpenApiDocument.js"
 import { AuditGroup } from "./groups/AuditGroup.js"

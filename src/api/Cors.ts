@@ -12,7 +12,8 @@
  * `laneHeaders`, which answers on the spot or says the origins must be read first (the lane then
  * leaves the request to the app, as it does whenever it cannot finish).
  */
-import { HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Effect, Option } from "effect"
 import type * as http from "node:http"
 import { PorticoConfig } from "../layers/config/PorticoConfig.js"

@@ -4,7 +4,10 @@
  * bodies as 400, unknown routes as 404 or 405, and anything else as a generic 500 whose detail
  * goes to the log only.
  */
-import { HttpApiError, HttpServerError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import * as HttpApiError from "@effect/platform/HttpApiError"
+import * as HttpServerError from "@effect/platform/HttpServerError"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Cause, Effect, Option } from "effect"
 import { type ApiError, Code, type ErrorBody, isApiError, statusOf } from "../domain/Errors.js"
 import { BodyNotUtf8 } from "./node/LeanServerRequest.js"

@@ -9,7 +9,9 @@
  * - `PeerGate`: another node of the cluster (spec §4.10), by its coordination MAC.
  * - `OpenGate`: no credential; the client network's rate limit only.
  */
-import { HttpApiMiddleware, HttpApiSecurity, OpenApi } from "@effect/platform"
+import * as HttpApiMiddleware from "@effect/platform/HttpApiMiddleware"
+import * as HttpApiSecurity from "@effect/platform/HttpApiSecurity"
+import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
 import { Wire } from "../domain/Errors.js"
 import { CurrentPrincipal, CurrentSession } from "../domain/Principal.js"

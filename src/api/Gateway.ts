@@ -3,7 +3,8 @@
  * the error envelope, the access log, and a node:http listener. `serveGateway` is what
  * `portico serve` and the end-to-end tests run.
  */
-import { HttpApiBuilder, HttpApiScalar, HttpRouter } from "@effect/platform"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as HttpRouter from "@effect/platform/HttpRouter"
 import { Context, Effect, Layer, Scope } from "effect"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
@@ -48,6 +49,7 @@ import { makeFastLane } from "./FastLane.js"
 import { makeAdmission } from "./BodyGuard.js"
 import { RateLimiter } from "../layers/ratelimit/RateLimiter.js"
 import { openApiRoute } from "./OpenApiRoute.js"
+import { docsRoute } from "./DocsPage.js"
 import { NodeHttpServer } from "@effect/platform-node"
 import { AppHosts } from "../layers/deployments/serving/AppHosts.js"
 import { AppRuntime } from "../layers/deployments/runtime/AppRuntime.js"
@@ -95,7 +97,7 @@ const ApiLive = HttpApiBuilder.api(PorticoApi).pipe(Layer.provide(HandlersLive),
 
 const DocsLive = Layer.mergeAll(
   openApiRoute("/v1/openapi.json"),
-  HttpApiScalar.layer({ path: "/v1/docs" })
+  docsRoute("/v1/docs")
 ).pipe(Layer.provide(ApiLive))
 
 // One middleware, so the order is certain: failures become the envelope first, then every

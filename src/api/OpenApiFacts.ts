@@ -3,7 +3,7 @@
  * the endpoint itself (`OpenApi.Override`, `OpenApi.Transform`). Each is something HttpApi cannot
  * express, with the reason beside it. Client-safe.
  */
-import { OpenApi } from "@effect/platform"
+import * as OpenApi from "@effect/platform/OpenApi"
 import { Context } from "effect"
 import { StreamedBody, type StreamedBodyFacts } from "./RouteFacts.js"
 

@@ -2,7 +2,7 @@
  * Facts learned while handling a request that the access log needs afterwards (the namespace),
  * kept on the request object so nothing has to thread them through every handler.
  */
-import type { HttpServerRequest } from "@effect/platform"
+import type * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import type { Decision } from "./gate/Gate.js"
 
 // On the platform's underlying request: the router may hand handlers a derived

@@ -3,7 +3,8 @@
  * gate (Gate.ts) for a decision, and provides the caller. A request the fast lane already gated
  * carries that decision, which is taken as it is.
  */
-import { HttpRouter, HttpServerRequest } from "@effect/platform"
+import * as HttpRouter from "@effect/platform/HttpRouter"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import { Clock, Effect, Layer, Option } from "effect"
 import { CoordinationRefused, internal } from "../../domain/Errors.js"
 import { asSession, type Principal, type Session } from "../../domain/Principal.js"

@@ -5,7 +5,8 @@
  * paths and methods that tell 404 from 405. It refuses to build, so the gateway refuses to start,
  * when an endpoint has no policy, no gate or two, or a gate that does not fit its policy.
  */
-import { HttpApi, type HttpApiGroup } from "@effect/platform"
+import * as HttpApi from "@effect/platform/HttpApi"
+import type * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import { Context, Option } from "effect"
 import { PorticoApi } from "../Api.js"
 import { Authentication, OpenGate, PeerGate, SessionAuthentication } from "../Gates.js"

@@ -1,5 +1,7 @@
 /** The namespace audit trail (spec §4.9, §8: default 50, at most 200). */
-import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
+import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
+import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
+import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
 import { Authentication } from "../Gates.js"
 import { integerQueries, QUERY_INTEGER_MAX } from "../OpenApiFacts.js"

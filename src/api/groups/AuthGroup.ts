@@ -1,5 +1,7 @@
 /** Credential routes: who am I, key → token, wallet sign-in, refresh, logout and sessions (spec §4.5). */
-import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "@effect/platform"
+import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
+import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
+import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import { Schema } from "effect"
 import { MintRefusals, SessionRefusals, Wire, wiresOf, WorkloadRefusals } from "../../domain/Errors.js"
 import { Label, NamespaceName } from "../../domain/Names.js"

@@ -1,5 +1,6 @@
 /** The cache routes (spec §4.1; grant `cache`, narrowable to `cache:key=<map>/*`). */
-import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
+import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import { Schema } from "effect"
 import { CacheRefusals, wiresOf } from "../../domain/Errors.js"
 import { Authentication } from "../Gates.js"

@@ -2,7 +2,8 @@
  * The browser origins a namespace admits (docs/api.md, "Browsers and CORS"). A namespace setting
  * beside the rate limit: anyone of the namespace reads it, owners and admins change it.
  */
-import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
+import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import { Schema } from "effect"
 import { Wire } from "../../domain/Errors.js"
 import { MAX_CORS_ORIGINS } from "../../domain/Limits.js"

@@ -1,5 +1,6 @@
 /** Node-local databases (spec §4.2; control plane: admin key or wallet with role developer or above). */
-import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
+import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import { Schema } from "effect"
 import { SqlRefusals, wiresOf } from "../../domain/Errors.js"
 import { NameKeyedPage, NextCursor, pageQueryFields, TimeAndText } from "../Paging.js"

@@ -5,7 +5,8 @@
  * `_portico-verify.<domain>` holding the token `add` answered has been checked by `verify`
  * (docs/deployments.md, "Custom domains").
  */
-import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
+import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import { Schema } from "effect"
 import { DeploymentDomainRefusals, wiresOf } from "../../domain/Errors.js"
 import { Authentication } from "../Gates.js"

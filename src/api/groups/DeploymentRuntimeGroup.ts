@@ -5,7 +5,8 @@
  * home node's runtime (docs/deployments.md, "The runtime"); a static site has no process (no
  * lines, nothing running).
  */
-import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
+import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import { Schema } from "effect"
 import { DeploymentRuntimeRouteRefusals, wiresOf } from "../../domain/Errors.js"
 import { Authentication } from "../Gates.js"

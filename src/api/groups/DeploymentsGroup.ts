@@ -5,7 +5,9 @@
  * naming it. Every route is control plane, but the whole-set write of grants (owner or admin).
  * The logs, stats and domains routes are other groups'.
  */
-import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "@effect/platform"
+import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
+import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
+import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import { Schema } from "effect"
 import { DEPLOYMENT_TYPES, isDeploymentName, NAME_MAX_LENGTH } from "../../domain/DeploymentRules.js"
 import { DeploymentRouteRefusals, wiresOf } from "../../domain/Errors.js"

@@ -1,5 +1,7 @@
 /** Devices of an account, operator device management, and the namespace session policy (spec §4.5). */
-import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "@effect/platform"
+import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
+import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
+import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import { Schema } from "effect"
 import { SessionRefusals, Wire, wiresOf } from "../../domain/Errors.js"
 import { Wallet } from "../../domain/Names.js"

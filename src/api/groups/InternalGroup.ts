@@ -3,7 +3,9 @@
  * checks that the call comes from the cluster's private overlay and carries a coordination MAC
  * over its canonical JSON body, addressed to this node.
  */
-import { HttpApiEndpoint, HttpApiGroup, OpenApi } from "@effect/platform"
+import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
+import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
+import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
 import { CidParam } from "../../domain/ContentId.js"
 import { SqlRefusals, StorageRefusals, wiresOf } from "../../domain/Errors.js"

@@ -3,7 +3,9 @@
  * sealed archive of everything the namespace holds, the gateway's restore key, and a restore into
  * an empty namespace. Backup answers the sealed bytes; restore takes them streamed.
  */
-import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "@effect/platform"
+import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
+import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
+import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import { Schema } from "effect"
 import { wiresOf } from "../../domain/Errors.js"
 import { BackupRefusals } from "../../domain/NamespaceBackup.js"

@@ -3,7 +3,8 @@
  * caller's list (all of them for an operator) and one namespace's status. A wallet's session of
  * the platform realm or of any namespace (policy `wallet`); never an API key.
  */
-import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
+import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import { Schema } from "effect"
 import { NamespaceCreateRefusals, Wire, wiresOf } from "../../domain/Errors.js"
 import { NamespaceName } from "../../domain/Names.js"

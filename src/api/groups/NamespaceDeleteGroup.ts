@@ -4,7 +4,8 @@
  * the confirmation, and an operator's `POST /v1/operator/namespaces/remove` with a reason (kept in
  * the operator audit trail). Both are idempotent: a namespace gone already answers 200.
  */
-import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
+import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import { Schema } from "effect"
 import { TeardownRefusals, wiresOf } from "../../domain/Errors.js"
 import { NamespaceName } from "../../domain/Names.js"

@@ -1,5 +1,7 @@
 /** Members, API keys and the namespace rate limit (spec §4.9). */
-import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "@effect/platform"
+import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
+import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
+import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import { Schema } from "effect"
 import { MintRefusals, NamespaceRefusals, Wire, wiresOf } from "../../domain/Errors.js"
 import { GrantString, KeyProfile, Role } from "../../domain/Grants.js"

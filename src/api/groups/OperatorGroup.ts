@@ -5,7 +5,9 @@
  * NOT_AN_OPERATOR); redeeming an invite takes any wallet's session (policy `wallet`). Namespace
  * removal is in NamespaceDeleteGroup.ts.
  */
-import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "@effect/platform"
+import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
+import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
+import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import { Schema } from "effect"
 import { OperatorRefusals, Wire, wiresOf } from "../../domain/Errors.js"
 import { Wallet } from "../../domain/Names.js"

@@ -8,7 +8,8 @@
  * (src/layers/proxy/ProxySockets.ts); these endpoints answer the same path without an upgrade
  * (400 BAD_REQUEST), and list what the handshake can be refused with.
  */
-import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
+import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import { Schema } from "effect"
 import { ProxyRefusals, Wire, wiresOf } from "../../domain/Errors.js"
 import { OpenGate, SessionAuthentication } from "../Gates.js"

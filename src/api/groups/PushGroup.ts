@@ -3,7 +3,9 @@
  * never returned, and the legacy `/v1/push/config`. Control plane holding `secrets:write`
  * (owner, admin, developer; runtime, reader and app-runtime keys refused, spec §5.5).
  */
-import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "@effect/platform"
+import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
+import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
+import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import { Schema } from "effect"
 import { Wire } from "../../domain/Errors.js"
 import { pushProviders } from "../../domain/PushProviders.js"

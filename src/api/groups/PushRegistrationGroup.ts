@@ -5,7 +5,9 @@
  * profile hold it). The schemas bound each field's size and shape; the service then applies each
  * provider's token rule and names the field it refuses (docs/push.md, "Registration routes").
  */
-import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "@effect/platform"
+import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
+import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
+import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import { Schema } from "effect"
 import { PushRegistrationRefusals, wiresOf } from "../../domain/Errors.js"
 import { deviceProviders, topicProviders } from "../../domain/PushProviders.js"

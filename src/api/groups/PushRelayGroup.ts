@@ -6,7 +6,10 @@
  * those three headers (src/layers/push/RelayCall.ts); any other header is neither signed nor
  * relayed.
  */
-import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
+import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
+import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
+import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
+import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
 import { Wire } from "../../domain/Errors.js"
 import { PeerGate } from "../Gates.js"

@@ -4,7 +4,8 @@
  * and profile hold it, so an app's runtime key sends). Bodies are src/domain/PushSend.ts's
  * schemas: strict, at most 16 KiB as JSON. docs/push.md, "Sending", records the decisions.
  */
-import { HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
+import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
+import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import { PushSendRefusals, wiresOf } from "../../domain/Errors.js"
 import { SendEnvelope, TopicSendBody, UserSendBody } from "../../domain/PushSend.js"
 import { Authentication } from "../Gates.js"

@@ -1,5 +1,7 @@
 /** The cluster SQL store's ORM routes (spec §2.3, §4.3; control plane with grant db:write). */
-import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema } from "@effect/platform"
+import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
+import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
+import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import { Schema } from "effect"
 import { SqlRefusals, wiresOf } from "../../domain/Errors.js"
 import { Authentication } from "../Gates.js"

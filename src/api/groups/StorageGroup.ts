@@ -2,7 +2,10 @@
  * Content storage (spec §2.4, §4.4). Field names the spec gives are kept as written (`Cid`,
  * `Status`, ... in the IPFS Cluster style; `evicted`, fetch-cap fields in snake case).
  */
-import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
+import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
+import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
+import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
+import * as OpenApi from "@effect/platform/OpenApi"
 import { Context, Schema } from "effect"
 import { CidParam } from "../../domain/ContentId.js"
 import { StorageRefusals, Wire, wiresOf } from "../../domain/Errors.js"

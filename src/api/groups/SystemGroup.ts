@@ -1,5 +1,8 @@
 /** Health, status, version and the token key set: the open routes of spec §4.9 and §4.5. */
-import { HttpApiEndpoint, HttpApiGroup, HttpApiSchema, OpenApi } from "@effect/platform"
+import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
+import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
+import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
+import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
 import { Wire } from "../../domain/Errors.js"
 import { Authentication, OpenGate } from "../Gates.js"

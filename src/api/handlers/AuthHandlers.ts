@@ -1,4 +1,4 @@
-import { HttpApiBuilder } from "@effect/platform"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import { Effect, Option } from "effect"
 import { BadRequest, DeviceRequired, Forbidden, RateLimited, Unauthorized, unavailable } from "../../domain/Errors.js"
 import { dataPlane, isControlPlaneRole, type Role } from "../../domain/Grants.js"

@@ -1,4 +1,5 @@
-import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Effect } from "effect"
 import { fromRefusal } from "../../domain/Errors.js"
 import { type Backup, DatabaseBackups } from "../../layers/sql/DatabaseBackups.js"

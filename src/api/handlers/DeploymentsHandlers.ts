@@ -2,7 +2,8 @@
  * The deployments routes (docs/deployments.md, "Routes"): each hands the caller's namespace and
  * the request to the Deployments service and answers its record in the wire's shape.
  */
-import { HttpApiBuilder, HttpServerRequest } from "@effect/platform"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import { Effect } from "effect"
 import { CurrentPrincipal } from "../../domain/Principal.js"
 import type { DeploymentEvent, DeploymentRecord, DeploymentType } from "../../layers/deployments/DeploymentRecord.js"

@@ -1,4 +1,4 @@
-import { HttpApiBuilder } from "@effect/platform"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import { Effect, Option } from "effect"
 import { PolicySweepIncomplete } from "../../domain/Errors.js"
 import { Devices, type DeviceView } from "../../layers/devices/Devices.js"

@@ -1,4 +1,4 @@
-import { HttpApiBuilder } from "@effect/platform"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import { Effect, Option } from "effect"
 import { refusal } from "../../domain/Errors.js"
 import { CurrentPrincipal } from "../../domain/Principal.js"

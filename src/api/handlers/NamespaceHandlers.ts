@@ -1,4 +1,4 @@
-import { HttpApiBuilder } from "@effect/platform"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import { Clock, Effect, Option } from "effect"
 import { NotFound, OwnerRequired, refusal, unavailable, ValidationFailed } from "../../domain/Errors.js"
 import { NamespaceCreation } from "../../layers/namespaces/NamespaceCreation.js"

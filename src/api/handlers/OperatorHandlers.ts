@@ -1,4 +1,5 @@
-import { HttpApiBuilder, HttpServerResponse } from "@effect/platform"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Effect, Stream } from "effect"
 import { refusal } from "../../domain/Errors.js"
 import { isSettingName, SETTING_NAMES } from "../../domain/OperatorSettings.js"

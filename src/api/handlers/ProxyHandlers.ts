@@ -1,4 +1,4 @@
-import { HttpApiBuilder } from "@effect/platform"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import { Effect } from "effect"
 import { BadRequest } from "../../domain/Errors.js"
 import { CurrentSession } from "../../domain/Principal.js"

@@ -1,4 +1,4 @@
-import { HttpApiBuilder } from "@effect/platform"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import { Effect } from "effect"
 import { CurrentPrincipal, CurrentSession } from "../../domain/Principal.js"
 import { redactToken } from "../../domain/PushRegistrations.js"

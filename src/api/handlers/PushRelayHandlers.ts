@@ -1,4 +1,5 @@
-import { HttpApiBuilder, HttpServerRequest } from "@effect/platform"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import { Effect, Option } from "effect"
 import { fromRefusal, internal } from "../../domain/Errors.js"
 import { RelayCallReceiver } from "../../layers/push/RelayCallReceiver.js"

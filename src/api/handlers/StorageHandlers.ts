@@ -1,4 +1,6 @@
-import { HttpApiBuilder, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Effect, Stream } from "effect"
 import { resolveRange } from "../../domain/ByteRange.js"
 import { BadRequest, Code, FetchCapMissing, FetchCapNotAlone, fromRefusal } from "../../domain/Errors.js"

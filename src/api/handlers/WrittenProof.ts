@@ -3,7 +3,7 @@
  * decoded payload has lost how the number was written, the body's text has not. The body was
  * read and parsed strictly before the handler ran, so its text is at hand.
  */
-import { HttpServerRequest } from "@effect/platform"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import { Effect } from "effect"
 import { WrittenProof } from "../../domain/DeviceProof.js"
 import { memberSource } from "../../domain/StrictJson.js"

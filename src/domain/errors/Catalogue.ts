@@ -8,7 +8,7 @@
  *
  * The class is the type side; its wire form (no `_tag`) is in Wire.ts.
  */
-import { HttpApiSchema } from "@effect/platform"
+import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import { Schema } from "effect"
 
 const codeField = <C extends string>(code: C) =>

@@ -3,7 +3,7 @@
  * `_tag`, the code an enumeration of one, the status annotated), the status of every code and
  * class, and `refusal`, the one way to build the class of a code.
  */
-import { HttpApiSchema } from "@effect/platform"
+import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import { Schema } from "effect"
 import { type ApiError, catalogue, type Catalogue, type ErrorCode, type ErrorOf } from "./Catalogue.js"
 
