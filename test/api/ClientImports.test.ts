@@ -5,6 +5,7 @@
  * never src/layers, the handlers, the node adapter or a node: builtin. The domain's own checks
  * use two pure-JavaScript libraries that also run in a browser: @noble (a wallet's EIP-55
  * checksum) and multiformats (a CID's form); any other package is a decision to make here.
+ * The gateway's own closure is held to one rule too: @effect/platform by module, never its index.
  */
 import { existsSync, readFileSync } from "node:fs"
 import * as path from "node:path"
@@ -60,5 +61,19 @@ describe("src/client.ts imports", () => {
   it("needs no package but effect, @effect/platform and the domain's pure libraries, and no node: builtin", () => {
     const allowed = /^(effect|@effect\/platform|@noble\/curves|@noble\/hashes|multiformats)(\/|$)/
     expect(bare.filter((spec) => !allowed.test(spec))).toEqual([])
+  })
+})
+
+describe("the gateway's imports", () => {
+  // The @effect/platform index evaluates every module it re-exports, HttpApiSwagger's 2 MB bundle
+  // among them, in every gateway; /v1/docs imports Scalar's bundle itself, on first request.
+  const { local, bare } = closure(path.join(src, "main.ts"))
+
+  it("reach the whole server (the walk works)", () => {
+    expect(local).toEqual(expect.arrayContaining(["main.ts", "api/Gateway.ts", "api/DocsPage.ts"]))
+  })
+
+  it("name @effect/platform's modules, never its index or a docs bundle", () => {
+    expect(bare.filter((spec) => spec === "@effect/platform" || /HttpApi(Swagger|Scalar)$/.test(spec))).toEqual([])
   })
 })
