@@ -198,6 +198,18 @@ describe.each(["sqlite", "rqlite"] as const)("operators and namespace creation, 
     expect(list.body.operators[1].added_by).toBe(op.address.toLowerCase())
   })
 
+  it("an operator removes another at once; the last one stays", async () => {
+    const removed = await gw.request("DELETE", `/v1/operator/operators/${carol.address}`, { token: tokens.op })
+    expect(removed.body, removed.text).toEqual({ wallet: carol.address.toLowerCase(), changed: true })
+    // the list is read at each request: carol's session is no operator's any more
+    expectError(await gw.request("GET", "/v1/operator/settings", { token: tokens.carol }), 403, "NOT_AN_OPERATOR")
+    expect((await gw.request("DELETE", `/v1/operator/operators/${carol.address}`, { token: tokens.op })).body.changed).toBe(false)
+    expectError(await gw.request("DELETE", `/v1/operator/operators/${op.address}`, { token: tokens.op }), 409, "CONFLICT")
+    expectError(await gw.request("DELETE", "/v1/operator/operators/not-a-wallet", { token: tokens.op }), 400, "VALIDATION_FAILED")
+    const list = await gw.request("GET", "/v1/operator/operators", { token: tokens.op })
+    expect(list.body.operators.map((o: any) => o.wallet)).toEqual([op.address.toLowerCase()])
+  })
+
   it("an admin key of an operator's namespace, and a token exchanged from it, is never an operator credential", async () => {
     const exchanged = await gw.request("POST", "/v1/auth/token", { token: tokens.opKey })
     expect(exchanged.status, exchanged.text).toBe(200)
@@ -205,6 +217,7 @@ describe.each(["sqlite", "rqlite"] as const)("operators and namespace creation, 
       ["POST", "/v1/operator/invites", {}],
       ["POST", "/v1/operator/invites/redeem", { invite: "inv_x" }],
       ["GET", "/v1/operator/operators"],
+      ["DELETE", `/v1/operator/operators/${op.address}`],
       ["GET", "/v1/operator/creators"],
       ["POST", "/v1/operator/creators", { wallet: bob.address }],
       ["DELETE", `/v1/operator/creators/${bob.address}`],
@@ -271,7 +284,7 @@ describe.each(["sqlite", "rqlite"] as const)("operators and namespace creation, 
     expect(page.status, page.text).toBe(200)
     const actions = page.body.entries.map((e: any) => e.action).reverse()
     expect(actions.slice(0, 1)).toEqual(["operator.add"])
-    expect(actions).toEqual(expect.arrayContaining(["namespace.create", "settings.set", "creators.add", "operator.invite", "operator.join"]))
+    expect(actions).toEqual(expect.arrayContaining(["namespace.create", "settings.set", "creators.add", "operator.invite", "operator.join", "operator.remove"]))
     const first = await gw.request("GET", "/v1/operator/audit?limit=2", { token: tokens.op })
     expect(first.body.entries).toHaveLength(2)
     const second = await gw.request("GET", `/v1/operator/audit?limit=2&after=${first.body.next}`, { token: tokens.op })

@@ -43,6 +43,8 @@ export const OperatorList = Schema.Struct({
   )
 }).annotations({ identifier: "OperatorList" })
 
+export const OperatorRemoved = Schema.Struct({ wallet: Schema.String, changed: Schema.Boolean }).annotations({ identifier: "OperatorRemoved" })
+
 export const CreatorWallet = strict(Schema.Struct({ wallet: Wallet })).annotations({ identifier: "CreatorWallet" })
 export const CreatorList = Schema.Struct({
   creators: Schema.Array(Schema.Struct({ wallet: Schema.String, added_at: UnixSeconds, added_by: Schema.String }))
@@ -88,6 +90,14 @@ export const OperatorHealthView = Schema.Struct({
   checks: Schema.Record({ key: Schema.String, value: Check })
 }).annotations({ identifier: "OperatorHealth" })
 
+/** One node's telemetry snapshot: its health report with the process's figures. */
+export const NodeSnapshot = Schema.Struct({
+  ...OperatorHealthView.fields,
+  at: Schema.Int.annotations({ description: "Unix milliseconds" }),
+  memory_rss_bytes: Schema.Int,
+  heap_used_bytes: Schema.Int
+}).annotations({ identifier: "NodeSnapshot" })
+
 export const TelemetryQuery = Schema.Struct({
   interval: Schema.optional(Schema.NumberFromString.pipe(Schema.int(), Schema.between(2, 60))).annotations({
     description: "seconds between snapshots, 2-60, default 5"
@@ -101,6 +111,7 @@ export class OperatorGroup extends HttpApiGroup.make("operator")
   .add(HttpApiEndpoint.post("makeInvite", "/v1/operator/invites").setPayload(MakeInvite).addSuccess(InviteMade, { status: 201 }))
   .add(HttpApiEndpoint.post("redeemInvite", "/v1/operator/invites/redeem").setPayload(RedeemInvite).addSuccess(Joined).annotate(RoutePolicy, wallet))
   .add(HttpApiEndpoint.get("listOperators", "/v1/operator/operators").addSuccess(OperatorList))
+  .add(HttpApiEndpoint.del("removeOperator")`/v1/operator/operators/${walletParam}`.addSuccess(OperatorRemoved))
   .add(HttpApiEndpoint.get("listCreators", "/v1/operator/creators").addSuccess(CreatorList))
   .add(HttpApiEndpoint.post("addCreator", "/v1/operator/creators").setPayload(CreatorWallet).addSuccess(CreatorChanged))
   .add(HttpApiEndpoint.del("removeCreator")`/v1/operator/creators/${walletParam}`.addSuccess(CreatorChanged))

@@ -37,6 +37,9 @@ export const OperatorHandlers = HttpApiBuilder.group(PorticoApi, "operator", (ha
           operators: list.map((o) => ({ wallet: o.wallet, added_at: toUnixSeconds(o.addedAt), added_by: o.addedBy, source: o.source }))
         }))
       )
+      .handle("removeOperator", ({ path }) =>
+        Effect.flatMap(actor, (by) => Effect.map(Effect.mapError(ops.remove(path.wallet, by), refusedOrDown), (changed) => ({ wallet: path.wallet, changed })))
+      )
       .handle("listCreators", () =>
         Effect.map(Effect.mapError(ops.creators, refusedOrDown), (list) => ({
           creators: list.map((c) => ({ wallet: c.wallet, added_at: toUnixSeconds(c.addedAt), added_by: c.addedBy }))

@@ -45,6 +45,11 @@ export interface OperatorsService {
   /** Adds a wallet to the list; false when it was there already (nothing written then). */
   readonly add: (wallet: string, actor: string) => Effect.Effect<boolean, StoreError>
   readonly list: Effect.Effect<ReadonlyArray<OperatorRecord>, StoreError>
+  /**
+   * Takes a wallet off the registry's list; true when it was there. Refused (409): a wallet
+   * PORTICO_OPERATORS names (removed only there), and the last operator (nobody could act then).
+   */
+  readonly remove: (wallet: string, actor: string) => Effect.Effect<boolean, OperatorRefused | StoreError>
   readonly invite: (actor: string, expirySeconds: number) => Effect.Effect<Invite, StoreError>
   /** The signed-in wallet joins the list with an unspent, unexpired invite, spending it. */
   readonly redeem: (token: string, wallet: string) => Effect.Effect<void, OperatorRefused | StoreError>
@@ -108,6 +113,21 @@ export class Operators extends Context.Tag("portico/Operators")<Operators, Opera
             .map((wallet) => ({ wallet, addedAt: 0, addedBy: "PORTICO_OPERATORS", source: "config" }))
           return [...fromConfig, ...fromRegistry]
         }),
+        remove: (wallet, actor) =>
+          Effect.gen(function* () {
+            if (bootstrap.includes(wallet)) {
+              return yield* refuse("CONFLICT", `${wallet} is an operator through PORTICO_OPERATORS`, "remove it from PORTICO_OPERATORS and restart the gateway")
+            }
+            // without bootstrap operators, the last listed one stays: checked in the statement itself,
+            // so two operators removing each other at once cannot both go
+            const keepOne = bootstrap.length === 0 ? " AND (SELECT COUNT(*) FROM operators) > 1" : ""
+            const removed = yield* changed(`DELETE FROM operators WHERE wallet = ?${keepOne}`, [wallet], { actor, action: "operator.remove", target: wallet })
+            if (removed || keepOne === "") return removed
+            if (yield* listed(wallet)) {
+              return yield* refuse("CONFLICT", "the last operator cannot be removed", "add another operator first (POST /v1/operator/invites)")
+            }
+            return false
+          }),
         invite: (actor, expirySeconds) =>
           Effect.gen(function* () {
             const now = yield* Clock.currentTimeMillis
