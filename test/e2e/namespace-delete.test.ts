@@ -286,6 +286,36 @@ for (const setup of setups) describe(`namespace deletion: ${setup.label}`, () =>
     expect(await leftInRegistry("doomed")).toEqual({})
   }, 180_000)
 
+  if (setup.registry === "sqlite")
+    it("answers 500 NAMESPACE_DELETE_FAILED when the deletion cannot be recorded, and removes nothing", async () => {
+      const exec = (sql: string) => registry.runPromise(Effect.flatMap(RegistryStore, (r) => r.exec({ sql, params: [] })))
+      const wallet = Wallet.createRandom()
+      const ownerKey: string = (await gw.cli(["namespace", "create", "stubborn", "--owner", wallet.address])).api_key
+      ok(await gw.request("POST", "/v1/cache/put", { token: ownerKey, json: { dmap: "m", key: "k", value: 1 } }))
+      ok(await gw.request("POST", "/v1/db/sqlite/create", { token: ownerKey, json: { database_name: "kept" } }), 201)
+      // the registry refuses the deletion's record
+      await exec("CREATE TRIGGER refuse_teardowns BEFORE INSERT ON portico_teardowns BEGIN SELECT RAISE(ABORT, 'refused by the test'); END")
+      try {
+        const refused = await gw.request("POST", "/v1/namespace/delete", { token: ownerKey, json: { namespace: "stubborn" } })
+        expect(refused.status, refused.text).toBe(500)
+        expect(refused.body.code).toBe("NAMESPACE_DELETE_FAILED")
+        expect(Number(refused.headers.get("retry-after"))).toBeGreaterThan(0)
+        // nothing was removed: the key, the cache entry and the database still answer
+        expect((await gw.request("POST", "/v1/cache/get", { token: ownerKey, json: { dmap: "m", key: "k" } })).status).toBe(200)
+        expect((await gw.request("GET", "/v1/db/sqlite/list", { token: ownerKey })).body.databases.map((d: any) => d.name)).toEqual(["kept"])
+        expect(await rows("SELECT namespace FROM portico_teardowns WHERE namespace = 'stubborn'")).toEqual([])
+      } finally {
+        await exec("DROP TRIGGER refuse_teardowns")
+      }
+      // the retry the answer asks for succeeds
+      expect(ok(await gw.request("POST", "/v1/namespace/delete", { token: ownerKey, json: { namespace: "stubborn" } }))).toEqual({
+        namespace: "stubborn",
+        deleted: true,
+        cleanup_pending: false
+      })
+      expect(await leftInRegistry("stubborn")).toEqual({})
+    }, 60_000)
+
   it("answers 409 to a second delete while one runs, and a gateway killed mid-deletion finishes it at its next start", async () => {
     await gw.stop()
     // each part waits 1.5 s first, so the deletion can be caught running

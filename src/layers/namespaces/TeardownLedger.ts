@@ -106,8 +106,16 @@ export class TeardownLedger extends Context.Tag("portico/TeardownLedger")<Teardo
             ])
             .pipe(
               Effect.as(true),
-              // the primary key: a deletion of that name is recorded already
-              Effect.catchIf((e) => e.reason === "constraint", () => Effect.succeed(false))
+              // the primary key: a deletion of that name is recorded already. Another constraint
+              // (a trigger, a check) refused the record: that is a failure, not someone else's run.
+              Effect.catchIf(
+                (e) => e.reason === "constraint",
+                (e) =>
+                  Effect.flatMap(
+                    store.query({ sql: "SELECT 1 AS here FROM portico_teardowns WHERE namespace = ?", params: [row.namespace] }),
+                    (rows) => (rows.length > 0 ? Effect.succeed(false) : Effect.fail(e))
+                  )
+              )
             ),
         claim: (namespace, runner, now, leaseUntil) =>
           Effect.map(
