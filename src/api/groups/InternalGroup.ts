@@ -8,6 +8,7 @@ import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
 import { CidParam } from "../../domain/ContentId.js"
+import { NamespaceName } from "../../domain/Names.js"
 import { SqlRefusals, StorageRefusals, wiresOf } from "../../domain/Errors.js"
 import { ForwardedPrincipal } from "../../domain/Principal.js"
 import { PeerGate } from "../Gates.js"
@@ -16,6 +17,7 @@ import { internal } from "../Policy.js"
 import { BodyCap, RoutePolicy } from "../RouteFacts.js"
 import { strict } from "../Wire.js"
 import { BackupRecord, DatabaseDeleted, DatabaseName, QueryAnswer, SqlArgs } from "./DatabaseGroup.js"
+import { NodeSnapshot } from "./OperatorGroup.js"
 
 const Forwarded = {
   principal: ForwardedPrincipal,
@@ -45,6 +47,18 @@ export class InternalGroup extends HttpApiGroup.make("internal")
       .setPayload(strict(Schema.Struct(Forwarded)))
       .addSuccess(BackupRecord, { status: 201 })
       .annotate(BodyCap, "forwarded")
+  )
+  .add(
+    // a deleted namespace's entries in this node's own (embedded) cache
+    HttpApiEndpoint.post("cacheDropNamespace", "/v1/internal/cache/drop-namespace")
+      .setPayload(strict(Schema.Struct({ namespace: NamespaceName })))
+      .addSuccess(Schema.Struct({ dropped: Schema.Int }))
+  )
+  .add(
+    // this node's part of the operator telemetry snapshot (spec §6.2)
+    HttpApiEndpoint.post("nodeSnapshot", "/v1/internal/operator/snapshot")
+      .setPayload(strict(Schema.Struct({})))
+      .addSuccess(NodeSnapshot)
   )
   .annotateEndpoints(OpenApi.Override, internalOnly)
   .addError(wiresOf(SqlRefusals))

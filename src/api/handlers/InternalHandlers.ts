@@ -1,15 +1,20 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import { Effect, Option } from "effect"
-import { CoordinationRefused, fromRefusal } from "../../domain/Errors.js"
+import { CoordinationRefused, fromRefusal, refusal } from "../../domain/Errors.js"
 import { canonicalJson, Coordination } from "../../layers/coordination/Coordination.js"
 import { DatabaseBackups } from "../../layers/sql/DatabaseBackups.js"
 import { FORWARD_PATHS, toPrincipal } from "../../layers/sql/HomeNode.js"
 import { LocalDatabases } from "../../layers/sql/LocalDatabases.js"
 import { EVICT_PATH } from "../../layers/storage/Evictor.js"
+import { Cache } from "../../layers/cache/Cache.js"
+import { CACHE_DROP_PATH } from "../../layers/namespaces/TeardownParts.js"
+import { OperatorHealth, SNAPSHOT_PATH } from "../../layers/operators/OperatorHealth.js"
 import { Storage } from "../../layers/storage/Storage.js"
 import { PorticoApi } from "../Api.js"
 import { backupWire, bind, rawJson } from "./DatabaseHandlers.js"
+
+const unavailable = (error: string) => refusal("UNAVAILABLE", error, "retry shortly", 5)
 
 export const InternalHandlers = HttpApiBuilder.group(PorticoApi, "internal", (handlers) =>
   Effect.gen(function* () {
@@ -17,6 +22,8 @@ export const InternalHandlers = HttpApiBuilder.group(PorticoApi, "internal", (ha
     const databases = yield* LocalDatabases
     const backups = yield* DatabaseBackups
     const coordination = yield* Coordination
+    const cache = yield* Cache
+    const health = yield* OperatorHealth
 
     /** Another node of this cluster, over the overlay, with a MAC for this node over this body. */
     const fromPeer = (path: string, payload: unknown, acceptV1 = false) =>
@@ -55,6 +62,19 @@ export const InternalHandlers = HttpApiBuilder.group(PorticoApi, "internal", (ha
           yield* fromPeer(FORWARD_PATHS.delete, payload)
           yield* Effect.mapError(databases.deleteHere(toPrincipal(payload.principal), payload.database_name), fromRefusal)
           return { name: payload.database_name, deleted: true as const }
+        })
+      )
+      .handle("cacheDropNamespace", ({ payload }) =>
+        Effect.gen(function* () {
+          yield* fromPeer(CACHE_DROP_PATH, payload)
+          return { dropped: yield* Effect.mapError(cache.dropNamespace(payload.namespace), () => unavailable("this node's cache did not answer")) }
+        })
+      )
+      .handle("nodeSnapshot", ({ payload }) =>
+        Effect.gen(function* () {
+          yield* fromPeer(SNAPSHOT_PATH, payload)
+          const here = yield* Effect.mapError(health.here, () => unavailable("no check of this node answered"))
+          return { ...here, namespaces: here.namespaces ?? null }
         })
       )
       .handle("sqliteBackup", ({ payload }) =>

@@ -16,6 +16,7 @@ import { Clock, Config, Context, Duration, Effect, Layer, Schedule } from "effec
 import type { TeardownCode } from "../../domain/Errors.js"
 import { reservedNamespaces } from "../../domain/Names.js"
 import { Cache } from "../cache/Cache.js"
+import { Coordination } from "../coordination/Coordination.js"
 import { PorticoConfig } from "../config/PorticoConfig.js"
 import { Deployments } from "../deployments/Deployments.js"
 import { type Refused, refuse } from "../Refused.js"
@@ -91,7 +92,8 @@ export class NamespaceTeardown extends Context.Tag("portico/NamespaceTeardown")<
         cache: yield* Cache,
         index: yield* ContentIndex,
         engine: yield* ContentEngine,
-        evictor: yield* Evictor
+        evictor: yield* Evictor,
+        coordination: yield* Coordination
       }
       // Test-only: a pause before each part, so a test can stop the gateway mid-deletion.
       const partDelayMs = yield* Config.integer("PORTICO_TEARDOWN_PART_DELAY_MS").pipe(Config.withDefault(0))

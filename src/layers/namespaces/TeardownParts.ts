@@ -10,8 +10,10 @@
  */
 import { Effect, Exit } from "effect"
 import type { Principal } from "../../domain/Principal.js"
+import { Duration } from "effect"
 import type { CacheService } from "../cache/Cache.js"
 import type { PorticoSettings } from "../config/PorticoConfig.js"
+import type { CoordinationService } from "../coordination/Coordination.js"
 import type { DeploymentsService } from "../deployments/Deployments.js"
 import type { RegistryStoreService, Statement } from "../registry/RegistryStore.js"
 import type { ClusterSqlStoreService } from "../sql/ClusterSqlStore.js"
@@ -39,7 +41,12 @@ export interface PartTools {
   readonly index: ContentIndexService
   readonly engine: ContentEngineService
   readonly evictor: EvictorService
+  readonly coordination: CoordinationService
 }
+
+/** Where a peer drops a namespace's entries from its own embedded cache. */
+export const CACHE_DROP_PATH = "/v1/internal/cache/drop-namespace"
+const PEER_TIMEOUT = Duration.seconds(10)
 
 const describe = (e: unknown): string =>
   typeof e === "object" && e !== null && "detail" in e ? String(e.detail) : typeof e === "object" && e !== null && "reason" in e ? String(e.reason) : String(e)
@@ -61,7 +68,7 @@ export const removePart = (tools: PartTools, namespace: string, part: TeardownPa
     case "storage":
       return removeStorage(tools, namespace)
     case "cache":
-      return Effect.asVoid(orFail("cache", tools.cache.dropNamespace(namespace)))
+      return removeCache(tools, namespace)
     case "push":
       return Effect.asVoid(
         orFail(
@@ -75,6 +82,29 @@ export const removePart = (tools: PartTools, namespace: string, part: TeardownPa
       )
   }
 }
+
+/**
+ * The cache: on Redis one drop reaches every gateway. An embedded cache is each gateway's own, so
+ * every peer (PORTICO_PEERS) is asked to drop its entries too, and one that does not confirm keeps
+ * the part owed: a name created again must not meet the old namespace's entries on any gateway.
+ */
+const removeCache = (tools: PartTools, namespace: string): Effect.Effect<void, PartFailed> =>
+  Effect.gen(function* () {
+    yield* orFail("cache", tools.cache.dropNamespace(namespace))
+    if (tools.cache.engine !== "memory") return
+    const unconfirmed: Array<string> = []
+    yield* Effect.forEach(
+      [...tools.config.peers.keys()],
+      (node) =>
+        tools.coordination.post(node, CACHE_DROP_PATH, { namespace }, PEER_TIMEOUT).pipe(
+          Effect.map((answer) => (answer.status === 200 ? undefined : `${node} answered ${answer.status}`)),
+          Effect.catchAll((e) => Effect.succeed(`${node}: ${e.detail}`)),
+          Effect.map((why) => void (why !== undefined && unconfirmed.push(why)))
+        ),
+      { concurrency: 8, discard: true }
+    )
+    if (unconfirmed.length > 0) return yield* Effect.fail(new PartFailed(`cache on peers: ${unconfirmed.join("; ")}`))
+  })
 
 const names = (tools: PartTools, sql: string, namespace: string) =>
   Effect.map(tools.registry.query({ sql, params: [namespace] }), (rows) => rows.map((r) => String(r["name"])))

@@ -1,17 +1,30 @@
 /**
  * What operators see of the gateway's health (docs/operators.md): each check with its latency
  * and its error text, and how many namespaces it hosts — the detail the open health routes hide
- * (spec §4.9). The telemetry stream's snapshot is the same report with the process's figures.
- * Metadata only: no namespace's data is read.
+ * (spec §4.9). The telemetry stream's snapshot is the cluster's: this node's report with the
+ * process's figures, and each peer's (PORTICO_PEERS), asked over the overlay
+ * (`/v1/internal/operator/snapshot`, coordination MAC) or named unreachable. Metadata only: no
+ * namespace's data is read.
  */
-import { Clock, Context, Duration, Effect, Layer } from "effect"
+import { Clock, Context, Duration, Effect, Layer, Option, Schema } from "effect"
 import { Cache } from "../cache/Cache.js"
+import { Coordination } from "../coordination/Coordination.js"
 import { PorticoConfig } from "../config/PorticoConfig.js"
 import { Health } from "../health/Health.js"
 import { RegistryStore } from "../registry/RegistryStore.js"
 
 /** A check answers within this or fails as timed out. */
 const CHECK_TIMEOUT = Duration.seconds(2)
+/** A peer's snapshot arrives within this or the peer is named unreachable. */
+const PEER_TIMEOUT = Duration.seconds(3)
+
+export const SNAPSHOT_PATH = "/v1/internal/operator/snapshot"
+
+/** A peer's snapshot is relayed as it came; only what identifies it is checked. */
+const PeerSnapshotAnswer = Schema.parseJson(
+  Schema.Struct({ node: Schema.String, status: Schema.String }, Schema.Record({ key: Schema.String, value: Schema.Unknown }))
+)
+const decodePeerSnapshot = Schema.decodeUnknownOption(PeerSnapshotAnswer)
 
 export interface CheckResult {
   readonly ok: boolean
@@ -36,10 +49,23 @@ export interface TelemetrySnapshot extends OperatorHealthReport {
   readonly heap_used_bytes: number
 }
 
+/** A peer's own snapshot, or why it is missing. */
+export type PeerSnapshot =
+  | ({ readonly reachable: true; readonly node: string } & Readonly<Record<string, unknown>>)
+  | { readonly reachable: false; readonly node: string; readonly error: string }
+
+/** This node's snapshot (`namespaces` null when unread, as the wire has it) and its peers'. */
+export interface ClusterSnapshot extends Omit<TelemetrySnapshot, "namespaces"> {
+  readonly namespaces: number | null
+  readonly peers: ReadonlyArray<PeerSnapshot>
+}
+
 export interface OperatorHealthService {
   readonly report: Effect.Effect<OperatorHealthReport>
-  /** Fails when nothing could be assembled (the stream's `event: error`). */
-  readonly snapshot: Effect.Effect<TelemetrySnapshot, Error>
+  /** This node's snapshot (what a peer answers); fails when no check answered. */
+  readonly here: Effect.Effect<TelemetrySnapshot, Error>
+  /** The cluster's (the stream's); fails when nothing could be assembled (`event: error`). */
+  readonly snapshot: Effect.Effect<ClusterSnapshot, Error>
 }
 
 const detailOf = (e: unknown): string =>
@@ -57,6 +83,7 @@ export class OperatorHealth extends Context.Tag("portico/OperatorHealth")<Operat
       const cache = yield* Cache
       const health = yield* Health
       const settings = yield* PorticoConfig
+      const coordination = yield* Coordination
 
       const timed = <A, E>(check: Effect.Effect<A, E>): Effect.Effect<CheckResult & { readonly value?: A }> =>
         Effect.gen(function* () {
@@ -85,15 +112,34 @@ export class OperatorHealth extends Context.Tag("portico/OperatorHealth")<Operat
         }
       })
 
+      const here = Effect.gen(function* () {
+        const r = yield* report
+        // nothing of the node could be read: no snapshot to send
+        if (!r.checks["registry"]!.ok && !r.checks["cache"]!.ok) return yield* Effect.fail(new Error("no check answered"))
+        const memory = process.memoryUsage()
+        return { ...r, at: yield* Clock.currentTimeMillis, memory_rss_bytes: memory.rss, heap_used_bytes: memory.heapUsed }
+      })
+
+      const peer = (node: string): Effect.Effect<PeerSnapshot> =>
+        coordination.post(node, SNAPSHOT_PATH, {}, PEER_TIMEOUT).pipe(
+          Effect.map((answer): PeerSnapshot => {
+            if (answer.status !== 200) return { node, reachable: false, error: `answered ${answer.status}` }
+            return Option.match(decodePeerSnapshot(answer.text), {
+              onNone: (): PeerSnapshot => ({ node, reachable: false, error: "answered no snapshot" }),
+              // a peer answers for the node it is: another id is a wrong PORTICO_PEERS entry
+              onSome: (s): PeerSnapshot => (s.node === node ? { ...s, node, reachable: true } : { node, reachable: false, error: `answered as ${s.node}` })
+            })
+          }),
+          Effect.catchAll((e) => Effect.succeed<PeerSnapshot>({ node, reachable: false, error: e.detail }))
+        )
+
       return {
         report,
-        snapshot: Effect.gen(function* () {
-          const r = yield* report
-          // nothing of the cluster could be read: no snapshot to send
-          if (!r.checks["registry"]!.ok && !r.checks["cache"]!.ok) return yield* Effect.fail(new Error("no check answered"))
-          const memory = process.memoryUsage()
-          return { ...r, at: yield* Clock.currentTimeMillis, memory_rss_bytes: memory.rss, heap_used_bytes: memory.heapUsed }
-        })
+        here,
+        snapshot: Effect.map(
+          Effect.all([here, Effect.forEach([...settings.peers.keys()], peer, { concurrency: 8 })], { concurrency: "unbounded" }),
+          ([local, peers]) => ({ ...local, namespaces: local.namespaces ?? null, peers })
+        )
       }
     })
   )
