@@ -12,7 +12,7 @@ import { Effect } from "effect"
 import { Wallet } from "ethers"
 import Database from "better-sqlite3"
 import { randomBytes } from "node:crypto"
-import { mkdtempSync, readFileSync } from "node:fs"
+import { existsSync, mkdtempSync, readFileSync } from "node:fs"
 import * as http from "node:http"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
@@ -106,8 +106,10 @@ describe.each(["embedded", "rqlite"] as const)("namespace backup and restore on 
     }
   }
 
+  let env: Record<string, string>
+
   beforeAll(async () => {
-    const env: Record<string, string> = { PORTICO_BACKUP_MAX_PINS: "2", PORTICO_BACKUP_MAX_BYTES: String(3 * 1024 * 1024) }
+    env = { PORTICO_BACKUP_MAX_PINS: "2", PORTICO_BACKUP_MAX_BYTES: String(3 * 1024 * 1024) }
     if (engine === "rqlite") {
       if (!hasRqlited()) throw new Error(rqlitedMissingMessage())
       for (let i = 0; i < 4; i++) servers.push(await Effect.runPromise(startRqlited()))
@@ -333,4 +335,37 @@ describe.each(["embedded", "rqlite"] as const)("namespace backup and restore on 
     expect(harmless.status, harmless.text).toBe(200)
     expect(harmless.body).toEqual({ status: "ok", databases: 0, members: 0, pins: 0, cluster_tables: 0 })
   })
+
+  // last: the gateway is killed and started again
+  if (engine === "embedded")
+    it("takes back, at the next start, a restore the gateway was killed in the middle of", async () => {
+      await create("bkcrash")
+      await gw.stop()
+      // a pause before the registry batch: the store loaded and the files placed, nothing registered
+      gw = await startGateway({ env: { ...env, PORTICO_RESTORE_PAUSE_MS: "60000" }, dataDir: gw.dataDir })
+      const key = keys["bkcrash"]!
+      const dbDir = path.join(gw.dataDir, "databases", "bkcrash")
+      const storeFile = path.join(gw.dataDir, "sql", "bkcrash.db")
+      const running = restore(gw, key, archive).catch(() => undefined)
+      const until = Date.now() + 30_000
+      while (!(existsSync(path.join(dbDir, "app.db")) && existsSync(path.join(dbDir, "second.db")) && existsSync(storeFile))) {
+        if (Date.now() > until) throw new Error("the restore never placed its files")
+        await new Promise((r) => setTimeout(r, 50))
+      }
+      process.kill(gw.pid, "SIGKILL")
+      await running
+      // the next start takes the writes back: no database file, no store, nothing registered
+      gw = await startGateway({ env, dataDir: gw.dataDir })
+      expect(existsSync(path.join(dbDir, "app.db"))).toBe(false)
+      expect(existsSync(path.join(dbDir, "second.db"))).toBe(false)
+      expect((await gw.request("GET", "/v1/db/sqlite/list", { token: key })).body.databases).toEqual([])
+      // the store as it was: no table (or no store at all, which it answers 404)
+      const schema = await gw.request("GET", "/v1/rqlite/schema", { token: key })
+      expect(schema.status === 404 ? [] : schema.body.tables, schema.text).toEqual([])
+      expect(gw.logs()).toContain("a restore stopped half way was taken back")
+      // so the namespace is empty, and the restore can be made again
+      const again = await restore(gw, key, archive)
+      expect(again.status, again.text).toBe(200)
+      expect(again.body).toEqual({ status: "ok", databases: 2, members: 1, pins: 2, cluster_tables: 1 })
+    }, 120_000)
 })

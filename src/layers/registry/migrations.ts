@@ -427,5 +427,23 @@ export const migrations: ReadonlyArray<Migration> = [
         PRIMARY KEY (namespace, part)
       )`
     ]
+  },
+  {
+    id: 13,
+    name: "namespace_restores",
+    statements: [
+      // A restore's writes under way (docs/namespaces.md, "Restore"): written before the first
+      // write, removed in the batch that writes the registry rows. A row found at a gateway's
+      // start is a restore that stopped half way, and the runner takes its writes back.
+      // undo_file: the cluster SQL store's state before (empty: none, the store file is dropped).
+      `CREATE TABLE IF NOT EXISTS portico_restores (
+        namespace TEXT PRIMARY KEY,
+        runner TEXT NOT NULL,
+        started_at INTEGER NOT NULL,
+        store_loaded INTEGER NOT NULL,
+        undo_file TEXT NOT NULL,
+        databases TEXT NOT NULL
+      )`
+    ]
   }
 ]

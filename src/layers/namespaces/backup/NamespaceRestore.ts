@@ -3,11 +3,12 @@
  * opened as it arrives into a staging directory, and nothing of the namespace is touched until the
  * whole archive has opened (every chunk's tag, the last-chunk flag) and been checked: its entries
  * decoded, each database file intact, the cluster SQL store passing import's check, the namespace
- * empty, every pinned CID still retrievable. Then the cluster SQL store is loaded, the database
- * files renamed into place, and the registry rows written in one batch; a failed batch takes the
- * files and the store back out.
+ * empty, every pinned CID still retrievable. Then, journalled (RestoreJournal.ts), the cluster SQL
+ * store is loaded, the database files renamed into place, and the registry rows written in one
+ * batch with the journal's end; a failed batch takes the files and the store back out, and so
+ * does the next start after a crash.
  */
-import { Clock, Effect, type Schema, Stream } from "effect"
+import { Clock, Duration, Effect, type Schema, Stream } from "effect"
 import { timingSafeEqual } from "node:crypto"
 import { createWriteStream, mkdirSync, rmSync } from "node:fs"
 import { mkdtemp } from "node:fs/promises"
@@ -31,6 +32,7 @@ import { spoolFile } from "../../transfer/SpoolFile.js"
 import { decodeEntry, Manifest, type Pin, Pins, RegistryRows } from "./ArchiveContents.js"
 import { ArchiveFormatError, readEntries, readSmall } from "./ArchiveEntries.js"
 import { asBackupRefusal, type BackupRefused } from "./BackupRefused.js"
+import type { RestoreJournal, RestoreWrites } from "./RestoreJournal.js"
 import { open, SealedStreamError } from "./SealedStream.js"
 
 /** What a restore brought back: counts for the answer. */
@@ -53,6 +55,9 @@ export interface RestoreDeps {
   readonly index: ContentIndexService
   readonly restoreSecret: Uint8Array
   readonly attest: (digest: string) => Buffer
+  readonly journal: RestoreJournal
+  /** Test only (PORTICO_RESTORE_PAUSE_MS): a pause before the registry batch, to crash a restore in. */
+  readonly pauseBeforeBatchMs: number
 }
 
 /** What the archive held, staged on disk and decoded. */
@@ -80,7 +85,7 @@ const ROWS_PER_INSERT = 200
 const down = (what: string) => refuse(Code.UNAVAILABLE, `${what} is unavailable`, "retry shortly", 5)
 
 export const makeRestore = (deps: RestoreDeps) => {
-  const { store, config, workers, stores, clusterSql, audit, slot, engine, index } = deps
+  const { store, config, workers, stores, clusterSql, audit, slot, engine, index, journal } = deps
   const query = (sql: string, params: ReadonlyArray<string | number>) =>
     Effect.mapError(store.query({ sql, params }), () => down("the registry"))
 
@@ -274,37 +279,40 @@ export const makeRestore = (deps: RestoreDeps) => {
               pins: staged.pins!.length
             })
 
-            // the cluster SQL store first, with what it held (an empty store) kept to put back; an
-            // embedded store with no file yet is put back by removing the file again
+            // the cluster SQL store's state before (an empty store) kept to put back; an embedded
+            // store with no file yet is put back by removing the file again
             const sqlEngine = stores.engineFor(caller.namespace)
-            const undo = yield* spoolFile(config.dataDir, "nsrestore-undo")
             const loaded = clusterTables > 0 && staged.cluster !== undefined
-            let undoFile = true
+            let undoFile: string | undefined
             if (loaded) {
-              undoFile = yield* sqlEngine.exportTo(undo).pipe(
+              const file = journal.undoFileFor(caller.namespace)
+              const kept = yield* sqlEngine.exportTo(file).pipe(
                 Effect.as(true),
                 Effect.catchIf((r) => r.code === "NOT_FOUND" && sqlEngine.kind === "sqlite", () => Effect.succeed(false)),
                 Effect.mapError(() => down("the cluster SQL store"))
               )
-              yield* Effect.mapError(sqlEngine.importFrom(staged.cluster!), () => down("the cluster SQL store"))
+              undoFile = kept ? file : undefined
             }
-            const placed: Array<string> = []
-            const takeBack = Effect.gen(function* () {
-              for (const file of placed) yield* Effect.ignore(workers.run({ op: "drop", file }))
-              if (!loaded) return
-              if (undoFile) yield* Effect.ignore(sqlEngine.importFrom(undo))
-              else yield* Effect.ignore(workers.run({ op: "drop", file: path.join(config.dataDir, "sql", `${caller.namespace}.db`) }))
-            })
+            // journalled before the first write: a crash from here on is taken back at the next start
+            const writes: RestoreWrites = { namespace: caller.namespace, storeLoaded: loaded, undoFile, databases: [...staged.databases.keys()] }
+            yield* Effect.mapError(journal.begin(writes, now), () => down("the registry"))
             const place = Effect.gen(function* () {
+              if (loaded) yield* Effect.mapError(sqlEngine.importFrom(staged.cluster!), () => down("the cluster SQL store"))
               for (const [name, from] of staged.databases) {
                 const file = path.join(config.dataDir, "databases", caller.namespace, `${name}.db`)
                 mkdirSync(path.dirname(file), { recursive: true })
-                yield* workers.run({ op: "replace", file, from })
-                placed.push(file)
+                yield* Effect.mapError(workers.run({ op: "replace", file, from }), () => down("the database worker"))
               }
-              yield* store.batch([...registryRows(caller, staged, owner, now), entry])
+              if (deps.pauseBeforeBatchMs > 0) yield* Effect.sleep(Duration.millis(deps.pauseBeforeBatchMs))
+              // the registry rows and the record's end in one batch: the restore happened, or not
+              yield* Effect.mapError(store.batch([...registryRows(caller, staged, owner, now), entry, journal.end(caller.namespace)]), () => down("the registry"))
             })
-            yield* place.pipe(Effect.tapError(() => takeBack), Effect.mapError(() => down("the registry")))
+            yield* place.pipe(
+              Effect.tapError(() =>
+                journal.takeBack(writes).pipe(Effect.catchAll((e) => Effect.logWarning(`restore of ${caller.namespace} not taken back yet: ${e.detail}`)))
+              )
+            )
+            if (undoFile !== undefined) rmSync(undoFile, { force: true })
             // the engine's pins follow the registry's; one refused is reported by the pin's status
             for (const pin of staged.pins!) {
               yield* Effect.ignore(engine.pin(pin.cid, pin.name).pipe(Effect.tapError((e) => Effect.logWarning(`restore: pinning ${pin.cid}: ${e.detail}`))))
