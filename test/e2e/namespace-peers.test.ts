@@ -164,4 +164,39 @@ describe("a namespace across two gateways, each with its own embedded cache", ()
     const created = await a.request("POST", "/v1/namespaces", { token: operatorSession, json: { name: "solo" } })
     expect(created.status, created.text).toBe(201)
   }, 180_000)
+
+  it("a backup taken on one gateway holds the databases homed on the other, asked of their home node", async () => {
+    const owner = Wallet.createRandom()
+    const key: string = (await a.cli(["namespace", "create", "spread", "--owner", owner.address])).api_key
+    const dstKey: string = (await a.cli(["namespace", "create", "gathered", "--owner", owner.address])).api_key
+    // one database homed on each gateway
+    for (const [gw, name] of [[a, "on_a"], [b, "on_b"]] as const) {
+      ok(await gw.request("POST", "/v1/db/sqlite/create", { token: key, json: { database_name: name } }), 201)
+      ok(await gw.request("POST", "/v1/db/sqlite/query", { token: key, json: { database_name: name, query: "CREATE TABLE t (v TEXT)" } }))
+      ok(await gw.request("POST", "/v1/db/sqlite/query", { token: key, json: { database_name: name, query: "INSERT INTO t VALUES (?)", params: [`made on ${name}`] } }))
+    }
+    const restoreKey = ok(await a.request("GET", "/v1/namespace/restore-key", { token: key })).public_key as string
+    const taken = await fetch(`${a.url}/v1/namespace/backup`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${key}`, "content-type": "application/json" },
+      body: JSON.stringify({ public_key: restoreKey })
+    })
+    expect(taken.status).toBe(200)
+    const archive = Buffer.from(await taken.arrayBuffer())
+    const restored = await fetch(`${a.url}/v1/namespace/restore`, {
+      method: "POST",
+      headers: { authorization: `Bearer ${dstKey}`, "content-type": "application/octet-stream" },
+      body: archive
+    })
+    const answer = JSON.parse(await restored.text())
+    expect(restored.status, JSON.stringify(answer)).toBe(200)
+    expect(answer.databases).toBe(2)
+    for (const name of ["on_a", "on_b"]) {
+      const rows = ok(await a.request("POST", "/v1/db/sqlite/query", { token: dstKey, json: { database_name: name, query: "SELECT v FROM t" } }))
+      expect(JSON.stringify(rows)).toContain(`made on ${name}`)
+    }
+    // the copy route answers only a genuine call of the cluster
+    const forged = await fetch(`${b.url}/v1/internal/sqlite/copy`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" })
+    expect(forged.status).toBe(403)
+  }, 90_000)
 })

@@ -5,10 +5,12 @@
  */
 import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
+import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
 import { CidParam } from "../../domain/ContentId.js"
 import { NamespaceName } from "../../domain/Names.js"
+import { BackupRefusals } from "../../domain/NamespaceBackup.js"
 import { SqlRefusals, StorageRefusals, wiresOf } from "../../domain/Errors.js"
 import { ForwardedPrincipal } from "../../domain/Principal.js"
 import { PeerGate } from "../Gates.js"
@@ -46,6 +48,14 @@ export class InternalGroup extends HttpApiGroup.make("internal")
     HttpApiEndpoint.post("sqliteBackup", "/v1/internal/sqlite/backup")
       .setPayload(strict(Schema.Struct(Forwarded)))
       .addSuccess(BackupRecord, { status: 201 })
+      .annotate(BodyCap, "forwarded")
+  )
+  .add(
+    // a consistent copy of a database homed here, for a namespace backup taken on another node
+    HttpApiEndpoint.post("sqliteCopy", "/v1/internal/sqlite/copy")
+      .setPayload(strict(Schema.Struct(Forwarded)))
+      .addSuccess(HttpApiSchema.Uint8Array({ contentType: "application/octet-stream" }))
+      .addError(wiresOf(BackupRefusals))
       .annotate(BodyCap, "forwarded")
   )
   .add(

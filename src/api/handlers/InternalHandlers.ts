@@ -1,6 +1,8 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
-import { Effect, Option } from "effect"
+import { Effect, Option, Stream } from "effect"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import { createReadStream } from "node:fs"
 import { CoordinationRefused, fromRefusal, refusal } from "../../domain/Errors.js"
 import { canonicalJson, Coordination } from "../../layers/coordination/Coordination.js"
 import { DatabaseBackups } from "../../layers/sql/DatabaseBackups.js"
@@ -8,6 +10,7 @@ import { FORWARD_PATHS, toPrincipal } from "../../layers/sql/HomeNode.js"
 import { LocalDatabases } from "../../layers/sql/LocalDatabases.js"
 import { EVICT_PATH } from "../../layers/storage/Evictor.js"
 import { Cache } from "../../layers/cache/Cache.js"
+import { COPY_PATH, NamespaceBackups } from "../../layers/namespaces/backup/NamespaceBackups.js"
 import { CACHE_DROP_PATH } from "../../layers/namespaces/TeardownParts.js"
 import { OperatorHealth, SNAPSHOT_PATH } from "../../layers/operators/OperatorHealth.js"
 import { Storage } from "../../layers/storage/Storage.js"
@@ -24,6 +27,7 @@ export const InternalHandlers = HttpApiBuilder.group(PorticoApi, "internal", (ha
     const coordination = yield* Coordination
     const cache = yield* Cache
     const health = yield* OperatorHealth
+    const namespaceBackups = yield* NamespaceBackups
 
     /** Another node of this cluster, over the overlay, with a MAC for this node over this body. */
     const fromPeer = (path: string, payload: unknown, acceptV1 = false) =>
@@ -62,6 +66,17 @@ export const InternalHandlers = HttpApiBuilder.group(PorticoApi, "internal", (ha
           yield* fromPeer(FORWARD_PATHS.delete, payload)
           yield* Effect.mapError(databases.deleteHere(toPrincipal(payload.principal), payload.database_name), fromRefusal)
           return { name: payload.database_name, deleted: true as const }
+        })
+      )
+      .handle("sqliteCopy", ({ payload }) =>
+        Effect.gen(function* () {
+          yield* fromPeer(COPY_PATH, payload)
+          // the copy is a file of the request's scope, removed once its last byte is sent
+          const copy = yield* Effect.mapError(namespaceBackups.copyHere(toPrincipal(payload.principal), payload.database_name), fromRefusal)
+          return HttpServerResponse.stream(
+            Stream.fromAsyncIterable(createReadStream(copy.file, { highWaterMark: 64 * 1024 }) as AsyncIterable<Uint8Array>, (e) => e),
+            { contentType: "application/octet-stream", contentLength: copy.size }
+          )
         })
       )
       .handle("cacheDropNamespace", ({ payload }) =>

@@ -12,6 +12,9 @@
 import { Clock, Context, Data, Duration, Effect, Layer } from "effect"
 import { LosslessNumber, stringify as losslessStringify } from "lossless-json"
 import { createHash, randomBytes } from "node:crypto"
+import { createWriteStream } from "node:fs"
+import { Readable, Transform } from "node:stream"
+import { pipeline } from "node:stream/promises"
 import { PorticoConfig } from "../config/PorticoConfig.js"
 import { RegistryStore } from "../registry/RegistryStore.js"
 import { safeEqual, Sealer } from "../secrets/Sealer.js"
@@ -57,7 +60,12 @@ const sortedKeys = (v: unknown): unknown =>
 export const canonicalJson = (value: unknown): string => losslessStringify(sortedKeys(value)) ?? "null"
 
 /** The peer is not configured, did not answer in time, or the connection failed. */
-export class PeerUnreachable extends Data.TaggedError("PeerUnreachable")<{ readonly nodeId: string; readonly detail: string }> {}
+export class PeerUnreachable extends Data.TaggedError("PeerUnreachable")<{
+  readonly nodeId: string
+  readonly detail: string
+  /** The answer was over the caller's byte limit (postToFile). */
+  readonly tooLarge?: boolean
+}> {}
 
 export interface PeerAnswer {
   readonly status: number
@@ -71,6 +79,18 @@ export interface CoordinationService {
    * `PORTICO_PEERS`), signed for that node; any HTTP answer is returned as it came.
    */
   readonly post: (nodeId: string, path: string, payload: unknown, timeout: Duration.DurationInput) => Effect.Effect<PeerAnswer, PeerUnreachable>
+  /**
+   * As `post`, for a route that answers bytes: a 200's body is streamed into `dest` (at most
+   * `maxBytes`; more is `PeerUnreachable` with `tooLarge`), any other answer's text is returned.
+   */
+  readonly postToFile: (
+    nodeId: string,
+    path: string,
+    payload: unknown,
+    timeout: Duration.DurationInput,
+    dest: string,
+    maxBytes: number
+  ) => Effect.Effect<PeerAnswer, PeerUnreachable>
   /** Headers (MAC v2, single-use) that let node `audience` accept `method path` with `body`. */
   readonly sign: (audience: string, method: string, path: string, body: string) => Effect.Effect<Record<string, string>>
   /**
@@ -158,28 +178,50 @@ export class Coordination extends Context.Tag("portico/Coordination")<Coordinati
           }),
           (r) => r.rowsAffected === 1
         )
+      /** One signed POST to a peer; `read` takes the answer's body (it may fail with PeerUnreachable). */
+      const call = (
+        nodeId: string,
+        path: string,
+        payload: unknown,
+        timeout: Duration.DurationInput,
+        read: (response: Response) => Promise<string>
+      ): Effect.Effect<PeerAnswer, PeerUnreachable> =>
+        Effect.gen(function* () {
+          const base = config.peers.get(nodeId)
+          if (base === undefined) return yield* Effect.fail(new PeerUnreachable({ nodeId, detail: "not in PORTICO_PEERS" }))
+          const body = canonicalJson(payload)
+          const headers = yield* sign(nodeId, "POST", path, body)
+          return yield* Effect.tryPromise({
+            try: async (signal) => {
+              const response = await fetch(base + path, {
+                method: "POST",
+                headers: { ...headers, "content-type": "application/json" },
+                body,
+                redirect: "manual",
+                signal
+              })
+              return { status: response.status, text: await read(response), retryAfter: response.headers.get("retry-after") ?? undefined }
+            },
+            catch: (e) => (e instanceof PeerUnreachable ? e : new PeerUnreachable({ nodeId, detail: e instanceof Error ? e.message : String(e) }))
+          }).pipe(
+            Effect.timeoutFail({ duration: timeout, onTimeout: () => new PeerUnreachable({ nodeId, detail: "no answer in time" }) })
+          )
+        })
+
       return {
-        post: (nodeId, path, payload, timeout) =>
-          Effect.gen(function* () {
-            const base = config.peers.get(nodeId)
-            if (base === undefined) return yield* Effect.fail(new PeerUnreachable({ nodeId, detail: "not in PORTICO_PEERS" }))
-            const body = canonicalJson(payload)
-            const headers = yield* sign(nodeId, "POST", path, body)
-            return yield* Effect.tryPromise({
-              try: async (signal) => {
-                const response = await fetch(base + path, {
-                  method: "POST",
-                  headers: { ...headers, "content-type": "application/json" },
-                  body,
-                  redirect: "manual",
-                  signal
-                })
-                return { status: response.status, text: await response.text(), retryAfter: response.headers.get("retry-after") ?? undefined }
-              },
-              catch: (e) => new PeerUnreachable({ nodeId, detail: e instanceof Error ? e.message : String(e) })
-            }).pipe(
-              Effect.timeoutFail({ duration: timeout, onTimeout: () => new PeerUnreachable({ nodeId, detail: "no answer in time" }) })
-            )
+        post: (nodeId, path, payload, timeout) => call(nodeId, path, payload, timeout, async (response) => response.text()),
+        postToFile: (nodeId, path, payload, timeout, dest, maxBytes) =>
+          call(nodeId, path, payload, timeout, async (response) => {
+            if (response.status !== 200 || response.body === null) return response.text()
+            let seen = 0
+            const capped = new Transform({
+              transform(chunk: Buffer, _encoding, done) {
+                seen += chunk.length
+                done(seen > maxBytes ? new PeerUnreachable({ nodeId, detail: `answered over ${maxBytes} bytes`, tooLarge: true }) : null, chunk)
+              }
+            })
+            await pipeline(Readable.fromWeb(response.body as import("node:stream/web").ReadableStream), capped, createWriteStream(dest))
+            return ""
           }),
         sign,
         macHolds: (method, path, body, headers) => {

@@ -6,11 +6,12 @@
  * sealed to this gateway's restore key, derived from its root secret. Both take the gateway's
  * transfer slot that database exports and imports take.
  */
-import { Clock, Context, Effect, Layer, Stream, type Scope } from "effect"
+import { Clock, Config, Context, Duration, Effect, Layer, Stream, type Scope } from "effect"
 import { createReadStream, statSync } from "node:fs"
 import { Code } from "../../../domain/Errors.js"
 import type { Principal } from "../../../domain/Principal.js"
 import { Audit } from "../../audit/Audit.js"
+import { Coordination } from "../../coordination/Coordination.js"
 import { PorticoConfig } from "../../config/PorticoConfig.js"
 import { RegistryStore } from "../../registry/RegistryStore.js"
 import { refuse } from "../../Refused.js"
@@ -28,6 +29,7 @@ import { ARCHIVE_FORMAT, ARCHIVE_VERSION, type Manifest, type Pin, type Registry
 import { archiveSize, type OutgoingEntry, writeEntries } from "./ArchiveEntries.js"
 import { asBackupRefusal, type BackupRefused } from "./BackupRefused.js"
 import { makeRestore, type RestoredNamespace } from "./NamespaceRestore.js"
+import { makeRestoreJournal } from "./RestoreJournal.js"
 import { parsePublicKey, publicKeyOf, seal, sealedSize } from "./SealedStream.js"
 import { x25519 } from "@noble/curves/ed25519"
 
@@ -50,7 +52,15 @@ export interface NamespaceBackupsService {
   readonly backup: (caller: Principal, publicKey: string) => Effect.Effect<SealedBackup, BackupRefused, Scope.Scope>
   /** Restores an archive sealed to `restoreKey` into the caller's namespace, which must be empty. */
   readonly restore: (caller: Principal, body: Stream.Stream<Uint8Array, unknown>) => Effect.Effect<RestoredNamespace, BackupRefused>
+  /**
+   * The home node's half of a backup taken on another gateway (`COPY_PATH`): a consistent copy of
+   * one of the owner's databases homed here, into a file of the request's scope.
+   */
+  readonly copyHere: (caller: Principal, name: string) => Effect.Effect<{ readonly file: string; readonly size: number }, BackupRefused, Scope.Scope>
 }
+
+/** Where a gateway taking a backup asks a database's home node for its copy. */
+export const COPY_PATH = "/v1/internal/sqlite/copy"
 
 /** Length of the end entry's body: the attestation, an HMAC-SHA-256 in base64url. */
 export const ATTESTATION_BYTES = 43
@@ -68,6 +78,7 @@ export class NamespaceBackups extends Context.Tag("portico/NamespaceBackups")<Na
       const workers = yield* SqliteWorkers
       const stores = yield* ClusterSqlStore
       const audit = yield* Audit
+      const coordination = yield* Coordination
       const caps = config.backup
       // the restore key's secret half, derived for this purpose from the gateway's root secret:
       // every gateway sharing the root secret (a cluster) has the same restore key
@@ -95,6 +106,46 @@ export class NamespaceBackups extends Context.Tag("portico/NamespaceBackups")<Na
         }
       }
 
+      /** A consistent copy by SQLite's online backup. */
+      const copyInto = (namespace: string, name: string, dest: string) =>
+        workers.run({ op: "backup", file: localDatabaseFile(config.dataDir, namespace, name), dest }, config.sql.transferBudgetMs).pipe(
+          Effect.mapError((f) => refuse(Code.UNAVAILABLE, `the database "${name}" could not be copied: ${f.message}`, "retry shortly", 5))
+        )
+
+      const homeUnreachable = (home: string, name: string) =>
+        refuse(Code.HOME_NODE_UNREACHABLE, `the database "${name}" is homed on node ${home}, which did not give its copy`, "retry shortly", 30)
+
+      /** The copy of a database homed on another gateway, asked of it over the overlay (MAC v2). */
+      const copyFromHome = (home: string, caller: Principal, name: string, dest: string) =>
+        coordination.postToFile(home, COPY_PATH, { principal: caller, database_name: name }, Duration.millis(config.sql.transferBudgetMs), dest, caps.maxBytes).pipe(
+          Effect.mapError((e) =>
+            e.tooLarge === true
+              ? refuse(Code.PAYLOAD_TOO_LARGE, `the namespace's data is over the backup limit of ${caps.maxBytes} bytes`)
+              : homeUnreachable(home, name)
+          ),
+          Effect.flatMap((answer): Effect.Effect<void, BackupRefused> => {
+            if (answer.status === 200) return Effect.void
+            if (answer.status === 413) return Effect.fail(refuse(Code.PAYLOAD_TOO_LARGE, `the namespace's data is over the backup limit of ${caps.maxBytes} bytes`))
+            return Effect.zipRight(
+              Effect.logWarning(`backup: node ${home} answered ${answer.status} for a copy of ${caller.namespace}/${name}: ${answer.text.slice(0, 300)}`),
+              Effect.fail(homeUnreachable(home, name))
+            )
+          })
+        )
+
+      const copyHere = (caller: Principal, name: string) =>
+        Effect.gen(function* () {
+          // the caller was authorized by the gateway taking the backup; checked again here (a
+          // caller who is not the owner is told no more than that there is nothing for it)
+          const [row] = caller.role !== "owner" ? [undefined] : yield* query("SELECT 1 AS here FROM local_databases WHERE namespace = ? AND name = ? AND home_node = ?", [caller.namespace, name, config.nodeId])
+          if (row === undefined) return yield* Effect.fail(refuse(Code.NOT_FOUND, `no database "${name}" of the caller's homed on this node`))
+          const file = yield* spoolFile(config.dataDir, "nsbackup-copy")
+          yield* copyInto(caller.namespace, name, file)
+          const size = statSync(file).size
+          if (size > caps.maxBytes) return yield* Effect.fail(refuse(Code.PAYLOAD_TOO_LARGE, `the database is over the backup limit of ${caps.maxBytes} bytes`))
+          return { file, size }
+        })
+
       const backup = (caller: Principal, publicKeyText: string) =>
         Effect.gen(function* () {
           const publicKey = parsePublicKey(publicKeyText)
@@ -115,17 +166,6 @@ export class NamespaceBackups extends Context.Tag("portico/NamespaceBackups")<Na
           )
           if (pins.length > caps.maxPins) {
             return yield* Effect.fail(refuse(Code.PAYLOAD_TOO_LARGE, `the namespace pins over ${caps.maxPins} CIDs, more than a backup holds`))
-          }
-          const elsewhere = databases.find((d) => String(d["home_node"]) !== config.nodeId)
-          if (elsewhere !== undefined) {
-            return yield* Effect.fail(
-              refuse(
-                Code.HOME_NODE_UNREACHABLE,
-                `the database "${String(elsewhere["name"])}" is homed on node ${String(elsewhere["home_node"])}, and a backup reads every database on the gateway that takes it`,
-                "send the backup to the gateway of the namespace's databases",
-                30
-              )
-            )
           }
           const registry: RegistryRows = {
             settings: {
@@ -159,13 +199,13 @@ export class NamespaceBackups extends Context.Tag("portico/NamespaceBackups")<Na
                 ? Effect.fail(refuse(Code.PAYLOAD_TOO_LARGE, `the namespace's data is over the backup limit of ${caps.maxBytes} bytes`))
                 : Effect.void
             })
-          for (const d of registry.databases) {
+          for (const d of databases) {
+            const name = String(d["name"])
+            const home = String(d["home_node"])
             const dest = yield* spoolFile(config.dataDir, "nsbackup-db")
-            const file = localDatabaseFile(config.dataDir, namespace, d.name)
-            yield* workers.run({ op: "backup", file, dest }, config.sql.transferBudgetMs).pipe(
-              Effect.mapError((f) => refuse(Code.UNAVAILABLE, `the database "${d.name}" could not be copied: ${f.message}`, "retry shortly", 5))
-            )
-            yield* within(fileEntry("database", d.name, dest))
+            if (home === config.nodeId) yield* copyInto(namespace, name, dest)
+            else yield* copyFromHome(home, caller, name, dest)
+            yield* within(fileEntry("database", name, dest))
           }
           // an embedded store not made yet (no write since the namespace was created) has no
           // file: the archive then has no cluster-sql entry, which restore reads as an empty store
@@ -201,7 +241,12 @@ export class NamespaceBackups extends Context.Tag("portico/NamespaceBackups")<Na
           return { size: sealedSize(plainBytes), body: Stream.concat(sealed, Stream.execute(release)) }
         })
 
+      // a restore this gateway was running when it stopped is taken back before any request
+      const journal = makeRestoreJournal({ store, config, workers, stores })
+      yield* journal.recover
       const restore = makeRestore({
+        journal,
+        pauseBeforeBatchMs: yield* Config.integer("PORTICO_RESTORE_PAUSE_MS").pipe(Config.withDefault(0)),
         store,
         config,
         workers,
@@ -215,7 +260,7 @@ export class NamespaceBackups extends Context.Tag("portico/NamespaceBackups")<Na
         index: yield* ContentIndex
       })
 
-      return { restoreKey, backup, restore } satisfies NamespaceBackupsService
+      return { restoreKey, backup, restore, copyHere } satisfies NamespaceBackupsService
     })
   )
 
@@ -226,6 +271,7 @@ export class NamespaceBackups extends Context.Tag("portico/NamespaceBackups")<Na
         Layer.mergeAll(
           SqliteRegistryStore.Test,
           PorticoConfig.Test,
+          Coordination.Test,
           Sealer.Test,
           TransferSlot.Test,
           SqliteWorkers.Test,
