@@ -21,6 +21,7 @@ import { registryLayer } from "../../src/layers/registry/registryLayer.js"
 import { Sealer } from "../../src/layers/secrets/Sealer.js"
 import { type Gateway, mintKey, type Reply, startGateway } from "../support/gateway.js"
 import { hasRqlited, type RqlitedServer, rqlitedMissingMessage, startRqlited } from "../support/rqlited.js"
+import { waitFor } from "../support/wait.js"
 
 const fixture = path.resolve(import.meta.dirname, "../fixtures/runtime/app.cjs")
 
@@ -52,13 +53,6 @@ const onHost = (gatewayPort: number, host: string, route: string) =>
       .on("error", reject)
   })
 
-const waitFor = async (what: string, check: () => Promise<boolean>, ms = 30_000) => {
-  const until = Date.now() + ms
-  while (!(await check())) {
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((r) => setTimeout(r, 200))
-  }
-}
 
 /** The registry and sealer of the gateway's data dir, in this process. */
 const registryOf = (dataDir: string, rqliteUrl: string | undefined) => {

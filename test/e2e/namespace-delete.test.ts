@@ -23,6 +23,7 @@ import { registryLayer } from "../../src/layers/registry/registryLayer.js"
 import { NamespaceName } from "../../src/domain/Names.js"
 import { call, expectRefusal, notCalled, refusal } from "../support/client.js"
 import { newDevice } from "../support/device.js"
+import { waitFor } from "../support/wait.js"
 import { type Gateway, type Reply, startGateway, testTmp } from "../support/gateway.js"
 import { hasRedisServer, type RedisServer, redisMissingMessage, startRedis } from "../support/redis.js"
 import { hasRqlited, type RqlitedServer, rqlitedMissingMessage, startRqlited } from "../support/rqlited.js"
@@ -326,14 +327,14 @@ for (const setup of setups) describe(`namespace deletion: ${setup.label}`, () =>
     for (let i = 0; i < 5; i++) ok(await gw.request("POST", "/v1/db/sqlite/create", { token: ownerKey, json: { database_name: `db${i}` } }), 201)
     const first = gw.request("POST", "/v1/namespace/delete", { token: ownerKey, json: { namespace: "crashy" } }).catch(() => undefined)
     // recorded (its access goes after the first pause): a second delete finds it running
-    await waitFor(async () => (await rows("SELECT 1 AS x FROM portico_teardowns WHERE namespace = 'crashy'")).length > 0)
+    await waitFor("the deletion's record", async () => (await rows("SELECT 1 AS x FROM portico_teardowns WHERE namespace = 'crashy'")).length > 0)
     const second = await gw.request("POST", "/v1/namespace/delete", { token: ownerKey, json: { namespace: "crashy" } })
     expect(second.status, second.text).toBe(409)
     expect(second.body.code).toBe("NAMESPACE_DELETE_IN_PROGRESS")
     expect(Number(second.headers.get("retry-after"))).toBeGreaterThan(0)
     expectRefusal(await refusal(gw, ownerKey, (c) => c.namespaceDelete.deleteNamespace({ payload: { namespace: "crashy" } })), 409, "NAMESPACE_DELETE_IN_PROGRESS")
     // some parts done, some owed: killed
-    await waitFor(async () => (await rows("SELECT 1 AS x FROM portico_teardown_parts WHERE namespace = 'crashy' AND done_at IS NOT NULL")).length >= 2)
+    await waitFor("two parts done", async () => (await rows("SELECT 1 AS x FROM portico_teardown_parts WHERE namespace = 'crashy' AND done_at IS NOT NULL")).length >= 2)
     process.kill(gw.pid, "SIGKILL")
     await first
     const owed = await rows("SELECT part FROM portico_teardown_parts WHERE namespace = 'crashy' AND done_at IS NULL")
@@ -343,7 +344,7 @@ for (const setup of setups) describe(`namespace deletion: ${setup.label}`, () =>
     await expect(gw.cli(["namespace", "create", "crashy"])).rejects.toThrow(/NAMESPACE_TEARDOWN_PENDING/)
     // the next start finishes it
     gw = await startGateway({ env, dataDir: gw.dataDir })
-    await waitFor(async () => Object.keys(await leftInRegistry("crashy")).length === 0, 60_000)
+    await waitFor("the deletion finished at start", async () => Object.keys(await leftInRegistry("crashy")).length === 0, 60_000)
     await expectGone("crashy", filled)
     for (let i = 0; i < 5; i++) expect(fs.existsSync(path.join(gw.dataDir, "databases", "crashy", `db${i}.db`))).toBe(false)
     // and the name is free again
@@ -426,7 +427,7 @@ for (const setup of setups) describe(`namespace deletion: ${setup.label}`, () =>
     const dir = fs.mkdtempSync(path.join(testTmp(), "redis-again-"))
     const again = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--dir", dir, "--save", "", "--appendonly", "no", "--maxmemory", "16mb", "--maxmemory-policy", "allkeys-lru"], { stdio: "ignore" })
     try {
-      await waitFor(async () => Object.keys(await leftInRegistry("flaky")).length === 0, 90_000)
+      await waitFor("the background retry", async () => Object.keys(await leftInRegistry("flaky")).length === 0, 90_000)
       expect(await gw.cli(["namespace", "create", "flaky"])).toHaveProperty("namespace", "flaky")
     } finally {
       again.kill("SIGKILL")
@@ -459,12 +460,4 @@ const realmSession = async (gw: Gateway, wallet: HDNodeWallet): Promise<string> 
   const challenge = ok(await gw.request("POST", "/v1/auth/challenge", { json: { wallet: wallet.address } }))
   const verified = ok(await gw.request("POST", "/v1/auth/verify", { json: { message: challenge.message, signature: await wallet.signMessage(challenge.message) } }))
   return verified.access_token
-}
-
-const waitFor = async (check: () => Promise<boolean>, timeoutMs = 30_000) => {
-  const until = Date.now() + timeoutMs
-  while (!(await check())) {
-    if (Date.now() > until) throw new Error("timed out waiting")
-    await new Promise((r) => setTimeout(r, 100))
-  }
 }

@@ -9,6 +9,7 @@
 import { Effect } from "effect"
 import { type HDNodeWallet, Wallet } from "ethers"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { waitFor } from "../support/wait.js"
 import { type Gateway, type Reply, startGateway } from "../support/gateway.js"
 import { freePort } from "../support/process.js"
 import { hasRqlited, type RqlitedServer, rqlitedMissingMessage, startRqlited } from "../support/rqlited.js"
@@ -16,14 +17,6 @@ import { hasRqlited, type RqlitedServer, rqlitedMissingMessage, startRqlited } f
 const ok = (reply: Reply, status = 200) => {
   expect(reply.status, reply.text).toBe(status)
   return reply.body
-}
-
-const waitFor = async (check: () => Promise<boolean>, timeoutMs = 60_000) => {
-  const until = Date.now() + timeoutMs
-  while (!(await check())) {
-    if (Date.now() > until) throw new Error("timed out waiting")
-    await new Promise((r) => setTimeout(r, 200))
-  }
 }
 
 /** A wallet's session in the platform realm (a challenge naming no namespace). */
@@ -136,7 +129,7 @@ describe("a namespace across two gateways, each with its own embedded cache", ()
     expect(answers.some((r) => r.status === 200 && r.body.cleanup_pending === false), answers.map((r) => r.text).join(" | ")).toBe(true)
     // the other found it running (409), found its key gone already (401), or found it done (200)
     for (const r of answers) expect([200, 401, 409], r.text).toContain(r.status)
-    await waitFor(async () => (await registryRows("twin")) === 0)
+    await waitFor("the deletion of twin", async () => (await registryRows("twin")) === 0, 60_000)
     // created again: neither gateway holds the old entries
     const again: string = (await a.cli(["namespace", "create", "twin", "--owner", owner.address])).api_key
     for (const gw of [a, b]) {
@@ -160,7 +153,7 @@ describe("a namespace across two gateways, each with its own embedded cache", ()
     expect(Number(operatorCreate.headers.get("retry-after"))).toBeGreaterThan(0)
     // node-b is back: the background retry asks it and finishes
     b = await startB(dataDirB)
-    await waitFor(async () => (await registryRows("solo")) === 0, 90_000)
+    await waitFor("the owed deletion of solo", async () => (await registryRows("solo")) === 0, 90_000)
     const created = await a.request("POST", "/v1/namespaces", { token: operatorSession, json: { name: "solo" } })
     expect(created.status, created.text).toBe(201)
   }, 180_000)

@@ -26,6 +26,7 @@ import { RegistryStore } from "../../../src/layers/registry/RegistryStore.js"
 import { SqliteRegistryStore } from "../../../src/layers/registry/SqliteRegistryStore.js"
 import { makeSealer } from "../../../src/layers/secrets/Sealer.js"
 import { WorkloadTokens, type WorkloadTokensService } from "../../../src/layers/workload/WorkloadTokens.js"
+import { waitFor } from "../../support/wait.js"
 
 const fixture = path.resolve(import.meta.dirname, "../../fixtures/runtime/app.cjs")
 const NODE = "runtime-test-node"
@@ -57,13 +58,6 @@ const request = (port: number, route: string) =>
 
 const answers = (port: number) => request(port, "/health").then(() => true, () => false)
 
-const waitFor = async (what: string, check: () => Promise<boolean> | boolean, ms = 15_000) => {
-  const until = Date.now() + ms
-  while (!(await check())) {
-    if (Date.now() > until) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((r) => setTimeout(r, 100))
-  }
-}
 
 /** Processes running as the uid (anywhere on the host). */
 const processesOf = (uid: number): Array<string> => {
