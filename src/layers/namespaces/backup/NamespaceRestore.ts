@@ -82,6 +82,8 @@ const JSON_MAX = 64 * 1024 * 1024
 /** Rows per multi-row INSERT, well under SQLite's 32,766 bound parameters. */
 const ROWS_PER_INSERT = 200
 
+const underWay = () => refuse(Code.CONFLICT, "a restore of this namespace is under way on another gateway", "retry once it has finished")
+
 const down = (what: string) => refuse(Code.UNAVAILABLE, `${what} is unavailable`, "retry shortly", 5)
 
 export const makeRestore = (deps: RestoreDeps) => {
@@ -271,6 +273,9 @@ export const makeRestore = (deps: RestoreDeps) => {
               (d) => Effect.sync(() => rmSync(d, { recursive: true, force: true }))
             )
             const staged = yield* unpack(dir, body)
+            // a restore of this namespace stopped half way here is taken back before the checks
+            const free = yield* Effect.mapError(journal.settle(caller.namespace), () => down("the registry"))
+            if (!free) return yield* Effect.fail(underWay())
             const { clusterTables } = yield* check(caller, staged, owner)
             const now = yield* Clock.currentTimeMillis
             const entry = yield* audit.entry(caller.namespace, "namespace.restore", caller.subject, "", {
@@ -295,7 +300,11 @@ export const makeRestore = (deps: RestoreDeps) => {
             }
             // journalled before the first write: a crash from here on is taken back at the next start
             const writes: RestoreWrites = { namespace: caller.namespace, storeLoaded: loaded, undoFile, databases: [...staged.databases.keys()] }
-            yield* Effect.mapError(journal.begin(writes, now), () => down("the registry"))
+            const begun = yield* Effect.mapError(journal.begin(writes, now), () => down("the registry"))
+            if (!begun) {
+              if (undoFile !== undefined) rmSync(undoFile, { force: true })
+              return yield* Effect.fail(underWay())
+            }
             const place = Effect.gen(function* () {
               if (loaded) yield* Effect.mapError(sqlEngine.importFrom(staged.cluster!), () => down("the cluster SQL store"))
               for (const [name, from] of staged.databases) {

@@ -45,14 +45,41 @@ export const makeRestoreJournal = ({ store, config, workers, stores }: RestoreJo
     return file
   }
 
-  const begin = (writes: RestoreWrites, now: number): Effect.Effect<void, StoreError> =>
-    Effect.asVoid(
-      store.exec({
-        sql: `INSERT INTO portico_restores (namespace, runner, started_at, store_loaded, undo_file, databases) VALUES (?, ?, ?, ?, ?, ?)
-              ON CONFLICT (namespace) DO UPDATE SET runner = excluded.runner, started_at = excluded.started_at,
-                store_loaded = excluded.store_loaded, undo_file = excluded.undo_file, databases = excluded.databases`,
-        params: [writes.namespace, config.nodeId, now, writes.storeLoaded ? 1 : 0, writes.undoFile ?? "", JSON.stringify(writes.databases)]
+  const insert = (writes: RestoreWrites, now: number) =>
+    store.exec({
+      sql: "INSERT INTO portico_restores (namespace, runner, started_at, store_loaded, undo_file, databases) VALUES (?, ?, ?, ?, ?, ?)",
+      params: [writes.namespace, config.nodeId, now, writes.storeLoaded ? 1 : 0, writes.undoFile ?? "", JSON.stringify(writes.databases)]
+    })
+
+  const rowOf = (row: Readonly<Record<string, unknown>>): RestoreWrites => ({
+    namespace: String(row["namespace"]),
+    storeLoaded: Number(row["store_loaded"]) === 1,
+    undoFile: String(row["undo_file"]) === "" ? undefined : String(row["undo_file"]),
+    databases: JSON.parse(String(row["databases"])) as Array<string>
+  })
+
+  /**
+   * Before a restore's checks: true when no restore of the namespace is recorded, after taking back
+   * one of this gateway's own (a gateway runs one restore at a time, the transfer slot); false when
+   * another gateway's is (running, or stopped and owed to that gateway's next start).
+   */
+  const settle = (namespace: string): Effect.Effect<boolean, StoreError> =>
+    Effect.gen(function* () {
+      const [left] = yield* store.query({
+        sql: "SELECT namespace, runner, store_loaded, undo_file, databases FROM portico_restores WHERE namespace = ?",
+        params: [namespace]
       })
+      if (left === undefined) return true
+      if (String(left["runner"]) !== config.nodeId) return false
+      yield* takeBack(rowOf(left))
+      return true
+    })
+
+  /** Records the writes about to be made; false when another restore recorded its own meanwhile. */
+  const begin = (writes: RestoreWrites, now: number): Effect.Effect<boolean, StoreError> =>
+    insert(writes, now).pipe(
+      Effect.as(true),
+      Effect.catchIf((e) => e.reason === "constraint", () => Effect.succeed(false))
     )
 
   /** The statement the registry rows' batch ends the record with. */
@@ -87,13 +114,8 @@ export const makeRestoreJournal = ({ store, config, workers, stores }: RestoreJo
       params: [config.nodeId]
     })
     for (const row of rows) {
-      const namespace = String(row["namespace"])
-      const writes: RestoreWrites = {
-        namespace,
-        storeLoaded: Number(row["store_loaded"]) === 1,
-        undoFile: String(row["undo_file"]) === "" ? undefined : String(row["undo_file"]),
-        databases: JSON.parse(String(row["databases"])) as Array<string>
-      }
+      const writes = rowOf(row)
+      const namespace = writes.namespace
       yield* takeBack(writes).pipe(
         Effect.zipRight(Effect.logWarning(`namespace ${namespace}: a restore stopped half way was taken back`)),
         Effect.catchAll((e) => Effect.logWarning(`namespace ${namespace}: a restore stopped half way is not taken back yet: ${e.detail}`))
@@ -101,7 +123,7 @@ export const makeRestoreJournal = ({ store, config, workers, stores }: RestoreJo
     }
   }).pipe(Effect.catchAll((e) => Effect.logWarning(`restores stopped half way not read: ${e.detail}`)))
 
-  return { undoFileFor, begin, end, takeBack, recover }
+  return { undoFileFor, settle, begin, end, takeBack, recover }
 }
 
 export type RestoreJournal = ReturnType<typeof makeRestoreJournal>
