@@ -255,53 +255,53 @@ export const makeApnsClient = (options: ApnsClientOptions = {}): ApnsClientServi
    * request: what a request keeps alive while in flight is its Pending and node's own stream.
    */
   const request = (credential: ApnsCredential, message: ApnsMessage, jwt: string, attempt: number, done: (outcome: DeliveryOutcome) => void): void => {
-      const voip = message.voip === true
-      const headers: http2.OutgoingHttpHeaders = {
-        ":method": "POST",
-        ":path": "/3/device/" + message.deviceToken,
-        authorization: "bearer " + jwt,
-        "apns-topic": voip ? credential.bundleId + ".voip" : credential.bundleId,
-        "apns-push-type": voip ? "voip" : message.pushType ?? "alert",
-        "apns-priority": String(message.priority ?? (message.pushType === "background" && !voip ? 5 : 10)),
-        "content-type": "application/json"
-      }
-      if (message.expiration !== undefined) headers["apns-expiration"] = String(message.expiration)
-      if (message.collapseId !== undefined && Buffer.byteLength(message.collapseId) <= APNS_MAX_COLLAPSE_ID_BYTES) {
-        headers["apns-collapse-id"] = message.collapseId
-      }
-      let stream: TaggedStream
-      try {
-        stream = sessionFor(credential).request(headers)
-      } catch {
-        // The session closed between the check and the request: nothing was sent.
-        if (attempt < MAX_RETRIES) request(credential, message, jwt, attempt + 1, done)
-        // answered later, never from inside the call: a pool starting its next request on each
-        // answer would otherwise recurse once per message while the connection cannot be had
-        else queueMicrotask(() => done(failed(0, Reasons.connection)))
-        return
-      }
-      const p: Pending = {
-        credential,
-        message,
-        jwt,
-        attempt,
-        deadline: Date.now() + timeoutMs,
-        done,
-        events,
-        stream,
-        status: 0,
-        apnsId: undefined,
-        body: undefined,
-        settled: false
-      }
-      stream[PENDING] = p
-      track(p)
-      stream.on("response", onResponse)
-      stream.on("data", onData)
-      stream.on("end", onEnd)
-      stream.on("error", onError)
-      stream.on("close", onClose)
-      stream.end(message.payload)
+    const voip = message.voip === true
+    const headers: http2.OutgoingHttpHeaders = {
+      ":method": "POST",
+      ":path": "/3/device/" + message.deviceToken,
+      authorization: "bearer " + jwt,
+      "apns-topic": voip ? credential.bundleId + ".voip" : credential.bundleId,
+      "apns-push-type": voip ? "voip" : message.pushType ?? "alert",
+      "apns-priority": String(message.priority ?? (message.pushType === "background" && !voip ? 5 : 10)),
+      "content-type": "application/json"
+    }
+    if (message.expiration !== undefined) headers["apns-expiration"] = String(message.expiration)
+    if (message.collapseId !== undefined && Buffer.byteLength(message.collapseId) <= APNS_MAX_COLLAPSE_ID_BYTES) {
+      headers["apns-collapse-id"] = message.collapseId
+    }
+    let stream: TaggedStream
+    try {
+      stream = sessionFor(credential).request(headers)
+    } catch {
+      // The session closed between the check and the request: nothing was sent.
+      if (attempt < MAX_RETRIES) request(credential, message, jwt, attempt + 1, done)
+      // answered later, never from inside the call: a pool starting its next request on each
+      // answer would otherwise recurse once per message while the connection cannot be had
+      else queueMicrotask(() => done(failed(0, Reasons.connection)))
+      return
+    }
+    const p: Pending = {
+      credential,
+      message,
+      jwt,
+      attempt,
+      deadline: Date.now() + timeoutMs,
+      done,
+      events,
+      stream,
+      status: 0,
+      apnsId: undefined,
+      body: undefined,
+      settled: false
+    }
+    stream[PENDING] = p
+    track(p)
+    stream.on("response", onResponse)
+    stream.on("data", onData)
+    stream.on("end", onEnd)
+    stream.on("error", onError)
+    stream.on("close", onClose)
+    stream.end(message.payload)
   }
 
   /** Refused before anything is sent: these would only cost a round trip to be refused. */
