@@ -7,6 +7,7 @@ import {
   messageOf,
   providerRefused,
   providerSelected,
+  SendEnvelope,
   SendMessage,
   topicNotFoundEnvelope,
   TopicSendBody,
@@ -102,6 +103,29 @@ describe("the envelope", () => {
         { device_id: "c", provider: "legacy_push", status: 0, reason: "NotConfigured", unregistered: false }
       ]
     })
+  })
+
+  it("is its schema's encoding as JSON text already (the send route answers JSON.stringify of it)", () => {
+    const encode = Schema.encodeSync(SendEnvelope)
+    const decodeText = Schema.decodeUnknownSync(Schema.parseJson(SendEnvelope))
+    const envelopes = [
+      envelopeOf([
+        { deviceId: "a", provider: "ios_push", outcome: "ok", status: 200 },
+        { deviceId: "b", provider: "ios_voip_push", outcome: "unregistered", status: 410, reason: "Unregistered" },
+        { deviceId: "c", provider: "legacy_push", outcome: "skipped", status: 0, reason: "NotConfigured" },
+        { deviceId: "d\u2028\"", provider: "relay_push", outcome: "failed", status: 0, reason: "Timeout" },
+        { provider: "relay_push", outcome: "failed", status: 502, reason: undefined }
+      ]),
+      envelopeOf([]),
+      topicNotFoundEnvelope
+    ]
+    for (const envelope of envelopes) {
+      const text = JSON.stringify(envelope)
+      expect(JSON.parse(text)).toEqual(JSON.parse(JSON.stringify(encode(envelope))))
+      expect(decodeText(text)).toEqual(envelope)
+      // members left undefined are absent from the text, as the schema's encode leaves them out
+      expect(text).not.toContain("undefined")
+    }
   })
 
   it("is not ok when every attempted device failed; ok with nothing attempted", () => {

@@ -1,6 +1,5 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
-import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Effect } from "effect"
 import { fromRefusal, ValidationFailed } from "../../domain/Errors.js"
 import { memberSource } from "../../domain/StrictJson.js"
@@ -8,9 +7,9 @@ import { Cache } from "../../layers/cache/Cache.js"
 import { PorticoApi } from "../Api.js"
 import { changedText, valuesText, valueText } from "../groups/CacheGroup.js"
 import { CurrentPrincipal } from "../../domain/Principal.js"
+import { rawJson } from "./RawJson.js"
 
 /** An answer assembled around stored JSON text (CacheGroup.ts says why). */
-const rawJson = (text: string) => HttpServerResponse.text(text, { contentType: "application/json" })
 
 /** The `value` member's source text from the (already strictly parsed) request body. */
 const putValue = Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>

@@ -1,5 +1,4 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
-import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Effect } from "effect"
 import { fromRefusal } from "../../domain/Errors.js"
 import { type Backup, DatabaseBackups } from "../../layers/sql/DatabaseBackups.js"
@@ -8,9 +7,8 @@ import { PorticoApi } from "../Api.js"
 import { nextCursorOf, pageRequest } from "../Paging.js"
 import { toUnixSeconds } from "../Wire.js"
 import { CurrentPrincipal } from "../../domain/Principal.js"
-
-/** Answers are built as JSON text by the engine so 64-bit integers keep every digit. */
-export const rawJson = (text: string) => HttpServerResponse.text(text, { contentType: "application/json" })
+// answers are built as JSON text by the engine so 64-bit integers keep every digit
+import { rawJson } from "./RawJson.js"
 
 export const bind = (params: ReadonlyArray<string | number | bigint | boolean | null>) =>
   params.map((p) => (typeof p === "boolean" ? (p ? 1 : 0) : p))

@@ -15,7 +15,8 @@ import { CACHE_DROP_PATH } from "../../layers/namespaces/TeardownParts.js"
 import { OperatorHealth, SNAPSHOT_PATH } from "../../layers/operators/OperatorHealth.js"
 import { Storage } from "../../layers/storage/Storage.js"
 import { PorticoApi } from "../Api.js"
-import { backupWire, bind, rawJson } from "./DatabaseHandlers.js"
+import { backupWire, bind } from "./DatabaseHandlers.js"
+import { rawJson } from "./RawJson.js"
 
 const unavailable = (error: string) => refusal("UNAVAILABLE", error, "retry shortly", 5)
 

@@ -5,7 +5,7 @@ import { Effect } from "effect"
 import { fromRefusal } from "../../domain/Errors.js"
 import { ClusterSql } from "../../layers/sql/ClusterSql.js"
 import { PorticoApi } from "../Api.js"
-import { rawJson } from "./DatabaseHandlers.js"
+import { rawJson } from "./RawJson.js"
 import { CurrentPrincipal } from "../../domain/Principal.js"
 
 export const SqlHandlers = HttpApiBuilder.group(PorticoApi, "sql", (handlers) =>
