@@ -4,13 +4,19 @@
  * of direct at concurrency 64); and the time from `portico deploy` of a 10 MB static site to the
  * first 200 on its host (reported).
  *
- * Layout: the gateway (`portico serve` as `npm start` runs it, compiled, embedded registry) pinned
- * to CPU 0, and the app's sandboxed processes moved onto CPU 0 too once deployed, so both ways
- * share one CPU's worth of server; wrk on CPU 1. Rounds alternate which way goes first. Needs root
- * (the sandbox), wrk, taskset and two CPUs.
+ * Layouts (DEPLOY_LAYOUT), the gateway being `portico serve` as `npm start` runs it (compiled,
+ * embedded registry):
+ * - `one-cpu` (default): the gateway pinned to CPU 0 and the app's sandboxed processes moved onto
+ *   CPU 0 too once deployed, so both ways share one CPU's worth of server; wrk on CPU 1. The
+ *   harshest view: a proxy on the app's own CPU is charged all its work against the app's.
+ * - `free`: nothing pinned (gateway, app, wrk and this driver on both CPUs, as the kernel
+ *   schedules them): a multi-core server, where the gateway and a single-threaded app each run
+ *   on a CPU of their own, except that here wrk competes with them for the same two.
+ * Rounds alternate which way goes first. Needs root (the sandbox), wrk, taskset and two CPUs.
  *
- * Knobs: DEPLOY_ROUNDS (5), DEPLOY_DURATION (10 s per measurement), DEPLOY_CONNECTIONS (64),
- * DEPLOY_STATIC_ROUNDS (3), DEPLOY_PIN_APP (1; 0 leaves the app's processes unpinned),
+ * Knobs: DEPLOY_LAYOUT (one-cpu), DEPLOY_ROUNDS (5), DEPLOY_DURATION (10 s per measurement),
+ * DEPLOY_CONNECTIONS (64), DEPLOY_STATIC_ROUNDS (3), DEPLOY_PIN_APP (1; 0 leaves the app's
+ * processes where the gateway started them, one-cpu layout only),
  * DEPLOY_GATEWAY_NODE_ARGS (extra node flags for the gateway only, e.g. "--cpu-prof
  * --cpu-prof-dir=/tmp/p"; summarise with bench/floor/profile-summary.ts).
  */
@@ -28,6 +34,9 @@ const here = path.dirname(fileURLToPath(import.meta.url))
 const root = path.resolve(here, "../..")
 const num = (name: string, fallback: number) => Math.max(1, Math.round(Number(process.env[name] ?? fallback)))
 const rounds = num("DEPLOY_ROUNDS", 5)
+const layout = process.env.DEPLOY_LAYOUT === "free" ? "free" : "one-cpu"
+/** Where wrk and this driver run. */
+const clientCpus = layout === "free" ? "0,1" : "1"
 const duration = num("DEPLOY_DURATION", 10)
 const connections = num("DEPLOY_CONNECTIONS", 64)
 const staticRounds = num("DEPLOY_STATIC_ROUNDS", 3)
@@ -66,7 +75,7 @@ interface Sample {
 }
 
 const wrk = (url: string, headers: Readonly<Record<string, string>>, seconds: number): Sample => {
-  const args = ["-c", "1", "wrk", "-t1", `-c${connections}`, `-d${seconds}s`, "--timeout", "5s"]
+  const args = ["-c", clientCpus, "wrk", "-t1", `-c${connections}`, `-d${seconds}s`, "--timeout", "5s"]
   for (const [k, v] of Object.entries(headers)) args.push("-H", `${k}: ${v}`)
   args.push(url)
   const text = spawnSync("taskset", args, { encoding: "utf8", timeout: (seconds + 30) * 1000 }).stdout ?? ""
@@ -88,9 +97,9 @@ const appPids = (deploymentId: string) => {
   return fs.readFileSync(procs, "utf8").split("\n").filter((l) => l !== "")
 }
 
-/** Moves every process of the deployment's cgroup onto CPU 0, beside the gateway. */
-const pinApp = (deploymentId: string) => {
-  for (const pid of appPids(deploymentId)) spawnSync("taskset", ["-a", "-p", "-c", "0", pid])
+/** Moves every process of the deployment's cgroup onto `cpus` (CPU 0: beside the gateway). */
+const pinApp = (deploymentId: string, cpus: string) => {
+  for (const pid of appPids(deploymentId)) spawnSync("taskset", ["-a", "-p", "-c", cpus, pid])
 }
 
 /**
@@ -157,7 +166,7 @@ const firstOk = async (gateway: string, host: string, deadlineMs: number) => {
 }
 
 const main = async () => {
-  spawnSync("taskset", ["-a", "-p", "-c", "1", String(process.pid)])
+  spawnSync("taskset", ["-a", "-p", "-c", clientCpus, String(process.pid)])
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "portico-bench-deploy-"))
   const dataDir = path.join(dir, "data")
   const env: NodeJS.ProcessEnv = { ...process.env, PORTICO_RATE_LIMIT: "false", PORTICO_LOG_REQUESTS: "false", PORTICO_NODE_ID: "bench" }
@@ -168,6 +177,8 @@ const main = async () => {
     const extra = (process.env.DEPLOY_GATEWAY_NODE_ARGS ?? "").split(" ").filter((a) => a !== "")
     const gateway = startPinned("gateway", dir, process.execPath, [...extra, "--enable-source-maps", "bin/portico.mjs", "serve", "--port", String(port), "--data-dir", dataDir], { env })
     await waitUntil(gateway, () => fs.readFileSync(gateway.log, "utf8").includes('"msg":"listening"'))
+    // free: the gateway (and the apps it starts later, which inherit its CPUs) on both CPUs
+    if (layout === "free") spawnSync("taskset", ["-a", "-p", "-c", "0,1", String(gateway.process.pid)])
     const url = `http://127.0.0.1:${port}`
     const cliEnv = { ...env, PORTICO_URL: url, PORTICO_TOKEN: key }
     const get = async (route: string) => {
@@ -185,7 +196,8 @@ const main = async () => {
     const app = await get("/v1/deployments/get?name=api")
     const host = String(app["domain"])
     const appPort = Number(app["port"])
-    if (process.env.DEPLOY_PIN_APP !== "0") pinApp(String(app["id"]))
+    if (layout === "free") pinApp(String(app["id"]), "0,1")
+    else if (process.env.DEPLOY_PIN_APP !== "0") pinApp(String(app["id"]), "0")
     const through = `${url}/items`
     const direct = `http://127.0.0.1:${appPort}/items`
 
@@ -239,7 +251,7 @@ const main = async () => {
 
     const ratio = median(ratios)
     process.stdout.write(
-      `\nNode.js JSON route, c=${connections}, ${duration}s x ${rounds} rounds: gateway ${median(samples.gateway).toFixed(0)} req/s, ` +
+      `\nNode.js JSON route, layout ${layout}, c=${connections}, ${duration}s x ${rounds} rounds: gateway ${median(samples.gateway).toFixed(0)} req/s, ` +
         `direct ${median(samples.direct).toFixed(0)} req/s; ratio per round ${ratios.map((x) => x.toFixed(2)).join(" ")}; ` +
         `median ${ratio.toFixed(2)} (target >= ${TARGET}: ${ratio >= TARGET ? "met" : "MISSED"})\n` +
         `CPU per request (median): direct ${median(cpu.direct).toFixed(1)} µs, through the gateway ${median(cpu.through).toFixed(1)} µs ` +
