@@ -231,6 +231,10 @@ export const gatewayListener = (settings: PorticoSettings) =>
     return Object.assign(routing.listener(api), {
       /** The server's `upgrade` listener: apps' WebSockets, and the API's hosts answered as requests. */
       upgrade: proxySockets.inFront(routing.upgrade(api)),
+      /** Dynamic apps' connections are taken before node's server parses them (AppConnections.ts). */
+      takeConnections: routing.takeConnections,
+      closeIdleAppConnections: routing.closeIdleConnections,
+      closeAllAppConnections: routing.closeAllConnections,
       /**
        * Tells the proxy the port the server listens on, so it never proxies to it, and the app
        * runtime, which then knows the gateway's address for the apps and resumes this node's apps.
@@ -264,6 +268,7 @@ export const serveGateway = (settings: PorticoSettings) =>
       if (!res.headersSent) res.writeContinue()
     })
     server.on("upgrade", listener.upgrade)
+    listener.takeConnections(server)
     // What node's parser refuses before any route sees it still answers with the envelope.
     server.on("clientError", (error: NodeJS.ErrnoException, socket) => {
       // HPE_INVALID_EOF_STATE: the client closed its side mid-request (often one already answered,
@@ -295,12 +300,16 @@ export const serveGateway = (settings: PorticoSettings) =>
     yield* Scope.addFinalizer(
       scope,
       Effect.async<void>((resume) => {
-        const timer = setTimeout(() => server.closeAllConnections(), 10_000)
+        const timer = setTimeout(() => {
+          server.closeAllConnections()
+          listener.closeAllAppConnections()
+        }, 10_000)
         server.close(() => {
           clearTimeout(timer)
           resume(Effect.void)
         })
         server.closeIdleConnections()
+        listener.closeIdleAppConnections()
       })
     )
     const address = server.address() as AddressInfo

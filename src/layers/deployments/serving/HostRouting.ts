@@ -13,7 +13,8 @@ import type { Duplex } from "node:stream"
 import type { StorageService } from "../../storage/Storage.js"
 import { answerRefusal, answerRefusalOnSocket, appNotRunning, noSuchApp, type AppRefusal } from "./AppAnswers.js"
 import type { AppHostsService, AppTarget } from "./AppHosts.js"
-import { makeAppProxy } from "./AppProxy.js"
+import { makeAppConnections } from "./AppConnections.js"
+import { ANSWER_TIMEOUT_MS, makeAppProxy } from "./AppProxy.js"
 import { makeStaticSites } from "./StaticSite.js"
 
 export interface HostRoutingOptions {
@@ -41,6 +42,18 @@ export const makeHostRouting = (options: HostRoutingOptions) => {
   const sites = makeStaticSites(options.storage)
   const proxy = makeAppProxy({ ownPort: options.ownPort, answerTimeoutMs: options.answerTimeoutMs })
   const onAnswered = options.onAnswered
+  // the fast path: a connection whose first request is a dynamic app's served here is the app's
+  const connections = makeAppConnections({
+    appOf: (host) => {
+      const route = options.hosts.route(host)
+      if (route.kind !== "app" || route.app.type === "static") return undefined
+      const app = route.app
+      if (notHere(app, options.nodeId) !== undefined || app.port === undefined || app.port === options.ownPort()) return undefined
+      return app
+    },
+    answerTimeoutMs: options.answerTimeoutMs ?? ANSWER_TIMEOUT_MS,
+    onAnswered
+  })
 
   /** The API's listener behind host routing. */
   const listener = (api: Listener): Listener => (req, res) => {
@@ -84,7 +97,19 @@ export const makeHostRouting = (options: HostRoutingOptions) => {
     proxy.upgrade(req, socket, head, app)
   }
 
-  return { listener, upgrade, close: proxy.close }
+  return {
+    listener,
+    upgrade,
+    /** Puts the app connections in front of the server's own (AppConnections.ts). */
+    takeConnections: connections.takeConnections,
+    /** Shutdown: idle app connections close now, busy ones once answered. */
+    closeIdleConnections: connections.closeIdle,
+    closeAllConnections: connections.closeAll,
+    close: () => {
+      connections.closeAll()
+      proxy.close()
+    }
+  }
 }
 
 export type HostRouting = ReturnType<typeof makeHostRouting>
