@@ -700,6 +700,21 @@ describe.each(["embedded", "rqlite"] as const)("databases over HTTP on %s engine
       ])
     })
 
+    it("imports into a namespace whose store was never used: its first request may be the import", async () => {
+      const res = await fetch(`${gw.url}/v1/rqlite/export`, { headers: { authorization: `Bearer ${owner}` } })
+      const bytes = Buffer.from(await res.arrayBuffer())
+      const fresh = (await gw.cli(["namespace", "create", "dbfresh"])).api_key as string
+      const imported = await fetch(`${gw.url}/v1/rqlite/import`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${fresh}`, "content-type": "application/octet-stream" },
+        body: bytes
+      })
+      const answer = await imported.json()
+      expect(imported.status, JSON.stringify(answer)).toBe(200)
+      expect(answer).toEqual({ status: "ok", bytes: bytes.length, tables: 2 })
+      expect((await post("/v1/rqlite/query", { sql: "SELECT count(*) FROM users" }, fresh)).body.rows).toEqual([[3]])
+    })
+
     it("gives the transfer slot back with the export's last byte: an import right after it is never 429", async () => {
       for (let round = 0; round < 5; round++) {
         const res = await fetch(`${gw.url}/v1/rqlite/export`, { headers: { authorization: `Bearer ${owner}` } })

@@ -238,6 +238,8 @@ export const makeSqliteRunner = (options: WorkerOptions, output: RunnerOutput): 
         return { type: "done" }
       case "replace":
         removeFiles(request.file)
+        // a store never used before has no directory yet (an import into a new namespace)
+        mkdirSync(dirname(request.file), { recursive: true })
         renameSync(request.from, request.file)
         return { type: "done" }
     }

@@ -201,6 +201,24 @@ describe("SQLite workers", () => {
     }
   }, 60_000)
 
+  it("replaces a file whose directory does not exist yet with another, which then answers", async () => {
+    const { runtime, now } = pool()
+    try {
+      const source = file("replace-source")
+      json(await now({ op: "create", file: source }))
+      json(await now(statement(source, "CREATE TABLE t (x)", [], "write")))
+      json(await now(statement(source, "INSERT INTO t VALUES (42)", [], "write")))
+      // the source must be closed before it moves: a checkpointed copy, as import stages one
+      const staged = path.join(dir, "replace-staged.db")
+      json(await now({ op: "backup", file: source, dest: staged }))
+      const target = path.join(dir, "never", "made", "store.db")
+      expect(json(await now({ op: "replace", file: target, from: staged }))).toEqual({ type: "done" })
+      expect(json(await now(statement(target, "SELECT x FROM t")))).toMatchObject({ rows: [[42]] })
+    } finally {
+      await runtime.dispose()
+    }
+  })
+
   it("refuses requests past the queue bound with a clear overload, and serves again once it drains", async () => {
     const p = pool({ workers: 1, timeoutMs: 1500, maxQueue: 8 })
     try {
