@@ -18,6 +18,7 @@ import { Sealer } from "../../src/layers/secrets/Sealer.js"
 import { servicesLayer } from "../../src/layers/Services.js"
 import { Storage } from "../../src/layers/storage/Storage.js"
 import { type Gateway, startGateway, testTmp } from "../support/gateway.js"
+import { waitFor } from "../support/wait.js"
 import { hasRqlited, type RqlitedServer, rqlitedMissingMessage, startRqlited } from "../support/rqlited.js"
 import { acceptEchoSocket, openWebSocket } from "../support/webSocket.js"
 
@@ -137,6 +138,27 @@ describe.each(["sqlite", "rqlite"] as const)("serving deployed apps on their hos
         ...(rqlited === undefined ? {} : { PORTICO_RQLITE_URL: rqlited.url })
       }
     })
+    // the gateway cannot resume apps it has no instance of (these are the test's) and marks them
+    // failed: active again, and served once the host table has read them (every 5 s), so no test
+    // depends on finishing before that read
+    const gateway = gw
+    const inRegistry = <A>(use: (deployments: ReturnType<typeof makeDeploymentStore>) => Effect.Effect<A, unknown>) =>
+      Effect.runPromise(
+        Effect.scoped(
+          Effect.gen(function* () {
+            return yield* use(makeDeploymentStore(yield* RegistryStore, yield* Sealer, { ports: { first, last: first + 50 } }))
+          }).pipe(Effect.provide(servicesLayer(settings, { sqliteWorkers: "in-process" })))
+        )
+      )
+    for (const record of [seeded.api, seeded.down]) {
+      // the status is written after the log line: waiting for it keeps our write the last
+      await waitFor(`the gateway's resume of ${record.name}`, async () => {
+        const found = await inRegistry((deployments) => deployments.byId("shop", record.id))
+        return found._tag === "Some" && found.value.status === "failed"
+      }, 20_000)
+      await inRegistry((deployments) => deployments.setStatus("shop", record.id, "active"))
+    }
+    await waitFor("the app served on its host", async () => (await ask(gateway.port, hosts.dynamic, "GET", "/")).status !== 503, 20_000)
   }, 60_000)
 
   afterAll(async () => {
