@@ -8,21 +8,15 @@
  * a plain node:http server that records what it received.
  */
 import Database from "better-sqlite3"
-import { Effect } from "effect"
 import * as crypto from "node:crypto"
 import * as fs from "node:fs"
 import * as http from "node:http"
 import * as net from "node:net"
 import * as path from "node:path"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
-import { testSettings, type PorticoSettings } from "../../src/layers/config/PorticoConfig.js"
-import { makeDeploymentStore } from "../../src/layers/deployments/DeploymentStore.js"
 import { makeParser } from "../../src/layers/deployments/serving/Llhttp.js"
-import { RegistryStore } from "../../src/layers/registry/RegistryStore.js"
-import { Sealer } from "../../src/layers/secrets/Sealer.js"
-import { servicesLayer } from "../../src/layers/Services.js"
-import { type Gateway, getOnHost, startGateway, testTmp } from "../support/gateway.js"
-import { hasRqlited, type RqlitedServer, rqlitedMissingMessage, startRqlited } from "../support/rqlited.js"
+import { type Gateway, getOnHost, testTmp } from "../support/gateway.js"
+import { type DeploymentFixture, deploymentFixture, startSeededGateway } from "../support/deploymentFixture.js"
 import { waitFor } from "../support/wait.js"
 import { acceptEchoSocket } from "../support/webSocket.js"
 
@@ -165,47 +159,20 @@ const startApp = (port: number, seen: Array<Seen>) =>
 
 describe.each(["sqlite", "rqlite"] as const)("app connections through host routing, registry on %s", (engine) => {
   let gw: Gateway
-  let rqlited: RqlitedServer | undefined
+  let fixture: DeploymentFixture | undefined
   let app: http.Server | undefined
   const seen: Array<Seen> = []
   let host = ""
   let owner = ""
 
   beforeAll(async () => {
-    if (engine === "rqlite") {
-      if (!hasRqlited()) throw new Error(rqlitedMissingMessage())
-      rqlited = await Effect.runPromise(startRqlited())
-    }
-    const dataDir = fs.mkdtempSync(path.join(testTmp(), "portico-connections-"))
-    const registry: PorticoSettings["registry"] =
-      rqlited === undefined ? { engine: "sqlite", file: path.join(dataDir, "registry.db") } : { engine: "rqlite", url: rqlited.url, user: undefined, password: undefined }
-    const settings = testSettings(dataDir, { baseDomain: BASE, nodeId: NODE, registry })
-    const first = 10200 + Math.floor(Math.random() * 9000)
-    const inRegistry = <A>(use: (deployments: ReturnType<typeof makeDeploymentStore>) => Effect.Effect<A, unknown>) =>
-      Effect.runPromise(
-        Effect.scoped(
-          Effect.gen(function* () {
-            return yield* use(makeDeploymentStore(yield* RegistryStore, yield* Sealer, { ports: { first, last: first + 50 } }))
-          }).pipe(Effect.provide(servicesLayer(settings, { sqliteWorkers: "in-process" })))
-        )
-      )
-    const record = await inRegistry((deployments) =>
+    const f = (fixture = await deploymentFixture(engine, { baseDomain: BASE, nodeId: NODE }))
+    const record = await f.inRegistry((deployments) =>
       deployments.create({ namespace: "shop", name: "api", type: "nodejs", domain: `api-qrs345.${BASE}`, homeNode: NODE, artifact: "v1", status: "active" })
     )
     host = record.domain
     app = await startApp(record.port as number, seen)
-    gw = await startGateway({
-      dataDir,
-      env: { PORTICO_BASE_DOMAIN: BASE, PORTICO_NODE_ID: NODE, ...(rqlited === undefined ? {} : { PORTICO_RQLITE_URL: rqlited.url }) }
-    })
-    // the gateway cannot resume an app it has no instance of (the app here is the test's) and marks
-    // it failed: active again, and served once the host table has read it (every 5 s)
-    // the status is written after the log line: waiting for it keeps our write the last
-    await waitFor("the gateway's resume of the app", async () => {
-      const found = await inRegistry((deployments) => deployments.byId("shop", record.id))
-      return found._tag === "Some" && found.value.status === "failed"
-    }, 20_000)
-    await inRegistry((deployments) => deployments.setStatus("shop", record.id, "active"))
+    gw = await startSeededGateway(f, [record])
     await waitFor("the app served on its host", async () => (await getOnHost(gw.port, host, "/ready")).status === 200, 20_000)
     owner = (await gw.cli(["namespace", "create", "conns"])).api_key
   }, 60_000)
@@ -214,7 +181,7 @@ describe.each(["sqlite", "rqlite"] as const)("app connections through host routi
     await gw?.stop()
     app?.closeAllConnections()
     await new Promise((r) => (app === undefined ? r(undefined) : app.close(r)))
-    if (rqlited !== undefined) await Effect.runPromise(rqlited.stop)
+    await fixture?.stop()
   })
 
   beforeEach(() => {

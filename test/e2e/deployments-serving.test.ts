@@ -10,16 +10,12 @@ import * as fs from "node:fs"
 import * as http from "node:http"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { testSettings, type PorticoSettings } from "../../src/layers/config/PorticoConfig.js"
-import { makeDeploymentStore } from "../../src/layers/deployments/DeploymentStore.js"
 import { storeSiteDirectory } from "../../src/layers/deployments/serving/SiteManifest.js"
-import { RegistryStore } from "../../src/layers/registry/RegistryStore.js"
-import { Sealer } from "../../src/layers/secrets/Sealer.js"
 import { servicesLayer } from "../../src/layers/Services.js"
 import { Storage } from "../../src/layers/storage/Storage.js"
-import { type Gateway, startGateway, testTmp } from "../support/gateway.js"
+import { type Gateway, testTmp } from "../support/gateway.js"
 import { waitFor } from "../support/wait.js"
-import { hasRqlited, type RqlitedServer, rqlitedMissingMessage, startRqlited } from "../support/rqlited.js"
+import { type DeploymentFixture, deploymentFixture, startSeededGateway } from "../support/deploymentFixture.js"
 import { acceptEchoSocket, openWebSocket } from "../support/webSocket.js"
 
 const BASE = "apps.test"
@@ -86,19 +82,12 @@ const startApp = (port: number) =>
 
 describe.each(["sqlite", "rqlite"] as const)("serving deployed apps on their hosts, registry on %s", (engine) => {
   let gw: Gateway
-  let rqlited: RqlitedServer | undefined
+  let fixture: DeploymentFixture | undefined
   let app: http.Server | undefined
   const hosts = { site: "", dynamic: "", down: "", stopped: "" }
 
   beforeAll(async () => {
-    if (engine === "rqlite") {
-      if (!hasRqlited()) throw new Error(rqlitedMissingMessage())
-      rqlited = await Effect.runPromise(startRqlited())
-    }
-    const dataDir = fs.mkdtempSync(path.join(testTmp(), "portico-serving-"))
-    const registry: PorticoSettings["registry"] =
-      rqlited === undefined ? { engine: "sqlite", file: path.join(dataDir, "registry.db") } : { engine: "rqlite", url: rqlited.url, user: undefined, password: undefined }
-    const settings = testSettings(dataDir, { baseDomain: BASE, nodeId: NODE, registry })
+    const f = (fixture = await deploymentFixture(engine, { baseDomain: BASE, nodeId: NODE }))
     // a site: nested files, a directory with its own index, types by extension
     const site = fs.mkdtempSync(path.join(testTmp(), "site-"))
     fs.mkdirSync(path.join(site, "docs"), { recursive: true })
@@ -109,20 +98,22 @@ describe.each(["sqlite", "rqlite"] as const)("serving deployed apps on their hos
     fs.writeFileSync(path.join(site, "assets", "style.css"), "body{}")
     fs.writeFileSync(path.join(site, "logo.svg"), "<svg/>")
     fs.writeFileSync(path.join(site, "data.bin"), Buffer.alloc(100_000, 7))
-    // a random part of the app range, so parallel runs rarely meet on a port
-    const first = 10200 + Math.floor(Math.random() * 9000)
     const seeded = await Effect.runPromise(
       Effect.scoped(
         Effect.gen(function* () {
-          const deployments = makeDeploymentStore(yield* RegistryStore, yield* Sealer, { ports: { first, last: first + 50 } })
-          const storage = yield* Storage
-          const stored = yield* storeSiteDirectory(storage, "shop", "blog", site)
-          const blog = yield* deployments.create({ namespace: "shop", name: "blog", type: "static", domain: `blog-abc123.${BASE}`, homeNode: NODE, artifact: stored.cid, status: "active" })
+          const stored = yield* storeSiteDirectory(yield* Storage, "shop", "blog", site)
+          return stored.cid
+        }).pipe(Effect.provide(servicesLayer(f.settings, { sqliteWorkers: "in-process" })))
+      )
+    ).then((cid) =>
+      f.inRegistry((deployments) =>
+        Effect.gen(function* () {
+          const blog = yield* deployments.create({ namespace: "shop", name: "blog", type: "static", domain: `blog-abc123.${BASE}`, homeNode: NODE, artifact: cid, status: "active" })
           const api = yield* deployments.create({ namespace: "shop", name: "api", type: "nodejs", domain: `api-def456.${BASE}`, homeNode: NODE, artifact: "v1", status: "active" })
           const down = yield* deployments.create({ namespace: "shop", name: "down", type: "nodejs", domain: `down-ghi789.${BASE}`, homeNode: NODE, artifact: "v1", status: "active" })
           const stopped = yield* deployments.create({ namespace: "shop", name: "paused", type: "go", domain: `paused-jkl012.${BASE}`, homeNode: NODE, artifact: "v1", status: "stopped" })
           return { blog, api, down, stopped }
-        }).pipe(Effect.provide(servicesLayer(settings, { sqliteWorkers: "in-process" })))
+        })
       )
     )
     hosts.site = seeded.blog.domain
@@ -130,34 +121,7 @@ describe.each(["sqlite", "rqlite"] as const)("serving deployed apps on their hos
     hosts.down = seeded.down.domain
     hosts.stopped = seeded.stopped.domain
     app = await startApp(seeded.api.port as number)
-    gw = await startGateway({
-      dataDir,
-      env: {
-        PORTICO_BASE_DOMAIN: BASE,
-        PORTICO_NODE_ID: NODE,
-        ...(rqlited === undefined ? {} : { PORTICO_RQLITE_URL: rqlited.url })
-      }
-    })
-    // the gateway cannot resume apps it has no instance of (these are the test's) and marks them
-    // failed: active again, and served once the host table has read them (every 5 s), so no test
-    // depends on finishing before that read
-    const gateway = gw
-    const inRegistry = <A>(use: (deployments: ReturnType<typeof makeDeploymentStore>) => Effect.Effect<A, unknown>) =>
-      Effect.runPromise(
-        Effect.scoped(
-          Effect.gen(function* () {
-            return yield* use(makeDeploymentStore(yield* RegistryStore, yield* Sealer, { ports: { first, last: first + 50 } }))
-          }).pipe(Effect.provide(servicesLayer(settings, { sqliteWorkers: "in-process" })))
-        )
-      )
-    for (const record of [seeded.api, seeded.down]) {
-      // the status is written after the log line: waiting for it keeps our write the last
-      await waitFor(`the gateway's resume of ${record.name}`, async () => {
-        const found = await inRegistry((deployments) => deployments.byId("shop", record.id))
-        return found._tag === "Some" && found.value.status === "failed"
-      }, 20_000)
-      await inRegistry((deployments) => deployments.setStatus("shop", record.id, "active"))
-    }
+    const gateway = (gw = await startSeededGateway(f, [seeded.api, seeded.down]))
     await waitFor("the app served on its host", async () => (await ask(gateway.port, hosts.dynamic, "GET", "/")).status !== 503, 20_000)
   }, 60_000)
 
@@ -165,7 +129,7 @@ describe.each(["sqlite", "rqlite"] as const)("serving deployed apps on their hos
     await gw?.stop()
     app?.closeAllConnections()
     await new Promise((r) => (app === undefined ? r(undefined) : app.close(r)))
-    if (rqlited !== undefined) await Effect.runPromise(rqlited.stop)
+    await fixture?.stop()
   })
 
   describe("a static site from content storage", () => {
