@@ -100,6 +100,10 @@ describe.each(["embedded", "rqlite"] as const)("databases over HTTP on %s engine
   const servers: Array<RqlitedServer> = []
 
   const post = (route: string, json: unknown, token = owner) => gw.request("POST", route, { token, json })
+  /** The cluster SQL store's raw routes, as a client streams a file to and from them. */
+  const exportAs = (token = owner) => fetch(`${gw.url}/v1/rqlite/export`, { headers: { authorization: `Bearer ${token}` } })
+  const importAs = (token: string, body: Buffer) =>
+    fetch(`${gw.url}/v1/rqlite/import`, { method: "POST", headers: { authorization: `Bearer ${token}`, "content-type": "application/octet-stream" }, body })
   const q = (database_name: string, query: string, params?: ReadonlyArray<unknown>, token = owner) =>
     post("/v1/db/sqlite/query", params === undefined ? { database_name, query } : { database_name, query, params }, token)
 
@@ -672,7 +676,7 @@ describe.each(["embedded", "rqlite"] as const)("databases over HTTP on %s engine
 
     it("exports the raw database (owner only) and imports it into another namespace", async () => {
       expectError(await gw.request("GET", "/v1/rqlite/export", { token: admin }), 403, "OWNER_REQUIRED")
-      const res = await fetch(`${gw.url}/v1/rqlite/export`, { headers: { authorization: `Bearer ${owner}` } })
+      const res = await exportAs()
       expect(res.status).toBe(200)
       expect(res.headers.get("content-type")).toBe("application/vnd.sqlite3")
       const bytes = Buffer.from(await res.arrayBuffer())
@@ -685,11 +689,7 @@ describe.each(["embedded", "rqlite"] as const)("databases over HTTP on %s engine
       db.close()
 
       expectError(await gw.request("POST", "/v1/rqlite/import", { token: admin, body: bytes.toString("latin1") }), 403, "OWNER_REQUIRED")
-      const imported = await fetch(`${gw.url}/v1/rqlite/import`, {
-        method: "POST",
-        headers: { authorization: `Bearer ${otherOwner}`, "content-type": "application/octet-stream" },
-        body: bytes
-      })
+      const imported = await importAs(otherOwner, bytes)
       const answer = await imported.json()
       expect(imported.status, JSON.stringify(answer)).toBe(200)
       expect(answer).toEqual({ status: "ok", bytes: bytes.length, tables: 2 })
@@ -701,14 +701,10 @@ describe.each(["embedded", "rqlite"] as const)("databases over HTTP on %s engine
     })
 
     it("imports into a namespace whose store was never used: its first request may be the import", async () => {
-      const res = await fetch(`${gw.url}/v1/rqlite/export`, { headers: { authorization: `Bearer ${owner}` } })
+      const res = await exportAs()
       const bytes = Buffer.from(await res.arrayBuffer())
       const fresh = (await gw.cli(["namespace", "create", "dbfresh"])).api_key as string
-      const imported = await fetch(`${gw.url}/v1/rqlite/import`, {
-        method: "POST",
-        headers: { authorization: `Bearer ${fresh}`, "content-type": "application/octet-stream" },
-        body: bytes
-      })
+      const imported = await importAs(fresh, bytes)
       const answer = await imported.json()
       expect(imported.status, JSON.stringify(answer)).toBe(200)
       expect(answer).toEqual({ status: "ok", bytes: bytes.length, tables: 2 })
@@ -717,26 +713,17 @@ describe.each(["embedded", "rqlite"] as const)("databases over HTTP on %s engine
 
     it("gives the transfer slot back with the export's last byte: an import right after it is never 429", async () => {
       for (let round = 0; round < 5; round++) {
-        const res = await fetch(`${gw.url}/v1/rqlite/export`, { headers: { authorization: `Bearer ${owner}` } })
+        const res = await exportAs()
         expect(res.status).toBe(200)
         const bytes = Buffer.from(await res.arrayBuffer())
-        const imported = await fetch(`${gw.url}/v1/rqlite/import`, {
-          method: "POST",
-          headers: { authorization: `Bearer ${otherOwner}`, "content-type": "application/octet-stream" },
-          body: bytes
-        })
+        const imported = await importAs(otherOwner, bytes)
         const answer = await imported.text()
         expect(imported.status, `round ${round}: ${answer}`).toBe(200)
       }
     })
 
     it("checks an import offline: damaged files, triggers and reserved names give 400 and nothing is written", async () => {
-      const importAs = (body: Buffer) =>
-        fetch(`${gw.url}/v1/rqlite/import`, {
-          method: "POST",
-          headers: { authorization: `Bearer ${otherOwner}`, "content-type": "application/octet-stream" },
-          body
-        }).then(async (r) => ({ status: r.status, body: await r.json() }))
+      const importOther = (body: Buffer) => importAs(otherOwner, body).then(async (r) => ({ status: r.status, body: await r.json() }))
       const good = sqliteFile(["CREATE TABLE t (x)", "INSERT INTO t VALUES (1)"])
       const damaged = Buffer.concat([good.subarray(0, 100), Buffer.alloc(good.length - 100, 0xab)])
       const cases: Array<[string, Buffer]> = [
@@ -770,7 +757,7 @@ describe.each(["embedded", "rqlite"] as const)("databases over HTTP on %s engine
         ]
       ]
       for (const [what, body] of cases) {
-        const r = await importAs(body)
+        const r = await importOther(body)
         expect(r.status, `${what}: ${JSON.stringify(r.body)}`).toBe(400)
         expect(Object.keys(r.body as object).every((k) => ["error", "code", "hint"].includes(k))).toBe(true)
       }
@@ -782,7 +769,7 @@ describe.each(["embedded", "rqlite"] as const)("databases over HTTP on %s engine
         "INSERT INTO users (name) VALUES ('a'), ('b'), ('c')",
         "ANALYZE"
       ])
-      const imported = await importAs(internals)
+      const imported = await importOther(internals)
       expect(imported.status, JSON.stringify(imported.body)).toBe(200)
       expect((await post("/v1/rqlite/query", { sql: "SELECT count(*) FROM users" }, otherOwner)).body.rows).toEqual([[3]])
     })
@@ -813,7 +800,7 @@ describe.each(["embedded", "rqlite"] as const)("databases over HTTP on %s engine
       await slow.reply.catch(() => undefined)
       // the slot is free again once the cut-off upload is gone
       await new Promise((r) => setTimeout(r, 300))
-      expect((await fetch(`${gw.url}/v1/rqlite/export`, { headers: { authorization: `Bearer ${owner}` } })).status).toBe(200)
+      expect((await exportAs()).status).toBe(200)
     })
   })
 

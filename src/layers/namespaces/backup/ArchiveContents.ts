@@ -1,6 +1,6 @@
 /**
  * The JSON entries of a namespace backup (docs/namespaces.md "Backup and restore"): the manifest,
- * the registry rows and the pin list, as schemas, so a restore decodes them as strictly as any
+ * the registry rows and the pin list, as schemas, so a restore decodes them as strictly as a
  * request body before anything is written.
  */
 import { Either, Schema } from "effect"
