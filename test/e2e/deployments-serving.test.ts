@@ -98,6 +98,8 @@ describe.each(["sqlite", "rqlite"] as const)("serving deployed apps on their hos
     fs.writeFileSync(path.join(site, "assets", "style.css"), "body{}")
     fs.writeFileSync(path.join(site, "logo.svg"), "<svg/>")
     fs.writeFileSync(path.join(site, "data.bin"), Buffer.alloc(100_000, 7))
+    // paths that name members of an object's prototype are files like any other
+    fs.writeFileSync(path.join(site, "__proto__"), "a file named __proto__")
     const seeded = await Effect.runPromise(
       Effect.scoped(
         Effect.gen(function* () {
@@ -159,6 +161,16 @@ describe.each(["sqlite", "rqlite"] as const)("serving deployed apps on their hos
       expect(spa.headers["content-type"]).toBe("text/html; charset=utf-8")
       const climbing = await ask(gw.port, hosts.site, "GET", "/%2e%2e/%2e%2e/etc/passwd")
       expect(climbing.body.toString()).toContain("<title>home</title>")
+    })
+
+    it("takes a path naming an object's member for a path: the fallback when no such file, the file when there is one", async () => {
+      for (const member of ["/constructor", "/toString", "/hasOwnProperty", "/__defineGetter__"]) {
+        const answer = await ask(gw.port, hosts.site, "GET", member)
+        expect([member, answer.status, answer.headers["content-type"]]).toEqual([member, 200, "text/html; charset=utf-8"])
+        expect(answer.body.toString()).toContain("<title>home</title>")
+      }
+      const proto = await ask(gw.port, hosts.site, "GET", "/__proto__")
+      expect([proto.status, proto.body.toString(), proto.headers["content-length"]]).toEqual([200, "a file named __proto__", "22"])
     })
 
     it("answers HEAD, a byte range, 304 on a matching ETag, and 405 for other methods", async () => {

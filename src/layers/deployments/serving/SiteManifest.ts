@@ -10,25 +10,36 @@
  * The manifest is written only by the gateway (from an archive it extracted and checked), never
  * taken from a tenant, so serving trusts its CIDs.
  */
-import { Effect, Schema } from "effect"
+import { Effect, Either, Schema } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { type Refused, refuse } from "../../Refused.js"
 import type { StorageService } from "../../storage/Storage.js"
 import type { StorageRefused } from "../../storage/StorageRefused.js"
 
-export const SiteFile = Schema.Struct({ cid: Schema.String, size: Schema.Number })
+export const SiteFile = Schema.Struct({ cid: Schema.String, size: Schema.NonNegativeInt })
 export type SiteFile = typeof SiteFile.Type
 
-/** Version 1: `files` keyed by the path inside the site, `/`-separated, no leading slash. */
-export const SiteManifest = Schema.Struct({
-  portico_site: Schema.Literal(1),
-  files: Schema.Record({ key: Schema.String, value: SiteFile })
-})
-export type SiteManifest = typeof SiteManifest.Type
+/**
+ * A manifest as serving reads it. Stored as `{"portico_site":1,"files":{"<path>":{"cid","size"}}}`,
+ * `files` keyed by the path inside the site (`/`-separated, no leading slash). In memory the files
+ * are a Map: a path is any name a tenant's archive holds (`constructor`, `__proto__`), never a
+ * member of an object's prototype.
+ */
+export interface SiteManifest {
+  readonly files: ReadonlyMap<string, SiteFile>
+  /** The stored document's bytes: what the manifest cache counts. */
+  readonly bytes: number
+}
 
-/** A manifest larger than this is not read (about 60,000 files' worth). */
+/** A manifest larger than this is not written nor read (about 80,000 files of short paths). */
 export const MANIFEST_MAX_BYTES = 8 * 1024 * 1024
+
+/**
+ * The most one file adds to the manifest besides its JSON-quoted path: `:{"cid":"…","size":…},`
+ * with a CID of up to 100 characters (CIDv1 base32 of SHA-256 is 59) and a size of 16 digits.
+ */
+const ENTRY_MAX_BYTES = 140
 
 export interface StoredSite {
   /** The manifest's CID: the site's content CID. */
@@ -86,14 +97,22 @@ export const storeSiteDirectory = (
       // the directory is the gateway's own extraction: a failure here is not the tenant's
       catch: () => refuse("UNAVAILABLE", "the site's files could not be read", "retry the deploy")
     })
-    const manifest: { portico_site: 1; files: Record<string, SiteFile> } = { portico_site: 1, files: {} }
+    // refused before a byte is stored: a manifest serving could not read would make a site that never answers
+    const bound = files.reduce((sum, { sitePath }) => sum + Buffer.byteLength(JSON.stringify(sitePath)) + ENTRY_MAX_BYTES, 64)
+    if (bound > MANIFEST_MAX_BYTES) {
+      return yield* Effect.fail(
+        refuse("PAYLOAD_TOO_LARGE", `the site has too many files: ${files.length} files would make a manifest of over ${MANIFEST_MAX_BYTES / 1024 / 1024} MiB`, "a static site takes about 80,000 files of short paths; bundle or drop files")
+      )
+    }
+    const entries: Array<[string, SiteFile]> = []
     let bytes = 0
     for (const { sitePath, file } of files) {
       const stored = yield* storage.store(namespace, "deployment", ref, sitePath, fs.createReadStream(file), () => [])
-      manifest.files[sitePath] = { cid: stored.cid, size: stored.size }
+      entries.push([sitePath, { cid: stored.cid, size: stored.size }])
       bytes += stored.size
     }
-    const text = JSON.stringify(manifest)
+    // fromEntries defines own properties, so a path named __proto__ is a key like any other
+    const text = JSON.stringify({ portico_site: 1, files: Object.fromEntries(entries) })
     const stored = yield* storage.store(namespace, "deployment", ref, "site manifest", jsonBytes(text), () => [])
     return { cid: stored.cid, files: files.length, bytes }
   })
@@ -116,7 +135,32 @@ export const readManifest = (storage: StorageService, namespace: string, cid: st
       },
       catch: (e) => ({ _tag: "NotAManifest" as const, detail: `the manifest could not be read: ${String(e)}` })
     })
-    return yield* Schema.decodeUnknown(Schema.parseJson(SiteManifest))(text).pipe(
-      Effect.mapError((e) => ({ _tag: "NotAManifest" as const, detail: e.message }))
-    )
+    return yield* Either.match(parseManifest(text), {
+      onLeft: (detail) => Effect.fail({ _tag: "NotAManifest" as const, detail }),
+      onRight: Effect.succeed
+    })
   })
+
+const decodeFile = Schema.decodeUnknownEither(SiteFile)
+
+/** The manifest in `text`, or why it is not one. JSON.parse keeps every key an own property. */
+export const parseManifest = (text: string): Either.Either<SiteManifest, string> => {
+  let document: unknown
+  try {
+    document = JSON.parse(text)
+  } catch (e) {
+    return Either.left(`the manifest is not JSON: ${String(e)}`)
+  }
+  if (typeof document !== "object" || document === null || (document as { portico_site?: unknown }).portico_site !== 1) {
+    return Either.left("not a portico_site 1 manifest")
+  }
+  const listed = (document as { files?: unknown }).files
+  if (typeof listed !== "object" || listed === null || Array.isArray(listed)) return Either.left("the manifest has no files object")
+  const files = new Map<string, SiteFile>()
+  for (const [sitePath, entry] of Object.entries(listed)) {
+    const file = decodeFile(entry)
+    if (Either.isLeft(file)) return Either.left(`the manifest's entry ${JSON.stringify(sitePath)} is not a file: ${file.left.message}`)
+    files.set(sitePath, file.right)
+  }
+  return Either.right({ files, bytes: Buffer.byteLength(text) })
+}

@@ -25,6 +25,11 @@ export const SITE_CACHE_CONTROL = "public, max-age=3600"
 
 /** Manifests kept: the sites a node serves most, each a few KB to a few MB. */
 const MANIFESTS_KEPT = 256
+/**
+ * And at most this many bytes of them (as stored; parsed, a manifest takes a few times its text),
+ * so tenants with large sites cannot make the cache hold 256 manifests of 8 MiB.
+ */
+const MANIFEST_CACHE_BYTES = 64 * 1024 * 1024
 
 /** The file a site path names, `index.html` for a directory, else the SPA fallback; undefined when even that is missing. */
 export const pickFile = (manifest: SiteManifest, urlPath: string): { readonly path: string; readonly file: SiteFile } | undefined => {
@@ -33,11 +38,11 @@ export const pickFile = (manifest: SiteManifest, urlPath: string): { readonly pa
   if (clean !== undefined) {
     const candidates = clean === "" ? ["index.html"] : [clean, `${clean}/index.html`]
     for (const candidate of candidates) {
-      const file = files[candidate]
+      const file = files.get(candidate)
       if (file !== undefined) return { path: candidate, file }
     }
   }
-  const index = files["index.html"]
+  const index = files.get("index.html")
   return index === undefined ? undefined : { path: "index.html", file: index }
 }
 
@@ -73,21 +78,31 @@ const unreadable = (name: string): AppRefusal => ({
 })
 
 export const makeStaticSites = (storage: StorageService) => {
-  const manifests = new LRUCache<string, Promise<SiteManifest>>({ max: MANIFESTS_KEPT })
+  const manifests = new LRUCache<string, SiteManifest>({
+    max: MANIFESTS_KEPT,
+    maxSize: MANIFEST_CACHE_BYTES,
+    sizeCalculation: (manifest) => Math.max(1, manifest.bytes)
+  })
+  /** Reads in flight, so concurrent requests for a site not yet cached read its manifest once. */
+  const reading = new Map<string, Promise<SiteManifest>>()
 
   /** The manifest of `app`, read once per CID; a failed read is not kept, so the next request tries again. */
   const manifestOf = (app: AppTarget): Promise<SiteManifest> => {
     const key = `${app.namespace}\n${app.artifact}`
     const cached = manifests.get(key)
-    if (cached !== undefined) return cached
+    if (cached !== undefined) return Promise.resolve(cached)
+    const inFlight = reading.get(key)
+    if (inFlight !== undefined) return inFlight
     // the refusal itself is thrown (not Effect's wrapper), so `serve` can read its code
-    const reading = Effect.runPromise(Effect.either(readManifest(storage, app.namespace, app.artifact))).then((read) => {
-      if (Either.isLeft(read)) throw read.left
-      return read.right
+    const read = Effect.runPromise(Effect.either(readManifest(storage, app.namespace, app.artifact))).then((result) => {
+      if (Either.isLeft(result)) throw result.left
+      manifests.set(key, result.right)
+      return result.right
     })
-    manifests.set(key, reading)
-    reading.catch(() => manifests.delete(key))
-    return reading
+    reading.set(key, read)
+    const done = () => void reading.delete(key)
+    read.then(done, done)
+    return read
   }
 
   const serve = async (req: http.IncomingMessage, res: http.ServerResponse, app: AppTarget): Promise<void> => {
