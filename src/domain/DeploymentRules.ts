@@ -83,6 +83,16 @@ export const generatedDomain = (name: string, random: string, baseDomain: string
   `${hostLabelOfName(`${name}-${random}`)}.${baseDomain.toLowerCase()}`
 
 /**
+ * A first deploy's host, checked: a name whose generated host would begin `ns-` (`ns`, `ns-shop`,
+ * `NS_shop`) is valid, but that host is a namespace gateway's (`ns-<namespace>.<domain>`), which
+ * the API keeps, so the app would never be reached there: such a name needs a `--subdomain`.
+ */
+export const checkHost = (name: string, subdomain: string | undefined): Either.Either<void, DeploymentFieldInvalid> =>
+  subdomain === undefined && generatedDomain(name, "x", "d").startsWith("ns-")
+    ? invalid("subdomain", `the host of a name beginning 'ns-' would be a namespace gateway's (ns-<namespace>.<domain>): choose the app's host with a subdomain`)
+    : Either.right(undefined)
+
+/**
  * Labels a `--subdomain` may not take: platform hosts and the namespace gateways' `ns-` prefix
  * (`ns-<namespace>.<domain>`, spec §2.7 `PORTICO_GATEWAY_URL`), which would let an app answer as
  * a namespace's gateway.

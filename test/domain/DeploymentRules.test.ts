@@ -10,7 +10,8 @@ import {
   overrideDomain,
   randomLabel,
   randomLabelFrom,
-  subdomainOverride
+  subdomainOverride,
+  checkHost
 } from "../../src/domain/DeploymentRules.js"
 
 const refusedField = <A>(result: Either.Either<A, { field: string }>): string | undefined => (Either.isLeft(result) ? result.left.field : undefined)
@@ -67,6 +68,13 @@ describe("domains", () => {
     for (const bad of ["", "-a", "a-", "a.b", "a_b", "x".repeat(64), "xn--abc", "ns-demo", "www", "API", "café", 7]) {
       expect(refusedField(subdomainOverride(bad))).toBe("subdomain")
     }
+  })
+  it("asks a name whose generated host would begin 'ns-' for a subdomain", () => {
+    for (const name of ["ns", "NS", "ns-shop", "NS_shop", "ns__x", "Ns-"]) {
+      expect([name, refusedField(checkHost(name, undefined))]).toEqual([name, "subdomain"])
+      expect(Either.isRight(checkHost(name, "shop"))).toBe(true)
+    }
+    for (const name of ["nss", "n-s", "news", "snow", "blog"]) expect(Either.isRight(checkHost(name, undefined))).toBe(true)
   })
   it("names the instance <namespace>-<name>, which two deployments can share", () => {
     expect(instanceName("acme", "blog")).toBe("acme-blog")

@@ -213,12 +213,13 @@ describe.each(["sqlite", "rqlite"] as const)("deployments routes, registry on %s
   })
 
   it("refuses a bad name, a bad subdomain and bad env before storing anything", async () => {
-    const bad: ReadonlyArray<Record<string, string>> = [{ name: "-bad" }, { name: "ok", subdomain: "api" }, { name: "ok", env: JSON.stringify({ PORT: "1" }) }, { name: "ok", env: "[1]" }, { name: "ok", extra: "x" }]
+    const bad: ReadonlyArray<Record<string, string>> = [{ name: "-bad" }, { name: "ok", subdomain: "api" }, { name: "ok", env: JSON.stringify({ PORT: "1" }) }, { name: "ok", env: "[1]" }, { name: "ok", extra: "x" }, { name: "ns-ok" }]
     for (const fields of bad) {
       expectError(await upload(admin, "static", formOf(fields, tarOf(siteV1))), 400, "VALIDATION_FAILED")
     }
     expectError(await upload(admin, "static", formOf({ name: "ok" })), 400, "BAD_REQUEST")
     expectError(await get(admin, "get?name=ok"), 404, "NOT_FOUND")
+    expectError(await get(admin, "get?name=ns-ok"), 404, "NOT_FOUND")
     expect(await refsOf("ok")).toBe(0)
     expect((await get(admin, "list")).body.deployments.map((d: any) => d.name)).toEqual(["blog"])
   })

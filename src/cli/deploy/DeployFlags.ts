@@ -8,7 +8,7 @@ import { Either } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { checkEnvironment, type Environment } from "../../domain/DeploymentEnv.js"
-import { type DeploymentFieldInvalid, deploymentName, type DeploymentType, DEPLOYMENT_TYPES, isDeploymentType, subdomainOverride } from "../../domain/DeploymentRules.js"
+import { checkHost, type DeploymentFieldInvalid, deploymentName, type DeploymentType, DEPLOYMENT_TYPES, isDeploymentType, subdomainOverride } from "../../domain/DeploymentRules.js"
 import { mergeDeployEnv } from "../../domain/EnvFile.js"
 import { type Parsed, stringOption, usageError } from "../Cli.js"
 import { DEFAULT_URL } from "../login.js"
@@ -81,6 +81,10 @@ export const readDeployFlags = (
     const checked = subdomainOverride(rawSubdomain)
     if (Either.isLeft(checked)) throw usageError(fieldProblem("--subdomain", checked.left))
     subdomain = checked.right
+  }
+  if (!update) {
+    const host = checkHost(name.right, subdomain)
+    if (Either.isLeft(host)) throw usageError(`--name ${name.right}: ${host.left.reason.replace("with a subdomain", "with --subdomain")}`)
   }
 
   let fileText: string | undefined

@@ -6,7 +6,7 @@
  */
 import { Either } from "effect"
 import { checkEnvironment, type Environment } from "../../domain/DeploymentEnv.js"
-import { DeploymentFieldInvalid, deploymentName, type DeploymentType, subdomainOverride } from "../../domain/DeploymentRules.js"
+import { checkHost, DeploymentFieldInvalid, deploymentName, type DeploymentType, subdomainOverride } from "../../domain/DeploymentRules.js"
 import { type FormEvent, formEvents, FormRefused } from "../storage/UploadForm.js"
 
 /** What the form said, checked. */
@@ -56,6 +56,7 @@ export const checkFields = (
     const name = yield* deploymentName(raw.get("name"))
     const subdomainText = raw.get("subdomain")
     const subdomain = subdomainText === undefined ? undefined : yield* subdomainOverride(subdomainText)
+    if (first) yield* checkHost(name, subdomain)
     const healthCheck = raw.get("health_check")
     if (healthCheck !== undefined) {
       if (type === "static") return yield* Either.left(fieldError("health_check", "a static site has no health check"))

@@ -72,6 +72,7 @@ describe("deploy flags", () => {
     [["--name", "a"], /deploy needs the app's directory/],
     [["d", "--name", "a", "--type", "php"], /--type must be one of static, nextjs, go, nodejs/],
     [["d", "--name", "a", "--subdomain", "www"], /^--subdomain: 'www' is a platform host/],
+    [["d", "--name", "ns-shop"], /^--name ns-shop: the host of a name beginning 'ns-' would be a namespace gateway's .* with --subdomain$/],
     [["d", "--name", "a", "--env", "PORT=1"], /env.PORT: set by the platform/],
     [["d", "--name", "a", "--env", "NOEQUALS"], /--env: 'NOEQUALS' is not KEY=VALUE/],
     [["d", "--name", "a", "--env-file", "missing.env"], /--env-file missing.env: no such file/],
@@ -82,6 +83,11 @@ describe("deploy flags", () => {
     [["d", "--name", "a", "--url", "ftp://x"], /--url must be an http\(s\) URL/]
   ])("refuses %j before anything is built or sent", (args, message) => {
     expect(usage(args, { "f.env": "A=1\n" })).toMatch(message)
+  })
+
+  it("takes a name beginning 'ns-' with a subdomain, and on an update (the host is kept)", () => {
+    expect(read(["d", "--name", "ns-shop", "--subdomain", "shop"]).subdomain).toBe("shop")
+    expect(read(["d", "--name", "ns-shop", "--update"]).name).toBe("ns-shop")
   })
 
   it("refuses a bad env-file line naming it", () => {
