@@ -107,7 +107,7 @@ describe.each(["sqlite", "rqlite"] as const)("dynamic deployments through the ro
   it("uploads a Node.js app, starts it sandboxed and serves it on its host", async () => {
     const created = await upload("upload", { name: "api", skip_install: "true", env: JSON.stringify({ GREETING: "hello" }) }, tarOf({ "index.js": appSource("v1") }))
     expect(created.status, created.text).toBe(201)
-    expect(created.body).toMatchObject({ name: "api", type: "nodejs", status: "active", version: 1, health_check: "/health" })
+    expect(created.body).toMatchObject({ name: "api", type: "nodejs", status: "active", version: 1, health_check: "/health", content_cid: null })
     expect(created.body.port).toBeGreaterThanOrEqual(20200)
     domain = created.body.domain
     const served = await onHost(gw.port, domain, "/")

@@ -140,6 +140,7 @@ describe.each(["sqlite", "rqlite"] as const)("deployments routes, registry on %s
       client.deployments.upload({ path: { type: "static" }, payload: formOf({ name: "blog", env: JSON.stringify({ GREETING: "hi" }) }, tarOf(siteV1)) }).pipe(Effect.provide(FetchHttpClient.layer))
     )
     expect(created).toMatchObject({ name: "blog", namespace: "shop", type: "static", status: "active", version: 1, port: null, health_check: null })
+    expect(created.content_cid).toMatch(/^b[a-z2-7]+$/)
     expect(created.domain).toMatch(new RegExp(`^blog-[a-z0-9]{6}\\.${BASE.replace(".", "\\.")}$`))
     expect((await getOnHost(gw.port, created.domain, "/")).body).toBe("<h1>v1</h1>")
     expect((await getOnHost(gw.port, created.domain, "/about")).body).toBe("<p>about v1</p>")
@@ -152,16 +153,18 @@ describe.each(["sqlite", "rqlite"] as const)("deployments routes, registry on %s
   })
 
   it("updates to version 2, rolls back to a version 3 serving v1, and lists the versions and events newest first", async () => {
-    const domain = (await get(admin, "get?name=blog")).body.domain
+    const before = (await get(admin, "get?name=blog")).body
+    const domain = before.domain
     const updated = await upload(admin, "static", formOf({ name: "blog" }, tarOf(siteV2)), "update")
     expect(updated.status, updated.text).toBe(200)
     expect(updated.body).toMatchObject({ name: "blog", version: 2, status: "active", domain })
+    expect(updated.body.content_cid).not.toBe(before.content_cid)
     expect((await getOnHost(gw.port, domain, "/")).body).toBe("<h1>v2</h1>")
     expect((await getOnHost(gw.port, domain, "/app.js")).body).toBe("console.log(2)")
 
     const rolled = await post(admin, "rollback", { name: "blog", version: 1 })
     expect(rolled.status, rolled.text).toBe(200)
-    expect(rolled.body).toMatchObject({ version: 3 })
+    expect(rolled.body).toMatchObject({ version: 3, content_cid: before.content_cid })
     expect((await getOnHost(gw.port, domain, "/")).body).toBe("<h1>v1</h1>")
     expectError(await post(admin, "rollback", { name: "blog", version: 9 }), 404, "NOT_FOUND")
 

@@ -51,6 +51,9 @@ export const Deployment = Schema.Struct({
   domain: Schema.String.annotations({ description: "the host it is served on" }),
   port: Schema.NullOr(Schema.Int).annotations({ description: "the app's port on its node; null for a static site" }),
   health_check: Schema.NullOr(Schema.String).annotations({ description: "the health path; null for a static site" }),
+  content_cid: Schema.NullOr(Schema.String).annotations({
+    description: "a static site's content CID (its manifest, which names each file's CID), readable with the storage routes; null for an app that runs a process"
+  }),
   limits: DeploymentLimits,
   created_at: UnixSeconds,
   updated_at: UnixSeconds

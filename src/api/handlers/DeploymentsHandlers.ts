@@ -26,6 +26,7 @@ export const deploymentView = (d: DeploymentRecord) => ({
   domain: d.domain,
   port: d.port ?? null,
   health_check: d.healthPath ?? null,
+  content_cid: d.contentCid ?? null,
   limits: { memory_bytes: d.limits.memoryBytes, cpu_millis: d.limits.cpuMillis, pids: d.limits.pids, restart_policy: d.limits.restartPolicy },
   created_at: d.createdAt,
   updated_at: seconds(d.updatedAt)
