@@ -86,17 +86,26 @@ const refuse = (reason: ArchiveRefusalReason, detail: string, entryPath?: string
 /**
  * Unpacks `source` (a tar.gz, from a request body, a file or any byte stream) into `target`,
  * which must not exist yet. On success `target` holds exactly the archive's tree; on any failure
- * or interruption it does not exist and nothing is left beside it.
+ * it does not exist and nothing is left beside it. An interruption stops the unpacking and
+ * completes only once it has ended and removed its partial directory (one that lands during the
+ * final rename finds `target` in place), so a caller's cleanup never runs beside a write.
  */
 export const extractArchive = (
   source: AsyncIterable<Uint8Array>,
   target: string,
   limits: ArchiveLimits = DEFAULT_ARCHIVE_LIMITS
 ): Effect.Effect<ArchiveSummary, ArchiveRefused | ArchiveWriteFailed> =>
-  Effect.tryPromise({
-    try: (signal) => unpack(source, target, limits, signal),
-    catch: (error) =>
-      error instanceof ArchiveRefused ? error : new ArchiveWriteFailed({ detail: error instanceof Error ? error.message : String(error) })
+  Effect.async<ArchiveSummary, ArchiveRefused | ArchiveWriteFailed>((resume) => {
+    const controller = new AbortController()
+    const settled = unpack(source, target, limits, controller.signal).then(
+      (summary) => resume(Effect.succeed(summary)),
+      (error: unknown) =>
+        resume(Effect.fail(error instanceof ArchiveRefused ? error : new ArchiveWriteFailed({ detail: error instanceof Error ? error.message : String(error) })))
+    )
+    return Effect.promise(() => {
+      controller.abort()
+      return settled
+    })
   })
 
 /**
@@ -262,6 +271,7 @@ const unpack = async (source: AsyncIterable<Uint8Array>, target: string, limits:
     }
     // mkdtemp made it 0700; the tree is readable as unpacked (the sandbox decides who reads it)
     await fs.chmod(work, 0o755)
+    if (signal.aborted) throw new Error("interrupted")
     await fs.rename(work, target)
     return { entries, files, unpackedBytes, compressedBytes }
   } catch (error) {

@@ -1,4 +1,4 @@
-import { Effect, Exit } from "effect"
+import { Effect, Exit, Fiber } from "effect"
 import { execFileSync } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import * as fsSync from "node:fs"
@@ -199,5 +199,34 @@ describe("archive: caps", () => {
     expect(await refusal(await pack(entries), small)).toMatchObject({ reason: "too_many_entries" })
     const target = path.join(dir, "ten")
     expect(Exit.isSuccess(await run(await pack(entries.slice(0, 10)), target, small))).toBe(true)
+  })
+})
+
+describe("archive: interruption", () => {
+  it("ends only once the unpacking has stopped and removed its partial directory, the source stalled mid-entry", async () => {
+    // half of a large entry, then a source that never sends more (a client gone quiet)
+    const bytes = await pack([{ name: "first.txt", body: "one" }, { name: "big.bin", body: randomBytes(512 * 1024) }])
+    let sent = 0
+    const stalled = async function* () {
+      for await (const chunk of chunked(bytes.subarray(0, Math.floor(bytes.length / 2)))) {
+        sent += chunk.byteLength
+        yield chunk
+      }
+      await new Promise(() => {})
+    }
+    const target = path.join(dir, "out")
+    const fiber = Effect.runFork(extractArchive(stalled(), target))
+    // the partial directory holds the first file: the unpacking is under way
+    for (let i = 0; i < 500; i++) {
+      const partial = (await fs.readdir(dir)).find((name) => name.startsWith(".out.partial-"))
+      if (partial !== undefined && fsSync.existsSync(path.join(dir, partial, "first.txt"))) break
+      await new Promise((resolve) => setTimeout(resolve, 10))
+    }
+    expect(sent).toBeGreaterThan(0)
+    expect((await fs.readdir(dir)).length).toBe(1)
+    const exit = await Effect.runPromise(Fiber.interrupt(fiber))
+    expect(Exit.isInterrupted(exit)).toBe(true)
+    // at once, not some turns later: nothing is left beside the target, nor the target
+    expect(fsSync.readdirSync(dir)).toEqual([])
   })
 })
