@@ -5,7 +5,7 @@
  */
 import { Effect, Exit } from "effect"
 import { execFileSync } from "node:child_process"
-import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmdirSync, rmSync, statSync, writeFileSync } from "node:fs"
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmdirSync, rmSync, statSync, truncateSync, writeFileSync } from "node:fs"
 import * as http from "node:http"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
@@ -313,6 +313,20 @@ describe("Node.js: the server-side install", () => {
       const versionDir = version({ "package.json": text })
       const failure = refusal(await run(noNpm, { type: "nodejs", versionDir, skipInstall: false }))
       expect([failure.status, failure.code]).toEqual([400, "VALIDATION_FAILED"])
+      expect(existsSync(path.join(versionDir, "start.json"))).toBe(false)
+    }
+  })
+
+  it("refuses package files past what the server reads, or that are not files, before reading them (400)", async () => {
+    const bigPackage = version({ "package.json": "{}" })
+    truncateSync(path.join(bigPackage, "app", "package.json"), 1024 * 1024 + 1)
+    const bigLock = version({ "package.json": JSON.stringify({ name: "l", version: "1.0.0", dependencies: { "left-pad": "1.3.0" } }), "package-lock.json": "{}" })
+    truncateSync(path.join(bigLock, "app", "package-lock.json"), 32 * 1024 * 1024 + 1)
+    const directory = version({ "package.json/x": "" })
+    for (const [versionDir, reason] of [[bigPackage, /^package\.json is 1048577 bytes, over the 1 MiB/], [bigLock, /^package-lock\.json is 33554433 bytes, over the 32 MiB/], [directory, /^package\.json is not a regular file/]] as const) {
+      const failure = refusal(await run(noNpm, { type: "nodejs", versionDir, skipInstall: false }))
+      expect([failure.status, failure.code]).toEqual([400, "VALIDATION_FAILED"])
+      expect(failure.reason).toMatch(reason)
       expect(existsSync(path.join(versionDir, "start.json"))).toBe(false)
     }
   })

@@ -6,7 +6,8 @@
  * Runs before the runtime starts anything, so an unusable upload is refused without a start.
  */
 import { Context, Effect, Either, Layer } from "effect"
-import { closeSync, existsSync, lstatSync, openSync, readFileSync, readSync, realpathSync, renameSync, writeFileSync, chmodSync } from "node:fs"
+import { closeSync, existsSync, lstatSync, openSync, readSync, realpathSync, renameSync, writeFileSync, chmodSync } from "node:fs"
+import * as fs from "node:fs"
 import * as path from "node:path"
 import type { AppBuildCode } from "../../../domain/Errors.js"
 import { checkInstallInputs, startCommand } from "../../../domain/NodeInstall.js"
@@ -128,16 +129,29 @@ const prepareNext = (appDir: string, node: string): Effect.Effect<StartSpec, Bui
     return Effect.succeed({ argv: [node, "server.js"], entryPoint: "server.js" })
   })
 
-/** Reads an upload's JSON file; absent is undefined, unreadable JSON a 400 naming the file. */
-const readJson = (appDir: string, file: string): Either.Either<unknown, BuildRefused> => {
-  const full = path.join(appDir, file)
-  if (!existsSync(full)) return Either.right(undefined)
-  try {
-    return Either.right(JSON.parse(readFileSync(full, "utf8")) as unknown)
-  } catch (error) {
-    return Either.left(invalid(`${file} is not valid JSON`, error instanceof Error ? error.message : String(error)))
-  }
-}
+/**
+ * The largest package file read: package.json is a few KB, a lockfile of a large app a few MB.
+ * A file past it is refused rather than read whole and parsed on the gateway's event loop (an
+ * archive may unpack to 1 GiB).
+ */
+export const PACKAGE_JSON_MAX_BYTES = 1024 * 1024
+export const LOCKFILE_MAX_BYTES = 32 * 1024 * 1024
+
+/** Reads an upload's JSON file; absent is undefined, one past `maxBytes` or unreadable JSON a 400 naming the file. */
+const readJson = (appDir: string, file: string, maxBytes: number): Effect.Effect<unknown, BuildRefused> =>
+  Effect.gen(function* () {
+    const full = path.join(appDir, file)
+    // followed if a link: the archive reader refused links leaving the app's tree
+    const stat = yield* Effect.promise(() => fs.promises.stat(full).catch(() => undefined))
+    if (stat === undefined) return undefined
+    if (!stat.isFile()) return yield* Effect.fail(invalid(`${file} is not a regular file`, "upload it as a file"))
+    if (stat.size > maxBytes) return yield* Effect.fail(invalid(`${file} is ${stat.size} bytes, over the ${maxBytes / 1024 / 1024} MiB the server reads`, "trim it, or upload the app with its node_modules"))
+    const text = yield* Effect.promise(() => fs.promises.readFile(full, "utf8"))
+    return yield* Effect.try({
+      try: () => JSON.parse(text) as unknown,
+      catch: (error) => invalid(`${file} is not valid JSON`, error instanceof Error ? error.message : String(error))
+    })
+  })
 
 /** Whether npm would fetch anything: dependencies npm installs without dev ones (`--omit=dev`). */
 const hasDependencies = (packageJson: unknown): boolean =>
@@ -169,7 +183,7 @@ export const makeAppBuilds = (options: AppBuildsOptions = {}): AppBuildsService 
   const prepareNode = (input: PrepareInput, appDir: string): Effect.Effect<StartSpec, BuildRefused> =>
     Effect.gen(function* () {
       if (node === undefined || npmCli === undefined) return yield* Effect.fail(noNode)
-      const packageJson = yield* readJson(appDir, "package.json")
+      const packageJson = yield* readJson(appDir, "package.json", PACKAGE_JSON_MAX_BYTES)
       const start = startCommand(packageJson)
       if (Either.isLeft(start)) return yield* Effect.fail(invalid(start.left.message, "fix package.json's `main` or `scripts.start`"))
       // npm start runs npm itself in the sandbox (prestart, npm_* variables, node_modules/.bin
@@ -178,7 +192,8 @@ export const makeAppBuilds = (options: AppBuildsOptions = {}): AppBuildsService 
         start.right.kind === "npm-start" ? [node, npmCli, "start", "--no-update-notifier", "--logs-max=0"] : [node, start.right.argv[1]]
       const needsInstall = !input.skipInstall && !existsSync(path.join(appDir, "node_modules")) && hasDependencies(packageJson)
       if (needsInstall) {
-        const [packageLock, shrinkwrap] = [yield* readJson(appDir, LOCKFILES[1]), yield* readJson(appDir, LOCKFILES[0])]
+        const packageLock = yield* readJson(appDir, LOCKFILES[1], LOCKFILE_MAX_BYTES)
+        const shrinkwrap = yield* readJson(appDir, LOCKFILES[0], LOCKFILE_MAX_BYTES)
         const checked = checkInstallInputs({
           packageJson,
           ...(packageLock !== undefined ? { packageLock } : {}),
