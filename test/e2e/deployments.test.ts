@@ -203,6 +203,12 @@ describe.each(["sqlite", "rqlite"] as const)("deployments routes, registry on %s
     expectError(await post(admin, "env/set", { name: "blog", set: { PORT: "1" } }), 400, "VALIDATION_FAILED")
     const same = await post(admin, "env/set", { name: "blog", unset: ["NOT_THERE"] })
     expect(same.body.env_version).toBe(set.body.env_version)
+    // __proto__ is a variable name like any other, kept through the JSON body's decoding
+    const proto = await post(admin, "env/set", { name: "blog", set: { ["__proto__"]: "p", B: "b" } })
+    expect(proto.status, proto.text).toBe(200)
+    expect(proto.body.names).toEqual(["API_URL", "B", "SECRET", "__proto__"])
+    expect((await post(admin, "env/set", { name: "blog", unset: ["__proto__", "B"] })).body.names).toEqual(["API_URL", "SECRET"])
+    for (const set of [{ A: 1 }, ["A"], "A=1", null]) expectError(await post(admin, "env/set", { name: "blog", set }), 400, "VALIDATION_FAILED")
     expect((await get(admin, "events?name=blog&limit=1")).body.events[0]).toMatchObject({ type: "env_changed" })
   })
 

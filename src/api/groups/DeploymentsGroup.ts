@@ -106,10 +106,25 @@ export const DeploymentEnv = Schema.Struct({
   env_version: EnvVersion
 }).annotations({ identifier: "DeploymentEnv" })
 
+/**
+ * `set`: a JSON object of strings, taken as the parsed object itself. A decoded Schema.Record is
+ * rebuilt by assignment, where a name `__proto__` (a valid variable name) would set the
+ * prototype and vanish; the object JSON parsing made holds it as an own member.
+ */
+const EnvAssignments = Schema.declare(
+  (u: unknown): u is { readonly [name: string]: string } =>
+    typeof u === "object" && u !== null && !Array.isArray(u) && Object.getPrototypeOf(u) === Object.prototype && Object.values(u).every((v) => typeof v === "string"),
+  {
+    identifier: "DeploymentEnvAssignments",
+    description: "variable names to their values",
+    jsonSchema: { type: "object", additionalProperties: { type: "string" } }
+  }
+)
+
 export const EnvSetRequest = strict(
   Schema.Struct({
     name: DeploymentName,
-    set: Schema.optional(Schema.Record({ key: Schema.String, value: Schema.String })),
+    set: Schema.optional(EnvAssignments),
     unset: Schema.optional(Schema.Array(Schema.String))
   })
 ).annotations({
