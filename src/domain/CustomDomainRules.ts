@@ -13,6 +13,15 @@ import { type DeploymentFieldInvalid, invalid } from "./DeploymentRules.js"
 /** How many custom domains one deployment may hold, verified or not. */
 export const MAX_CUSTOM_DOMAINS = 20
 
+/**
+ * How long a claim may wait unverified (7 days): past it the claim is gone (not listed, not
+ * verifiable, not counted) and the tenant adds the domain again, with a new token.
+ */
+export const PENDING_CLAIM_SECONDS = 7 * 86_400
+
+/** Unverified claims one namespace may hold at once, all its deployments together (the setting's default). */
+export const DEFAULT_PENDING_DOMAINS_PER_NAMESPACE = 50
+
 /** The label the verification TXT record sits under: `_portico-verify.<domain>`. */
 export const VERIFY_LABEL = "_portico-verify"
 

@@ -8,6 +8,7 @@ import { mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import { isIP } from "node:net"
 import * as path from "node:path"
 import { parseCidrs } from "../../domain/AddressRanges.js"
+import { DEFAULT_PENDING_DOMAINS_PER_NAMESPACE } from "../../domain/CustomDomainRules.js"
 import { testDirectory } from "../TestLayer.js"
 import { defaultProxySettings, proxyConfig, type ProxySettings } from "../proxy/ProxySettings.js"
 import { backupConfig, defaultBackupSettings, type BackupSettings } from "../namespaces/backup/BackupSettings.js"
@@ -112,6 +113,11 @@ export interface PorticoSettings {
    * (docs/deployments.md, "Custom domains").
    */
   readonly dnsServers: ReadonlyArray<string>
+  /**
+   * Unverified custom domain claims one namespace may hold at once
+   * (`PORTICO_DOMAINS_PENDING_PER_NAMESPACE`, default 50): an add past it is refused with 400.
+   */
+  readonly domainsPendingPerNamespace: number
 }
 
 export interface PushSettings {
@@ -249,6 +255,9 @@ const load = (overrides: Partial<Pick<PorticoSettings, "host" | "port" | "dataDi
     const relayUrl = yield* env(Config.option(Config.url("PUSH_RELAY_URL")))
     const relayToken = yield* env(Config.option(Config.string("PUSH_RELAY_TOKEN")))
     const dnsServers = yield* env(Config.string("DNS_SERVERS")).pipe(Config.withDefault(""))
+    const domainsPending = yield* env(positiveInteger("DOMAINS_PENDING_PER_NAMESPACE")).pipe(
+      Config.withDefault(DEFAULT_PENDING_DOMAINS_PER_NAMESPACE)
+    )
     if (Option.isSome(kuboUrl) !== Option.isSome(clusterUrl)) {
       return yield* Effect.fail(
         ConfigError.MissingData(["PORTICO", "STORAGE_CLUSTER_URL"], "the storage cluster engine needs both PORTICO_STORAGE_KUBO_URL and PORTICO_STORAGE_CLUSTER_URL")
@@ -323,7 +332,8 @@ const load = (overrides: Partial<Pick<PorticoSettings, "host" | "port" | "dataDi
       },
       proxy: yield* proxyConfig,
       backup: yield* backupConfig,
-      dnsServers: yield* parseDnsServers(dnsServers)
+      dnsServers: yield* parseDnsServers(dnsServers),
+      domainsPendingPerNamespace: domainsPending
     }
     return settings
   })
@@ -473,5 +483,6 @@ export const testSettings = (dataDir: string, patch: Partial<PorticoSettings> = 
   proxy: defaultProxySettings,
   backup: defaultBackupSettings,
   dnsServers: [],
+  domainsPendingPerNamespace: DEFAULT_PENDING_DOMAINS_PER_NAMESPACE,
   ...patch
 })

@@ -1,9 +1,11 @@
 /**
  * A deployment's custom domains (the `domains/add|verify|list|remove` routes; docs/deployments.md,
- * "Custom domains"). Adding one records it with a fresh token and tells the tenant which TXT
- * record to publish; verifying reads that record from DNS and, when it holds the token, marks the
- * domain verified so it serves. Who holds a domain is the store's to decide (one statement, so
- * two deployments cannot both take one); the name rules are CustomDomainRules.ts's.
+ * "Custom domains"). Adding one records a pending claim with a fresh token and tells the tenant
+ * which TXT record to publish; other deployments' pending claims on the same domain do not stand
+ * in its way. Verifying reads that record from DNS and, when it holds the token, marks the claim
+ * verified so it serves: the first claim to verify owns the domain, and the others then answer
+ * 409. Who owns a domain is the store's to decide (one statement with the registry's unique index
+ * behind it, so two verifies cannot both win); the name rules are CustomDomainRules.ts's.
  *
  * Serving reads its host table from the registry: the routes refresh it after a verify or a
  * remove (AppHosts.refresh), so the change is served at once on this gateway and within its
@@ -15,6 +17,7 @@ import type { DeploymentDomainCode } from "../../domain/Errors.js"
 import { PorticoConfig } from "../config/PorticoConfig.js"
 import type { StoreError } from "../registry/RegistryStore.js"
 import { type Refused, refuse } from "../Refused.js"
+import { domainInUse } from "./CustomDomains.js"
 import type { CustomDomainRecord, DeploymentRecord } from "./DeploymentRecord.js"
 import { DeploymentStore, type DeploymentStoreService } from "./DeploymentStore.js"
 import { lookupTxt } from "./TxtLookup.js"
@@ -38,9 +41,12 @@ export interface VerifiedDomain extends DomainView {
 }
 
 export interface DeploymentDomainsService {
-  /** Records `domain` for the deployment `name`, unverified, with the TXT record to publish. */
+  /** Records a pending claim on `domain` for the deployment `name`, with the TXT record to publish. */
   readonly add: (namespace: string, name: string, domain: string) => Effect.Effect<DomainView, DomainRefused | StoreError>
-  /** Checks DNS and marks the domain verified; one already verified is answered as it is. */
+  /**
+   * Checks DNS and marks the claim verified; one already verified is answered as it is, and one
+   * whose domain another deployment serves is CONFLICT without asking DNS.
+   */
   readonly verify: (namespace: string, name: string, domain: string) => Effect.Effect<VerifiedDomain, DomainRefused | StoreError>
   readonly list: (namespace: string, name: string) => Effect.Effect<ReadonlyArray<DomainView>, DomainRefused | StoreError>
   /** Removes the domain from the deployment; NOT_FOUND when it has no such domain. */
@@ -51,6 +57,13 @@ export interface DeploymentDomainsOptions {
   readonly baseDomain: string
   /** DNS servers asked for the TXT record (`ip`, `ip:port`, `[ipv6]:port`); empty: the system's. */
   readonly dnsServers: ReadonlyArray<string>
+  /** Unverified claims one namespace may hold (`PORTICO_DOMAINS_PENDING_PER_NAMESPACE`). */
+  readonly pendingPerNamespace: number
+}
+
+const inUse = (domain: string): Effect.Effect<never, DomainRefused> => {
+  const { hint, reason } = domainInUse(domain)
+  return Effect.fail(refuse("CONFLICT", reason, hint))
 }
 
 const view = (record: CustomDomainRecord): DomainView => ({
@@ -87,8 +100,9 @@ export const makeDeploymentDomains = (store: DeploymentStoreService, options: De
     Effect.gen(function* () {
       const domain = yield* checked(value)
       const record = yield* deployment(namespace, name)
-      // the cap is read then written, not one statement: two adds racing past it by one are
-      // harmless (it bounds rows per deployment, not a security rule)
+      // the deployment's cap is read then written, not one statement: two adds racing past it by
+      // one are harmless (it bounds rows per deployment, not a security rule); the namespace's cap
+      // on pending claims is counted in the store's INSERT
       const existing = yield* store.domains(namespace, record.id)
       if (existing.some((d) => d.domain === domain)) {
         return yield* refuse("CONFLICT", `${domain} is already a custom domain of ${name}`, "verify it with domains/verify, or remove it first")
@@ -96,10 +110,14 @@ export const makeDeploymentDomains = (store: DeploymentStoreService, options: De
       if (existing.length >= MAX_CUSTOM_DOMAINS) {
         return yield* refuse("VALIDATION_FAILED", `domain: a deployment holds at most ${MAX_CUSTOM_DOMAINS} custom domains`, "remove one first")
       }
-      const added = yield* store.addDomain(namespace, record.id, domain).pipe(
+      const added = yield* store.addDomain(namespace, record.id, domain, options.pendingPerNamespace).pipe(
         Effect.catchTag("Refused", (e) =>
           // the record's store answers in the wider record family; here only these can come back
-          Effect.fail(e.code === "NOT_FOUND" || e.code === "CONFLICT" ? refuse(e.code, e.reason, e.hint) : refuse("UNAVAILABLE", e.reason))
+          Effect.fail(
+            e.code === "NOT_FOUND" || e.code === "CONFLICT" || e.code === "VALIDATION_FAILED"
+              ? refuse(e.code, e.reason, e.hint)
+              : refuse("UNAVAILABLE", e.reason)
+          )
         )
       )
       return view(added)
@@ -111,6 +129,9 @@ export const makeDeploymentDomains = (store: DeploymentStoreService, options: De
       const record = yield* deployment(namespace, name)
       const current = yield* held(record, domain)
       if (current.verifiedAt !== undefined) return { ...view(current), verifiedAt: current.verifiedAt }
+      // another claim verified first: no DNS answer can change that (the mark below says it again
+      // for a verify that wins meanwhile)
+      if (yield* store.domainServedByOther(record.id, domain)) return yield* inUse(domain)
       const txt = verificationRecordName(domain)
       const values = yield* lookupTxt(options.dnsServers, txt).pipe(
         Effect.catchTag("DnsUnavailable", (e) =>
@@ -129,8 +150,9 @@ export const makeDeploymentDomains = (store: DeploymentStoreService, options: De
         )
       }
       const marked = yield* store.markDomainVerified(namespace, record.id, domain)
-      // removed between the read and the mark
-      if (!marked) return yield* refuse("NOT_FOUND", `deployment ${name} has no custom domain ${domain}`)
+      // another claim's verify committed first, or this claim was removed or lapsed since the read
+      if (marked === "taken") return yield* inUse(domain)
+      if (marked === "absent") return yield* refuse("NOT_FOUND", `deployment ${name} has no custom domain ${domain}`)
       const after = yield* held(record, domain)
       if (after.verifiedAt === undefined) return yield* refuse("UNAVAILABLE", `the registry did not keep ${domain} verified`, "verify again")
       return { ...view(after), verifiedAt: after.verifiedAt }
@@ -160,7 +182,11 @@ export class DeploymentDomains extends Context.Tag("portico/DeploymentDomains")<
     DeploymentDomains,
     Effect.gen(function* () {
       const config = yield* PorticoConfig
-      return makeDeploymentDomains(yield* DeploymentStore, { baseDomain: config.baseDomain, dnsServers: config.dnsServers })
+      return makeDeploymentDomains(yield* DeploymentStore, {
+        baseDomain: config.baseDomain,
+        dnsServers: config.dnsServers,
+        pendingPerNamespace: config.domainsPendingPerNamespace
+      })
     })
   )
 }

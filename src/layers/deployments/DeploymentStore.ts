@@ -74,7 +74,8 @@ export interface StoredEnvironment {
 export interface DeploymentStoreService extends DeploymentEventsService, CustomDomainsService {
   /**
    * Writes a new record at version 1 with its first version row and a `created` event. A taken
-   * name in the namespace is DEPLOYMENT_EXISTS, a taken domain CONFLICT, no free port on the home
+   * name in the namespace is DEPLOYMENT_EXISTS, a taken domain (another deployment's, or a
+   * verified custom domain; a pending claim takes nothing) CONFLICT, no free port on the home
    * node UNAVAILABLE; nothing is written then.
    */
   readonly create: (input: NewDeployment) => Effect.Effect<DeploymentRecord, StoreError | DeploymentRefused>
@@ -186,7 +187,7 @@ export const makeDeploymentStore = (store: RegistryStoreService, sealer: SealerS
         return refuse("DEPLOYMENT_EXISTS", `deployment ${input.name} exists in namespace ${input.namespace}`, "deploy with --update to replace it")
       }
       const domain = yield* store.query({
-        sql: "SELECT 1 FROM deployments WHERE domain = ? UNION ALL SELECT 1 FROM deployment_domains WHERE domain = ?",
+        sql: "SELECT 1 FROM deployments WHERE domain = ? UNION ALL SELECT 1 FROM deployment_domains WHERE domain = ? AND verified_at IS NOT NULL",
         params: [input.domain, input.domain]
       })
       if (domain.length > 0) return refuse("CONFLICT", `domain ${input.domain} is taken`, "choose another subdomain")
@@ -212,7 +213,7 @@ export const makeDeploymentStore = (store: RegistryStoreService, sealer: SealerS
               WHERE (? = 0 OR p.port IS NOT NULL)
                 AND NOT EXISTS (SELECT 1 FROM deployments WHERE namespace = ? AND name = ?)
                 AND NOT EXISTS (SELECT 1 FROM deployments WHERE domain = ?)
-                AND NOT EXISTS (SELECT 1 FROM deployment_domains WHERE domain = ?)`,
+                AND NOT EXISTS (SELECT 1 FROM deployment_domains WHERE domain = ? AND verified_at IS NOT NULL)`,
         params: [
           id, input.namespace, input.name, input.type, input.status ?? "deploying", input.domain, node,
           input.artifact, limits.memoryBytes, limits.cpuMillis, limits.pids, limits.restartPolicy,

@@ -97,13 +97,16 @@ const deploymentStoreSuite = (engine: string, provision: Provision) =>
       })
     )
 
-    it.scoped("domains are unique across deployments and custom domains", () =>
+    it.scoped("domains are unique across deployments and verified custom domains; a pending claim takes none", () =>
       Effect.gen(function* () {
         const { deployments } = yield* fixture(provision)
         const blog = yield* deployments.create(app("blog"))
         expect(codeOf(yield* Effect.either(deployments.create(app("shop2", { domain: blog.domain }))))).toBe("CONFLICT")
         yield* deployments.addDomain("shop", blog.id, "www.example.com")
+        yield* deployments.addDomain("shop", blog.id, "pending.example.com")
+        expect(yield* deployments.markDomainVerified("shop", blog.id, "www.example.com")).toBe("verified")
         expect(codeOf(yield* Effect.either(deployments.create(app("shop3", { domain: "www.example.com" }))))).toBe("CONFLICT")
+        expect(codeOf(yield* Effect.either(deployments.create(app("shop4", { domain: "pending.example.com" }))))).toBe("ok")
         const other = yield* deployments.create(app("other"))
         expect(codeOf(yield* Effect.either(deployments.addDomain("shop", other.id, "www.example.com")))).toBe("CONFLICT")
         expect(codeOf(yield* Effect.either(deployments.addDomain("shop", other.id, blog.domain)))).toBe("CONFLICT")
@@ -270,10 +273,10 @@ const deploymentStoreSuite = (engine: string, provision: Provision) =>
         const added = yield* deployments.addDomain("shop", blog.id, "www.example.com")
         expect(added.token).toMatch(/^portico-verify-[A-Za-z0-9_-]{22}$/)
         expect(yield* deployments.byHost("www.example.com")).toEqual(Option.none())
-        expect(yield* deployments.markDomainVerified("other", blog.id, "www.example.com")).toBe(false)
+        expect(yield* deployments.markDomainVerified("other", blog.id, "www.example.com")).toBe("absent")
         yield* TestClock.adjust(Duration.seconds(5))
-        expect(yield* deployments.markDomainVerified("shop", blog.id, "www.example.com")).toBe(true)
-        expect(yield* deployments.markDomainVerified("shop", blog.id, "www.example.com")).toBe(true)
+        expect(yield* deployments.markDomainVerified("shop", blog.id, "www.example.com")).toBe("verified")
+        expect(yield* deployments.markDomainVerified("shop", blog.id, "www.example.com")).toBe("verified")
         expect((yield* deployments.byHost("www.example.com")).pipe(Option.map((d) => d.id))).toEqual(Option.some(blog.id))
         expect(yield* deployments.domains("shop", blog.id)).toEqual([{ ...added, verifiedAt: start / 1000 + 5 }])
         expect(yield* deployments.removeDomain("other", blog.id, "www.example.com")).toBe(false)

@@ -59,11 +59,18 @@ export interface AppHostsService {
 /** How often the table is read again, so other gateways' deploys and deletes arrive. */
 export const HOST_TABLE_REFRESH = Duration.seconds(5)
 
+/**
+ * Every host once: deployments' own domains are unique (their index), so are verified custom
+ * domains (`deployment_domains_verified`, over verified rows only: pending claims never reach
+ * this), and a custom domain that is some deployment's own domain is left out (the store refuses
+ * to add or verify one; this does not rely on it).
+ */
 const TABLE_SQL = `SELECT d.domain AS host, d.id, d.namespace, d.name, d.type, d.status, d.home_node, d.port, d.artifact
     FROM deployments d
   UNION ALL
   SELECT c.domain AS host, d.id, d.namespace, d.name, d.type, d.status, d.home_node, d.port, d.artifact
-    FROM deployment_domains c JOIN deployments d ON d.id = c.deployment_id WHERE c.verified_at IS NOT NULL`
+    FROM deployment_domains c JOIN deployments d ON d.id = c.deployment_id
+    WHERE c.verified_at IS NOT NULL AND NOT EXISTS (SELECT 1 FROM deployments o WHERE o.domain = c.domain)`
 
 /** The host a `Host` header names: lowercase, no port, no trailing dot; undefined when absent or empty. */
 export const hostOf = (header: string | undefined): string | undefined => {
