@@ -1,14 +1,17 @@
 /**
  * Custom domains over DNS (spec §4.8; docs/deployments.md "Custom domains") through a real gateway
  * whose PORTICO_DNS_SERVERS is the DNS stand-in (test/support/dnsStandIn.ts, the real protocol
- * on 127.0.0.1), on both registry engines. The static site's record is written with
- * DeploymentStore and its files stored through the storage service, against the gateway's own
- * data dir and registry before it starts, as the serving suite does.
+ * on 127.0.0.1), on both registry engines. The static sites' records are written with
+ * DeploymentStore and their files stored through the storage service, against the gateway's own
+ * data dir and registry before it starts, as the serving suite does; so is a pending claim aged
+ * past its 7 days. Tenants: `shop` (the domains' holder), `rival` (claims shop's domains) and
+ * `crowd` (fills its cap of pending claims, 30 here).
  */
 import { Effect } from "effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { PENDING_CLAIM_SECONDS } from "../../src/domain/CustomDomainRules.js"
 import { testSettings, type PorticoSettings } from "../../src/layers/config/PorticoConfig.js"
 import { makeDeploymentStore } from "../../src/layers/deployments/DeploymentStore.js"
 import { storeSiteDirectory } from "../../src/layers/deployments/serving/SiteManifest.js"
@@ -21,6 +24,7 @@ import { type Gateway, mintKey, type Reply, startGateway, testTmp, getOnHost } f
 import { hasRqlited, type RqlitedServer, rqlitedMissingMessage, startRqlited } from "../support/rqlited.js"
 
 const BASE = "apps.test"
+const PENDING_CAP = 30
 
 const expectError = (reply: Reply, status: number, code: string) => {
   expect(reply.status, reply.text).toBe(status)
@@ -35,6 +39,9 @@ describe.each(["sqlite", "rqlite"] as const)("custom domains verified over DNS, 
   let rqlited: RqlitedServer | undefined
   let key: string
   let runtimeKey: string
+  let rivalKey: string
+  let crowdKey: string
+  let staleToken: string
 
   const add = (name: string, domain: string, token = key) => gw.request("POST", "/v1/deployments/domains/add", { token, json: { name, domain } })
   const verify = (name: string, domain: string, token = key) => gw.request("POST", "/v1/deployments/domains/verify", { token, json: { name, domain } })
@@ -53,15 +60,31 @@ describe.each(["sqlite", "rqlite"] as const)("custom domains verified over DNS, 
     const settings = testSettings(dataDir, { baseDomain: BASE, registry })
     const site = fs.mkdtempSync(path.join(testTmp(), "site-"))
     fs.writeFileSync(path.join(site, "index.html"), "<!doctype html><title>custom home</title>")
+    const rivalSite = fs.mkdtempSync(path.join(testTmp(), "site-"))
+    fs.writeFileSync(path.join(rivalSite, "index.html"), "<!doctype html><title>rival home</title>")
     await Effect.runPromise(
       Effect.scoped(
         Effect.gen(function* () {
-          const deployments = makeDeploymentStore(yield* RegistryStore, yield* Sealer)
+          const registry = yield* RegistryStore
+          const deployments = makeDeploymentStore(registry, yield* Sealer)
           const stored = yield* storeSiteDirectory(yield* Storage, "shop", "blog", site)
-          yield* deployments.create({ namespace: "shop", name: "blog", type: "static", domain: `blog-abc123.${BASE}`, homeNode: "n", artifact: stored.cid, status: "active" })
+          const rivalStored = yield* storeSiteDirectory(yield* Storage, "rival", "squat", rivalSite)
+          const create = (namespace: string, name: string, cid = stored.cid) =>
+            deployments.create({ namespace, name, type: "static", domain: `${name}-${namespace}.${BASE}`, homeNode: "n", artifact: cid, status: "active" })
+          const blog = yield* deployments.create({ namespace: "shop", name: "blog", type: "static", domain: `blog-abc123.${BASE}`, homeNode: "n", artifact: stored.cid, status: "active" })
           yield* deployments.create({ namespace: "shop", name: "docs", type: "static", domain: `docs-def456.${BASE}`, homeNode: "n", artifact: stored.cid, status: "active" })
           // another namespace's deployment: never reachable by shop's callers
           yield* deployments.create({ namespace: "zoo", name: "elsewhere", type: "static", domain: `elsewhere-ghi789.${BASE}`, homeNode: "n", artifact: stored.cid, status: "active" })
+          yield* create("rival", "squat", rivalStored.cid)
+          yield* create("rival", "squat2", rivalStored.cid)
+          yield* create("crowd", "c1")
+          yield* create("crowd", "c2")
+          // a claim added 7 days and a minute ago, never verified
+          staleToken = (yield* deployments.addDomain("shop", blog.id, "stale.example.com")).token
+          yield* registry.exec({
+            sql: "UPDATE deployment_domains SET created_at = created_at - ? WHERE domain = ?",
+            params: [PENDING_CLAIM_SECONDS + 60, "stale.example.com"]
+          })
         }).pipe(Effect.provide(servicesLayer(settings, { sqliteWorkers: "in-process" })))
       )
     )
@@ -70,11 +93,14 @@ describe.each(["sqlite", "rqlite"] as const)("custom domains verified over DNS, 
       env: {
         PORTICO_BASE_DOMAIN: BASE,
         PORTICO_DNS_SERVERS: dns.server,
+        PORTICO_DOMAINS_PENDING_PER_NAMESPACE: String(PENDING_CAP),
         ...(rqlited === undefined ? {} : { PORTICO_RQLITE_URL: rqlited.url })
       }
     })
     key = (await gw.cli(["namespace", "create", "shop"])).api_key
     runtimeKey = await mintKey(gw, key, { profile: "runtime", label: "app" })
+    rivalKey = (await gw.cli(["namespace", "create", "rival"])).api_key
+    crowdKey = (await gw.cli(["namespace", "create", "crowd"])).api_key
   }, 120_000)
 
   afterAll(async () => {
@@ -157,14 +183,106 @@ describe.each(["sqlite", "rqlite"] as const)("custom domains verified over DNS, 
     expect((await list("blog")).body.domains).toEqual([])
   })
 
-  it("refuses a domain another deployment holds, or this one already has, with 409", async () => {
-    expect((await add("docs", "shared.example.org")).status).toBe(200)
-    expectError(await add("blog", "shared.example.org"), 409, "CONFLICT")
+  it("lets several deployments wait on one domain, each with its own token; the same deployment twice is 409", async () => {
+    const first = await add("docs", "shared.example.org")
+    expect(first.status, first.text).toBe(200)
+    const second = await add("blog", "shared.example.org")
+    expect(second.status, second.text).toBe(200)
+    expect(second.body.txt.value).not.toBe(first.body.txt.value)
     expectError(await add("docs", "Shared.Example.org"), 409, "CONFLICT")
-    // verified makes no difference: still the first deployment's
     expect((await remove("docs", "shared.example.org")).status).toBe(200)
-    expect((await add("blog", "shared.example.org")).status).toBe(200)
     expect((await remove("blog", "shared.example.org")).status).toBe(200)
+  })
+
+  it("another tenant's pending claim blocks neither the holder's add nor its verify; after it, the other's verify and add are 409 naming no one", async () => {
+    const domain = "www.shop-owned.com"
+    const txt = `_portico-verify.${domain}`
+    const squatted = await add("squat", domain, rivalKey)
+    expect(squatted.status, squatted.text).toBe(200)
+    const claimed = await add("blog", domain)
+    expect(claimed.status, claimed.text).toBe(200)
+    const tokenA: string = claimed.body.txt.value
+    const tokenB: string = squatted.body.txt.value
+    expect(tokenA).not.toBe(tokenB)
+    // each tenant reads its own token only
+    expect((await list("blog")).body.domains.map((d: { txt: { value: string } }) => d.txt.value)).toEqual([tokenA])
+    expect((await list("squat", rivalKey)).body.domains.map((d: { txt: { value: string } }) => d.txt.value)).toEqual([tokenB])
+
+    // the rival's token in DNS verifies nothing of shop's; shop's own does
+    dns.setTxt(txt, [tokenB])
+    expectError(await verify("blog", domain), 400, "DOMAIN_NOT_VERIFIED")
+    dns.setTxt(txt, [tokenA, tokenB])
+    const verified = await verify("blog", domain)
+    expect(verified.status, verified.text).toBe(200)
+    expect((await getOnHost(gw.port, domain, "/")).body).toContain("custom home")
+
+    // the rival's verify is 409 though its token is published, without asking DNS
+    const asked = dns.questions().length
+    const lost = await verify("squat", domain, rivalKey)
+    expectError(lost, 409, "CONFLICT")
+    expect(dns.questions().length).toBe(asked)
+    // a new claim from the rival's other deployment: 409, "in use", and shop's names nowhere
+    const refused = await add("squat2", domain, rivalKey)
+    expectError(refused, 409, "CONFLICT")
+    expect(refused.body.error).toContain("in use")
+    for (const answer of [lost, refused]) expect(answer.text).not.toMatch(/shop(?!-owned)|blog/)
+    expect((await getOnHost(gw.port, domain, "/")).body).toContain("custom home")
+
+    // once shop lets go, the rival's pending claim can verify
+    expect((await remove("blog", domain)).status).toBe(200)
+    const taken = await verify("squat", domain, rivalKey)
+    expect(taken.status, taken.text).toBe(200)
+    expect((await getOnHost(gw.port, domain, "/")).body).toContain("rival home")
+    expect((await remove("squat", domain, rivalKey)).status).toBe(200)
+    dns.setTxt(txt, undefined)
+  })
+
+  it("forgets a claim left unverified for 7 days: not listed, not verifiable, and added again with a new token", async () => {
+    dns.setTxt("_portico-verify.stale.example.com", [staleToken])
+    expect((await list("blog")).body.domains.map((d: { domain: string }) => d.domain)).not.toContain("stale.example.com")
+    expectError(await verify("blog", "stale.example.com"), 404, "NOT_FOUND")
+    expectError(await remove("blog", "stale.example.com"), 404, "NOT_FOUND")
+    const again = await add("blog", "stale.example.com")
+    expect(again.status, again.text).toBe(200)
+    expect(again.body.txt.value).not.toBe(staleToken)
+    expect((await remove("blog", "stale.example.com")).status).toBe(200)
+    dns.setTxt("_portico-verify.stale.example.com", undefined)
+  })
+
+  it(`caps a namespace's pending claims at PORTICO_DOMAINS_PENDING_PER_NAMESPACE (${PENDING_CAP}), its deployments together`, async () => {
+    for (let i = 0; i < 20; i++) expect((await add("c1", `p${i}.crowd.example`, crowdKey)).status).toBe(200)
+    for (let i = 20; i < PENDING_CAP; i++) expect((await add("c2", `p${i}.crowd.example`, crowdKey)).status).toBe(200)
+    const over = await add("c2", `p${PENDING_CAP}.crowd.example`, crowdKey)
+    expectError(over, 400, "VALIDATION_FAILED")
+    expect(over.body.error).toContain(`at most ${PENDING_CAP} unverified`)
+    // another namespace is not counted with crowd
+    expect((await add("squat", `p${PENDING_CAP}.crowd.example`, rivalKey)).status).toBe(200)
+    expect((await remove("squat", `p${PENDING_CAP}.crowd.example`, rivalKey)).status).toBe(200)
+    // a verified claim is no longer pending
+    dns.setTxt("_portico-verify.p0.crowd.example", [(await list("c1", crowdKey)).body.domains.find((d: { domain: string }) => d.domain === "p0.crowd.example").txt.value])
+    expect((await verify("c1", "p0.crowd.example", crowdKey)).status).toBe(200)
+    expect((await add("c2", `p${PENDING_CAP}.crowd.example`, crowdKey)).status).toBe(200)
+    expectError(await add("c2", `p${PENDING_CAP + 1}.crowd.example`, crowdKey), 400, "VALIDATION_FAILED")
+  })
+
+  it("two verifies of one domain at once: exactly one wins and serves, the other is 409", async () => {
+    const domain = "race.example.net"
+    const mine = await add("docs", domain)
+    const theirs = await add("squat", domain, rivalKey)
+    expect([mine.status, theirs.status]).toEqual([200, 200])
+    dns.setTxt(`_portico-verify.${domain}`, [mine.body.txt.value, theirs.body.txt.value])
+    const [a, b] = await Promise.all([verify("docs", domain), verify("squat", domain, rivalKey)])
+    expect([a.status, b.status].sort(), `${a.text} ${b.text}`).toEqual([200, 409])
+    const loser = a.status === 409 ? a : b
+    expectError(loser, 409, "CONFLICT")
+    const shopWon = a.status === 200
+    const verifiedOf = async (name: string, token: string) =>
+      (await list(name, token)).body.domains.find((d: { domain: string }) => d.domain === domain).verified
+    expect([await verifiedOf("docs", key), await verifiedOf("squat", rivalKey)]).toEqual([shopWon, !shopWon])
+    expect((await getOnHost(gw.port, domain, "/")).body).toContain(shopWon ? "custom home" : "rival home")
+    expect((await remove("docs", domain)).status).toBe(200)
+    expect((await remove("squat", domain, rivalKey)).status).toBe(200)
+    dns.setTxt(`_portico-verify.${domain}`, undefined)
   })
 
   it("answers 404 for an unknown deployment, another namespace's, and a domain the deployment does not hold", async () => {
