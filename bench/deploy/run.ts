@@ -12,9 +12,12 @@
  * - `free`: nothing pinned (gateway, app, wrk and this driver on both CPUs, as the kernel
  *   schedules them): a multi-core server, where the gateway and a single-threaded app each run
  *   on a CPU of their own, except that here wrk competes with them for the same two.
- * Rounds alternate which way goes first. Needs root (the sandbox), wrk, taskset and two CPUs.
+ * A third side, nginx in front of the same app (reference.ts), is measured in the same rounds: what
+ * a proxy written in C gets here, the yardstick for what the hop itself costs on this machine.
+ * Each side goes first in turn. Needs root (the sandbox), wrk, taskset, two CPUs and nginx
+ * (Debian's nginx-light).
  *
- * Knobs: DEPLOY_LAYOUT (one-cpu), DEPLOY_ROUNDS (5), DEPLOY_DURATION (10 s per measurement),
+ * Knobs: DEPLOY_LAYOUT (one-cpu), DEPLOY_REFERENCE (nginx; none leaves it out), DEPLOY_ROUNDS (5), DEPLOY_DURATION (10 s per measurement),
  * DEPLOY_CONNECTIONS (64), DEPLOY_STATIC_ROUNDS (3), DEPLOY_PIN_APP (1; 0 leaves the app's
  * processes where the gateway started them, one-cpu layout only),
  * DEPLOY_GATEWAY_NODE_ARGS (extra node flags for the gateway only, e.g. "--cpu-prof
@@ -29,6 +32,7 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { freePort, logTail, startPinned, stopAll, waitUntil } from "../support/children.js"
 import { median } from "../support/stats.js"
+import { startReference } from "./reference.js"
 
 const here = path.dirname(fileURLToPath(import.meta.url))
 const root = path.resolve(here, "../..")
@@ -66,6 +70,14 @@ const timed = (command: string, args: ReadonlyArray<string>, env: NodeJS.Process
       code === 0 ? resolve({ ms: performance.now() - started, stdout }) : reject(new Error(`${command} ${args.join(" ")} exited ${code}:\n${stdout}\n${stderr}`))
     )
   })
+
+/** One way of reaching the app: its URL, the headers wrk sends, the proxy's processes (none direct). */
+interface Side {
+  readonly name: string
+  readonly url: string
+  readonly headers: Readonly<Record<string, string>>
+  readonly pids: () => ReadonlyArray<string>
+}
 
 interface Sample {
   readonly rps: number
@@ -206,33 +218,40 @@ const main = async () => {
       const answer = await probe(target, headers)
       if (answer.status !== 200) throw new Error(`${label} ${target} answered ${answer.status}: ${answer.body}\n${logTail(gateway)}`)
     }
-    const samples = { gateway: [] as Array<number>, direct: [] as Array<number> }
-    // CPU microseconds per request: the app alone (direct), and the app plus the gateway (through)
-    const cpu = { direct: [] as Array<number>, through: [] as Array<number>, gatewayShare: [] as Array<number> }
+    const reference = process.env.DEPLOY_REFERENCE === "none" ? undefined : await startReference(dir, await freePort(), appPort, layout)
     const gatewayPids = [String(gateway.process.pid)]
     const appProcesses = appPids(String(app["id"]))
-    wrk(through, { Host: host }, 2)
-    wrk(direct, {}, 2)
+    const sides: ReadonlyArray<Side> = [
+      { name: "gateway", url: through, headers: { Host: host }, pids: () => gatewayPids },
+      { name: "direct", url: direct, headers: {}, pids: () => [] },
+      ...(reference === undefined ? [] : [{ name: "nginx", url: `${reference.url}/items`, headers: { Host: host }, pids: reference.pids }])
+    ]
+    // rates, and CPU microseconds per request of the app and of the proxy in front of it
+    const samples = new Map(sides.map((side) => [side.name, { rps: [] as Array<number>, app: [] as Array<number>, proxy: [] as Array<number> }]))
+    for (const side of sides) wrk(side.url, side.headers, 2)
     for (let r = 1; r <= rounds; r++) {
-      const order = r % 2 === 1 ? (["gateway", "direct"] as const) : (["direct", "gateway"] as const)
+      // each side goes first in turn
+      const order = sides.map((_, i) => sides[(i + r - 1) % sides.length] as Side)
       for (const side of order) {
-        const before = { gateway: cpuSeconds(gatewayPids), app: cpuSeconds(appProcesses) }
-        const s = side === "gateway" ? wrk(through, { Host: host }, duration) : wrk(direct, {}, duration)
-        const used = { gateway: cpuSeconds(gatewayPids) - before.gateway, app: cpuSeconds(appProcesses) - before.app }
+        const proxyPids = side.pids()
+        const before = { proxy: cpuSeconds(proxyPids), app: cpuSeconds(appProcesses) }
+        const s = wrk(side.url, side.headers, duration)
         const perRequest = (seconds: number) => (seconds * 1e6) / Math.max(1, s.requests)
-        if (side === "direct") cpu.direct.push(perRequest(used.app))
-        else {
-          cpu.through.push(perRequest(used.app + used.gateway))
-          cpu.gatewayShare.push(perRequest(used.gateway))
-        }
-        if (s.non2xx + s.errors > 0) throw new Error(`${side}: ${s.non2xx} non-2xx, ${s.errors} socket errors\n${logTail(gateway)}`)
-        samples[side].push(s.rps)
+        const used = { proxy: perRequest(cpuSeconds(proxyPids) - before.proxy), app: perRequest(cpuSeconds(appProcesses) - before.app) }
+        if (s.non2xx + s.errors > 0) throw new Error(`${side.name}: ${s.non2xx} non-2xx, ${s.errors} socket errors\n${logTail(gateway)}`)
+        const sample = samples.get(side.name) as { rps: Array<number>; app: Array<number>; proxy: Array<number> }
+        sample.rps.push(s.rps)
+        sample.app.push(used.app)
+        sample.proxy.push(used.proxy)
         process.stdout.write(
-          `round ${r} ${side.padEnd(8)} ${s.rps.toFixed(0).padStart(7)} req/s, CPU ${perRequest(used.app + used.gateway).toFixed(1)} µs/request (gateway ${perRequest(used.gateway).toFixed(1)})\n`
+          `round ${r} ${side.name.padEnd(8)} ${s.rps.toFixed(0).padStart(7)} req/s, CPU ${(used.app + used.proxy).toFixed(1)} µs/request (app ${used.app.toFixed(1)}, proxy ${used.proxy.toFixed(1)})\n`
         )
       }
     }
-    const ratios = samples.gateway.map((g, i) => g / (samples.direct[i] ?? 1))
+    const rps = (name: string) => samples.get(name)?.rps ?? []
+    /** Per round: `name`'s rate over `anchor`'s. */
+    const ratiosOf = (name: string, anchor: string) => rps(name).map((x, i) => x / (rps(anchor)[i] ?? 1))
+    const ratios = ratiosOf("gateway", "direct")
 
     // the 10 MB static site: command to first 200 on its host
     const site = path.join(dir, "site")
@@ -250,13 +269,20 @@ const main = async () => {
     }
 
     const ratio = median(ratios)
+    const cpuOf = (name: string) => {
+      const sample = samples.get(name)
+      return sample === undefined ? "" : `${name} app ${median(sample.app).toFixed(1)} + proxy ${median(sample.proxy).toFixed(1)}`
+    }
+    const line = (name: string, anchor: string) => {
+      const xs = ratiosOf(name, anchor)
+      return `${name}/${anchor} per round ${xs.map((x) => x.toFixed(2)).join(" ")}, median ${median(xs).toFixed(2)}`
+    }
     process.stdout.write(
-      `\nNode.js JSON route, layout ${layout}, c=${connections}, ${duration}s x ${rounds} rounds: gateway ${median(samples.gateway).toFixed(0)} req/s, ` +
-        `direct ${median(samples.direct).toFixed(0)} req/s; ratio per round ${ratios.map((x) => x.toFixed(2)).join(" ")}; ` +
-        `median ${ratio.toFixed(2)} (target >= ${TARGET}: ${ratio >= TARGET ? "met" : "MISSED"})\n` +
-        `CPU per request (median): direct ${median(cpu.direct).toFixed(1)} µs, through the gateway ${median(cpu.through).toFixed(1)} µs ` +
-        `(gateway ${median(cpu.gatewayShare).toFixed(1)}); CPU ratio ${(median(cpu.direct) / median(cpu.through)).toFixed(2)} ` +
-        `(the throughput ratio on one CPU with nothing else on it)\n` +
+      `\nNode.js JSON route, layout ${layout}, c=${connections}, ${duration}s x ${rounds} rounds: ` +
+        sides.map((side) => `${side.name} ${median(rps(side.name)).toFixed(0)} req/s`).join(", ") + "\n" +
+        `${line("gateway", "direct")} (target >= ${TARGET}: ${ratio >= TARGET ? "met" : "MISSED"})\n` +
+        (reference === undefined ? "" : `${line("nginx", "direct")}; ${line("gateway", "nginx")}\n`) +
+        `CPU µs per request (medians): ${sides.map((side) => cpuOf(side.name)).join("; ")}\n` +
         `10 MB static site, command to first 200: median ${median(deployMs).toFixed(0)} ms (${deployMs.map((m) => m.toFixed(0)).join(", ")})\n`
     )
   } finally {
