@@ -339,6 +339,16 @@ describe("deployment app runtime", () => {
     await run(runtime.stop(app.record.id))
   })
 
+  it("starts and stops from an uninterruptible region (a caller's undo): the supervisor stays interruptible", async () => {
+    const app = await deploy("undoing")
+    // a fork inherits its caller's region: were the supervisor uninterruptible, its health race
+    // could not drop its loser, so this start would never answer, nor could a stop end it
+    await run(Effect.uninterruptible(runtime.start({ record: app.record, instanceDir: app.instanceDir, env: app.env })))
+    expect(await answers(app.port)).toBe(true)
+    await run(Effect.uninterruptible(runtime.stop(app.record.id)))
+    expect(processesOf(app.uid)).toEqual([])
+  })
+
   it("stops every app when the runtime ends, and a new runtime resumes this node's active ones", async () => {
     const app = await deploy("phoenix")
     await run(runtime.start({ record: app.record, instanceDir: app.instanceDir, env: app.env }))

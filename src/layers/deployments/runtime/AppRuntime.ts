@@ -167,7 +167,9 @@ export const makeAppRuntime = (
             entry.state = state
             entry.instanceDir = input.instanceDir
             const launch = () => launchApp({ record, instanceDir: input.instanceDir, env: input.env, gatewayUrl, tokens, sandbox })
-            entry.fiber = yield* Effect.forkIn(supervise(state, { launch, store, timing }, started), scope)
+            // interruptible whatever the caller's region (a fork inherits it): a stop or the next
+            // start must be able to end it, and its health race to drop the loser
+            entry.fiber = yield* Effect.forkIn(Effect.interruptible(supervise(state, { launch, store, timing }, started)), scope)
           })
         )
         yield* Effect.mapError(Deferred.await(started), (reason) =>
