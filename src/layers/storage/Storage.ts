@@ -153,8 +153,10 @@ export class Storage extends Context.Tag("portico/Storage")<Storage, StorageServ
         Effect.gen(function* () {
           // a pin the namespace had before this upload must survive the engine failing now
           const existed = kind === "pin" && (yield* Effect.mapError(index.pinName(namespace, imported.cid), () => storeDown())) !== undefined
+          // whole once sent: a write cut in flight has an unknown outcome (rqlite may still apply
+          // it), and a caller undoing after an interruption would miss the reference it made
           const recorded = yield* Effect.mapError(
-            index.add({ namespace, cid: imported.cid, kind, ref, name, size: imported.size }, limits.quotaBytes, extra),
+            Effect.uninterruptible(index.add({ namespace, cid: imported.cid, kind, ref, name, size: imported.size }, limits.quotaBytes, extra)),
             () => storeDown()
           )
           if (!recorded) return yield* Effect.fail(tooLarge(new OverLimit("quota", limits.quotaBytes)))
