@@ -5,11 +5,16 @@
  * points at the manifest; a dynamic app is unpacked into `versions/<n>/app` of its instance
  * directory, prepared (AppBuilds) and started (AppRuntime).
  *
- * Nothing half written: a first upload refused after its record was written removes the record
- * and releases the directory (the refusal stands), except an app that did not get healthy, whose
- * record stays `failed` so its log can be read and an update can fix it.
+ * Nothing half written, whether a step is refused or cut (the client's connection closed, or the
+ * body cap reached: the listener interrupts the fiber): a first upload removes its record, process,
+ * directory and content, except an app that did not get healthy, whose record stays `failed` so
+ * its log can be read and an update can fix it; an update or rollback leaves the deployment as it
+ * was. Each mutation runs in `Effect.uninterruptibleMask`: the steps that read the body or wait on
+ * the app (unpacking, prepare, start) run interruptible, each with its undo attached as
+ * `Effect.onError` (which runs on interruption too); the registry writes between them run whole
+ * (docs/deployments.md, "The deployments service").
  */
-import { Effect, Either, Option } from "effect"
+import { Cause, Effect, Either, Exit, Option } from "effect"
 import * as crypto from "node:crypto"
 import * as fs from "node:fs"
 import * as path from "node:path"
@@ -33,6 +38,9 @@ import { storeSiteDirectory } from "./serving/SiteManifest.js"
 
 type Failure = Refused<DeploymentRouteCode> | StoreError
 
+/** What `Effect.uninterruptibleMask` hands its body: runs an effect interruptible again. */
+type Restore = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E, R>
+
 /** The services the deployments service works with. */
 export interface DeploymentTooling {
   readonly config: PorticoSettings
@@ -55,22 +63,37 @@ const stagingDir = (config: PorticoSettings) => path.join(config.dataDir, "deplo
 
 const removeDir = (dir: string) => Effect.promise(() => fs.promises.rm(dir, { recursive: true, force: true }))
 
-/**
- * Releases every content reference a static site holds (kind `deployment`, ref its name), and the
- * pins nothing else keeps: its files then count against no quota and the sweep may drop them.
- */
-export const releaseSiteContent = (tools: DeploymentTooling, namespace: string, name: string): Effect.Effect<void, StoreError> =>
-  Effect.gen(function* () {
-    const rows = yield* tools.registry.query({
+/** The CIDs a static site's content references hold (kind `deployment`, ref its name). */
+const siteCids = (tools: DeploymentTooling, namespace: string, name: string): Effect.Effect<ReadonlySet<string>, StoreError> =>
+  Effect.map(
+    tools.registry.query({
       sql: "SELECT DISTINCT cid FROM content_refs WHERE namespace = ? AND kind = 'deployment' AND ref = ?",
       params: [namespace, name]
-    })
-    for (const row of rows) {
-      const cid = String(row["cid"])
+    }),
+    (rows) => new Set(rows.map((row) => String(row["cid"])))
+  )
+
+/**
+ * Releases the content references a static site holds, but those to a CID of `keep`, and the pins
+ * nothing else keeps: its files then count against no quota and the sweep may drop them.
+ */
+export const releaseSiteContent = (
+  tools: DeploymentTooling,
+  namespace: string,
+  name: string,
+  keep: ReadonlySet<string> = new Set()
+): Effect.Effect<void, StoreError> =>
+  Effect.gen(function* () {
+    for (const cid of yield* siteCids(tools, namespace, name)) {
+      if (keep.has(cid)) continue
       yield* tools.index.release({ namespace, cid, kind: "deployment", ref: name })
       yield* tools.index.dropPinIfUnreferenced(cid)
     }
   })
+
+/** An undo's own failure is logged: the refusal or interruption it follows is what the caller gets. */
+const logged = (what: string) => <A, E>(effect: Effect.Effect<A, E>): Effect.Effect<void> =>
+  Effect.catchAllCause(Effect.asVoid(effect), (cause) => Effect.logWarning(`${what} not undone`, cause))
 
 /** The archive's refusal as the route answers it: 413 past a cap, else 400; the platform's own failure 500. */
 const archiveFailure = (formFailure: () => Error | undefined) => (e: ArchiveRefused | ArchiveWriteFailed): Effect.Effect<never, Refused<"BAD_REQUEST" | "PAYLOAD_TOO_LARGE" | "INTERNAL">> => {
@@ -148,8 +171,14 @@ export const makeDeploymentUploads = (tools: DeploymentTooling) => {
     Effect.gen(function* () {
       // a taken name is answered before the archive is stored (the create's own rule still decides a race)
       yield* nameTaken(namespace, fields.name)
-      const cid = yield* Effect.tapError(storeSite(namespace, fields.name, archive, formFailure), () => releaseIfUnowned(namespace, fields.name))
-      return yield* Effect.tapError(createRecord(namespace, "static", fields, cid), () => releaseIfUnowned(namespace, fields.name))
+      return yield* Effect.uninterruptibleMask((restore) =>
+        Effect.gen(function* () {
+          const giveBack = releaseIfUnowned(namespace, fields.name)
+          // reading and storing may be cut; the record is one batch, written whole after them
+          const cid = yield* restore(storeSite(namespace, fields.name, archive, formFailure)).pipe(Effect.onError(() => giveBack))
+          return yield* createRecord(namespace, "static", fields, cid).pipe(Effect.onError(() => giveBack))
+        })
+      )
     })
 
   /**
@@ -157,30 +186,40 @@ export const makeDeploymentUploads = (tools: DeploymentTooling) => {
    * of that name exists (one created meanwhile by a racing upload holds the same references).
    */
   const releaseIfUnowned = (namespace: string, name: string) =>
-    Effect.ignore(Effect.flatMap(store.get(namespace, name), (found) => (Option.isSome(found) ? Effect.void : releaseSiteContent(tools, namespace, name))))
+    logged(`content of the refused upload ${name}`)(
+      Effect.flatMap(store.get(namespace, name), (found) => (Option.isSome(found) ? Effect.void : releaseSiteContent(tools, namespace, name)))
+    )
 
+  /**
+   * Under the lock. The old versions hold references under the same name: what a refused or cut
+   * update stored is told apart as the CIDs the name did not hold before it (nothing else adds
+   * references under the name while the lock is held), and only those are given back.
+   */
   const staticUpdate = (namespace: string, record: DeploymentRecord, archive: AsyncIterable<Uint8Array>, formFailure: () => Error | undefined) =>
-    Effect.gen(function* () {
-      // the old versions hold references under the same name: a refused update keeps what it
-      // stored (released with the deployment), never the versions' content
-      const cid = yield* storeSite(namespace, record.name, archive, formFailure)
-      return yield* store.addVersion(namespace, record.id, record.version, cid)
-    })
+    Effect.uninterruptibleMask((restore) =>
+      Effect.gen(function* () {
+        const held = yield* restore(siteCids(tools, namespace, record.name))
+        const giveBack = logged(`content of the refused update of ${record.name}`)(releaseSiteContent(tools, namespace, record.name, held))
+        const cid = yield* restore(storeSite(namespace, record.name, archive, formFailure)).pipe(Effect.onError(() => giveBack))
+        return yield* store.addVersion(namespace, record.id, record.version, cid).pipe(Effect.onError(() => giveBack))
+      })
+    )
 
   /** The instance directory's failure: the platform's own (500, logged), never the tenant's. */
   const dirFailure = (e: InstanceDirError) =>
     Effect.zipRight(Effect.logError(`instance directory: ${e.detail}`), Effect.fail(refuse("INTERNAL", "the app's directory could not be prepared on the gateway", "retry; the operator has the log")))
 
+  /** Claims the directory; whole, never cut between making it and marking it. */
+  const claimDir = (record: DeploymentRecord) =>
+    Effect.uninterruptible(Effect.catchTag(tools.instances.claim({ id: record.id, namespace: record.namespace, name: record.name }), "InstanceDirError", dirFailure))
+
   /** The deployment's own instance directory (claimed at its first upload; claiming again proves the marker). */
-  const instanceDirOf = (record: DeploymentRecord) =>
-    Effect.map(
-      Effect.catchTag(tools.instances.claim({ id: record.id, namespace: record.namespace, name: record.name }), "InstanceDirError", dirFailure),
-      (claim) => claim.dir
-    )
+  const instanceDirOf = (record: DeploymentRecord) => Effect.map(claimDir(record), (claim) => claim.dir)
 
   /**
    * Unpacks the archive into `versions/<n>/app` and prepares it (start.json); answers the
-   * version's relative path, the record's artifact. A refusal leaves no version directory.
+   * version's relative path, the record's artifact. A refusal or interruption leaves no version
+   * directory (an interrupted unpacking or install has ended before it is removed).
    */
   const placeVersion = (record: DeploymentRecord, instanceDir: string, n: number, form: DeploymentForm) =>
     Effect.gen(function* () {
@@ -192,7 +231,7 @@ export const makeDeploymentUploads = (tools: DeploymentTooling) => {
       yield* Effect.gen(function* () {
         yield* Effect.catchAll(extractArchive(form.archive, path.join(versionDir, "app")), archiveFailure(form.formFailure))
         yield* tools.builds.prepare({ type: record.type as "nextjs" | "go" | "nodejs", versionDir, skipInstall: form.fields.skipInstall, record })
-      }).pipe(Effect.tapError(() => removeDir(versionDir)))
+      }).pipe(Effect.onError(() => removeDir(versionDir)))
       return artifact
     })
 
@@ -200,29 +239,34 @@ export const makeDeploymentUploads = (tools: DeploymentTooling) => {
 
   /**
    * Starts `next` (the record as it will be once its version is written) in place of `current`'s
-   * process, then `commit`s the version. When the new process does not get healthy, the version
-   * is not written and the previous one is started again (a production platform keeps the old
-   * release serving), so the deployment stays as it was; the 502 stands.
+   * process, then `commit`s the version. When the new process does not get healthy, or the start is
+   * cut, or the commit refused, the version is not written, `abandon` runs (the update's version
+   * directory removed) and the previous process is started again (a production platform keeps the
+   * old release serving; none when none was active), so the deployment stays as it was; the
+   * refusal stands. Called inside `Effect.uninterruptibleMask`: only `restore`d steps may be cut.
    */
-  const switchTo = (current: DeploymentRecord, next: DeploymentRecord, instanceDir: string, commit: Effect.Effect<DeploymentRecord, Failure>) =>
+  const switchTo = (
+    restore: Restore,
+    current: DeploymentRecord,
+    next: DeploymentRecord,
+    instanceDir: string,
+    commit: Effect.Effect<DeploymentRecord, Failure>,
+    abandon: Effect.Effect<void> = Effect.void
+  ) =>
     Effect.gen(function* () {
-      const env = yield* envOf(current)
-      const restoreOld = Effect.gen(function* () {
-        if (current.status !== "active") return
-        const back = yield* Effect.either(tools.runtime.start({ record: current, instanceDir, env }))
-        if (Either.isLeft(back)) yield* store.setStatus(current.namespace, current.id, "failed", { reason: "the previous version did not start again" })
-      })
-      const started = yield* Effect.either(tools.runtime.start({ record: next, instanceDir, env }))
-      if (Either.isLeft(started)) {
-        yield* restoreOld
-        return yield* Effect.fail(started.left)
-      }
-      const written = yield* Effect.either(commit)
-      if (Either.isLeft(written)) {
-        yield* restoreOld
-        return yield* Effect.fail(written.left)
-      }
-      if (written.right.status !== "active") yield* store.setStatus(current.namespace, current.id, "active", { reason: `version ${written.right.version} started` })
+      const env = yield* restore(envOf(current)).pipe(Effect.onError(() => abandon))
+      const restoreOld = logged(`the previous version of ${current.id}`)(
+        Effect.gen(function* () {
+          // the runtime stopped the old process for the new one; a new one cut mid-start may still run
+          if (current.status !== "active") return yield* tools.runtime.stop(current.id)
+          const back = yield* Effect.either(tools.runtime.start({ record: current, instanceDir, env }))
+          if (Either.isLeft(back)) yield* store.setStatus(current.namespace, current.id, "failed", { reason: "the previous version did not start again" })
+        })
+      )
+      const giveUp = Effect.zipRight(restoreOld, abandon)
+      yield* restore(tools.runtime.start({ record: next, instanceDir, env })).pipe(Effect.onError(() => giveUp))
+      const written = yield* commit.pipe(Effect.onError(() => giveUp))
+      if (written.status !== "active") yield* store.setStatus(current.namespace, current.id, "active", { reason: `version ${written.version} started` })
       return yield* reread(current)
     })
 
@@ -239,50 +283,74 @@ export const makeDeploymentUploads = (tools: DeploymentTooling) => {
         return yield* Effect.fail(refuse("UNAVAILABLE", `this gateway cannot run apps: ${unavailable}`, "deploy a static site, or to a node that runs apps"))
       }
       yield* nameTaken(namespace, form.fields.name)
-      const record = yield* createRecord(namespace, type, form.fields, "versions/1")
-      const owner = { id: record.id, namespace, name: record.name }
-      // nothing half written: a refusal before the start removes the record and the directory
-      const undo = (claimed: boolean) =>
-        Effect.zipRight(
-          claimed ? Effect.ignore(tools.instances.release(owner)) : Effect.void,
-          Effect.ignore(store.remove(namespace, record.id))
-        )
-      const claim = yield* Effect.tapError(Effect.catchTag(tools.instances.claim(owner), "InstanceDirError", dirFailure), () => undo(false))
-      yield* Effect.tapError(placeVersion(record, claim.dir, 1, form), () => undo(true))
-      const env = yield* Effect.tapError(envOf(record), () => undo(true))
-      const started = yield* Effect.either(tools.runtime.start({ record, instanceDir: claim.dir, env }))
-      if (Either.isLeft(started)) {
-        // kept as failed, its log readable; an update can fix it (docs/deployments.md)
-        if (started.left.code === "APP_START_FAILED") yield* store.setStatus(namespace, record.id, "failed", { reason: "not healthy after its start" })
-        else yield* undo(true)
-        return yield* Effect.fail(started.left)
-      }
-      yield* store.setStatus(namespace, record.id, "active", { reason: "version 1 started" })
-      return yield* reread(record)
+      return yield* firstSetup(namespace, type, form)
     })
+
+  /** Whether a failed start leaves the record `failed` (an app that did not get healthy) rather than removed. */
+  const keptFailed = (cause: Cause.Cause<Failure>) =>
+    !Cause.isInterrupted(cause) &&
+    Option.exists(Cause.failureOption(cause), (e) => e._tag === "Refused" && e.code === "APP_START_FAILED")
+
+  /**
+   * A first upload's setup: the record (written whole), the directory's claim, the
+   * archive into `versions/1/app`, the prepare and the start, then `active`. A refusal or a cut
+   * before `active` stops whatever was started, releases the directory and removes the record;
+   * an app that did not get healthy is kept `failed` instead (its log readable; an update fixes it).
+   */
+  const firstSetup = (namespace: string, type: DeploymentType, form: DeploymentForm) =>
+    Effect.uninterruptibleMask((restore) =>
+      Effect.gen(function* () {
+        const record = yield* createRecord(namespace, type, form.fields, "versions/1")
+        const id = record.id
+        // release removes the directory only while its marker names this deployment (not after a collision)
+        const undo = logged(`the refused first upload of ${id}`)(
+          Effect.all([tools.runtime.stop(id), tools.instances.release({ id, namespace, name: record.name }), store.remove(namespace, id)], { discard: true })
+        )
+        const instanceDir = yield* restore(
+          Effect.gen(function* () {
+            const claim = yield* claimDir(record)
+            yield* placeVersion(record, claim.dir, 1, form)
+            return claim.dir
+          })
+        ).pipe(Effect.onError(() => undo))
+        const started = yield* Effect.exit(restore(Effect.flatMap(envOf(record), (env) => tools.runtime.start({ record, instanceDir, env }))))
+        if (Exit.isFailure(started)) {
+          const kept = keptFailed(started.cause)
+            ? yield* Effect.isSuccess(store.setStatus(namespace, id, "failed", { reason: "not healthy after its start" }))
+            : false
+          if (!kept) yield* undo
+          return yield* Effect.failCause(started.cause)
+        }
+        yield* store.setStatus(namespace, id, "active", { reason: "version 1 started" }).pipe(Effect.onError(() => undo))
+        return yield* reread(record)
+      })
+    )
 
   /** Under the lock: version current + 1 from the archive, started in place of the running one. */
   const dynamicUpdate = (current: DeploymentRecord, form: DeploymentForm) =>
-    Effect.gen(function* () {
-      const instanceDir = yield* instanceDirOf(current)
-      const n = current.version + 1
-      const artifact = yield* placeVersion(current, instanceDir, n, form)
-      const next = { ...current, version: n, artifact }
-      return yield* Effect.tapError(
-        switchTo(current, next, instanceDir, store.addVersion(current.namespace, current.id, current.version, artifact)),
-        () => removeDir(path.join(instanceDir, artifact))
-      )
-    })
+    Effect.uninterruptibleMask((restore) =>
+      Effect.gen(function* () {
+        const instanceDir = yield* restore(instanceDirOf(current))
+        const n = current.version + 1
+        const artifact = `versions/${n}`
+        const abandon = removeDir(path.join(instanceDir, artifact))
+        yield* restore(placeVersion(current, instanceDir, n, form)).pipe(Effect.onError(() => abandon))
+        const next = { ...current, version: n, artifact }
+        return yield* switchTo(restore, current, next, instanceDir, store.addVersion(current.namespace, current.id, current.version, artifact), abandon)
+      })
+    )
 
   /** Under the lock: a new version serving `version`'s directory, started in place of the running one. */
   const dynamicRollback = (current: DeploymentRecord, version: number) =>
-    Effect.gen(function* () {
-      const target = (yield* store.versions(current.namespace, current.id)).find((v) => v.version === version)
-      if (target === undefined) return yield* Effect.fail(refuse("NOT_FOUND", `deployment ${current.name} has no version ${version}`, "list them with GET /v1/deployments/versions"))
-      const instanceDir = yield* instanceDirOf(current)
-      const next = { ...current, version: current.version + 1, artifact: target.artifact }
-      return yield* switchTo(current, next, instanceDir, store.rollback(current.namespace, current.id, current.version, version))
-    })
+    Effect.uninterruptibleMask((restore) =>
+      Effect.gen(function* () {
+        const target = (yield* restore(store.versions(current.namespace, current.id))).find((v) => v.version === version)
+        if (target === undefined) return yield* Effect.fail(refuse("NOT_FOUND", `deployment ${current.name} has no version ${version}`, "list them with GET /v1/deployments/versions"))
+        const instanceDir = yield* restore(instanceDirOf(current))
+        const next = { ...current, version: current.version + 1, artifact: target.artifact }
+        return yield* switchTo(restore, current, next, instanceDir, store.rollback(current.namespace, current.id, current.version, version))
+      })
+    )
 
   return {
     upload: (namespace: string, type: DeploymentType, contentType: string, body: AsyncIterable<Uint8Array>): Effect.Effect<DeploymentRecord, Failure> =>
@@ -311,12 +379,13 @@ export const makeDeploymentUploads = (tools: DeploymentTooling) => {
           })
         )
       }),
-    /** Under the deployment's lock: a new version serving `version`'s content. */
+    /** Under the deployment's lock: a new version serving `version`'s content (a static site's: one write, whole). */
     rollback: (namespace: string, record: DeploymentRecord, version: number): Effect.Effect<DeploymentRecord, Failure> =>
-      isDynamic(record.type) ? dynamicRollback(record, version) : store.rollback(namespace, record.id, record.version, version),
+      isDynamic(record.type) ? dynamicRollback(record, version) : Effect.uninterruptible(store.rollback(namespace, record.id, record.version, version)),
     /**
      * Under the deployment's lock: a running app started again with `env` (an environment change).
      * The environment is already written: an app that does not get healthy with it is `failed` (502).
+     * The caller runs it uninterruptible (docs/deployments.md: an environment change is finished).
      */
     restart: (namespace: string, record: DeploymentRecord, env: Readonly<Record<string, string>>): Effect.Effect<void, Failure> =>
       Effect.gen(function* () {

@@ -53,6 +53,9 @@ export const makeDeployments = (tools: DeploymentTooling): DeploymentsService =>
 
   /** The hosts table now, so a change is served at once; a failed read is retried by its own timer. */
   const refreshHosts = hosts.refresh.pipe(Effect.catchAll((e) => Effect.logWarning(`deployment host table not refreshed: ${e.detail}`)))
+  /** A change, then the host table; a cut change (written whole, or undone) refreshes it too. */
+  const thenRefresh = <A>(change: Effect.Effect<A, DeploymentsError>) =>
+    change.pipe(Effect.tap(() => refreshHosts), Effect.onInterrupt(() => refreshHosts))
 
   const named = (namespace: string, name: string): Effect.Effect<DeploymentRecord, DeploymentsError> =>
     Effect.flatMap(store.get(namespace, name), (found) =>
@@ -75,36 +78,38 @@ export const makeDeployments = (tools: DeploymentTooling): DeploymentsService =>
     Effect.map(store.environment(namespace, record.id), (stored) => ({ names: Object.keys(stored.env).sort(), envVersion: stored.version }))
 
   return {
-    upload: (namespace, type, contentType, body) => Effect.tap(uploads.upload(namespace, type, contentType, body), () => refreshHosts),
-    update: (namespace, type, contentType, body) => Effect.tap(uploads.update(namespace, type, contentType, body), () => refreshHosts),
+    upload: (namespace, type, contentType, body) => thenRefresh(uploads.upload(namespace, type, contentType, body)),
+    update: (namespace, type, contentType, body) => thenRefresh(uploads.update(namespace, type, contentType, body)),
     list: (namespace, page) => store.list(namespace, page),
     get: named,
+    // under the lock; once begun, finished whole: cut halfway it would leave a record with no process
     remove: (namespace, name) =>
-      Effect.gen(function* () {
-        yield* locked(namespace, name, (record) =>
+      locked(namespace, name, (record) =>
+        Effect.uninterruptible(
           Effect.gen(function* () {
             // the process first, so its port is free when the record goes
             yield* uploads.stop(record)
             yield* store.remove(namespace, record.id)
             if (record.type === "static") yield* releaseSiteContent(tools, namespace, record.name)
             else yield* Effect.ignore(Effect.tapError(instances.release({ id: record.id, namespace, name: record.name }), (e) => Effect.logWarning(`instance directory of ${record.id} not removed: ${e.detail}`)))
+            yield* refreshHosts
           })
         )
-        yield* refreshHosts
-      }),
+      ),
     versions: (namespace, name) =>
       Effect.gen(function* () {
         const record = yield* named(namespace, name)
         const versions = yield* store.versions(namespace, record.id)
         return { record, versions: [...versions].sort((a, b) => b.version - a.version) }
       }),
-    rollback: (namespace, name, version) =>
-      Effect.tap(locked(namespace, name, (record) => uploads.rollback(namespace, record, version)), () => refreshHosts),
+    rollback: (namespace, name, version) => thenRefresh(locked(namespace, name, (record) => uploads.rollback(namespace, record, version))),
     events: (namespace, name, page) => Effect.flatMap(named(namespace, name), (record) => store.events(namespace, record.id, page)),
     env: (namespace, name) => Effect.flatMap(named(namespace, name), (record) => envView(namespace, record)),
+    // once under the lock, finished whole: the write and the restart (up to the start timeout) run
+    // uninterruptible, so a cut request leaves the environment written and the app started with it
     setEnv: (namespace, name, change) =>
       locked(namespace, name, (record) =>
-        Effect.gen(function* () {
+        Effect.uninterruptible(Effect.gen(function* () {
           const stored = yield* store.environment(namespace, record.id)
           const applied = applyEnvChange(stored.env, change)
           if (Either.isLeft(applied)) return yield* Effect.fail(refuse("VALIDATION_FAILED", applied.left.message))
@@ -115,7 +120,7 @@ export const makeDeployments = (tools: DeploymentTooling): DeploymentsService =>
           const restarted = isDynamic(record.type) && record.status === "active"
           if (restarted) yield* uploads.restart(namespace, record, applied.right.env)
           return { names: Object.keys(applied.right.env).sort(), envVersion, restarted }
-        })
+        }))
       ),
     grants: (namespace, name) => Effect.map(named(namespace, name), (record) => record.grants),
     setGrants: (namespace, name, grants) => Effect.flatMap(named(namespace, name), (record) => store.setGrants(namespace, record.id, grants))
