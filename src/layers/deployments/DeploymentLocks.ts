@@ -1,7 +1,8 @@
 /**
- * Update, rollback and environment change of one deployment take turns (spec §4.8): a semaphore
- * of one permit per deployment id, made on first use and dropped when no one holds or waits for
- * it, so the map holds only deployments being changed.
+ * A dynamic first upload's setup, update, rollback, environment change and delete of one
+ * deployment take turns (spec §4.8): a semaphore of one permit per deployment id, made on first
+ * use and dropped when no one holds or waits for it, so the map holds only deployments being
+ * changed. A first upload takes it on the id it draws before its record is written.
  *
  * In-process: it orders the work of one gateway. That is the whole rule on one node, where every
  * change of a deployment runs on its home node's gateway; the compare-and-swap writes of

@@ -48,6 +48,8 @@ export type { DeploymentRefused }
 
 /** What a create needs; the rest takes the defaults of DeploymentRecord.ts. */
 export interface NewDeployment {
+  /** The record's id when the caller chose it (`newDeploymentId`: a first upload locks it before the record exists); else a new one. */
+  readonly id?: string | undefined
   readonly namespace: string
   readonly name: string
   readonly type: DeploymentType
@@ -196,7 +198,7 @@ export const makeDeploymentStore = (store: RegistryStoreService, sealer: SealerS
 
   const create: DeploymentStoreService["create"] = (input) =>
     Effect.gen(function* () {
-      const id = newDeploymentId()
+      const id = input.id ?? newDeploymentId()
       const stamp = yield* nextStamp(undefined)
       const now = yield* nowSeconds
       const dynamic = isDynamic(input.type)

@@ -11,8 +11,9 @@
  * its log can be read and an update can fix it; an update or rollback leaves the deployment as it
  * was. Each mutation runs in `Effect.uninterruptibleMask`: the steps that read the body or wait on
  * the app (unpacking, prepare, start) run interruptible, each with its undo attached as
- * `Effect.onError` (which runs on interruption too); the registry writes between them run whole
- * (docs/deployments.md, "The deployments service").
+ * `Effect.onError` (which runs on interruption too); the registry writes between them run whole.
+ * A dynamic first upload holds its deployment's lock from before its record exists until it is
+ * active, failed or removed (docs/deployments.md, "The deployments service").
  */
 import { Cause, Effect, Either, Exit, Option } from "effect"
 import * as crypto from "node:crypto"
@@ -28,7 +29,7 @@ import type { StorageService } from "../storage/Storage.js"
 import { ArchiveRefused, type ArchiveWriteFailed, extractArchive } from "./Archive.js"
 import { type DeploymentFields, type DeploymentForm, readDeploymentForm } from "./DeploymentForm.js"
 import type { DeploymentLocksService } from "./DeploymentLocks.js"
-import { type DeploymentRecord, type DeploymentType, isDynamic } from "./DeploymentRecord.js"
+import { type DeploymentRecord, type DeploymentType, isDynamic, newDeploymentId } from "./DeploymentRecord.js"
 import type { DeploymentStoreService } from "./DeploymentStore.js"
 import type { AppBuildsService } from "./build/AppBuilds.js"
 import { type InstanceDirError, type InstanceDirsService } from "./InstanceDirs.js"
@@ -136,12 +137,13 @@ export const makeDeploymentUploads = (tools: DeploymentTooling) => {
     })
 
   /** Creates the record, drawing a generated host again when it clashes with another. */
-  const createRecord = (namespace: string, type: DeploymentType, fields: DeploymentFields, artifact: string) =>
+  const createRecord = (namespace: string, type: DeploymentType, fields: DeploymentFields, artifact: string, id?: string) =>
     Effect.gen(function* () {
       for (let draw = 1; ; draw++) {
         const domain = fields.subdomain === undefined ? generatedDomain(fields.name, randomLabel(), config.baseDomain) : overrideDomain(fields.subdomain, config.baseDomain)
         const created = yield* Effect.either(
           store.create({
+            id,
             namespace,
             name: fields.name,
             type,
@@ -283,7 +285,10 @@ export const makeDeploymentUploads = (tools: DeploymentTooling) => {
         return yield* Effect.fail(refuse("UNAVAILABLE", `this gateway cannot run apps: ${unavailable}`, "deploy a static site, or to a node that runs apps"))
       }
       yield* nameTaken(namespace, form.fields.name)
-      return yield* firstSetup(namespace, type, form)
+      // the lock is taken before the record exists: no update, rollback, environment change or
+      // delete of it runs until its setup has ended (active, failed or removed)
+      const id = newDeploymentId()
+      return yield* tools.locks.withLock(id, firstSetup(namespace, type, form, id))
     })
 
   /** Whether a failed start leaves the record `failed` (an app that did not get healthy) rather than removed. */
@@ -292,16 +297,15 @@ export const makeDeploymentUploads = (tools: DeploymentTooling) => {
     Option.exists(Cause.failureOption(cause), (e) => e._tag === "Refused" && e.code === "APP_START_FAILED")
 
   /**
-   * A first upload's setup: the record (written whole), the directory's claim, the
+   * A first upload's setup, under its lock: the record (written whole), the directory's claim, the
    * archive into `versions/1/app`, the prepare and the start, then `active`. A refusal or a cut
    * before `active` stops whatever was started, releases the directory and removes the record;
    * an app that did not get healthy is kept `failed` instead (its log readable; an update fixes it).
    */
-  const firstSetup = (namespace: string, type: DeploymentType, form: DeploymentForm) =>
+  const firstSetup = (namespace: string, type: DeploymentType, form: DeploymentForm, id: string) =>
     Effect.uninterruptibleMask((restore) =>
       Effect.gen(function* () {
-        const record = yield* createRecord(namespace, type, form.fields, "versions/1")
-        const id = record.id
+        const record = yield* createRecord(namespace, type, form.fields, "versions/1", id)
         // release removes the directory only while its marker names this deployment (not after a collision)
         const undo = logged(`the refused first upload of ${id}`)(
           Effect.all([tools.runtime.stop(id), tools.instances.release({ id, namespace, name: record.name }), store.remove(namespace, id)], { discard: true })

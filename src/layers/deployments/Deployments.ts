@@ -82,7 +82,8 @@ export const makeDeployments = (tools: DeploymentTooling): DeploymentsService =>
     update: (namespace, type, contentType, body) => thenRefresh(uploads.update(namespace, type, contentType, body)),
     list: (namespace, page) => store.list(namespace, page),
     get: named,
-    // under the lock; once begun, finished whole: cut halfway it would leave a record with no process
+    // under the lock (a first upload holds it through its setup, so a delete waits for that to
+    // end); once begun, finished whole: cut halfway it would leave a record with no process
     remove: (namespace, name) =>
       locked(namespace, name, (record) =>
         Effect.uninterruptible(

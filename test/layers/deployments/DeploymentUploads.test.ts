@@ -4,7 +4,8 @@
  * directories, the install and the runtime in the real sandbox) with its upload fiber interrupted
  * as the listener does when the client's connection closes. At each stage (the archive, the
  * prepare's install, the start) a first upload leaves nothing (no record, directory, version,
- * content reference, process or port) and an update leaves the deployment as it was.
+ * content reference, process or port) and an update leaves the deployment as it was; and a first
+ * upload's setup holds its deployment's lock, so an update or delete sent meanwhile waits for it.
  * Runs as root (the sandbox). The install's npm is a stand-in that never ends (an install stalled
  * on the registry), run by the real install code where npm runs.
  */
@@ -371,6 +372,59 @@ describe("an update cut mid-request leaves the deployment as it was", () => {
     expect(await recordOf("live")).toMatchObject({ version: 2, status: "failed" })
     expect(await listening(live.port ?? 0)).toBe(false)
     expect(locks.busy()).toEqual([])
+  }, 60_000)
+})
+
+describe("a first upload's setup holds the deployment's lock", () => {
+  it("an update sent meanwhile waits for the setup to end, then applies after it", async () => {
+    const first = await formBody({ name: "raced", skip_install: "true" }, appTar("v1"), true)
+    const upload = send("upload", "nodejs", first)
+    await written("raced")
+    await waitFor("the archive being unpacked", () => unpackingIn(path.join(dirOf("raced"), "versions/1")), 10_000, 20)
+    const update = send("update", "nodejs", await formBody({ name: "raced", skip_install: "true" }, appTar("v2")))
+    await new Promise((resolve) => setTimeout(resolve, 1_000))
+    // the update waits: nothing of version 2 while version 1 is being unpacked
+    expect(Option.isNone(await run(Fiber.poll(update)))).toBe(true)
+    expect(await recordOf("raced")).toMatchObject({ version: 1, status: "deploying" })
+    expect(existsSync(path.join(dirOf("raced"), "versions/2"))).toBe(false)
+    first.release()
+    expect(await run(Fiber.join(upload))).toMatchObject({ version: 1, status: "active" })
+    const updated = await run(Fiber.join(update))
+    expect(updated).toMatchObject({ version: 2, status: "active" })
+    expect((await served(updated.port ?? 0)).version).toBe("v2")
+    const events = (await run(store.events("shop", updated.id, { limit: 100, after: undefined }))).items.map((e) => e.type).reverse()
+    expect(events).toEqual(["created", "status_changed", "updated"])
+    await run(deployments.remove("shop", "raced"))
+    await expectNothingLeft(updated)
+  }, 90_000)
+
+  it("a delete sent meanwhile waits for the setup, then deletes the deployment it made", async () => {
+    const first = await formBody({ name: "doomed", skip_install: "true" }, appTar("v1"), true)
+    const upload = send("upload", "nodejs", first)
+    await written("doomed")
+    await waitFor("the archive being unpacked", () => unpackingIn(path.join(dirOf("doomed"), "versions/1")), 10_000, 20)
+    const removal = Effect.runFork(deployments.remove("shop", "doomed"))
+    await new Promise((resolve) => setTimeout(resolve, 1_000))
+    expect(Option.isNone(await run(Fiber.poll(removal)))).toBe(true)
+    // the directory is not released under the unpacking
+    expect(unpackingIn(path.join(dirOf("doomed"), "versions/1"))).toBe(true)
+    first.release()
+    const created = await run(Fiber.join(upload))
+    expect(created).toMatchObject({ version: 1, status: "active" })
+    await run(Fiber.join(removal))
+    await expectNothingLeft(created)
+  }, 90_000)
+
+  it("a delete waiting on a setup that is cut answers 404: the upload left nothing to delete", async () => {
+    const upload = send("upload", "nodejs", await formBody({ name: "gone", skip_install: "true" }, appTar("v1"), true))
+    const seen = await written("gone")
+    await waitFor("the archive being unpacked", () => unpackingIn(path.join(dirOf("gone"), "versions/1")), 10_000, 20)
+    const removal = Effect.runFork(deployments.remove("shop", "gone"))
+    await new Promise((resolve) => setTimeout(resolve, 300))
+    await cut(upload)
+    const exit = await run(Fiber.await(removal))
+    expect(Exit.isFailure(exit) && exit.cause._tag === "Fail" ? exit.cause.error : exit).toMatchObject({ code: "NOT_FOUND" })
+    await expectNothingLeft(seen)
   }, 60_000)
 })
 
