@@ -167,6 +167,23 @@ describe.each(["sqlite", "rqlite"] as const)("dynamic deployments through the ro
     expect((await onHost(gw.port, domain, "/")).body).toMatchObject({ version: "v1", greeting: "changed" })
   }, 60_000)
 
+  it("starts a failed app again with the environment it lacked, which makes it active", async () => {
+    const needy = `if (!process.env.REQUIRED) { console.error("REQUIRED is not set"); process.exit(1) }\n${appSource("needy")}`
+    const first = await upload("upload", { name: "needy", skip_install: "true" }, tarOf({ "index.js": needy }))
+    expectError(first, 502, "APP_START_FAILED")
+    const failed = (await get("get?name=needy")).body
+    expect(failed.status).toBe("failed")
+    // the host table has the failed record at once: its host is the app's, not running (503)
+    expect((await onHost(gw.port, failed.domain, "/")).status).toBe(503)
+    const set = await post("env/set", { name: "needy", set: { REQUIRED: "yes" } })
+    expect(set.status, set.text).toBe(200)
+    expect(set.body).toMatchObject({ names: ["REQUIRED"], restarted: true })
+    const record = (await get("get?name=needy")).body
+    expect(record.status).toBe("active")
+    expect((await onHost(gw.port, record.domain, "/")).body).toMatchObject({ version: "needy" })
+    expect((await post("delete", { name: "needy" })).status).toBe(200)
+  }, 60_000)
+
   it("deletes: the process stops, the directory goes, the host is 404", async () => {
     const deleted = await post("delete", { name: "api" })
     expect(deleted.status, deleted.text).toBe(200)

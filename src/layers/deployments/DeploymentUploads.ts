@@ -395,7 +395,10 @@ export const makeDeploymentUploads = (tools: DeploymentTooling) => {
       Effect.gen(function* () {
         const instanceDir = yield* instanceDirOf(record)
         const started = yield* Effect.either(tools.runtime.start({ record, instanceDir, env }))
-        if (Either.isRight(started)) return
+        if (Either.isRight(started)) {
+          if (record.status !== "active") yield* store.setStatus(namespace, record.id, "active", { reason: "started after an environment change" })
+          return
+        }
         if (started.left.code === "APP_START_FAILED") yield* store.setStatus(namespace, record.id, "failed", { reason: "not healthy after an environment change" })
         return yield* Effect.fail(started.left)
       }),

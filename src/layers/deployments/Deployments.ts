@@ -53,9 +53,12 @@ export const makeDeployments = (tools: DeploymentTooling): DeploymentsService =>
 
   /** The hosts table now, so a change is served at once; a failed read is retried by its own timer. */
   const refreshHosts = hosts.refresh.pipe(Effect.catchAll((e) => Effect.logWarning(`deployment host table not refreshed: ${e.detail}`)))
-  /** A change, then the host table; a cut change (written whole, or undone) refreshes it too. */
-  const thenRefresh = <A>(change: Effect.Effect<A, DeploymentsError>) =>
-    change.pipe(Effect.tap(() => refreshHosts), Effect.onInterrupt(() => refreshHosts))
+  /**
+   * A change, then the host table, whatever its outcome: a refused one may have written a status
+   * too (a first upload kept `failed`, an app the old version could not replace), and a cut one
+   * is written whole or undone.
+   */
+  const thenRefresh = <A>(change: Effect.Effect<A, DeploymentsError>) => Effect.ensuring(change, refreshHosts)
 
   const named = (namespace: string, name: string): Effect.Effect<DeploymentRecord, DeploymentsError> =>
     Effect.flatMap(store.get(namespace, name), (found) =>
@@ -109,7 +112,7 @@ export const makeDeployments = (tools: DeploymentTooling): DeploymentsService =>
     // once under the lock, finished whole: the write and the restart (up to the start timeout) run
     // uninterruptible, so a cut request leaves the environment written and the app started with it
     setEnv: (namespace, name, change) =>
-      locked(namespace, name, (record) =>
+      thenRefresh(locked(namespace, name, (record) =>
         Effect.uninterruptible(Effect.gen(function* () {
           const stored = yield* store.environment(namespace, record.id)
           const applied = applyEnvChange(stored.env, change)
@@ -117,12 +120,13 @@ export const makeDeployments = (tools: DeploymentTooling): DeploymentsService =>
           if (!applied.right.changed) return { names: Object.keys(stored.env).sort(), envVersion: stored.version, restarted: false }
           const names = [...Object.keys(change.set ?? {}), ...(change.unset ?? []).map(String)]
           const envVersion = yield* store.writeEnvironment(namespace, record.id, stored, applied.right.env, names)
-          // a running app gets the new environment by a restart; a static site only records it
-          const restarted = isDynamic(record.type) && record.status === "active"
+          // an app that runs, or should and failed, is started with the new environment (the way
+          // out of a failed start is changing what it lacked); a stopped app and a static site only record it
+          const restarted = isDynamic(record.type) && (record.status === "active" || record.status === "failed")
           if (restarted) yield* uploads.restart(namespace, record, applied.right.env)
           return { names: Object.keys(applied.right.env).sort(), envVersion, restarted }
         }))
-      ),
+      )),
     grants: (namespace, name) => Effect.map(named(namespace, name), (record) => record.grants),
     setGrants: (namespace, name, grants) => Effect.flatMap(named(namespace, name), (record) => store.setGrants(namespace, record.id, grants))
   }
