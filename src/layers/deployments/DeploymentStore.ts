@@ -11,13 +11,14 @@
  * The environment is sealed under the Sealer's `deployment-env` key bound to `<namespace>/<id>`,
  * so a sealed value copied to another deployment or namespace does not open.
  */
-import { Config, ConfigError, Context, Effect, Either, Layer, Option } from "effect"
+import { Context, Effect, Layer, Option } from "effect"
 import { type Page, type PageRequest, readPage } from "../registry/Keyset.js"
 import { RegistryStore, type RegistryStoreService, type Statement, StoreError } from "../registry/RegistryStore.js"
 import { SqliteRegistryStore } from "../registry/SqliteRegistryStore.js"
 import { Sealer, type SealerService } from "../secrets/Sealer.js"
 import { refuse } from "../Refused.js"
 import { type CustomDomainsService, makeCustomDomains } from "./CustomDomains.js"
+import { DEFAULT_DEPLOYMENTS_PER_NAMESPACE, deploymentStoreSettings } from "./DeploymentSettings.js"
 import { type DeploymentEventsService, eventStatements, makeDeploymentEvents, nowSeconds } from "./DeploymentEvents.js"
 import type { DeploymentRefused } from "./DeploymentRefused.js"
 import {
@@ -145,6 +146,8 @@ export interface DeploymentStoreOptions {
   readonly ports?: { readonly first: number; readonly last: number } | undefined
   /** Events kept per deployment, newest first (default 1000). */
   readonly eventsKept?: number | undefined
+  /** Deployments one namespace may hold (default 100). */
+  readonly perNamespace?: number | undefined
 }
 
 const envOwner = (namespace: string, id: string) => `${namespace}/${id}`
@@ -153,6 +156,7 @@ export const makeDeploymentStore = (store: RegistryStoreService, sealer: SealerS
   const firstPort = options.ports?.first ?? 10200
   const lastPort = options.ports?.last ?? 19999
   const eventsKept = options.eventsKept ?? 1000
+  const perNamespace = options.perNamespace ?? DEFAULT_DEPLOYMENTS_PER_NAMESPACE
   const events = makeDeploymentEvents(store, eventsKept)
 
   const sealEnv = (namespace: string, id: string, env: Readonly<Record<string, string>>) =>
@@ -188,6 +192,10 @@ export const makeDeploymentStore = (store: RegistryStoreService, sealer: SealerS
       if (taken.length > 0) {
         return refuse("DEPLOYMENT_EXISTS", `deployment ${input.name} exists in namespace ${input.namespace}`, "deploy with --update to replace it")
       }
+      const held = yield* store.query({ sql: "SELECT COUNT(*) AS n FROM deployments WHERE namespace = ?", params: [input.namespace] })
+      if (Number(held[0]?.["n"] ?? 0) >= perNamespace) {
+        return refuse("VALIDATION_FAILED", `namespace ${input.namespace} holds ${perNamespace} deployments, the most one namespace may`, "delete one first; the operator sets the bound (PORTICO_DEPLOYMENTS_PER_NAMESPACE)")
+      }
       const domain = yield* store.query({
         sql: "SELECT 1 FROM deployments WHERE domain = ? UNION ALL SELECT 1 FROM deployment_domains WHERE domain = ? AND verified_at IS NOT NULL",
         params: [input.domain, input.domain]
@@ -214,6 +222,7 @@ export const makeDeploymentStore = (store: RegistryStoreService, sealer: SealerS
               FROM (SELECT ${dynamic ? freePortSql : "NULL"} AS port) p
               WHERE (? = 0 OR p.port IS NOT NULL)
                 AND NOT EXISTS (SELECT 1 FROM deployments WHERE namespace = ? AND name = ?)
+                AND (SELECT COUNT(*) FROM deployments WHERE namespace = ?) < ?
                 AND NOT EXISTS (SELECT 1 FROM deployments WHERE domain = ?)
                 AND NOT EXISTS (SELECT 1 FROM deployment_domains WHERE domain = ? AND verified_at IS NOT NULL)`,
         params: [
@@ -223,7 +232,7 @@ export const makeDeploymentStore = (store: RegistryStoreService, sealer: SealerS
           JSON.stringify(grants.grants), sealEnv(input.namespace, id, input.env ?? {}), stampText(stamp), now, stampText(stamp),
           // positional, in the text's order: the select list, the port's subquery, the WHERE
           ...(dynamic ? portParams : []),
-          dynamic ? 1 : 0, input.namespace, input.name, input.domain, input.domain
+          dynamic ? 1 : 0, input.namespace, input.name, input.namespace, perNamespace, input.domain, input.domain
         ]
       }
       const written = yield* store
@@ -450,30 +459,12 @@ export const makeDeploymentStore = (store: RegistryStoreService, sealer: SealerS
   }
 }
 
-/**
- * PORTICO_APP_PORTS, `first-last` (default spec §8's 10200-19999): where this node's app ports are
- * drawn from. An operator moves it off ports other programs use; test gateways sharing one machine
- * each take their own block.
- */
-export const appPortsSetting = Config.string("APP_PORTS").pipe(
-  Config.withDefault("10200-19999"),
-  Config.mapOrFail((text) => {
-    const match = /^\s*(\d{4,5})\s*-\s*(\d{4,5})\s*$/.exec(text)
-    const first = Number(match?.[1])
-    const last = Number(match?.[2])
-    return match !== null && first >= 1024 && first <= last && last <= 65535
-      ? Either.right({ first, last })
-      : Either.left(ConfigError.InvalidData([], `expected first-last within 1024-65535, got "${text}"`))
-  }),
-  Config.nested("PORTICO")
-)
-
 export class DeploymentStore extends Context.Tag("portico/DeploymentStore")<DeploymentStore, DeploymentStoreService>() {
   static readonly Live = Layer.effect(
     DeploymentStore,
     Effect.gen(function* () {
-      const ports = yield* Effect.orDie(appPortsSetting)
-      return makeDeploymentStore(yield* RegistryStore, yield* Sealer, { ports })
+      const { ports, perNamespace } = yield* Effect.orDie(deploymentStoreSettings)
+      return makeDeploymentStore(yield* RegistryStore, yield* Sealer, { ports, perNamespace })
     })
   )
   /** The store over the registry's and the sealer's test doubles. */

@@ -34,12 +34,12 @@ const rqlite: Provision = Effect.map(rqlited(), (server) => RqliteRegistryStore.
 const sealer = makeSealer(new Uint8Array(32).fill(3))
 const start = Date.UTC(2026, 10, 28, 9, 0)
 
-const fixture = (provision: Provision, ports = { first: 10200, last: 19999 }) =>
+const fixture = (provision: Provision, ports = { first: 10200, last: 19999 }, perNamespace?: number) =>
   Effect.gen(function* () {
     const layer = yield* TestServices.provideLive(provision)
     const store = Context.get(yield* TestServices.provideLive(Layer.build(layer)), RegistryStore)
     yield* TestClock.setTime(start)
-    return { store, deployments: makeDeploymentStore(store, sealer, { ports, eventsKept: 5 }) }
+    return { store, deployments: makeDeploymentStore(store, sealer, { ports, eventsKept: 5, perNamespace }) }
   })
 
 const app = (name: string, patch: Partial<NewDeployment> = {}): NewDeployment => ({
@@ -94,6 +94,24 @@ const deploymentStoreSuite = (engine: string, provision: Provision) =>
         expect(listed.items.map((d) => d.name)).toEqual(["blog"])
         const rest = yield* deployments.list("shop", { limit: 1, after: listed.next })
         expect(rest.items.map((d) => d.name)).toEqual(["site"])
+      })
+    )
+
+    it.scoped("a namespace holds at most perNamespace deployments, counted in the create's own statement; others are not held back", () =>
+      Effect.gen(function* () {
+        const { store, deployments } = yield* fixture(provision, undefined, 3)
+        const made = yield* Effect.all(["a", "b", "c", "d", "e"].map((name) => Effect.either(deployments.create(app(name)))), { concurrency: "unbounded" })
+        expect(made.filter(Either.isRight)).toHaveLength(3)
+        const refused = made.filter(Either.isLeft).map((e) => e.left as unknown as { code: string; reason: string })
+        expect(refused.map((r) => r.code)).toEqual(["VALIDATION_FAILED", "VALIDATION_FAILED"])
+        expect(refused[0]?.reason).toBe("namespace shop holds 3 deployments, the most one namespace may")
+        expect((yield* rawRows(store, "SELECT id FROM deployments WHERE namespace = 'shop'")).length).toBe(3)
+        // the count is per namespace; a deleted one makes room
+        expect(codeOf(yield* Effect.either(deployments.create(app("a", { namespace: "other", domain: "a.other.test" }))))).toBe("ok")
+        const first = made.find(Either.isRight)
+        if (first === undefined || Either.isLeft(first)) throw new Error("no deployment made")
+        yield* deployments.remove("shop", first.right.id)
+        expect(codeOf(yield* Effect.either(deployments.create(app("f"))))).toBe("ok")
       })
     )
 
