@@ -387,8 +387,9 @@ export const makeDeploymentUploads = (tools: DeploymentTooling) => {
     rollback: (namespace: string, record: DeploymentRecord, version: number): Effect.Effect<DeploymentRecord, Failure> =>
       isDynamic(record.type) ? dynamicRollback(record, version) : Effect.uninterruptible(store.rollback(namespace, record.id, record.version, version)),
     /**
-     * Under the deployment's lock: a running app started again with `env` (an environment change).
-     * The environment is already written: an app that does not get healthy with it is `failed` (502).
+     * Under the deployment's lock: an app that runs, or failed, started again with `env` (an
+     * environment change), `active` once healthy. The environment is already written: an app that
+     * does not get healthy with it is `failed` (502).
      * The caller runs it uninterruptible (docs/deployments.md: an environment change is finished).
      */
     restart: (namespace: string, record: DeploymentRecord, env: Readonly<Record<string, string>>): Effect.Effect<void, Failure> =>
