@@ -6,13 +6,13 @@
  * restarting the app; delete stopping it and removing its directory. Runs as root (the sandbox).
  */
 import { Effect } from "effect"
-import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as http from "node:http"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type Gateway, type Reply, startGateway, testTmp } from "../support/gateway.js"
 import { hasRqlited, type RqlitedServer, rqlitedMissingMessage, startRqlited } from "../support/rqlited.js"
+import { tarOf } from "../support/tarball.js"
 
 const BASE = "apps.test"
 
@@ -25,17 +25,6 @@ http.createServer((req, res) => {
   res.end(JSON.stringify({ version: ${JSON.stringify(version)}, greeting: process.env.GREETING ?? null, uid: process.getuid() }))
 }).listen(Number(process.env.PORT))
 `
-
-const tarOf = (files: Record<string, string>): Buffer => {
-  const dir = fs.mkdtempSync(path.join(testTmp(), "app-src-"))
-  for (const [name, text] of Object.entries(files)) fs.writeFileSync(path.join(dir, name), text)
-  const out = `${dir}.tar.gz`
-  execFileSync("tar", ["-czf", out, "-C", dir, "."])
-  const bytes = fs.readFileSync(out)
-  fs.rmSync(dir, { recursive: true, force: true })
-  fs.rmSync(out, { force: true })
-  return bytes
-}
 
 const formOf = (fields: Record<string, string>, archive: Buffer): FormData => {
   const form = new FormData()

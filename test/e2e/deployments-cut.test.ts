@@ -8,7 +8,6 @@
  * shows no leftover. Runs as root (the app runs in the sandbox).
  */
 import { Effect, Layer, ManagedRuntime } from "effect"
-import { execFileSync } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as http from "node:http"
@@ -21,19 +20,9 @@ import { ContentIndex } from "../../src/layers/storage/ContentIndex.js"
 import { type Gateway, getOnHost, type Reply, startGateway, testTmp } from "../support/gateway.js"
 import { hasRqlited, type RqlitedServer, rqlitedMissingMessage, startRqlited } from "../support/rqlited.js"
 import { waitFor } from "../support/wait.js"
+import { tarOf } from "../support/tarball.js"
 
 const BASE = "cut.test"
-
-const tarOf = (files: Record<string, string | Buffer>): Buffer => {
-  const dir = fs.mkdtempSync(path.join(testTmp(), "cut-src-"))
-  for (const [name, content] of Object.entries(files)) fs.writeFileSync(path.join(dir, name), content)
-  const out = `${dir}.tar.gz`
-  execFileSync("tar", ["-czf", out, "-C", dir, "."])
-  const bytes = fs.readFileSync(out)
-  fs.rmSync(dir, { recursive: true, force: true })
-  fs.rmSync(out, { force: true })
-  return bytes
-}
 
 const appTar = (version: string) =>
   tarOf({

@@ -7,7 +7,6 @@
  */
 import { FetchHttpClient } from "@effect/platform"
 import { Effect, Layer, ManagedRuntime } from "effect"
-import { execFileSync } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import * as zlib from "node:zlib"
@@ -19,24 +18,11 @@ import { registryLayer } from "../../src/layers/registry/registryLayer.js"
 import { call, expectRefusal, notCalled, refusal } from "../support/client.js"
 import { type Gateway, mintKey, type Reply, startGateway, testTmp, getOnHost } from "../support/gateway.js"
 import { hasRqlited, type RqlitedServer, rqlitedMissingMessage, startRqlited } from "../support/rqlited.js"
+import { tarOf } from "../support/tarball.js"
 
 const BASE = "sites.test"
 
 /** A tar.gz of `files` made by GNU tar. */
-const tarOf = (files: Record<string, string>): Buffer => {
-  const dir = fs.mkdtempSync(path.join(testTmp(), "deploy-src-"))
-  for (const [name, text] of Object.entries(files)) {
-    fs.mkdirSync(path.dirname(path.join(dir, name)), { recursive: true })
-    fs.writeFileSync(path.join(dir, name), text)
-  }
-  const out = path.join(dir, "..", `${path.basename(dir)}.tar.gz`)
-  execFileSync("tar", ["-czf", out, "-C", dir, "."])
-  const bytes = fs.readFileSync(out)
-  fs.rmSync(dir, { recursive: true, force: true })
-  fs.rmSync(out, { force: true })
-  return bytes
-}
-
 /** One ustar header for `name` of `size` bytes (the size may be a lie: the body is not written). */
 const tarHeader = (name: string, size: number): Buffer => {
   const h = Buffer.alloc(512)

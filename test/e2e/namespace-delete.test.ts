@@ -28,19 +28,9 @@ import { type Gateway, type Reply, startGateway, testTmp } from "../support/gate
 import { hasRedisServer, type RedisServer, redisMissingMessage, startRedis } from "../support/redis.js"
 import { hasRqlited, type RqlitedServer, rqlitedMissingMessage, startRqlited } from "../support/rqlited.js"
 import { type StorageEngine, storageEngines } from "../support/storageEngines.js"
+import { tarOf } from "../support/tarball.js"
 
 /** A tar.gz of `files` made by GNU tar. */
-const tarOf = (files: Record<string, string>): Buffer => {
-  const dir = fs.mkdtempSync(path.join(testTmp(), "delete-site-"))
-  for (const [name, text] of Object.entries(files)) fs.writeFileSync(path.join(dir, name), text)
-  const out = `${dir}.tar.gz`
-  execFileSync("tar", ["-czf", out, "-C", dir, "."])
-  const bytes = fs.readFileSync(out)
-  fs.rmSync(dir, { recursive: true, force: true })
-  fs.rmSync(out, { force: true })
-  return bytes
-}
-
 const parse = (text: string) => {
   try {
     return JSON.parse(text)

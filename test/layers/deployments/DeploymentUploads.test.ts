@@ -35,6 +35,7 @@ import { ContentIndex, type ContentIndexService } from "../../../src/layers/stor
 import { Storage } from "../../../src/layers/storage/Storage.js"
 import { WorkloadTokens } from "../../../src/layers/workload/WorkloadTokens.js"
 import { waitFor } from "../../support/wait.js"
+import { tarOf } from "../../support/tarball.js"
 
 const NODE = "uploads-test-node"
 const sandbox = { ...defaultSandboxOptions(), cgroupParent: `portico-up-test-${process.pid}`, runtimeRoot: path.join(tmpdir(), `portico-up-run-${process.pid}`) }
@@ -68,20 +69,6 @@ require("node:http").createServer((req, res) => {
   res.end(JSON.stringify({ version: ${JSON.stringify(version)}, boot }))
 }).listen(Number(process.env.PORT))
 `
-
-const tarOf = (files: Record<string, string | Buffer>): Buffer => {
-  const dir = mkdtempSync(path.join(tmpdir(), "upload-src-"))
-  for (const [name, content] of Object.entries(files)) {
-    mkdirSync(path.dirname(path.join(dir, name)), { recursive: true })
-    writeFileSync(path.join(dir, name), content)
-  }
-  const out = `${dir}.tar.gz`
-  execFileSync("tar", ["-czf", out, "-C", dir, "."])
-  const bytes = execFileSync("cat", [out], { maxBuffer: 64 * 1024 * 1024 })
-  rmSync(dir, { recursive: true, force: true })
-  rmSync(out, { force: true })
-  return bytes
-}
 
 /** An app's archive; `slow` adds 1 MiB that does not compress, so a body cut halfway is cut in the archive. */
 const appTar = (version: string, options: { sick?: boolean; install?: boolean } = {}) =>
