@@ -43,10 +43,16 @@ CLUSTER_VERSION="v1.1.0"
 
 IMPLEMENTED=(rqlite redis kubo ipfs-cluster sandbox socks)
 
-# The deployment sandbox (src/layers/deployments/sandbox): bwrap from the Debian package, and the
-# socket-rules loader compiled from its C source; the stamp is the source's hash.
-SANDBOX_BPF_SRC="$REPO_ROOT/src/layers/deployments/sandbox/portico-sandbox-bpf.c"
-sandbox_bpf_stamp() { sha256sum "$SANDBOX_BPF_SRC" | cut -c1-16; }
+# The deployment sandbox (src/layers/deployments/sandbox): bwrap from the Debian package, and two
+# helpers compiled from their C sources (the socket-rules loader, and the last step before the app:
+# environment, Landlock, seccomp); each stamp is its source's hash.
+SANDBOX_DIR="$REPO_ROOT/src/layers/deployments/sandbox"
+SANDBOX_HELPERS=(portico-sandbox-bpf portico-sandbox-exec)
+sandbox_stamp() { sha256sum "$SANDBOX_DIR/$1.c" | cut -c1-16; }
+sandbox_current() {
+  local helper
+  for helper in "${SANDBOX_HELPERS[@]}"; do is_current "$helper" "$(sandbox_stamp "$helper")" || return 1; done
+}
 
 log() { printf '[engines] %s\n' "$*" >&2; }
 die() { printf '[engines] error: %s\n' "$*" >&2; exit 1; }
@@ -192,16 +198,21 @@ install_sandbox() {
       { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; }; } ||
       die "apt-get install bubblewrap failed"
   fi
-  if is_current portico-sandbox-bpf "$(sandbox_bpf_stamp)"; then
-    log "portico-sandbox-bpf already built"
-    return 0
-  fi
-  need gcc "portico-sandbox-bpf is compiled from C (apt-get install gcc)"
-  [[ -f /usr/include/linux/bpf.h ]] || die "portico-sandbox-bpf needs the kernel headers (apt-get install linux-libc-dev)"
-  gcc -O2 -Wall -Wextra -Werror -o "$BIN/portico-sandbox-bpf.tmp" "$SANDBOX_BPF_SRC" || die "building portico-sandbox-bpf failed"
-  mv -f "$BIN/portico-sandbox-bpf.tmp" "$BIN/portico-sandbox-bpf"
-  stamp portico-sandbox-bpf "$(sandbox_bpf_stamp)"
-  log "built portico-sandbox-bpf"
+  local helper
+  for helper in "${SANDBOX_HELPERS[@]}"; do
+    if is_current "$helper" "$(sandbox_stamp "$helper")"; then
+      log "$helper already built"
+      continue
+    fi
+    need gcc "$helper is compiled from C (apt-get install gcc)"
+    [[ -f /usr/include/linux/bpf.h ]] || die "$helper needs the kernel headers (apt-get install linux-libc-dev)"
+    # static: portico-sandbox-exec runs inside the sandbox, whose /usr is the host's, but a static
+    # binary loads nothing a tenant could have placed on a library path
+    gcc -O2 -Wall -Wextra -Werror -static -o "$BIN/$helper.tmp" "$SANDBOX_DIR/$helper.c" || die "building $helper failed"
+    mv -f "$BIN/$helper.tmp" "$BIN/$helper"
+    stamp "$helper" "$(sandbox_stamp "$helper")"
+    log "built $helper"
+  done
 }
 
 # --- socks ----------------------------------------------------------------------------------
@@ -230,7 +241,7 @@ missing_engines() {
       rqlite) is_current rqlited "$RQLITE_MODULE@$RQLITE_VERSION" || printf '%s\n' "rqlite" ;;
       redis) command -v redis-server >/dev/null 2>&1 || printf '%s\n' "redis" ;;
       kubo) is_current ipfs "$KUBO_MODULE@$KUBO_VERSION" || printf '%s\n' "kubo" ;;
-      sandbox) { command -v bwrap >/dev/null 2>&1 && is_current portico-sandbox-bpf "$(sandbox_bpf_stamp)"; } || printf '%s\n' "sandbox" ;;
+      sandbox) { command -v bwrap >/dev/null 2>&1 && sandbox_current; } || printf '%s\n' "sandbox" ;;
       socks) command -v microsocks >/dev/null 2>&1 || printf '%s\n' "socks" ;;
       ipfs-cluster)
         { is_current ipfs-cluster-service "$CLUSTER_MODULE@$CLUSTER_VERSION" &&
@@ -253,7 +264,7 @@ main() {
     local missing
     missing="$(missing_engines "${engines[@]}" | tr '\n' ' ')"
     if [[ -z "$missing" ]]; then
-      log "test engines present in $BIN (rqlited, ipfs, ipfs-cluster, portico-sandbox-bpf) and on PATH (redis-server, bwrap, microsocks)"
+      log "test engines present in $BIN (rqlited, ipfs, ipfs-cluster, portico-sandbox-bpf, portico-sandbox-exec) and on PATH (redis-server, bwrap, microsocks)"
       return 0
     fi
     log "npm test runs its suites against the real engines: rqlited, redis-server, Kubo (ipfs) and IPFS Cluster."
@@ -279,7 +290,7 @@ main() {
       redis) command -v redis-server ;;
       kubo) printf '%s\n' "$BIN/ipfs" ;;
       ipfs-cluster) printf '%s\n' "$BIN/ipfs-cluster-service" "$BIN/ipfs-cluster-ctl" ;;
-      sandbox) command -v bwrap; printf '%s\n' "$BIN/portico-sandbox-bpf" ;;
+      sandbox) command -v bwrap; printf '%s\n' "$BIN/portico-sandbox-bpf" "$BIN/portico-sandbox-exec" ;;
       socks) command -v microsocks ;;
     esac
   done

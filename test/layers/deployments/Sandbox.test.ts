@@ -2,24 +2,32 @@
  * The deployment sandbox (spec §2.7) against a hostile Node.js app (test/fixtures/sandbox): the
  * app runs as its own uid in a real bwrap sandbox with real cgroups and socket rules, tries every
  * way out, and keeps serving on PORT throughout. Runs as root (as CI does); a missing tool fails
- * the suite rather than skipping it. Local addresses only: a private (10.254.0.7) and a public
- * documentation address (198.51.100.7) are put on the loopback interface for the run.
+ * the suite rather than skipping it. Loopback addresses only: the refused ranges are the
+ * sandbox's setting, here the usual internal ranges with loopback narrowed to 127.0.0.0/25, so
+ * 127.0.0.7 stands for a private address (refused) and 127.0.0.200 for a public one (reachable).
+ * The tenant's environment carries an LD_PRELOAD of a library that records every process loading
+ * it: none of the launcher's root processes may.
  */
 import { Effect } from "effect"
 import { execFileSync } from "node:child_process"
-import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, rmdirSync, rmSync, writeFileSync } from "node:fs"
+import { chmodSync, copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmdirSync, rmSync, writeFileSync } from "node:fs"
 import * as http from "node:http"
+import * as net from "node:net"
 import type { AddressInfo } from "node:net"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { detectLayout } from "../../../src/layers/deployments/sandbox/Cgroups.js"
 import { defaultSandboxOptions, launch, type SandboxHandle, sandboxPaths } from "../../../src/layers/deployments/sandbox/Sandbox.js"
+import { cidr, internalRanges } from "../../../src/layers/deployments/sandbox/SocketPolicy.js"
 
-const fixture = path.resolve(import.meta.dirname, "../../fixtures/sandbox/hostile-app.cjs")
+const fixtures = path.resolve(import.meta.dirname, "../../fixtures/sandbox")
+const fixture = path.join(fixtures, "hostile-app.cjs")
 const options = { ...defaultSandboxOptions(), cgroupParent: `portico-test-${process.pid}`, runtimeRoot: path.join(tmpdir(), `portico-sandbox-run-${process.pid}`) }
-const privateHost = "10.254.0.7"
-const publicHost = "198.51.100.7"
+const privateHost = "127.0.0.7"
+const publicHost = "127.0.0.200"
+const refuse = [...internalRanges.filter((range) => range.address !== "127.0.0.0"), cidr("127.0.0.0/25")]
+const hostSocket = `portico-host-${process.pid}`
 const uid = 61_000_123
 
 const get = (port: number, route: string) =>
@@ -45,18 +53,14 @@ describe("deployment sandbox", () => {
   let root: string
   let handle: SandboxHandle
   let port: number
-  const servers: Array<http.Server> = []
-  const addresses: Array<string> = []
+  const servers: Array<http.Server | net.Server> = []
+  let preloadMarker: string
 
   beforeAll(async () => {
     if (process.getuid?.() !== 0) throw new Error("the sandbox suite runs as root (it creates cgroups and switches uid)")
-    for (const tool of [options.bwrap, options.bpfHelper, "/usr/bin/setpriv", "/usr/sbin/ip"])
+    for (const tool of [options.bwrap, options.bpfHelper, options.execHelper, "/usr/bin/setpriv"])
       if (!existsSync(tool)) throw new Error(`${tool} is missing: run scripts/engines.sh sandbox`)
     detectLayout()
-    for (const address of [privateHost, publicHost]) {
-      execFileSync("ip", ["addr", "add", `${address}/32`, "dev", "lo"])
-      addresses.push(address)
-    }
     root = mkdtempSync(path.join(tmpdir(), "portico-sandbox-"))
     chmodSync(root, 0o755)
     const dir = (name: string) => {
@@ -68,6 +72,18 @@ describe("deployment sandbox", () => {
     const appDir = dir("apps/mine")
     copyFileSync(fixture, path.join(appDir, "server.cjs"))
     chmodSync(path.join(appDir, "server.cjs"), 0o644)
+    // raw system calls, as a native or Go app would make them
+    execFileSync("gcc", ["-static", "-O2", "-o", path.join(appDir, "escape-probe"), path.join(fixtures, "escape-probe.c")])
+    chmodSync(path.join(appDir, "escape-probe"), 0o755)
+    // a library recording each process that loads it, where only the host can write
+    preloadMarker = path.join(root, "preloaded-by")
+    const preload = path.join(dir("tenant-written"), "record.so")
+    execFileSync("gcc", ["-shared", "-fPIC", `-DMARKER="${preloadMarker}"`, "-o", preload, path.join(fixtures, "preload-marker.c")])
+    chmodSync(preload, 0o755)
+    // an abstract Unix socket held by a root process on the host
+    const abstract = net.createServer((socket) => socket.end("host"))
+    await new Promise<void>((resolve) => abstract.listen({ path: `\0${hostSocket}` }, resolve))
+    servers.push(abstract)
     writeFileSync(path.join(dir("apps/other"), "secret.js"), "other app's code", { mode: 0o644 })
     writeFileSync(path.join(dir("gateway-data"), "registry.db"), "platform data", { mode: 0o644 })
     const internal = await serve("127.0.0.1")
@@ -91,7 +107,11 @@ describe("deployment sandbox", () => {
           stateDir: dir("state/mine"),
           cacheDir: dir("cache/mine"),
           port,
+          refuse,
           env: {
+            LD_PRELOAD: preload,
+            MULTI_LINE: "one\ntwo=2 'three' $FOUR",
+            HOST_SOCKET: hostSocket,
             PORT: String(port),
             PORTICO_STATE_DIR: sandboxPaths.state,
             PORTICO_CACHE_DIR: sandboxPaths.cache,
@@ -126,7 +146,6 @@ describe("deployment sandbox", () => {
       expect(exit.signal ?? exit.code).not.toBeUndefined()
     }
     for (const s of servers) s.close()
-    for (const address of addresses) execFileSync("ip", ["addr", "del", `${address}/32`, "dev", "lo"])
     if (root) rmSync(root, { recursive: true, force: true })
     rmSync(options.runtimeRoot, { recursive: true, force: true })
     for (const controller of ["memory", "cpu", "cpuacct", "pids", "unified", ""]) {
@@ -139,6 +158,9 @@ describe("deployment sandbox", () => {
     const answer = await get(port, "/escape")
     expect(answer.status, answer.body).toBe(200)
     const r = JSON.parse(answer.body)
+    // the tenant's environment reaches the app unchanged, and no root process of the launcher
+    expect(r.multiLine).toBe("one\ntwo=2 'three' $FOUR")
+    expect(existsSync(preloadMarker) ? readFileSync(preloadMarker, "utf8") : "").not.toMatch(/uid=0 /)
     expect(r.uid).toBe(uid)
     expect(r.gid).toBe(uid)
     // files: nothing outside its own directories, its own code read-only
@@ -163,6 +185,25 @@ describe("deployment sandbox", () => {
     expect(r.internalRouteV6).toBe("EPERM")
     expect(r.privateNetwork).toBe("EPERM")
     expect(r.outbound).toBe("ok")
+    // the kernel's surface: host abstract sockets, namespaces, mounts, chroot, the key store, bpf,
+    // io_uring, odd socket families, and a listen() that would pick a port of its own
+    expect(r.kernel).toEqual({
+      hostAbstractSocket: "EPERM",
+      ownAbstractSocket: "ok",
+      unshare: "EPERM",
+      unshareUser: "EPERM",
+      cloneNewUser: "EPERM",
+      fork: "ok",
+      mountTmpfs: "EPERM",
+      chroot: "EPERM",
+      addKey: "EPERM",
+      keyctl: "EPERM",
+      ioUring: "EPERM",
+      bpf: "EPERM",
+      afAlg: "EAFNOSUPPORT",
+      listenUnbound: "EPERM",
+      listenUnbound6: "EPERM"
+    })
     // no way back to root
     expect(r.setuidRoot.exitCode ?? r.setuidRoot.error).not.toBe(0)
     // process count and memory by the cgroup

@@ -86,7 +86,7 @@ export interface AppRuntimeOptions {
 /** Why this machine cannot run sandboxed apps, or undefined. */
 export const sandboxUnavailable = (sandbox: SandboxOptions): string | undefined => {
   if (process.getuid?.() !== 0) return "the gateway does not run as root, which the sandbox needs"
-  for (const tool of [sandbox.bwrap, sandbox.bpfHelper, "/usr/bin/setpriv"]) if (!existsSync(tool)) return `${path.basename(tool)} is not installed`
+  for (const tool of [sandbox.bwrap, sandbox.bpfHelper, sandbox.execHelper, "/usr/bin/setpriv"]) if (!existsSync(tool)) return `${path.basename(tool)} is not installed`
   try {
     detectLayout()
   } catch (error) {

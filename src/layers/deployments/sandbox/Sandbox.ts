@@ -1,13 +1,19 @@
 /**
  * Starts one deployed app's process sandboxed (spec §2.7, docs/deployments.md "The sandbox").
  *
- * The chain, each step doing one thing, all as the gateway's root until setpriv:
+ * The chain, each step doing one thing, all as the gateway's root until setpriv, and all of it
+ * with a fixed environment of ours (PATH and the cgroup list): the app's environment, which holds
+ * the tenant's variables, is a file that only the last step reads, as the app's uid.
  *   sh        joins the deployment's cgroups (limits and socket rules), execs
  *   bwrap     new mount, pid, ipc, uts and cgroup namespaces; a root of /usr, a few /etc files,
- *             the app directory read-only at /app, state and cache read-write, nothing else
+ *             the app directory read-only at /app, state and cache read-write, nothing else;
+ *             clears the environment for what it starts
  *   setpriv   drops to the deployment's uid and gid, no supplementary groups, empty capability
  *             sets and bounding set, no_new_privs; execs
- *   sh        umask 077 (after bwrap, whose own directories must stay 0755), execs the app's argv
+ *   portico-sandbox-exec  reads the app's environment from its file, umask 077 (after bwrap,
+ *             whose own directories must stay 0755), Landlock (abstract Unix sockets and signals
+ *             scoped to the app, TCP bind to PORT only), seccomp (no namespaces, mounts, chroot,
+ *             key store, bpf, io_uring, module loading, odd socket families); execs the app's argv
  * Socket rules are cgroup eBPF programs (SocketPolicy.ts) attached by portico-sandbox-bpf before
  * the app starts; memory, CPU and process count are cgroup limits (Cgroups.ts).
  */
@@ -15,6 +21,7 @@ import { Data, Effect } from "effect"
 import { spawn, spawnSync } from "node:child_process"
 import { chmodSync, chownSync, closeSync, existsSync, mkdirSync, openSync, readFileSync, rmSync, statSync, writeFileSync } from "node:fs"
 import * as path from "node:path"
+import { renderEnvironment } from "../../../domain/DeploymentEnv.js"
 import { type Limits, type Usage, DeploymentCgroup } from "./Cgroups.js"
 import { type Allowance, type Cidr, cidr, internalRanges, socketPrograms } from "./SocketPolicy.js"
 
@@ -24,7 +31,11 @@ export const sandboxPaths = {
   state: "/var/lib/app/state",
   cache: "/var/lib/app/cache",
   /** The directory holding the workload token file (read-only; the gateway renews the file). */
-  run: "/run/portico"
+  run: "/run/portico",
+  /** portico-sandbox-exec, bound read-only. */
+  exec: "/run/portico-exec",
+  /** The app's environment file (NUL-separated entries), read by portico-sandbox-exec. */
+  env: "/run/portico-env"
 } as const
 
 export interface SandboxSpec {
@@ -59,6 +70,8 @@ export interface SandboxOptions {
   readonly runtimeRoot: string
   /** The socket rules loader (built by scripts/engines.sh). */
   readonly bpfHelper: string
+  /** The last step before the app: environment, Landlock, seccomp (built by scripts/engines.sh). */
+  readonly execHelper: string
   readonly bwrap: string
 }
 
@@ -83,6 +96,7 @@ export const defaultSandboxOptions = (engines = process.env["PORTICO_ENGINES_DIR
   cgroupParent: "portico",
   runtimeRoot: "/run/portico-sandbox",
   bpfHelper: path.join(engines, "portico-sandbox-bpf"),
+  execHelper: path.join(engines, "portico-sandbox-exec"),
   bwrap: "/usr/bin/bwrap"
 })
 
@@ -125,6 +139,10 @@ function launchSync(spec: SandboxSpec, options: SandboxOptions): SandboxHandle {
   writeFileSync(path.join(runtime, "group"), `root:x:0:\napp:x:${gid}:\n`, { mode: 0o644 })
   const resolvers = hostResolvers()
   writeFileSync(path.join(runtime, "resolv.conf"), [...resolvers.map((r) => `nameserver ${r}`), "options use-vc", ""].join("\n"), { mode: 0o644 })
+  // Readable by root and the app's uid only; never in a process's environment or arguments above.
+  const envFile = path.join(runtime, "env")
+  writeFileSync(envFile, renderEnvironment({ PATH: "/usr/local/bin:/usr/bin:/bin", HOME: sandboxPaths.state, ...spec.env }), { mode: 0o400 })
+  chownSync(envFile, spec.uid, gid)
 
   const cgroup = DeploymentCgroup.create(options.cgroupParent, spec.deploymentId, spec.limits)
   const programs = socketPrograms({
@@ -140,7 +158,7 @@ function launchSync(spec: SandboxSpec, options: SandboxOptions): SandboxHandle {
 
   const bwrapArgs = [
     "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup",
-    "--die-with-parent", "--new-session", "--hostname", "app",
+    "--die-with-parent", "--new-session", "--hostname", "app", "--clearenv",
     ...["/etc", "/var", "/var/lib", "/var/lib/app", "/run"].flatMap((d) => ["--perms", "0755", "--dir", d]),
     ...hostReadOnly.filter(existsSync).flatMap((p) => ["--ro-bind", p, p]),
     "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64", "--symlink", "usr/sbin", "/sbin",
@@ -152,6 +170,8 @@ function launchSync(spec: SandboxSpec, options: SandboxOptions): SandboxHandle {
     "--bind", spec.stateDir, sandboxPaths.state,
     "--bind", spec.cacheDir, sandboxPaths.cache,
     ...(spec.runDir ? ["--ro-bind", spec.runDir, sandboxPaths.run] : []),
+    "--ro-bind", options.execHelper, sandboxPaths.exec,
+    "--ro-bind", envFile, sandboxPaths.env,
     // /tmp is the only other writable place; it is the app's own and memory-backed (counted
     // against its memory limit).
     "--chmod", "1777", "/tmp",
@@ -159,19 +179,14 @@ function launchSync(spec: SandboxSpec, options: SandboxOptions): SandboxHandle {
     "--",
     "/usr/bin/setpriv", `--reuid=${spec.uid}`, `--regid=${gid}`, "--clear-groups",
     "--inh-caps=-all", "--ambient-caps=-all", "--bounding-set=-all", "--no-new-privs", "--",
-    "/bin/sh", "-c", 'umask 077; exec "$@"', "sh",
+    sandboxPaths.exec, sandboxPaths.env, "--",
     ...spec.argv
   ]
   // sh joins every cgroup before exec, so nothing of the app ever runs outside them.
   const join = 'umask 022; for d in $PORTICO_CGROUPS; do echo $$ > "$d/cgroup.procs" || exit 125; done; unset PORTICO_CGROUPS; exec "$@"'
   const log = spec.logFile ? openSync(spec.logFile, "a", 0o600) : null
   const child = spawn("/bin/sh", ["-c", join, "sh", options.bwrap, ...bwrapArgs], {
-    env: {
-      PATH: "/usr/local/bin:/usr/bin:/bin",
-      HOME: sandboxPaths.state,
-      ...spec.env,
-      PORTICO_CGROUPS: cgroup.dirs.join(" ")
-    },
+    env: { PATH: "/usr/local/bin:/usr/bin:/bin", PORTICO_CGROUPS: cgroup.dirs.join(" ") },
     stdio: ["ignore", log ?? "ignore", log ?? "ignore"],
     detached: false
   })
