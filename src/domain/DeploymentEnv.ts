@@ -22,6 +22,24 @@ const platformNames: ReadonlySet<string> = new Set(PLATFORM_ENV_NAMES)
 
 export const isPlatformEnvName = (name: string): name is PlatformEnvName => platformNames.has(name)
 
+/**
+ * Names that make a process load or run code other than its own: the dynamic loader's (`LD_*`),
+ * glibc's (`GLIBC_TUNABLES`, `GCONV_PATH`), Node's and Go's runtime switches (`NODE_OPTIONS`,
+ * `GODEBUG`) and the shell's start-up file (`BASH_ENV`). The sandbox gives a tenant's environment
+ * to the app alone, so these could only reach the tenant's own process; they are refused anyway,
+ * so that no later change to how processes start can turn one into code run by the platform.
+ */
+const injectionNames: ReadonlySet<string> = new Set(["NODE_OPTIONS", "GODEBUG", "GLIBC_TUNABLES", "GCONV_PATH", "BASH_ENV"])
+export const isInjectionEnvName = (name: string): boolean => name.startsWith("LD_") || injectionNames.has(name)
+
+/** Why a tenant may not set `name` (`platform`: what to say of a platform name), or undefined when it may. */
+const reservedReason = (name: string, platform: string): string | undefined =>
+  isPlatformEnvName(name)
+    ? platform
+    : isInjectionEnvName(name)
+      ? "reserved by the platform: dynamic-loader and runtime-injection variables (LD_*, NODE_OPTIONS, GODEBUG, GLIBC_TUNABLES, GCONV_PATH, BASH_ENV) cannot be set"
+      : undefined
+
 /** Spec §8: one value is at most 64 KiB of UTF-8. */
 export const ENV_VALUE_MAX_BYTES = 64 * 1024
 /** Spec §8: the rendered environment (platform names included) is at most 224 KiB. */
@@ -92,7 +110,8 @@ export const checkEnvironment = (env: Environment, field = "env"): Either.Either
   for (const [name, value] of Object.entries(env)) {
     const checkedName = envName(`${field}.${name}`, name)
     if (Either.isLeft(checkedName)) return Either.left(checkedName.left)
-    if (isPlatformEnvName(name)) return invalid(`${field}.${name}`, "set by the platform; it cannot be set or removed")
+    const reserved = reservedReason(name, "set by the platform; it cannot be set or removed")
+    if (reserved !== undefined) return invalid(`${field}.${name}`, reserved)
     const checkedValue = envValue(`${field}.${name}`, value)
     if (Either.isLeft(checkedValue)) return Either.left(checkedValue.left)
   }
@@ -141,7 +160,8 @@ export const applyEnvChange = (current: Environment, change: EnvChange): Either.
     const field = `set.${name}`
     const checkedName = envName(field, name)
     if (Either.isLeft(checkedName)) return Either.left(checkedName.left)
-    if (isPlatformEnvName(name)) return invalid(field, "set by the platform; it cannot be set")
+    const reserved = reservedReason(name, "set by the platform; it cannot be set")
+    if (reserved !== undefined) return invalid(field, reserved)
     const checkedValue = envValue(field, value)
     if (Either.isLeft(checkedValue)) return Either.left(checkedValue.left)
     if (next.get(name) !== checkedValue.right) changed = true

@@ -36,6 +36,17 @@ describe("environment change", () => {
       expect(current).toEqual({ KEEP: "x" })
     }
   })
+  it("refuses dynamic-loader and runtime-injection names at set and in an upload's environment, and lets one stored earlier be removed", () => {
+    for (const name of ["LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "NODE_OPTIONS", "GODEBUG", "GLIBC_TUNABLES", "GCONV_PATH", "BASH_ENV"]) {
+      const change = refused(applyEnvChange({ KEEP: "x" }, { set: { OK: "1", [name]: "/tmp/x.so" } }))
+      expect(change?.field).toBe(`set.${name}`)
+      expect(change?.reason).toMatch(/reserved by the platform/)
+      expect(refused(checkEnvironment({ [name]: "x" }))?.field).toBe(`env.${name}`)
+    }
+    expect(Either.getOrThrow(applyEnvChange({ LD_PRELOAD: "/x.so" }, { unset: ["LD_PRELOAD"] })).env).toEqual({})
+    // near names are the tenant's
+    expect(Either.getOrThrow(applyEnvChange({}, { set: { OLD_PRELOAD: "1", NODE_ENV: "production", GO_DEBUG: "1" } })).changed).toBe(true)
+  })
   it("refuses bad names and values naming the field", () => {
     expect(refused(applyEnvChange({}, { set: { "1A": "x" } }))?.field).toBe("set.1A")
     expect(refused(applyEnvChange({}, { set: { "A-B": "x" } }))?.field).toBe("set.A-B")

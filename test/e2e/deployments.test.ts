@@ -187,6 +187,13 @@ describe.each(["sqlite", "rqlite"] as const)("deployments routes, registry on %s
     expect(BigInt(set.body.env_version) > BigInt(env.body.env_version)).toBe(true)
     expect(set.text).not.toContain("s3cret")
     expectError(await post(admin, "env/set", { name: "blog", set: { PORT: "1" } }), 400, "VALIDATION_FAILED")
+    // dynamic-loader and runtime-injection names are the platform's, and nothing is written
+    for (const name of ["LD_PRELOAD", "LD_LIBRARY_PATH", "NODE_OPTIONS", "GODEBUG", "GLIBC_TUNABLES"]) {
+      const loader = await post(admin, "env/set", { name: "blog", set: { OK: "1", [name]: "/var/lib/app/state/x.so" } })
+      expectError(loader, 400, "VALIDATION_FAILED")
+      expect(loader.body.error).toMatch(new RegExp(`set\\.${name}.*reserved by the platform`))
+    }
+    expect((await get(admin, "env?name=blog")).body.names).toEqual(["API_URL", "SECRET"])
     const same = await post(admin, "env/set", { name: "blog", unset: ["NOT_THERE"] })
     expect(same.body.env_version).toBe(set.body.env_version)
     // __proto__ is a variable name like any other, kept through the JSON body's decoding
