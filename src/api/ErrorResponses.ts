@@ -117,6 +117,9 @@ const describeIssues = (error: HttpApiError.HttpApiDecodeError): string => {
   return lines.length === 0 ? error.message : lines.join("; ")
 }
 
+/** A schema refusal's `error` text, whichever path decoded it (the app, or the `upgrade` listener). */
+export const describeDecodeError = (error: HttpApiError.HttpApiDecodeError): string => clip(describeIssues(error))
+
 export const renderFailure = (
   cause: Cause.Cause<unknown>
 ): Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest> =>
@@ -137,7 +140,7 @@ export const renderFailure = (
       if (isApiError(error)) return asResponse(refusalOf(error))
       if (error instanceof HttpApiError.HttpApiDecodeError) {
         return errorResponse(400, {
-          error: clip(describeIssues(error)),
+          error: describeDecodeError(error),
           code: Code.VALIDATION_FAILED,
           hint: "check the request against /v1/openapi.json"
         })

@@ -5,7 +5,7 @@
  */
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpRouter from "@effect/platform/HttpRouter"
-import { Context, Effect, Layer, Scope } from "effect"
+import { Context, Effect, Layer, Option, Scope } from "effect"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import { Code } from "../domain/Errors.js"
@@ -33,6 +33,8 @@ import { SqlHandlers } from "./handlers/SqlHandlers.js"
 import { InternalHandlers } from "./handlers/InternalHandlers.js"
 import { PushHandlers } from "./handlers/PushHandlers.js"
 import { ProxyHandlers } from "./handlers/ProxyHandlers.js"
+import { proxySocketHandlers } from "./handlers/ProxySocketHandlers.js"
+import { makeProxySockets } from "../layers/proxy/ProxySockets.js"
 import { PushRegistrationHandlers } from "./handlers/PushRegistrationHandlers.js"
 import { PushRelayHandlers } from "./handlers/PushRelayHandlers.js"
 import { PushSendHandlers } from "./handlers/PushSendHandlers.js"
@@ -64,7 +66,7 @@ import { makeHostRouting } from "../layers/deployments/serving/HostRouting.js"
 import { Storage } from "../layers/storage/Storage.js"
 import { SessionLiveness } from "../layers/auth/Authenticator.js"
 import { Gate } from "./gate/Gate.js"
-import { makeProxyUpgrade } from "./ProxyUpgrade.js"
+import { makeUpgrades } from "./Upgrades.js"
 import { Namespaces } from "../layers/namespaces/Namespaces.js"
 
 const HandlersLive = Layer.mergeAll(
@@ -217,20 +219,25 @@ export const gatewayListener = (settings: PorticoSettings) =>
       onAnswered
     })
     yield* Scope.addFinalizer(scope, Effect.sync(routing.close))
-    // the anonymity proxy's WebSockets on the API's hosts (docs/proxy.md, "Tunnels")
-    const proxySockets = makeProxyUpgrade({
+    // the anonymity proxy's WebSockets (docs/proxy.md, "Tunnels")
+    const proxySockets = makeProxySockets({
       settings: settings.proxy,
-      gate: Context.get(context, Gate),
       standing: Context.get(context, SessionLiveness).standing,
-      isApiHost: (host) => Context.get(context, AppHosts).route(host).kind === "api",
-      namespace: Context.get(context, Namespaces).get,
-      baseDomain: settings.baseDomain,
-      onAnswered
+      namespaceExists: (name) => Effect.map(Context.get(context, Namespaces).get(name), Option.isSome),
+      baseDomain: settings.baseDomain
     })
     yield* Scope.addFinalizer(scope, Effect.sync(proxySockets.close))
+    // the API's WebSocket routes on the API's hosts, each through its endpoint's gate and query schema
+    const upgrades = makeUpgrades({
+      index,
+      gate: Context.get(context, Gate),
+      handlers: [...proxySocketHandlers(proxySockets)],
+      isApiHost: (host) => Context.get(context, AppHosts).route(host).kind === "api",
+      onAnswered
+    })
     return Object.assign(routing.listener(api), {
       /** The server's `upgrade` listener: apps' WebSockets, and the API's hosts answered as requests. */
-      upgrade: proxySockets.inFront(routing.upgrade(api)),
+      upgrade: upgrades.inFront(routing.upgrade(api)),
       /** Dynamic apps' connections are taken before node's server parses them (AppConnections.ts). */
       takeConnections: routing.takeConnections,
       closeIdleAppConnections: routing.closeIdleConnections,
