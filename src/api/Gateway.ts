@@ -8,7 +8,7 @@ import * as HttpRouter from "@effect/platform/HttpRouter"
 import { Context, Effect, Layer, Option, Scope } from "effect"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
-import { Code } from "../domain/Errors.js"
+import { Code, envelopeText } from "../domain/Errors.js"
 import type { PorticoSettings } from "../layers/config/PorticoConfig.js"
 import { servicesLayer } from "../layers/Services.js"
 import { RELAY_MESSAGE_MAX_BYTES } from "../layers/push/RelayCall.js"
@@ -290,7 +290,7 @@ export const serveGateway = (settings: PorticoSettings) =>
           : error.code === "ERR_HTTP_REQUEST_TIMEOUT"
             ? [408, "Request Timeout", "the request took too long to arrive"]
             : [400, "Bad Request", "malformed HTTP request"]
-      const body = JSON.stringify({ error: text, code: status === 400 ? Code.BAD_REQUEST : status === 431 ? Code.HEADERS_TOO_LARGE : Code.REQUEST_TIMEOUT })
+      const body = envelopeText({ error: text, code: status === 400 ? Code.BAD_REQUEST : status === 431 ? Code.HEADERS_TOO_LARGE : Code.REQUEST_TIMEOUT })
       if (settings.logRequests) logParserRefusal(status)
       socket.end(
         `HTTP/1.1 ${status} ${reason}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`
