@@ -46,8 +46,8 @@ const elsewhere: Readonly<Record<string, readonly [file: string, path: ReadonlyA
   RegistryStore: ["registry/SqliteRegistryStore.ts", ["SqliteRegistryStore", "Test"]],
   CacheStore: ["cache/MemoryCacheStore.ts", ["MemoryCacheStore", "Test"]],
   ContentEngine: ["storage/EmbeddedContentEngine.ts", ["EmbeddedContentEngine", "Test"]],
-  Authenticator: ["auth/AuthenticatorTest.ts", ["AuthenticatorTest"]],
-  SessionLiveness: ["auth/AuthenticatorTest.ts", ["SessionLivenessTest"]],
+  Authenticator: ["sessions/AuthenticatorTest.ts", ["AuthenticatorTest"]],
+  SessionLiveness: ["sessions/AuthenticatorTest.ts", ["SessionLivenessTest"]],
   WorkloadLiveness: ["workload/WorkloadTokens.ts", ["WorkloadTokens", "LivenessTest"]],
   RelayPublisher: ["push/RelayPublisherLive.ts", ["RelayPublisherTest"]]
 }
