@@ -10,7 +10,7 @@ import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import { Code, envelopeText } from "../domain/Errors.js"
 import type { PorticoSettings } from "../layers/config/PorticoConfig.js"
-import { servicesLayer } from "../layers/Services.js"
+import { gatewayServicesLayer } from "../layers/Services.js"
 import { RELAY_MESSAGE_MAX_BYTES } from "../layers/push/RelayCall.js"
 import { PorticoApi } from "./Api.js"
 import { GateLive } from "./gate/Gate.js"
@@ -55,12 +55,7 @@ import { docsRoute } from "./DocsPage.js"
 import { NodeHttpServer } from "@effect/platform-node"
 import { AppHosts } from "../layers/deployments/serving/AppHosts.js"
 import { AppRuntime } from "../layers/deployments/runtime/AppRuntime.js"
-import { Deployments } from "../layers/deployments/Deployments.js"
-import { NamespaceTeardown } from "../layers/namespaces/NamespaceTeardown.js"
-import { NamespaceCreation } from "../layers/namespaces/NamespaceCreation.js"
-import { OperatorHealth } from "../layers/operators/OperatorHealth.js"
 import { DEFAULT_ARCHIVE_LIMITS } from "../layers/deployments/Archive.js"
-import { NamespaceBackups } from "../layers/namespaces/backup/NamespaceBackups.js"
 import { sealedSize } from "../layers/namespaces/backup/SealedStream.js"
 import { makeHostRouting } from "../layers/deployments/serving/HostRouting.js"
 import { Storage } from "../layers/storage/Storage.js"
@@ -155,19 +150,7 @@ export const gatewayListener = (settings: PorticoSettings) =>
     // The runtime settings must sit below the layers so the captured runtime carries them.
     const context = yield* Layer.buildWithScope(
       routesLayer.pipe(
-        // namespace creation over HTTP, which waits for a deletion of the same name
-        Layer.provideMerge(NamespaceCreation.Live),
-        // what operators see of this gateway's health (its checks over the services below)
-        Layer.provideMerge(OperatorHealth.Live),
-        // namespace deletion, over every service a namespace holds something in (its apps too)
-        Layer.provideMerge(NamespaceTeardown.Live),
-        // namespace backup and restore, over the stores a namespace's data is in
-        Layer.provideMerge(NamespaceBackups.Live),
-        // the deployments service, over the host table it refreshes after each change
-        Layer.provideMerge(Deployments.Live),
-        // the deployed apps' host table, beside the services so deployment routes can refresh it
-        Layer.provideMerge(AppHosts.Live),
-        Layer.provideMerge(servicesLayer(settings)),
+        Layer.provideMerge(gatewayServicesLayer(settings)),
         Layer.provideMerge(NodeHttpServer.layerContext),
         Layer.provide(fastRuntimeLayer)
       ),

@@ -100,4 +100,11 @@ describe("the template of a family", () => {
       }),
     120_000
   )
+
+  it("wires the services in src/layers/Services.ts alone: nothing outside src/layers builds a capability's Live layer", () => {
+    const outside = path.resolve(root, "..")
+    const files = [...sources(path.join(outside, "api")), ...sources(path.join(outside, "cli")), path.join(outside, "main.ts")]
+    const live = new RegExp(`\\b(?:${tags.map((t) => t.name).join("|")})\\.Live\\b`)
+    expect(files.filter((file) => live.test(readFileSync(file, "utf8"))).map((f) => path.relative(outside, f))).toEqual([])
+  })
 })
