@@ -107,4 +107,24 @@ describe("the template of a family", () => {
     const live = new RegExp(`\\b(?:${tags.map((t) => t.name).join("|")})\\.Live\\b`)
     expect(files.filter((file) => live.test(readFileSync(file, "utf8"))).map((f) => path.relative(outside, f))).toEqual([])
   })
+
+  it("reads settings one way: only src/layers/config reads the environment, but for the modules listed here", () => {
+    const outside = path.resolve(root, "..")
+    /**
+     * Modules that still read their own settings where their layer is built, rather than from
+     * PorticoConfig. The list may only shrink: moving one into PorticoSettings removes it here.
+     */
+    const ownReaders = [
+      "layers/deployments/DeploymentSettings.ts",
+      "layers/deployments/runtime/AppRuntime.ts",
+      "layers/namespaces/NamespaceTeardown.ts",
+      "layers/namespaces/backup/NamespaceBackups.ts"
+    ]
+    const reads = /\bConfig\.(?:string|integer|number|boolean|option|url|all|nested|withDefault|redacted|duration)\b/
+    const readers = sources(outside)
+      .filter((file) => !file.startsWith(path.join(root, "config") + path.sep) && reads.test(readFileSync(file, "utf8")))
+      .map((file) => path.relative(outside, file))
+      .sort()
+    expect(readers).toEqual(ownReaders)
+  })
 })
