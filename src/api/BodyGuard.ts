@@ -19,7 +19,7 @@ import type * as http from "node:http"
 import type * as net from "node:net"
 import { setFlagsFromString } from "node:v8"
 import { runInNewContext } from "node:vm"
-import { Code } from "../domain/Errors.js"
+import { Code, envelopeText } from "../domain/Errors.js"
 import type { BodySettings } from "../layers/config/PorticoConfig.js"
 import { isOverlaySource } from "../layers/coordination/Coordination.js"
 import { BodyBudget } from "../layers/ratelimit/BodyBudget.js"
@@ -44,7 +44,7 @@ export const STREAM_READ_AHEAD_BYTES = 2 * 1024 * 1024
 
 const INTERNAL_PREFIX = "/v1/internal/"
 
-const envelope = (error: string, code: string, hint: string): string => JSON.stringify({ error, code, hint })
+const envelope = (error: string, code: string, hint: string): string => envelopeText({ error, code, hint })
 
 /**
  * How long a connection closed after a refusal still reads (and drops) what the client sends.

@@ -9,14 +9,10 @@ import * as HttpServerError from "@effect/platform/HttpServerError"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Cause, Effect, Option } from "effect"
-import { type ApiError, Code, type ErrorBody, isApiError, statusOf } from "../domain/Errors.js"
+import { type ApiError, Code, type ErrorBody, envelopeText, isApiError, statusOf } from "../domain/Errors.js"
 import { BodyNotUtf8 } from "./node/LeanServerRequest.js"
 import { routeIndex } from "./gate/RouteIndex.js"
 import { MAX_PATH_PARAM_LENGTH } from "./Wire.js"
-
-/** The envelope's members as sent: `hint` only when there is one. */
-export const envelopeOf = (body: ErrorBody): ErrorBody =>
-  body.hint === undefined ? { error: body.error, code: body.code } : { error: body.error, code: body.code, hint: body.hint }
 
 /** A refusal as it goes on the wire, whichever request path answers it (the app or the fast lane). */
 export interface Refusal {
@@ -30,7 +26,7 @@ export interface Refusal {
 /** The one encoder of refusals: the status of the error's class, its envelope, `Retry-After` where it carries one. */
 export const refusalOf = (error: ApiError): Refusal => ({
   status: statusOf(error),
-  body: JSON.stringify(envelopeOf(error)),
+  body: envelopeText(error),
   retryAfter: "retryAfterSeconds" in error ? error.retryAfterSeconds : undefined
 })
 
@@ -43,7 +39,7 @@ const asResponse = (refusal: Refusal) =>
 
 /** The envelope as a response, with `Retry-After` when given. */
 export const errorResponse = (status: number, body: ErrorBody, retryAfterSeconds?: number) =>
-  asResponse({ status, body: JSON.stringify(envelopeOf(body)), retryAfter: retryAfterSeconds })
+  asResponse({ status, body: envelopeText(body), retryAfter: retryAfterSeconds })
 
 /** The methods a path is served with (RouteIndex.ts): 404 when none, 405 when others. */
 export const allowedMethods = (path: string): ReadonlyArray<string> => routeIndex().allowedMethods(path)
@@ -117,6 +113,9 @@ const describeIssues = (error: HttpApiError.HttpApiDecodeError): string => {
   return lines.length === 0 ? error.message : lines.join("; ")
 }
 
+/** A schema refusal's `error` text, whichever path decoded it (the app, or the `upgrade` listener). */
+export const describeDecodeError = (error: HttpApiError.HttpApiDecodeError): string => clip(describeIssues(error))
+
 export const renderFailure = (
   cause: Cause.Cause<unknown>
 ): Effect.Effect<HttpServerResponse.HttpServerResponse, never, HttpServerRequest.HttpServerRequest> =>
@@ -137,7 +136,7 @@ export const renderFailure = (
       if (isApiError(error)) return asResponse(refusalOf(error))
       if (error instanceof HttpApiError.HttpApiDecodeError) {
         return errorResponse(400, {
-          error: clip(describeIssues(error)),
+          error: describeDecodeError(error),
           code: Code.VALIDATION_FAILED,
           hint: "check the request against /v1/openapi.json"
         })

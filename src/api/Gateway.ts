@@ -5,12 +5,12 @@
  */
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpRouter from "@effect/platform/HttpRouter"
-import { Context, Effect, Layer, Scope } from "effect"
+import { Context, Effect, Layer, Option, Scope } from "effect"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
-import { Code } from "../domain/Errors.js"
+import { Code, envelopeText } from "../domain/Errors.js"
 import type { PorticoSettings } from "../layers/config/PorticoConfig.js"
-import { servicesLayer } from "../layers/Services.js"
+import { gatewayServicesLayer } from "../layers/Services.js"
 import { RELAY_MESSAGE_MAX_BYTES } from "../layers/push/RelayCall.js"
 import { PorticoApi } from "./Api.js"
 import { GateLive } from "./gate/Gate.js"
@@ -33,6 +33,8 @@ import { SqlHandlers } from "./handlers/SqlHandlers.js"
 import { InternalHandlers } from "./handlers/InternalHandlers.js"
 import { PushHandlers } from "./handlers/PushHandlers.js"
 import { ProxyHandlers } from "./handlers/ProxyHandlers.js"
+import { proxySocketHandlers } from "./handlers/ProxySocketHandlers.js"
+import { makeProxySockets } from "../layers/proxy/ProxySockets.js"
 import { PushRegistrationHandlers } from "./handlers/PushRegistrationHandlers.js"
 import { PushRelayHandlers } from "./handlers/PushRelayHandlers.js"
 import { PushSendHandlers } from "./handlers/PushSendHandlers.js"
@@ -53,18 +55,13 @@ import { docsRoute } from "./DocsPage.js"
 import { NodeHttpServer } from "@effect/platform-node"
 import { AppHosts } from "../layers/deployments/serving/AppHosts.js"
 import { AppRuntime } from "../layers/deployments/runtime/AppRuntime.js"
-import { Deployments } from "../layers/deployments/Deployments.js"
-import { NamespaceTeardown } from "../layers/namespaces/NamespaceTeardown.js"
-import { NamespaceCreation } from "../layers/namespaces/NamespaceCreation.js"
-import { OperatorHealth } from "../layers/operators/OperatorHealth.js"
 import { DEFAULT_ARCHIVE_LIMITS } from "../layers/deployments/Archive.js"
-import { NamespaceBackups } from "../layers/namespaces/backup/NamespaceBackups.js"
 import { sealedSize } from "../layers/namespaces/backup/SealedStream.js"
 import { makeHostRouting } from "../layers/deployments/serving/HostRouting.js"
 import { Storage } from "../layers/storage/Storage.js"
 import { SessionLiveness } from "../layers/auth/Authenticator.js"
 import { Gate } from "./gate/Gate.js"
-import { makeProxyUpgrade } from "./ProxyUpgrade.js"
+import { makeUpgrades } from "./Upgrades.js"
 import { Namespaces } from "../layers/namespaces/Namespaces.js"
 
 const HandlersLive = Layer.mergeAll(
@@ -153,19 +150,7 @@ export const gatewayListener = (settings: PorticoSettings) =>
     // The runtime settings must sit below the layers so the captured runtime carries them.
     const context = yield* Layer.buildWithScope(
       routesLayer.pipe(
-        // namespace creation over HTTP, which waits for a deletion of the same name
-        Layer.provideMerge(NamespaceCreation.Live),
-        // what operators see of this gateway's health (its checks over the services below)
-        Layer.provideMerge(OperatorHealth.Live),
-        // namespace deletion, over every service a namespace holds something in (its apps too)
-        Layer.provideMerge(NamespaceTeardown.Live),
-        // namespace backup and restore, over the stores a namespace's data is in
-        Layer.provideMerge(NamespaceBackups.Live),
-        // the deployments service, over the host table it refreshes after each change
-        Layer.provideMerge(Deployments.Live),
-        // the deployed apps' host table, beside the services so deployment routes can refresh it
-        Layer.provideMerge(AppHosts.Live),
-        Layer.provideMerge(servicesLayer(settings)),
+        Layer.provideMerge(gatewayServicesLayer(settings)),
         Layer.provideMerge(NodeHttpServer.layerContext),
         Layer.provide(fastRuntimeLayer)
       ),
@@ -217,20 +202,25 @@ export const gatewayListener = (settings: PorticoSettings) =>
       onAnswered
     })
     yield* Scope.addFinalizer(scope, Effect.sync(routing.close))
-    // the anonymity proxy's WebSockets on the API's hosts (docs/proxy.md, "Tunnels")
-    const proxySockets = makeProxyUpgrade({
+    // the anonymity proxy's WebSockets (docs/proxy.md, "Tunnels")
+    const proxySockets = makeProxySockets({
       settings: settings.proxy,
-      gate: Context.get(context, Gate),
       standing: Context.get(context, SessionLiveness).standing,
-      isApiHost: (host) => Context.get(context, AppHosts).route(host).kind === "api",
-      namespace: Context.get(context, Namespaces).get,
-      baseDomain: settings.baseDomain,
-      onAnswered
+      namespaceExists: (name) => Effect.map(Context.get(context, Namespaces).get(name), Option.isSome),
+      baseDomain: settings.baseDomain
     })
     yield* Scope.addFinalizer(scope, Effect.sync(proxySockets.close))
+    // the API's WebSocket routes on the API's hosts, each through its endpoint's gate and query schema
+    const upgrades = makeUpgrades({
+      index,
+      gate: Context.get(context, Gate),
+      handlers: [...proxySocketHandlers(proxySockets)],
+      isApiHost: (host) => Context.get(context, AppHosts).route(host).kind === "api",
+      onAnswered
+    })
     return Object.assign(routing.listener(api), {
       /** The server's `upgrade` listener: apps' WebSockets, and the API's hosts answered as requests. */
-      upgrade: proxySockets.inFront(routing.upgrade(api)),
+      upgrade: upgrades.inFront(routing.upgrade(api)),
       /** Dynamic apps' connections are taken before node's server parses them (AppConnections.ts). */
       takeConnections: routing.takeConnections,
       closeIdleAppConnections: routing.closeIdleConnections,
@@ -283,7 +273,7 @@ export const serveGateway = (settings: PorticoSettings) =>
           : error.code === "ERR_HTTP_REQUEST_TIMEOUT"
             ? [408, "Request Timeout", "the request took too long to arrive"]
             : [400, "Bad Request", "malformed HTTP request"]
-      const body = JSON.stringify({ error: text, code: status === 400 ? Code.BAD_REQUEST : status === 431 ? Code.HEADERS_TOO_LARGE : Code.REQUEST_TIMEOUT })
+      const body = envelopeText({ error: text, code: status === 400 ? Code.BAD_REQUEST : status === 431 ? Code.HEADERS_TOO_LARGE : Code.REQUEST_TIMEOUT })
       if (settings.logRequests) logParserRefusal(status)
       socket.end(
         `HTTP/1.1 ${status} ${reason}\r\ncontent-type: application/json\r\ncontent-length: ${Buffer.byteLength(body)}\r\nconnection: close\r\n\r\n${body}`

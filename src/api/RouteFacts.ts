@@ -38,3 +38,11 @@ export class StreamedBody extends Context.Tag("portico/StreamedBody")<StreamedBo
  */
 export type LaneName = "whoami" | "cache.put" | "cache.get" | "cache.delete" | "cache.mget" | "sql.query" | "sql.exec" | "db.query"
 export class FastLaneRoute extends Context.Tag("portico/FastLaneRoute")<FastLaneRoute, LaneName>() {}
+
+/**
+ * The route is a WebSocket: the server's `upgrade` listener finds it through the route index and
+ * answers the handshake through the same gate and query schema as any request
+ * (src/api/Upgrades.ts); the handler registered under the endpoint's `group.name` takes the
+ * socket. A plain request to the route is the HttpApi handler's to answer.
+ */
+export class WebSocketRoute extends Context.Tag("portico/WebSocketRoute")<WebSocketRoute, true>() {}

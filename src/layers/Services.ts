@@ -51,6 +51,12 @@ import { DeploymentDomains } from "./deployments/DeploymentDomains.js"
 import { DeploymentStore } from "./deployments/DeploymentStore.js"
 import { AppBuilds } from "./deployments/build/AppBuilds.js"
 import { AppRuntime } from "./deployments/runtime/AppRuntime.js"
+import { AppHosts } from "./deployments/serving/AppHosts.js"
+import { Deployments } from "./deployments/Deployments.js"
+import { NamespaceBackups } from "./namespaces/backup/NamespaceBackups.js"
+import { NamespaceCreation } from "./namespaces/NamespaceCreation.js"
+import { NamespaceTeardown } from "./namespaces/NamespaceTeardown.js"
+import { OperatorHealth } from "./operators/OperatorHealth.js"
 
 export interface ServicesOptions {
   /**
@@ -115,3 +121,24 @@ export const servicesLayer = (settings: PorticoSettings, options: ServicesOption
   const runtime = AppRuntime.Live.pipe(Layer.provideMerge(deploymentRecords), Layer.provide(WorkloadTokens.Live))
   return Layer.mergeAll(RateLimiter.Live, Authenticator.Live, WorkloadTokens.Live, cache, sql, storage, push, domains, runtime, AppBuilds.Live).pipe(Layer.provideMerge(liveness))
 }
+
+/**
+ * What the gateway serves with: `servicesLayer`, and above it the services only a running gateway
+ * has (the CLI's registry commands build `servicesLayer` alone). The gateway (src/api/Gateway.ts)
+ * builds this and wires no service of its own.
+ */
+export const gatewayServicesLayer = (settings: PorticoSettings, options: ServicesOptions = {}) =>
+  // namespace creation over HTTP, which waits for a deletion of the same name
+  NamespaceCreation.Live.pipe(
+    // what operators see of this gateway's health (its checks over the services below)
+    Layer.provideMerge(OperatorHealth.Live),
+    // namespace deletion, over every service a namespace holds something in (its apps too)
+    Layer.provideMerge(NamespaceTeardown.Live),
+    // namespace backup and restore, over the stores a namespace's data is in
+    Layer.provideMerge(NamespaceBackups.Live),
+    // the deployments service, over the host table it refreshes after each change
+    Layer.provideMerge(Deployments.Live),
+    // the deployed apps' host table, beside the services so deployment routes can refresh it
+    Layer.provideMerge(AppHosts.Live),
+    Layer.provideMerge(servicesLayer(settings, options))
+  )

@@ -3,13 +3,14 @@
  * not hold together, so a route cannot ship without a policy or with the wrong gate.
  */
 import { HttpApi, HttpApiEndpoint, HttpApiGroup } from "@effect/platform"
-import { Schema } from "effect"
+import { Effect, Schema } from "effect"
 import { describe, expect, it } from "vitest"
 import { PorticoApi } from "../../src/api/Api.js"
 import { makeRouteIndex, routeEntries } from "../../src/api/gate/RouteIndex.js"
 import { Authentication, OpenGate, SessionAuthentication } from "../../src/api/Gates.js"
-import { authenticated, grant, session, sessionOrWorkload } from "../../src/api/Policy.js"
-import { RoutePolicy } from "../../src/api/RouteFacts.js"
+import { authenticated, grant, open, session, sessionOrWorkload } from "../../src/api/Policy.js"
+import { RoutePolicy, WebSocketRoute } from "../../src/api/RouteFacts.js"
+import { makeUpgrades, type UpgradeHandler } from "../../src/api/Upgrades.js"
 
 const apiOf = (group: HttpApiGroup.HttpApiGroup.Any) => HttpApi.make("t").add(group as any)
 const ok = HttpApiEndpoint.get("ok", "/ok").addSuccess(Schema.String)
@@ -57,5 +58,33 @@ describe("route index", () => {
     expect(index.allowedMethods("/v1/namespace/members/0xabc")).toEqual(["DELETE"])
     expect(index.allowedMethods("/nope")).toEqual([])
     expect(index.byRoute("GET", "/v1/storage/get/:cid")?.policy).toEqual(sessionOrWorkload("storage-read"))
+  })
+
+  it("finds the WebSocket routes, with their policies and query schemas, by path whatever the method", () => {
+    const index = makeRouteIndex(entries)
+    expect(entries.filter((e) => e.webSocket).map((e) => e.name).sort()).toEqual(["proxy.relay", "proxy.tunnel"])
+    const tunnel = index.webSocketRoute("/v1/proxy/tunnel")
+    expect(tunnel).toMatchObject({ name: "proxy.tunnel", method: "GET", policy: session("proxy"), gate: "session" })
+    expect(tunnel?.query).toBeDefined()
+    expect(index.webSocketRoute("/v1/proxy/relay")?.gate).toBe("open")
+    expect(index.webSocketRoute("/v1/proxy/anon")).toBeUndefined()
+    expect(index.webSocketRoute("/v1/proxy/tunnel/x")).toBeUndefined()
+  })
+
+  it("refuses a WebSocket route that is not a GET", () => {
+    const posted = HttpApiGroup.make("g").add(
+      HttpApiEndpoint.post("ok", "/ok").addSuccess(Schema.String).middleware(OpenGate).annotate(RoutePolicy, open).annotate(WebSocketRoute, true)
+    )
+    expect(() => routeEntries(apiOf(posted))).toThrow(/POST \/ok: a WebSocket route is a GET/)
+  })
+
+  it("will not serve upgrades unless every WebSocket route has one handler and every handler a route", () => {
+    const index = makeRouteIndex(entries)
+    const handler = (route: string): UpgradeHandler => ({ route, handle: async () => {} })
+    const upgrades = (handlers: ReadonlyArray<UpgradeHandler>) => () =>
+      makeUpgrades({ index, gate: { now: () => ({ _tag: "Admitted", principal: undefined }), run: () => Effect.succeed(undefined) }, handlers, isApiHost: () => true })
+    expect(upgrades([handler("proxy.tunnel")])).toThrow(/proxy\.relay has no handler/)
+    expect(upgrades([handler("proxy.tunnel"), handler("proxy.relay"), handler("proxy.anon")])).toThrow(/proxy\.anon is no WebSocket route/)
+    expect(upgrades([handler("proxy.tunnel"), handler("proxy.relay")])).not.toThrow()
   })
 })

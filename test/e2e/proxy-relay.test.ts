@@ -153,7 +153,15 @@ describe.each(["sqlite", "rqlite"] as const)("GET /v1/proxy/relay, registry on %
     ]) {
       expectRefused(await relay(query), 400, "RELAY_DESTINATION_NOT_ALLOWED")
     }
-    for (const query of ["", `host=ns-shop.${base}&port=abc`, `host=ns-shop.${base}&circuit=other`]) {
+    for (const query of [
+      "",
+      `host=ns-shop.${base}&port=abc`,
+      `host=ns-shop.${base}&circuit=other`,
+      // read as strictly as every route's query: other spellings of 443, an empty port, unknown members
+      `host=ns-shop.${base}&port=0443`,
+      `host=ns-shop.${base}&port=`,
+      `host=ns-shop.${base}&colour=blue`
+    ]) {
       expectRefused(await relay(query), 400, "VALIDATION_FAILED")
     }
     expect(socks.connections().length).toBe(before)

@@ -186,6 +186,23 @@ describe.each(["sqlite", "rqlite"] as const)("GET /v1/proxy/tunnel, registry on 
     expect(plain.status, plain.text).toBe(400)
   })
 
+  it("reads the handshake's query as strictly as every route's: other spellings of a port, an empty port, unknown and repeated members are 400", async () => {
+    const session = await signIn(alice)
+    const before = socks.connections().length
+    for (const query of [
+      "host=dest.portico-test&port=0443",
+      "host=dest.portico-test&port=080",
+      "host=dest.portico-test&port=",
+      "host=dest.portico-test&port=80&colour=blue",
+      "host=dest.portico-test&host=dest.portico-test&port=80"
+    ]) {
+      for (const how of ["header", "query"] as const) expectRefused(await open(gw, query, session, how), 400, "VALIDATION_FAILED")
+    }
+    // the credential is judged first, as on every route: no credential is 401 whatever the query
+    expectRefused(await open(gw, "host=dest.portico-test&port=0443", undefined), 401, "UNAUTHORIZED")
+    expect(socks.connections().length).toBe(before)
+  })
+
   it("closes an idle tunnel and one past its lifetime", async () => {
     const session = await signIn(alice)
     const idle = await open(short, "host=dest.portico-test&port=80", session)

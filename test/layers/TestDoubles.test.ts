@@ -6,7 +6,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Cause, Effect, Exit, Layer, Option } from "effect"
 import { Audit } from "../../src/layers/audit/Audit.js"
-import { AuthenticatorTest, SessionLivenessTest } from "../../src/layers/auth/AuthenticatorTest.js"
+import { AuthenticatorTest, SessionLivenessTest } from "../../src/layers/sessions/AuthenticatorTest.js"
 import { Cache } from "../../src/layers/cache/Cache.js"
 import { MemoryCacheStore } from "../../src/layers/cache/MemoryCacheStore.js"
 import { PorticoConfig } from "../../src/layers/config/PorticoConfig.js"

@@ -2,20 +2,22 @@
  * Every lookup by route, built once from the endpoints' own facts (`HttpApi.reflect` over the
  * annotations of RouteFacts.ts and the gate each endpoint names): the policy the gate applies,
  * the body cap and streaming the listener needs at the headers, the fast lane's routes, and the
- * paths and methods that tell 404 from 405. It refuses to build, so the gateway refuses to start,
+ * paths and methods that tell 404 from 405, the WebSocket routes and their query schemas. It refuses to build, so the gateway refuses to start,
  * when an endpoint has no policy, no gate or two, or a gate that does not fit its policy.
  */
 import * as HttpApi from "@effect/platform/HttpApi"
 import type * as HttpApiGroup from "@effect/platform/HttpApiGroup"
-import { Context, Option } from "effect"
+import { Context, Option, type Schema } from "effect"
 import { PorticoApi } from "../Api.js"
 import { Authentication, OpenGate, PeerGate, SessionAuthentication } from "../Gates.js"
 import type { Policy } from "../Policy.js"
-import { BodyCap, type BodyCapName, FastLaneRoute, type LaneName, RoutePolicy, StreamedBody, type StreamedBodyFacts } from "../RouteFacts.js"
+import { BodyCap, type BodyCapName, FastLaneRoute, type LaneName, RoutePolicy, StreamedBody, type StreamedBodyFacts, WebSocketRoute } from "../RouteFacts.js"
 
 export type GateName = "authentication" | "session" | "peer" | "open"
 
 export interface RouteEntry {
+  /** `group.endpoint`, as the handlers know it: `proxy.tunnel`. */
+  readonly name: string
   readonly method: string
   /** As the router writes it: `/v1/storage/get/:cid`. */
   readonly path: string
@@ -24,6 +26,10 @@ export interface RouteEntry {
   readonly bodyCap: BodyCapName | undefined
   readonly streamed: StreamedBodyFacts | undefined
   readonly lane: LaneName | undefined
+  /** A WebSocket route (its WebSocketRoute annotation), answered by the `upgrade` listener. */
+  readonly webSocket: boolean
+  /** The endpoint's query schema, which the `upgrade` listener decodes as the app does. */
+  readonly query: Schema.Schema<unknown, unknown> | undefined
   /** Whether the path has no parameter. */
   readonly fixed: boolean
   readonly pattern: RegExp
@@ -51,7 +57,7 @@ export const routeEntries = <Id extends string, Groups extends HttpApiGroup.Http
   const problems: Array<string> = []
   HttpApi.reflect(api, {
     onGroup: () => {},
-    onEndpoint: ({ endpoint, mergedAnnotations, middleware }) => {
+    onEndpoint: ({ endpoint, group, mergedAnnotations, middleware }) => {
       const name = `${endpoint.method} ${endpoint.path}`
       const policy = Context.getOption(mergedAnnotations, RoutePolicy)
       const named = gates.filter(([tag]) => [...middleware].includes(tag as never)).map(([, gate]) => gate)
@@ -60,7 +66,10 @@ export const routeEntries = <Id extends string, Groups extends HttpApiGroup.Http
       if (named[0] !== gateFor(policy.value)) {
         return void problems.push(`${name}: policy ${policy.value.kind} needs the ${gateFor(policy.value)} gate, not ${named[0]}`)
       }
+      const webSocket = Option.isSome(Context.getOption(mergedAnnotations, WebSocketRoute))
+      if (webSocket && endpoint.method !== "GET") return void problems.push(`${name}: a WebSocket route is a GET`)
       entries.push({
+        name: `${group.identifier}.${endpoint.name}`,
         method: endpoint.method,
         path: endpoint.path,
         policy: policy.value,
@@ -68,6 +77,8 @@ export const routeEntries = <Id extends string, Groups extends HttpApiGroup.Http
         bodyCap: Option.getOrUndefined(Context.getOption(mergedAnnotations, BodyCap)),
         streamed: Option.getOrUndefined(Context.getOption(mergedAnnotations, StreamedBody)),
         lane: Option.getOrUndefined(Context.getOption(mergedAnnotations, FastLaneRoute)),
+        webSocket,
+        query: Option.getOrUndefined(endpoint.urlParamsSchema) as Schema.Schema<unknown, unknown> | undefined,
         fixed: !endpoint.path.includes(":"),
         pattern: patternOf(endpoint.path)
       })
@@ -94,6 +105,8 @@ export interface RouteIndex {
   readonly allowedMethods: (path: string) => ReadonlyArray<string>
   /** The methods of the fixed routes that are exactly this path (none when it is no fixed route). */
   readonly fixedMethods: (path: string) => ReadonlyArray<string>
+  /** The WebSocket route a request path reaches, whatever its method (the handshake's shape is checked after). */
+  readonly webSocketRoute: (path: string) => RouteEntry | undefined
 }
 
 export const makeRouteIndex = (entries: ReadonlyArray<RouteEntry>): RouteIndex => {
@@ -101,6 +114,7 @@ export const makeRouteIndex = (entries: ReadonlyArray<RouteEntry>): RouteIndex =
   const withBody = entries.filter((e) => e.bodyCap !== undefined || e.streamed !== undefined)
   const fixedBodies = new Map(withBody.filter((e) => e.fixed).map((e) => [`${e.method} ${e.path}`, e]))
   const parametricBodies = withBody.filter((e) => !e.fixed)
+  const webSockets = entries.filter((e) => e.webSocket)
   return {
     entries,
     byRoute: (method, path) => byKey.get(`${method} ${path}`),
@@ -111,7 +125,8 @@ export const makeRouteIndex = (entries: ReadonlyArray<RouteEntry>): RouteIndex =
       const fixed = matching.filter((e) => e.fixed)
       return withHead((fixed.length > 0 ? fixed : matching).map((e) => e.method))
     },
-    fixedMethods: (path) => withHead(entries.filter((e) => e.fixed && e.pattern.test(path)).map((e) => e.method))
+    fixedMethods: (path) => withHead(entries.filter((e) => e.fixed && e.pattern.test(path)).map((e) => e.method)),
+    webSocketRoute: (path) => webSockets.find((e) => e.fixed && e.pattern.test(path)) ?? webSockets.find((e) => e.pattern.test(path))
   }
 }
 

@@ -4,9 +4,10 @@
  * wallet session token (policy `session("proxy")`): an API key, a token exchanged from one and a
  * deployed app's workload token are refused 403 SESSION_REQUIRED.
  *
- * `/v1/proxy/tunnel` and `/v1/proxy/relay` (anonymous) are WebSockets: the upgrade is taken before the API
- * (src/layers/proxy/ProxySockets.ts); these endpoints answer the same path without an upgrade
- * (400 BAD_REQUEST), and list what the handshake can be refused with.
+ * `/v1/proxy/tunnel` and `/v1/proxy/relay` (anonymous) are WebSocket routes (WebSocketRoute): the
+ * `upgrade` listener answers their handshakes through these endpoints' gates, policies and query
+ * schemas (src/api/Upgrades.ts), then src/layers/proxy/ProxySockets.ts takes the socket; the same
+ * path without an upgrade is 400 BAD_REQUEST. The endpoints list what a handshake can be refused with.
  */
 import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
@@ -14,7 +15,7 @@ import { Schema } from "effect"
 import { ProxyRefusals, Wire, wiresOf } from "../../domain/Errors.js"
 import { OpenGate, SessionAuthentication } from "../Gates.js"
 import { open, session } from "../Policy.js"
-import { RoutePolicy } from "../RouteFacts.js"
+import { RoutePolicy, WebSocketRoute } from "../RouteFacts.js"
 import { strict } from "../Wire.js"
 
 const Method = Schema.Literal("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
@@ -55,16 +56,29 @@ export const AnonAnswer = Schema.Union(
 /** The handshake's success: the upgrade (101); without `Upgrade: websocket` the route answers 400 BAD_REQUEST. */
 const Upgraded = Schema.Void.annotations({ description: "101 Switching Protocols: binary frames carry the TCP stream both ways" })
 
-const TunnelQuery = Schema.Struct({
-  host: Schema.optional(Schema.String).annotations({ description: "required: a hostname or public IP, resolved at the exit" }),
-  port: Schema.optional(Schema.String).annotations({ description: "80 or 443, default 443" }),
-  jwt: Schema.optional(Schema.String).annotations({ description: "the session's access token when the handshake cannot set Authorization" })
-})
-const RelayQuery = Schema.Struct({
-  host: Schema.optional(Schema.String).annotations({ description: "required: ns-<namespace>.<base domain> of an existing namespace" }),
-  port: Schema.optional(Schema.String).annotations({ description: "443" }),
-  circuit: Schema.optional(Schema.Literal("session"))
-})
+/**
+ * A port as plain decimal digits without a leading zero: `0443` and `080` would be other spellings
+ * of a port the rules allow, and an empty `port` is no port. Which ports are allowed is the
+ * route's rule (a refusal of its own, RELAY_DESTINATION_NOT_ALLOWED), not the query's shape.
+ * `host` is optional in the schema so that a plain GET without it is still the route's 400
+ * BAD_REQUEST (not a WebSocket); a handshake without it is 400 VALIDATION_FAILED from the route.
+ */
+const QueryPort = Schema.String.pipe(Schema.pattern(/^[1-9][0-9]{0,4}$/, { message: () => "a port in decimal digits, without a leading zero" }))
+
+export const TunnelQuery = strict(
+  Schema.Struct({
+    host: Schema.optional(Schema.String.annotations({ description: "required: a hostname or public IP, resolved at the exit" })),
+    port: Schema.optional(QueryPort.annotations({ description: "80 or 443, default 443" })),
+    jwt: Schema.optional(Schema.String.annotations({ description: "the session's access token when the handshake cannot set Authorization" }))
+  })
+)
+export const RelayQuery = strict(
+  Schema.Struct({
+    host: Schema.optional(Schema.String.annotations({ description: "required: ns-<namespace>.<base domain> of an existing namespace" })),
+    port: Schema.optional(QueryPort.annotations({ description: "443, the default" })),
+    circuit: Schema.optional(Schema.Literal("session"))
+  })
+)
 
 /** What a WebSocket handshake can be refused with (answered as HTTP before the upgrade). */
 const handshakeRefusals = [Wire.BadRequest, Wire.RelayDestinationNotAllowed, Wire.RelayDestinationUnreachable, Wire.RelayUnavailable, Wire.RateLimited] as const
@@ -85,6 +99,7 @@ export class ProxyGroup extends HttpApiGroup.make("proxy")
       .addError(Schema.Union(...handshakeRefusals))
       .middleware(SessionAuthentication)
       .annotate(RoutePolicy, session("proxy"))
+      .annotate(WebSocketRoute, true)
   )
   .add(
     HttpApiEndpoint.get("relay", "/v1/proxy/relay")
@@ -93,4 +108,5 @@ export class ProxyGroup extends HttpApiGroup.make("proxy")
       .addError(Schema.Union(...handshakeRefusals))
       .middleware(OpenGate)
       .annotate(RoutePolicy, open)
+      .annotate(WebSocketRoute, true)
   ) {}

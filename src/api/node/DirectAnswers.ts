@@ -3,12 +3,12 @@
  * the discarding of what a refused client is still sending.
  */
 import type * as http from "node:http"
-import { Code } from "../../domain/Errors.js"
+import { Code, envelopeText } from "../../domain/Errors.js"
 
 export const tooLargeBody = (limit: number) =>
-  JSON.stringify({ error: "request body too large", code: Code.PAYLOAD_TOO_LARGE, hint: `the limit is ${limit} bytes` })
+  envelopeText({ error: "request body too large", code: Code.PAYLOAD_TOO_LARGE, hint: `the limit is ${limit} bytes` })
 /** What a request that failed unexpectedly is told; the cause goes to the log only. */
-export const internalBody = JSON.stringify({ error: "internal error", code: Code.INTERNAL })
+export const internalBody = envelopeText({ error: "internal error", code: Code.INTERNAL })
 
 /** Answers outside the app; `connection: close` so an unread body is not drained. */
 export const answerDirect = (res: http.ServerResponse, status: number, body: string): void => {

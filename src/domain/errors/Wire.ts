@@ -14,6 +14,14 @@ export interface ErrorBody {
   readonly hint?: string | undefined
 }
 
+/**
+ * The one writer of the envelope's text, whichever path answers (the app, the fast lane, the
+ * listener, node's parser refusals, app hosts, WebSocket handshakes): the members in this order,
+ * `hint` only when there is one.
+ */
+export const envelopeText = (body: ErrorBody): string =>
+  JSON.stringify(body.hint === undefined ? { error: body.error, code: body.code } : { error: body.error, code: body.code, hint: body.hint })
+
 /** The wire body of one code. */
 export interface WireBody<C extends string> {
   readonly error: string

@@ -10,8 +10,8 @@ import * as path from "node:path"
 import { parseCidrs } from "../../domain/AddressRanges.js"
 import { DEFAULT_PENDING_DOMAINS_PER_NAMESPACE } from "../../domain/CustomDomainRules.js"
 import { testDirectory } from "../TestLayer.js"
-import { defaultProxySettings, proxyConfig, type ProxySettings } from "../proxy/ProxySettings.js"
-import { backupConfig, defaultBackupSettings, type BackupSettings } from "../namespaces/backup/BackupSettings.js"
+import { defaultProxySettings, proxyConfig, type ProxySettings } from "./ProxySettings.js"
+import { backupConfig, defaultBackupSettings, type BackupSettings } from "./BackupSettings.js"
 
 export interface RateLimitSetting {
   /** Sustained requests per second. */

@@ -189,4 +189,7 @@ export class DeploymentDomains extends Context.Tag("portico/DeploymentDomains")<
       })
     })
   )
+
+  /** The Live layer over the test doubles of what it reads (docs/architecture.md "Test doubles"). */
+  static readonly Test = Layer.suspend(() => DeploymentDomains.Live.pipe(Layer.provide(Layer.mergeAll(DeploymentStore.Test, PorticoConfig.Test))))
 }

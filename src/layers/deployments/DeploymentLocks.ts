@@ -64,4 +64,7 @@ export const makeDeploymentLocks = (options: { readonly wait?: Duration.Duration
 
 export class DeploymentLocks extends Context.Tag("portico/DeploymentLocks")<DeploymentLocks, DeploymentLocksService>() {
   static readonly Live = Layer.sync(DeploymentLocks, () => makeDeploymentLocks())
+
+  /** The Live layer over the test doubles of what it reads (docs/architecture.md "Test doubles"): it reads nothing: the locks are the process's own. */
+  static readonly Test = DeploymentLocks.Live
 }

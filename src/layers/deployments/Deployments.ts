@@ -21,6 +21,7 @@ import { InstanceDirs } from "./InstanceDirs.js"
 import { AppBuilds } from "./build/AppBuilds.js"
 import { AppRuntime } from "./runtime/AppRuntime.js"
 import { AppHosts } from "./serving/AppHosts.js"
+import { SqliteRegistryStore } from "../registry/SqliteRegistryStore.js"
 
 export type DeploymentsRefused = Refused<DeploymentRouteCode>
 export type DeploymentsError = DeploymentsRefused | StoreError
@@ -149,5 +150,25 @@ export class Deployments extends Context.Tag("portico/Deployments")<Deployments,
         builds: yield* AppBuilds
       })
     })
+  )
+
+  /** The Live layer over the test doubles of what it reads (docs/architecture.md "Test doubles"). */
+  static readonly Test = Layer.suspend(() =>
+    Deployments.Live.pipe(
+      Layer.provide(
+        Layer.mergeAll(
+          AppBuilds.Test,
+          AppHosts.Test,
+          AppRuntime.Test,
+          ContentIndex.Test,
+          DeploymentLocks.Test,
+          DeploymentStore.Test,
+          InstanceDirs.Test,
+          PorticoConfig.Test,
+          SqliteRegistryStore.Test,
+          Storage.Test
+        )
+      )
+    )
   )
 }

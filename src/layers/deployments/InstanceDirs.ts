@@ -174,4 +174,7 @@ export class InstanceDirs extends Context.Tag("portico/InstanceDirs")<InstanceDi
       )
     })
   )
+
+  /** The Live layer over the test doubles of what it reads (docs/architecture.md "Test doubles"). */
+  static readonly Test = Layer.suspend(() => InstanceDirs.Live.pipe(Layer.provide(Layer.mergeAll(DeploymentStore.Test, PorticoConfig.Test))))
 }

@@ -14,6 +14,7 @@ import { type Refused, refuse } from "../Refused.js"
 import { RegistryStore, type StoreError } from "../registry/RegistryStore.js"
 import { NamespaceTeardown } from "./NamespaceTeardown.js"
 import { type CreatedNamespace, Namespaces, type NamespaceRecord } from "./Namespaces.js"
+import { SqliteRegistryStore } from "../registry/SqliteRegistryStore.js"
 
 /** The most namespaces one registry hosts: creation past it is NAMESPACE_CAPACITY. */
 export const MAX_HOSTED_NAMESPACES = 100_000
@@ -143,5 +144,12 @@ export class NamespaceCreation extends Context.Tag("portico/NamespaceCreation")<
         belowCap
       }
     })
+  )
+
+  /** The Live layer over the test doubles of what it reads (docs/architecture.md "Test doubles"). */
+  static readonly Test = Layer.suspend(() =>
+    NamespaceCreation.Live.pipe(
+      Layer.provide(Layer.mergeAll(NamespaceTeardown.Test, Namespaces.Test, OperatorAudit.Test, Operators.Test, SqliteRegistryStore.Test))
+    )
   )
 }

@@ -30,6 +30,8 @@ import { ContentIndex } from "../storage/ContentIndex.js"
 import { Evictor } from "../storage/Evictor.js"
 import { TeardownLedger, type TeardownLedgerService } from "./TeardownLedger.js"
 import { finalStatements, PartFailed, type PartTools, removePart } from "./TeardownParts.js"
+import { SqliteRegistryStore } from "../registry/SqliteRegistryStore.js"
+import { EmbeddedContentEngine } from "../storage/EmbeddedContentEngine.js"
 
 export type TeardownRefused = Refused<TeardownCode>
 
@@ -242,4 +244,26 @@ export class NamespaceTeardown extends Context.Tag("portico/NamespaceTeardown")<
       return { pending: ledger.pending, remove: elsewhere, removeByOperator: elsewhere }
     })
   ).pipe(Layer.provide(TeardownLedger.Live))
+
+  /** The Live layer over the test doubles of what it reads (docs/architecture.md "Test doubles"). */
+  static readonly Test = Layer.suspend(() =>
+    NamespaceTeardown.Live.pipe(
+      Layer.provide(
+        Layer.mergeAll(
+          Cache.Test,
+          ClusterSqlStore.Test,
+          EmbeddedContentEngine.Test,
+          ContentIndex.Test,
+          Coordination.Test,
+          Deployments.Test,
+          Evictor.Test,
+          LocalDatabases.Test,
+          OperatorAudit.Test,
+          PorticoConfig.Test,
+          SqliteRegistryStore.Test,
+          SqliteWorkers.Test
+        )
+      )
+    )
+  )
 }

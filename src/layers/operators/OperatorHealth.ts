@@ -12,6 +12,7 @@ import { Coordination } from "../coordination/Coordination.js"
 import { PorticoConfig } from "../config/PorticoConfig.js"
 import { Health } from "../health/Health.js"
 import { RegistryStore } from "../registry/RegistryStore.js"
+import { SqliteRegistryStore } from "../registry/SqliteRegistryStore.js"
 
 /** A check answers within this or fails as timed out. */
 const CHECK_TIMEOUT = Duration.seconds(2)
@@ -142,5 +143,12 @@ export class OperatorHealth extends Context.Tag("portico/OperatorHealth")<Operat
         )
       }
     })
+  )
+
+  /** The Live layer over the test doubles of what it reads (docs/architecture.md "Test doubles"). */
+  static readonly Test = Layer.suspend(() =>
+    OperatorHealth.Live.pipe(
+      Layer.provide(Layer.mergeAll(Cache.Test, Coordination.Test, Health.Test, PorticoConfig.Test, SqliteRegistryStore.Test))
+    )
   )
 }

@@ -14,6 +14,7 @@ import { PorticoConfig } from "../config/PorticoConfig.js"
 import { type Refused, refuse } from "../Refused.js"
 import { RegistryStore, type StoreError } from "../registry/RegistryStore.js"
 import { OperatorAudit } from "./OperatorAudit.js"
+import { SqliteRegistryStore } from "../registry/SqliteRegistryStore.js"
 
 /** An invite's default and longest life (spec §8). */
 export const INVITE_MAX_SECONDS = 3600
@@ -212,6 +213,11 @@ export class Operators extends Context.Tag("portico/Operators")<Operators, Opera
           })
       }
     })
+  )
+
+  /** The Live layer over the test doubles of what it reads (docs/architecture.md "Test doubles"). */
+  static readonly Test = Layer.suspend(() =>
+    Operators.Live.pipe(Layer.provide(Layer.mergeAll(OperatorAudit.Test, PorticoConfig.Test, SqliteRegistryStore.Test)))
   )
 }
 

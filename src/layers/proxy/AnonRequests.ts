@@ -18,7 +18,7 @@ import * as tls from "node:tls"
 import type { ProxyCode } from "../../domain/Errors.js"
 import { judgeUrl, type UrlTarget } from "../../domain/ProxyDestination.js"
 import { refuse, type Refused } from "../Refused.js"
-import type { ProxySettings } from "./ProxySettings.js"
+import type { ProxySettings } from "../config/ProxySettings.js"
 import { DialFailed, dialThroughSocks, isolationKey } from "./SocksDial.js"
 
 export const anonMethods = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"] as const

@@ -19,7 +19,7 @@ import { createHash } from "node:crypto"
 import type * as net from "node:net"
 import { SocksClient } from "socks"
 import type { Destination } from "../../domain/ProxyDestination.js"
-import type { SocksUpstreamAddress } from "./ProxySettings.js"
+import type { SocksUpstreamAddress } from "../config/ProxySettings.js"
 
 export class DialFailed extends Error {
   constructor(

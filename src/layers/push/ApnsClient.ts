@@ -80,6 +80,9 @@ export interface ApnsClientService {
 export class ApnsClient extends Context.Tag("portico/ApnsClient")<ApnsClient, ApnsClientService>() {
   static readonly layer = (options: ApnsClientOptions = {}) =>
     Layer.scoped(ApnsClient, Effect.acquireRelease(Effect.sync(() => makeApnsClient(options)), (client) => client.close))
+
+  /** The Live layer over the test doubles of what it reads (docs/architecture.md "Test doubles"): no connection is opened until a send. */
+  static readonly Test = Layer.suspend(() => ApnsClient.layer())
 }
 
 const HEX_TOKEN = /^[0-9a-fA-F]{8,200}$/

@@ -57,4 +57,7 @@ export class PlatformRelay extends Context.Tag("portico/PlatformRelay")<Platform
     PlatformRelay,
     Effect.map(PorticoConfig, (config) => makePlatformRelay({ url: config.push.relayUrl, token: config.push.relayToken }))
   )
+
+  /** The Live layer over the test doubles of what it reads (docs/architecture.md "Test doubles"). */
+  static readonly Test = Layer.suspend(() => PlatformRelay.Live.pipe(Layer.provide(PorticoConfig.Test)))
 }

@@ -101,4 +101,7 @@ export class PushCredentials extends Context.Tag("portico/PushCredentials")<Push
       }
     })
   )
+
+  /** The Live layer over the test doubles of what it reads (docs/architecture.md "Test doubles"). */
+  static readonly Test = Layer.suspend(() => PushCredentials.Live.pipe(Layer.provide(Layer.mergeAll(Audit.Test, GuardedFetch.Test, PushStore.Test))))
 }

@@ -47,6 +47,7 @@ import { apnsMessageOf, apnsPayloadOf, expoMessageOf, ntfyMessageOf, type Outgoi
 import { PushStore, type PushStoreService } from "./PushStore.js"
 import { RelayPublisher, type RelayPublisherService } from "./RelayPublisher.js"
 import { platformRelayReachable } from "./RelayPublisherLive.js"
+import { RelayPublisherTest } from "./RelayPublisherLive.js"
 
 export type PushSendRefused = Refused<PushSendCode>
 
@@ -285,5 +286,10 @@ export class PushSender extends Context.Tag("portico/PushSender")<PushSender, Pu
     Effect.map(PorticoConfig, (settings) =>
       ApnsClient.layer(settings.push.apnsUrl === undefined ? {} : { productionUrl: settings.push.apnsUrl, sandboxUrl: settings.push.apnsUrl })
     )
+  )
+
+  /** The Live layer over the test doubles of what it reads (docs/architecture.md "Test doubles"). */
+  static readonly Test = Layer.suspend(() =>
+    PushSender.Live.pipe(Layer.provide(Layer.mergeAll(ApnsClient.Test, PorticoConfig.Test, PushStore.Test, RelayPublisherTest)))
   )
 }

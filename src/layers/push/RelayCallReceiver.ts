@@ -70,4 +70,7 @@ export class RelayCallReceiver extends Context.Tag("portico/RelayCallReceiver")<
       }
     })
   )
+
+  /** The Live layer over the test doubles of what it reads (docs/architecture.md "Test doubles"). */
+  static readonly Test = Layer.suspend(() => RelayCallReceiver.Live.pipe(Layer.provide(Layer.mergeAll(Coordination.Test, PlatformRelay.Test))))
 }

@@ -209,3 +209,12 @@ export const RelayPublisherLive = Layer.effect(
     return makeRelayPublisher({ platform, guarded: fetchThroughGuard(guard), peers: eligible, sign: coordination.sign })
   })
 )
+
+/**
+ * The Live layer over the test doubles of what it reads (docs/architecture.md "Test doubles"):
+ * no peers, no platform relay configured. Here, not on the Tag, as the Live layer is: the Tag's
+ * module is the contract alone.
+ */
+export const RelayPublisherTest = Layer.suspend(() =>
+  RelayPublisherLive.pipe(Layer.provide(Layer.mergeAll(Coordination.Test, GuardedFetch.Test, PlatformRelay.Test, PorticoConfig.Test)))
+)

@@ -6,20 +6,27 @@
 import { Context, Duration, Effect, Fiber, Layer, type Scope } from "effect"
 import { Code } from "../../domain/Errors.js"
 import { PorticoConfig } from "../config/PorticoConfig.js"
-import { refuse, type SqlRefused } from "../sql/SqlRefused.js"
+import { type Refused, refuse } from "../Refused.js"
 
 export interface TransferSlotService {
   /** Runs `work` holding the slot, within the budget; 429 when the slot is taken. */
-  readonly run: <A, E, R>(what: string, work: Effect.Effect<A, E, R>) => Effect.Effect<A, E | SqlRefused, R>
+  readonly run: <A, E, R>(what: string, work: Effect.Effect<A, E, R>) => Effect.Effect<A, E | TransferBusy, R>
   /**
    * Takes the slot until the returned effect runs (the streamed answer's last byte has been read
    * for the client), the scope closes (the request ends: a client gone mid-answer), or the budget
    * runs out, whichever is first; 429 when it is taken. Giving it back twice is harmless.
    */
-  readonly hold: (what: string) => Effect.Effect<Effect.Effect<void>, SqlRefused, Scope.Scope>
+  readonly hold: (what: string) => Effect.Effect<Effect.Effect<void>, TransferBusy, Scope.Scope>
 }
 
-const busy = () => refuse(Code.RATE_LIMITED, "another import, export or backup is running on this gateway", "retry when it has finished", 5)
+/**
+ * The slot's refusals: taken (429, retry when the running transfer has finished), or a transfer
+ * stopped at its budget (503). In the catalogue's codes (src/layers/Refused.ts), not the SQL
+ * family's type, so this folder imports no database module.
+ */
+export type TransferBusy = Refused<typeof Code.RATE_LIMITED | typeof Code.UNAVAILABLE>
+
+const busy = (): TransferBusy => refuse(Code.RATE_LIMITED, "another import, export or backup is running on this gateway", "retry when it has finished", 5)
 
 export class TransferSlot extends Context.Tag("portico/TransferSlot")<TransferSlot, TransferSlotService>() {
   static readonly Live = Layer.effect(

@@ -6,7 +6,7 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Duration, Effect, Either, Layer, Option, TestClock } from "effect"
 import { Authenticator } from "../../../src/layers/auth/Authenticator.js"
-import { AuthenticatorTest } from "../../../src/layers/auth/AuthenticatorTest.js"
+import { AuthenticatorTest } from "../../../src/layers/sessions/AuthenticatorTest.js"
 import { ApiKeys } from "../../../src/layers/keys/ApiKeys.js"
 import { Namespaces } from "../../../src/layers/namespaces/Namespaces.js"
 

@@ -4,7 +4,7 @@
  */
 import { ConfigProvider, Effect, Either } from "effect"
 import { describe, expect, it } from "vitest"
-import { defaultProxySettings, parseSocksUrl, proxyConfig } from "../../../src/layers/proxy/ProxySettings.js"
+import { defaultProxySettings, parseSocksUrl, proxyConfig } from "../../../src/layers/config/ProxySettings.js"
 
 const load = (env: Record<string, string>) => Effect.runPromise(Effect.either(Effect.withConfigProvider(proxyConfig, ConfigProvider.fromMap(new Map(Object.entries(env)), { pathDelim: "_" }))))
 

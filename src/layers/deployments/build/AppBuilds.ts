@@ -248,4 +248,7 @@ export const makeAppBuilds = (options: AppBuildsOptions = {}): AppBuildsService 
 export class AppBuilds extends Context.Tag("portico/AppBuilds")<AppBuilds, AppBuildsService>() {
   static readonly layer = (options: AppBuildsOptions = {}) => Layer.sync(AppBuilds, () => makeAppBuilds(options))
   static readonly Live = AppBuilds.layer()
+
+  /** The Live layer over the test doubles of what it reads (docs/architecture.md "Test doubles"): it reads nothing; a build runs only when one is asked for. */
+  static readonly Test = AppBuilds.Live
 }

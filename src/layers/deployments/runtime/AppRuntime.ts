@@ -285,5 +285,10 @@ export class AppRuntime extends Context.Tag("portico/AppRuntime")<AppRuntime, Ap
       })
     })
   )
+
+  /** The Live layer over the test doubles of what it reads (docs/architecture.md "Test doubles"): no app is started until the runtime is told the gateway listens. */
+  static readonly Test = Layer.suspend(() =>
+    AppRuntime.Live.pipe(Layer.provide(Layer.mergeAll(DeploymentStore.Test, InstanceDirs.Test, PorticoConfig.Test, WorkloadTokens.Test)))
+  )
 }
 

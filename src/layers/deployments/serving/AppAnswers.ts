@@ -5,7 +5,7 @@
  */
 import type * as http from "node:http"
 import type * as net from "node:net"
-import { Code, type ErrorCode, statusOfCode } from "../../../domain/Errors.js"
+import { Code, envelopeText, type ErrorCode, statusOfCode } from "../../../domain/Errors.js"
 
 export interface AppRefusal {
   readonly code: ErrorCode
@@ -15,8 +15,7 @@ export interface AppRefusal {
   readonly headers?: Readonly<Record<string, string>> | undefined
 }
 
-const bodyOf = (refusal: AppRefusal) =>
-  JSON.stringify({ error: refusal.error, code: refusal.code, ...(refusal.hint === undefined ? {} : { hint: refusal.hint }) })
+const bodyOf = (refusal: AppRefusal) => envelopeText(refusal)
 
 const headersOf = (refusal: AppRefusal, body: string): Record<string, string> => ({
   "content-type": "application/json",

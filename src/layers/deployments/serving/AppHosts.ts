@@ -16,6 +16,7 @@ import { reservedSubdomains } from "../../../domain/DeploymentRules.js"
 import { PorticoConfig } from "../../config/PorticoConfig.js"
 import { RegistryStore, type RegistryStoreService, StoreError } from "../../registry/RegistryStore.js"
 import { DeploymentStatus, DeploymentType } from "../DeploymentRecord.js"
+import { SqliteRegistryStore } from "../../registry/SqliteRegistryStore.js"
 
 /** What serving needs of a deployment: no environment, limits or grants. */
 const AppRow = Schema.Struct({
@@ -153,4 +154,7 @@ export class AppHosts extends Context.Tag("portico/AppHosts")<AppHosts, AppHosts
       return service
     })
   )
+
+  /** The Live layer over the test doubles of what it reads (docs/architecture.md "Test doubles"). */
+  static readonly Test = Layer.suspend(() => AppHosts.Live.pipe(Layer.provide(Layer.mergeAll(PorticoConfig.Test, SqliteRegistryStore.Test))))
 }
