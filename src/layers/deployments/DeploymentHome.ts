@@ -161,6 +161,7 @@ export const makeDeploymentHome = (tools: DeploymentHomeTools): DeploymentHomeSe
           internal.call(
             record.homeNode,
             "deploymentEnvSet",
+            // the route's request schema took `set` as an object of strings (EnvSetRequest)
             { namespace: namespaceOf(record), name: record.name, set: change.set as Readonly<Record<string, string>> | undefined, unset: change.unset?.map(String) },
             CHANGE_TIMEOUT
           )

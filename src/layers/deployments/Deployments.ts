@@ -2,7 +2,8 @@
  * The deployments service (spec §2.7, §3.4, §4.8): what the deployments routes do, over the
  * record store, the per-deployment lock, the instance directories, content storage and the host
  * table. Uploads are `DeploymentUploads.ts`; this module holds the management routes and wires
- * the two together. The decisions are in docs/deployments.md ("Routes", "The deployments service").
+ * the two together. A dynamic app's update, rollback, environment change and delete run on its
+ * home node, forwarded there from any other gateway (`DeploymentHome.ts`). The decisions are in docs/deployments.md ("Routes", "The deployments service").
  */
 import { Context, Effect, Either, Layer, Option, Schedule } from "effect"
 import { applyEnvChange, type EnvChange } from "../../domain/DeploymentEnv.js"
