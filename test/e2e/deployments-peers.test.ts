@@ -7,6 +7,7 @@
  * leaves a teardown that node-a carries out when it is back (its process and directory gone).
  * Runs as root (the sandbox).
  */
+import Database from "better-sqlite3"
 import { Effect } from "effect"
 import * as fs from "node:fs"
 import * as net from "node:net"
@@ -72,6 +73,20 @@ describe.each(["sqlite", "rqlite"] as const)("a deployment's changes taken by an
   }
   const post = (gw: Gateway, route: string, json: unknown) => gw.request("POST", `/v1/deployments/${route}`, { token: admin, json })
   const get = (gw: Gateway, route: string) => gw.request("GET", `/v1/deployments/${route}`, { token: admin })
+  /** Teardowns owed to any node, read from the registry as it is stored. */
+  const owedTeardowns = async (): Promise<number> => {
+    if (rqlited === undefined) {
+      const db = new Database(path.join(dataDirA, "registry.db"), { readonly: true, fileMustExist: true })
+      try {
+        return (db.prepare("SELECT COUNT(*) AS n FROM deployment_teardowns").get() as { n: number }).n
+      } finally {
+        db.close()
+      }
+    }
+    const res = await fetch(`${rqlited.url}/db/query?level=strong&q=${encodeURIComponent("SELECT COUNT(*) FROM deployment_teardowns")}`)
+    const answer = (await res.json()) as { results: Array<{ values?: Array<Array<number>> }> }
+    return Number(answer.results[0]?.values?.[0]?.[0] ?? 0)
+  }
   const served = async () => JSON.parse((await getOnHost(a.port, domain, "/")).body)
 
   beforeAll(async () => {
@@ -156,6 +171,7 @@ describe.each(["sqlite", "rqlite"] as const)("a deployment's changes taken by an
     const deleted = await post(b, "delete", { name: "api" })
     expect(deleted.status, deleted.text).toBe(200)
     expect(await listening(port)).toBe(false)
+    expect(await owedTeardowns()).toBe(0)
     expect(fs.existsSync(path.join(a.dataDir, "deployments", "shop-api"))).toBe(false)
     expectError(await get(a, "get?name=api"), 404, "NOT_FOUND")
   }, 60_000)
@@ -171,8 +187,10 @@ describe.each(["sqlite", "rqlite"] as const)("a deployment's changes taken by an
     expectError(await get(b, "get?name=gone"), 404, "NOT_FOUND")
     // the records are gone, the home node's directory not yet: it is node-a's to remove
     expect(fs.existsSync(dir)).toBe(true)
+    expect(await owedTeardowns()).toBe(1)
     a = await startA()
     await waitFor("the owed teardown on node-a", () => !fs.existsSync(dir), 30_000)
+    await waitFor("the teardown's row removed", async () => (await owedTeardowns()) === 0, 10_000)
     expect(await listening(created.body.port)).toBe(false)
     expect(a.logs()).not.toContain("owed teardown of deployment")
   }, 120_000)
