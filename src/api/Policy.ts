@@ -52,8 +52,8 @@ export type Policy =
    */
   | { readonly kind: "workload" }
   /**
-   * Another node of the cluster (spec §4.10): no credential; the handler checks the source and
-   * the coordination MAC, which covers the request body.
+   * Another node of the cluster (spec §4.10): no credential; PeerGate checks the source and the
+   * coordination MAC, which covers the request body, once, before the handler runs.
    */
   | { readonly kind: "internal" }
 

@@ -7,7 +7,16 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type Gateway, type Reply, startGateway } from "../support/gateway.js"
 
-const routes = ["/v1/internal/sqlite/query", "/v1/internal/sqlite/delete", "/v1/internal/sqlite/backup"]
+const routes = [
+  "/v1/internal/sqlite/query",
+  "/v1/internal/sqlite/delete",
+  "/v1/internal/sqlite/backup",
+  // a deployment's changes on its home node; the update's MAC covers its envelope header, not its streamed body
+  "/v1/internal/deployments/update",
+  "/v1/internal/deployments/rollback",
+  "/v1/internal/deployments/env/set",
+  "/v1/internal/deployments/delete"
+]
 
 const bodies: ReadonlyArray<readonly [string, string]> = [
   ["empty", ""],

@@ -2,8 +2,8 @@
  * The relay publisher (spec §4.6 delivery rules) against the ntfy-compatible stand-in: a tenant's
  * own base_url only through the egress guard, endpoint URLs held to the relay's scheme and host,
  * bare topics on the platform relay, no relay at all, and the fan-out to a peer whose receiving
- * end (RelayCallReceiver) runs in this process behind a node:http listener, signed and verified by
- * the real coordination MAC.
+ * end (RelayCallReceiver) runs in this process behind a node:http listener that verifies the real
+ * coordination MAC as PeerGate does (src/api/gate/GatesLive.ts) before handing the call on.
  */
 import { Effect, Either, Exit, Layer, ManagedRuntime } from "effect"
 import * as http from "node:http"
@@ -15,7 +15,7 @@ import type { StoreError } from "../../src/layers/registry/RegistryStore.js"
 import { makeGuardedFetch } from "../../src/layers/egress/GuardedFetch.js"
 import { fetchThroughGuard } from "../../src/layers/push/GuardedFetchLike.js"
 import { makePlatformRelay, PlatformRelay } from "../../src/layers/push/PlatformRelay.js"
-import { relayedHeadersOf } from "../../src/layers/push/RelayCall.js"
+import { relayedHeadersOf, relaySignedBody } from "../../src/layers/push/RelayCall.js"
 import { RelayCallReceiver } from "../../src/layers/push/RelayCallReceiver.js"
 import { makeRelayPublisher, platformRelayReachable, relayPeersOf } from "../../src/layers/push/RelayPublisherLive.js"
 import { type NtfyStandIn, startNtfyStandIn } from "../support/ntfyStandIn.js"
@@ -52,27 +52,27 @@ beforeAll(async () => {
     )
   )
   const receiver = await runtime.runPromise(RelayCallReceiver)
+  const coordination = await runtime.runPromise(Coordination)
   peer = http.createServer((req, res) => {
     const chunks: Array<Buffer> = []
     req.on("data", (c: Buffer) => chunks.push(c))
     req.on("end", () => {
       const headers = Object.fromEntries(Object.entries(req.headers).map(([k, v]) => [k, Array.isArray(v) ? v.join(", ") : v]))
-      const call = {
-        path: req.url ?? "/",
-        topic: (req.url ?? "").split("/").pop() ?? "",
-        body: Buffer.concat(chunks).toString("utf8"),
-        relayed: relayedHeadersOf(headers),
-        headers,
-        remoteAddress: req.socket.remoteAddress
-      }
-      void Effect.runPromiseExit(receiver.receive(call)).then((exit) => {
-        const [status, body] = Exit.isSuccess(exit)
+      const body = Buffer.concat(chunks).toString("utf8")
+      const relayed = relayedHeadersOf(headers)
+      const call = { topic: (req.url ?? "").split("/").pop() ?? "", body, relayed }
+      const gated = Effect.flatMap(
+        coordination.verify("POST", req.url ?? "/", relaySignedBody(body, relayed), headers, req.socket.remoteAddress, false),
+        (refused) => (refused === undefined ? receiver.receive(call) : Effect.fail({ status: 403, reason: refused, code: "COORDINATION_REFUSED" }))
+      )
+      void Effect.runPromiseExit(gated).then((exit) => {
+        const [status, answer] = Exit.isSuccess(exit)
           ? [200, exit.value]
           : exit.cause._tag === "Fail"
             ? [exit.cause.error.status, { error: exit.cause.error.reason, code: exit.cause.error.code }]
             : [500, { error: "defect" }]
         res.writeHead(status, { "content-type": "application/json" })
-        res.end(JSON.stringify(body))
+        res.end(JSON.stringify(answer))
       })
     })
   })

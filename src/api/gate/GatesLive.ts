@@ -8,7 +8,8 @@ import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import { Clock, Effect, Layer, Option } from "effect"
 import { CoordinationRefused, internal } from "../../domain/Errors.js"
 import { asSession, type Principal, type Session } from "../../domain/Principal.js"
-import { Coordination, coordinationHeadersRefusal } from "../../layers/coordination/Coordination.js"
+import { Coordination, coordinationHeadersRefusal, ENVELOPE_HEADER } from "../../layers/coordination/Coordination.js"
+import { internalPath } from "../../layers/coordination/InternalClient.js"
 import { isRelayCallPath, relayedHeadersOf, relaySignedBody } from "../../layers/push/RelayCall.js"
 import { Authentication, OpenGate, PeerGate, SessionAuthentication } from "../Gates.js"
 import { open } from "../Policy.js"
@@ -76,24 +77,32 @@ export const OpenGateLive = Layer.effect(
   )
 )
 
+/** The streamed route: its MAC covers its envelope header, as the body is still arriving. */
+const UPDATE_PATH = internalPath("deploymentUpdate")
+/** Eviction is idempotent: the one route that still takes a v1 MAC, from a node not yet upgraded (spec §9.4). */
+const EVICT_PATH = internalPath("evict")
+
 /**
- * The path and body a route's MAC covers, with the headers to check it against. A platform relay
- * call signs its own path (the topic is a parameter) and, as its body, the text with the three
- * headers it relays (RelayCall.ts); every other internal route its fixed path and its JSON body.
+ * The path and text a route's MAC covers. A platform relay call signs its own path (the topic is
+ * a parameter) and, as its body, the text with the three headers it relays (RelayCall.ts); a
+ * forwarded deployment update its envelope header; every other internal route its fixed path
+ * and its JSON body, read whole within the route's cap.
  */
-const signed = (routePath: string, request: HttpServerRequest.HttpServerRequest, body: string) =>
-  isRelayCallPath(routePath)
-    ? ([request.url, relaySignedBody(body, relayedHeadersOf(request.headers)), request.headers] as const)
-    : ([routePath, body, request.headers] as const)
+const signed = (routePath: string, request: HttpServerRequest.HttpServerRequest): Effect.Effect<readonly [string, string] | undefined> => {
+  if (routePath === UPDATE_PATH) return Effect.succeed([routePath, request.headers[ENVELOPE_HEADER] ?? ""] as const)
+  const body = Effect.orElseSucceed(request.text, () => undefined)
+  return isRelayCallPath(routePath)
+    ? Effect.map(body, (text) => (text === undefined ? undefined : ([request.url, relaySignedBody(text, relayedHeadersOf(request.headers))] as const)))
+    : Effect.map(body, (text) => (text === undefined ? undefined : ([routePath, text] as const)))
+}
 
 /**
  * A node-to-node call comes from a peer gateway's address on behalf of its clients, who were
  * charged at that front gateway: charging it here too would put every client reaching this node
- * through that peer in one bucket. A source off the private overlay is refused before its body is
- * even decoded; so are coordination headers that are missing, malformed or stale, and a MAC that
- * does not hold over what the route signs (`signed`: the listener has the body whole, as
- * node-to-node bodies are read within a cap). The route verifies the MAC again over its decoded
- * input and spends its nonce.
+ * through that peer in one bucket. The call is verified here, once, before its body is decoded: a
+ * source off the private overlay, coordination headers missing, malformed or stale, a MAC that
+ * does not hold over what the route signs (`signed`), or a nonce already spent refuse it. The
+ * routes behind this gate check nothing more of the caller.
  */
 export const PeerGateLive = Layer.effect(
   PeerGate,
@@ -103,11 +112,15 @@ export const PeerGateLive = Layer.effect(
         Effect.gen(function* () {
           const request = yield* HttpServerRequest.HttpServerRequest
           const { route } = yield* HttpRouter.RouteContext
+          const remote = Option.getOrUndefined(request.remoteAddress)
+          // what needs no body first: a call from off the overlay, or without fresh headers, is not read
+          const early = coordinationHeadersRefusal(request.headers, remote, yield* Clock.currentTimeMillis)
+          const covered = early === undefined ? yield* signed(route.path, request) : undefined
           const refused =
-            coordinationHeadersRefusal(request.headers, Option.getOrUndefined(request.remoteAddress), yield* Clock.currentTimeMillis) ??
-            (yield* Effect.orElseSucceed(request.text, () => undefined).pipe(
-              Effect.map((body) => (body !== undefined && coordination.macHolds(route.method, ...signed(route.path, request, body)) ? undefined : "coordination MAC invalid"))
-            ))
+            early ??
+            (covered === undefined
+              ? "coordination MAC invalid"
+              : yield* coordination.verify(route.method, covered[0], covered[1], request.headers, remote, route.path === EVICT_PATH))
           if (refused !== undefined) return yield* Effect.fail(new CoordinationRefused({ error: refused }))
         })
     })

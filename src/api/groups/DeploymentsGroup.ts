@@ -111,7 +111,7 @@ export const DeploymentEnv = Schema.Struct({
  * rebuilt by assignment, where a name `__proto__` (a valid variable name) would set the
  * prototype and vanish; the object JSON parsing made holds it as an own member.
  */
-const EnvAssignments = Schema.declare(
+export const EnvAssignments = Schema.declare(
   (u: unknown): u is { readonly [name: string]: string } =>
     typeof u === "object" && u !== null && !Array.isArray(u) && Object.getPrototypeOf(u) === Object.prototype && Object.values(u).every((v) => typeof v === "string"),
   {
@@ -186,7 +186,7 @@ const uploadForm = archiveForm(
   "multipart form: the fields first, the archive last; the name, subdomain and env are checked before anything is stored"
 )
 
-const updateForm = archiveForm(
+export const updateForm = archiveForm(
   ["name"],
   { name: nameField, health_check: healthField, skip_install: skipInstallField },
   "multipart form: the fields first, the archive last; the path's type must be the deployment's"

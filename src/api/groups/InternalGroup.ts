@@ -1,7 +1,9 @@
 /**
- * Node-to-node routes (spec §4.10): never for clients. Each takes no credential; the handler
- * checks that the call comes from the cluster's private overlay and carries a coordination MAC
- * over its canonical JSON body, addressed to this node.
+ * Node-to-node routes (spec §4.10): never for clients. Each takes no credential: PeerGate checks
+ * that the call comes from the cluster's private overlay and carries a coordination MAC over its
+ * body (a streamed route's: over its envelope header), addressed to this node, seen once. Every
+ * caller reaches them through the one client derived from this group
+ * (src/layers/coordination/InternalClient.ts), so a route's path is written here only.
  */
 import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
@@ -11,7 +13,7 @@ import { Schema } from "effect"
 import { CidParam } from "../../domain/ContentId.js"
 import { NamespaceName } from "../../domain/Names.js"
 import { BackupRefusals } from "../../domain/NamespaceBackup.js"
-import { SqlRefusals, StorageRefusals, wiresOf } from "../../domain/Errors.js"
+import { DeploymentRouteRefusals, SqlRefusals, StorageRefusals, wiresOf } from "../../domain/Errors.js"
 import { ForwardedPrincipal } from "../../domain/Principal.js"
 import { PeerGate } from "../Gates.js"
 import { internalOnly } from "../OpenApiFacts.js"
@@ -19,12 +21,30 @@ import { internal } from "../Policy.js"
 import { BodyCap, RoutePolicy } from "../RouteFacts.js"
 import { strict } from "../Wire.js"
 import { BackupRecord, DatabaseDeleted, DatabaseName, QueryAnswer, SqlArgs } from "./DatabaseGroup.js"
+import {
+  Deployment,
+  DeploymentDeleted,
+  DeploymentEnvSet,
+  DeploymentName,
+  DeploymentTypeParam,
+  EnvAssignments,
+  updateForm
+} from "./DeploymentsGroup.js"
 import { NodeSnapshot } from "./OperatorGroup.js"
 
 const Forwarded = {
   principal: ForwardedPrincipal,
   database_name: DatabaseName
 }
+
+/** A deployment change forwarded to its home node: the namespace the front gateway authorized. */
+const ForwardedDeployment = { namespace: NamespaceName, name: DeploymentName }
+
+/**
+ * A forwarded update's envelope (`ENVELOPE_HEADER` of Coordination.ts, what its MAC covers): the
+ * body is the update's multipart form, streamed as the front gateway reads it.
+ */
+export const UpdateEnvelope = Schema.Struct({ namespace: NamespaceName, name: DeploymentName, type: DeploymentTypeParam })
 
 export class InternalGroup extends HttpApiGroup.make("internal")
   .add(
@@ -70,9 +90,36 @@ export class InternalGroup extends HttpApiGroup.make("internal")
       .setPayload(strict(Schema.Struct({})))
       .addSuccess(NodeSnapshot)
   )
+  .add(
+    // a dynamic deployment's update, rollback, environment change and delete run on its home node
+    // (docs/deployments.md, "Several gateways"), forwarded by the gateway that took the request
+    HttpApiEndpoint.post("deploymentUpdate", "/v1/internal/deployments/update")
+      .setHeaders(Schema.Struct({ "x-portico-forward-envelope": Schema.parseJson(UpdateEnvelope) }))
+      .addSuccess(Deployment)
+      .annotate(BodyCap, "deployUpload")
+      .annotateContext(updateForm)
+  )
+  .add(
+    HttpApiEndpoint.post("deploymentRollback", "/v1/internal/deployments/rollback")
+      .setPayload(strict(Schema.Struct({ ...ForwardedDeployment, version: Schema.Int.pipe(Schema.positive()) })))
+      .addSuccess(Deployment)
+  )
+  .add(
+    HttpApiEndpoint.post("deploymentEnvSet", "/v1/internal/deployments/env/set")
+      .setPayload(
+        strict(Schema.Struct({ ...ForwardedDeployment, set: Schema.optional(EnvAssignments), unset: Schema.optional(Schema.Array(Schema.String)) }))
+      )
+      .addSuccess(DeploymentEnvSet)
+  )
+  .add(
+    HttpApiEndpoint.post("deploymentDelete", "/v1/internal/deployments/delete")
+      .setPayload(strict(Schema.Struct(ForwardedDeployment)))
+      .addSuccess(DeploymentDeleted)
+  )
   .annotateEndpoints(OpenApi.Override, internalOnly)
   .addError(wiresOf(SqlRefusals))
   .addError(wiresOf(StorageRefusals))
+  .addError(wiresOf(DeploymentRouteRefusals))
   // node to node (spec §4.10): no credential; the source and the coordination MAC over the body
   .middleware(PeerGate)
   .annotate(RoutePolicy, internal) {}

@@ -1,6 +1,6 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
-import { Effect, Option } from "effect"
+import { Effect } from "effect"
 import { fromRefusal, internal } from "../../domain/Errors.js"
 import { RelayCallReceiver } from "../../layers/push/RelayCallReceiver.js"
 import { PorticoApi } from "../Api.js"
@@ -13,8 +13,7 @@ export const PushRelayHandlers = HttpApiBuilder.group(PorticoApi, "pushRelay", (
         const request = yield* HttpServerRequest.HttpServerRequest
         // read whole within the route's cap (PeerGate has read it already)
         const body = yield* Effect.mapError(request.text, () => internal())
-        const call = { path: request.url, topic: path.topic, body, relayed: headers, headers: request.headers, remoteAddress: Option.getOrUndefined(request.remoteAddress) }
-        return yield* Effect.mapError(receiver.receive(call), fromRefusal)
+        return yield* Effect.mapError(receiver.receive({ topic: path.topic, body, relayed: headers }), fromRefusal)
       })
     )
   })

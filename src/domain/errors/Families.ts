@@ -163,7 +163,7 @@ export type AppBuildCode = (typeof AppBuildRefusals)[number]
 /**
  * The deployments routes (src/layers/deployments/Deployments.ts): the record's rules, a form or
  * archive refused (400, 413 past a cap), preparing and starting the app, the platform's own write
- * failing (500).
+ * failing (500), the app's home node not answering a change forwarded to it (503).
  */
 export const DeploymentRouteRefusals = family(
   "VALIDATION_FAILED",
@@ -178,7 +178,8 @@ export const DeploymentRouteRefusals = family(
   "DEPENDENCY_REFUSED",
   "INSTALL_FAILED",
   "INTERNAL",
-  "UNAVAILABLE"
+  "UNAVAILABLE",
+  "HOME_NODE_UNREACHABLE"
 )
 export type DeploymentRouteCode = (typeof DeploymentRouteRefusals)[number]
 

@@ -23,6 +23,11 @@ import { SqliteRegistryStore } from "../registry/SqliteRegistryStore.js"
 export const MAC_HEADER = "x-portico-coordination-mac"
 export const TIME_HEADER = "x-portico-coordination-time"
 export const NONCE_HEADER = "x-portico-coordination-nonce"
+/**
+ * A streamed call's signed envelope (InternalClient.ts `stream`): its body is on its way as the
+ * MAC is made, so the MAC covers this header's text in the body's place.
+ */
+export const ENVELOPE_HEADER = "x-portico-forward-envelope"
 const SKEW_SECONDS = 60
 const NONCE = /^[A-Za-z0-9_-]{22,64}$/
 
@@ -91,11 +96,24 @@ export interface CoordinationService {
     dest: string,
     maxBytes: number
   ) => Effect.Effect<PeerAnswer, PeerUnreachable>
+  /**
+   * POSTs `body` as it is read, with `envelope` (canonical JSON) in `ENVELOPE_HEADER`, signed for
+   * node `nodeId` over the envelope: for a body too large to be held, whose MAC cannot wait for its end.
+   */
+  readonly postStream: (
+    nodeId: string,
+    path: string,
+    envelope: unknown,
+    contentType: string,
+    body: AsyncIterable<Uint8Array>,
+    timeout: Duration.DurationInput
+  ) => Effect.Effect<PeerAnswer, PeerUnreachable>
   /** Headers (MAC v2, single-use) that let node `audience` accept `method path` with `body`. */
   readonly sign: (audience: string, method: string, path: string, body: string) => Effect.Effect<Record<string, string>>
   /**
    * Why the request is refused, or undefined when it is a genuine call to this node, seen for the
-   * first time. `acceptV1`: the route is idempotent and may take a v1 MAC (storage eviction).
+   * first time (its nonce is spent). `acceptV1`: the route is idempotent and may take a v1 MAC
+   * (storage eviction). Called once per call, by PeerGate (src/api/gate/GatesLive.ts).
    */
   readonly verify: (
     method: string,
@@ -105,18 +123,11 @@ export interface CoordinationService {
     remoteAddress: string | undefined,
     acceptV1: boolean
   ) => Effect.Effect<string | undefined>
-  /**
-   * Whether the MAC in well-formed headers (`coordinationHeadersRefusal`) holds for `body` as
-   * received, spending nothing: checked before the body is decoded, so a forged call's body is
-   * never parsed. `verify` then checks it again over the decoded payload and spends the nonce.
-   */
-  readonly macHolds: (method: string, path: string, body: string, headers: Readonly<Record<string, string | undefined>>) => boolean
 }
 
 /**
  * Why a node-to-node call's source or coordination headers refuse it, or undefined when they are
- * well-formed and fresh (`now` in Unix ms). What needs no body, so it is checked before the body
- * is read (src/api/gate/GatesLive.ts, PeerGate); the MAC over the body is `verify`'s.
+ * well-formed and fresh (`now` in Unix ms): `verify` checks these before the MAC.
  */
 export const coordinationHeadersRefusal = (
   headers: Readonly<Record<string, string | undefined>>,
@@ -178,28 +189,33 @@ export class Coordination extends Context.Tag("portico/Coordination")<Coordinati
           }),
           (r) => r.rowsAffected === 1
         )
-      /** One signed POST to a peer; `read` takes the answer's body (it may fail with PeerUnreachable). */
+      /**
+       * One signed POST to a peer: `signed` is the text the MAC covers, `body` what is sent (the
+       * same JSON, or a stream with `extra` headers); `read` takes the answer's body (it may fail
+       * with PeerUnreachable).
+       */
       const call = (
         nodeId: string,
         path: string,
-        payload: unknown,
+        signed: string,
+        send: { readonly body: string | AsyncIterable<Uint8Array>; readonly headers: Record<string, string> },
         timeout: Duration.DurationInput,
         read: (response: Response) => Promise<string>
       ): Effect.Effect<PeerAnswer, PeerUnreachable> =>
         Effect.gen(function* () {
           const base = config.peers.get(nodeId)
           if (base === undefined) return yield* Effect.fail(new PeerUnreachable({ nodeId, detail: "not in PORTICO_PEERS" }))
-          const body = canonicalJson(payload)
-          const headers = yield* sign(nodeId, "POST", path, body)
+          const headers = yield* sign(nodeId, "POST", path, signed)
           return yield* Effect.tryPromise({
             try: async (signal) => {
+              const body = send.body
               const response = await fetch(base + path, {
                 method: "POST",
-                headers: { ...headers, "content-type": "application/json" },
-                body,
+                headers: { ...headers, ...send.headers },
+                ...(typeof body === "string" ? { body } : { body: Readable.toWeb(Readable.from(body)) as ReadableStream<Uint8Array>, duplex: "half" }),
                 redirect: "manual",
                 signal
-              })
+              } as RequestInit)
               return { status: response.status, text: await read(response), retryAfter: response.headers.get("retry-after") ?? undefined }
             },
             catch: (e) => (e instanceof PeerUnreachable ? e : new PeerUnreachable({ nodeId, detail: e instanceof Error ? e.message : String(e) }))
@@ -208,10 +224,20 @@ export class Coordination extends Context.Tag("portico/Coordination")<Coordinati
           )
         })
 
+      /** A JSON call: the canonical JSON is both what the MAC covers and what is sent. */
+      const json = (payload: unknown) => {
+        const body = canonicalJson(payload)
+        return [body, { body, headers: { "content-type": "application/json" } }] as const
+      }
+
       return {
-        post: (nodeId, path, payload, timeout) => call(nodeId, path, payload, timeout, async (response) => response.text()),
+        post: (nodeId, path, payload, timeout) => call(nodeId, path, ...json(payload), timeout, async (response) => response.text()),
+        postStream: (nodeId, path, envelope, contentType, body, timeout) => {
+          const signed = canonicalJson(envelope)
+          return call(nodeId, path, signed, { body, headers: { [ENVELOPE_HEADER]: signed, "content-type": contentType } }, timeout, async (response) => response.text())
+        },
         postToFile: (nodeId, path, payload, timeout, dest, maxBytes) =>
-          call(nodeId, path, payload, timeout, async (response) => {
+          call(nodeId, path, ...json(payload), timeout, async (response) => {
             if (response.status !== 200 || response.body === null) return response.text()
             let seen = 0
             const capped = new Transform({
@@ -224,13 +250,6 @@ export class Coordination extends Context.Tag("portico/Coordination")<Coordinati
             return ""
           }),
         sign,
-        macHolds: (method, path, body, headers) => {
-          const given = headers[MAC_HEADER] ?? ""
-          const time = headers[TIME_HEADER] ?? ""
-          return given.startsWith("v1=")
-            ? safeEqual(given, macV1(config.nodeId, method, path, body, time))
-            : safeEqual(given, macV2(config.nodeId, method, path, body, time, headers[NONCE_HEADER] ?? ""))
-        },
         verify: (method, path, body, headers, remoteAddress, acceptV1) =>
           Effect.gen(function* () {
             const now = yield* Clock.currentTimeMillis

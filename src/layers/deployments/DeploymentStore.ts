@@ -11,7 +11,7 @@
  * The environment is sealed under the Sealer's `deployment-env` key bound to `<namespace>/<id>`,
  * so a sealed value copied to another deployment or namespace does not open.
  */
-import { Context, Effect, Layer, Option } from "effect"
+import { Clock, Context, Effect, Layer, Option } from "effect"
 import { type Page, type PageRequest, readPage } from "../registry/Keyset.js"
 import { RegistryStore, type RegistryStoreService, type Statement, StoreError } from "../registry/RegistryStore.js"
 import { SqliteRegistryStore } from "../registry/SqliteRegistryStore.js"
@@ -137,8 +137,12 @@ export interface DeploymentStoreService extends DeploymentEventsService, CustomD
     id: string,
     grants: ReadonlyArray<string>
   ) => Effect.Effect<ReadonlyArray<string>, StoreError | DeploymentRefused>
-  /** Removes the record and every row of it (versions, events, domains); false when there was none. */
-  readonly remove: (namespace: string, id: string) => Effect.Effect<boolean, StoreError>
+  /**
+   * Removes the record and every row of it (versions, events, domains); false when there was none.
+   * `teardownOwedBy`: the home node that did not answer, owed the app's teardown (DeploymentHome.ts),
+   * written in the same batch.
+   */
+  readonly remove: (namespace: string, id: string, teardownOwedBy?: string) => Effect.Effect<boolean, StoreError>
 }
 
 export interface DeploymentStoreOptions {
@@ -427,16 +431,29 @@ export const makeDeploymentStore = (store: RegistryStoreService, sealer: SealerS
       return checked.grants
     })
 
-  const remove: DeploymentStoreService["remove"] = (namespace, id) =>
+  const remove: DeploymentStoreService["remove"] = (namespace, id, teardownOwedBy) =>
     Effect.gen(function* () {
-      if (Option.isNone(yield* byId(namespace, id))) return false
+      const found = yield* byId(namespace, id)
+      if (Option.isNone(found)) return false
+      // the owed teardown is written only if this batch removes the record (its predicate)
+      const owed: ReadonlyArray<Statement> =
+        teardownOwedBy === undefined
+          ? []
+          : [
+              {
+                sql: `INSERT INTO deployment_teardowns (deployment_id, home_node, namespace, name, created_at)
+                  SELECT id, ?, namespace, name, ? FROM deployments WHERE namespace = ? AND id = ? ON CONFLICT DO NOTHING`,
+                params: [teardownOwedBy, yield* Clock.currentTimeMillis, namespace, id]
+              }
+            ]
       const written = yield* store.batch([
+        ...owed,
         { sql: "DELETE FROM deployment_domains WHERE deployment_id = ?", params: [id] },
         { sql: "DELETE FROM deployment_events WHERE deployment_id = ?", params: [id] },
         { sql: "DELETE FROM deployment_versions WHERE deployment_id = ?", params: [id] },
         { sql: "DELETE FROM deployments WHERE namespace = ? AND id = ?", params: [namespace, id] }
       ])
-      return (written[3]?.rowsAffected ?? 0) > 0
+      return (written.at(-1)?.rowsAffected ?? 0) > 0
     })
 
   return {

@@ -29,6 +29,7 @@ import type { StorageService } from "../storage/Storage.js"
 import { ArchiveRefused, type ArchiveWriteFailed, extractArchive } from "./Archive.js"
 import { type DeploymentFields, type DeploymentForm, readDeploymentForm } from "./DeploymentForm.js"
 import type { DeploymentLocksService } from "./DeploymentLocks.js"
+import type { DeploymentHomeService } from "./DeploymentHome.js"
 import { type DeploymentRecord, type DeploymentType, isDynamic, newDeploymentId } from "./DeploymentRecord.js"
 import type { DeploymentStoreService } from "./DeploymentStore.js"
 import type { AppBuildsService } from "./build/AppBuilds.js"
@@ -54,6 +55,8 @@ export interface DeploymentTooling {
   readonly registry: RegistryStoreService
   readonly runtime: AppRuntimeService
   readonly builds: AppBuildsService
+  /** Forwarding to a dynamic app's home node (DeploymentHome.ts); absent, every change runs here. */
+  readonly home?: DeploymentHomeService | undefined
 }
 
 /** Generated hosts drawn before giving up: a clash of 6 random characters is already rare. */
@@ -373,6 +376,7 @@ export const makeDeploymentUploads = (tools: DeploymentTooling) => {
         if (form.fields.healthCheck !== undefined && form.fields.healthCheck !== record.healthPath) {
           return yield* Effect.fail(refuse("VALIDATION_FAILED", "health_check: the health path is set on the first deploy", `it is ${record.healthPath ?? "none"}`))
         }
+        if (tools.home?.elsewhere(record) === true) return yield* tools.home.update(record, form)
         return yield* tools.locks.withLock(
           record.id,
           Effect.gen(function* () {

@@ -2,18 +2,22 @@
  * The deployments service (spec §2.7, §3.4, §4.8): what the deployments routes do, over the
  * record store, the per-deployment lock, the instance directories, content storage and the host
  * table. Uploads are `DeploymentUploads.ts`; this module holds the management routes and wires
- * the two together. The decisions are in docs/deployments.md ("Routes", "The deployments service").
+ * the two together. A dynamic app's update, rollback, environment change and delete run on its
+ * home node, forwarded there from any other gateway (`DeploymentHome.ts`). The decisions are in docs/deployments.md ("Routes", "The deployments service").
  */
-import { Context, Effect, Either, Layer, Option } from "effect"
+import { Context, Effect, Either, Layer, Option, Schedule } from "effect"
 import { applyEnvChange, type EnvChange } from "../../domain/DeploymentEnv.js"
 import type { DeploymentRouteCode } from "../../domain/Errors.js"
 import { PorticoConfig } from "../config/PorticoConfig.js"
+import { Coordination } from "../coordination/Coordination.js"
+import { internalClient } from "../coordination/InternalClient.js"
 import { type Refused, refuse } from "../Refused.js"
 import type { Page, PageRequest } from "../registry/Keyset.js"
 import { RegistryStore, type StoreError } from "../registry/RegistryStore.js"
 import { ContentIndex } from "../storage/ContentIndex.js"
 import { Storage } from "../storage/Storage.js"
 import { type DeploymentEvent, type DeploymentRecord, type DeploymentType, isDynamic, type VersionRecord } from "./DeploymentRecord.js"
+import { makeDeploymentHome, SWEEP_EVERY } from "./DeploymentHome.js"
 import { DeploymentLocks } from "./DeploymentLocks.js"
 import { DeploymentStore } from "./DeploymentStore.js"
 import { type DeploymentTooling, makeDeploymentUploads, releaseSiteContent } from "./DeploymentUploads.js"
@@ -49,7 +53,7 @@ export interface DeploymentsService {
 }
 
 export const makeDeployments = (tools: DeploymentTooling): DeploymentsService => {
-  const { store, locks, hosts, instances } = tools
+  const { store, locks, hosts, instances, home } = tools
   const uploads = makeDeploymentUploads(tools)
 
   /** The hosts table now, so a change is served at once; a failed read is retried by its own timer. */
@@ -81,39 +85,51 @@ export const makeDeployments = (tools: DeploymentTooling): DeploymentsService =>
   const envView = (namespace: string, record: DeploymentRecord) =>
     Effect.map(store.environment(namespace, record.id), (stored) => ({ names: Object.keys(stored.env).sort(), envVersion: stored.version }))
 
+  /**
+   * The delete on this node: under the lock (a first upload holds it through its setup, so a
+   * delete waits for that to end); once begun, finished whole: cut halfway it would leave a record
+   * with no process.
+   */
+  const removeHere = (namespace: string, name: string): Effect.Effect<void, DeploymentsError> =>
+    locked(namespace, name, (record) =>
+      Effect.uninterruptible(
+        Effect.gen(function* () {
+          // the process first, so its port is free when the record goes
+          yield* uploads.stop(record)
+          yield* store.remove(namespace, record.id)
+          if (record.type === "static") yield* releaseSiteContent(tools, namespace, record.name)
+          else yield* Effect.ignore(Effect.tapError(instances.release({ id: record.id, namespace, name: record.name }), (e) => Effect.logWarning(`instance directory of ${record.id} not removed: ${e.detail}`)))
+          yield* refreshHosts
+        })
+      )
+    )
+
   return {
     upload: (namespace, type, contentType, body) => thenRefresh(uploads.upload(namespace, type, contentType, body)),
     update: (namespace, type, contentType, body) => thenRefresh(uploads.update(namespace, type, contentType, body)),
     list: (namespace, page) => store.list(namespace, page),
     get: named,
-    // under the lock (a first upload holds it through its setup, so a delete waits for that to
-    // end); once begun, finished whole: cut halfway it would leave a record with no process
+    // a dynamic app's delete runs on its home node (DeploymentHome.ts), any other here
     remove: (namespace, name) =>
-      locked(namespace, name, (record) =>
-        Effect.uninterruptible(
-          Effect.gen(function* () {
-            // the process first, so its port is free when the record goes
-            yield* uploads.stop(record)
-            yield* store.remove(namespace, record.id)
-            if (record.type === "static") yield* releaseSiteContent(tools, namespace, record.name)
-            else yield* Effect.ignore(Effect.tapError(instances.release({ id: record.id, namespace, name: record.name }), (e) => Effect.logWarning(`instance directory of ${record.id} not removed: ${e.detail}`)))
-            yield* refreshHosts
-          })
-        )
-      ),
+      Effect.flatMap(named(namespace, name), (found) => (home?.elsewhere(found) === true ? Effect.zipRight(home.remove(found), refreshHosts) : removeHere(namespace, name))),
     versions: (namespace, name) =>
       Effect.gen(function* () {
         const record = yield* named(namespace, name)
         const versions = yield* store.versions(namespace, record.id)
         return { record, versions: [...versions].sort((a, b) => b.version - a.version) }
       }),
-    rollback: (namespace, name, version) => thenRefresh(locked(namespace, name, (record) => uploads.rollback(namespace, record, version))),
+    rollback: (namespace, name, version) =>
+      thenRefresh(
+        Effect.flatMap(named(namespace, name), (found) =>
+          home?.elsewhere(found) === true ? home.rollback(found, version) : locked(namespace, name, (record) => uploads.rollback(namespace, record, version))
+        )
+      ),
     events: (namespace, name, page) => Effect.flatMap(named(namespace, name), (record) => store.events(namespace, record.id, page)),
     env: (namespace, name) => Effect.flatMap(named(namespace, name), (record) => envView(namespace, record)),
     // once under the lock, finished whole: the write and the restart (up to the start timeout) run
     // uninterruptible, so a cut request leaves the environment written and the app started with it
     setEnv: (namespace, name, change) =>
-      thenRefresh(locked(namespace, name, (record) =>
+      thenRefresh(Effect.flatMap(named(namespace, name), (found) => home?.elsewhere(found) === true ? home.setEnv(found, change) : locked(namespace, name, (record) =>
         Effect.uninterruptible(Effect.gen(function* () {
           const stored = yield* store.environment(namespace, record.id)
           const applied = applyEnvChange(stored.env, change)
@@ -127,27 +143,34 @@ export const makeDeployments = (tools: DeploymentTooling): DeploymentsService =>
           if (restarted) yield* uploads.restart(namespace, record, applied.right.env)
           return { names: Object.keys(applied.right.env).sort(), envVersion, restarted }
         }))
-      )),
+      ))),
     grants: (namespace, name) => Effect.map(named(namespace, name), (record) => record.grants),
     setGrants: (namespace, name, grants) => Effect.flatMap(named(namespace, name), (record) => store.setGrants(namespace, record.id, grants))
   }
 }
 
 export class Deployments extends Context.Tag("portico/Deployments")<Deployments, DeploymentsService>() {
-  static readonly Live = Layer.effect(
+  /** With forwarding to home nodes, and this node's owed teardowns carried out at start and every `SWEEP_EVERY`. */
+  static readonly Live = Layer.scoped(
     Deployments,
     Effect.gen(function* () {
-      return makeDeployments({
+      const base = {
         config: yield* PorticoConfig,
         store: yield* DeploymentStore,
         locks: yield* DeploymentLocks,
         instances: yield* InstanceDirs,
+        registry: yield* RegistryStore,
+        runtime: yield* AppRuntime
+      }
+      const home = makeDeploymentHome({ ...base, internal: internalClient(yield* Coordination) })
+      yield* Effect.forkScoped(Effect.repeat(home.sweep, Schedule.spaced(SWEEP_EVERY)))
+      return makeDeployments({
+        ...base,
         hosts: yield* AppHosts,
         storage: yield* Storage,
         index: yield* ContentIndex,
-        registry: yield* RegistryStore,
-        runtime: yield* AppRuntime,
-        builds: yield* AppBuilds
+        builds: yield* AppBuilds,
+        home
       })
     })
   )

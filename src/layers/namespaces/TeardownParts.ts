@@ -14,6 +14,8 @@ import { Duration } from "effect"
 import type { CacheService } from "../cache/Cache.js"
 import type { PorticoSettings } from "../config/PorticoConfig.js"
 import type { CoordinationService } from "../coordination/Coordination.js"
+import { internalClient } from "../coordination/InternalClient.js"
+import type { NamespaceName } from "../../domain/Names.js"
 import type { DeploymentsService } from "../deployments/Deployments.js"
 import type { RegistryStoreService, Statement } from "../registry/RegistryStore.js"
 import type { ClusterSqlStoreService } from "../sql/ClusterSqlStore.js"
@@ -44,8 +46,6 @@ export interface PartTools {
   readonly coordination: CoordinationService
 }
 
-/** Where a peer drops a namespace's entries from its own embedded cache. */
-export const CACHE_DROP_PATH = "/v1/internal/cache/drop-namespace"
 const PEER_TIMEOUT = Duration.seconds(10)
 
 const describe = (e: unknown): string =>
@@ -96,7 +96,8 @@ const removeCache = (tools: PartTools, namespace: string): Effect.Effect<void, P
     yield* Effect.forEach(
       [...tools.config.peers.keys()],
       (node) =>
-        tools.coordination.post(node, CACHE_DROP_PATH, { namespace }, PEER_TIMEOUT).pipe(
+        // a namespace being torn down was a valid name when it was made
+        internalClient(tools.coordination).call(node, "cacheDropNamespace", { namespace: namespace as NamespaceName }, PEER_TIMEOUT).pipe(
           Effect.map((answer) => (answer.status === 200 ? undefined : `${node} answered ${answer.status}`)),
           Effect.catchAll((e) => Effect.succeed(`${node}: ${e.detail}`)),
           Effect.map((why) => void (why !== undefined && unconfirmed.push(why)))

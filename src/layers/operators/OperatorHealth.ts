@@ -9,6 +9,7 @@
 import { Clock, Context, Duration, Effect, Layer, Option, Schema } from "effect"
 import { Cache } from "../cache/Cache.js"
 import { Coordination } from "../coordination/Coordination.js"
+import { internalClient } from "../coordination/InternalClient.js"
 import { PorticoConfig } from "../config/PorticoConfig.js"
 import { Health } from "../health/Health.js"
 import { RegistryStore } from "../registry/RegistryStore.js"
@@ -18,8 +19,6 @@ import { SqliteRegistryStore } from "../registry/SqliteRegistryStore.js"
 const CHECK_TIMEOUT = Duration.seconds(2)
 /** A peer's snapshot arrives within this or the peer is named unreachable. */
 const PEER_TIMEOUT = Duration.seconds(3)
-
-export const SNAPSHOT_PATH = "/v1/internal/operator/snapshot"
 
 /** A peer's snapshot is relayed as it came; only what identifies it is checked. */
 const PeerSnapshotAnswer = Schema.parseJson(
@@ -122,7 +121,7 @@ export class OperatorHealth extends Context.Tag("portico/OperatorHealth")<Operat
       })
 
       const peer = (node: string): Effect.Effect<PeerSnapshot> =>
-        coordination.post(node, SNAPSHOT_PATH, {}, PEER_TIMEOUT).pipe(
+        internalClient(coordination).call(node, "nodeSnapshot", {}, PEER_TIMEOUT).pipe(
           Effect.map((answer): PeerSnapshot => {
             if (answer.status !== 200) return { node, reachable: false, error: `answered ${answer.status}` }
             return Option.match(decodePeerSnapshot(answer.text), {

@@ -11,10 +11,18 @@
  * its headers are relayed too, so those are what it signs. A header the MAC does not cover is
  * never relayed.
  */
+import { PushRelayGroup } from "../../api/groups/PushRelayGroup.js"
 import { canonicalJson } from "../coordination/Coordination.js"
 import { headerValue, type NtfyMessage } from "./NtfyClient.js"
 
-export const RELAY_CALL_PREFIX = "/v1/internal/push/ntfy/"
+/** The relay route's path up to its topic, as its group declares it (`/v1/internal/push/ntfy/`). */
+const relayPrefix = (): string => {
+  const route = Object.values(PushRelayGroup.endpoints).find((e) => e.name === "relay")
+  if (route === undefined) throw new Error("the push relay group has no relay endpoint")
+  return route.path.replace(/:topic$/, "")
+}
+
+export const RELAY_CALL_PREFIX = relayPrefix()
 
 /**
  * The largest message a relay call carries, in UTF-8 bytes: ntfy's default `message-size-limit`.

@@ -10,26 +10,20 @@
  * ConnectionFailed) when it did not take the message, so the sending node can report it.
  */
 import { Context, Effect, Layer } from "effect"
-import { Coordination } from "../coordination/Coordination.js"
 import { type Refused, refuse } from "../Refused.js"
 import { PlatformRelay } from "./PlatformRelay.js"
-import { messageOfRelay, type RelayedHeaders, relaySignedBody } from "./RelayCall.js"
+import { messageOfRelay, type RelayedHeaders } from "./RelayCall.js"
 
-export type RelayCallCode = "COORDINATION_REFUSED" | "PUSH_NOT_CONFIGURED" | "PUSH_PROVIDER_REFUSED"
+export type RelayCallCode = "PUSH_NOT_CONFIGURED" | "PUSH_PROVIDER_REFUSED"
 
 export interface RelayCall {
-  /** The request's path as received (the topic is in it; the MAC covers it). */
-  readonly path: string
   readonly topic: string
   readonly body: string
   readonly relayed: RelayedHeaders
-  /** Every header as received: the coordination headers are read from them. */
-  readonly headers: Readonly<Record<string, string | undefined>>
-  readonly remoteAddress: string | undefined
 }
 
 export interface RelayCallReceiverService {
-  /** Verifies the call and publishes it here; the relay's message id when it gave one. */
+  /** Publishes a verified call here; the relay's message id when it gave one. */
   readonly receive: (call: RelayCall) => Effect.Effect<{ readonly id: string | undefined }, Refused<RelayCallCode>>
 }
 
@@ -37,20 +31,10 @@ export class RelayCallReceiver extends Context.Tag("portico/RelayCallReceiver")<
   static readonly Live = Layer.effect(
     RelayCallReceiver,
     Effect.gen(function* () {
-      const coordination = yield* Coordination
       const platform = yield* PlatformRelay
       return {
         receive: (call) =>
           Effect.gen(function* () {
-            const refused = yield* coordination.verify(
-              "POST",
-              call.path,
-              relaySignedBody(call.body, call.relayed),
-              call.headers,
-              call.remoteAddress,
-              false
-            )
-            if (refused !== undefined) return yield* Effect.fail(refuse("COORDINATION_REFUSED", refused))
             if (platform.url === undefined) {
               return yield* Effect.fail(
                 refuse("PUSH_NOT_CONFIGURED", "this node has no platform relay", "set PORTICO_PUSH_RELAY_URL on this node, or leave it out of PORTICO_PEERS")
@@ -72,5 +56,5 @@ export class RelayCallReceiver extends Context.Tag("portico/RelayCallReceiver")<
   )
 
   /** The Live layer over the test doubles of what it reads (docs/architecture.md "Test doubles"). */
-  static readonly Test = Layer.suspend(() => RelayCallReceiver.Live.pipe(Layer.provide(Layer.mergeAll(Coordination.Test, PlatformRelay.Test))))
+  static readonly Test = Layer.suspend(() => RelayCallReceiver.Live.pipe(Layer.provide(PlatformRelay.Test)))
 }

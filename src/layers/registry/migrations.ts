@@ -473,5 +473,23 @@ export const migrations: ReadonlyArray<Migration> = [
       // Pending claims lapse a while after their add; each add deletes the lapsed ones by this.
       `CREATE INDEX IF NOT EXISTS deployment_domains_pending ON deployment_domains (created_at) WHERE verified_at IS NULL`
     ]
+  },
+  {
+    id: 15,
+    name: "deployment_teardowns",
+    statements: [
+      // A dynamic app deleted through another gateway while its home node did not answer
+      // (docs/deployments.md, "Several gateways"): written in the batch that removes its records,
+      // carried out (process stopped, instance directory removed) and removed by its home node's
+      // gateway at start and periodically.
+      `CREATE TABLE IF NOT EXISTS deployment_teardowns (
+        deployment_id TEXT PRIMARY KEY,
+        home_node TEXT NOT NULL,
+        namespace TEXT NOT NULL,
+        name TEXT NOT NULL,
+        created_at INTEGER NOT NULL
+      )`,
+      `CREATE INDEX IF NOT EXISTS deployment_teardowns_node ON deployment_teardowns (home_node)`
+    ]
   }
 ]

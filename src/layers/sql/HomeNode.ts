@@ -1,6 +1,6 @@
 /**
  * A node-local database lives on its home node; a request for it that reaches another gateway is
- * forwarded there over the cluster's private overlay (`/v1/internal/sqlite/*`, coordination MAC),
+ * forwarded there over the cluster's private overlay (the internal routes `sqlite*`, coordination MAC),
  * with the caller as this gateway resolved and authorized it. The home node's answer, success or
  * refusal, goes back to the client as it came; a home node that is not configured or does not
  * answer in time is the spec's 503 HOME_NODE_UNREACHABLE with Retry-After.
@@ -9,15 +9,13 @@ import { Duration, Effect, Schema } from "effect"
 import { Code, SqlRefusals, type SqlCode } from "../../domain/Errors.js"
 import { ForwardedPrincipal, type Principal, toPrincipal } from "../../domain/Principal.js"
 import type { CoordinationService } from "../coordination/Coordination.js"
+import { internalPath } from "../coordination/InternalClient.js"
 import { refuse, type SqlRefused } from "./SqlRefused.js"
 
 export { ForwardedPrincipal, toPrincipal }
 
-export const FORWARD_PATHS = {
-  query: "/v1/internal/sqlite/query",
-  delete: "/v1/internal/sqlite/delete",
-  backup: "/v1/internal/sqlite/backup"
-} as const
+/** The internal route of each forwarded operation. */
+const FORWARD_ROUTES = { query: "sqliteQuery", delete: "sqliteDelete", backup: "sqliteBackup" } as const
 
 /** The caller, carried to the home node (the MAC vouches for it). */
 const Envelope = Schema.parseJson(Schema.Struct({ error: Schema.String, code: Schema.String, hint: Schema.optional(Schema.String) }))
@@ -33,12 +31,12 @@ const unreachable = (home: string) =>
 export const forwardToHome = (
   coordination: CoordinationService,
   home: string,
-  op: keyof typeof FORWARD_PATHS,
+  op: keyof typeof FORWARD_ROUTES,
   caller: Principal,
   payload: Readonly<Record<string, unknown>>,
   timeoutMs: number
 ): Effect.Effect<string, SqlRefused> =>
-  coordination.post(home, FORWARD_PATHS[op], { ...payload, principal: caller }, Duration.millis(timeoutMs)).pipe(
+  coordination.post(home, internalPath(FORWARD_ROUTES[op]), { ...payload, principal: caller }, Duration.millis(timeoutMs)).pipe(
     Effect.mapError(() => unreachable(home)),
     Effect.flatMap((answer) => {
       if (answer.status === 200 || answer.status === 201) return Effect.succeed(answer.text)

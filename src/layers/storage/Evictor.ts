@@ -7,10 +7,10 @@
  */
 import { Context, Data, Duration, Effect, Layer, Option, Schema } from "effect"
 import { Coordination } from "../coordination/Coordination.js"
+import { internalClient } from "../coordination/InternalClient.js"
 import { PorticoConfig } from "../config/PorticoConfig.js"
 import { ContentIndex } from "./ContentIndex.js"
 
-export const EVICT_PATH = "/v1/internal/storage/evict"
 const PEER_TIMEOUT = Duration.seconds(10)
 const confirmed = Schema.decodeUnknownOption(Schema.parseJson(Schema.Struct({ evicted: Schema.Boolean })))
 
@@ -33,12 +33,12 @@ export class Evictor extends Context.Tag("portico/Evictor")<Evictor, EvictorServ
     Evictor,
     Effect.gen(function* () {
       const index = yield* ContentIndex
-      const coordination = yield* Coordination
+      const internal = internalClient(yield* Coordination)
       const config = yield* PorticoConfig
       const peers = [...config.peers.keys()]
 
       const askPeer = (nodeId: string, cid: string) =>
-        coordination.post(nodeId, EVICT_PATH, { cid }, PEER_TIMEOUT).pipe(
+        internal.call(nodeId, "evict", { cid }, PEER_TIMEOUT).pipe(
           Effect.tap((answer) =>
             answer.status === 200 ? Effect.void : Effect.logWarning(`eviction on ${nodeId} not confirmed: it answered ${answer.status} ${answer.text.slice(0, 200)}`)
           ),

@@ -12,6 +12,7 @@ import { Code } from "../../../domain/Errors.js"
 import type { Principal } from "../../../domain/Principal.js"
 import { Audit } from "../../audit/Audit.js"
 import { Coordination } from "../../coordination/Coordination.js"
+import { internalClient } from "../../coordination/InternalClient.js"
 import { PorticoConfig } from "../../config/PorticoConfig.js"
 import { RegistryStore } from "../../registry/RegistryStore.js"
 import { refuse } from "../../Refused.js"
@@ -53,14 +54,11 @@ export interface NamespaceBackupsService {
   /** Restores an archive sealed to `restoreKey` into the caller's namespace, which must be empty. */
   readonly restore: (caller: Principal, body: Stream.Stream<Uint8Array, unknown>) => Effect.Effect<RestoredNamespace, BackupRefused>
   /**
-   * The home node's half of a backup taken on another gateway (`COPY_PATH`): a consistent copy of
+   * The home node's half of a backup taken on another gateway (the internal route `sqliteCopy`): a consistent copy of
    * one of the owner's databases homed here, into a file of the request's scope.
    */
   readonly copyHere: (caller: Principal, name: string) => Effect.Effect<{ readonly file: string; readonly size: number }, BackupRefused, Scope.Scope>
 }
-
-/** Where a gateway taking a backup asks a database's home node for its copy. */
-export const COPY_PATH = "/v1/internal/sqlite/copy"
 
 /** Length of the end entry's body: the attestation, an HMAC-SHA-256 in base64url. */
 export const ATTESTATION_BYTES = 43
@@ -117,7 +115,7 @@ export class NamespaceBackups extends Context.Tag("portico/NamespaceBackups")<Na
 
       /** The copy of a database homed on another gateway, asked of it over the overlay (MAC v2). */
       const copyFromHome = (home: string, caller: Principal, name: string, dest: string) =>
-        coordination.postToFile(home, COPY_PATH, { principal: caller, database_name: name }, Duration.millis(config.sql.transferBudgetMs), dest, caps.maxBytes).pipe(
+        internalClient(coordination).callToFile(home, "sqliteCopy", { principal: caller, database_name: name }, Duration.millis(config.sql.transferBudgetMs), dest, caps.maxBytes).pipe(
           Effect.mapError((e) =>
             e.tooLarge === true
               ? refuse(Code.PAYLOAD_TOO_LARGE, `the namespace's data is over the backup limit of ${caps.maxBytes} bytes`)
