@@ -181,6 +181,7 @@ export class Deployments extends Context.Tag("portico/Deployments")<Deployments,
       Layer.provide(
         Layer.mergeAll(
           AppBuilds.Test,
+          Coordination.Test,
           AppHosts.Test,
           AppRuntime.Test,
           ContentIndex.Test,
