@@ -3,8 +3,9 @@
  * `portico operator add` bootstraps the first operator, who signs in to the platform realm (a
  * challenge with no namespace); invites, the operator list, the creators allowlist, settings and
  * the operator audit trail; POST /v1/namespaces under each `namespace-creation` setting and the
- * per-wallet cap; list and status; a realm token refused on namespace routes; an admin key (and a
- * token exchanged from it) of a namespace an operator owns refused on every operator route.
+ * per-wallet cap; list and status; a realm token refused on every namespace route family (403
+ * NAMESPACE_REQUIRED); an admin key (and a token exchanged from it) of a namespace an operator owns
+ * refused on every operator route.
  */
 import { Effect } from "effect"
 import { Wallet } from "ethers"
@@ -58,15 +59,59 @@ describe.each(["sqlite", "rqlite"] as const)("operators and namespace creation, 
     if (engineServer !== undefined) await Effect.runPromise(engineServer.stop)
   })
 
-  it("a realm session reaches only the wallet and operator routes", async () => {
-    const who = await gw.request("GET", "/v1/auth/whoami", { token: tokens.alice })
-    expectError(who, 401, "INVALID_TOKEN")
-    expectError(await gw.request("GET", "/v1/namespace/members", { token: tokens.alice }), 401, "INVALID_TOKEN")
+  it("a realm session reaches only the wallet and operator routes: every namespace route family answers it 403 NAMESPACE_REQUIRED", async () => {
+    const secret = "ab".repeat(32)
+    const cid = "bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku"
+    // one route of each family whose policy is neither `wallet` nor `operator`, through the
+    // fast lane where the route has one (whoami, cache get, rqlite query, sqlite query)
+    const routes: ReadonlyArray<readonly [family: string, method: string, path: string, json?: unknown]> = [
+      ["auth", "GET", "/v1/auth/whoami"],
+      ["auth (session only)", "POST", "/v1/auth/api-key", { label: "x" }],
+      ["auth (token exchange)", "POST", "/v1/auth/token"],
+      ["auth (workload renew)", "POST", "/v1/auth/renew"],
+      ["sessions", "GET", "/v1/auth/sessions"],
+      ["devices", "GET", "/v1/auth/devices"],
+      ["namespace devices", "GET", `/v1/namespace/devices?subject=${alice.address}`],
+      ["members", "GET", "/v1/namespace/members"],
+      ["keys", "GET", "/v1/namespace/keys"],
+      ["rate limit", "GET", "/v1/namespace/rate-limit"],
+      ["session policy", "GET", "/v1/namespace/session-policy"],
+      ["cors", "GET", "/v1/namespace/cors"],
+      ["audit", "GET", "/v1/audit"],
+      ["backup", "GET", "/v1/namespace/restore-key"],
+      ["deletion", "POST", "/v1/namespace/delete", { namespace: "portico" }],
+      ["transfer", "POST", "/v1/namespace/members/transfer/accept"],
+      ["cache", "POST", "/v1/cache/get", { dmap: "m", key: "k" }],
+      ["node-local databases", "GET", "/v1/db/sqlite/list"],
+      ["node-local query", "POST", "/v1/db/sqlite/query", { database_name: "db", sql: "SELECT 1" }],
+      ["cluster SQL", "POST", "/v1/rqlite/query", { sql: "SELECT 1" }],
+      ["storage", "GET", `/v1/storage/status/${cid}`],
+      ["push credentials", "GET", "/v1/namespace/push-credentials"],
+      ["push legacy config", "GET", "/v1/push/config"],
+      ["push devices", "GET", "/v1/push/devices"],
+      ["push topics", "POST", "/v1/push/topics", { topic_secret: secret, provider: "relay_push", token: "abc" }],
+      ["push topic removal", "DELETE", "/v1/push/topics", { topic_secret: secret }],
+      ["push topic send", "POST", "/v1/push/topics/send", { topic_id: "ab".repeat(32), title: "t", body: "b" }],
+      ["push send", "POST", "/v1/push/send", { user_id: "u", title: "t", body: "b" }],
+      ["deployments", "GET", "/v1/deployments/list"],
+      ["deployment runtime", "GET", "/v1/deployments/logs?name=app"],
+      ["deployment domains", "GET", "/v1/deployments/domains/list?name=app"],
+      ["proxy", "POST", "/v1/proxy/anon", { method: "GET", url: "https://example.com/" }],
+      ["schema status", "GET", "/v1/schema-status"]
+    ]
+    for (const [family, method, route, json] of routes) {
+      const reply = await gw.request(method, route, { token: tokens.alice, ...(json === undefined ? {} : { json }) })
+      expect(reply.status, `${family}: ${method} ${route}: ${reply.text}`).toBe(403)
+      expect(reply.body, `${family}: ${method} ${route}`).toEqual({
+        error: expect.stringContaining("platform sign-in token"),
+        code: "NAMESPACE_REQUIRED",
+        hint: expect.stringContaining("--namespace")
+      })
+    }
     expectError(await gw.request("GET", "/v1/operator/settings", { token: tokens.alice }), 403, "NOT_AN_OPERATOR")
     const list = await gw.request("GET", "/v1/namespace/list", { token: tokens.alice })
     expect(list.status, list.text).toBe(200)
     expect(list.body).toEqual({ namespaces: [], all: false })
-    expectError(await gw.request("POST", "/v1/auth/api-key", { token: tokens.alice, json: { label: "x" } }), 401, "INVALID_TOKEN")
 
     // a realm session refreshes like any other, into the realm again
     const c = await gw.request("POST", "/v1/auth/challenge", { json: { wallet: alice.address } })
