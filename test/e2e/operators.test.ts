@@ -164,8 +164,10 @@ describe.each(["sqlite", "rqlite"] as const)("operators and namespace creation, 
     // an offer made below the cap is refused at its acceptance once the recipient is at the cap
     const offered = await gw.request("POST", "/v1/namespace/members/transfer", { token: bobOwner, json: { wallet: alice.address } })
     expect(offered.status, offered.text).toBe(202)
-    const put = await gw.request("PUT", "/v1/operator/settings/max-namespaces-per-wallet", { token: tokens.op, json: { value: "1" } })
+    // spec §4.9: an integer (the digit string is taken too, below)
+    const put = await gw.request("PUT", "/v1/operator/settings/max-namespaces-per-wallet", { token: tokens.op, json: { value: 1 } })
     expect(put.status, put.text).toBe(200)
+    expect(put.body).toEqual({ name: "max-namespaces-per-wallet", value: "1" })
     expectError(await gw.request("POST", "/v1/namespace/members/transfer/accept", { token: await signIn(alice, "bob-shop") }), 403, "TRANSFER_REFUSED")
     expectError(await gw.request("POST", "/v1/namespaces", { token: tokens.bob, json: { name: "bob-two" } }), 403, "FORBIDDEN")
     // alice (at the cap with alice-shop) is refused bob's namespace at the offer too
@@ -194,10 +196,18 @@ describe.each(["sqlite", "rqlite"] as const)("operators and namespace creation, 
   })
 
   it("settings: bad values are 400 and not stored; GET reads them", async () => {
-    const bad: Array<[string, string]> = [
+    const bad: Array<[string, unknown]> = [
       ["namespace-creation", "everyone"],
+      ["namespace-creation", 1],
       ["max-namespaces-per-wallet", "0"],
       ["max-namespaces-per-wallet", "10001"],
+      ["max-namespaces-per-wallet", 0],
+      ["max-namespaces-per-wallet", 10001],
+      ["max-namespaces-per-wallet", 2.5],
+      ["max-namespaces-per-wallet", "5.0"],
+      ["max-namespaces-per-wallet", true],
+      ["max-namespaces-per-wallet", null],
+      ["max-namespaces-per-wallet", [5]],
       ["auto-update", "sometimes"],
       ["update-channel", "Stable"],
       ["update-channel", "x".repeat(33)],
@@ -206,13 +216,31 @@ describe.each(["sqlite", "rqlite"] as const)("operators and namespace creation, 
       ["release-repo", "http://example.test/repo"]
     ]
     for (const [name, value] of bad) {
-      expectError(await gw.request("PUT", `/v1/operator/settings/${name}`, { token: tokens.op, json: { value } }), 400, "VALIDATION_FAILED")
+      const reply = await gw.request("PUT", `/v1/operator/settings/${name}`, { token: tokens.op, json: { value } })
+      expectError(reply, 400, "VALIDATION_FAILED")
+      expect(reply.body.error, `${name} ${JSON.stringify(value)}`).toMatch(new RegExp(`^value: ${name} is `))
     }
-    expectError(await gw.request("PUT", "/v1/operator/settings/colour", { token: tokens.op, json: { value: "x" } }), 404, "NOT_FOUND")
-    for (const [name, value] of [["auto-update", "notify"], ["update-channel", "beta-2"], ["update-window", "02-04"], ["release-repo", "https://example.test/portico"]]) {
+    // no such setting: no such route, for either method
+    expectError(await gw.request("PUT", "/v1/operator/settings/colour", { token: tokens.op, json: { value: "x" } }), 404, "ROUTE_NOT_FOUND")
+    expectError(await gw.request("GET", "/v1/operator/settings/colour", { token: tokens.op }), 404, "ROUTE_NOT_FOUND")
+    // nothing of the refused values was stored, and none was audited
+    expect((await gw.request("GET", "/v1/operator/settings/max-namespaces-per-wallet", { token: tokens.op })).body.value).toBe("10")
+    const good: Array<[string, unknown, string]> = [
+      ["auto-update", "notify", "notify"],
+      ["update-channel", "beta-2", "beta-2"],
+      ["update-window", "02-04", "02-04"],
+      ["release-repo", "https://example.test/portico", "https://example.test/portico"],
+      ["max-namespaces-per-wallet", 10000, "10000"],
+      ["max-namespaces-per-wallet", "10", "10"]
+    ]
+    for (const [name, value, stored] of good) {
       const ok = await gw.request("PUT", `/v1/operator/settings/${name}`, { token: tokens.op, json: { value } })
       expect(ok.status, ok.text).toBe(200)
+      expect(ok.body).toEqual({ name, value: stored })
     }
+    const audited = await gw.request("GET", "/v1/operator/audit?limit=200", { token: tokens.op })
+    const values = audited.body.entries.filter((e: any) => e.action === "settings.set" && e.target === "max-namespaces-per-wallet").map((e: any) => e.detail.value)
+    expect(values.slice(0, 2)).toEqual(["10", "10000"])
     const all = await gw.request("GET", "/v1/operator/settings", { token: tokens.op })
     expect(all.body.settings).toEqual({
       "namespace-creation": "open",

@@ -9,8 +9,9 @@ import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import { Schema } from "effect"
-import { OperatorRefusals, Wire, wiresOf } from "../../domain/Errors.js"
+import { OperatorRefusals, wiresOf } from "../../domain/Errors.js"
 import { Wallet } from "../../domain/Names.js"
+import { SETTING_VALUES, type SettingName } from "../../domain/OperatorSettings.js"
 import { Authentication } from "../Gates.js"
 import { operator, wallet } from "../Policy.js"
 import { RoutePolicy } from "../RouteFacts.js"
@@ -54,8 +55,30 @@ export const CreatorChanged = Schema.Struct({ wallet: Schema.String, changed: Sc
 export const SettingsView = Schema.Struct({
   settings: Schema.Record({ key: Schema.String, value: Schema.String })
 }).annotations({ identifier: "OperatorSettings" })
-export const SetSetting = strict(Schema.Struct({ value: Schema.String.pipe(Schema.maxLength(2048)) })).annotations({ identifier: "SetSetting" })
-export const SettingView = Schema.Struct({ name: Schema.String, value: Schema.String }).annotations({ identifier: "OperatorSetting" })
+export const SettingView = Schema.Struct({
+  name: Schema.String,
+  value: Schema.String.annotations({ description: "as stored: text, max-namespaces-per-wallet as its decimal digits" })
+}).annotations({ identifier: "OperatorSetting" })
+
+/**
+ * A setting's two routes, `GET` and `PUT /v1/operator/settings/<name>`, the PUT's body `{value}`
+ * under the setting's own rule (src/domain/OperatorSettings.ts), so the document states each
+ * setting's values and a value outside them is 400 VALIDATION_FAILED before the handler. Fixed
+ * paths rather than one `{name}` route: one route can state only one schema for every setting.
+ */
+const settingRoutes = <const Id extends string, const Name extends SettingName>(id: Id, name: Name) =>
+  [
+    HttpApiEndpoint.get(`get${id}`, `/v1/operator/settings/${name}`).addSuccess(SettingView),
+    HttpApiEndpoint.put(`put${id}`, `/v1/operator/settings/${name}`)
+      .setPayload(strict(Schema.Struct({ value: SETTING_VALUES[name] })).annotations({ identifier: `Set${id}` }))
+      .addSuccess(SettingView)
+  ] as const
+const namespaceCreation = settingRoutes("NamespaceCreation", "namespace-creation")
+const namespacesPerWallet = settingRoutes("MaxNamespacesPerWallet", "max-namespaces-per-wallet")
+const autoUpdate = settingRoutes("AutoUpdate", "auto-update")
+const updateChannel = settingRoutes("UpdateChannel", "update-channel")
+const updateWindow = settingRoutes("UpdateWindow", "update-window")
+const releaseRepo = settingRoutes("ReleaseRepo", "release-repo")
 
 export const AuditQuery = Schema.Struct({
   limit: Schema.optional(Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 200))).annotations({ description: "1-200, default 50" }),
@@ -104,7 +127,6 @@ export const TelemetryQuery = Schema.Struct({
   })
 })
 
-const settingParam = HttpApiSchema.param("name", Schema.String.pipe(Schema.pattern(/^[a-z-]{1,64}$/)))
 const walletParam = HttpApiSchema.param("wallet", Wallet)
 
 export class OperatorGroup extends HttpApiGroup.make("operator")
@@ -116,8 +138,18 @@ export class OperatorGroup extends HttpApiGroup.make("operator")
   .add(HttpApiEndpoint.post("addCreator", "/v1/operator/creators").setPayload(CreatorWallet).addSuccess(CreatorChanged))
   .add(HttpApiEndpoint.del("removeCreator")`/v1/operator/creators/${walletParam}`.addSuccess(CreatorChanged))
   .add(HttpApiEndpoint.get("getSettings", "/v1/operator/settings").addSuccess(SettingsView))
-  .add(HttpApiEndpoint.get("getSetting")`/v1/operator/settings/${settingParam}`.addSuccess(SettingView).addError(Wire.NotFound))
-  .add(HttpApiEndpoint.put("putSetting")`/v1/operator/settings/${settingParam}`.setPayload(SetSetting).addSuccess(SettingView).addError(Wire.NotFound))
+  .add(namespaceCreation[0])
+  .add(namespaceCreation[1])
+  .add(namespacesPerWallet[0])
+  .add(namespacesPerWallet[1])
+  .add(autoUpdate[0])
+  .add(autoUpdate[1])
+  .add(updateChannel[0])
+  .add(updateChannel[1])
+  .add(updateWindow[0])
+  .add(updateWindow[1])
+  .add(releaseRepo[0])
+  .add(releaseRepo[1])
   .add(HttpApiEndpoint.get("operatorAudit", "/v1/operator/audit").setUrlParams(AuditQuery).addSuccess(OperatorAuditPage))
   .add(HttpApiEndpoint.get("operatorHealth", "/v1/operator/health").addSuccess(OperatorHealthView))
   .add(

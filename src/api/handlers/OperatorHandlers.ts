@@ -1,8 +1,7 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Effect, Stream } from "effect"
-import { refusal } from "../../domain/Errors.js"
-import { isSettingName, SETTING_NAMES } from "../../domain/OperatorSettings.js"
+import type { SettingName } from "../../domain/OperatorSettings.js"
 import { CurrentPrincipal } from "../../domain/Principal.js"
 import { OperatorAudit } from "../../layers/operators/OperatorAudit.js"
 import { OperatorHealth } from "../../layers/operators/OperatorHealth.js"
@@ -12,14 +11,16 @@ import { PorticoApi } from "../Api.js"
 import { toUnixSeconds } from "../Wire.js"
 import { refusedOrDown } from "./Refusals.js"
 
-const noSetting = (name: string) => refusal("NOT_FOUND", `no setting ${name}`, `settings: ${SETTING_NAMES.join(", ")}`)
-
 export const OperatorHandlers = HttpApiBuilder.group(PorticoApi, "operator", (handlers) =>
   Effect.gen(function* () {
     const ops = yield* Operators
     const audit = yield* OperatorAudit
     const health = yield* OperatorHealth
     const actor = Effect.map(CurrentPrincipal, (p) => p.subject)
+    const read = (name: SettingName) => Effect.map(Effect.mapError(ops.setting(name), refusedOrDown), (value) => ({ name, value }))
+    // `value` is the route's decoded value: the text the registry stores
+    const write = (name: SettingName, value: string) =>
+      Effect.flatMap(actor, (by) => Effect.as(Effect.mapError(ops.set(name, value, by), refusedOrDown), { name, value }))
     return handlers
       .handle("makeInvite", ({ payload }) =>
         Effect.flatMap(actor, (by) =>
@@ -52,16 +53,18 @@ export const OperatorHandlers = HttpApiBuilder.group(PorticoApi, "operator", (ha
         Effect.flatMap(actor, (by) => Effect.map(Effect.mapError(ops.removeCreator(path.wallet, by), refusedOrDown), (changed) => ({ wallet: path.wallet, changed })))
       )
       .handle("getSettings", () => Effect.map(Effect.mapError(ops.settings, refusedOrDown), (settings) => ({ settings })))
-      .handle("getSetting", ({ path }) =>
-        isSettingName(path.name)
-          ? Effect.map(Effect.mapError(ops.setting(path.name), refusedOrDown), (value) => ({ name: path.name, value }))
-          : Effect.fail(noSetting(path.name))
-      )
-      .handle("putSetting", ({ path, payload }) =>
-        Effect.flatMap(actor, (by) =>
-          Effect.as(Effect.mapError(ops.set(path.name, payload.value, by), refusedOrDown), { name: path.name, value: payload.value })
-        )
-      )
+      .handle("getNamespaceCreation", () => read("namespace-creation"))
+      .handle("putNamespaceCreation", ({ payload }) => write("namespace-creation", payload.value))
+      .handle("getMaxNamespacesPerWallet", () => read("max-namespaces-per-wallet"))
+      .handle("putMaxNamespacesPerWallet", ({ payload }) => write("max-namespaces-per-wallet", payload.value))
+      .handle("getAutoUpdate", () => read("auto-update"))
+      .handle("putAutoUpdate", ({ payload }) => write("auto-update", payload.value))
+      .handle("getUpdateChannel", () => read("update-channel"))
+      .handle("putUpdateChannel", ({ payload }) => write("update-channel", payload.value))
+      .handle("getUpdateWindow", () => read("update-window"))
+      .handle("putUpdateWindow", ({ payload }) => write("update-window", payload.value))
+      .handle("getReleaseRepo", () => read("release-repo"))
+      .handle("putReleaseRepo", ({ payload }) => write("release-repo", payload.value))
       .handle("operatorHealth", () => Effect.map(health.report, (r) => ({ ...r, namespaces: r.namespaces ?? null })))
       .handle("telemetryStream", ({ urlParams }) =>
         Effect.succeed(
