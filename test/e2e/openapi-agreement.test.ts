@@ -120,7 +120,8 @@ describe("the served OpenAPI document and the server agree", () => {
     setting("update-window", "22-04", "across midnight"),
     setting("update-window", "", "empty"),
     setting("release-repo", "https://example.test/portico", "an https URL"),
-    setting("release-repo", "", "empty")
+    setting("release-repo", "", "empty"),
+    { name: "a health page of 1000", method: "GET", path: "/v1/operator/health", operation: ["get", "/v1/operator/health"], query: { limit: "1000" }, operator: true }
   ]
 
   const violating: ReadonlyArray<Case> = [
@@ -171,7 +172,8 @@ describe("the served OpenAPI document and the server agree", () => {
     setting("update-window", "24-03", "past hour 23"),
     setting("update-window", "3-4", "in single digits"),
     setting("release-repo", "http://example.test/repo", "over plain http"),
-    setting("release-repo", 5, "a number")
+    setting("release-repo", 5, "a number"),
+    { name: "a health page past 1000", method: "GET", path: "/v1/operator/health", operation: ["get", "/v1/operator/health"], query: { limit: "1001" }, operator: true }
   ]
 
   it.each(conforming.map((c) => [c.name, c] as const))("accepts what the document accepts: %s", async (_, c) => {

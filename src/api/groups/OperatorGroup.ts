@@ -15,6 +15,7 @@ import { SETTING_VALUES, type SettingName } from "../../domain/OperatorSettings.
 import { Authentication } from "../Gates.js"
 import { operator, wallet } from "../Policy.js"
 import { RoutePolicy } from "../RouteFacts.js"
+import { NameKeyedPage, NextCursor } from "../Paging.js"
 import { strict, UnixSeconds } from "../Wire.js"
 
 export const MakeInvite = strict(
@@ -103,19 +104,53 @@ const Check = Schema.Struct({
   latency_ms: Schema.Number,
   error: Schema.optional(Schema.String).annotations({ description: "the check's error text (the open health routes hide it)" })
 })
-export const OperatorHealthView = Schema.Struct({
+/** What a node's health report and its telemetry snapshot share: the checks and the counts. */
+const healthSummary = {
   status: Schema.Literal("ok", "degraded"),
   node: Schema.String,
   version: Schema.String,
   uptime_seconds: Schema.Int,
   registry_engine: Schema.String,
-  namespaces: Schema.NullOr(Schema.Int).annotations({ description: "namespaces hosted; null when the registry could not be read" }),
+  namespaces: Schema.NullOr(Schema.Int).annotations({ description: "how many namespaces are hosted; null when the registry could not be read" }),
   checks: Schema.Record({ key: Schema.String, value: Check })
+}
+
+const HostedNamespace = Schema.Struct({
+  name: Schema.String,
+  owner: Schema.NullOr(Schema.String),
+  created_at: UnixSeconds
+}).annotations({ identifier: "HostedNamespace" })
+
+const AppPort = Schema.Struct({
+  port: Schema.Int,
+  namespace: Schema.String,
+  deployment: Schema.String.annotations({ description: "the deployment's name" }),
+  deployment_id: Schema.String,
+  status: Schema.String.annotations({ description: "the deployment record's status: a failed or stopped app keeps its port" })
+}).annotations({ identifier: "AppPort" })
+
+const NodePorts = Schema.Struct({
+  gateway: Schema.NullOr(Schema.Struct({ host: Schema.String, port: Schema.Int })).annotations({
+    description: "the gateway's own listening socket (HTTP API, apps' hosts and the proxy's WebSockets all on it)"
+  }),
+  app_range: Schema.Struct({ first: Schema.Int, last: Schema.Int }).annotations({ description: "where app ports are drawn from (PORTICO_APP_PORTS)" }),
+  apps: Schema.NullOr(Schema.Array(AppPort)).annotations({
+    description: "every app port of the deployment records homed on this node, by port (at most one per port of the range); null when the registry could not be read"
+  })
+}).annotations({ identifier: "NodePorts" })
+
+export const OperatorHealthView = Schema.Struct({
+  ...healthSummary,
+  hosted_namespaces: Schema.NullOr(Schema.Array(HostedNamespace)).annotations({
+    description: "one page of the hosted namespaces, by name (limit, cursor); null when the registry could not be read"
+  }),
+  next_cursor: NextCursor,
+  ports: NodePorts
 }).annotations({ identifier: "OperatorHealth" })
 
-/** One node's telemetry snapshot: its health report with the process's figures. */
+/** One node's telemetry snapshot: its health report's checks and counts with the process's figures. */
 export const NodeSnapshot = Schema.Struct({
-  ...OperatorHealthView.fields,
+  ...healthSummary,
   at: Schema.Int.annotations({ description: "Unix milliseconds" }),
   memory_rss_bytes: Schema.Int,
   heap_used_bytes: Schema.Int
@@ -151,7 +186,7 @@ export class OperatorGroup extends HttpApiGroup.make("operator")
   .add(releaseRepo[0])
   .add(releaseRepo[1])
   .add(HttpApiEndpoint.get("operatorAudit", "/v1/operator/audit").setUrlParams(AuditQuery).addSuccess(OperatorAuditPage))
-  .add(HttpApiEndpoint.get("operatorHealth", "/v1/operator/health").addSuccess(OperatorHealthView))
+  .add(HttpApiEndpoint.get("operatorHealth", "/v1/operator/health").setUrlParams(NameKeyedPage).addSuccess(OperatorHealthView))
   .add(
     HttpApiEndpoint.get("telemetryStream", "/v1/operator/telemetry/stream")
       .setUrlParams(TelemetryQuery)

@@ -4,12 +4,26 @@ import { Effect, Stream } from "effect"
 import type { SettingName } from "../../domain/OperatorSettings.js"
 import { CurrentPrincipal } from "../../domain/Principal.js"
 import { OperatorAudit } from "../../layers/operators/OperatorAudit.js"
-import { OperatorHealth } from "../../layers/operators/OperatorHealth.js"
+import { OperatorHealth, type OperatorHealthDetail } from "../../layers/operators/OperatorHealth.js"
 import { TELEMETRY_INTERVAL_DEFAULT, telemetryEvents } from "../../layers/operators/Telemetry.js"
 import { INVITE_MAX_SECONDS, Operators } from "../../layers/operators/Operators.js"
 import { PorticoApi } from "../Api.js"
+import { nextCursorOf, pageRequest } from "../Paging.js"
 import { toUnixSeconds } from "../Wire.js"
 import { refusedOrDown } from "./Refusals.js"
+
+/** The health detail on the wire: what could not be read is null. */
+const healthView = ({ hosted, ports, ...report }: OperatorHealthDetail) => ({
+  ...report,
+  namespaces: report.namespaces ?? null,
+  hosted_namespaces: hosted?.items.map((n) => ({ name: n.name, owner: n.owner ?? null, created_at: toUnixSeconds(n.createdAt) })) ?? null,
+  next_cursor: hosted === undefined ? null : nextCursorOf(hosted),
+  ports: {
+    gateway: ports.gateway ?? null,
+    app_range: ports.appRange,
+    apps: ports.apps?.map((a) => ({ port: a.port, namespace: a.namespace, deployment: a.deployment, deployment_id: a.deploymentId, status: a.status })) ?? null
+  }
+})
 
 export const OperatorHandlers = HttpApiBuilder.group(PorticoApi, "operator", (handlers) =>
   Effect.gen(function* () {
@@ -65,7 +79,7 @@ export const OperatorHandlers = HttpApiBuilder.group(PorticoApi, "operator", (ha
       .handle("putUpdateWindow", ({ payload }) => write("update-window", payload.value))
       .handle("getReleaseRepo", () => read("release-repo"))
       .handle("putReleaseRepo", ({ payload }) => write("release-repo", payload.value))
-      .handle("operatorHealth", () => Effect.map(health.report, (r) => ({ ...r, namespaces: r.namespaces ?? null })))
+      .handle("operatorHealth", ({ urlParams }) => Effect.map(health.detail(pageRequest(urlParams)), healthView))
       .handle("telemetryStream", ({ urlParams }) =>
         Effect.succeed(
           HttpServerResponse.stream(
