@@ -11,6 +11,7 @@ import { Effect } from "effect"
 import { Wallet } from "ethers"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as path from "node:path"
+import { WebSocket } from "ws"
 import { ensureDist, runPortico } from "../support/cli.js"
 import { type Gateway, type Reply, startGateway } from "../support/gateway.js"
 import { hasRqlited, type RqlitedServer, rqlitedMissingMessage, startRqlited } from "../support/rqlited.js"
@@ -108,6 +109,19 @@ describe.each(["sqlite", "rqlite"] as const)("operators and namespace creation, 
         hint: expect.stringContaining("--namespace")
       })
     }
+    // the proxy's WebSocket handshake asks the same gate
+    const handshake = await new Promise<{ status: number; body: any }>((resolve, reject) => {
+      const ws = new WebSocket(`ws://127.0.0.1:${gw.port}/v1/proxy/tunnel?host=example.com&port=443`, { headers: { authorization: `Bearer ${tokens.alice}` } })
+      ws.on("open", () => reject(new Error("a realm token opened a tunnel")))
+      ws.on("unexpected-response", (_req, res) => {
+        let text = ""
+        res.on("data", (c: Buffer) => (text += c.toString()))
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) }))
+      })
+      ws.on("error", reject)
+    })
+    expect(handshake.status, JSON.stringify(handshake.body)).toBe(403)
+    expect(handshake.body.code).toBe("NAMESPACE_REQUIRED")
     expectError(await gw.request("GET", "/v1/operator/settings", { token: tokens.alice }), 403, "NOT_AN_OPERATOR")
     const list = await gw.request("GET", "/v1/namespace/list", { token: tokens.alice })
     expect(list.status, list.text).toBe(200)
