@@ -27,6 +27,7 @@ const refusals = Schema.Union(
   Wire.ControlPlaneRequired,
   Wire.OwnerRequired,
   Wire.NotAnOperator,
+  Wire.NamespaceRequired,
   Wire.RateLimited,
   Wire.Unavailable,
   Wire.Internal

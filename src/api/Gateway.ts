@@ -226,11 +226,13 @@ export const gatewayListener = (settings: PorticoSettings) =>
       closeIdleAppConnections: routing.closeIdleConnections,
       closeAllAppConnections: routing.closeAllConnections,
       /**
-       * Tells the proxy the port the server listens on, so it never proxies to it, and the app
-       * runtime, which then knows the gateway's address for the apps and resumes this node's apps.
+       * Tells the proxy the port the server listens on, so it never proxies to it, the app
+       * runtime, which then knows the gateway's address for the apps and resumes this node's apps,
+       * and the operator health report, which lists it among the node's ports.
        */
       listeningOn: (port: number) => {
         ownPort = port
+        Effect.runSync(Context.get(context, OperatorHealth).listening(port))
         Effect.runFork(Context.get(context, AppRuntime).listening(port))
       }
     })

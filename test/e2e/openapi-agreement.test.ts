@@ -19,6 +19,8 @@ interface Case {
   readonly query?: Record<string, string>
   /** A rule the document names as a format (a checksum no pattern can check): the pattern admits it. */
   readonly format?: string
+  /** Sent with an operator's session rather than the namespace's key. */
+  readonly operator?: true
 }
 
 const pointer = (...parts: ReadonlyArray<string>) => parts.map((p) => p.replace(/~/g, "~0").replace(/\//g, "~1")).join("/")
@@ -26,12 +28,18 @@ const pointer = (...parts: ReadonlyArray<string>) => parts.map((p) => p.replace(
 describe("the served OpenAPI document and the server agree", () => {
   let gw: Gateway
   let key: string
+  let operatorToken: string
   let ajv: InstanceType<typeof Ajv2020>
   let doc: any
 
   beforeAll(async () => {
     gw = await startGateway({ env: { PORTICO_RATE_LIMIT_NAMESPACE_RPS: "500", PORTICO_RATE_LIMIT_NAMESPACE_BURST: "900" } })
     key = (await gw.cli(["namespace", "create", "agree"])).api_key
+    const operator = Wallet.createRandom()
+    await gw.cli(["operator", "add", operator.address])
+    const challenged = await gw.request("POST", "/v1/auth/challenge", { json: { wallet: operator.address } })
+    const signature = await operator.signMessage(challenged.body.message)
+    operatorToken = (await gw.request("POST", "/v1/auth/verify", { json: { message: challenged.body.message, signature } })).body.access_token
     doc = (await gw.request("GET", "/v1/openapi.json")).body
     ajv = new Ajv2020({ strict: false, validateFormats: false, allErrors: true })
     ajv.addSchema(doc, "doc")
@@ -59,7 +67,7 @@ describe("the served OpenAPI document and the server agree", () => {
 
   const send = (c: Case) =>
     gw.request(c.method, c.path + (c.query === undefined ? "" : "?" + new URLSearchParams(c.query).toString()), {
-      token: key,
+      token: c.operator === true ? operatorToken : key,
       ...(c.json === undefined ? {} : { json: c.json })
     })
 
@@ -71,6 +79,15 @@ describe("the served OpenAPI document and the server agree", () => {
   const limit = ["put", "/v1/namespace/rate-limit"] as const
   const audit = ["get", "/v1/audit"] as const
   const challenge = ["post", "/v1/auth/challenge"] as const
+  /** `PUT /v1/operator/settings/<name>` with `{value}`, as an operator. */
+  const setting = (name: string, value: unknown, label: string): Case => ({
+    name: `${name} ${label}`,
+    method: "PUT",
+    path: `/v1/operator/settings/${name}`,
+    operation: ["put", `/v1/operator/settings/${name}`],
+    json: { value },
+    operator: true
+  })
 
   const conforming: ReadonlyArray<Case> = [
     { name: "an EIP-55 wallet", method: "POST", path: "/v1/namespace/members", operation: members, json: { wallet, role: "reader" } },
@@ -93,7 +110,18 @@ describe("the served OpenAPI document and the server agree", () => {
       method: "DELETE",
       path: "/v1/storage/fetch-caps/" + "0".repeat(32),
       operation: ["delete", "/v1/storage/fetch-caps/{id}"]
-    }
+    },
+    setting("max-namespaces-per-wallet", 10000, "as a JSON integer (spec §4.9)"),
+    setting("max-namespaces-per-wallet", 1, "at its least"),
+    setting("max-namespaces-per-wallet", "10000", "as decimal digits"),
+    setting("namespace-creation", "allowlist", "one of its three"),
+    setting("auto-update", "notify", "one of its three"),
+    setting("update-channel", "beta-2", "of a-z, 0-9 and -"),
+    setting("update-window", "22-04", "across midnight"),
+    setting("update-window", "", "empty"),
+    setting("release-repo", "https://example.test/portico", "an https URL"),
+    setting("release-repo", "", "empty"),
+    { name: "a health page of 1000", method: "GET", path: "/v1/operator/health", operation: ["get", "/v1/operator/health"], query: { limit: "1000" }, operator: true }
   ]
 
   const violating: ReadonlyArray<Case> = [
@@ -129,7 +157,23 @@ describe("the served OpenAPI document and the server agree", () => {
       path: "/v1/auth/challenge",
       operation: challenge,
       json: { wallet, namespace: "agree", device_id: "A".repeat(42) + "B" }
-    }
+    },
+    setting("max-namespaces-per-wallet", 10001, "past 10000"),
+    setting("max-namespaces-per-wallet", 0, "of 0"),
+    setting("max-namespaces-per-wallet", 1.5, "not whole"),
+    setting("max-namespaces-per-wallet", "010", "with a leading zero"),
+    setting("max-namespaces-per-wallet", "10001", "past 10000 as digits"),
+    setting("max-namespaces-per-wallet", true, "a boolean"),
+    setting("max-namespaces-per-wallet", null, "null"),
+    setting("namespace-creation", "everyone", "outside its three"),
+    setting("auto-update", 1, "a number"),
+    setting("update-channel", "Stable", "in capitals"),
+    setting("update-channel", "x".repeat(33), "of 33 characters"),
+    setting("update-window", "24-03", "past hour 23"),
+    setting("update-window", "3-4", "in single digits"),
+    setting("release-repo", "http://example.test/repo", "over plain http"),
+    setting("release-repo", 5, "a number"),
+    { name: "a health page past 1000", method: "GET", path: "/v1/operator/health", operation: ["get", "/v1/operator/health"], query: { limit: "1001" }, operator: true }
   ]
 
   it.each(conforming.map((c) => [c.name, c] as const))("accepts what the document accepts: %s", async (_, c) => {
@@ -162,6 +206,39 @@ describe("the served OpenAPI document and the server agree", () => {
         expect(reply.headers.get("allow")).toBe(allowed)
       }
     }
+  })
+
+  it("states each operator setting's values on its own route", async () => {
+    const valueOf = (name: string) => {
+      const body = doc.paths[`/v1/operator/settings/${name}`].put.requestBody.content["application/json"].schema
+      const schema = body.$ref === undefined ? body : doc.components.schemas[body.$ref.split("/").pop()]
+      expect(schema.required).toEqual(["value"])
+      return JSON.stringify(schema.properties.value)
+    }
+    // spec §4.9: an integer 1 to 10000 (the digit string is kept beside it)
+    expect(valueOf("max-namespaces-per-wallet")).toContain('"minimum":1')
+    expect(valueOf("max-namespaces-per-wallet")).toContain('"maximum":10000')
+    expect(valueOf("max-namespaces-per-wallet")).toMatch(/"type":"integer"|"\$ref":"#\/components\/schemas\/Int"/)
+    expect(valueOf("namespace-creation")).toContain('"enum":["operators","allowlist","open"]')
+    expect(valueOf("auto-update")).toContain('"enum":["off","notify","auto"]')
+    expect(valueOf("update-channel")).toContain("a-z0-9-")
+    expect(valueOf("update-window")).toContain('"pattern"')
+    expect(valueOf("release-repo")).toContain("https://")
+    // two hours alike: the pattern admits it, the description says why it is refused
+    const same = setting("update-window", "03-03", "of one hour")
+    expect(documentAccepts(same)).toBe(true)
+    expect(valueOf("update-window")).toContain("two different")
+    const reply = await send(same)
+    expect(reply.status, reply.text).toBe(400)
+    expect(reply.body).toEqual({
+      error: "value: update-window is HH-HH (two different UTC hours 00-23) or empty",
+      code: "VALIDATION_FAILED",
+      hint: expect.any(String)
+    })
+    // the stored form is the digits, however the number was sent
+    expect((await send(setting("max-namespaces-per-wallet", 25, "as an integer"))).body).toEqual({ name: "max-namespaces-per-wallet", value: "25" })
+    const read = await gw.request("GET", "/v1/operator/settings/max-namespaces-per-wallet", { token: operatorToken })
+    expect(read.body).toEqual({ name: "max-namespaces-per-wallet", value: "25" })
   })
 
   it("serves this gateway's rate-limit ceiling as the maximum", () => {

@@ -3,13 +3,15 @@
  * `portico operator add` bootstraps the first operator, who signs in to the platform realm (a
  * challenge with no namespace); invites, the operator list, the creators allowlist, settings and
  * the operator audit trail; POST /v1/namespaces under each `namespace-creation` setting and the
- * per-wallet cap; list and status; a realm token refused on namespace routes; an admin key (and a
- * token exchanged from it) of a namespace an operator owns refused on every operator route.
+ * per-wallet cap; list and status; a realm token refused on every namespace route family (403
+ * NAMESPACE_REQUIRED); an admin key (and a token exchanged from it) of a namespace an operator owns
+ * refused on every operator route.
  */
 import { Effect } from "effect"
 import { Wallet } from "ethers"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import * as path from "node:path"
+import { WebSocket } from "ws"
 import { ensureDist, runPortico } from "../support/cli.js"
 import { type Gateway, type Reply, startGateway } from "../support/gateway.js"
 import { hasRqlited, type RqlitedServer, rqlitedMissingMessage, startRqlited } from "../support/rqlited.js"
@@ -58,15 +60,72 @@ describe.each(["sqlite", "rqlite"] as const)("operators and namespace creation, 
     if (engineServer !== undefined) await Effect.runPromise(engineServer.stop)
   })
 
-  it("a realm session reaches only the wallet and operator routes", async () => {
-    const who = await gw.request("GET", "/v1/auth/whoami", { token: tokens.alice })
-    expectError(who, 401, "INVALID_TOKEN")
-    expectError(await gw.request("GET", "/v1/namespace/members", { token: tokens.alice }), 401, "INVALID_TOKEN")
+  it("a realm session reaches only the wallet and operator routes: every namespace route family answers it 403 NAMESPACE_REQUIRED", async () => {
+    const secret = "ab".repeat(32)
+    const cid = "bafkreihdwdcefgh4dqkjv67uzcmw7ojee6xedzdetojuzjevtenxquvyku"
+    // one route of each family whose policy is neither `wallet` nor `operator`, through the
+    // fast lane where the route has one (whoami, cache get, rqlite query, sqlite query)
+    const routes: ReadonlyArray<readonly [family: string, method: string, path: string, json?: unknown]> = [
+      ["auth", "GET", "/v1/auth/whoami"],
+      ["auth (session only)", "POST", "/v1/auth/api-key", { label: "x" }],
+      ["auth (token exchange)", "POST", "/v1/auth/token"],
+      ["auth (workload renew)", "POST", "/v1/auth/renew"],
+      ["sessions", "GET", "/v1/auth/sessions"],
+      ["devices", "GET", "/v1/auth/devices"],
+      ["namespace devices", "GET", `/v1/namespace/devices?subject=${alice.address}`],
+      ["members", "GET", "/v1/namespace/members"],
+      ["keys", "GET", "/v1/namespace/keys"],
+      ["rate limit", "GET", "/v1/namespace/rate-limit"],
+      ["session policy", "GET", "/v1/namespace/session-policy"],
+      ["cors", "GET", "/v1/namespace/cors"],
+      ["audit", "GET", "/v1/audit"],
+      ["backup", "GET", "/v1/namespace/restore-key"],
+      ["deletion", "POST", "/v1/namespace/delete", { namespace: "portico" }],
+      ["transfer", "POST", "/v1/namespace/members/transfer/accept"],
+      ["cache", "POST", "/v1/cache/get", { dmap: "m", key: "k" }],
+      ["node-local databases", "GET", "/v1/db/sqlite/list"],
+      ["node-local query", "POST", "/v1/db/sqlite/query", { database_name: "db", sql: "SELECT 1" }],
+      ["cluster SQL", "POST", "/v1/rqlite/query", { sql: "SELECT 1" }],
+      ["storage", "GET", `/v1/storage/status/${cid}`],
+      ["push credentials", "GET", "/v1/namespace/push-credentials"],
+      ["push legacy config", "GET", "/v1/push/config"],
+      ["push devices", "GET", "/v1/push/devices"],
+      ["push topics", "POST", "/v1/push/topics", { topic_secret: secret, provider: "relay_push", token: "abc" }],
+      ["push topic removal", "DELETE", "/v1/push/topics", { topic_secret: secret }],
+      ["push topic send", "POST", "/v1/push/topics/send", { topic_id: "ab".repeat(32), title: "t", body: "b" }],
+      ["push send", "POST", "/v1/push/send", { user_id: "u", title: "t", body: "b" }],
+      ["deployments", "GET", "/v1/deployments/list"],
+      ["deployment runtime", "GET", "/v1/deployments/logs?name=app"],
+      ["deployment domains", "GET", "/v1/deployments/domains/list?name=app"],
+      ["proxy", "POST", "/v1/proxy/anon", { method: "GET", url: "https://example.com/" }],
+      ["schema status", "GET", "/v1/schema-status"]
+    ]
+    for (const [family, method, route, json] of routes) {
+      const reply = await gw.request(method, route, { token: tokens.alice, ...(json === undefined ? {} : { json }) })
+      expect(reply.status, `${family}: ${method} ${route}: ${reply.text}`).toBe(403)
+      expect(reply.body, `${family}: ${method} ${route}`).toEqual({
+        error: expect.stringContaining("platform sign-in token"),
+        code: "NAMESPACE_REQUIRED",
+        hint: expect.stringContaining("--namespace")
+      })
+    }
+    // the proxy's WebSocket handshake asks the same gate
+    const handshake = await new Promise<{ status: number; body: any }>((resolve, reject) => {
+      const ws = new WebSocket(`ws://127.0.0.1:${gw.port}/v1/proxy/tunnel?host=example.com&port=443`, { headers: { authorization: `Bearer ${tokens.alice}` } })
+      ws.on("open", () => reject(new Error("a realm token opened a tunnel")))
+      ws.on("unexpected-response", (_req, res) => {
+        let text = ""
+        res.on("data", (c: Buffer) => (text += c.toString()))
+        res.on("end", () => resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) }))
+      })
+      ws.on("error", reject)
+    })
+    expect(handshake.status, JSON.stringify(handshake.body)).toBe(403)
+    expect(handshake.body.code).toBe("NAMESPACE_REQUIRED")
     expectError(await gw.request("GET", "/v1/operator/settings", { token: tokens.alice }), 403, "NOT_AN_OPERATOR")
     const list = await gw.request("GET", "/v1/namespace/list", { token: tokens.alice })
     expect(list.status, list.text).toBe(200)
     expect(list.body).toEqual({ namespaces: [], all: false })
-    expectError(await gw.request("POST", "/v1/auth/api-key", { token: tokens.alice, json: { label: "x" } }), 401, "INVALID_TOKEN")
 
     // a realm session refreshes like any other, into the realm again
     const c = await gw.request("POST", "/v1/auth/challenge", { json: { wallet: alice.address } })
@@ -119,8 +178,10 @@ describe.each(["sqlite", "rqlite"] as const)("operators and namespace creation, 
     // an offer made below the cap is refused at its acceptance once the recipient is at the cap
     const offered = await gw.request("POST", "/v1/namespace/members/transfer", { token: bobOwner, json: { wallet: alice.address } })
     expect(offered.status, offered.text).toBe(202)
-    const put = await gw.request("PUT", "/v1/operator/settings/max-namespaces-per-wallet", { token: tokens.op, json: { value: "1" } })
+    // spec §4.9: an integer (the digit string is taken too, below)
+    const put = await gw.request("PUT", "/v1/operator/settings/max-namespaces-per-wallet", { token: tokens.op, json: { value: 1 } })
     expect(put.status, put.text).toBe(200)
+    expect(put.body).toEqual({ name: "max-namespaces-per-wallet", value: "1" })
     expectError(await gw.request("POST", "/v1/namespace/members/transfer/accept", { token: await signIn(alice, "bob-shop") }), 403, "TRANSFER_REFUSED")
     expectError(await gw.request("POST", "/v1/namespaces", { token: tokens.bob, json: { name: "bob-two" } }), 403, "FORBIDDEN")
     // alice (at the cap with alice-shop) is refused bob's namespace at the offer too
@@ -149,10 +210,18 @@ describe.each(["sqlite", "rqlite"] as const)("operators and namespace creation, 
   })
 
   it("settings: bad values are 400 and not stored; GET reads them", async () => {
-    const bad: Array<[string, string]> = [
+    const bad: Array<[string, unknown]> = [
       ["namespace-creation", "everyone"],
+      ["namespace-creation", 1],
       ["max-namespaces-per-wallet", "0"],
       ["max-namespaces-per-wallet", "10001"],
+      ["max-namespaces-per-wallet", 0],
+      ["max-namespaces-per-wallet", 10001],
+      ["max-namespaces-per-wallet", 2.5],
+      ["max-namespaces-per-wallet", "5.0"],
+      ["max-namespaces-per-wallet", true],
+      ["max-namespaces-per-wallet", null],
+      ["max-namespaces-per-wallet", [5]],
       ["auto-update", "sometimes"],
       ["update-channel", "Stable"],
       ["update-channel", "x".repeat(33)],
@@ -161,13 +230,31 @@ describe.each(["sqlite", "rqlite"] as const)("operators and namespace creation, 
       ["release-repo", "http://example.test/repo"]
     ]
     for (const [name, value] of bad) {
-      expectError(await gw.request("PUT", `/v1/operator/settings/${name}`, { token: tokens.op, json: { value } }), 400, "VALIDATION_FAILED")
+      const reply = await gw.request("PUT", `/v1/operator/settings/${name}`, { token: tokens.op, json: { value } })
+      expectError(reply, 400, "VALIDATION_FAILED")
+      expect(reply.body.error, `${name} ${JSON.stringify(value)}`).toMatch(new RegExp(`^value: ${name} is `))
     }
-    expectError(await gw.request("PUT", "/v1/operator/settings/colour", { token: tokens.op, json: { value: "x" } }), 404, "NOT_FOUND")
-    for (const [name, value] of [["auto-update", "notify"], ["update-channel", "beta-2"], ["update-window", "02-04"], ["release-repo", "https://example.test/portico"]]) {
+    // no such setting: no such route, for either method
+    expectError(await gw.request("PUT", "/v1/operator/settings/colour", { token: tokens.op, json: { value: "x" } }), 404, "ROUTE_NOT_FOUND")
+    expectError(await gw.request("GET", "/v1/operator/settings/colour", { token: tokens.op }), 404, "ROUTE_NOT_FOUND")
+    // nothing of the refused values was stored, and none was audited
+    expect((await gw.request("GET", "/v1/operator/settings/max-namespaces-per-wallet", { token: tokens.op })).body.value).toBe("10")
+    const good: Array<[string, unknown, string]> = [
+      ["auto-update", "notify", "notify"],
+      ["update-channel", "beta-2", "beta-2"],
+      ["update-window", "02-04", "02-04"],
+      ["release-repo", "https://example.test/portico", "https://example.test/portico"],
+      ["max-namespaces-per-wallet", 10000, "10000"],
+      ["max-namespaces-per-wallet", "10", "10"]
+    ]
+    for (const [name, value, stored] of good) {
       const ok = await gw.request("PUT", `/v1/operator/settings/${name}`, { token: tokens.op, json: { value } })
       expect(ok.status, ok.text).toBe(200)
+      expect(ok.body).toEqual({ name, value: stored })
     }
+    const audited = await gw.request("GET", "/v1/operator/audit?limit=200", { token: tokens.op })
+    const values = audited.body.entries.filter((e: any) => e.action === "settings.set" && e.target === "max-namespaces-per-wallet").map((e: any) => e.detail.value)
+    expect(values.slice(0, 2)).toEqual(["10", "10000"])
     const all = await gw.request("GET", "/v1/operator/settings", { token: tokens.op })
     expect(all.body.settings).toEqual({
       "namespace-creation": "open",

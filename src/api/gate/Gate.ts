@@ -12,6 +12,7 @@ import {
   type Internal,
   InvalidApiKey,
   InvalidToken,
+  NamespaceRequired,
   NotAnOperator,
   OwnerRequired,
   RateLimited,
@@ -43,7 +44,14 @@ export interface GateRequest {
 }
 
 /** What a route's policy refuses a resolved caller with. */
-export type PolicyRefusal = SessionRequired | WorkloadTokenRequired | GrantRequired | ControlPlaneRequired | OwnerRequired | NotAnOperator | InvalidToken
+export type PolicyRefusal =
+  | SessionRequired
+  | WorkloadTokenRequired
+  | GrantRequired
+  | ControlPlaneRequired
+  | OwnerRequired
+  | NotAnOperator
+  | NamespaceRequired
 
 /** What the gate answers with: its declared failures (Gates.ts). */
 export type GateRefusal = Unauthorized | InvalidApiKey | InvalidToken | PolicyRefusal | RateLimited | Unavailable | Internal
@@ -72,12 +80,18 @@ const notAnOperator = () =>
     hint: "sign in with an operator's wallet (POST /v1/auth/challenge without a namespace); an API key never acts as an operator"
   })
 
-/** A platform realm session (src/domain/PlatformRealm.ts) reaches only the `wallet` and `operator` routes. */
-const realmRefusal = (policy: Policy, principal: Principal): InvalidToken | undefined =>
+/**
+ * A platform realm session (src/domain/PlatformRealm.ts) reaches only the `wallet` and `operator`
+ * routes. Elsewhere it is 403 NAMESPACE_REQUIRED, not 401: the token is valid and unexpired, it is
+ * the wrong kind for a namespace's route (spec §7 answers a credential whose namespace cannot be
+ * resolved 403, as it answers a namespace credential on an operator route 403 NOT_AN_OPERATOR).
+ * Signing in again with the same token kind cannot help; signing in to a namespace does.
+ */
+const realmRefusal = (policy: Policy, principal: Principal): NamespaceRequired | undefined =>
   isPlatformRealm(principal.namespace) && policy.kind !== "wallet" && policy.kind !== "operator"
-    ? new InvalidToken({
-        error: "a platform sign-in token reaches only /v1/namespaces, /v1/namespace/list, /v1/namespace/status and /v1/operator/*",
-        hint: "sign in to the namespace itself (POST /v1/auth/challenge with its namespace)"
+    ? new NamespaceRequired({
+        error: "a platform sign-in token (no namespace) reaches only /v1/namespaces, /v1/namespace/list, /v1/namespace/status and /v1/operator/*",
+        hint: "sign in to the namespace itself (POST /v1/auth/challenge with its namespace; portico login --namespace NAME)"
       })
     : undefined
 

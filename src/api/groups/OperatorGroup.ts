@@ -9,11 +9,13 @@ import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import { Schema } from "effect"
-import { OperatorRefusals, Wire, wiresOf } from "../../domain/Errors.js"
+import { OperatorRefusals, wiresOf } from "../../domain/Errors.js"
 import { Wallet } from "../../domain/Names.js"
+import { SETTING_VALUES, type SettingName } from "../../domain/OperatorSettings.js"
 import { Authentication } from "../Gates.js"
 import { operator, wallet } from "../Policy.js"
 import { RoutePolicy } from "../RouteFacts.js"
+import { NameKeyedPage, NextCursor } from "../Paging.js"
 import { strict, UnixSeconds } from "../Wire.js"
 
 export const MakeInvite = strict(
@@ -54,8 +56,30 @@ export const CreatorChanged = Schema.Struct({ wallet: Schema.String, changed: Sc
 export const SettingsView = Schema.Struct({
   settings: Schema.Record({ key: Schema.String, value: Schema.String })
 }).annotations({ identifier: "OperatorSettings" })
-export const SetSetting = strict(Schema.Struct({ value: Schema.String.pipe(Schema.maxLength(2048)) })).annotations({ identifier: "SetSetting" })
-export const SettingView = Schema.Struct({ name: Schema.String, value: Schema.String }).annotations({ identifier: "OperatorSetting" })
+export const SettingView = Schema.Struct({
+  name: Schema.String,
+  value: Schema.String.annotations({ description: "as stored: text, max-namespaces-per-wallet as its decimal digits" })
+}).annotations({ identifier: "OperatorSetting" })
+
+/**
+ * A setting's two routes, `GET` and `PUT /v1/operator/settings/<name>`, the PUT's body `{value}`
+ * under the setting's own rule (src/domain/OperatorSettings.ts), so the document states each
+ * setting's values and a value outside them is 400 VALIDATION_FAILED before the handler. Fixed
+ * paths rather than one `{name}` route: one route can state only one schema for every setting.
+ */
+const settingRoutes = <const Id extends string, const Name extends SettingName>(id: Id, name: Name) =>
+  [
+    HttpApiEndpoint.get(`get${id}`, `/v1/operator/settings/${name}`).addSuccess(SettingView),
+    HttpApiEndpoint.put(`put${id}`, `/v1/operator/settings/${name}`)
+      .setPayload(strict(Schema.Struct({ value: SETTING_VALUES[name] })).annotations({ identifier: `Set${id}` }))
+      .addSuccess(SettingView)
+  ] as const
+const namespaceCreation = settingRoutes("NamespaceCreation", "namespace-creation")
+const namespacesPerWallet = settingRoutes("MaxNamespacesPerWallet", "max-namespaces-per-wallet")
+const autoUpdate = settingRoutes("AutoUpdate", "auto-update")
+const updateChannel = settingRoutes("UpdateChannel", "update-channel")
+const updateWindow = settingRoutes("UpdateWindow", "update-window")
+const releaseRepo = settingRoutes("ReleaseRepo", "release-repo")
 
 export const AuditQuery = Schema.Struct({
   limit: Schema.optional(Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 200))).annotations({ description: "1-200, default 50" }),
@@ -80,19 +104,53 @@ const Check = Schema.Struct({
   latency_ms: Schema.Number,
   error: Schema.optional(Schema.String).annotations({ description: "the check's error text (the open health routes hide it)" })
 })
-export const OperatorHealthView = Schema.Struct({
+/** What a node's health report and its telemetry snapshot share: the checks and the counts. */
+const healthSummary = {
   status: Schema.Literal("ok", "degraded"),
   node: Schema.String,
   version: Schema.String,
   uptime_seconds: Schema.Int,
   registry_engine: Schema.String,
-  namespaces: Schema.NullOr(Schema.Int).annotations({ description: "namespaces hosted; null when the registry could not be read" }),
+  namespaces: Schema.NullOr(Schema.Int).annotations({ description: "how many namespaces are hosted; null when the registry could not be read" }),
   checks: Schema.Record({ key: Schema.String, value: Check })
+}
+
+const HostedNamespace = Schema.Struct({
+  name: Schema.String,
+  owner: Schema.NullOr(Schema.String),
+  created_at: UnixSeconds
+}).annotations({ identifier: "HostedNamespace" })
+
+const AppPort = Schema.Struct({
+  port: Schema.Int,
+  namespace: Schema.String,
+  deployment: Schema.String.annotations({ description: "the deployment's name" }),
+  deployment_id: Schema.String,
+  status: Schema.String.annotations({ description: "the deployment record's status: a failed or stopped app keeps its port" })
+}).annotations({ identifier: "AppPort" })
+
+const NodePorts = Schema.Struct({
+  gateway: Schema.NullOr(Schema.Struct({ host: Schema.String, port: Schema.Int })).annotations({
+    description: "the gateway's own listening socket (HTTP API, apps' hosts and the proxy's WebSockets all on it)"
+  }),
+  app_range: Schema.Struct({ first: Schema.Int, last: Schema.Int }).annotations({ description: "where app ports are drawn from (PORTICO_APP_PORTS)" }),
+  apps: Schema.NullOr(Schema.Array(AppPort)).annotations({
+    description: "every app port of the deployment records homed on this node, by port (at most one per port of the range); null when the registry could not be read"
+  })
+}).annotations({ identifier: "NodePorts" })
+
+export const OperatorHealthView = Schema.Struct({
+  ...healthSummary,
+  hosted_namespaces: Schema.NullOr(Schema.Array(HostedNamespace)).annotations({
+    description: "one page of the hosted namespaces, by name (limit, cursor); null when the registry could not be read"
+  }),
+  next_cursor: NextCursor,
+  ports: NodePorts
 }).annotations({ identifier: "OperatorHealth" })
 
-/** One node's telemetry snapshot: its health report with the process's figures. */
+/** One node's telemetry snapshot: its health report's checks and counts with the process's figures. */
 export const NodeSnapshot = Schema.Struct({
-  ...OperatorHealthView.fields,
+  ...healthSummary,
   at: Schema.Int.annotations({ description: "Unix milliseconds" }),
   memory_rss_bytes: Schema.Int,
   heap_used_bytes: Schema.Int
@@ -104,7 +162,6 @@ export const TelemetryQuery = Schema.Struct({
   })
 })
 
-const settingParam = HttpApiSchema.param("name", Schema.String.pipe(Schema.pattern(/^[a-z-]{1,64}$/)))
 const walletParam = HttpApiSchema.param("wallet", Wallet)
 
 export class OperatorGroup extends HttpApiGroup.make("operator")
@@ -116,10 +173,20 @@ export class OperatorGroup extends HttpApiGroup.make("operator")
   .add(HttpApiEndpoint.post("addCreator", "/v1/operator/creators").setPayload(CreatorWallet).addSuccess(CreatorChanged))
   .add(HttpApiEndpoint.del("removeCreator")`/v1/operator/creators/${walletParam}`.addSuccess(CreatorChanged))
   .add(HttpApiEndpoint.get("getSettings", "/v1/operator/settings").addSuccess(SettingsView))
-  .add(HttpApiEndpoint.get("getSetting")`/v1/operator/settings/${settingParam}`.addSuccess(SettingView).addError(Wire.NotFound))
-  .add(HttpApiEndpoint.put("putSetting")`/v1/operator/settings/${settingParam}`.setPayload(SetSetting).addSuccess(SettingView).addError(Wire.NotFound))
+  .add(namespaceCreation[0])
+  .add(namespaceCreation[1])
+  .add(namespacesPerWallet[0])
+  .add(namespacesPerWallet[1])
+  .add(autoUpdate[0])
+  .add(autoUpdate[1])
+  .add(updateChannel[0])
+  .add(updateChannel[1])
+  .add(updateWindow[0])
+  .add(updateWindow[1])
+  .add(releaseRepo[0])
+  .add(releaseRepo[1])
   .add(HttpApiEndpoint.get("operatorAudit", "/v1/operator/audit").setUrlParams(AuditQuery).addSuccess(OperatorAuditPage))
-  .add(HttpApiEndpoint.get("operatorHealth", "/v1/operator/health").addSuccess(OperatorHealthView))
+  .add(HttpApiEndpoint.get("operatorHealth", "/v1/operator/health").setUrlParams(NameKeyedPage).addSuccess(OperatorHealthView))
   .add(
     HttpApiEndpoint.get("telemetryStream", "/v1/operator/telemetry/stream")
       .setUrlParams(TelemetryQuery)

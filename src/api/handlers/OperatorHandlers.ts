@@ -1,18 +1,29 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Effect, Stream } from "effect"
-import { refusal } from "../../domain/Errors.js"
-import { isSettingName, SETTING_NAMES } from "../../domain/OperatorSettings.js"
+import type { SettingName } from "../../domain/OperatorSettings.js"
 import { CurrentPrincipal } from "../../domain/Principal.js"
 import { OperatorAudit } from "../../layers/operators/OperatorAudit.js"
-import { OperatorHealth } from "../../layers/operators/OperatorHealth.js"
+import { OperatorHealth, type OperatorHealthDetail } from "../../layers/operators/OperatorHealth.js"
 import { TELEMETRY_INTERVAL_DEFAULT, telemetryEvents } from "../../layers/operators/Telemetry.js"
 import { INVITE_MAX_SECONDS, Operators } from "../../layers/operators/Operators.js"
 import { PorticoApi } from "../Api.js"
+import { nextCursorOf, pageRequest } from "../Paging.js"
 import { toUnixSeconds } from "../Wire.js"
 import { refusedOrDown } from "./Refusals.js"
 
-const noSetting = (name: string) => refusal("NOT_FOUND", `no setting ${name}`, `settings: ${SETTING_NAMES.join(", ")}`)
+/** The health detail on the wire: what could not be read is null. */
+const healthView = ({ hosted, ports, ...report }: OperatorHealthDetail) => ({
+  ...report,
+  namespaces: report.namespaces ?? null,
+  hosted_namespaces: hosted?.items.map((n) => ({ name: n.name, owner: n.owner ?? null, created_at: toUnixSeconds(n.createdAt) })) ?? null,
+  next_cursor: hosted === undefined ? null : nextCursorOf(hosted),
+  ports: {
+    gateway: ports.gateway ?? null,
+    app_range: ports.appRange,
+    apps: ports.apps?.map((a) => ({ port: a.port, namespace: a.namespace, deployment: a.deployment, deployment_id: a.deploymentId, status: a.status })) ?? null
+  }
+})
 
 export const OperatorHandlers = HttpApiBuilder.group(PorticoApi, "operator", (handlers) =>
   Effect.gen(function* () {
@@ -20,6 +31,10 @@ export const OperatorHandlers = HttpApiBuilder.group(PorticoApi, "operator", (ha
     const audit = yield* OperatorAudit
     const health = yield* OperatorHealth
     const actor = Effect.map(CurrentPrincipal, (p) => p.subject)
+    const read = (name: SettingName) => Effect.map(Effect.mapError(ops.setting(name), refusedOrDown), (value) => ({ name, value }))
+    // `value` is the route's decoded value: the text the registry stores
+    const write = (name: SettingName, value: string) =>
+      Effect.flatMap(actor, (by) => Effect.as(Effect.mapError(ops.set(name, value, by), refusedOrDown), { name, value }))
     return handlers
       .handle("makeInvite", ({ payload }) =>
         Effect.flatMap(actor, (by) =>
@@ -52,17 +67,19 @@ export const OperatorHandlers = HttpApiBuilder.group(PorticoApi, "operator", (ha
         Effect.flatMap(actor, (by) => Effect.map(Effect.mapError(ops.removeCreator(path.wallet, by), refusedOrDown), (changed) => ({ wallet: path.wallet, changed })))
       )
       .handle("getSettings", () => Effect.map(Effect.mapError(ops.settings, refusedOrDown), (settings) => ({ settings })))
-      .handle("getSetting", ({ path }) =>
-        isSettingName(path.name)
-          ? Effect.map(Effect.mapError(ops.setting(path.name), refusedOrDown), (value) => ({ name: path.name, value }))
-          : Effect.fail(noSetting(path.name))
-      )
-      .handle("putSetting", ({ path, payload }) =>
-        Effect.flatMap(actor, (by) =>
-          Effect.as(Effect.mapError(ops.set(path.name, payload.value, by), refusedOrDown), { name: path.name, value: payload.value })
-        )
-      )
-      .handle("operatorHealth", () => Effect.map(health.report, (r) => ({ ...r, namespaces: r.namespaces ?? null })))
+      .handle("getNamespaceCreation", () => read("namespace-creation"))
+      .handle("putNamespaceCreation", ({ payload }) => write("namespace-creation", payload.value))
+      .handle("getMaxNamespacesPerWallet", () => read("max-namespaces-per-wallet"))
+      .handle("putMaxNamespacesPerWallet", ({ payload }) => write("max-namespaces-per-wallet", payload.value))
+      .handle("getAutoUpdate", () => read("auto-update"))
+      .handle("putAutoUpdate", ({ payload }) => write("auto-update", payload.value))
+      .handle("getUpdateChannel", () => read("update-channel"))
+      .handle("putUpdateChannel", ({ payload }) => write("update-channel", payload.value))
+      .handle("getUpdateWindow", () => read("update-window"))
+      .handle("putUpdateWindow", ({ payload }) => write("update-window", payload.value))
+      .handle("getReleaseRepo", () => read("release-repo"))
+      .handle("putReleaseRepo", ({ payload }) => write("release-repo", payload.value))
+      .handle("operatorHealth", ({ urlParams }) => Effect.map(health.detail(pageRequest(urlParams)), healthView))
       .handle("telemetryStream", ({ urlParams }) =>
         Effect.succeed(
           HttpServerResponse.stream(

@@ -68,6 +68,12 @@ export class GrantRequired extends Schema.TaggedError<GrantRequired>()("GrantReq
 export class ControlPlaneRequired extends Schema.TaggedError<ControlPlaneRequired>()("ControlPlaneRequired", envelope("CONTROL_PLANE_REQUIRED"), status(403)) {}
 export class OwnerRequired extends Schema.TaggedError<OwnerRequired>()("OwnerRequired", envelope("OWNER_REQUIRED"), status(403)) {}
 export class NotAnOperator extends Schema.TaggedError<NotAnOperator>()("NotAnOperator", envelope("NOT_AN_OPERATOR"), status(403)) {}
+/**
+ * A platform realm session (a wallet signed in without a namespace) on a route of a namespace: the
+ * token is valid, it names no namespace the route could act in (spec §7: 403 when the namespace
+ * could not be resolved).
+ */
+export class NamespaceRequired extends Schema.TaggedError<NamespaceRequired>()("NamespaceRequired", envelope("NAMESPACE_REQUIRED"), status(403)) {}
 /** An ownership transfer to a wallet already at its namespace cap (spec §4.9: generic, naming no cap). */
 export class TransferRefused extends Schema.TaggedError<TransferRefused>()("TransferRefused", envelope("TRANSFER_REFUSED"), status(403)) {}
 /** A session-only route called with an API key (or a token exchanged from one): the gate's one answer. */
@@ -182,6 +188,7 @@ export const catalogue = {
   ControlPlaneRequired,
   OwnerRequired,
   NotAnOperator,
+  NamespaceRequired,
   TransferRefused,
   SessionRequired,
   WorkloadTokenRequired,

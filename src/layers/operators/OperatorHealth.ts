@@ -1,17 +1,21 @@
 /**
  * What operators see of the gateway's health (docs/operators.md): each check with its latency
- * and its error text, and how many namespaces it hosts — the detail the open health routes hide
- * (spec §4.9). The telemetry stream's snapshot is the cluster's: this node's report with the
- * process's figures, and each peer's (PORTICO_PEERS), asked over the overlay
+ * and its error text, how many namespaces it hosts, a page of them, and the ports this node holds
+ * — the detail the open health routes hide (spec §4.9: "latencies, errors, hosted namespaces and
+ * ports"). The telemetry stream's snapshot is the cluster's: this node's report (counts only, no
+ * lists) with the process's figures, and each peer's (PORTICO_PEERS), asked over the overlay
  * (`/v1/internal/operator/snapshot`, coordination MAC) or named unreachable. Metadata only: no
  * namespace's data is read.
  */
-import { Clock, Context, Duration, Effect, Layer, Option, Schema } from "effect"
+import { Clock, Context, Duration, Effect, Layer, Option, Ref, Schema } from "effect"
+import type { Page, PageRequest } from "../../domain/Page.js"
 import { Cache } from "../cache/Cache.js"
 import { Coordination } from "../coordination/Coordination.js"
 import { internalClient } from "../coordination/InternalClient.js"
 import { PorticoConfig } from "../config/PorticoConfig.js"
+import { appPortsSetting } from "../deployments/DeploymentSettings.js"
 import { Health } from "../health/Health.js"
+import { readPage } from "../registry/Keyset.js"
 import { RegistryStore } from "../registry/RegistryStore.js"
 import { SqliteRegistryStore } from "../registry/SqliteRegistryStore.js"
 
@@ -43,6 +47,39 @@ export interface OperatorHealthReport {
   readonly checks: Readonly<Record<string, CheckResult>>
 }
 
+/** A namespace of the registry this gateway serves (every node serves every namespace). */
+export interface HostedNamespace {
+  readonly name: string
+  readonly owner: string | undefined
+  /** Unix milliseconds. */
+  readonly createdAt: number
+}
+
+/** A deployed app's port on this node: its deployment record's, homed here. */
+export interface AppPort {
+  readonly port: number
+  readonly namespace: string
+  readonly deployment: string
+  readonly deploymentId: string
+  readonly status: string
+}
+
+export interface NodePorts {
+  /** The gateway's own listening socket; undefined until it listens. */
+  readonly gateway: { readonly host: string; readonly port: number } | undefined
+  /** Where this node's app ports are drawn from (PORTICO_APP_PORTS). */
+  readonly appRange: { readonly first: number; readonly last: number }
+  /** undefined when the registry could not be read. */
+  readonly apps: ReadonlyArray<AppPort> | undefined
+}
+
+/** The health report with what the node holds: a page of its namespaces, and its ports. */
+export interface OperatorHealthDetail extends OperatorHealthReport {
+  /** undefined when the registry could not be read. */
+  readonly hosted: Page<HostedNamespace> | undefined
+  readonly ports: NodePorts
+}
+
 export interface TelemetrySnapshot extends OperatorHealthReport {
   readonly at: number
   readonly memory_rss_bytes: number
@@ -62,6 +99,10 @@ export interface ClusterSnapshot extends Omit<TelemetrySnapshot, "namespaces"> {
 
 export interface OperatorHealthService {
   readonly report: Effect.Effect<OperatorHealthReport>
+  /** The report with one page of the hosted namespaces (by name) and the ports this node holds. */
+  readonly detail: (page: PageRequest) => Effect.Effect<OperatorHealthDetail>
+  /** The gateway listens on `port` (known only once it does: the setting may be 0). */
+  readonly listening: (port: number) => Effect.Effect<void>
   /** This node's snapshot (what a peer answers); fails when no check answered. */
   readonly here: Effect.Effect<TelemetrySnapshot, Error>
   /** The cluster's (the stream's); fails when nothing could be assembled (`event: error`). */
@@ -84,6 +125,9 @@ export class OperatorHealth extends Context.Tag("portico/OperatorHealth")<Operat
       const health = yield* Health
       const settings = yield* PorticoConfig
       const coordination = yield* Coordination
+      // the deployment store refuses to start on a malformed range, so this read has succeeded there
+      const appRange = yield* Effect.orDie(appPortsSetting)
+      const gatewayPort = yield* Ref.make<number | undefined>(undefined)
 
       const timed = <A, E>(check: Effect.Effect<A, E>): Effect.Effect<CheckResult & { readonly value?: A }> =>
         Effect.gen(function* () {
@@ -112,6 +156,53 @@ export class OperatorHealth extends Context.Tag("portico/OperatorHealth")<Operat
         }
       })
 
+      /** A registry read for the detail, bounded as a check is; undefined when it did not answer. */
+      const optional = <A, E>(read: Effect.Effect<A, E>): Effect.Effect<A | undefined> =>
+        Effect.orElseSucceed(Effect.timeout(read, CHECK_TIMEOUT), () => undefined)
+
+      const hosted = (page: PageRequest) =>
+        readPage(
+          store,
+          { select: "SELECT name, owner, created_at FROM namespaces", where: ["name IS NOT NULL"], params: [], order: ["name"], direction: "asc" },
+          page,
+          (row): HostedNamespace => ({
+            name: String(row.name),
+            owner: row.owner === null || row.owner === undefined ? undefined : String(row.owner),
+            createdAt: Number(row.created_at)
+          })
+        )
+
+      // Ports are unique per node (the deployments_port index on (home_node, port)), so the rows
+      // are bounded by the port space whatever the registry holds; the range bounds them in practice.
+      const appPorts = Effect.map(
+        store.query({
+          sql: "SELECT port, namespace, name, id, status FROM deployments WHERE home_node = ? AND port IS NOT NULL ORDER BY port",
+          params: [settings.nodeId]
+        }),
+        (rows) =>
+          rows.map(
+            (row): AppPort => ({
+              port: Number(row.port),
+              namespace: String(row.namespace),
+              deployment: String(row.name),
+              deploymentId: String(row.id),
+              status: String(row.status)
+            })
+          )
+      )
+
+      const detail = (page: PageRequest) =>
+        Effect.gen(function* () {
+          const [r, namespaces, apps, port] = yield* Effect.all([report, optional(hosted(page)), optional(appPorts), Ref.get(gatewayPort)], {
+            concurrency: "unbounded"
+          })
+          return {
+            ...r,
+            hosted: namespaces,
+            ports: { gateway: port === undefined ? undefined : { host: settings.host, port }, appRange, apps }
+          }
+        })
+
       const here = Effect.gen(function* () {
         const r = yield* report
         // nothing of the node could be read: no snapshot to send
@@ -135,6 +226,8 @@ export class OperatorHealth extends Context.Tag("portico/OperatorHealth")<Operat
 
       return {
         report,
+        detail,
+        listening: (port) => Ref.set(gatewayPort, port),
         here,
         snapshot: Effect.map(
           Effect.all([here, Effect.forEach([...settings.peers.keys()], peer, { concurrency: 8 })], { concurrency: "unbounded" }),
