@@ -259,13 +259,27 @@ describe("Node.js: the server-side install", () => {
     ["GitHub shorthand", { dependencies: { shorty: "vercel/ms" } }, "shorty"],
     ["file", { dependencies: { local: "file:../other" } }, "local"],
     ["URL in overrides", { dependencies: { ms: "^2.1.3" }, overrides: { ms: "https://example.test/ms.tgz" } }, "ms"],
-    ["workspaces", { dependencies: { ms: "^2.1.3" }, workspaces: ["packages/*"] }, "workspaces"]
+    ["workspaces", { dependencies: { ms: "^2.1.3" }, workspaces: ["packages/*"] }, "workspaces"],
+    // npm resolves the whole tree before omitting dev dependencies: these are refused with no runtime dependency at all
+    ["git devDependency alone", { devDependencies: { tool: "github:someone/tool" } }, "tool"],
+    ["git override alone", { overrides: { ms: "git+https://github.com/vercel/ms.git" } }, "ms"],
+    ["workspaces alone", { workspaces: ["packages/*"] }, "workspaces"]
   ])("refuses a %s dependency with 500 DEPENDENCY_REFUSED before npm runs", async (_, fields, named) => {
     const versionDir = version({ "package.json": JSON.stringify({ name: "refused", version: "1.0.0", ...fields }) })
     const failure = refusal(await run(noNpm, { type: "nodejs", versionDir, skipInstall: false }))
     expect([failure.status, failure.code]).toEqual([500, "DEPENDENCY_REFUSED"])
     expect(failure.reason).toContain(named)
+    // the hint says what to do, not the reason again
+    expect(failure.hint).toBe(`to use '${named}', upload the app with its node_modules installed (the server then installs nothing)`)
     expect(leftovers(versionDir)).toEqual([])
+  })
+
+  it("installs nothing for registry devDependencies alone, or without a package.json", async () => {
+    const devOnly = version({ "package.json": JSON.stringify({ name: "dev-only", version: "1.0.0", devDependencies: { "left-pad": "1.3.0" } }) })
+    expect(Exit.isSuccess(await run(noNpm, { type: "nodejs", versionDir: devOnly, skipInstall: false }))).toBe(true)
+    expect(existsSync(path.join(devOnly, "app", "node_modules"))).toBe(false)
+    const bare = version({ "index.js": "require('http').createServer((q, s) => s.end('ok')).listen(process.env.PORT)\n" })
+    expect(Exit.isSuccess(await run(noNpm, { type: "nodejs", versionDir: bare, skipInstall: false }))).toBe(true)
   })
 
   it("refuses a lockfile entry resolved off the public registry", async () => {

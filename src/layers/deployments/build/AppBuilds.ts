@@ -190,8 +190,12 @@ export const makeAppBuilds = (options: AppBuildsOptions = {}): AppBuildsService 
       // on PATH, as on the developer's machine); it needs no network and writes only under HOME.
       const argv =
         start.right.kind === "npm-start" ? [node, npmCli, "start", "--no-update-notifier", "--logs-max=0"] : [node, start.right.argv[1]]
-      const needsInstall = !input.skipInstall && !existsSync(path.join(appDir, "node_modules")) && hasDependencies(packageJson)
-      if (needsInstall) {
+      // Without an uploaded node_modules (or skip_install) the server installs, so the install's
+      // inputs are checked whether or not a runtime dependency is listed: npm resolves the dev
+      // dependencies, overrides and workspaces of the whole tree before it omits what it does not
+      // install, and would fetch a git or URL spec among them.
+      const installs = packageJson !== undefined && !input.skipInstall && !existsSync(path.join(appDir, "node_modules"))
+      if (installs) {
         const packageLock = yield* readJson(appDir, LOCKFILES[1], LOCKFILE_MAX_BYTES)
         const shrinkwrap = yield* readJson(appDir, LOCKFILES[0], LOCKFILE_MAX_BYTES)
         const checked = checkInstallInputs({
@@ -203,10 +207,12 @@ export const makeAppBuilds = (options: AppBuildsOptions = {}): AppBuildsService 
           const refusal = checked.left
           return yield* Effect.fail(
             refusal._tag === "DependencyRefused"
-              ? refuse("DEPENDENCY_REFUSED", refusal.message, `only registry packages install on the server; upload the app with its node_modules to use '${refusal.dependency}'`)
+              ? refuse("DEPENDENCY_REFUSED", refusal.message, `to use '${refusal.dependency}', upload the app with its node_modules installed (the server then installs nothing)`)
               : invalid(refusal.message, "fix the file, or delete the lockfile and let the server resolve")
           )
         }
+      }
+      if (installs && hasDependencies(packageJson)) {
         const uid = sandboxUid(input.record)
         if (uid === undefined || input.record.port === undefined)
           return yield* Effect.fail(refuse("UNAVAILABLE", "the deployment has no port, so no sandbox identity to install as"))
