@@ -26,6 +26,8 @@ export interface PrepareInput {
   /** Node.js only: the upload's `skip_install=true`. */
   readonly skipInstall: boolean
   readonly record: DeploymentRecord
+  /** Runs before the Node.js install starts (the caller records an `installing` event); not when nothing is installed. */
+  readonly onInstall?: (timeoutMs: number) => Effect.Effect<void>
 }
 
 /** What the runtime runs in the sandbox (working directory /app), and what ENTRY_POINT carries. */
@@ -216,13 +218,15 @@ export const makeAppBuilds = (options: AppBuildsOptions = {}): AppBuildsService 
         const uid = sandboxUid(input.record)
         if (uid === undefined || input.record.port === undefined)
           return yield* Effect.fail(refuse("UNAVAILABLE", "the deployment has no port, so no sandbox identity to install as"))
+        const timeoutMs = options.installTimeoutMs ?? INSTALL_TIMEOUT_MS
+        if (input.onInstall !== undefined) yield* input.onInstall(timeoutMs)
         yield* runNpmInstall({
           appDir,
           workDir: input.versionDir,
           sandboxId: `${input.record.id}-install`,
           uid,
           port: input.record.port,
-          timeoutMs: options.installTimeoutMs ?? INSTALL_TIMEOUT_MS,
+          timeoutMs,
           limits: options.installLimits ?? DEFAULT_INSTALL_LIMITS,
           node,
           npmCli,
