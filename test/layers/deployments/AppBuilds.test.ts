@@ -274,6 +274,20 @@ describe("Node.js: the server-side install", () => {
     expect(leftovers(versionDir)).toEqual([])
   })
 
+  it("tells the caller when an install begins (its time limit), and not when nothing is installed", async () => {
+    const calls: Array<number> = []
+    const onInstall = (timeoutMs: number) => Effect.sync(() => void calls.push(timeoutMs))
+    const installing = version({ "package.json": JSON.stringify({ name: "announced", version: "1.0.0", dependencies: { ms: "^2.1.3" } }) })
+    // npm cannot run here: the install fails after it was announced
+    await run(builds({ npmCli: "/usr/nonexistent/npm-cli.js", installTimeoutMs: 90_000 }), { type: "nodejs", versionDir: installing, skipInstall: false, onInstall })
+    expect(calls).toEqual([90_000])
+    const skipped = version({ "package.json": JSON.stringify({ name: "quiet", version: "1.0.0", dependencies: { ms: "^2.1.3" } }) })
+    await run(noNpm, { type: "nodejs", versionDir: skipped, skipInstall: true, onInstall })
+    const refused = version({ "package.json": JSON.stringify({ name: "refused", version: "1.0.0", dependencies: { ms: "github:vercel/ms" } }) })
+    await run(noNpm, { type: "nodejs", versionDir: refused, skipInstall: false, onInstall })
+    expect(calls).toEqual([90_000])
+  })
+
   it("installs nothing for registry devDependencies alone, or without a package.json", async () => {
     const devOnly = version({ "package.json": JSON.stringify({ name: "dev-only", version: "1.0.0", devDependencies: { "left-pad": "1.3.0" } }) })
     expect(Exit.isSuccess(await run(noNpm, { type: "nodejs", versionDir: devOnly, skipInstall: false }))).toBe(true)
