@@ -8,8 +8,8 @@
 import { Effect, Either } from "effect"
 import { type Client, withPortico } from "../client.js"
 import { CliError, type Parsed, stringOption, usageError } from "./Cli.js"
+import { DEFAULT_URL } from "./login.js"
 
-export const DEFAULT_URL = "http://127.0.0.1:6001"
 
 export interface GatewayTarget {
   readonly url: URL

@@ -103,7 +103,7 @@ const envChange = (parsed: Parsed): { readonly set: Record<string, string> | und
   if (text !== undefined || sets.length > 0) {
     // the same lines and flags `deploy --env-file/--env` take, checked by the same rules
     const merged = mergeDeployEnv(text, sets)
-    if (Either.isLeft(merged)) throw usageError(merged.left.message.replace(/--env\b/g, "--set"))
+    if (Either.isLeft(merged)) throw usageError(merged.left.message.replace(/--env(?![-\w])/g, "--set"))
     const checked = checkEnvironment(merged.right)
     if (Either.isLeft(checked)) throw usageError(`environment: ${checked.left.message}`)
     set = { ...checked.right }

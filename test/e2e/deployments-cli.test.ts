@@ -76,7 +76,7 @@ describe("portico deployments, and deploy's checks before its upload", () => {
     const otherType = await portico(["deploy", appDir({ "go.mod": "module x\n", "main.go": "package main\n" }), "--name", "blog", "--update"])
     expect(failure(otherType)).toEqual({ code: 1, line: "portico: deployment blog is static; this directory deploys as go (--type sets it)" })
     expect(otherType.stderr).not.toMatch(/^building:/m)
-  })
+  }, 90_000)
 
   it("lists and gets deployments, lists versions, rolls back, as lines or --json", async () => {
     await ok(["deploy", appDir({ "index.html": "<p>v2</p>" }), "--name", "blog", "--update"])
@@ -102,7 +102,7 @@ describe("portico deployments, and deploy's checks before its upload", () => {
     const unknown = await portico(["deployments", "rollback", "blog", "--to", "9"])
     expect(failure(unknown).code).toBe(1)
     expect(failure(unknown).line).toMatch(/^portico: the gateway refused the rollback: .+ \(NOT_FOUND\)/)
-  })
+  }, 90_000)
 
   it("lists, sets and unsets the environment without printing a value", async () => {
     const envFile = path.join(testTmp(), `deployments-cli-${process.pid}.env`)
@@ -119,7 +119,7 @@ describe("portico deployments, and deploy's checks before its upload", () => {
 
     const platform = await portico(["deployments", "env", "blog", "--set", "PORT=1"])
     expect(failure(platform)).toEqual({ code: 2, line: "portico: environment: env.PORT: set by the platform; it cannot be set or removed" })
-  })
+  }, 90_000)
 
   it("adds a custom domain, prints its TXT record, verifies it over DNS, lists and removes it", async () => {
     const added = await ok(["deployments", "domains", "blog", "--add", "www.example.com"])
@@ -138,7 +138,7 @@ describe("portico deployments, and deploy's checks before its upload", () => {
     expect((await ok(["deployments", "domains", "blog"])).stdout).toMatch(/^www\.example\.com  verified \d{4}-\d\d-\d\dT.+Z\n$/)
     expect((await ok(["deployments", "domains", "blog", "--remove", "www.example.com"])).stdout).toBe("removed www.example.com\n")
     expect((await ok(["deployments", "domains", "blog"])).stdout).toBe("")
-  })
+  }, 90_000)
 
   it("deletes a deployment; then every command says it is not there", async () => {
     expect((await ok(["deployments", "delete", "blog"])).stdout).toBe("deleted blog\n")
@@ -146,7 +146,7 @@ describe("portico deployments, and deploy's checks before its upload", () => {
     expect(failure(gone).code).toBe(1)
     expect(failure(gone).line).toMatch(/^portico: the gateway refused the request: .+ \(NOT_FOUND\)/)
     expect((await ok(["deployments", "list"])).stdout).toBe("")
-  })
+  }, 90_000)
 
   it("refuses usage mistakes before any request (exit 2), and lists its commands", async () => {
     const nowhere = { PORTICO_URL: "http://127.0.0.1:1", PORTICO_TOKEN: "x" }
@@ -154,6 +154,8 @@ describe("portico deployments, and deploy's checks before its upload", () => {
     expect(failure(noTo)).toEqual({ code: 2, line: "portico: deployments rollback needs --to N, the version to serve again (see `portico deployments versions NAME`)" })
     const noName = await runPortico(["deployments", "logs"], { env: nowhere })
     expect(failure(noName)).toEqual({ code: 2, line: "portico: deployments logs needs the deployment's name: portico deployments logs NAME" })
+    const notPair = await runPortico(["deployments", "env", "blog", "--set", "novalue"], { env: nowhere })
+    expect(failure(notPair)).toEqual({ code: 2, line: "portico: --set: 'novalue' is not KEY=VALUE" })
     const two = await runPortico(["deployments", "domains", "blog", "--add", "a.example", "--remove", "b.example"], { env: nowhere })
     expect(failure(two)).toEqual({ code: 2, line: "portico: give one of --add, --verify and --remove" })
     const help = await runPortico(["deployments", "--help"])
@@ -161,7 +163,7 @@ describe("portico deployments, and deploy's checks before its upload", () => {
     for (const command of ["list", "get", "logs", "env", "versions", "rollback", "delete", "domains"]) expect(help.stdout).toContain(`portico deployments ${command}`)
     const deployHelp = await runPortico(["deploy", "--help"])
     expect(deployHelp.stdout).toMatch(/^usage: portico deploy .*\[--json\]$/m)
-  })
+  }, 90_000)
 
   it("a Node.js app without /health: deploy says what it waits for, fails naming --health-check, and `--update --health-check /` fixes it", async () => {
     const dir = appDir({
@@ -215,5 +217,5 @@ describe("a gateway without the sandbox helpers", () => {
     )
     const site = await runPortico(["deploy", appDir({ "index.html": "ok" }), "--name", "site"], { env })
     expect(site.code, site.stderr).toBe(0)
-  })
+  }, 90_000)
 })
