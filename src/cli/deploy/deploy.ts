@@ -136,13 +136,13 @@ const upload = async (request: DeployRequest, type: DeploymentType, archive: str
     const payload = { fields, archive: { stream, size } }
     return request.update ? client.deployments.update({ path: { type }, payload }) : client.deployments.upload({ path: { type }, payload })
   }).finally(() => progress.done())
-  const waiting = allSent.then(() => {
+  // what the gateway does between the last byte and its answer (nothing to wait for on a static site)
+  void allSent.then(() => {
     progress.done()
     if (type === "static") return
     process.stderr.write("uploaded; the gateway is unpacking and preparing the app\n")
     return followEvents(target, request.name, before.lastSeq, call)
   })
-  void waiting
   const result = await call
   if (Either.isLeft(result)) {
     const healthPath = request.healthCheck ?? before.healthPath ?? "/health"
