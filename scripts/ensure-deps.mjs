@@ -1,10 +1,12 @@
 #!/usr/bin/env node
 // Runs before `npm start` and `npm test`: installs the locked dependencies when they are missing
-// or older than the lockfile, links the `portico` command, and compiles src/ to dist/ when stale,
-// so a fresh clone needs only the two commands of the README.
+// or older than the lockfile, links the `portico` command, compiles src/ to dist/ when stale, and
+// before `npm start` installs the deployment sandbox when it can, so a fresh clone needs only the
+// two commands of the README.
 import { spawnSync } from "node:child_process"
 import { existsSync, lstatSync, mkdirSync, readlinkSync, rmSync, statSync, symlinkSync } from "node:fs"
 import { ensureBuilt } from "./build.mjs"
+import { ensureSandbox } from "./ensure-sandbox.mjs"
 
 const marker = "node_modules/.package-lock.json"
 const stale = !existsSync(marker) || statSync(marker).mtimeMs < statSync("package-lock.json").mtimeMs
@@ -42,3 +44,6 @@ try {
   process.stderr.write(`[build] ${error.message}\n`)
   process.exit(1)
 }
+
+// `npm start`: apps need the deployment sandbox (scripts/ensure-sandbox.mjs installs it when it can).
+if (process.env.npm_lifecycle_event === "prestart") ensureSandbox()

@@ -4,6 +4,104 @@
  */
 import { checkPrint, type Command, type Options, printDetail, printOption } from "./Cli.js"
 
+/** `--url`, `--token` and `--json`: every command that talks to a running gateway. */
+const gateway: Options = { url: { type: "string" }, token: { type: "string" }, json: { type: "boolean" } }
+const gatewayDetails: ReadonlyArray<readonly [string, string]> = [
+  ["--url URL", "the gateway (default PORTICO_URL or http://127.0.0.1:6001)"],
+  ["--token T", "an admin API key or a developer's access token (default PORTICO_TOKEN)"],
+  ["--json", "print the route's answer as one JSON line instead"]
+]
+const nameDetail = ["NAME", "the deployment's name in the namespace"] as const
+
+/** `portico deployments …`: the management routes after a deploy (src/cli/deployments.ts). */
+const deploymentCommands: ReadonlyArray<Command> = [
+  {
+    words: ["deployments", "list"],
+    summary: "List the namespace's deployments, one `NAME version N (TYPE, STATUS): URL` line each.",
+    synopsis: "[--url URL] [--token T] [--json]",
+    details: gatewayDetails,
+    options: gateway,
+    maxPositionals: 0,
+    run: async (parsed) => (await import("./deployments.js")).list(parsed)
+  },
+  {
+    words: ["deployments", "get"],
+    summary: "Show one deployment: its URL line, health path and last change.",
+    synopsis: "NAME [--url URL] [--token T] [--json]",
+    details: [nameDetail, ...gatewayDetails],
+    options: gateway,
+    maxPositionals: 1,
+    run: async (parsed) => (await import("./deployments.js")).get(parsed)
+  },
+  {
+    words: ["deployments", "logs"],
+    summary: "Print the last lines of an app's output (stdout and stderr, the gateway's own lines prefixed [portico]).",
+    synopsis: "NAME [--lines N] [--url URL] [--token T] [--json]",
+    details: [nameDetail, ["--lines N", "how many of the last lines, 1 to 1000 (default 100)"], ...gatewayDetails],
+    options: { lines: { type: "string" }, ...gateway },
+    maxPositionals: 1,
+    run: async (parsed) => (await import("./deployments.js")).logs(parsed)
+  },
+  {
+    words: ["deployments", "env"],
+    summary: "List the names of a deployment's environment, or change it (a running app is restarted with it).",
+    synopsis: "NAME [--set K=V]... [--env-file F] [--unset K]... [--url URL] [--token T] [--json]",
+    details: [
+      nameDetail,
+      ["--set K=V", "set a variable (repeatable; overrides the same name from --env-file)"],
+      ["--env-file F", "set the KEY=VALUE lines of a file (as deploy --env-file reads it)"],
+      ["--unset K", "remove a variable (repeatable)"],
+      ...gatewayDetails
+    ],
+    notes: ["Values are never printed: the gateway answers names only."],
+    options: { set: { type: "string", multiple: true }, "env-file": { type: "string" }, unset: { type: "string", multiple: true }, ...gateway },
+    maxPositionals: 1,
+    run: async (parsed) => (await import("./deployments.js")).env(parsed)
+  },
+  {
+    words: ["deployments", "versions"],
+    summary: "List a deployment's versions, newest first, the current one marked *.",
+    synopsis: "NAME [--url URL] [--token T] [--json]",
+    details: [nameDetail, ...gatewayDetails],
+    options: gateway,
+    maxPositionals: 1,
+    run: async (parsed) => (await import("./deployments.js")).versions(parsed)
+  },
+  {
+    words: ["deployments", "rollback"],
+    summary: "Serve an earlier version again (as a new version; an app is started and must get healthy).",
+    synopsis: "NAME --to N [--url URL] [--token T] [--json]",
+    details: [nameDetail, ["--to N", "the version to serve again (see `portico deployments versions NAME`)"], ...gatewayDetails],
+    options: { to: { type: "string" }, ...gateway },
+    maxPositionals: 1,
+    run: async (parsed) => (await import("./deployments.js")).rollback(parsed)
+  },
+  {
+    words: ["deployments", "delete"],
+    summary: "Delete a deployment: its process, versions, events, domains and content; the name and host are free again.",
+    synopsis: "NAME [--url URL] [--token T] [--json]",
+    details: [nameDetail, ...gatewayDetails],
+    options: gateway,
+    maxPositionals: 1,
+    run: async (parsed) => (await import("./deployments.js")).remove(parsed)
+  },
+  {
+    words: ["deployments", "domains"],
+    summary: "List a deployment's custom domains, or add, verify (its DNS TXT record) or remove one.",
+    synopsis: "NAME [--add D | --verify D | --remove D] [--url URL] [--token T] [--json]",
+    details: [
+      nameDetail,
+      ["--add D", "add the domain D and print the TXT record to publish"],
+      ["--verify D", "check D's TXT record; once verified D serves the deployment"],
+      ["--remove D", "stop serving on D"],
+      ...gatewayDetails
+    ],
+    options: { add: { type: "string" }, verify: { type: "string" }, remove: { type: "string" }, ...gateway },
+    maxPositionals: 1,
+    run: async (parsed) => (await import("./deployments.js")).domains(parsed)
+  }
+]
+
 const dataDir: Options = { "data-dir": { type: "string" } }
 const dataDirDetail = ["--data-dir DIR", "the data dir holding the registry (default PORTICO_DATA_DIR or ./data)"] as const
 
@@ -119,7 +217,7 @@ export const commands: ReadonlyArray<Command> = [
   {
     words: ["deploy"],
     summary: "Build (Go, Next.js), pack and upload an app's directory to a running gateway, and print its URL.",
-    synopsis: "DIR --name NAME [--type T] [--subdomain S] [--update] [--env K=V]... [--env-file F] [--health-check P] [--ssr] [--skip-install] [--url URL] [--token T]",
+    synopsis: "DIR --name NAME [--type T] [--subdomain S] [--update] [--env K=V]... [--env-file F] [--health-check P] [--ssr] [--skip-install] [--url URL] [--token T] [--json]",
     details: [
       ["DIR", "the app's directory"],
       ["--name NAME", "the deployment's name: 1-56 of letters, digits, '-' and '_'"],
@@ -128,7 +226,7 @@ export const commands: ReadonlyArray<Command> = [
       ["--update", "deploy a new version of an existing deployment"],
       ["--env K=V", "first deploy: an environment variable (repeatable; overrides --env-file)"],
       ["--env-file F", "first deploy: KEY=VALUE lines (# comments, one layer of quotes removed, no $VAR)"],
-      ["--health-check P", "the path answering 200 when the app is ready (default /health; not for static)"],
+      ["--health-check P", "the path answering 200 when the app is ready (default /health; not for static); with --update it replaces the deployment's"],
       ["--ssr", "Next.js: build the standalone server (output: \"standalone\"); without it the app is exported as a static site"],
       ["--skip-install", "Node.js: use the uploaded node_modules as it is"],
       ["--url URL", "the gateway (default PORTICO_URL or http://127.0.0.1:6001)"],
@@ -137,7 +235,9 @@ export const commands: ReadonlyArray<Command> = [
     ],
     notes: [
       "Go apps are compiled here (CGO_ENABLED=0 GOOS=linux GOARCH=amd64) and Next.js apps built here; the gateway runs what it receives.",
-      "Progress goes to stderr; stdout gets `NAME version N (TYPE, STATUS): URL`."
+      "The name is checked with the gateway first: a taken name (without --update) is refused before any build or upload.",
+      "Progress goes to stderr (the upload, then what the gateway does: installing, starting and the health path it waits for); stdout gets `NAME version N (TYPE, STATUS): URL`.",
+      "Afterwards: `portico deployments --help` (logs, env, versions, rollback, delete, domains)."
     ],
     options: {
       name: { type: "string" },
@@ -155,5 +255,6 @@ export const commands: ReadonlyArray<Command> = [
     },
     maxPositionals: 1,
     run: async (parsed) => (await import("./deploy/deploy.js")).deploy(parsed)
-  }
+  },
+  ...deploymentCommands
 ]

@@ -159,8 +159,9 @@ describe.each(["sqlite", "rqlite"] as const)("portico deploy, registry on %s", (
       "app/health/route.js": 'export const dynamic = "force-dynamic"\nexport async function GET() { return new Response("ok") }\n',
       "public/robots.txt": "User-agent: *\n"
     })
-    // This project's next (a devDependency), as hard links: real files inside the app's tree.
-    execFileSync("cp", ["-al", path.join(repoRoot, "node_modules"), path.join(dir, "node_modules")])
+    // This project's next (a devDependency), as hard links: real files inside the app's tree (the
+    // real directory: a worktree's node_modules may be a link to the main checkout's).
+    execFileSync("cp", ["-al", fs.realpathSync(path.join(repoRoot, "node_modules")), path.join(dir, "node_modules")])
     const ran = await deploy([dir, "--name", "web", "--ssr"])
     expect(ran.code, ran.stderr.slice(-2000)).toBe(0)
     const line = deployedLine(ran)

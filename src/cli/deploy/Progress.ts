@@ -52,15 +52,22 @@ export const startProgress = (
   let lastDraw = -Infinity
   let quartersShown = -1
   let finished = false
+  /** The count the last line drawn on a terminal showed: the end draws again only when it moved. */
+  let drawnAt = -1
   const seconds = () => (now() - started) / 1000
 
   const draw = (force: boolean): void => {
     if (tty) {
       const t = now()
       if (!force && t - lastDraw < 100) return
+      if (sent === drawnAt && lastDraw !== -Infinity) return
       lastDraw = t
-      // The bar shrinks with a narrow terminal so the line never wraps (a wrapped line cannot be redrawn).
-      const width = Math.max(0, Math.min(30, (output.columns ?? 80) - 60))
+      drawnAt = sent
+      // The bar shrinks with a narrow terminal so the line never wraps (a wrapped line cannot be
+      // redrawn). A terminal that reports no width (undefined or 0: some pseudo-terminals) is
+      // taken as 80 columns, the width every terminal has.
+      const columns = output.columns !== undefined && output.columns > 0 ? output.columns : 80
+      const width = Math.max(0, Math.min(30, columns - 60))
       output.write(`\r${progressLine(label, sent, total, seconds(), width)}\x1b[K`)
       return
     }

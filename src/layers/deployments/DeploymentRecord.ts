@@ -127,6 +127,8 @@ export const DeploymentEventType = Schema.Literal(
   "domain_verified",
   "domain_removed",
   "restarted",
+  "installing",
+  "starting",
   "health_check_failed",
   "replica_setup_failed",
   "replica_update_failed",

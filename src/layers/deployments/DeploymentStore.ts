@@ -92,13 +92,15 @@ export interface DeploymentStoreService extends DeploymentEventsService, CustomD
   readonly onNode: (node: string) => Effect.Effect<ReadonlyArray<DeploymentRecord>, StoreError>
   /**
    * Update: version + 1 pointing at `artifact`, only while the record is at `expectedVersion`
-   * (else CONFLICT: rerun). An `updated` event in the same batch.
+   * (else CONFLICT: rerun). An `updated` event in the same batch. With `healthPath`, the
+   * deployment's health path becomes it in the same write (an update that changes it).
    */
   readonly addVersion: (
     namespace: string,
     id: string,
     expectedVersion: number,
-    artifact: string
+    artifact: string,
+    healthPath?: string
   ) => Effect.Effect<DeploymentRecord, StoreError | DeploymentRefused>
   /**
    * Rollback: a new version (current + 1) pointing at `toVersion`'s artifact; NOT_FOUND when that
@@ -299,7 +301,8 @@ export const makeDeploymentStore = (store: RegistryStoreService, sealer: SealerS
     expectedVersion: number,
     artifact: string,
     source: "update" | "rollback",
-    rollbackFrom: number | null
+    rollbackFrom: number | null,
+    healthPath?: string
   ) =>
     Effect.gen(function* () {
       const current = yield* required(namespace, id)
@@ -310,8 +313,8 @@ export const makeDeploymentStore = (store: RegistryStoreService, sealer: SealerS
       const now = yield* nowSeconds
       const written = yield* store.batch([
         {
-          sql: "UPDATE deployments SET version = version + 1, artifact = ?, updated_at = ? WHERE namespace = ? AND id = ? AND version = ?",
-          params: [artifact, stampText(stamp), namespace, id, expectedVersion]
+          sql: "UPDATE deployments SET version = version + 1, artifact = ?, health_path = COALESCE(?, health_path), updated_at = ? WHERE namespace = ? AND id = ? AND version = ?",
+          params: [artifact, healthPath ?? null, stampText(stamp), namespace, id, expectedVersion]
         },
         // only beside the update above: the row at the next version carrying this write's stamp
         {
@@ -327,8 +330,8 @@ export const makeDeploymentStore = (store: RegistryStoreService, sealer: SealerS
       return yield* required(namespace, id)
     })
 
-  const addVersion: DeploymentStoreService["addVersion"] = (namespace, id, expectedVersion, artifact) =>
-    nextVersion(namespace, id, expectedVersion, artifact, "update", null)
+  const addVersion: DeploymentStoreService["addVersion"] = (namespace, id, expectedVersion, artifact, healthPath) =>
+    nextVersion(namespace, id, expectedVersion, artifact, "update", null, healthPath)
 
   const rollback: DeploymentStoreService["rollback"] = (namespace, id, expectedVersion, toVersion) =>
     Effect.gen(function* () {

@@ -59,6 +59,10 @@ export interface DeploymentTooling {
   readonly home?: DeploymentHomeService | undefined
 }
 
+/** What the operator of a gateway that cannot run apps does (docs/operations.md); static sites deploy meanwhile. */
+export const SANDBOX_HINT =
+  "on the gateway's machine, as root: `bash scripts/engines.sh sandbox` (bubblewrap and the sandbox helpers), then restart it; static sites deploy meanwhile"
+
 /** Generated hosts drawn before giving up: a clash of 6 random characters is already rare. */
 const DOMAIN_DRAWS = 5
 
@@ -235,7 +239,12 @@ export const makeDeploymentUploads = (tools: DeploymentTooling) => {
       yield* Effect.promise(() => fs.promises.mkdir(versionDir, { recursive: true, mode: 0o755 }))
       yield* Effect.gen(function* () {
         yield* Effect.catchAll(extractArchive(form.archive, path.join(versionDir, "app")), archiveFailure(form.formFailure))
-        yield* tools.builds.prepare({ type: record.type as "nextjs" | "go" | "nodejs", versionDir, skipInstall: form.fields.skipInstall, record })
+        // the install can take minutes: an event says so to a client reading the events meanwhile
+        const onInstall = (timeoutMs: number) =>
+          Effect.catchAllCause(store.addEvent(record.id, "installing", { version: n, timeout_seconds: Math.round(timeoutMs / 1000) }), (cause) =>
+            Effect.logWarning(`deployment ${record.id}: the installing event was not written`, cause)
+          )
+        yield* tools.builds.prepare({ type: record.type as "nextjs" | "go" | "nodejs", versionDir, skipInstall: form.fields.skipInstall, record, onInstall })
       }).pipe(Effect.onError(() => removeDir(versionDir)))
       return artifact
     })
@@ -285,7 +294,7 @@ export const makeDeploymentUploads = (tools: DeploymentTooling) => {
     Effect.gen(function* () {
       const unavailable = yield* tools.runtime.available
       if (unavailable !== undefined) {
-        return yield* Effect.fail(refuse("UNAVAILABLE", `this gateway cannot run apps: ${unavailable}`, "deploy a static site, or to a node that runs apps"))
+        return yield* Effect.fail(refuse("UNAVAILABLE", `this gateway cannot run apps: ${unavailable}`, SANDBOX_HINT))
       }
       yield* nameTaken(namespace, form.fields.name)
       // the lock is taken before the record exists: no update, rollback, environment change or
@@ -333,7 +342,11 @@ export const makeDeploymentUploads = (tools: DeploymentTooling) => {
       })
     )
 
-  /** Under the lock: version current + 1 from the archive, started in place of the running one. */
+  /**
+   * Under the lock: version current + 1 from the archive, started in place of the running one.
+   * A `health_check` in the form is the path the new version is judged by, written with the
+   * version (the health path is the deployment's: a rollback keeps it).
+   */
   const dynamicUpdate = (current: DeploymentRecord, form: DeploymentForm) =>
     Effect.uninterruptibleMask((restore) =>
       Effect.gen(function* () {
@@ -342,8 +355,10 @@ export const makeDeploymentUploads = (tools: DeploymentTooling) => {
         const artifact = `versions/${n}`
         const abandon = removeDir(path.join(instanceDir, artifact))
         yield* restore(placeVersion(current, instanceDir, n, form)).pipe(Effect.onError(() => abandon))
-        const next = { ...current, version: n, artifact }
-        return yield* switchTo(restore, current, next, instanceDir, store.addVersion(current.namespace, current.id, current.version, artifact), abandon)
+        const healthPath = form.fields.healthCheck ?? current.healthPath
+        const next = { ...current, version: n, artifact, healthPath }
+        const commit = store.addVersion(current.namespace, current.id, current.version, artifact, form.fields.healthCheck)
+        return yield* switchTo(restore, current, next, instanceDir, commit, abandon)
       })
     )
 
@@ -373,9 +388,6 @@ export const makeDeploymentUploads = (tools: DeploymentTooling) => {
         if (Option.isNone(found)) return yield* Effect.fail(refuse("NOT_FOUND", `no deployment ${form.fields.name} in this namespace`, "deploy it first, without --update"))
         const record = found.value
         if (record.type !== type) return yield* Effect.fail(refuse("VALIDATION_FAILED", `type: deployment ${record.name} is ${record.type}, not ${type}`, `update it as ${record.type}`))
-        if (form.fields.healthCheck !== undefined && form.fields.healthCheck !== record.healthPath) {
-          return yield* Effect.fail(refuse("VALIDATION_FAILED", "health_check: the health path is set on the first deploy", `it is ${record.healthPath ?? "none"}`))
-        }
         if (tools.home?.elsewhere(record) === true) return yield* tools.home.update(record, form)
         return yield* tools.locks.withLock(
           record.id,

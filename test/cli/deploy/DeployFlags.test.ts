@@ -10,7 +10,7 @@ import { afterEach, beforeEach, describe, expect, it } from "vitest"
 import { CliError, commandHelp, parseCommand } from "../../../src/cli/Cli.js"
 import { commands } from "../../../src/cli/commands.js"
 import { detectAppType } from "../../../src/cli/deploy/AppType.js"
-import { appUrl, describeUploadFailure } from "../../../src/cli/deploy/deploy.js"
+import { appUrl, describeUploadFailure, waitingLine } from "../../../src/cli/deploy/deploy.js"
 import { readDeployFlags } from "../../../src/cli/deploy/DeployFlags.js"
 import { progressLine, startProgress } from "../../../src/cli/deploy/Progress.js"
 import { encodeDeploymentForm } from "../../../src/api/DeploymentUploadForm.js"
@@ -169,6 +169,31 @@ describe("output", () => {
     expect(plain).toHaveLength(5)
     expect(plain.at(-1)).toMatch(/100%/)
     expect(progressLine("up", 512 * 1024, 1024 * 1024, 1, 10)).toBe("up [#####-----]  50%  512.0 KiB / 1.0 MiB  512.0 KiB/s")
+  })
+
+  it("keeps the bar on a terminal of unknown width, and draws 100% once", () => {
+    for (const columns of [undefined, 0]) {
+      const out: Array<string> = []
+      const bar = startProgress("uploading", 100, { isTTY: true, columns, write: (t) => out.push(t) }, () => 0)
+      bar.advance(100)
+      bar.done()
+      expect(out.filter((t) => t.includes("100%")), String(columns)).toHaveLength(1)
+      expect(out.find((t) => t.includes("100%"))).toContain(`[${"#".repeat(20)}]`)
+      expect(out.at(-1)).toBe("\n")
+    }
+  })
+
+  it("says what the gateway's events say it waits for", () => {
+    expect(waitingLine("starting", { version: 2, health_path: "/ready", timeout_seconds: 60 })).toBe(
+      "the gateway started version 2: waiting for it to answer 200 on /ready (up to 60 s)"
+    )
+    expect(waitingLine("installing", { version: 1, timeout_seconds: 240 })).toBe(
+      "the gateway is installing the dependencies of version 1 (npm, registry packages only) (up to 240 s)"
+    )
+    expect(waitingLine("health_check_failed", { phase: "start", reason: "the app exited with code 1 before answering 200 on /health" })).toBe(
+      "health check: the app exited with code 1 before answering 200 on /health"
+    )
+    expect(waitingLine("updated", {})).toBeUndefined()
   })
 
   it("encodes the form with the fields first, the archive last, and its exact length", async () => {

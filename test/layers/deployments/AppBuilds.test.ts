@@ -259,13 +259,41 @@ describe("Node.js: the server-side install", () => {
     ["GitHub shorthand", { dependencies: { shorty: "vercel/ms" } }, "shorty"],
     ["file", { dependencies: { local: "file:../other" } }, "local"],
     ["URL in overrides", { dependencies: { ms: "^2.1.3" }, overrides: { ms: "https://example.test/ms.tgz" } }, "ms"],
-    ["workspaces", { dependencies: { ms: "^2.1.3" }, workspaces: ["packages/*"] }, "workspaces"]
+    ["workspaces", { dependencies: { ms: "^2.1.3" }, workspaces: ["packages/*"] }, "workspaces"],
+    // npm resolves the whole tree before omitting dev dependencies: these are refused with no runtime dependency at all
+    ["git devDependency alone", { devDependencies: { tool: "github:someone/tool" } }, "tool"],
+    ["git override alone", { overrides: { ms: "git+https://github.com/vercel/ms.git" } }, "ms"],
+    ["workspaces alone", { workspaces: ["packages/*"] }, "workspaces"]
   ])("refuses a %s dependency with 500 DEPENDENCY_REFUSED before npm runs", async (_, fields, named) => {
     const versionDir = version({ "package.json": JSON.stringify({ name: "refused", version: "1.0.0", ...fields }) })
     const failure = refusal(await run(noNpm, { type: "nodejs", versionDir, skipInstall: false }))
     expect([failure.status, failure.code]).toEqual([500, "DEPENDENCY_REFUSED"])
     expect(failure.reason).toContain(named)
+    // the hint says what to do, not the reason again
+    expect(failure.hint).toBe(`to use '${named}', upload the app with its node_modules installed (the server then installs nothing)`)
     expect(leftovers(versionDir)).toEqual([])
+  })
+
+  it("tells the caller when an install begins (its time limit), and not when nothing is installed", async () => {
+    const calls: Array<number> = []
+    const onInstall = (timeoutMs: number) => Effect.sync(() => void calls.push(timeoutMs))
+    const installing = version({ "package.json": JSON.stringify({ name: "announced", version: "1.0.0", dependencies: { ms: "^2.1.3" } }) })
+    // npm cannot run here: the install fails after it was announced
+    await run(builds({ npmCli: "/usr/nonexistent/npm-cli.js", installTimeoutMs: 90_000 }), { type: "nodejs", versionDir: installing, skipInstall: false, onInstall })
+    expect(calls).toEqual([90_000])
+    const skipped = version({ "package.json": JSON.stringify({ name: "quiet", version: "1.0.0", dependencies: { ms: "^2.1.3" } }) })
+    await run(noNpm, { type: "nodejs", versionDir: skipped, skipInstall: true, onInstall })
+    const refused = version({ "package.json": JSON.stringify({ name: "refused", version: "1.0.0", dependencies: { ms: "github:vercel/ms" } }) })
+    await run(noNpm, { type: "nodejs", versionDir: refused, skipInstall: false, onInstall })
+    expect(calls).toEqual([90_000])
+  })
+
+  it("installs nothing for registry devDependencies alone, or without a package.json", async () => {
+    const devOnly = version({ "package.json": JSON.stringify({ name: "dev-only", version: "1.0.0", devDependencies: { "left-pad": "1.3.0" } }) })
+    expect(Exit.isSuccess(await run(noNpm, { type: "nodejs", versionDir: devOnly, skipInstall: false }))).toBe(true)
+    expect(existsSync(path.join(devOnly, "app", "node_modules"))).toBe(false)
+    const bare = version({ "index.js": "require('http').createServer((q, s) => s.end('ok')).listen(process.env.PORT)\n" })
+    expect(Exit.isSuccess(await run(noNpm, { type: "nodejs", versionDir: bare, skipInstall: false }))).toBe(true)
   })
 
   it("refuses a lockfile entry resolved off the public registry", async () => {

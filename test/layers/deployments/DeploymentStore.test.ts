@@ -198,6 +198,12 @@ const deploymentStoreSuite = (engine: string, provision: Provision) =>
         const events = yield* deployments.events("shop", blog.id, { limit: 10, after: undefined })
         expect(events.items.map((e) => [e.type, e.version])).toEqual([["rolled_back", 3], ["updated", 2], ["created", 1]])
         expect(events.items[0]?.detail).toEqual({ from_version: 1 })
+        // an update may change the health path, in the same write; without one it stays, and a rollback keeps it
+        const api = yield* deployments.create(app("api", { healthPath: "/health" }))
+        expect((yield* deployments.addVersion("shop", api.id, 1, "bafy-api-2")).healthPath).toBe("/health")
+        expect((yield* deployments.addVersion("shop", api.id, 2, "bafy-api-3", "/ready")).healthPath).toBe("/ready")
+        expect(codeOf(yield* Effect.either(deployments.addVersion("shop", api.id, 2, "bafy-late", "/late")))).toBe("CONFLICT")
+        expect((yield* deployments.rollback("shop", api.id, 3, 1)).healthPath).toBe("/ready")
         // a static site's content CID follows its versions
         const site = yield* deployments.create(app("site", { type: "static", domain: "s.portico.test", artifact: "bafyA" }))
         expect((yield* deployments.addVersion("shop", site.id, 1, "bafyB")).contentCid).toBe("bafyB")

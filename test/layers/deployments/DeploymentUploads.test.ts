@@ -380,7 +380,8 @@ describe("a first upload's setup holds the deployment's lock", () => {
     expect(updated).toMatchObject({ version: 2, status: "active" })
     expect((await served(updated.port ?? 0)).version).toBe("v2")
     const events = (await run(store.events("shop", updated.id, { limit: 100, after: undefined }))).items.map((e) => e.type).reverse()
-    expect(events).toEqual(["created", "status_changed", "updated"])
+    // each start says what it waits for before the write it leads to
+    expect(events).toEqual(["created", "starting", "status_changed", "starting", "updated"])
     await run(deployments.remove("shop", "raced"))
     await expectNothingLeft(updated)
   }, 90_000)

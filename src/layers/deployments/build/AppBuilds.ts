@@ -26,6 +26,8 @@ export interface PrepareInput {
   /** Node.js only: the upload's `skip_install=true`. */
   readonly skipInstall: boolean
   readonly record: DeploymentRecord
+  /** Runs before the Node.js install starts (the caller records an `installing` event); not when nothing is installed. */
+  readonly onInstall?: (timeoutMs: number) => Effect.Effect<void>
 }
 
 /** What the runtime runs in the sandbox (working directory /app), and what ENTRY_POINT carries. */
@@ -190,8 +192,12 @@ export const makeAppBuilds = (options: AppBuildsOptions = {}): AppBuildsService 
       // on PATH, as on the developer's machine); it needs no network and writes only under HOME.
       const argv =
         start.right.kind === "npm-start" ? [node, npmCli, "start", "--no-update-notifier", "--logs-max=0"] : [node, start.right.argv[1]]
-      const needsInstall = !input.skipInstall && !existsSync(path.join(appDir, "node_modules")) && hasDependencies(packageJson)
-      if (needsInstall) {
+      // Without an uploaded node_modules (or skip_install) the server installs, so the install's
+      // inputs are checked whether or not a runtime dependency is listed: npm resolves the dev
+      // dependencies, overrides and workspaces of the whole tree before it omits what it does not
+      // install, and would fetch a git or URL spec among them.
+      const installs = packageJson !== undefined && !input.skipInstall && !existsSync(path.join(appDir, "node_modules"))
+      if (installs) {
         const packageLock = yield* readJson(appDir, LOCKFILES[1], LOCKFILE_MAX_BYTES)
         const shrinkwrap = yield* readJson(appDir, LOCKFILES[0], LOCKFILE_MAX_BYTES)
         const checked = checkInstallInputs({
@@ -203,20 +209,24 @@ export const makeAppBuilds = (options: AppBuildsOptions = {}): AppBuildsService 
           const refusal = checked.left
           return yield* Effect.fail(
             refusal._tag === "DependencyRefused"
-              ? refuse("DEPENDENCY_REFUSED", refusal.message, `only registry packages install on the server; upload the app with its node_modules to use '${refusal.dependency}'`)
+              ? refuse("DEPENDENCY_REFUSED", refusal.message, `to use '${refusal.dependency}', upload the app with its node_modules installed (the server then installs nothing)`)
               : invalid(refusal.message, "fix the file, or delete the lockfile and let the server resolve")
           )
         }
+      }
+      if (installs && hasDependencies(packageJson)) {
         const uid = sandboxUid(input.record)
         if (uid === undefined || input.record.port === undefined)
           return yield* Effect.fail(refuse("UNAVAILABLE", "the deployment has no port, so no sandbox identity to install as"))
+        const timeoutMs = options.installTimeoutMs ?? INSTALL_TIMEOUT_MS
+        if (input.onInstall !== undefined) yield* input.onInstall(timeoutMs)
         yield* runNpmInstall({
           appDir,
           workDir: input.versionDir,
           sandboxId: `${input.record.id}-install`,
           uid,
           port: input.record.port,
-          timeoutMs: options.installTimeoutMs ?? INSTALL_TIMEOUT_MS,
+          timeoutMs,
           limits: options.installLimits ?? DEFAULT_INSTALL_LIMITS,
           node,
           npmCli,

@@ -149,7 +149,9 @@ export const makeAppRuntime = (
         if (!isDynamic(record.type) || record.port === undefined) return yield* Effect.fail(refuse("APP_START_FAILED", "a static site runs no process"))
         const unavailable = yield* available
         if (unavailable !== undefined) {
-          return yield* Effect.fail(refuse("UNAVAILABLE", `this gateway cannot run apps: ${unavailable}`, "deploy to a node that runs apps, or serve it as a static site"))
+          return yield* Effect.fail(
+            refuse("UNAVAILABLE", `this gateway cannot run apps: ${unavailable}`, "on the gateway's machine, as root: `bash scripts/engines.sh sandbox`, then restart it")
+          )
         }
         const entry = yield* entryOf(record.id)
         const started = yield* Deferred.make<void, string>()

@@ -135,6 +135,12 @@ const runOnce = (app: AppState, deps: SupervisorDeps, started: Deferred.Deferred
     app.handle = handle
     app.launchedAt = yield* Clock.currentTimeMillis
     yield* Effect.forkScoped(Effect.repeat(capLog(app.logFile, timing.logMaxBytes), Schedule.spaced(Duration.millis(timing.logCheckMs))))
+    // what a deploy, update, rollback or environment change now waits for, so a client reading
+    // the events while its request is open can say so (`portico deploy` prints it)
+    if (started !== undefined) {
+      const waiting = { version: record.version, health_path: healthPathOf(record), timeout_seconds: Math.round(timing.startTimeoutMs / 1000) }
+      yield* quietly(deps.store.addEvent(record.id, "starting", waiting))
+    }
     const start = yield* awaitHealthy(record.port ?? 0, healthPathOf(record), timing.startTimeoutMs, handle.exited)
     // a restarted process that ends before its first 200 is judged by its exit like any other (a
     // clean exit is not restarted under on-failure); only the first launch must get healthy
