@@ -28,6 +28,8 @@ export const startBackgroundLoad = () => {
   const cpus = `0-${Math.max(0, os.cpus().length - 1)}`
   busy = spawn("taskset", ["-c", cpus, process.execPath, "-e", "for (;;) {}"], { stdio: "ignore" })
   const child = busy
+  // the loop must not keep the bench alive once its work is done
+  child.unref()
   process.once("exit", () => {
     child.kill("SIGKILL")
   })
