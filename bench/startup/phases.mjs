@@ -5,7 +5,8 @@
  *
  *   node bench/startup/phases.mjs <dist dir> <data dir> <port> [host of a deployed app]...
  *
- * Prints one JSON object of milliseconds:
+ * Prints one JSON object, each phase's [wall, CPU] milliseconds (CPU: the whole process's user and
+ * system time, all threads; on a busy machine the wall time stretches and the CPU time much less):
  * - boot: node's own start, up to this file's first line (performance.now() counts from the
  *   process's start);
  * - modules: importing what `portico serve` imports (the config, the gateway and every module it
@@ -22,13 +23,19 @@ import * as http from "node:http"
 import * as path from "node:path"
 import { pathToFileURL } from "node:url"
 
-const boot = performance.now()
+const boot = [performance.now(), (process.cpuUsage().user + process.cpuUsage().system) / 1000]
 const [dist, dataDir, port, ...hosts] = process.argv.slice(2)
 const at = (file) => pathToFileURL(path.join(dist, file)).href
+const cpuMs = () => {
+  const { user, system } = process.cpuUsage()
+  return (user + system) / 1000
+}
+/** Runs `run`, answers [[wall ms, CPU ms], its value]. */
 const timed = async (run) => {
   const started = performance.now()
+  const cpu = cpuMs()
   const value = await run()
-  return [performance.now() - started, value]
+  return [[performance.now() - started, cpuMs() - cpu], value]
 }
 
 const [modules, loaded] = await timed(async () => {
@@ -69,9 +76,10 @@ const until = async (host) => {
 const scope = Effect.runSync(Scope.make())
 const [gateway] = await timed(() => Effect.runPromise(Scope.extend(serveGateway(settings), scope)))
 const listened = performance.now()
+const listenedCpu = cpuMs()
 const [health] = await timed(() => until(undefined))
 await Promise.all(hosts.map(until))
-const resume = performance.now() - listened
+const resume = [performance.now() - listened, cpuMs() - listenedCpu]
 await Effect.runPromise(Scope.close(scope, Exit.void))
 process.stdout.write(JSON.stringify({ boot, modules, registry, services, gateway, health, resume }) + "\n")
 process.exit(0)
