@@ -47,10 +47,10 @@ const benches: ReadonlyArray<Bench> = [
     short: { FLOOR_TARGETS: "bare,gateway-key,gateway-jwt", FLOOR_ROUNDS: "2", FLOOR_DURATION: "4", FLOOR_WARMUP: "1" },
     missing: need("wrk", "taskset")
   },
-  { name: "cache", short: { CACHE_ROUNDS: "2", CACHE_DURATION: "4" }, missing: need("wrk", "taskset", "redis-server", "redis-benchmark") },
+  { name: "cache", short: { CACHE_ROUNDS: "2", CACHE_DURATION: "3" }, missing: need("wrk", "taskset", "redis-server", "redis-benchmark") },
   {
     name: "sql",
-    short: { SQL_ROUNDS: "3", SQL_DURATION: "3" },
+    short: { SQL_ROUNDS: "3", SQL_DURATION: "2" },
     missing: () => [...need("wrk", "taskset")(), ...(hasRqlited() ? [] : ["rqlited (bash scripts/engines.sh rqlite)"])]
   },
   { name: "storage", short: { STORAGE_ROUNDS: "2", STORAGE_MIB: "64" }, missing: need("taskset") },

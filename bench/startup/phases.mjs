@@ -17,7 +17,7 @@
  * - gateway: `serveGateway` to listening, the same services again plus the HTTP app, the fast lane,
  *   the host routing and the listen (a second build: the JIT is warmer than at a real start);
  * - health: the first `/health` answer after listening;
- * - resume: from listening until every app host given answers 200.
+ * - resume: from listening until every app host given answers 200 (null when one did not in 30 s).
  */
 import * as http from "node:http"
 import * as path from "node:path"
@@ -69,8 +69,17 @@ const get = (host) =>
     request.on("error", () => resolve(0))
     request.end()
   })
+/** Polls until `host` (or /health) answers 200; gives up after 30 s, and `resume` is then null. */
+let gaveUp = false
 const until = async (host) => {
-  while ((await get(host)) !== 200) await new Promise((resolve) => setTimeout(resolve, 10))
+  const deadline = performance.now() + 30_000
+  while ((await get(host)) !== 200) {
+    if (performance.now() > deadline) {
+      gaveUp = true
+      return
+    }
+    await new Promise((resolve) => setTimeout(resolve, 10))
+  }
 }
 
 const scope = Effect.runSync(Scope.make())
@@ -79,7 +88,7 @@ const listened = performance.now()
 const listenedCpu = cpuMs()
 const [health] = await timed(() => until(undefined))
 await Promise.all(hosts.map(until))
-const resume = [performance.now() - listened, cpuMs() - listenedCpu]
+const resume = gaveUp ? null : [performance.now() - listened, cpuMs() - listenedCpu]
 await Effect.runPromise(Scope.close(scope, Exit.void))
 process.stdout.write(JSON.stringify({ boot, modules, registry, services, gateway, health, resume }) + "\n")
 process.exit(0)
