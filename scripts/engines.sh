@@ -2,7 +2,7 @@
 # Installs the pinned engine binaries that the engine test suites run against.
 #
 #   scripts/engines.sh            # every engine implemented below
-#   scripts/engines.sh rqlite     # only the named ones (rqlite, redis, kubo, ipfs-cluster, sandbox, socks)
+#   scripts/engines.sh rqlite     # only the named ones (rqlite, redis, kubo, ipfs-cluster, sandbox, socks, wrk)
 #   scripts/engines.sh --for-tests  # every engine; `npm test` runs this first: one line when all are
 #                                   # present, else says what it builds and why it takes minutes
 #
@@ -41,7 +41,7 @@ KUBO_VERSION="v0.40.1"
 CLUSTER_MODULE="github.com/ipfs-cluster/ipfs-cluster"
 CLUSTER_VERSION="v1.1.0"
 
-IMPLEMENTED=(rqlite redis kubo ipfs-cluster sandbox socks)
+IMPLEMENTED=(rqlite redis kubo ipfs-cluster sandbox socks wrk)
 
 # The deployment sandbox (src/layers/deployments/sandbox): bwrap from the Debian package, and two
 # helpers compiled from their C sources (the socket-rules loader, and the last step before the app:
@@ -232,6 +232,23 @@ install_socks() {
   command -v microsocks >/dev/null 2>&1 || die "microsocks is not on PATH after installing the package"
 }
 
+# --- wrk ------------------------------------------------------------------------------------
+# The HTTP load generator of the benches (bench/floor, cache, sql, deploy; `npm run bench`): the
+# Debian package, onto PATH.
+install_wrk() {
+  if command -v wrk >/dev/null 2>&1; then
+    log "wrk already installed"
+    return 0
+  fi
+  need apt-get "wrk comes from the Debian package (apt-get install wrk)"
+  [[ $EUID -eq 0 ]] || die "installing wrk needs root (or: sudo apt-get install -y wrk)"
+  log "installing wrk from the Debian archive"
+  { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null 2>&1 ||
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null; }; } ||
+    die "apt-get install wrk failed"
+  command -v wrk >/dev/null 2>&1 || die "wrk is not on PATH after installing the package"
+}
+
 # --- main -----------------------------------------------------------------------------------
 # Prints the named engines that are absent or built from another pin.
 missing_engines() {
@@ -243,6 +260,7 @@ missing_engines() {
       kubo) is_current ipfs "$KUBO_MODULE@$KUBO_VERSION" || printf '%s\n' "kubo" ;;
       sandbox) { command -v bwrap >/dev/null 2>&1 && sandbox_current; } || printf '%s\n' "sandbox" ;;
       socks) command -v microsocks >/dev/null 2>&1 || printf '%s\n' "socks" ;;
+      wrk) command -v wrk >/dev/null 2>&1 || printf '%s\n' "wrk" ;;
       ipfs-cluster)
         { is_current ipfs-cluster-service "$CLUSTER_MODULE@$CLUSTER_VERSION" &&
           is_current ipfs-cluster-ctl "$CLUSTER_MODULE@$CLUSTER_VERSION"; } || printf '%s\n' "ipfs-cluster" ;;
@@ -280,6 +298,7 @@ main() {
       ipfs-cluster) install_ipfs_cluster ;;
       sandbox) install_sandbox ;;
       socks) install_socks ;;
+      wrk) install_wrk ;;
       *) die "unknown engine '$engine' (implemented: ${IMPLEMENTED[*]})" ;;
     esac
   done
@@ -292,6 +311,7 @@ main() {
       ipfs-cluster) printf '%s\n' "$BIN/ipfs-cluster-service" "$BIN/ipfs-cluster-ctl" ;;
       sandbox) command -v bwrap; printf '%s\n' "$BIN/portico-sandbox-bpf" "$BIN/portico-sandbox-exec" ;;
       socks) command -v microsocks ;;
+      wrk) command -v wrk ;;
     esac
   done
 }

@@ -13,6 +13,8 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
+import { startBackgroundLoad } from "../support/load.js"
+import { reported, type TargetResult, writeSummary } from "../support/summary.js"
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../..")
 const N = Number(process.env.AUTH_N ?? 400)
@@ -30,10 +32,14 @@ const pool = async <T>(items: ReadonlyArray<T>, work: (item: T) => Promise<void>
   )
 }
 
+/** Each timed phase's rate, for the bench summary (no targets: reported beside them). */
+const rates: Array<TargetResult> = []
+
 const timed = async (label: string, count: number, run: () => Promise<void>) => {
   const t = performance.now()
   await run()
   const s = (performance.now() - t) / 1000
+  rates.push(reported(`sign-in bench: ${label}`, "-", count / s, "/s", `${count} at concurrency ${C}`))
   process.stdout.write(`${label.padEnd(28)} ${(count / s).toFixed(0).padStart(6)} /s  (${count} in ${s.toFixed(2)} s, concurrency ${C})\n`)
 }
 
@@ -49,6 +55,7 @@ const post = async (url: string, body: unknown, token?: string) => {
 }
 
 const main = async () => {
+  startBackgroundLoad()
   const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), "portico-auth-bench-"))
   const env = { ...process.env, PORTICO_RATE_LIMIT: "false", PORTICO_LOG_REQUESTS: "false" }
   const cli = (args: ReadonlyArray<string>) =>
@@ -102,6 +109,7 @@ const main = async () => {
     for (const [label, token] of [["whoami, API key", created.api_key], ["whoami, session JWT", session], ["whoami, API key (again)", created.api_key]] as const) {
       await timed(label, M, () => pool(Array.from({ length: M }, (_, i) => i), get(token)))
     }
+    writeSummary("auth", `AUTH_N=${N} AUTH_CONCURRENCY=${C}`, rates)
   } finally {
     server.kill("SIGTERM")
     fs.rmSync(dataDir, { recursive: true, force: true })

@@ -11,7 +11,9 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
+import { startBackgroundLoad } from "../support/load.js"
 import { median } from "../support/stats.js"
+import { atLeast, reported, writeSummary } from "../support/summary.js"
 
 const here = path.dirname(fileURLToPath(import.meta.url))
 const root = path.resolve(here, "../..")
@@ -56,6 +58,7 @@ const start = (kind: string, port: number) =>
   })
 
 const main = async () => {
+  startBackgroundLoad()
   const get = lua("get", JSON.stringify({ dmap: "bench", key: "hot" }))
   const put = lua("put", `{"dmap":"bench","key":"hot","value":${value}}`)
   const rows: Array<[string, Sample]> = []
@@ -110,6 +113,23 @@ const main = async () => {
     `memory per entry (1e6 x 100 B): embedded ${embedded.heapPerEntry.toFixed(0)} B heap, ` +
       `${embedded.rssPerEntry.toFixed(0)} B RSS growth; Redis ${((after - before) / N).toFixed(0)} B (used_memory)\n`
   )
+  const anchor = "bare node:http, the same JSON work over a Map"
+  const perRound = (op: string) => {
+    const bare = rpsOf(`bare ${op}`)
+    return rpsOf(`gateway ${op}`).map((g, i) => (g / (bare[i] ?? Number.NaN)).toFixed(2)).join(" ")
+  }
+  const ratioOf = (op: string) => median(rpsOf(`gateway ${op}`)) / median(rpsOf(`bare ${op}`))
+  const rgb = (name: string) => Number(new RegExp(`${name}: ([\\d.]+) requests per second`).exec(rb.replace(/\r/g, "\n"))?.[1] ?? Number.NaN)
+  writeSummary("cache", `CACHE_ROUNDS=${rounds} CACHE_DURATION=${duration}`, [
+    ...(rows.length > 0
+      ? [
+          atLeast("cache get (4)", anchor, ratioOf("get"), 0.6, `rounds ${perRound("get")}`),
+          reported("cache put (4)", anchor, ratioOf("put"), "ratio", `rounds ${perRound("put")}`),
+          reported("cache get against redis-benchmark GET", "redis-benchmark GET, -c 64 -d 100", median(rpsOf("gateway get")) / rgb("GET"), "ratio", `gateway ${median(rpsOf("gateway get")).toFixed(0)}/s, Redis ${rgb("GET").toFixed(0)}/s`)
+        ]
+      : []),
+    reported("cache memory per 100-byte entry", "Redis used_memory", embedded.rssPerEntry, "B", `embedded ${embedded.heapPerEntry.toFixed(0)} B heap, ${embedded.rssPerEntry.toFixed(0)} B RSS; Redis ${((after - before) / N).toFixed(0)} B`)
+  ])
 }
 
 main().catch((e: unknown) => {

@@ -31,7 +31,9 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { freePort, logTail, startPinned, stopAll, waitUntil } from "../support/children.js"
+import { startBackgroundLoad } from "../support/load.js"
 import { median } from "../support/stats.js"
+import { atLeast, reported, rounds as roundsText, writeSummary } from "../support/summary.js"
 import { startReference } from "./reference.js"
 
 const here = path.dirname(fileURLToPath(import.meta.url))
@@ -179,6 +181,7 @@ const firstOk = async (gateway: string, host: string, deadlineMs: number) => {
 
 const main = async () => {
   spawnSync("taskset", ["-a", "-p", "-c", clientCpus, String(process.pid)])
+  startBackgroundLoad()
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "portico-bench-deploy-"))
   const dataDir = path.join(dir, "data")
   const env: NodeJS.ProcessEnv = { ...process.env, PORTICO_RATE_LIMIT: "false", PORTICO_LOG_REQUESTS: "false", PORTICO_NODE_ID: "bench" }
@@ -285,6 +288,13 @@ const main = async () => {
         `CPU µs per request (medians): ${sides.map((side) => cpuOf(side.name)).join("; ")}\n` +
         `10 MB static site, command to first 200: median ${median(deployMs).toFixed(0)} ms (${deployMs.map((m) => m.toFixed(0)).join(", ")})\n`
     )
+    writeSummary("deploy", `DEPLOY_LAYOUT=${layout} DEPLOY_ROUNDS=${rounds} DEPLOY_DURATION=${duration} DEPLOY_STATIC_ROUNDS=${staticRounds}`, [
+      atLeast(`deployed app through the gateway, c=${connections}, ${layout} (23)`, "the app called directly on its port", ratio, TARGET, `rounds ${roundsText(ratios)}`),
+      ...(reference === undefined
+        ? []
+        : [reported(`nginx in front of the same app, ${layout}`, "the app called directly on its port", median(ratiosOf("nginx", "direct")), "ratio", `rounds ${roundsText(ratiosOf("nginx", "direct"))}`)]),
+      reported("10 MB static site, deploy to first 200 (23)", "-", median(deployMs) / 1000, "s", `runs ${roundsText(deployMs.map((m) => m / 1000))}`)
+    ])
   } finally {
     await stopAll()
     fs.rmSync(dir, { recursive: true, force: true })

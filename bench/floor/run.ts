@@ -9,7 +9,9 @@
 import { spawn, spawnSync, type ChildProcess } from "node:child_process"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
+import { startBackgroundLoad } from "../support/load.js"
 import { median } from "../support/stats.js"
+import { atLeast, reported, rounds as roundsText, writeSummary } from "../support/summary.js"
 
 export interface Target {
   readonly name: string
@@ -162,6 +164,7 @@ const main = async () => {
     process.stderr.write("wrk not found: apt-get install -y wrk\n")
     process.exit(1)
   }
+  startBackgroundLoad()
   const chosen = targets.filter((t) => only.includes(t.name))
   const results = new Map<string, Array<Sample>>(chosen.map((t) => [t.name, []]))
   let port = 19100
@@ -194,6 +197,19 @@ const main = async () => {
       `| ${t.name} | ${rps.toFixed(0)} | ${median(ss.map((s) => s.p50)).toFixed(2)} | ${median(ss.map((s) => s.p99)).toFixed(2)} | ${(floor > 0 ? rps / floor : 0).toFixed(2)} |\n`
     )
   }
+  // The ratio held to the target is the one printed above, of the medians; the rounds beside it.
+  const side = (name: string) => (results.get(name) ?? []).map((s) => s.rps)
+  const perRound = (name: string) => roundsText(side(name).map((rps, i) => rps / (side("bare")[i] ?? Number.NaN)))
+  const ratioOf = (name: string) => (floor > 0 ? median(side(name)) / floor : Number.NaN)
+  const anchor = "bare node:http, the same JSON from a Map"
+  writeSummary("floor", `FLOOR_ROUNDS=${rounds} FLOOR_DURATION=${duration} FLOOR_WARMUP=${warmup} FLOOR_TARGETS=${only.join(",")}`, [
+    ...(only.includes("gateway-key") && only[0] === "bare"
+      ? [atLeast("whoami with an API key (2)", anchor, ratioOf("gateway-key"), 0.6, `rounds ${perRound("gateway-key")}`)]
+      : []),
+    ...(only.includes("gateway-jwt") && only[0] === "bare"
+      ? [reported("whoami with a JWT (2)", anchor, ratioOf("gateway-jwt"), "ratio", `rounds ${perRound("gateway-jwt")}`)]
+      : [])
+  ])
 }
 
 main().catch((e: unknown) => {

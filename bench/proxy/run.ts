@@ -48,7 +48,9 @@ import { WebSocket } from "ws"
 import { startSocksServer } from "../../test/support/socksServer.js"
 import { alive, freePort, logTail, startPinned, stop, stopAll, waitUntil } from "../support/children.js"
 import { pinSelf, sampleRss } from "../support/processes.js"
+import { startBackgroundLoad } from "../support/load.js"
 import { median } from "../support/stats.js"
+import { atLeast, below, rounds as roundsText, writeSummary } from "../support/summary.js"
 
 const here = path.dirname(fileURLToPath(import.meta.url))
 const root = path.resolve(here, "../..")
@@ -237,6 +239,7 @@ const mibps = (ms: number) => bytes / MiB / (ms / 1000)
 
 const main = async () => {
   pinSelf("1")
+  startBackgroundLoad()
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "portico-bench-proxy-"))
   const dataDir = path.join(dir, "data")
   const sourceAddress = randomLoopback()
@@ -327,6 +330,12 @@ const main = async () => {
     console.log("| measure | tunnel | SOCKS alone | ratio | target | met |")
     console.log("|---|---:|---:|---:|---|---|")
     for (const row of rows) console.log(`| ${row.join(" | ")} |`)
+    const anchor = "the same transfer through the SOCKS server alone"
+    writeSummary("proxy", `PROXY_ROUNDS=${rounds} PROXY_BYTES=${bytes / MiB} MiB`, [
+      atLeast("tunnel throughput, destination → client (24)", anchor, median(results.down.ratios), THROUGHPUT_TARGET, `rounds ${roundsText(results.down.ratios)}`),
+      atLeast("tunnel throughput, client → destination (24)", anchor, median(results.up.ratios), THROUGHPUT_TARGET, `rounds ${roundsText(results.up.ratios)}`),
+      below("tunnel, gateway RSS growth (24)", "-", rssPeak / MiB, RSS_TARGET / MiB, "MiB", "largest of every transfer, warm-ups included")
+    ])
     const seen = socks.connections().map((c) => c.host)
     if (!seen.every((h) => h === SOURCE || h === SINK)) throw new Error(`the SOCKS server saw other hosts: ${[...new Set(seen)].join(", ")}`)
     await stop(gateway.child.process, 10_000)

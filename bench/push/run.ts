@@ -28,7 +28,9 @@ import { apnsPayloadOf } from "../../src/layers/push/Messages.js"
 import { makeP8Key, startApnsStandIn } from "../../test/support/apnsStandIn.js"
 import { alive, type Child, freePort, logTail, startPinned, stop, stopAll, waitUntil } from "../support/children.js"
 import { pinSelf, sampleRss } from "../support/processes.js"
+import { startBackgroundLoad } from "../support/load.js"
 import { median } from "../support/stats.js"
+import { atLeast, below, rounds as roundsText, writeSummary } from "../support/summary.js"
 import { deviceTokens } from "./tokens.js"
 
 const here = path.dirname(fileURLToPath(import.meta.url))
@@ -106,6 +108,7 @@ const startBare = (dir: string, env: NodeJS.ProcessEnv) => {
 
 const main = async () => {
   pinSelf("1")
+  startBackgroundLoad()
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "portico-bench-push-"))
   const dataDir = path.join(dir, "data")
   const standIn = await startApnsStandIn()
@@ -212,6 +215,11 @@ const main = async () => {
     console.log("| measure | gateway | bare http2 | ratio | target | met |")
     console.log("|---|---:|---:|---:|---|---|")
     for (const row of rows) console.log(`| ${row.join(" | ")} |`)
+    writeSummary("push", `PUSH_ROUNDS=${rounds} PUSH_DEVICES=${devices}`, [
+      atLeast(`push send to ${devices} devices, throughput (22)`, "bare node:http2 client, same requests, one connection", ratio, THROUGHPUT_TARGET, `rounds ${roundsText(ratios)}`),
+      below("push send, gateway RSS growth (22)", "-", rssPeak / MiB, RSS_TARGET / MiB, "MiB", `largest of every send, warm-up included; bare client ${(bareRssPeak / MiB).toFixed(1)} MiB`),
+      below("push, provider tokens minted over the run (22)", "-", minted, 1, "tokens", "the stand-in counts every token it sees", true)
+    ])
     bare.child.process.stdin!.end()
     await stop(bare.child.process, 5000)
     await stop(gateway.child.process, 10_000)

@@ -59,7 +59,9 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { alive, type Child, freePort, logTail, sleep, startPinned, stop, stopAll, waitUntil } from "../support/children.js"
+import { startBackgroundLoad } from "../support/load.js"
 import { median } from "../support/stats.js"
+import { atLeast, below, reported, rounds as roundsText, writeSummary } from "../support/summary.js"
 
 const here = path.dirname(fileURLToPath(import.meta.url))
 const root = path.resolve(here, "../..")
@@ -495,6 +497,13 @@ const report = (results: ReadonlyArray<RoundResult>) => {
   out.push(`| get MB/s (median of best of ${GETS}) | ${getG.toFixed(0)} | ${getA.toFixed(0)} | ${getRatio.toFixed(2)} | - | - |`)
   out.push(`| peak RSS growth during the gets (max of rounds; reported) | ${mibText(getRss)} | - | - | - | - |`)
   process.stdout.write(out.join("\n") + "\n")
+  const anchor = "ipfs-unixfs-importer in-process, same options"
+  const perRound = (which: Which) => roundsText(results.map((r) => r.uploads[which].anchor.ms / r.uploads[which].gateway.ms))
+  writeSummary("storage", `STORAGE_ROUNDS=${rounds} STORAGE_MIB=${mib}`, [
+    atLeast("upload, a running gateway's second (6)", anchor, uploadRatio("second"), UPLOAD_TARGET, `rounds ${perRound("second")}; first upload ${uploadRatio("first").toFixed(2)}`),
+    below("upload RSS growth (6)", "-", rssG / MiB, RSS_TARGET / MiB, "MiB", "largest growth of any upload"),
+    reported("storage get against node:http piping the file", "node:http piping the file", getRatio, "ratio", `gateway ${getG.toFixed(0)} MB/s, anchor ${getA.toFixed(0)} MB/s`)
+  ])
 }
 
 // ---- main ----------------------------------------------------------------------------------
@@ -607,6 +616,7 @@ const runRound = async (
 const main = async () => {
   if (os.cpus().length < 2) throw new Error("needs two CPUs (servers on CPU 0, client on CPU 1)")
   pinSelf()
+  startBackgroundLoad()
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "portico-storage-bench-"))
   const files = { first: path.join(dir, "content-first.bin"), content: path.join(dir, "content.bin"), warmup: path.join(dir, "warmup.bin") }
   const dataDir = path.join(dir, "gateway")

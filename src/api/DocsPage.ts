@@ -11,12 +11,14 @@
  * package's exports map does not list; it is loaded by its file next to HttpApiScalar's, and
  * test/e2e/foundation.test.ts proves the page still renders.
  */
+import type * as HttpApi from "@effect/platform/HttpApi"
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Effect } from "effect"
 import { createRequire } from "node:module"
 import * as path from "node:path"
 import { pathToFileURL } from "node:url"
+import type { RateLimiter } from "../layers/ratelimit/RateLimiter.js"
 import { gatewayDocument } from "./OpenApiRoute.js"
 
 const require = createRequire(import.meta.url)
@@ -62,16 +64,22 @@ const page = (document: Record<string, unknown>, javascript: string) => `<!docty
   </body>
 </html>`
 
-/** Registers the page at `path`, over the same document the OpenAPI route serves. */
+/**
+ * Registers the page at `path`, over the same document the OpenAPI route serves, built on the
+ * page's first request and kept (as the OpenAPI route does: not a cost of every start).
+ */
 export const docsRoute = (path: `/${string}`) =>
   HttpApiBuilder.Router.use((router) =>
     Effect.gen(function* () {
-      const document = yield* gatewayDocument
+      const context = yield* Effect.context<HttpApi.Api | RateLimiter>()
+      const document = yield* Effect.cached(Effect.provide(gatewayDocument, context))
       yield* router.get(
         path,
-        Effect.map(
-          Effect.promise(() => scalarBundle()),
-          (javascript) => HttpServerResponse.html(page(document, javascript))
+        Effect.flatMap(document, (built) =>
+          Effect.map(
+            Effect.promise(() => scalarBundle()),
+            (javascript) => HttpServerResponse.html(page(built, javascript))
+          )
         )
       )
     })

@@ -25,7 +25,7 @@
  */
 import { Clock, Data, Duration, Effect, Layer, Option } from "effect"
 import type { Scope } from "effect"
-import { Redis } from "ioredis"
+import type { Redis } from "ioredis"
 import { CacheStore, CacheUnavailable } from "./CacheStore.js"
 import type { CacheEntry, CacheStoreService } from "./CacheStore.js"
 
@@ -95,6 +95,8 @@ const connect = (
   connectTimeout: Duration.Duration
 ): Effect.Effect<Deployment, CacheUnavailable | RedisCacheRefused, Scope.Scope> =>
   Effect.gen(function* () {
+    // loaded when a Redis is configured: a gateway on the embedded cache does not pay for it at start
+    const { Redis } = yield* Effect.promise(() => import("ioredis"))
     const client = yield* Effect.acquireRelease(
       Effect.try({
         try: () =>

@@ -16,7 +16,7 @@
  */
 import { Data, Duration, Effect } from "effect"
 import type { Scope } from "effect"
-import { Redis } from "ioredis"
+import type { Redis } from "ioredis"
 import type { RateLimitSetting } from "../config/PorticoConfig.js"
 
 /** Redis did not answer in time, or refused the command. */
@@ -96,6 +96,8 @@ export const connectSharedBuckets = (
   Effect.gen(function* () {
     const commandTimeoutMs = options.commandTimeoutMs ?? 250
     const prefix = options.prefix ?? "portico:rl:"
+    // loaded when a Redis is configured: a gateway without one does not pay for it at start
+    const { Redis } = yield* Effect.promise(() => import("ioredis"))
     const client = yield* Effect.acquireRelease(
       Effect.sync(
         () =>
