@@ -129,8 +129,9 @@ describe.each(["sqlite", "rqlite"] as const)("a deployment's changes taken by an
     expect(updated.status, updated.text).toBe(200)
     expect(updated.body).toMatchObject({ name: "api", version: 2, status: "active" })
     expect(await served()).toMatchObject({ version: "v2" })
-    // node-a's own refusals come back through node-b as they came
-    expectError(await upload(b, "update", { name: "api", health_check: "/other" }, tarOf({ "index.js": appSource("x") })), 400, "VALIDATION_FAILED")
+    // node-a's own refusals (its install step's, here) come back through node-b as they came
+    const gitDependency = JSON.stringify({ name: "api", dependencies: { left: "git+https://git.invalid/left.git" } })
+    expectError(await upload(b, "update", { name: "api" }, tarOf({ "index.js": appSource("x"), "package.json": gitDependency })), 500, "DEPENDENCY_REFUSED")
   }, 60_000)
 
   it("rolls back through node-b on node-a", async () => {
