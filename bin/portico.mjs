@@ -1,6 +1,7 @@
 #!/usr/bin/env node
-// The `portico` command: runs the compiled JavaScript in dist/, compiling src/ first when dist/ is
-// missing or older than the sources (scripts/build.mjs), so a start costs no TypeScript compile.
+// The `portico` command: runs the bundled JavaScript in dist/bundle/, compiling and bundling src/
+// first when dist/ is missing or older than the sources (scripts/build.mjs), so a start costs no
+// TypeScript compile and no loading of a thousand separate modules.
 import { ensureBuilt } from "../scripts/build.mjs"
 
 // Tests build once before they start and set PORTICO_SKIP_BUILD=1, so an edit made while they run
@@ -13,4 +14,4 @@ if (process.env.PORTICO_SKIP_BUILD !== "1") {
     process.exit(1)
   }
 }
-await import("../dist/main.js")
+await import("../dist/bundle/main.js")

@@ -1,19 +1,26 @@
 #!/usr/bin/env node
 // Compiles src/ to dist/ with tsc (tsconfig.build.json) when dist/ is older than the sources, so
 // `npm start` and the `portico` command run plain JavaScript instead of compiling TypeScript on
-// every start. Run by scripts/ensure-deps.mjs (the install step) and by bin/portico.mjs when stale.
+// every start, then bundles dist/ with esbuild into dist/bundle/, which is what bin/portico.mjs
+// runs: one file per entry (the command, the SQLite worker) and a chunk per lazily imported part,
+// instead of about 1,200 ES modules to resolve, read and compile, which took half of a gateway's
+// start (docs/performance.md "Start-up"). dist/'s own modules stay for the typed client and the
+// start-up bench's phases. Run by scripts/ensure-deps.mjs (the install step) and by
+// bin/portico.mjs when stale.
 //
 //   node scripts/build.mjs          # build when stale
 //   node scripts/build.mjs --force  # build now
 //
 // Also importable: `ensureBuilt()` returns once dist/ is current.
 import { spawnSync } from "node:child_process"
+import { createRequire } from "node:module"
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
 export const distDir = path.join(root, "dist")
+export const bundleDir = path.join(distDir, "bundle")
 const stampFile = path.join(distDir, ".build-stamp")
 // Inputs whose change can change the output; directories count too, since removing a file
 // changes only its directory's mtime.
@@ -34,6 +41,7 @@ export const staleReason = () => {
   const src = path.join(root, "src")
   if (!existsSync(src)) return undefined
   if (!existsSync(stampFile)) return "dist/ has not been built yet"
+  if (!existsSync(path.join(bundleDir, "main.js"))) return "dist/bundle/ has not been built yet"
   const built = statSync(stampFile).mtimeMs
   if (newestMtime(src) > built) return "src/ changed since the last build"
   if (configFiles.some((f) => existsSync(f) && statSync(f).mtimeMs > built)) return "the TypeScript settings or dependencies changed"
@@ -61,9 +69,39 @@ export const build = (reason) => {
     process.stderr.write(result.stdout + result.stderr)
     throw new Error(`tsc failed (exit ${result.status ?? result.signal}); dist/ was not updated`)
   }
+  bundle()
   writeFileSync(stampFile, startedAt.toISOString() + "\n")
   utimesSync(stampFile, startedAt, startedAt)
   process.stderr.write(`[build] done in ${((Date.now() - started) / 1000).toFixed(1)} s\n`)
+}
+
+/**
+ * dist/bundle/: the command's entry and the SQLite worker's (a process of its own, started from
+ * the file beside the pool's chunk), with code splitting so a module imported lazily (the OpenAPI
+ * document, ioredis, the UnixFS importer, each CLI command) stays a chunk loaded when first used.
+ * Packages are bundled too, but the native addons, which load their binaries by path. CommonJS
+ * packages inside an ES module bundle call `require`, which the banner gives each chunk. The
+ * source maps lead back to src/ through tsc's maps, for `--enable-source-maps`.
+ */
+const bundle = () => {
+  // loaded here, not at the top: bin/portico.mjs imports this file on every command
+  const esbuild = createRequire(import.meta.url)("esbuild")
+  rmSync(bundleDir, { recursive: true, force: true })
+  const result = esbuild.buildSync({
+    entryPoints: { main: path.join(distDir, "main.js"), sqliteWorker: path.join(distDir, "layers", "sql", "sqliteWorker.js") },
+    outdir: bundleDir,
+    bundle: true,
+    splitting: true,
+    format: "esm",
+    platform: "node",
+    target: "node20",
+    external: ["better-sqlite3", "bufferutil", "utf-8-validate", "tsx"],
+    banner: { js: "import { createRequire as __porticoRequire } from 'node:module'; const require = __porticoRequire(import.meta.url);" },
+    sourcemap: "linked",
+    sourcesContent: false,
+    logLevel: "silent"
+  })
+  for (const warning of result.warnings) process.stderr.write(`[build] esbuild: ${warning.text}\n`)
 }
 
 const lockDir = path.join(distDir, ".build-lock")

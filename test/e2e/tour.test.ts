@@ -66,7 +66,8 @@ describe("the README's quick tour", () => {
   let gw: Gateway
   beforeAll(async () => {
     ensureDist()
-    gw = await startGateway()
+    // as the README's `npm start` runs it: from the bundle
+    gw = await startGateway({ bundled: true })
   }, 180_000)
   afterAll(async () => {
     await gw?.stop()

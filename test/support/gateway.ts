@@ -44,6 +44,11 @@ export interface GatewayOptions {
   readonly dataDir?: string
   /** A port chosen beforehand (when the gateway must know its own URL); default any free one. */
   readonly port?: number
+  /**
+   * Run the gateway as `npm start` does, from the bundle in dist/bundle/ (call `ensureDist()`
+   * first), rather than from src/ through tsx.
+   */
+  readonly bundled?: boolean
 }
 
 export const cliIn = async (dataDir: string, args: ReadonlyArray<string>, env: Readonly<Record<string, string>> = {}) => {
@@ -113,10 +118,11 @@ export const startGateway = async (options: GatewayOptions = {}): Promise<Gatewa
     ...(ports === undefined ? {} : { PORTICO_APP_PORTS: ports.range }),
     ...options.env
   }
+  const entry = options.bundled === true ? ["--enable-source-maps", path.join(root, "bin/portico.mjs")] : ["--import", "tsx", path.join(root, "src/main.ts")]
   const child: ChildProcess = spawn(
     process.execPath,
-    ["--import", "tsx", path.join(root, "src/main.ts"), "serve", "--port", String(options.port ?? 0), "--data-dir", dataDir],
-    { cwd: root, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] }
+    [...entry, "serve", "--port", String(options.port ?? 0), "--data-dir", dataDir],
+    { cwd: root, env: { ...process.env, ...(options.bundled === true ? { PORTICO_SKIP_BUILD: "1" } : {}), ...env }, stdio: ["ignore", "pipe", "pipe"] }
   )
   child.once("exit", () => ports?.release())
   let output = ""

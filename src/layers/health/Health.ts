@@ -19,14 +19,20 @@ export interface HealthService {
   readonly version: string
 }
 
+/**
+ * The version in Portico's package.json, found by walking up from this module: it runs from src/
+ * (tsx), dist/layers/health/ or a chunk of dist/bundle/, each at another depth.
+ */
 const readVersion = (): string => {
-  try {
-    const pkg: unknown = JSON.parse(fs.readFileSync(new URL("../../../package.json", import.meta.url), "utf8"))
-    return typeof pkg === "object" && pkg !== null && "version" in pkg && typeof pkg.version === "string"
-      ? pkg.version
-      : "unknown"
-  } catch {
-    return "unknown"
+  for (let dir = new URL(".", import.meta.url); ; dir = new URL("..", dir)) {
+    try {
+      const pkg: unknown = JSON.parse(fs.readFileSync(new URL("package.json", dir), "utf8"))
+      if (typeof pkg === "object" && pkg !== null && "name" in pkg && pkg.name === "portico")
+        return "version" in pkg && typeof pkg.version === "string" ? pkg.version : "unknown"
+    } catch {
+      // no package.json here, or not one that reads: look higher
+    }
+    if (dir.pathname === "/") return "unknown"
   }
 }
 
