@@ -20,7 +20,9 @@ import { Layer } from "effect"
 const N = Number(process.argv[2] ?? "20000")
 
 class FakeRequest extends EventEmitter {
-  readonly socket = { remoteAddress: "127.0.0.1", destroy() {} }
+  readonly socket = { remoteAddress: "127.0.0.1", bytesRead: 0, destroyed: false, destroy() {} }
+  /** As node's: true once the whole body has been read. */
+  complete = false
   constructor(readonly method: string, public url: string, readonly headers: Record<string, string>) {
     super()
   }
@@ -62,10 +64,15 @@ const oneRequest = (listener: Listener, method: string, url: string, headers: Re
   new Promise<FakeResponse>((resolve) => {
     const h = body === undefined ? headers : { ...headers, "content-type": "application/json", "content-length": String(Buffer.byteLength(body)) }
     const req = new FakeRequest(method, url, h)
-    const res = new FakeResponse(resolve)
+    // node emits the request's `close` once its answer is out (the body guard's release waits for it)
+    const res = new FakeResponse((r) => {
+      req.emit("close")
+      resolve(r)
+    })
     listener(req as unknown as http.IncomingMessage, res as unknown as http.ServerResponse)
     if (body !== undefined) {
       req.emit("data", Buffer.from(body))
+      req.complete = true
       req.emit("end")
     }
   })

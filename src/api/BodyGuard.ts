@@ -97,17 +97,25 @@ const COLLECT_AFTER_BYTES = 16 * 1024 * 1024
 const COLLECT_DELAY_MS = 2000
 const COLLECT_INTERVAL_MS = 10_000
 
+// The request's watch, on the request itself (as RequestMeta.ts keeps its notes), so one `close`
+// listener serves every request: a closure per request, made on the hottest routes (each has a
+// body), was measurable (docs/performance-history.md, 2026-12-05).
+const WATCH = Symbol("portico.bodyGuard.watch")
+interface Watched {
+  [WATCH]?: Watch
+}
+
+/** `close` comes when the request is done with: its body read or dumped, or its connection gone. */
+function releaseOnClose(this: http.IncomingMessage): void {
+  ;(this as Watched)[WATCH]?.release()
+}
+
 /** One body being received: its reservation and its progress. */
 class Watch {
   readonly startedAt: number
   windowStart: number
   windowBytes: number
   released = false
-  readonly release = (): void => {
-    if (this.released) return
-    this.released = true
-    this.guard.done(this)
-  }
 
   constructor(
     readonly guard: Guard,
@@ -121,6 +129,13 @@ class Watch {
     this.startedAt = now
     this.windowStart = now
     this.windowBytes = req.socket.bytesRead
+  }
+
+  /** Gives the reservation back, once; a release by the sweep leaves `close` to find it released. */
+  release(): void {
+    if (this.released) return
+    this.released = true
+    this.guard.done(this)
   }
 }
 
@@ -195,8 +210,8 @@ class Guard {
     }
     const watch = new Watch(this, req, res, kind, network, bytes, now)
     this.watching.add(watch)
-    // `close` comes when the request is done with: its body read or dumped, or its connection gone
-    req.on("close", watch.release)
+    ;(req as Watched)[WATCH] = watch
+    req.on("close", releaseOnClose)
     if (this.timer === undefined) {
       this.timer = setInterval(this.tick, this.tickMs)
       this.timer.unref()
@@ -207,12 +222,7 @@ class Guard {
   done(watch: Watch): void {
     this.watching.delete(watch)
     this.budget.release(watch.network, watch.reserved)
-    watch.req.off("close", watch.release)
     if (!watch.req.complete) this.abandonedBytes(watch.reserved)
-    if (this.watching.size === 0 && this.timer !== undefined) {
-      clearInterval(this.timer)
-      this.timer = undefined
-    }
   }
 
   /** Once enough of them add up, the memory of abandoned bodies is collected shortly after (a burst of them, once). */
@@ -225,6 +235,13 @@ class Guard {
   }
 
   private sweep(now: number): void {
+    // The timer stops a tick after the last body rather than with it: under load the set empties
+    // and fills again every turn, and a timer made and cleared each time was measurable.
+    if (this.watching.size === 0 && this.timer !== undefined) {
+      clearInterval(this.timer)
+      this.timer = undefined
+      return
+    }
     for (const watch of this.watching) {
       const req = watch.req
       const socket = req.socket

@@ -75,6 +75,12 @@ const ipv6Groups = (text: string): ReadonlyArray<number> | undefined => {
   return [...before, ...Array.from({ length: 8 - before.length - after.length }, () => 0), ...after]
 }
 
+// Every request with a body asks for its client's network (BodyGuard.ts), most of them from an
+// address asked about a moment before: its network is kept, not worked out again with a split, a
+// regex and an address check each time (IPv6 parses a URL). Bounded: cleared when full.
+const NETWORKS_KEPT = 4096
+const networks = new Map<string, string>()
+
 /**
  * The network a client address belongs to (IPv4 /24, IPv6 /64), so one host cannot dodge limits
  * by rotating through the addresses it holds. An IPv4-mapped IPv6 address is its IPv4 network, so
@@ -82,6 +88,15 @@ const ipv6Groups = (text: string): ReadonlyArray<number> | undefined => {
  */
 export const clientNetwork = (address: string | undefined): string => {
   if (address === undefined || address === "") return "unknown"
+  const known = networks.get(address)
+  if (known !== undefined) return known
+  const network = networkOf(address)
+  if (networks.size >= NETWORKS_KEPT) networks.clear()
+  networks.set(address, network)
+  return network
+}
+
+const networkOf = (address: string): string => {
   // a zone names the local interface, not a different network
   const bare = address.split("%")[0]?.toLowerCase().replace(/^\[(.*)\]$/, "$1") ?? ""
   if (bare === "") return "unknown"
