@@ -12,6 +12,8 @@ import { DEFAULT_PENDING_DOMAINS_PER_NAMESPACE } from "../../domain/CustomDomain
 import { testDirectory } from "../TestLayer.js"
 import { defaultProxySettings, proxyConfig, type ProxySettings } from "./ProxySettings.js"
 import { backupConfig, defaultBackupSettings, type BackupSettings } from "./BackupSettings.js"
+import { defaultDeploymentSettings, deploymentConfig, type DeploymentSettings } from "./DeploymentSettings.js"
+import { noTestPauses, testPausesConfig, type TestPauses } from "./TestPauses.js"
 
 export interface RateLimitSetting {
   /** Sustained requests per second. */
@@ -107,6 +109,10 @@ export interface PorticoSettings {
   readonly proxy: ProxySettings
   /** Namespace backup caps (`PORTICO_BACKUP_*`, docs/namespaces.md "Backup and restore"). */
   readonly backup: BackupSettings
+  /** Ports, bounds, public URL and supervisor timings of deployments (config/DeploymentSettings.ts). */
+  readonly deployments: DeploymentSettings
+  /** Pauses for tests alone, 0 otherwise (config/TestPauses.ts). */
+  readonly testPauses: TestPauses
   /**
    * The DNS servers custom domains are verified against (`PORTICO_DNS_SERVERS`, comma-separated
    * `ip`, `ip:port` or `[ipv6]:port`); empty, the default, asks the system's resolvers
@@ -332,6 +338,8 @@ const load = (overrides: Partial<Pick<PorticoSettings, "host" | "port" | "dataDi
       },
       proxy: yield* proxyConfig,
       backup: yield* backupConfig,
+      deployments: yield* deploymentConfig,
+      testPauses: yield* testPausesConfig,
       dnsServers: yield* parseDnsServers(dnsServers),
       domainsPendingPerNamespace: domainsPending
     }
@@ -482,6 +490,8 @@ export const testSettings = (dataDir: string, patch: Partial<PorticoSettings> = 
   push: { apnsUrl: undefined, expoUrl: undefined, relayUrl: undefined, relayToken: undefined },
   proxy: defaultProxySettings,
   backup: defaultBackupSettings,
+  deployments: defaultDeploymentSettings,
+  testPauses: noTestPauses,
   dnsServers: [],
   domainsPendingPerNamespace: DEFAULT_PENDING_DOMAINS_PER_NAMESPACE,
   ...patch

@@ -18,7 +18,8 @@ import { SqliteRegistryStore } from "../registry/SqliteRegistryStore.js"
 import { Sealer, type SealerService } from "../secrets/Sealer.js"
 import { refuse } from "../Refused.js"
 import { type CustomDomainsService, makeCustomDomains } from "./CustomDomains.js"
-import { DEFAULT_DEPLOYMENTS_PER_NAMESPACE, deploymentStoreSettings } from "./DeploymentSettings.js"
+import { DEFAULT_DEPLOYMENTS_PER_NAMESPACE } from "../config/DeploymentSettings.js"
+import { PorticoConfig } from "../config/PorticoConfig.js"
 import { type DeploymentEventsService, eventStatements, makeDeploymentEvents, nowSeconds } from "./DeploymentEvents.js"
 import type { DeploymentRefused } from "./DeploymentRefused.js"
 import {
@@ -483,12 +484,12 @@ export class DeploymentStore extends Context.Tag("portico/DeploymentStore")<Depl
   static readonly Live = Layer.effect(
     DeploymentStore,
     Effect.gen(function* () {
-      const { ports, perNamespace } = yield* Effect.orDie(deploymentStoreSettings)
-      return makeDeploymentStore(yield* RegistryStore, yield* Sealer, { ports, perNamespace })
+      const { appPorts, perNamespace } = (yield* PorticoConfig).deployments
+      return makeDeploymentStore(yield* RegistryStore, yield* Sealer, { ports: appPorts, perNamespace })
     })
   )
   /** The store over the registry's and the sealer's test doubles. */
   static readonly Test = Layer.suspend(() =>
-    DeploymentStore.Live.pipe(Layer.provide(Layer.mergeAll(SqliteRegistryStore.Test, Sealer.Test)))
+    DeploymentStore.Live.pipe(Layer.provide(Layer.mergeAll(SqliteRegistryStore.Test, Sealer.Test, PorticoConfig.Test)))
   )
 }

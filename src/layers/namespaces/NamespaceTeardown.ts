@@ -12,7 +12,7 @@
  * `pending` is NAMESPACE_TEARDOWN_PENDING's source of truth: true from the record's write to the
  * last batch. `NamespaceTeardown.Pending` serves it where the deletion itself cannot run (the CLI).
  */
-import { Clock, Config, Context, Duration, Effect, Layer, Schedule } from "effect"
+import { Clock, Context, Duration, Effect, Layer, Schedule } from "effect"
 import type { TeardownCode } from "../../domain/Errors.js"
 import { reservedNamespaces } from "../../domain/Names.js"
 import { Cache } from "../cache/Cache.js"
@@ -98,7 +98,7 @@ export class NamespaceTeardown extends Context.Tag("portico/NamespaceTeardown")<
         coordination: yield* Coordination
       }
       // Test-only: a pause before each part, so a test can stop the gateway mid-deletion.
-      const partDelayMs = yield* Config.integer("PORTICO_TEARDOWN_PART_DELAY_MS").pipe(Config.withDefault(0))
+      const partDelayMs = config.testPauses.teardownPartMs
       const me = config.nodeId
       /** Deletions this process runs now: a second request for one is 409 at once. */
       const running = new Set<string>()

@@ -13,7 +13,6 @@ import { Cache } from "../cache/Cache.js"
 import { Coordination } from "../coordination/Coordination.js"
 import { internalClient } from "../coordination/InternalClient.js"
 import { PorticoConfig } from "../config/PorticoConfig.js"
-import { appPortsSetting } from "../deployments/DeploymentSettings.js"
 import { Health } from "../health/Health.js"
 import { readPage } from "../registry/Keyset.js"
 import { RegistryStore } from "../registry/RegistryStore.js"
@@ -125,8 +124,7 @@ export class OperatorHealth extends Context.Tag("portico/OperatorHealth")<Operat
       const health = yield* Health
       const settings = yield* PorticoConfig
       const coordination = yield* Coordination
-      // the deployment store refuses to start on a malformed range, so this read has succeeded there
-      const appRange = yield* Effect.orDie(appPortsSetting)
+      const appRange = settings.deployments.appPorts
       const gatewayPort = yield* Ref.make<number | undefined>(undefined)
 
       const timed = <A, E>(check: Effect.Effect<A, E>): Effect.Effect<CheckResult & { readonly value?: A }> =>

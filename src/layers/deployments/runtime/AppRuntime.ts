@@ -8,11 +8,12 @@
  * running; recording the status is the caller's. Changes of one deployment take turns here too
  * (a per-deployment semaphore), so a stop never races a start's swap.
  *
- * Settings (environment, docs/deployments.md "The runtime"): PORTICO_PUBLIC_URL (the gateway's
- * address the apps get as PORTICO_GATEWAY_URL; default http://127.0.0.1:<listening port>),
- * PORTICO_APP_HEALTH_INTERVAL_MS (30000), PORTICO_APP_START_TIMEOUT_MS (60000).
+ * Settings (PorticoConfig's `deployments`, config/DeploymentSettings.ts; docs/deployments.md "The
+ * runtime"): PORTICO_PUBLIC_URL (the gateway's address the apps get as PORTICO_GATEWAY_URL;
+ * default http://127.0.0.1:<listening port>), PORTICO_APP_HEALTH_INTERVAL_MS (30000),
+ * PORTICO_APP_START_TIMEOUT_MS (60000).
  */
-import { Config, Context, Deferred, Effect, Fiber, Layer, Option, Scope } from "effect"
+import { Context, Deferred, Effect, Fiber, Layer, Scope } from "effect"
 import { existsSync } from "node:fs"
 import * as path from "node:path"
 import { PorticoConfig } from "../../config/PorticoConfig.js"
@@ -255,26 +256,13 @@ export const makeAppRuntime = (
     return { available, start, stop, logs, stats, listening, resume }
   })
 
-const positiveMs = (name: string, fallback: number) =>
-  Config.integer(name).pipe(
-    Config.validate({ message: "expected a positive number of milliseconds", validation: (n) => n > 0 }),
-    Config.withDefault(fallback)
-  )
-
-/** The runtime's own settings (module doc). */
-export const runtimeSettings = Config.all({
-  publicUrl: Config.option(Config.url("PUBLIC_URL")),
-  healthIntervalMs: positiveMs("APP_HEALTH_INTERVAL_MS", defaultTiming.healthIntervalMs),
-  startTimeoutMs: positiveMs("APP_START_TIMEOUT_MS", defaultTiming.startTimeoutMs)
-}).pipe(Config.nested("PORTICO"))
-
 export class AppRuntime extends Context.Tag("portico/AppRuntime")<AppRuntime, AppRuntimeService>() {
   static readonly Live = Layer.scoped(
     AppRuntime,
     Effect.gen(function* () {
       const settings = yield* PorticoConfig
       const instances = yield* InstanceDirs
-      const own = yield* Effect.orDie(runtimeSettings)
+      const own = settings.deployments
       return yield* makeAppRuntime(yield* DeploymentStore, yield* WorkloadTokens, {
         nodeId: settings.nodeId,
         instances: {
@@ -282,7 +270,7 @@ export class AppRuntime extends Context.Tag("portico/AppRuntime")<AppRuntime, Ap
           ownerOf: (instance) => instances.ownerOf(instance)
         },
         timing: { healthIntervalMs: own.healthIntervalMs, startTimeoutMs: own.startTimeoutMs },
-        publicUrl: Option.getOrUndefined(Option.map(own.publicUrl, (url) => url.toString().replace(/\/$/, ""))),
+        publicUrl: own.publicUrl,
         listenHost: settings.host
       })
     })

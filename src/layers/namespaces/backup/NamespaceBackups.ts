@@ -6,7 +6,7 @@
  * sealed to this gateway's restore key, derived from its root secret. Both take the gateway's
  * transfer slot that database exports and imports take.
  */
-import { Clock, Config, Context, Duration, Effect, Layer, Stream, type Scope } from "effect"
+import { Clock, Context, Duration, Effect, Layer, Stream, type Scope } from "effect"
 import { createReadStream, statSync } from "node:fs"
 import { Code } from "../../../domain/Errors.js"
 import type { Principal } from "../../../domain/Principal.js"
@@ -244,7 +244,7 @@ export class NamespaceBackups extends Context.Tag("portico/NamespaceBackups")<Na
       yield* journal.recover
       const restore = makeRestore({
         journal,
-        pauseBeforeBatchMs: yield* Config.integer("PORTICO_RESTORE_PAUSE_MS").pipe(Config.withDefault(0)),
+        pauseBeforeBatchMs: config.testPauses.restoreBatchMs,
         store,
         config,
         workers,
