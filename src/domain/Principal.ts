@@ -78,6 +78,21 @@ export const ForwardedPrincipal = Schema.Struct({
   deviceId: Schema.optional(Schema.String)
 }).annotations({ identifier: "ForwardedPrincipal" })
 
+/**
+ * The caller as a forwarded call carries it: exactly the schema's members, whatever else the
+ * credential's principal holds (a session's extra members would be refused by the strict payload).
+ */
+export const forwardedPrincipal = (p: Principal): typeof ForwardedPrincipal.Type => ({
+  namespace: p.namespace,
+  subject: p.subject,
+  method: p.method,
+  role: p.role,
+  grants: p.grants.map((g) => (g.keyPattern === undefined ? { name: g.name } : { name: g.name, keyPattern: g.keyPattern })),
+  ...(p.keyId === undefined ? {} : { keyId: p.keyId }),
+  ...(p.sessionId === undefined ? {} : { sessionId: p.sessionId }),
+  ...(p.deviceId === undefined ? {} : { deviceId: p.deviceId })
+})
+
 export const toPrincipal = (p: typeof ForwardedPrincipal.Type): Principal => ({
   namespace: p.namespace,
   subject: p.subject,

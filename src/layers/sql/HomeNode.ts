@@ -1,21 +1,24 @@
 /**
  * A node-local database lives on its home node; a request for it that reaches another gateway is
- * forwarded there over the cluster's private overlay (the internal routes `sqlite*`, coordination MAC),
- * with the caller as this gateway resolved and authorized it. The home node's answer, success or
+ * forwarded there over the cluster's private overlay through the internal client (its `sqlite*`
+ * routes, coordination MAC), with the caller as this gateway resolved and authorized it. The home node's answer, success or
  * refusal, goes back to the client as it came; a home node that is not configured or does not
  * answer in time is the spec's 503 HOME_NODE_UNREACHABLE with Retry-After.
  */
 import { Duration, Effect, Schema } from "effect"
 import { Code, SqlRefusals, type SqlCode } from "../../domain/Errors.js"
-import { ForwardedPrincipal, type Principal, toPrincipal } from "../../domain/Principal.js"
+import { ForwardedPrincipal, forwardedPrincipal, type Principal, toPrincipal } from "../../domain/Principal.js"
 import type { CoordinationService } from "../coordination/Coordination.js"
-import { internalPath } from "../coordination/InternalClient.js"
+import { internalClient, type InternalPayload } from "../coordination/InternalClient.js"
 import { refuse, type SqlRefused } from "./SqlRefused.js"
 
 export { ForwardedPrincipal, toPrincipal }
 
 /** The internal route of each forwarded operation. */
 const FORWARD_ROUTES = { query: "sqliteQuery", delete: "sqliteDelete", backup: "sqliteBackup" } as const
+type ForwardRoutes = typeof FORWARD_ROUTES
+/** What operation `Op` carries besides the caller, as its internal endpoint's payload types it. */
+export type ForwardPayload<Op extends keyof ForwardRoutes> = Omit<InternalPayload<ForwardRoutes[Op]>, "principal">
 
 /** The caller, carried to the home node (the MAC vouches for it). */
 const Envelope = Schema.parseJson(Schema.Struct({ error: Schema.String, code: Schema.String, hint: Schema.optional(Schema.String) }))
@@ -28,15 +31,18 @@ const unreachable = (home: string) =>
   refuse(Code.HOME_NODE_UNREACHABLE, `the database's home node (${home}) is not reachable from this gateway`, "retry shortly", 30)
 
 /** Runs `op` on the home node and answers its body text on 200; its refusal otherwise. */
-export const forwardToHome = (
+export const forwardToHome = <Op extends keyof ForwardRoutes>(
   coordination: CoordinationService,
   home: string,
-  op: keyof typeof FORWARD_ROUTES,
+  op: Op,
   caller: Principal,
-  payload: Readonly<Record<string, unknown>>,
+  payload: ForwardPayload<Op>,
   timeoutMs: number
 ): Effect.Effect<string, SqlRefused> =>
-  coordination.post(home, internalPath(FORWARD_ROUTES[op]), { ...payload, principal: caller }, Duration.millis(timeoutMs)).pipe(
+  internalClient(coordination)
+    // the spread of a payload generic in `Op` is not narrowed to the endpoint's type, though it is one
+    .call(home, FORWARD_ROUTES[op], { ...payload, principal: forwardedPrincipal(caller) } as InternalPayload<ForwardRoutes[Op]>, Duration.millis(timeoutMs))
+    .pipe(
     Effect.mapError(() => unreachable(home)),
     Effect.flatMap((answer) => {
       if (answer.status === 200 || answer.status === 201) return Effect.succeed(answer.text)
