@@ -10,9 +10,11 @@
 import Database from "better-sqlite3"
 import { Effect } from "effect"
 import * as fs from "node:fs"
+import * as http from "node:http"
 import * as net from "node:net"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { DEFAULT_ARCHIVE_LIMITS } from "../../src/layers/deployments/Archive.js"
 import { getOnHost, type Gateway, type Reply, startGateway, testTmp } from "../support/gateway.js"
 import { freePort } from "../support/process.js"
 import { hasRqlited, type RqlitedServer, rqlitedMissingMessage, startRqlited } from "../support/rqlited.js"
@@ -133,6 +135,30 @@ describe.each(["sqlite", "rqlite"] as const)("a deployment's changes taken by an
     const gitDependency = JSON.stringify({ name: "api", dependencies: { left: "git+https://git.invalid/left.git" } })
     expectError(await upload(b, "update", { name: "api" }, tarOf({ "index.js": appSource("x"), "package.json": gitDependency })), 500, "DEPENDENCY_REFUSED")
   }, 60_000)
+
+  it("refuses an update over the archive cap at node-b, with 413 before anything is forwarded", async () => {
+    // announced, not sent: the front gateway answers from the Content-Length alone
+    const answer = await new Promise<{ status: number; body: string }>((resolve, reject) => {
+      const req = http.request(`${b.url}/v1/deployments/nodejs/update`, {
+        method: "POST",
+        headers: {
+          authorization: `Bearer ${admin}`,
+          "content-type": "multipart/form-data; boundary=x",
+          "content-length": String(DEFAULT_ARCHIVE_LIMITS.maxCompressedBytes + 1024 * 1024)
+        }
+      })
+      req.once("response", (res) => {
+        let body = ""
+        res.on("data", (c: Buffer) => (body += c.toString()))
+        res.once("end", () => resolve({ status: res.statusCode ?? 0, body }))
+      })
+      req.once("error", reject)
+      req.write("--x\r\n")
+    })
+    expect(answer.status, answer.body).toBe(413)
+    expect(JSON.parse(answer.body).code).toBe("PAYLOAD_TOO_LARGE")
+    expect(await served()).toMatchObject({ version: "v2" })
+  }, 30_000)
 
   it("rolls back through node-b on node-a", async () => {
     const rolled = await post(b, "rollback", { name: "api", version: 1 })
