@@ -16,8 +16,15 @@ export interface GatewayTarget {
   readonly token: string
 }
 
-/** The gateway and credential of a command line; a usage error when either is missing or malformed. */
-export const gatewayTarget = (parsed: Parsed, env: Readonly<Record<string, string | undefined>> = process.env): GatewayTarget => {
+/**
+ * The gateway and credential of a command line; a usage error when either is missing or
+ * malformed, naming `command` when it has no credential.
+ */
+export const gatewayTarget = (
+  parsed: Parsed,
+  env: Readonly<Record<string, string | undefined>> = process.env,
+  command = "this command"
+): GatewayTarget => {
   const rawUrl = stringOption(parsed, "url") ?? env["PORTICO_URL"] ?? DEFAULT_URL
   let url: URL
   try {
@@ -28,7 +35,7 @@ export const gatewayTarget = (parsed: Parsed, env: Readonly<Record<string, strin
   if (url.protocol !== "http:" && url.protocol !== "https:") throw usageError(`--url must be an http(s) URL such as ${DEFAULT_URL}`)
   const token = stringOption(parsed, "token") ?? env["PORTICO_TOKEN"]
   if (token === undefined || token === "") {
-    throw usageError("this command needs a credential: --token T or PORTICO_TOKEN (an admin API key, or a developer's access token from `portico login`)")
+    throw usageError(`${command} needs a credential: --token T or PORTICO_TOKEN (an admin API key, or a developer's access token from \`portico login\`)`)
   }
   return { url, token }
 }

@@ -11,7 +11,7 @@ import { checkEnvironment, type Environment } from "../../domain/DeploymentEnv.j
 import { checkHost, type DeploymentFieldInvalid, deploymentName, type DeploymentType, DEPLOYMENT_TYPES, isDeploymentType, subdomainOverride } from "../../domain/DeploymentRules.js"
 import { mergeDeployEnv } from "../../domain/EnvFile.js"
 import { type Parsed, stringOption, usageError } from "../Cli.js"
-import { DEFAULT_URL } from "../login.js"
+import { gatewayTarget } from "../GatewayCall.js"
 
 export interface DeployRequest {
   /** The app's directory, absolute. */
@@ -114,18 +114,7 @@ export const readDeployFlags = (
   // check runs once the type is known (checkTypeFlags).
   if (type !== undefined) checkTypeFlags(type, { ssr, skipInstall, healthCheck })
 
-  const rawUrl = stringOption(parsed, "url") ?? env["PORTICO_URL"] ?? DEFAULT_URL
-  let url: URL
-  try {
-    url = new URL(rawUrl)
-  } catch {
-    throw usageError(`--url must be an http(s) URL such as ${DEFAULT_URL}, not ${JSON.stringify(rawUrl)}`)
-  }
-  if (url.protocol !== "http:" && url.protocol !== "https:") throw usageError(`--url must be an http(s) URL such as ${DEFAULT_URL}`)
-  const token = stringOption(parsed, "token") ?? env["PORTICO_TOKEN"]
-  if (token === undefined || token === "") {
-    throw usageError("deploy needs a credential: --token T or PORTICO_TOKEN (an admin API key, or a developer's access token from `portico login`)")
-  }
+  const { url, token } = gatewayTarget(parsed, env, "deploy")
 
   return {
     dir: path.resolve(dirArg),
