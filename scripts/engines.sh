@@ -215,39 +215,33 @@ install_sandbox() {
   done
 }
 
+# --- Debian packages ------------------------------------------------------------------------
+# A tool that comes as a Debian package of the same name, onto PATH: installed once (as root),
+# with one `apt-get update` retry for a stale package list.
+install_debian_tool() {
+  local tool=$1
+  if command -v "$tool" >/dev/null 2>&1; then
+    log "$tool already installed"
+    return 0
+  fi
+  need apt-get "$tool comes from the Debian package (apt-get install $tool)"
+  [[ $EUID -eq 0 ]] || die "installing $tool needs root (or: sudo apt-get install -y $tool)"
+  log "installing $tool from the Debian archive"
+  { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$tool" >/dev/null 2>&1 ||
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$tool" >/dev/null; }; } ||
+    die "apt-get install $tool failed"
+  command -v "$tool" >/dev/null 2>&1 || die "$tool is not on PATH after installing the package"
+}
+
 # --- socks ----------------------------------------------------------------------------------
 # The anonymity proxy's SOCKS5 upstream in tests (docs/proxy.md): microsocks from the Debian package,
 # started by test/support/socksServer.ts on loopback. Never tor: its defaults contact the network.
-install_socks() {
-  if command -v microsocks >/dev/null 2>&1; then
-    log "microsocks already installed"
-    return 0
-  fi
-  need apt-get "microsocks comes from the Debian package (apt-get install microsocks)"
-  [[ $EUID -eq 0 ]] || die "installing microsocks needs root (or: sudo apt-get install -y microsocks)"
-  log "installing microsocks from the Debian archive"
-  { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq microsocks >/dev/null 2>&1 ||
-    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq microsocks >/dev/null; }; } ||
-    die "apt-get install microsocks failed"
-  command -v microsocks >/dev/null 2>&1 || die "microsocks is not on PATH after installing the package"
-}
+install_socks() { install_debian_tool microsocks; }
 
 # --- wrk ------------------------------------------------------------------------------------
 # The HTTP load generator of the benches (bench/floor, cache, sql, deploy; `npm run bench`): the
 # Debian package, onto PATH.
-install_wrk() {
-  if command -v wrk >/dev/null 2>&1; then
-    log "wrk already installed"
-    return 0
-  fi
-  need apt-get "wrk comes from the Debian package (apt-get install wrk)"
-  [[ $EUID -eq 0 ]] || die "installing wrk needs root (or: sudo apt-get install -y wrk)"
-  log "installing wrk from the Debian archive"
-  { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null 2>&1 ||
-    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null; }; } ||
-    die "apt-get install wrk failed"
-  command -v wrk >/dev/null 2>&1 || die "wrk is not on PATH after installing the package"
-}
+install_wrk() { install_debian_tool wrk; }
 
 # --- main -----------------------------------------------------------------------------------
 # Prints the named engines that are absent or built from another pin.
