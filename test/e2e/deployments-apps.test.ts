@@ -12,6 +12,7 @@ import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type Gateway, type Reply, startGateway, testTmp } from "../support/gateway.js"
 import { hasRqlited, type RqlitedServer, rqlitedMissingMessage, startRqlited } from "../support/rqlited.js"
+import { deployForm } from "../support/deploymentFixture.js"
 import { tarOf } from "../support/tarball.js"
 
 const BASE = "apps.test"
@@ -26,12 +27,6 @@ http.createServer((req, res) => {
 }).listen(Number(process.env.PORT))
 `
 
-const formOf = (fields: Record<string, string>, archive: Buffer): FormData => {
-  const form = new FormData()
-  for (const [k, v] of Object.entries(fields)) form.append(k, v)
-  form.append("archive", new Blob([archive]), "app.tar.gz")
-  return form
-}
 
 const onHost = (port: number, host: string, urlPath: string) =>
   new Promise<{ status: number; body: any }>((resolve, reject) => {
@@ -62,7 +57,7 @@ describe.each(["sqlite", "rqlite"] as const)("dynamic deployments through the ro
   let domain = ""
 
   const upload = async (action: "upload" | "update", fields: Record<string, string>, archive: Buffer, type = "nodejs"): Promise<Reply> => {
-    const res = await fetch(`${gw.url}/v1/deployments/${type}/${action}`, { method: "POST", body: formOf(fields, archive), headers: { authorization: `Bearer ${admin}` } })
+    const res = await fetch(`${gw.url}/v1/deployments/${type}/${action}`, { method: "POST", body: deployForm(fields, archive), headers: { authorization: `Bearer ${admin}` } })
     const text = await res.text()
     return { status: res.status, headers: res.headers, text, body: JSON.parse(text) }
   }

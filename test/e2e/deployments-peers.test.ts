@@ -18,6 +18,7 @@ import { DEFAULT_ARCHIVE_LIMITS } from "../../src/layers/deployments/Archive.js"
 import { getOnHost, type Gateway, type Reply, startGateway, testTmp } from "../support/gateway.js"
 import { freePort } from "../support/process.js"
 import { hasRqlited, type RqlitedServer, rqlitedMissingMessage, startRqlited } from "../support/rqlited.js"
+import { deployForm } from "../support/deploymentFixture.js"
 import { tarOf } from "../support/tarball.js"
 import { waitFor } from "../support/wait.js"
 
@@ -33,12 +34,6 @@ http.createServer((req, res) => {
 }).listen(Number(process.env.PORT))
 `
 
-const formOf = (fields: Record<string, string>, archive: Buffer): FormData => {
-  const form = new FormData()
-  for (const [k, v] of Object.entries(fields)) form.append(k, v)
-  form.append("archive", new Blob([archive]), "app.tar.gz")
-  return form
-}
 
 /** Whether anything accepts a connection on 127.0.0.1:`port` (the app's own port on its node). */
 const listening = (port: number) =>
@@ -69,7 +64,7 @@ describe.each(["sqlite", "rqlite"] as const)("a deployment's changes taken by an
     startGateway({ port: portA, dataDir: dataDirA, env: { ...env, PORTICO_NODE_ID: `node-a`, PORTICO_PEERS: `node-b=${b?.url ?? "http://127.0.0.1:1"}` } })
 
   const upload = async (gw: Gateway, action: "upload" | "update", fields: Record<string, string>, archive: Buffer): Promise<Reply> => {
-    const res = await fetch(`${gw.url}/v1/deployments/nodejs/${action}`, { method: "POST", body: formOf(fields, archive), headers: { authorization: `Bearer ${admin}` } })
+    const res = await fetch(`${gw.url}/v1/deployments/nodejs/${action}`, { method: "POST", body: deployForm(fields, archive), headers: { authorization: `Bearer ${admin}` } })
     const text = await res.text()
     return { status: res.status, headers: res.headers, text, body: JSON.parse(text) }
   }

@@ -18,6 +18,7 @@ import { registryLayer } from "../../src/layers/registry/registryLayer.js"
 import { call, expectRefusal, notCalled, refusal } from "../support/client.js"
 import { type Gateway, mintKey, type Reply, startGateway, testTmp, getOnHost } from "../support/gateway.js"
 import { hasRqlited, type RqlitedServer, rqlitedMissingMessage, startRqlited } from "../support/rqlited.js"
+import { deployForm } from "../support/deploymentFixture.js"
 import { tarOf } from "../support/tarball.js"
 
 const BASE = "sites.test"
@@ -52,12 +53,7 @@ const hostileTar = (): Buffer => {
 /** A tar.gz whose header says 2 GiB: past the unpacked cap before any byte is written. */
 const hugeTar = (): Buffer => zlib.gzipSync(Buffer.concat([tarHeader("big.bin", 2 * 1024 * 1024 * 1024), Buffer.alloc(4096)]))
 
-const formOf = (fields: Record<string, string>, archive?: Buffer): FormData => {
-  const form = new FormData()
-  for (const [k, v] of Object.entries(fields)) form.append(k, v)
-  if (archive !== undefined) form.append("archive", new Blob([archive]), "site.tar.gz")
-  return form
-}
+const formOf = (fields: Record<string, string>, archive?: Buffer): FormData => deployForm(fields, archive, "site.tar.gz")
 
 
 const expectError = (reply: Reply, status: number, code: string) => {

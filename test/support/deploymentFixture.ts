@@ -83,3 +83,11 @@ export const startSeededGateway = async (
   }
   return gw
 }
+
+/** A deployment upload's multipart form: its fields, then the archive (when given) as `fileName`. */
+export const deployForm = (fields: Record<string, string>, archive?: Buffer, fileName = "app.tar.gz"): FormData => {
+  const form = new FormData()
+  for (const [k, v] of Object.entries(fields)) form.append(k, v)
+  if (archive !== undefined) form.append("archive", new Blob([archive]), fileName)
+  return form
+}
