@@ -34,16 +34,20 @@ export const KeyProfile = Schema.Literal("admin", "runtime")
 export type KeyProfile = typeof KeyProfile.Type
 
 /**
- * A grant as written on the wire and stored: a name, optionally `:key=<pattern>`. The pattern
- * holds no whitespace, control character or lone surrogate (they would be stored mangled or
- * print as something else), and at most 255 code points.
+ * A grant as written on the wire and stored: a name, optionally narrowed: `cache:key=<pattern>`
+ * to cache keys, `pubsub:topic=<pattern>` to topics. The pattern holds no whitespace, control
+ * character or lone surrogate (they would be stored mangled or print as something else), and at
+ * most 255 code points.
  */
-const grantPattern = /^([a-z-]+(?::write)?)(?::key=([^\s\p{Cc}\p{Cs}]{1,255}))?$/u
+const grantPattern = /^([a-z-]+(?::write)?)(?::(key|topic)=([^\s\p{Cc}\p{Cs}]{1,255}))?$/u
 
-/** Parsed grant: the name plus the key pattern it is narrowed to, if any. */
+/** Which grant each narrowing applies to: the cache's keys, pub/sub's topics. */
+const narrowings: Readonly<Record<string, GrantName>> = { key: "cache", topic: "pubsub" }
+
+/** Parsed grant: the name plus the pattern it is narrowed to, if any (keys for `cache`, topics for `pubsub`). */
 export interface Grant {
   readonly name: GrantName
-  readonly keyPattern: string | undefined
+  readonly pattern: string | undefined
 }
 
 const grantNames: ReadonlySet<string> = new Set(GrantName.literals)
@@ -54,14 +58,21 @@ export const parseGrant = (text: string): Grant | undefined => {
   if (match === null) return undefined
   const name = match[1]
   if (name === undefined || !grantNames.has(name)) return undefined
-  // Only data-plane grants may be narrowed: narrowing "admin" to keys would mean nothing.
-  const pattern = match[2]
-  if (pattern !== undefined && name !== "cache") return undefined
-  // With neither `/` nor `*` a pattern can match no joined `<map>/<key>`: a key minted with it
-  // would hold a grant that reaches nothing, so it is refused rather than silently useless.
-  if (pattern !== undefined && !pattern.includes("/") && !pattern.includes("*")) return undefined
-  return { name: name as GrantName, keyPattern: pattern }
+  // Only the cache (by key) and pub/sub (by topic) may be narrowed: "admin" narrowed to keys
+  // would mean nothing, and `cache:topic=` names the wrong thing.
+  const pattern = match[3]
+  if (pattern === undefined) return { name: name as GrantName, pattern: undefined }
+  if (narrowings[match[2] ?? ""] !== name) return undefined
+  // With neither `/` nor `*` a cache pattern can match no joined `<map>/<key>`: a key minted with
+  // it would hold a grant that reaches nothing, so it is refused rather than silently useless. A
+  // topic pattern without `*` names one topic, which is useful as it is.
+  if (name === "cache" && !pattern.includes("/") && !pattern.includes("*")) return undefined
+  return { name: name as GrantName, pattern }
 }
+
+/** A grant as written on the wire: `cache:key=<pattern>`, `pubsub:topic=<pattern>`, or the name. */
+export const grantText = (grant: Grant): string =>
+  grant.pattern === undefined ? grant.name : `${grant.name}:${grant.name === "pubsub" ? "topic" : "key"}=${grant.pattern}`
 
 /**
  * `grantPattern`'s narrowing for a JSON Schema reader (no `u` flag there): no whitespace, no C0 or
@@ -69,22 +80,29 @@ export const parseGrant = (text: string): Grant | undefined => {
  */
 const NARROWED_CHAR = "[^\\s\\x00-\\x1f\\x7f-\\x9f\\ufeff]"
 export const NARROWED_CACHE_GRANT = `^cache:key=${NARROWED_CHAR}*[/*]${NARROWED_CHAR}*$`
+export const NARROWED_PUBSUB_GRANT = `^pubsub:topic=${NARROWED_CHAR}+$`
 
 /** A grant string checked by Schema: the only way scopes enter the system. */
 export const GrantString = Schema.String.pipe(
   Schema.filter((s) => parseGrant(s) !== undefined, {
-    message: () => "unknown grant; known: " + GrantName.literals.join(", ") + " (cache may be narrowed: cache:key=<map>/*)",
+    message: () =>
+      "unknown grant; known: " + GrantName.literals.join(", ") + " (cache may be narrowed: cache:key=<map>/*; pubsub: pubsub:topic=<pattern>)",
     jsonSchema: {
       type: "string",
       minLength: 1,
       anyOf: [
         { enum: [...GrantName.literals] },
         // 10 characters of `cache:key=` and at most 255 of pattern
-        { pattern: NARROWED_CACHE_GRANT, maxLength: 265 }
+        { pattern: NARROWED_CACHE_GRANT, maxLength: 265 },
+        // 13 characters of `pubsub:topic=` and at most 255 of pattern
+        { pattern: NARROWED_PUBSUB_GRANT, maxLength: 268 }
       ]
     }
   })
-).annotations({ identifier: "Grant", description: "A grant name, or `cache:key=<map>/*` narrowed to keys" })
+).annotations({
+  identifier: "Grant",
+  description: "A grant name, or `cache:key=<map>/*` narrowed to keys, or `pubsub:topic=<pattern>` narrowed to topics (`*` matches any run)"
+})
 
 /** The grants an app's clients use; everything else is the control plane. */
 export const dataPlane: ReadonlyArray<GrantName> = [

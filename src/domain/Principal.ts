@@ -1,6 +1,6 @@
 /** Who is calling: resolved once per request from the credential, read by policies and services. */
 import { Context, Schema } from "effect"
-import { type Grant, GrantName, KeyRole, Role } from "./Grants.js"
+import { type Grant, GrantName, grantText, KeyRole, Role } from "./Grants.js"
 
 export interface Principal {
   readonly namespace: string
@@ -49,7 +49,7 @@ export const workloadDeployment = (principal: Principal): string | undefined =>
 
 /** Grant strings as shown on the wire. */
 export const grantStrings = (principal: Principal): ReadonlyArray<string> =>
-  principal.grants.map((g) => (g.keyPattern === undefined ? g.name : `${g.name}:key=${g.keyPattern}`))
+  principal.grants.map(grantText)
 
 export const hasGrant = (principal: Principal, name: Grant["name"]): boolean =>
   principal.grants.some((g) => g.name === name)
@@ -72,7 +72,7 @@ export const ForwardedPrincipal = Schema.Struct({
   subject: Schema.String,
   method: Schema.Literal("jwt", "api_key", "workload"),
   role: Schema.Union(Role, KeyRole),
-  grants: Schema.Array(Schema.Struct({ name: GrantName, keyPattern: Schema.optional(Schema.String) })),
+  grants: Schema.Array(Schema.Struct({ name: GrantName, pattern: Schema.optional(Schema.String) })),
   keyId: Schema.optional(Schema.String),
   sessionId: Schema.optional(Schema.String),
   deviceId: Schema.optional(Schema.String)
@@ -87,7 +87,7 @@ export const forwardedPrincipal = (p: Principal): typeof ForwardedPrincipal.Type
   subject: p.subject,
   method: p.method,
   role: p.role,
-  grants: p.grants.map((g) => (g.keyPattern === undefined ? { name: g.name } : { name: g.name, keyPattern: g.keyPattern })),
+  grants: p.grants.map((g) => (g.pattern === undefined ? { name: g.name } : { name: g.name, pattern: g.pattern })),
   ...(p.keyId === undefined ? {} : { keyId: p.keyId }),
   ...(p.sessionId === undefined ? {} : { sessionId: p.sessionId }),
   ...(p.deviceId === undefined ? {} : { deviceId: p.deviceId })
@@ -98,7 +98,7 @@ export const toPrincipal = (p: typeof ForwardedPrincipal.Type): Principal => ({
   subject: p.subject,
   method: p.method,
   role: p.role,
-  grants: p.grants.map((g) => ({ name: g.name, keyPattern: g.keyPattern })),
+  grants: p.grants.map((g) => ({ name: g.name, pattern: g.pattern })),
   keyId: p.keyId,
   sessionId: p.sessionId,
   deviceId: p.deviceId

@@ -10,7 +10,7 @@ const session: Principal = {
   subject: "0xabc",
   method: "jwt",
   role: "developer",
-  grants: [{ name: "db:write", keyPattern: undefined }, { name: "cache", keyPattern: "a/*" }],
+  grants: [{ name: "db:write", pattern: undefined }, { name: "cache", pattern: "a/*" }],
   keyId: undefined,
   sessionId: "s1",
   deviceId: "d1"

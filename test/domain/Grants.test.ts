@@ -3,23 +3,23 @@ import { cacheGrantReaches, cacheGrantReachesMap, cacheScope, matchesKeyPattern,
 
 describe("grants", () => {
   it("parses known grants and narrowed cache grants only", () => {
-    expect(parseGrant("cache")).toEqual({ name: "cache", keyPattern: undefined })
-    expect(parseGrant("db:write")).toEqual({ name: "db:write", keyPattern: undefined })
-    expect(parseGrant("cache:key=sessions/*")).toEqual({ name: "cache", keyPattern: "sessions/*" })
+    expect(parseGrant("cache")).toEqual({ name: "cache", pattern: undefined })
+    expect(parseGrant("db:write")).toEqual({ name: "db:write", pattern: undefined })
+    expect(parseGrant("cache:key=sessions/*")).toEqual({ name: "cache", pattern: "sessions/*" })
     expect(parseGrant("root")).toBeUndefined()
     expect(parseGrant("admin:key=x/*")).toBeUndefined()
     expect(parseGrant("cache:key=")).toBeUndefined()
     expect(parseGrant("cache:key=a b")).toBeUndefined()
     // a pattern with neither / nor * matches no <map>/<key>: refused, not minted useless
     expect(parseGrant("cache:key=m1")).toBeUndefined()
-    expect(parseGrant("cache:key=m1/k1")).toEqual({ name: "cache", keyPattern: "m1/k1" })
-    expect(parseGrant("cache:key=app*")).toEqual({ name: "cache", keyPattern: "app*" })
+    expect(parseGrant("cache:key=m1/k1")).toEqual({ name: "cache", pattern: "m1/k1" })
+    expect(parseGrant("cache:key=app*")).toEqual({ name: "cache", pattern: "app*" })
     // control characters and lone surrogates would be stored mangled or print as something else
     expect(parseGrant("cache:key=m\u0000/*")).toBeUndefined()
     expect(parseGrant("cache:key=m\u007f/*")).toBeUndefined()
     expect(parseGrant("cache:key=m\ud800/*")).toBeUndefined()
-    expect(parseGrant("cache:key=é/*")).toEqual({ name: "cache", keyPattern: "é/*" })
-    expect(parseGrant("cache:key=😀/*")).toEqual({ name: "cache", keyPattern: "😀/*" })
+    expect(parseGrant("cache:key=é/*")).toEqual({ name: "cache", pattern: "é/*" })
+    expect(parseGrant("cache:key=😀/*")).toEqual({ name: "cache", pattern: "😀/*" })
   })
   it("keeps cache out of the runtime profile (spec §5.4)", () => {
     expect(profileGrants.runtime).not.toContain("cache")

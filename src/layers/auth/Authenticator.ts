@@ -140,7 +140,7 @@ const workloadPrincipal = oncePerObject((claims: VerifiedClaims): Principal => {
     subject: claims.sub,
     method: "workload",
     role: "runtime",
-    grants: reads ? [...grants, { name: "storage-read", keyPattern: undefined }] : grants,
+    grants: reads ? [...grants, { name: "storage-read", pattern: undefined }] : grants,
     keyId: undefined,
     sessionId: undefined,
     deviceId: undefined

@@ -53,11 +53,11 @@ export interface CacheService {
 
 /** Whether the caller's cache grants reach `key` in `dmap`. */
 const allows = (caller: Principal, dmap: string, key: string): boolean =>
-  caller.grants.some((g) => g.name === "cache" && (g.keyPattern === undefined || cacheGrantReaches(g.keyPattern, dmap, key)))
+  caller.grants.some((g) => g.name === "cache" && (g.pattern === undefined || cacheGrantReaches(g.pattern, dmap, key)))
 
 /** Whether the caller's cache grants could reach any key of `dmap`. */
 const allowsMap = (caller: Principal, dmap: string): boolean =>
-  caller.grants.some((g) => g.name === "cache" && (g.keyPattern === undefined || cacheGrantReachesMap(g.keyPattern, dmap)))
+  caller.grants.some((g) => g.name === "cache" && (g.pattern === undefined || cacheGrantReachesMap(g.pattern, dmap)))
 
 /** The cache operations answered on the spot (`now` in Unix ms), over an engine that can. */
 export interface CacheNow {
