@@ -17,9 +17,9 @@ import {
   type HistorySettings,
   type Listener,
   memberJson,
+  membersOf,
   type Position,
   type PresenceEntry,
-  type PresenceMember,
   presenceContent,
   PubSubEngine,
   type PubSubEngineService
@@ -104,7 +104,7 @@ export const makeMemoryPubSubEngine = (options: MemoryPubSubOptions) => {
     const space = spaceOf(namespace)
     const state = topicOf(space, topic)
     const offset = ++state.offset
-    const delivery: Delivery = { topic, offset, frame: `${framePrefix(topic, offset, state.epoch, timestamp)}${content}}` }
+    const delivery: Delivery = { topic, offset, epoch: state.epoch, frame: `${framePrefix(topic, offset, state.epoch, timestamp)}${content}}` }
     const at = now()
     state.lastUsed = at
     if (historySize > 0 && maxAgeMs > 0) {
@@ -231,19 +231,6 @@ export const makeMemoryPubSubEngine = (options: MemoryPubSubOptions) => {
     ping: Effect.void
   }
   return { service, sweep }
-}
-
-/** Entries joined by member id (earliest join first), as the listing shows them. */
-export const membersOf = (entries: ReadonlyArray<PresenceEntry>): ReadonlyArray<PresenceMember> => {
-  const byMember = new Map<string, { first: PresenceEntry; connections: number }>()
-  for (const entry of [...entries].sort((a, b) => a.joinedAt - b.joinedAt || a.connection.localeCompare(b.connection))) {
-    const seen = byMember.get(entry.memberId)
-    if (seen === undefined) byMember.set(entry.memberId, { first: entry, connections: 1 })
-    else seen.connections++
-  }
-  return [...byMember.values()]
-    .map(({ first, connections }) => ({ memberId: first.memberId, subject: first.subject, joinedAt: first.joinedAt, meta: first.meta, connections }))
-    .sort((a, b) => (a.memberId < b.memberId ? -1 : a.memberId > b.memberId ? 1 : 0))
 }
 
 export const MemoryPubSubEngine = {

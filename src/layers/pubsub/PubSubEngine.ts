@@ -24,6 +24,8 @@ export interface Position {
 export interface Delivery {
   readonly topic: string
   readonly offset: number
+  /** The topic's epoch: when it differs from the last one seen, offsets started again at 1. */
+  readonly epoch: string
   /**
    * The frame: `{"topic":..,"offset":..,"epoch":..,"timestamp":..,<content>}`, where `content` is
    * what the publisher gave (`"type":"message","data":"<base64>"`, or a platform event's members).
@@ -42,7 +44,11 @@ export interface Listener {
 }
 
 export interface Subscription {
-  /** The topic's position when the subscription took effect: every later message is delivered. */
+  /**
+   * The topic's position, read once the subscription took effect: every message after it is
+   * delivered (one published while the subscription was set up may be delivered too, with an
+   * offset at or below this one; the socket skips what it has sent).
+   */
   readonly position: Position
   readonly close: () => void
 }
@@ -124,3 +130,16 @@ export const presenceContent = (event: "join" | "leave", member: string): string
 /** A presence entry as its event and the listing show it (JSON text). */
 export const memberJson = (entry: { readonly memberId: string; readonly subject: string; readonly joinedAt: number; readonly meta: string | undefined }): string =>
   `{"member_id":${JSON.stringify(entry.memberId)},"subject":${JSON.stringify(entry.subject)},"joined_at":${entry.joinedAt},"meta":${entry.meta ?? "null"}}`
+
+/** Entries joined by member id (earliest join first), as the listing shows them. */
+export const membersOf = (entries: ReadonlyArray<PresenceEntry>): ReadonlyArray<PresenceMember> => {
+  const byMember = new Map<string, { first: PresenceEntry; connections: number }>()
+  for (const entry of [...entries].sort((a, b) => a.joinedAt - b.joinedAt || a.connection.localeCompare(b.connection))) {
+    const seen = byMember.get(entry.memberId)
+    if (seen === undefined) byMember.set(entry.memberId, { first: entry, connections: 1 })
+    else seen.connections++
+  }
+  return [...byMember.values()]
+    .map(({ first, connections }) => ({ memberId: first.memberId, subject: first.subject, joinedAt: first.joinedAt, meta: first.meta, connections }))
+    .sort((a, b) => (a.memberId < b.memberId ? -1 : a.memberId > b.memberId ? 1 : 0))
+}
