@@ -26,6 +26,7 @@ import { SqlGroup } from "./groups/SqlGroup.js"
 import { InternalGroup } from "./groups/InternalGroup.js"
 import { PushGroup } from "./groups/PushGroup.js"
 import { ProxyGroup } from "./groups/ProxyGroup.js"
+import { PubSubGroup } from "./groups/PubSubGroup.js"
 import { PushRegistrationGroup } from "./groups/PushRegistrationGroup.js"
 import { PushRelayGroup } from "./groups/PushRelayGroup.js"
 import { PushSendGroup } from "./groups/PushSendGroup.js"
@@ -52,6 +53,7 @@ export class PorticoApi extends HttpApi.make("portico")
   .add(PushSendGroup)
   .add(PushRelayGroup)
   .add(ProxyGroup)
+  .add(PubSubGroup)
   .add(DeploymentsGroup)
   .add(DeploymentDomainsGroup)
   .add(DeploymentRuntimeGroup)

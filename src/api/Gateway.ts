@@ -33,6 +33,14 @@ import { SqlHandlers } from "./handlers/SqlHandlers.js"
 import { InternalHandlers } from "./handlers/InternalHandlers.js"
 import { PushHandlers } from "./handlers/PushHandlers.js"
 import { ProxyHandlers } from "./handlers/ProxyHandlers.js"
+import { PubSubHandlers } from "./handlers/PubSubHandlers.js"
+import { pubSubSocketHandlers } from "./handlers/PubSubSocketHandlers.js"
+import { makePubSubSockets } from "../layers/pubsub/PubSubSockets.js"
+import { PubSub } from "../layers/pubsub/PubSub.js"
+import { largestFrameBytes } from "../layers/config/PubSubSettings.js"
+import { credentialStanding, makeSocketRevocation } from "../layers/auth/SocketRevocation.js"
+import { WorkloadLiveness } from "../layers/auth/Authenticator.js"
+import { ApiKeys } from "../layers/keys/ApiKeys.js"
 import { proxySocketHandlers } from "./handlers/ProxySocketHandlers.js"
 import { makeProxySockets } from "../layers/proxy/ProxySockets.js"
 import { PushRegistrationHandlers } from "./handlers/PushRegistrationHandlers.js"
@@ -86,6 +94,7 @@ const HandlersLive = Layer.mergeAll(
   PushRelayHandlers,
   PushSendHandlers,
   ProxyHandlers,
+  PubSubHandlers,
   DeploymentsHandlers,
   DeploymentDomainsHandlers,
   DeploymentRuntimeHandlers,
@@ -134,6 +143,11 @@ const bodyCapOf = (settings: PorticoSettings, name: BodyCapName): number => {
     // a namespace backup at its cap, sealed
     case "namespaceRestore":
       return sealedSize(settings.backup.maxBytes)
+    // one message at its cap in base64, inside its JSON (the cap on the decoded bytes is the service's, 413 too)
+    case "pubsubPublish":
+      return largestFrameBytes(settings.pubsub.maxMessageBytes)
+    case "pubsubBatch":
+      return settings.pubsub.batchMaxBytes
   }
 }
 
@@ -204,19 +218,32 @@ export const gatewayListener = (settings: PorticoSettings) =>
       onAnswered
     })
     yield* Scope.addFinalizer(scope, Effect.sync(routing.close))
+    // every long-lived socket's credential, read again every few seconds (SocketRevocation.ts)
+    const revocation = makeSocketRevocation({
+      stands: credentialStanding({
+        sessions: Context.get(context, SessionLiveness),
+        keys: Context.get(context, ApiKeys),
+        workloads: Context.get(context, WorkloadLiveness)
+      }),
+      intervalMs: Math.min(settings.proxy.revocationCheckMs, settings.pubsub.revocationCheckMs)
+    })
+    yield* Scope.addFinalizer(scope, Effect.sync(revocation.stop))
     // the anonymity proxy's WebSockets (docs/proxy.md, "Tunnels")
     const proxySockets = makeProxySockets({
       settings: settings.proxy,
-      standing: Context.get(context, SessionLiveness).standing,
+      revocation,
       namespaceExists: (name) => Effect.map(Context.get(context, Namespaces).get(name), Option.isSome),
       baseDomain: settings.baseDomain
     })
     yield* Scope.addFinalizer(scope, Effect.sync(proxySockets.close))
+    // publish/subscribe's sockets (docs/pubsub.md, "Sockets")
+    const pubSubSockets = makePubSubSockets({ pubsub: Context.get(context, PubSub), revocation })
+    yield* Scope.addFinalizer(scope, Effect.sync(pubSubSockets.close))
     // the API's WebSocket routes on the API's hosts, each through its endpoint's gate and query schema
     const upgrades = makeUpgrades({
       index,
       gate: Context.get(context, Gate),
-      handlers: [...proxySocketHandlers(proxySockets)],
+      handlers: [...proxySocketHandlers(proxySockets), ...pubSubSocketHandlers(pubSubSockets)],
       isApiHost: (host) => Context.get(context, AppHosts).route(host).kind === "api",
       onAnswered
     })

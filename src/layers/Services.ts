@@ -57,6 +57,8 @@ import { NamespaceBackups } from "./namespaces/backup/NamespaceBackups.js"
 import { NamespaceCreation } from "./namespaces/NamespaceCreation.js"
 import { NamespaceTeardown } from "./namespaces/NamespaceTeardown.js"
 import { OperatorHealth } from "./operators/OperatorHealth.js"
+import { MemoryPubSubEngine } from "./pubsub/MemoryPubSubEngine.js"
+import { PubSub } from "./pubsub/PubSub.js"
 
 export interface ServicesOptions {
   /**
@@ -81,6 +83,10 @@ export const servicesLayer = (settings: PorticoSettings, options: ServicesOption
       ? MemoryCacheStore.layer(settings.cache.maxBytesPerNamespace)
       : RedisCacheStore.layer({ url: settings.cache.redisUrl, overrides: Object.fromEntries(settings.cache.redisOverrides) })
   const cache = Cache.Live.pipe(Layer.provide(cacheStore))
+  const pubsubSettings = settings.pubsub
+  const history = { size: pubsubSettings.historySize, maxAgeMs: pubsubSettings.historySeconds * 1000 }
+  const pubsubEngine = MemoryPubSubEngine.layer({ history, historyBytesPerNamespace: pubsubSettings.historyBytesPerNamespace })
+  const pubsub = PubSub.Live.pipe(Layer.provide(pubsubEngine))
   const workerSettings = {
     workers: settings.sql.workers,
     timeoutMs: settings.sql.timeoutMs,
@@ -119,7 +125,10 @@ export const servicesLayer = (settings: PorticoSettings, options: ServicesOption
   const deploymentRecords = Layer.mergeAll(InstanceDirs.Live, DeploymentLocks.Live).pipe(Layer.provideMerge(DeploymentStore.Live))
   // the app runtime (supervisors of this node's apps) over the records, directories and tokens
   const runtime = AppRuntime.Live.pipe(Layer.provideMerge(deploymentRecords), Layer.provide(WorkloadTokens.Live))
-  return Layer.mergeAll(RateLimiter.Live, Authenticator.Live, WorkloadTokens.Live, cache, sql, storage, push, domains, runtime, AppBuilds.Live).pipe(Layer.provideMerge(liveness))
+  return Layer.mergeAll(Authenticator.Live, WorkloadTokens.Live, cache, pubsub, sql, storage, push, domains, runtime, AppBuilds.Live).pipe(
+    // pub/sub charges each message to the namespace budget the gates draw on: one limiter for both
+    Layer.provideMerge(RateLimiter.Live.pipe(Layer.provideMerge(liveness)))
+  )
 }
 
 /**

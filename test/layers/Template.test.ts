@@ -49,7 +49,8 @@ const elsewhere: Readonly<Record<string, readonly [file: string, path: ReadonlyA
   Authenticator: ["sessions/AuthenticatorTest.ts", ["AuthenticatorTest"]],
   SessionLiveness: ["sessions/AuthenticatorTest.ts", ["SessionLivenessTest"]],
   WorkloadLiveness: ["workload/WorkloadTokens.ts", ["WorkloadTokens", "LivenessTest"]],
-  RelayPublisher: ["push/RelayPublisherLive.ts", ["RelayPublisherTest"]]
+  RelayPublisher: ["push/RelayPublisherLive.ts", ["RelayPublisherTest"]],
+  PubSubEngine: ["pubsub/MemoryPubSubEngine.ts", ["MemoryPubSubEngine", "Test"]]
 }
 
 const load = async (file: string): Promise<Record<string, unknown>> => import(pathToFileURL(path.join(root, file)).href)

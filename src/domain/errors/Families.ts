@@ -198,6 +198,10 @@ export type DeploymentDomainCode = (typeof DeploymentDomainRefusals)[number]
 export const ProxyRefusals = family("VALIDATION_FAILED", "RELAY_DESTINATION_NOT_ALLOWED", "PAYLOAD_TOO_LARGE", "RATE_LIMITED", "RELAY_UNAVAILABLE")
 export type ProxyCode = (typeof ProxyRefusals)[number]
 
+/** Publish/subscribe's rules (src/layers/pubsub/PubSub.ts) and its engine being down or slow. */
+export const PubSubRefusals = family("VALIDATION_FAILED", "FORBIDDEN", "GRANT_REQUIRED", "PAYLOAD_TOO_LARGE", "RATE_LIMITED", "UNAVAILABLE")
+export type PubSubCode = (typeof PubSubRefusals)[number]
+
 /** Renewing a workload token (src/layers/workload/WorkloadTokens.ts): not a workload's, or its deployment gone. */
 export const WorkloadRefusals = family("WORKLOAD_TOKEN_REQUIRED", "INVALID_TOKEN")
 export type WorkloadCode = (typeof WorkloadRefusals)[number]

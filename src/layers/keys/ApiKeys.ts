@@ -89,7 +89,7 @@ export class MintRefused extends Data.TaggedError("MintRefused")<{
 /** The scopes a principal asks for beyond the unrestricted grants it holds. */
 export const exceeding = (minter: Principal, scopes: ReadonlyArray<string>): ReadonlyArray<string> => {
   const held = new Set<string>(minter.grants.filter((g) => g.pattern === undefined).map((g) => g.name))
-  return scopes.filter((s) => !held.has(s.split(":key=")[0] ?? s))
+  return scopes.filter((s) => !held.has(parseGrant(s)?.name ?? s))
 }
 
 /** Refuses a principal's order that would escalate: checked before anything is prepared. */

@@ -24,10 +24,9 @@ import type { Duplex } from "node:stream"
 import { WebSocketServer } from "ws"
 import { asSession, type Principal } from "../../domain/Principal.js"
 import { judgeDestination } from "../../domain/ProxyDestination.js"
-import type { SessionLiveness } from "../auth/Authenticator.js"
+import type { SocketRevocation } from "../auth/SocketRevocation.js"
 import type { AppRefusal } from "../deployments/serving/AppAnswers.js"
 import type { ProxySettings } from "../config/ProxySettings.js"
-import { makeSocketRevocation } from "./SocketRevocation.js"
 import { DialFailed, dialThroughSocks, isolationKey } from "./SocksDial.js"
 import { joinPipe } from "./TunnelPipe.js"
 
@@ -44,7 +43,8 @@ export interface Handshake<Query> {
 
 export interface ProxySocketsOptions {
   readonly settings: ProxySettings
-  readonly standing: SessionLiveness["Type"]["standing"]
+  /** The gateway's revocation check, shared by every family's sockets. */
+  readonly revocation: SocketRevocation
   /** Whether a namespace exists (the relay is pinned to existing namespaces' hosts); fails when the registry does not answer. */
   readonly namespaceExists: (name: string) => Effect.Effect<boolean, unknown>
   /** The platform's base domain: a relay goes only to `ns-<namespace>.<base domain>`. */
@@ -57,7 +57,7 @@ export const MAX_FRAME_BYTES = 1024 * 1024
 export const makeProxySockets = (options: ProxySocketsOptions) => {
   const { settings } = options
   const wss = new WebSocketServer({ noServer: true, maxPayload: MAX_FRAME_BYTES, perMessageDeflate: false, clientTracking: true })
-  const revocation = makeSocketRevocation({ standing: options.standing, intervalMs: settings.revocationCheckMs })
+  const revocation = options.revocation
   const perUser = new Map<string, number>()
   let total = 0
 
@@ -92,7 +92,7 @@ export const makeProxySockets = (options: ProxySocketsOptions) => {
           onEnd()
         }
       )
-      if (revocable !== undefined) unregister = revocation.register({ sessionId: revocable, revoke: () => pipe.end("revoked") })
+      if (revocable !== undefined) unregister = revocation.register({ credential: `session:${revocable}`, revoke: () => pipe.end("revoked") })
     })
     if (!accepted) {
       stream.destroy()
@@ -190,7 +190,6 @@ export const makeProxySockets = (options: ProxySocketsOptions) => {
     /** How many tunnels and relay streams are open on this gateway. */
     open: () => total,
     close: () => {
-      revocation.stop()
       for (const client of wss.clients) client.terminate()
       wss.close()
     }

@@ -233,16 +233,20 @@ export const makeMemoryPubSubEngine = (options: MemoryPubSubOptions) => {
   return { service, sweep }
 }
 
+const layer = (options: MemoryPubSubOptions) =>
+  Layer.scoped(
+    PubSubEngine,
+    Effect.gen(function* () {
+      const { service, sweep } = makeMemoryPubSubEngine(options)
+      const timer = setInterval(sweep, 5_000)
+      timer.unref()
+      yield* Effect.addFinalizer(() => Effect.sync(() => clearInterval(timer)))
+      return service
+    })
+  )
+
 export const MemoryPubSubEngine = {
-  layer: (options: MemoryPubSubOptions) =>
-    Layer.scoped(
-      PubSubEngine,
-      Effect.gen(function* () {
-        const { service, sweep } = makeMemoryPubSubEngine(options)
-        const timer = setInterval(sweep, 5_000)
-        timer.unref()
-        yield* Effect.addFinalizer(() => Effect.sync(() => clearInterval(timer)))
-        return service
-      })
-    )
+  layer,
+  /** A fresh bus with the default history (100 messages, 5 minutes, 64 MiB per namespace). */
+  Test: Layer.suspend(() => layer({ history: { size: 100, maxAgeMs: 300_000 }, historyBytesPerNamespace: 64 * 1024 * 1024 }))
 }

@@ -51,8 +51,12 @@ export const answerRefusalOnSocket = (socket: net.Socket | import("node:stream")
 }
 
 const statusText: Readonly<Record<number, string>> = {
+  400: "Bad Request",
+  401: "Unauthorized",
+  403: "Forbidden",
   404: "Not Found",
   405: "Method Not Allowed",
+  429: "Too Many Requests",
   502: "Bad Gateway",
   503: "Service Unavailable"
 }

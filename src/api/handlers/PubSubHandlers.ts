@@ -1,0 +1,76 @@
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import { Effect } from "effect"
+import { BadRequest, fromRefusal } from "../../domain/Errors.js"
+import { CurrentPrincipal } from "../../domain/Principal.js"
+import { PubSub } from "../../layers/pubsub/PubSub.js"
+import { PorticoApi } from "../Api.js"
+import { encodeCursor, PAGE_LIMIT } from "../Paging.js"
+
+const socketOnly = Effect.fail(
+  new BadRequest({ error: "/v1/pubsub/ws is a WebSocket", hint: "open it with Connection: Upgrade and Upgrade: websocket" })
+)
+
+export const PubSubHandlers = HttpApiBuilder.group(PorticoApi, "pubsub", (handlers) =>
+  Effect.gen(function* () {
+    const pubsub = yield* PubSub
+    return handlers
+      .handle("publish", ({ payload }) =>
+        Effect.flatMap(CurrentPrincipal, (caller) =>
+          Effect.mapBoth(pubsub.publish(caller, payload), {
+            onFailure: fromRefusal,
+            onSuccess: (at) => ({ status: "ok" as const, topic: payload.topic, epoch: at.epoch, offset: at.offset })
+          })
+        )
+      )
+      .handle("publishBatch", ({ payload }) =>
+        Effect.flatMap(CurrentPrincipal, (caller) =>
+          Effect.mapBoth(pubsub.publishBatch(caller, payload.messages), {
+            onFailure: fromRefusal,
+            onSuccess: (positions) => ({
+              status: "ok" as const,
+              count: positions.length,
+              published: positions.map((at, i) => ({ topic: payload.messages[i]!.topic, epoch: at.epoch, offset: at.offset }))
+            })
+          })
+        )
+      )
+      .handle("topics", ({ urlParams }) =>
+        Effect.flatMap(CurrentPrincipal, (caller) =>
+          Effect.mapBoth(pubsub.topics(caller), {
+            onFailure: fromRefusal,
+            onSuccess: (all) => {
+              const after = urlParams.cursor?.[0]
+              const limit = urlParams.limit ?? PAGE_LIMIT.default
+              const from = after === undefined ? all : all.filter((t) => t > String(after))
+              const topics = from.slice(0, limit)
+              const last = topics[topics.length - 1]
+              return {
+                namespace: caller.namespace,
+                topics,
+                next_cursor: from.length > limit && last !== undefined ? encodeCursor([last]) : null
+              }
+            }
+          })
+        )
+      )
+      .handle("presence", ({ urlParams }) =>
+        Effect.flatMap(CurrentPrincipal, (caller) =>
+          Effect.mapBoth(pubsub.presence(caller, urlParams.topic), {
+            onFailure: fromRefusal,
+            onSuccess: (members) => ({
+              topic: urlParams.topic,
+              count: members.length,
+              members: members.map((m) => ({
+                member_id: m.memberId,
+                subject: m.subject,
+                joined_at: m.joinedAt,
+                meta: m.meta === undefined ? null : (JSON.parse(m.meta) as Record<string, unknown>),
+                connections: m.connections
+              }))
+            })
+          })
+        )
+      )
+      .handle("ws", () => socketOnly)
+  })
+)
