@@ -59,6 +59,7 @@ import { NamespaceTeardown } from "./namespaces/NamespaceTeardown.js"
 import { OperatorHealth } from "./operators/OperatorHealth.js"
 import { MemoryPubSubEngine } from "./pubsub/MemoryPubSubEngine.js"
 import { PubSub } from "./pubsub/PubSub.js"
+import { RedisPubSubEngine } from "./pubsub/RedisPubSubEngine.js"
 
 export interface ServicesOptions {
   /**
@@ -85,7 +86,10 @@ export const servicesLayer = (settings: PorticoSettings, options: ServicesOption
   const cache = Cache.Live.pipe(Layer.provide(cacheStore))
   const pubsubSettings = settings.pubsub
   const history = { size: pubsubSettings.historySize, maxAgeMs: pubsubSettings.historySeconds * 1000 }
-  const pubsubEngine = MemoryPubSubEngine.layer({ history, historyBytesPerNamespace: pubsubSettings.historyBytesPerNamespace })
+  const pubsubEngine =
+    pubsubSettings.redisUrl === undefined
+      ? MemoryPubSubEngine.layer({ history, historyBytesPerNamespace: pubsubSettings.historyBytesPerNamespace })
+      : RedisPubSubEngine.layer({ url: pubsubSettings.redisUrl, history, publishTimeoutMs: pubsubSettings.publishTimeoutMs })
   const pubsub = PubSub.Live.pipe(Layer.provide(pubsubEngine))
   const workerSettings = {
     workers: settings.sql.workers,

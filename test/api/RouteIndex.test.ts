@@ -62,7 +62,8 @@ describe("route index", () => {
 
   it("finds the WebSocket routes, with their policies and query schemas, by path whatever the method", () => {
     const index = makeRouteIndex(entries)
-    expect(entries.filter((e) => e.webSocket).map((e) => e.name).sort()).toEqual(["proxy.relay", "proxy.tunnel"])
+    expect(entries.filter((e) => e.webSocket).map((e) => e.name).sort()).toEqual(["proxy.relay", "proxy.tunnel", "pubsub.ws"])
+    expect(index.webSocketRoute("/v1/pubsub/ws")).toMatchObject({ policy: grant("pubsub") })
     const tunnel = index.webSocketRoute("/v1/proxy/tunnel")
     expect(tunnel).toMatchObject({ name: "proxy.tunnel", method: "GET", policy: session("proxy"), gate: "session" })
     expect(tunnel?.query).toBeDefined()
@@ -83,8 +84,10 @@ describe("route index", () => {
     const handler = (route: string): UpgradeHandler => ({ route, handle: async () => {} })
     const upgrades = (handlers: ReadonlyArray<UpgradeHandler>) => () =>
       makeUpgrades({ index, gate: { now: () => ({ _tag: "Admitted", principal: undefined }), run: () => Effect.succeed(undefined) }, handlers, isApiHost: () => true })
-    expect(upgrades([handler("proxy.tunnel")])).toThrow(/proxy\.relay has no handler/)
-    expect(upgrades([handler("proxy.tunnel"), handler("proxy.relay"), handler("proxy.anon")])).toThrow(/proxy\.anon is no WebSocket route/)
-    expect(upgrades([handler("proxy.tunnel"), handler("proxy.relay")])).not.toThrow()
+    const all = ["proxy.tunnel", "proxy.relay", "pubsub.ws"].map(handler)
+    expect(upgrades(all.slice(0, 1))).toThrow(/proxy\.relay has no handler/)
+    expect(upgrades(all.slice(0, 2))).toThrow(/pubsub\.ws has no handler/)
+    expect(upgrades([...all, handler("proxy.anon")])).toThrow(/proxy\.anon is no WebSocket route/)
+    expect(upgrades(all)).not.toThrow()
   })
 })

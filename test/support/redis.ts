@@ -33,6 +33,10 @@ export interface RedisServer {
   readonly port: number
   /** Kills the process and removes its dir; safe to run more than once. */
   readonly stop: Effect.Effect<void>
+  /** Kills the process (SIGKILL), as a crash would; `start` brings a fresh one back on the same port. */
+  readonly kill: Effect.Effect<void>
+  /** Starts the server again on its port after `kill` (no data: persistence is off). */
+  readonly start: Effect.Effect<void, RedisServerError>
 }
 
 export interface RedisServerOptions {
@@ -85,14 +89,18 @@ const startOnce = (options: RedisServerOptions): Effect.Effect<RedisServer, Redi
       "--maxmemory", options.maxmemory ?? "64mb",
       "--maxmemory-policy", options.policy ?? "allkeys-lru"
     ]
-    const child = spawn(redisServerPath(), args, { stdio: ["ignore", "pipe", "pipe"] })
     // Keep the tail of its log for error messages; reading also keeps the pipes from filling.
     let log = ""
     const keep = (chunk: Buffer) => {
       log = (log + chunk.toString()).slice(-4000)
     }
-    child.stdout?.on("data", keep)
-    child.stderr?.on("data", keep)
+    const launch = () => {
+      const started = spawn(redisServerPath(), args, { stdio: ["ignore", "pipe", "pipe"] })
+      started.stdout?.on("data", keep)
+      started.stderr?.on("data", keep)
+      return started
+    }
+    let child = launch()
     // A test worker that exits without running finalizers must not leave the server behind.
     const onExit = () => child.kill("SIGKILL")
     process.once("exit", onExit)
@@ -112,22 +120,26 @@ const startOnce = (options: RedisServerOptions): Effect.Effect<RedisServer, Redi
     })
 
     const exited = () => child.exitCode !== null || child.signalCode !== null
-    yield* pingOnce(port).pipe(
+    const ready = pingOnce(port).pipe(
       Effect.retry({ schedule: Schedule.spaced(Duration.millis(25)), while: () => !exited() }),
       Effect.timeout(Duration.decode(options.readyTimeout ?? Duration.seconds(10))),
-      Effect.catchAll((error) =>
-        stop.pipe(
-          Effect.zipRight(
-            Effect.fail(
-              new RedisServerError({
-                message: `redis-server did not answer PING on port ${port}: ${error.message}\n--- redis log ---\n${log}`
-              })
-            )
-          )
-        )
+      Effect.mapError(
+        (error) => new RedisServerError({ message: `redis-server did not answer PING on port ${port}: ${error.message}\n--- redis log ---\n${log}` })
       )
     )
-    return { url: `redis://127.0.0.1:${port}`, port, stop }
+    yield* ready.pipe(Effect.catchAll((error) => stop.pipe(Effect.zipRight(Effect.fail(error)))))
+    const kill = Effect.suspend(() => {
+      child.kill("SIGKILL")
+      return Effect.async<void>((resume) => {
+        if (exited()) return resume(Effect.void)
+        child.once("exit", () => resume(Effect.void))
+      })
+    })
+    const start = Effect.suspend(() => {
+      child = launch()
+      return ready
+    })
+    return { url: `redis://127.0.0.1:${port}`, port, stop, kill, start }
   })
 
 /** Starts a fresh redis-server; the caller runs `stop`. Retries twice when a port was taken meanwhile. */

@@ -10,7 +10,6 @@
  * least a minute); its next message starts a new epoch, which a resuming subscriber is told.
  */
 import { Effect, Layer } from "effect"
-import { randomBytes } from "node:crypto"
 import {
   type Delivery,
   framePrefix,
@@ -18,6 +17,7 @@ import {
   type Listener,
   memberJson,
   membersOf,
+  newEpoch,
   type Position,
   type PresenceEntry,
   presenceContent,
@@ -45,8 +45,6 @@ interface Space {
   readonly topics: Map<string, TopicState>
   historyBytes: number
 }
-
-export const newEpoch = (): string => randomBytes(9).toString("base64url")
 
 export interface MemoryPubSubOptions {
   readonly history: HistorySettings

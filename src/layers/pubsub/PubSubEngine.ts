@@ -10,6 +10,7 @@
  * once per message (by the Redis engine inside Redis, in the same step that assigns the offset).
  */
 import { Context, Data, type Effect } from "effect"
+import { randomBytes } from "node:crypto"
 
 /** The engine did not answer (Redis gone, a publish past its deadline); `detail` is for the log. */
 export class PubSubUnavailable extends Data.TaggedError("PubSubUnavailable")<{ readonly detail: string }> {}
@@ -119,6 +120,9 @@ export interface HistorySettings {
   readonly size: number
   readonly maxAgeMs: number
 }
+
+/** A new epoch's name: 12 characters of base64url. */
+export const newEpoch = (): string => randomBytes(9).toString("base64url")
 
 /** A frame's members before its content: what both engines write, in this order. */
 export const framePrefix = (topic: string, offset: number, epoch: string, timestamp: number): string =>
