@@ -402,14 +402,14 @@ for (const setup of setups) describe(`namespace deletion: ${setup.label}`, () =>
     const ownerKey: string = (await gw.cli(["namespace", "create", "flaky", "--owner", wallet.address])).api_key
     ok(await gw.request("POST", "/v1/cache/put", { token: ownerKey, json: { dmap: "m", key: "k", value: 1 } }))
     ok(await gw.request("POST", "/v1/db/sqlite/create", { token: ownerKey, json: { database_name: "d" } }), 201)
-    // the cache engine goes away: its part cannot be removed
+    // the cache engine goes away (pub/sub's too, on the same Redis): their parts cannot be removed
     const port = redis!.port
     await Effect.runPromise(redis!.stop)
     const deleted = await gw.request("POST", "/v1/namespace/delete", { token: ownerKey, json: { namespace: "flaky" } })
     expect(deleted.body, deleted.text).toEqual({ namespace: "flaky", deleted: false, cleanup_pending: true })
     // owed and recorded: the other parts are done, the name stays taken
     const owed = await rows("SELECT part, attempts, last_error FROM portico_teardown_parts WHERE namespace = 'flaky' AND done_at IS NULL")
-    expect(owed.map((r) => r["part"])).toEqual(["cache"])
+    expect(owed.map((r) => r["part"])).toEqual(["cache", "pubsub"])
     expect(String(owed[0]?.["last_error"])).toMatch(/cache/)
     expect(fs.existsSync(path.join(gw.dataDir, "databases", "flaky", "d.db"))).toBe(false)
     expect(await rows("SELECT namespace FROM portico_teardowns WHERE namespace = 'flaky'")).toHaveLength(1)

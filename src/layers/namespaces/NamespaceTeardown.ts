@@ -16,6 +16,7 @@ import { Clock, Context, Duration, Effect, Layer, Schedule } from "effect"
 import type { TeardownCode } from "../../domain/Errors.js"
 import { reservedNamespaces } from "../../domain/Names.js"
 import { Cache } from "../cache/Cache.js"
+import { PubSub } from "../pubsub/PubSub.js"
 import { Coordination } from "../coordination/Coordination.js"
 import { PorticoConfig } from "../config/PorticoConfig.js"
 import { Deployments } from "../deployments/Deployments.js"
@@ -92,6 +93,7 @@ export class NamespaceTeardown extends Context.Tag("portico/NamespaceTeardown")<
         clusterSql: yield* ClusterSqlStore,
         workers: yield* SqliteWorkers,
         cache: yield* Cache,
+        pubsub: yield* PubSub,
         index: yield* ContentIndex,
         engine: yield* ContentEngine,
         evictor: yield* Evictor,
@@ -251,6 +253,7 @@ export class NamespaceTeardown extends Context.Tag("portico/NamespaceTeardown")<
       Layer.provide(
         Layer.mergeAll(
           Cache.Test,
+          PubSub.Test,
           ClusterSqlStore.Test,
           EmbeddedContentEngine.Test,
           ContentIndex.Test,

@@ -12,6 +12,7 @@ import { Effect, Exit } from "effect"
 import type { Principal } from "../../domain/Principal.js"
 import { Duration } from "effect"
 import type { CacheService } from "../cache/Cache.js"
+import type { PubSubService } from "../pubsub/PubSub.js"
 import type { PorticoSettings } from "../config/PorticoConfig.js"
 import type { CoordinationService } from "../coordination/Coordination.js"
 import { internalClient } from "../coordination/InternalClient.js"
@@ -40,6 +41,7 @@ export interface PartTools {
   readonly clusterSql: ClusterSqlStoreService
   readonly workers: SqliteWorkersService
   readonly cache: CacheService
+  readonly pubsub: PubSubService
   readonly index: ContentIndexService
   readonly engine: ContentEngineService
   readonly evictor: EvictorService
@@ -69,6 +71,9 @@ export const removePart = (tools: PartTools, namespace: string, part: TeardownPa
       return removeStorage(tools, namespace)
     case "cache":
       return removeCache(tools, namespace)
+    // history, sequences and presence; its sockets close as its keys and sessions (the access part) stop standing
+    case "pubsub":
+      return orFail("pubsub", tools.pubsub.withinDeadline(tools.pubsub.engine.dropNamespace(namespace)))
     case "push":
       return Effect.asVoid(
         orFail(
