@@ -7,6 +7,7 @@
  */
 import { Wallet } from "ethers"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
+import { call } from "../support/client.js"
 import { type Gateway, mintKey, startGateway } from "../support/gateway.js"
 import { b64, type Frame, isSubscriber, openSubscriber, type Refused, type Subscriber, unb64 } from "../support/pubsubSocket.js"
 
@@ -262,6 +263,22 @@ describe("publish/subscribe on the embedded bus", () => {
     const closed = await answer.closed
     expect(closed.code).toBe(1013)
     expect(closed.reason).toContain("SLOW_CONSUMER")
+  })
+
+  it("publishes, lists and reads presence through the typed client", async () => {
+    const s = await opened("topic=rooms/client&presence=true&member_id=typed")
+    const published = await call(gw, runtimeKey, (c) => c.pubsub.publish({ payload: { topic: "rooms/client", data_base64: b64("typed") } }))
+    expect(published).toMatchObject({ status: "ok", topic: "rooms/client", offset: expect.any(Number) })
+    const batch = await call(gw, runtimeKey, (c) =>
+      c.pubsub.publishBatch({ payload: { messages: [{ topic: "rooms/client", data_base64: b64("b1") }, { topic: "rooms/client", data_base64: b64("b2") }] } })
+    )
+    expect(batch.count).toBe(2)
+    const topics = await call(gw, runtimeKey, (c) => c.pubsub.topics({ urlParams: {} }))
+    expect(topics.topics).toContain("rooms/client")
+    const presence = await call(gw, runtimeKey, (c) => c.pubsub.presence({ urlParams: { topic: "rooms/client" } }))
+    expect(presence.members.map((m) => m.member_id)).toEqual(["typed"])
+    const got = await s.waitFor(3, "message")
+    expect(got.map((m) => unb64(m["data"]))).toEqual(["typed", "b1", "b2"])
   })
 
   it("caps sockets per user (429 with Retry-After)", async () => {
