@@ -1,7 +1,7 @@
 /**
  * The bench guard (issue 34): runs every bench in a short mode, one after the other, and prints one
- * table of every target of docs/performance.md (and the push, deploy, proxy and start-up targets
- * of issues 22, 23, 24 and 34) with its value and met / not met, then the numbers reported beside
+ * table of every target of docs/performance.md (and the push, deploy, proxy, pub/sub and start-up
+ * targets of issues 22, 23, 24, 35 and 34) with its value and met / not met, then the numbers reported beside
  * them. Run it before resolving an issue and put its table in the note.
  *
  *   npm run bench                   short mode, quiet machine
@@ -62,6 +62,11 @@ const benches: ReadonlyArray<Bench> = [
     missing: () => [...root_(), ...need("wrk", "taskset")()]
   },
   { name: "proxy", short: { PROXY_ROUNDS: "2", PROXY_BYTES: String(64 * 1024 * 1024) }, missing: () => [...root_(), ...need("microsocks", "taskset")()] },
+  {
+    name: "pubsub",
+    short: { PUBSUB_ROUNDS: "3", PUBSUB_MESSAGES: "1000", PUBSUB_IDLE: "10000" },
+    missing: need("taskset", "redis-server", "redis-benchmark")
+  },
   { name: "auth", short: { AUTH_N: "200" }, missing: () => [] },
   { name: "startup", short: { STARTUP_RUNS: "3" }, missing: () => [] }
 ]
