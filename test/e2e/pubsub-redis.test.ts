@@ -1,5 +1,6 @@
 /**
- * Publish/subscribe across two real gateways on one real Redis (docs/pubsub.md "Engines"):
+ * Publish/subscribe across two real gateways on one real Redis and one rqlite registry (the
+ * embedded bus's suite, pubsub.test.ts, runs on the SQLite registry) (docs/pubsub.md "Engines"):
  * subscribers on both and a publisher on each, order and completeness checked by sequence
  * numbers; topics and presence listed cluster-wide; Redis killed and started again mid-stream
  * (publishes 503, sockets told of the gap, delivery resumed without reconnecting); a revoked
@@ -12,9 +13,11 @@ import { newDevice } from "../support/device.js"
 import { type Gateway, mintKey, startGateway } from "../support/gateway.js"
 import { b64, isSubscriber, openSubscriber, type Subscriber, unb64 } from "../support/pubsubSocket.js"
 import { hasRedisServer, redisMissingMessage, type RedisServer, startRedis } from "../support/redis.js"
+import { hasRqlited, type RqlitedServer, rqlitedMissingMessage, startRqlited } from "../support/rqlited.js"
 
-describe("publish/subscribe on Redis, two gateways", () => {
+describe("publish/subscribe on Redis, two gateways on an rqlite registry", () => {
   let redis: RedisServer
+  let rqlited: RqlitedServer
   let a: Gateway
   let b: Gateway
   let owner: string
@@ -33,8 +36,10 @@ describe("publish/subscribe on Redis, two gateways", () => {
 
   beforeAll(async () => {
     if (!hasRedisServer()) throw new Error(redisMissingMessage())
+    if (!hasRqlited()) throw new Error(rqlitedMissingMessage())
     redis = await Effect.runPromise(startRedis())
-    const env = { PORTICO_PUBSUB_REDIS_URL: redis.url, PORTICO_PUBSUB_REVOCATION_CHECK_MS: "1000", PORTICO_PUBSUB_PUBLISH_TIMEOUT_MS: "1000" }
+    rqlited = await Effect.runPromise(startRqlited())
+    const env = { PORTICO_RQLITE_URL: rqlited.url, PORTICO_PUBSUB_REDIS_URL: redis.url, PORTICO_PUBSUB_REVOCATION_CHECK_MS: "1000", PORTICO_PUBSUB_PUBLISH_TIMEOUT_MS: "1000" }
     a = await startGateway({ env })
     b = await startGateway({ env, dataDir: a.dataDir })
     owner = (await a.cli(["namespace", "create", "live"])).api_key
@@ -46,6 +51,7 @@ describe("publish/subscribe on Redis, two gateways", () => {
     for (const s of sockets) s.ws.terminate()
     await Promise.all([a?.stop(), b?.stop()])
     if (redis !== undefined) await Effect.runPromise(redis.stop)
+    if (rqlited !== undefined) await Effect.runPromise(rqlited.stop)
   })
 
   it("delivers every message of publishers on both gateways to subscribers on both, in one order", async () => {
