@@ -13,6 +13,8 @@ import { b64, type Frame, isSubscriber, openSubscriber, type Refused, type Subsc
 
 describe("publish/subscribe on the embedded bus", () => {
   let gw: Gateway
+  /** The same registry with tight socket limits: two per node, pings every 200 ms, dead after 700 ms. */
+  let tight: Gateway
   let owner: string
   let runtimeKey: string
   let narrowKey: string
@@ -60,6 +62,10 @@ describe("publish/subscribe on the embedded bus", () => {
         PORTICO_PUBSUB_REVOCATION_CHECK_MS: "500"
       }
     })
+    tight = await startGateway({
+      dataDir: gw.dataDir,
+      env: { PORTICO_PUBSUB_SOCKETS_PER_NODE: "2", PORTICO_PUBSUB_PING_INTERVAL_MS: "200", PORTICO_PUBSUB_DEAD_PEER_MS: "700" }
+    })
     owner = (await gw.cli(["namespace", "create", "chat"])).api_key
     runtimeKey = await mintKey(gw, owner, { profile: "runtime", label: "app" })
     narrowKey = await mintKey(gw, owner, { scopes: ["pubsub:topic=rooms/*"], label: "narrow" })
@@ -71,6 +77,7 @@ describe("publish/subscribe on the embedded bus", () => {
     for (const s of sockets.splice(0)) s.ws.terminate()
   })
   afterAll(async () => {
+    await tight?.stop()
     await gw?.stop()
   })
 
@@ -286,6 +293,21 @@ describe("publish/subscribe on the embedded bus", () => {
     for (let i = 0; i < 6; i++) await opened("topic=rooms/cap", user)
     const r = await refused("topic=rooms/cap", 429, "RATE_LIMITED", user)
     expect(r.headers["retry-after"]).toBeDefined()
+  })
+
+  it("caps sockets per node (429), and closes a peer that answers no ping (4408 DEAD_PEER)", async () => {
+    const first = await openSubscriber(tight.url, "topic=rooms/tight", runtimeKey, { autoPong: false })
+    const second = await openSubscriber(tight.url, "topic=rooms/tight", runtimeKey)
+    if (!isSubscriber(first) || !isSubscriber(second)) throw new Error("refused")
+    sockets.push(first, second)
+    const third = await openSubscriber(tight.url, "topic=rooms/tight", runtimeKey)
+    expect(isSubscriber(third)).toBe(false)
+    expect([(third as Refused).status, (third as Refused).body.code]).toEqual([429, "RATE_LIMITED"])
+    const silent = await first.closed
+    expect([silent.code, silent.reason.startsWith("DEAD_PEER")]).toEqual([4408, true])
+    // the one that answers pings stays
+    await new Promise((r) => setTimeout(r, 500))
+    expect(second.ws.readyState).toBe(second.ws.OPEN)
   })
 
   it("closes a revoked key's sockets and a logged-out session's within 10 s", async () => {

@@ -33,12 +33,12 @@ export const openSubscriber = (
   baseUrl: string,
   query: string,
   token: string | undefined,
-  options: { readonly via?: "header" | "query"; readonly read?: boolean } = {}
+  options: { readonly via?: "header" | "query"; readonly autoPong?: boolean } = {}
 ): Promise<Subscriber | Refused> =>
   new Promise((resolve, reject) => {
     const via = options.via ?? "header"
     const url = `${baseUrl.replace(/^http/, "ws")}/v1/pubsub/ws?${query}${via === "query" && token !== undefined ? `&jwt=${encodeURIComponent(token)}` : ""}`
-    const ws = new WebSocket(url, { headers: via === "header" && token !== undefined ? { authorization: `Bearer ${token}` } : {}, maxPayload: 64 * 1024 * 1024 })
+    const ws = new WebSocket(url, { headers: via === "header" && token !== undefined ? { authorization: `Bearer ${token}` } : {}, maxPayload: 64 * 1024 * 1024, autoPong: options.autoPong ?? true })
     const frames: Array<Frame> = []
     const waiters = new Set<() => void>()
     const closed = new Promise<{ code: number; reason: string; at: number }>((r) =>
