@@ -90,7 +90,7 @@ export const servicesLayer = (settings: PorticoSettings, options: ServicesOption
     pubsubSettings.redisUrl === undefined
       ? MemoryPubSubEngine.layer({ history, historyBytesPerNamespace: pubsubSettings.historyBytesPerNamespace })
       : RedisPubSubEngine.layer({ url: pubsubSettings.redisUrl, history, publishTimeoutMs: pubsubSettings.publishTimeoutMs })
-  const pubsub = PubSub.Live.pipe(Layer.provide(pubsubEngine))
+  const pubsub = PubSub.Live.pipe(Layer.provide(pubsubEngine), Layer.provide(RateLimiter.MessageBudget))
   const workerSettings = {
     workers: settings.sql.workers,
     timeoutMs: settings.sql.timeoutMs,

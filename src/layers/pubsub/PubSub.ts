@@ -11,7 +11,7 @@ import type { Principal } from "../../domain/Principal.js"
 import { base64Bytes, isReserved, isTopic, RESERVED_PREFIX, reachesTopic, TOPIC_RULE } from "../../domain/PubSubRules.js"
 import { PorticoConfig } from "../config/PorticoConfig.js"
 import type { PubSubSettings } from "../config/PubSubSettings.js"
-import { RateLimiter } from "../ratelimit/RateLimiter.js"
+import { MessageBudget } from "./MessageBudget.js"
 import { MemoryPubSubEngine } from "./MemoryPubSubEngine.js"
 import { type Position, type PresenceMember, PubSubEngine, type PubSubEngineService, PubSubUnavailable } from "./PubSubEngine.js"
 
@@ -62,8 +62,6 @@ export interface PubSubService {
   readonly withinDeadline: <A>(effect: Effect.Effect<A, PubSubUnavailable>) => Effect.Effect<A, PubSubRefused>
 }
 
-const unlimited = { rps: 1_000_000, burst: 1_000_000 }
-
 const badTopic = (topic: string) =>
   refuse("VALIDATION_FAILED", `"${topic.slice(0, 64)}" is not a topic name`, `a topic is ${TOPIC_RULE}`)
 
@@ -73,7 +71,7 @@ export class PubSub extends Context.Tag("portico/PubSub")<PubSub, PubSubService>
     Effect.gen(function* () {
       const engine = yield* PubSubEngine
       const settings = (yield* PorticoConfig).pubsub
-      const limiter = yield* RateLimiter
+      const budget = yield* MessageBudget
       const deadline = Duration.millis(settings.publishTimeoutMs)
       const unavailable = refuse(
         "UNAVAILABLE",
@@ -108,7 +106,7 @@ export class PubSub extends Context.Tag("portico/PubSub")<PubSub, PubSubService>
       const charge = (namespace: string, count: number): Effect.Effect<void, PubSubRefused> =>
         Effect.gen(function* () {
           for (let i = 0; i < count; i++) {
-            const decision = yield* limiter.checkNamespace(namespace)
+            const decision = yield* budget.take(namespace)
             if (!decision.allowed) {
               return yield* refuse("RATE_LIMITED", "the namespace's rate budget is spent", "each message counts against it", decision.retryAfterSeconds)
             }
@@ -170,16 +168,8 @@ export class PubSub extends Context.Tag("portico/PubSub")<PubSub, PubSubService>
     })
   )
 
-  /** Over the embedded engine, test settings and unlimited rates: the rules without Redis. */
+  /** Over the embedded engine, test settings and a budget that never runs out: the rules without Redis. */
   static readonly Test = Layer.suspend(() =>
-    PubSub.Live.pipe(
-      Layer.provide(
-        Layer.mergeAll(
-          MemoryPubSubEngine.Test,
-          PorticoConfig.Test,
-          RateLimiter.Test({ settings: { enabled: false, perClientNetwork: unlimited, perNamespace: unlimited, perWallet: unlimited } })
-        )
-      )
-    )
+    PubSub.Live.pipe(Layer.provide(Layer.mergeAll(MemoryPubSubEngine.Test, PorticoConfig.Test, MessageBudget.Test)))
   )
 }

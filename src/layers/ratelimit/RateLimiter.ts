@@ -16,6 +16,7 @@ import { Namespaces } from "../namespaces/Namespaces.js"
 import { connectSharedBuckets, type SharedBucketsService } from "./SharedBuckets.js"
 import { leaseSizeOf, SharedBudget, StoreHealth } from "./SharedBudget.js"
 import { allowed, type Decision, TokenBuckets } from "./TokenBuckets.js"
+import { MessageBudget } from "../pubsub/MessageBudget.js"
 
 export type { Decision } from "./TokenBuckets.js"
 
@@ -237,6 +238,12 @@ export class RateLimiter extends Context.Tag("portico/RateLimiter")<RateLimiter,
    * `settings` default to the embedded limits switched on; `namespaceLimits` are the namespaces'
    * own limits; `shared` puts the namespace and wallet budgets in a given store.
    */
+  /** Pub/sub's messages charged to the namespace bucket this limiter keeps (src/layers/pubsub/MessageBudget.ts). */
+  static readonly MessageBudget = Layer.effect(
+    MessageBudget,
+    Effect.map(RateLimiter, (limiter) => ({ take: limiter.checkNamespace }))
+  )
+
   static readonly Test = (
     options: {
       readonly settings?: PorticoSettings["rateLimit"]

@@ -30,7 +30,9 @@ const withBudget = (burst: number) =>
       Layer.mergeAll(
         MemoryPubSubEngine.Test,
         PorticoConfig.Test,
-        RateLimiter.Test({ settings: { enabled: true, perClientNetwork: open, perNamespace: { rps: 0.001, burst }, perWallet: open } })
+        RateLimiter.MessageBudget.pipe(
+          Layer.provide(RateLimiter.Test({ settings: { enabled: true, perClientNetwork: open, perNamespace: { rps: 0.001, burst }, perWallet: open } }))
+        )
       )
     )
   )
