@@ -36,20 +36,9 @@ export const PubSubHandlers = HttpApiBuilder.group(PorticoApi, "pubsub", (handle
       )
       .handle("topics", ({ urlParams }) =>
         Effect.flatMap(CurrentPrincipal, (caller) =>
-          Effect.mapBoth(pubsub.topics(caller), {
+          Effect.mapBoth(pubsub.topics(caller, { limit: urlParams.limit ?? PAGE_LIMIT.default, after: urlParams.cursor?.map(String)[0] }), {
             onFailure: fromRefusal,
-            onSuccess: (all) => {
-              const after = urlParams.cursor?.[0]
-              const limit = urlParams.limit ?? PAGE_LIMIT.default
-              const from = after === undefined ? all : all.filter((t) => t > String(after))
-              const topics = from.slice(0, limit)
-              const last = topics[topics.length - 1]
-              return {
-                namespace: caller.namespace,
-                topics,
-                next_cursor: from.length > limit && last !== undefined ? encodeCursor([last]) : null
-              }
-            }
+            onSuccess: (page) => ({ namespace: caller.namespace, topics: page.topics, next_cursor: page.next === undefined ? null : encodeCursor([page.next]) })
           })
         )
       )

@@ -49,8 +49,14 @@ export interface PubSubService {
    * was charged by the gate, so the batch takes its other messages from the budget.
    */
   readonly publishBatch: (caller: Principal, messages: ReadonlyArray<Outgoing>) => Effect.Effect<ReadonlyArray<Position>, PubSubRefused>
-  /** The namespace's live topics the caller's grants reach, sorted. */
-  readonly topics: (caller: Principal) => Effect.Effect<ReadonlyArray<string>, PubSubRefused>
+  /**
+   * A page of the namespace's live topics the caller's grants reach, sorted: at most `limit` after
+   * `after`, and the last one's name when more follow.
+   */
+  readonly topics: (
+    caller: Principal,
+    page: { readonly limit: number; readonly after: string | undefined }
+  ) => Effect.Effect<{ readonly topics: ReadonlyArray<string>; readonly next: string | undefined }, PubSubRefused>
   /** The topic's present members. */
   readonly presence: (caller: Principal, topic: string) => Effect.Effect<ReadonlyArray<PresenceMember>, PubSubRefused>
   /**
@@ -154,8 +160,12 @@ export class PubSub extends Context.Tag("portico/PubSub")<PubSub, PubSubService>
             }
             return positions
           }),
-        topics: (caller) =>
-          Effect.map(withinDeadline(engine.topics(caller.namespace)), (topics) => topics.filter((t) => reachesTopic(caller, t))),
+        topics: (caller, page) =>
+          Effect.map(withinDeadline(engine.topics(caller.namespace)), (all) => {
+            const reached = all.filter((t) => reachesTopic(caller, t) && (page.after === undefined || t > page.after))
+            const topics = reached.slice(0, page.limit)
+            return { topics, next: reached.length > page.limit ? topics[topics.length - 1] : undefined }
+          }),
         presence: (caller, topic) => {
           const refused = readRefusal(caller, topic)
           return refused === undefined ? withinDeadline(engine.presence(caller.namespace, topic)) : Effect.fail(refused)
