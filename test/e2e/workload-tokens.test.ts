@@ -7,7 +7,7 @@
  * (403 FETCH_CAP_DEVICE_REQUIRED), the control plane and the session-only routes; renew refuses an
  * API key, a session's token and a key's exchanged token (403 WORKLOAD_TOKEN_REQUIRED) and an
  * expired token (401); a grant change reaches the app at its renewal; a deleted deployment's
- * token is refused at once (401).
+ * token is refused at once (401), and its pub/sub socket is closed within 10 s.
  */
 import { Effect, Layer, ManagedRuntime, Redacted } from "effect"
 import { Wallet } from "ethers"
@@ -20,6 +20,7 @@ import { Sealer } from "../../src/layers/secrets/Sealer.js"
 import { KeyRing } from "../../src/layers/tokens/KeyRing.js"
 import { WorkloadTokens } from "../../src/layers/workload/WorkloadTokens.js"
 import { type Gateway, type Reply, startGateway } from "../support/gateway.js"
+import { b64, isSubscriber, openSubscriber, unb64 } from "../support/pubsubSocket.js"
 import { hasRqlited, type RqlitedServer, rqlitedMissingMessage, startRqlited } from "../support/rqlited.js"
 
 const expectError = (reply: Reply, status: number, code: string) => {
@@ -170,4 +171,23 @@ describe.each(["sqlite", "rqlite"] as const)("workload tokens over HTTP, registr
     expectError(await renew(token), 401, "INVALID_TOKEN")
     expectError(await upload(token, "too late"), 401, "INVALID_TOKEN")
   })
+
+  it("publishes and subscribes on pub/sub, and its socket closes within 10 s once the deployment is deleted", async () => {
+    const app = await runtime.runPromise(
+      Effect.flatMap(DeploymentStore, (s) =>
+        s.create({ namespace: "shop", name: "live", type: "nodejs", domain: "live-abc123.portico.test", homeNode: "node-a", artifact: "v1" })
+      )
+    )
+    const token = (await runtime.runPromise(Effect.flatMap(WorkloadTokens, (t) => t.mint(app)))).token
+    const socket = await openSubscriber(gw.url, "topic=app/events", token, { via: "query" })
+    if (!isSubscriber(socket)) throw new Error(`refused: ${JSON.stringify(socket)}`)
+    const published = await gw.request("POST", "/v1/pubsub/publish", { token, json: { topic: "app/events", data_base64: b64("from the app") } })
+    expect(published.status, published.text).toBe(200)
+    expect(unb64((await socket.waitFor(1, "message"))[0]!["data"])).toBe("from the app")
+    expect(await runtime.runPromise(Effect.flatMap(DeploymentStore, (s) => s.remove("shop", app.id)))).toBe(true)
+    const at = Date.now()
+    const closed = await socket.closed
+    expect(closed.code).toBe(4401)
+    expect(closed.at - at).toBeLessThan(10_000)
+  }, 20_000)
 })
