@@ -141,7 +141,13 @@ export const makeUpgrades = (options: {
     if (Either.isLeft(admitted)) return refuse(asRefusal(admitted.left))
     const query = decodeQuery(route, url.searchParams)
     if (Either.isLeft(query)) return refuse(query.left)
-    await handler.handle({ req, socket, head, query: query.right, caller: admitted.right, refuse, answered })
+    try {
+      await handler.handle({ req, socket, head, query: query.right, caller: admitted.right, refuse, answered })
+    } catch {
+      // a bug in the handler: a handshake not yet answered still hears the envelope, never a dropped socket
+      if (!logged && socket.writable) refuse({ code: Code.INTERNAL, error: "internal error" })
+      else socket.destroy()
+    }
   }
 
   return {

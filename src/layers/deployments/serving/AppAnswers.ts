@@ -57,6 +57,7 @@ const statusText: Readonly<Record<number, string>> = {
   404: "Not Found",
   405: "Method Not Allowed",
   429: "Too Many Requests",
+  500: "Internal Server Error",
   502: "Bad Gateway",
   503: "Service Unavailable"
 }
