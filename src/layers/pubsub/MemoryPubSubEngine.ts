@@ -139,6 +139,20 @@ export const makeMemoryPubSubEngine = (options: MemoryPubSubOptions) => {
     append(namespace, state.name, presenceContent("leave", memberJson(entry)), now())
   }
 
+  /** Enters a connection, or moves its expiry when it is in; a member's first connection is announced. */
+  const enter = (namespace: string, topic: string, entry: PresenceEntry, expiresAt: number) => {
+    const state = topicOf(spaceOf(namespace), topic)
+    const kept = state.presence.get(entry.connection)
+    if (kept !== undefined) {
+      kept.expiresAt = expiresAt
+      return
+    }
+    let first = true
+    for (const other of state.presence.values()) if (other.entry.memberId === entry.memberId) first = false
+    state.presence.set(entry.connection, { entry, expiresAt })
+    if (first) append(namespace, topic, presenceContent("join", memberJson(entry)), now())
+  }
+
   /** Drops the state of topics nobody uses any more (see the header), and reaps presence. */
   const sweep = () => {
     const at = now()
@@ -191,21 +205,10 @@ export const makeMemoryPubSubEngine = (options: MemoryPubSubOptions) => {
         for (const state of space.topics.values()) if (state.listeners.size > 0) live.push(state.name)
         return live.sort()
       }),
-    join: (namespace, topic, entry, expiresAt) =>
-      Effect.sync(() => {
-        const state = topicOf(spaceOf(namespace), topic)
-        let first = true
-        for (const other of state.presence.values()) if (other.entry.memberId === entry.memberId) first = false
-        state.presence.set(entry.connection, { entry, expiresAt })
-        if (first) append(namespace, topic, presenceContent("join", memberJson(entry)), now())
-      }),
+    join: (namespace, topic, entry, expiresAt) => Effect.sync(() => enter(namespace, topic, entry, expiresAt)),
     refresh: (namespace, entries, expiresAt) =>
       Effect.sync(() => {
-        const space = spaces.get(namespace)
-        for (const { topic, connection } of entries) {
-          const kept = space?.topics.get(topic)?.presence.get(connection)
-          if (kept !== undefined) kept.expiresAt = expiresAt
-        }
+        for (const { topic, entry } of entries) enter(namespace, topic, entry, expiresAt)
       }),
     leave: (namespace, topic, connection) =>
       Effect.sync(() => {

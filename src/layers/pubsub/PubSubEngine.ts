@@ -98,10 +98,14 @@ export interface PubSubEngineService {
    * connection publishes a `presence` join event on the topic (presenceContent, memberJson).
    */
   readonly join: (namespace: string, topic: string, entry: PresenceEntry, expiresAt: number) => Effect.Effect<void, PubSubUnavailable>
-  /** Moves the expiry of these connections' entries (a live socket's heartbeat). */
+  /**
+   * Moves the expiry of these connections' entries (a live socket's heartbeat). An entry that is
+   * gone meanwhile (it expired while its gateway stalled, or the engine lost it) is entered again,
+   * with a join event as `join` would publish, so a live socket is never left out of presence.
+   */
   readonly refresh: (
     namespace: string,
-    entries: ReadonlyArray<{ readonly topic: string; readonly connection: string }>,
+    entries: ReadonlyArray<{ readonly topic: string; readonly entry: PresenceEntry }>,
     expiresAt: number
   ) => Effect.Effect<void, PubSubUnavailable>
   /** Removes a connection's entry; the member's last connection publishes a leave event. */

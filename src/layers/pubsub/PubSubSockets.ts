@@ -234,13 +234,12 @@ export const makePubSubSockets = (options: { readonly pubsub: PubSubService; rea
       for (const feed of feeds.values()) feed.open(resume.has(feed.topic))
       if (presence) {
         const joinedAt = Date.now()
-        for (const topic of topics) {
-          const joined = { connection, memberId, subject: caller.subject, joinedAt, meta: memberMeta }
-          Effect.runFork(Effect.ignore(pubsub.withinDeadline(engine.join(caller.namespace, topic, joined, joinedAt + settings.presenceTtlMs))))
+        const entries = topics.map((topic) => ({ topic, entry: { connection, memberId, subject: caller.subject, joinedAt, meta: memberMeta } }))
+        for (const { topic, entry } of entries) {
+          Effect.runFork(Effect.ignore(pubsub.withinDeadline(engine.join(caller.namespace, topic, entry, joinedAt + settings.presenceTtlMs))))
         }
         const every = Math.max(100, Math.floor(settings.presenceTtlMs / 3))
         refreshTimer = setInterval(() => {
-          const entries = topics.map((topic) => ({ topic, connection }))
           Effect.runFork(Effect.ignore(pubsub.withinDeadline(engine.refresh(caller.namespace, entries, Date.now() + settings.presenceTtlMs))))
         }, every)
         refreshTimer.unref()

@@ -139,7 +139,15 @@ export const makeRedisPubSubEngine = (config: RedisPubSubConfig) =>
       for (const channel of channels.values()) for (const listener of channel.listeners) listener.interrupted("the connection to Redis was lost")
     }
     subscriber.on("close", interrupted)
-    subscriber.on("ready", () => (down = false))
+    /** Channels this gateway left while Redis was away. */
+    const stale = new Set<string>()
+    subscriber.on("ready", () => {
+      down = false
+      for (const name of stale) {
+        stale.delete(name)
+        if (!channels.has(name)) subscriber.unsubscribe(name).catch(() => stale.add(name))
+      }
+    })
 
     const topicArgs = (namespace: string, topic: string, timestamp: number, presenceTtl = 0) => [
       ...keysOf(namespace, topic),
@@ -166,6 +174,16 @@ export const makeRedisPubSubEngine = (config: RedisPubSubConfig) =>
           .exec()) as [unknown, unknown, [unknown, string], [unknown, string | null]]
         return { epoch, offset: seq === null ? 0 : Number(seq) }
       })
+
+    /** A connection entered, or its expiry moved when it is in (joinScript). */
+    const enter = (namespace: string, topic: string, entry: PresenceEntry, expiresAt: number) =>
+      commands.pubsubJoin(
+        ...topicArgs(namespace, topic, Date.now(), expiresAt - Date.now() + 60_000),
+        entry.connection,
+        entry.memberId,
+        memberJson(entry),
+        expiresAt
+      )
 
     const reap = (namespace: string, topic: string) => {
       const now = Date.now()
@@ -200,7 +218,9 @@ export const makeRedisPubSubEngine = (config: RedisPubSubConfig) =>
             subscribed.listeners.delete(listener)
             if (subscribed.listeners.size === 0 && channels.get(name) === subscribed) {
               channels.delete(name)
-              subscriber.unsubscribe(name).catch(() => {})
+              // refused while Redis is away: ioredis would subscribe it again on reconnect, so it is
+              // unsubscribed once the connection is back
+              subscriber.unsubscribe(name).catch(() => stale.add(name))
             }
           }
           const ready = yield* Effect.either(call("subscribe", () => subscribed.ready))
@@ -240,30 +260,10 @@ export const makeRedisPubSubEngine = (config: RedisPubSubConfig) =>
           const prefix = channelOf(namespace, "").length
           return names.map((n) => n.slice(prefix)).sort()
         }),
-      join: (namespace, topic, entry, expiresAt) =>
-        Effect.asVoid(
-          call("join", () =>
-            commands.pubsubJoin(
-              ...topicArgs(namespace, topic, Date.now(), expiresAt - Date.now() + 60_000),
-              entry.connection,
-              entry.memberId,
-              memberJson(entry),
-              expiresAt
-            )
-          )
-        ),
+      join: (namespace, topic, entry, expiresAt) => Effect.asVoid(call("join", () => enter(namespace, topic, entry, expiresAt))),
+      // the join script only moves the expiry of an entry that is in, and enters one that is gone
       refresh: (namespace, entries, expiresAt) =>
-        Effect.asVoid(
-          call("refresh", () => {
-            const batch = commands.pipeline()
-            for (const { topic, connection } of entries) {
-              const [, , presence, expiries, counts] = keysOf(namespace, topic)
-              batch.zadd(expiries, "XX", expiresAt, connection)
-              for (const key of [presence, expiries, counts]) batch.pexpire(key, expiresAt - Date.now() + 60_000)
-            }
-            return batch.exec()
-          })
-        ),
+        Effect.asVoid(call("refresh", () => Promise.all(entries.map(({ topic, entry }) => enter(namespace, topic, entry, expiresAt))))),
       leave: (namespace, topic, connection) =>
         Effect.asVoid(call("leave", () => commands.pubsubLeave(...topicArgs(namespace, topic, Date.now(), 60_000), connection))),
       presence: (namespace, topic) =>

@@ -176,13 +176,30 @@ export const pubSubEngineSuite = (name: string, harness: PubSubEngineHarness): v
         yield* b.subscribe("ns", "p", watcher.listener)
         const soon = Date.now() + 300
         yield* a.join("ns", "p", { connection: "crashed", memberId: "gone", subject: "s", joinedAt: 1, meta: undefined }, soon)
-        yield* a.join("ns", "p", { connection: "alive", memberId: "here", subject: "s", joinedAt: 2, meta: undefined }, soon)
-        yield* a.refresh("ns", [{ topic: "p", connection: "alive" }], Date.now() + 60_000)
+        const alive = { connection: "alive", memberId: "here", subject: "s", joinedAt: 2, meta: undefined }
+        yield* a.join("ns", "p", alive, soon)
+        yield* a.refresh("ns", [{ topic: "p", entry: alive }], Date.now() + 60_000)
         yield* Effect.sleep("400 millis")
         expect((yield* b.presence("ns", "p")).map((m) => m.memberId)).toEqual(["here"])
         yield* waitFor(() => watcher.got.length === 3)
         const last = frameOf(watcher.got[2]!)
         expect([last["event"], (last["member"] as { member_id: string }).member_id]).toEqual(["leave", "gone"])
+      })
+    )
+
+    it.scopedLive("a refresh enters again a live connection whose entry expired meanwhile, with its join event", () =>
+      Effect.gen(function* () {
+        const [a, b] = yield* engines(harness)
+        const watcher = collector()
+        yield* b.subscribe("ns", "stall", watcher.listener)
+        const entry = { connection: "c", memberId: "stalled", subject: "s", joinedAt: 1, meta: undefined }
+        yield* a.join("ns", "stall", entry, Date.now() + 200)
+        yield* Effect.sleep("300 millis")
+        expect(yield* b.presence("ns", "stall")).toEqual([])
+        yield* a.refresh("ns", [{ topic: "stall", entry }], Date.now() + 60_000)
+        expect((yield* b.presence("ns", "stall")).map((m) => m.memberId)).toEqual(["stalled"])
+        yield* waitFor(() => watcher.got.length === 3)
+        expect(watcher.got.map((d) => frameOf(d)["event"])).toEqual(["join", "leave", "join"])
       })
     )
 
