@@ -46,7 +46,6 @@ const idle = Math.max(0, Number(process.env.PUBSUB_IDLE ?? 10_000))
 const engines = (process.env.PUBSUB_ENGINES ?? "embedded,redis").split(",").filter((e) => e === "embedded" || e === "redis")
 const THROUGHPUT_TARGET = 0.5
 const P99_TARGET = 3
-const MiB = 1024 * 1024
 
 interface RunResult {
   readonly ms: number

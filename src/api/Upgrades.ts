@@ -18,7 +18,7 @@ import { Effect, Either, Schema } from "effect"
 import type * as http from "node:http"
 import type { Duplex } from "node:stream"
 import { Code, statusOfCode } from "../domain/Errors.js"
-import type { Principal } from "../domain/Principal.js"
+import type { Handshake } from "../layers/auth/SocketHandshake.js"
 import { type AppRefusal, answerRefusalOnSocket } from "../layers/deployments/serving/AppAnswers.js"
 import { describeDecodeError } from "./ErrorResponses.js"
 import type { GateRefusal, GateService } from "./gate/Gate.js"
@@ -27,18 +27,7 @@ import type { RouteEntry, RouteIndex } from "./gate/RouteIndex.js"
 type Upgrade = (req: http.IncomingMessage, socket: Duplex, head: Buffer) => void
 
 /** A handshake the gate admitted, with its decoded query: what a WebSocket route's handler takes. */
-export interface UpgradeRequest<Query> {
-  readonly req: http.IncomingMessage
-  readonly socket: Duplex
-  readonly head: Buffer
-  readonly query: Query
-  /** The gate's caller; undefined on an open route. */
-  readonly caller: Principal | undefined
-  /** Answers the handshake with this refusal (the envelope) and closes the socket. */
-  readonly refuse: (refusal: AppRefusal) => void
-  /** Tells the access log the handshake's answer, once: 101 when the handler accepts the upgrade. */
-  readonly answered: (status: number) => void
-}
+export type UpgradeRequest<Query> = Handshake<Query>
 
 export interface UpgradeHandler {
   /** The endpoint's `group.name`, as the route index names it. */

@@ -18,28 +18,16 @@
  */
 import { Effect, Either } from "effect"
 import { randomBytes } from "node:crypto"
-import type * as http from "node:http"
 import type * as net from "node:net"
-import type { Duplex } from "node:stream"
 import { WebSocketServer } from "ws"
-import { asSession, type Principal } from "../../domain/Principal.js"
+import { asSession } from "../../domain/Principal.js"
 import { judgeDestination } from "../../domain/ProxyDestination.js"
+import type { Handshake } from "../auth/SocketHandshake.js"
 import type { SocketRevocation } from "../auth/SocketRevocation.js"
 import type { AppRefusal } from "../deployments/serving/AppAnswers.js"
 import type { ProxySettings } from "../config/ProxySettings.js"
 import { DialFailed, dialThroughSocks, isolationKey } from "./SocksDial.js"
 import { joinPipe } from "./TunnelPipe.js"
-
-/** A handshake the route's gate admitted, its query decoded by the route's schema (src/api/Upgrades.ts). */
-export interface Handshake<Query> {
-  readonly req: http.IncomingMessage
-  readonly socket: Duplex
-  readonly head: Buffer
-  readonly query: Query
-  readonly caller: Principal | undefined
-  readonly refuse: (refusal: AppRefusal) => void
-  readonly answered: (status: number) => void
-}
 
 export interface ProxySocketsOptions {
   readonly settings: ProxySettings

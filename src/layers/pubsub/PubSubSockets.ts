@@ -14,11 +14,10 @@
  */
 import { Effect, Either } from "effect"
 import { randomBytes } from "node:crypto"
-import type * as http from "node:http"
-import type { Duplex } from "node:stream"
 import { type WebSocket, WebSocketServer } from "ws"
 import type { Principal } from "../../domain/Principal.js"
 import { MEMBER_ID_SHAPE, parseMemberMeta, parseResumePoint, type ResumePoint } from "../../domain/PubSubRules.js"
+import type { Handshake } from "../auth/SocketHandshake.js"
 import { credentialOf, type SocketRevocation } from "../auth/SocketRevocation.js"
 import type { AppRefusal } from "../deployments/serving/AppAnswers.js"
 import { largestFrameBytes } from "../config/PubSubSettings.js"
@@ -37,15 +36,7 @@ export interface SocketQuery {
   readonly jwt?: string | undefined
 }
 
-export interface SocketHandshake {
-  readonly req: http.IncomingMessage
-  readonly socket: Duplex
-  readonly head: Buffer
-  readonly query: SocketQuery
-  readonly caller: Principal | undefined
-  readonly refuse: (refusal: AppRefusal) => void
-  readonly answered: (status: number) => void
-}
+export type SocketHandshake = Handshake<SocketQuery>
 
 /** Close codes the client can act on (docs/pubsub.md "Close codes"). */
 export const CloseCode = {
