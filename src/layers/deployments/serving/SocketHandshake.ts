@@ -1,12 +1,13 @@
 /**
  * A WebSocket handshake the route's gate admitted, its query decoded by the route's schema
  * (src/api/Upgrades.ts): what the services behind the API's WebSocket routes take
- * (src/layers/proxy/ProxySockets.ts, src/layers/pubsub/PubSubSockets.ts).
+ * (src/layers/proxy/ProxySockets.ts, src/layers/pubsub/PubSubSockets.ts). It lives beside the
+ * refusals a handshake is answered with (AppAnswers.ts), which the apps' sockets use too.
  */
 import type * as http from "node:http"
 import type { Duplex } from "node:stream"
-import type { Principal } from "../../domain/Principal.js"
-import type { AppRefusal } from "../deployments/serving/AppAnswers.js"
+import type { Principal } from "../../../domain/Principal.js"
+import type { AppRefusal } from "./AppAnswers.js"
 
 export interface Handshake<Query> {
   readonly req: http.IncomingMessage
