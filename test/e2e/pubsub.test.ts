@@ -7,7 +7,7 @@
  */
 import { Wallet } from "ethers"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
-import { call } from "../support/client.js"
+import { call, signIn } from "../support/client.js"
 import { type Gateway, mintKey, startGateway } from "../support/gateway.js"
 import { b64, type Frame, isSubscriber, openSubscriber, type Refused, type Subscriber, unb64 } from "../support/pubsubSocket.js"
 
@@ -43,13 +43,6 @@ describe("publish/subscribe on the embedded bus", () => {
   }
   const publish = (topic: string, text: string, token = runtimeKey) =>
     gw.request("POST", "/v1/pubsub/publish", { token, json: { topic, data_base64: b64(text) } })
-  const signIn = async (wallet: { readonly address: string; readonly signMessage: (m: string) => Promise<string> }) => {
-    const c = await gw.request("POST", "/v1/auth/challenge", { json: { wallet: wallet.address, namespace: "chat" } })
-    const v = await gw.request("POST", "/v1/auth/verify", { json: { message: c.body.message, signature: await wallet.signMessage(c.body.message) } })
-    expect(v.status, v.text).toBe(200)
-    return v.body.access_token as string
-  }
-
   beforeAll(async () => {
     gw = await startGateway({
       env: {
@@ -313,7 +306,7 @@ describe("publish/subscribe on the embedded bus", () => {
   it("closes a revoked key's sockets and a logged-out session's within 10 s", async () => {
     const doomed = await mintKey(gw, owner, { scopes: ["pubsub"], label: "doomed" })
     const keySocket = await opened("topic=rooms/revoke", doomed)
-    const session = await signIn(alice)
+    const session = (await signIn(gw, "chat", alice)).access_token
     const sessionSocket = await opened("topic=rooms/revoke", session, "query")
     expect(gw.logs()).not.toContain(session)
     const keys = await gw.request("GET", "/v1/namespace/keys?limit=1000", { token: owner })

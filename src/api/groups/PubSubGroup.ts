@@ -11,7 +11,7 @@
 import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import { Schema } from "effect"
-import { PubSubRefusals, wiresOf } from "../../domain/Errors.js"
+import { PubSubRefusals, Wire, wiresOf } from "../../domain/Errors.js"
 import { TOPIC_MAX, TOPIC_RULE } from "../../domain/PubSubRules.js"
 import { Authentication } from "../Gates.js"
 import { NextCursor, pageQueryFields, TextKey } from "../Paging.js"
@@ -93,45 +93,24 @@ const Upgraded = Schema.Void.annotations({
 
 export class PubSubGroup extends HttpApiGroup.make("pubsub")
   .add(
-    HttpApiEndpoint.post("publish", "/v1/pubsub/publish")
-      .setPayload(PublishRequest)
-      .addSuccess(Published)
-      .addError(wiresOf(PubSubRefusals))
-      .middleware(Authentication)
-      .annotate(RoutePolicy, grant("pubsub"))
-      .annotate(BodyCap, "pubsubPublish")
+    HttpApiEndpoint.post("publish", "/v1/pubsub/publish").setPayload(PublishRequest).addSuccess(Published).annotate(BodyCap, "pubsubPublish")
   )
   .add(
     HttpApiEndpoint.post("publishBatch", "/v1/pubsub/publish-batch")
       .setPayload(PublishBatchRequest)
       .addSuccess(BatchPublished)
-      .addError(wiresOf(PubSubRefusals))
-      .middleware(Authentication)
-      .annotate(RoutePolicy, grant("pubsub"))
       .annotate(BodyCap, "pubsubBatch")
   )
-  .add(
-    HttpApiEndpoint.get("topics", "/v1/pubsub/topics")
-      .setUrlParams(TopicsQuery)
-      .addSuccess(TopicsAnswer)
-      .addError(wiresOf(PubSubRefusals))
-      .middleware(Authentication)
-      .annotate(RoutePolicy, grant("pubsub"))
-  )
-  .add(
-    HttpApiEndpoint.get("presence", "/v1/pubsub/presence")
-      .setUrlParams(PresenceQuery)
-      .addSuccess(PresenceAnswer)
-      .addError(wiresOf(PubSubRefusals))
-      .middleware(Authentication)
-      .annotate(RoutePolicy, grant("pubsub"))
-  )
+  .add(HttpApiEndpoint.get("topics", "/v1/pubsub/topics").setUrlParams(TopicsQuery).addSuccess(TopicsAnswer))
+  .add(HttpApiEndpoint.get("presence", "/v1/pubsub/presence").setUrlParams(PresenceQuery).addSuccess(PresenceAnswer))
   .add(
     HttpApiEndpoint.get("ws", "/v1/pubsub/ws")
       .setUrlParams(SocketQuery)
       .addSuccess(Upgraded, { status: 101 })
-      .addError(wiresOf(["BAD_REQUEST", ...PubSubRefusals] as const))
-      .middleware(Authentication)
-      .annotate(RoutePolicy, grant("pubsub"))
+      .addError(Wire.BadRequest)
       .annotate(WebSocketRoute, true)
-  ) {}
+  )
+  .addError(wiresOf(PubSubRefusals))
+  .middleware(Authentication)
+  // the grant may be narrowed to topics (pubsub:topic=<glob>): the pub/sub service checks the topic
+  .annotate(RoutePolicy, grant("pubsub")) {}

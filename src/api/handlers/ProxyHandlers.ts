@@ -1,14 +1,10 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import { Effect } from "effect"
-import { BadRequest } from "../../domain/Errors.js"
 import { CurrentSession } from "../../domain/Principal.js"
 import { PorticoConfig } from "../../layers/config/PorticoConfig.js"
 import { makeAnonRequests } from "../../layers/proxy/AnonRequests.js"
 import { PorticoApi } from "../Api.js"
-import { refusedOrDown } from "./Refusals.js"
-
-const socketOnly = (path: string) =>
-  Effect.fail(new BadRequest({ error: `${path} is a WebSocket`, hint: "open it with Connection: Upgrade and Upgrade: websocket" }))
+import { refusedOrDown, socketOnly } from "./Refusals.js"
 
 export const ProxyHandlers = HttpApiBuilder.group(PorticoApi, "proxy", (handlers) =>
   Effect.gen(function* () {

@@ -1,14 +1,11 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import { Effect } from "effect"
-import { BadRequest, fromRefusal } from "../../domain/Errors.js"
+import { fromRefusal } from "../../domain/Errors.js"
 import { CurrentPrincipal } from "../../domain/Principal.js"
 import { PubSub } from "../../layers/pubsub/PubSub.js"
 import { PorticoApi } from "../Api.js"
 import { encodeCursor, PAGE_LIMIT } from "../Paging.js"
-
-const socketOnly = Effect.fail(
-  new BadRequest({ error: "/v1/pubsub/ws is a WebSocket", hint: "open it with Connection: Upgrade and Upgrade: websocket" })
-)
+import { socketOnly } from "./Refusals.js"
 
 export const PubSubHandlers = HttpApiBuilder.group(PorticoApi, "pubsub", (handlers) =>
   Effect.gen(function* () {
@@ -60,6 +57,6 @@ export const PubSubHandlers = HttpApiBuilder.group(PorticoApi, "pubsub", (handle
           })
         )
       )
-      .handle("ws", () => socketOnly)
+      .handle("ws", () => socketOnly("/v1/pubsub/ws"))
   })
 )

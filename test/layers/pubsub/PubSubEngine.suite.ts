@@ -33,7 +33,8 @@ const collector = () => {
   return { got, interruptions, listener: { deliver: (d: Delivery) => void got.push(d), interrupted: (detail: string) => void interruptions.push(detail) } }
 }
 
-const waitFor = (check: () => boolean, ms = 3000) =>
+/** Waits in real time until `check` holds (an engine on another connection delivers later); dies after `ms`. */
+export const waitFor = (check: () => boolean, ms = 5000) =>
   Effect.gen(function* () {
     const until = Date.now() + ms
     while (!check()) {

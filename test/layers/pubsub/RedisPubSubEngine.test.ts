@@ -3,7 +3,7 @@ import { Context, Effect, Either, Exit, Layer, Scope } from "effect"
 import { type Delivery, PubSubEngine } from "../../../src/layers/pubsub/PubSubEngine.js"
 import { RedisPubSubEngine, type RedisPubSubConfig } from "../../../src/layers/pubsub/RedisPubSubEngine.js"
 import { hasRedisServer, redisMissingMessage, redisServer } from "../../support/redis.js"
-import { pubSubEngineSuite } from "./PubSubEngine.suite.js"
+import { pubSubEngineSuite, waitFor } from "./PubSubEngine.suite.js"
 
 const config = (url: string, patch: Partial<RedisPubSubConfig> = {}): RedisPubSubConfig => ({
   url,
@@ -15,15 +15,6 @@ const config = (url: string, patch: Partial<RedisPubSubConfig> = {}): RedisPubSu
 })
 
 const build = (layer: Layer.Layer<PubSubEngine, unknown>) => Effect.map(Layer.build(layer), (c) => Context.get(c, PubSubEngine))
-
-const waitFor = (check: () => boolean, ms = 5000) =>
-  Effect.gen(function* () {
-    const until = Date.now() + ms
-    while (!check()) {
-      if (Date.now() > until) return yield* Effect.dieMessage("timed out waiting")
-      yield* Effect.sleep("10 millis")
-    }
-  })
 
 if (!hasRedisServer()) {
   describe("RedisPubSubEngine", () => {
