@@ -122,21 +122,23 @@ export const makeMemoryPubSubEngine = (options: MemoryPubSubOptions) => {
     return { epoch: state.epoch, offset }
   }
 
-  const expired = (at: number) => (e: { readonly expiresAt: number }) => e.expiresAt <= at
+  /** Whether the member has a connection on the topic. */
+  const present = (state: TopicState, memberId: string) => {
+    for (const other of state.presence.values()) if (other.entry.memberId === memberId) return true
+    return false
+  }
 
   /** Removes expired presence entries, with a leave event for each member whose last entry went. */
   const reap = (namespace: string, state: TopicState, at: number) => {
-    const isExpired = expired(at)
     for (const [connection, kept] of state.presence) {
-      if (!isExpired(kept)) continue
+      if (kept.expiresAt > at) continue
       state.presence.delete(connection)
       announceLeave(namespace, state, kept.entry)
     }
   }
 
   const announceLeave = (namespace: string, state: TopicState, entry: PresenceEntry) => {
-    for (const other of state.presence.values()) if (other.entry.memberId === entry.memberId) return
-    append(namespace, state.name, presenceContent("leave", memberJson(entry)), now())
+    if (!present(state, entry.memberId)) append(namespace, state.name, presenceContent("leave", memberJson(entry)), now())
   }
 
   /** Enters a connection, or moves its expiry when it is in; a member's first connection is announced. */
@@ -147,8 +149,7 @@ export const makeMemoryPubSubEngine = (options: MemoryPubSubOptions) => {
       kept.expiresAt = expiresAt
       return
     }
-    let first = true
-    for (const other of state.presence.values()) if (other.entry.memberId === entry.memberId) first = false
+    const first = !present(state, entry.memberId)
     state.presence.set(entry.connection, { entry, expiresAt })
     if (first) append(namespace, topic, presenceContent("join", memberJson(entry)), now())
   }
