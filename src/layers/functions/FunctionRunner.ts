@@ -1,0 +1,196 @@
+/**
+ * The gateway's side of the function runner (runner/functionRunner.ts): starts the runner process
+ * on the first invocation (a gateway that runs no function pays nothing at start), hands it runs,
+ * answers its host calls through the caller's `host`, and gives each run its ending.
+ *
+ * The runner holds no platform secret: it is started with an empty environment, with no
+ * descriptor but its IPC channel, and, when the gateway runs as root, as an unprivileged user
+ * (docs/functions.md, "Isolation"). If it stops or stops answering (a run outliving its deadline by
+ * the grace below), it is killed, every run in it ends `unavailable`, and the next run starts a
+ * new one.
+ */
+import { Context, Effect, Layer } from "effect"
+import { type ChildProcess, spawn } from "node:child_process"
+import { createRequire } from "node:module"
+import { fileURLToPath, pathToFileURL } from "node:url"
+import { PorticoConfig } from "../config/PorticoConfig.js"
+import type { Ending, FromRunner, HostAnswer, HostArg, RunJob, ToRunner } from "./runner/Protocol.js"
+
+export type RunEnding = (Ending | { readonly kind: "unavailable"; readonly message: string }) & { readonly ms: number }
+
+export interface RunRequest {
+  /** The compiled module's identity: its CID and memory cap. */
+  readonly key: string
+  /** The module's bytes, memory capped; read only when the runner has not got them. */
+  readonly wasm: () => Promise<Uint8Array>
+  readonly job: Omit<RunJob, "module">
+  readonly timeoutMs: number
+  readonly host: (name: string, args: ReadonlyArray<HostArg>) => Promise<HostAnswer>
+  readonly log: (level: "info" | "error", message: string) => void
+}
+
+export interface FunctionRunnerService {
+  readonly run: (request: RunRequest) => Promise<RunEnding>
+  /** The runner's process id while one runs (tests kill it). */
+  readonly pid: () => number | undefined
+}
+
+export class FunctionRunner extends Context.Tag("portico/FunctionRunner")<FunctionRunner, FunctionRunnerService>() {}
+
+/** How long past a run's deadline the runner may take to answer it before it is taken for wedged. */
+const GRACE_MS = 5_000
+const NOBODY = 65534
+
+const typescript = import.meta.url.endsWith(".ts")
+const runnerFile = fileURLToPath(new URL(`./runner/functionRunner.${typescript ? "ts" : "js"}`, import.meta.url))
+const tsxLoader = (): string =>
+  typeof import.meta.resolve === "function" ? import.meta.resolve("tsx") : pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href
+
+export interface RunnerOptions {
+  readonly threads: number
+  readonly moduleCache: number
+  readonly heapMb: number
+}
+
+interface Pending {
+  readonly request: RunRequest
+  readonly resolve: (ending: RunEnding) => void
+  readonly backstop: ReturnType<typeof setTimeout>
+  sentWasm: boolean
+}
+
+export const makeFunctionRunner = (options: RunnerOptions) => {
+  let child: ChildProcess | undefined
+  let nextId = 1
+  const pending = new Map<number, Pending>()
+  /** Keys whose bytes this runner process was sent (it may have dropped some since: it asks). */
+  const sent = new Set<string>()
+
+  const endAll = (message: string) => {
+    for (const [id, entry] of pending) {
+      clearTimeout(entry.backstop)
+      pending.delete(id)
+      entry.resolve({ kind: "unavailable", message, ms: 0 })
+    }
+  }
+
+  const stop = (proc: ChildProcess, message: string) => {
+    if (child === proc) {
+      child = undefined
+      sent.clear()
+    }
+    proc.kill("SIGKILL")
+    endAll(message)
+  }
+
+  const post = (message: ToRunner) => {
+    try {
+      child?.send(message)
+    } catch {
+      // the channel closed under us: the exit handler ends what was pending
+    }
+  }
+
+  const start = (): ChildProcess => {
+    const root = process.getuid?.() === 0
+    const proc = spawn(
+      process.execPath,
+      [...(typescript ? ["--import", tsxLoader()] : []), runnerFile, String(options.threads), String(options.moduleCache), String(options.heapMb)],
+      {
+        stdio: ["ignore", "ignore", "inherit", "ipc"],
+        serialization: "advanced",
+        env: {},
+        cwd: "/",
+        ...(root ? { uid: NOBODY, gid: NOBODY } : {})
+      }
+    )
+    proc.on("message", (message: FromRunner) => onMessage(message))
+    proc.on("exit", () => {
+      if (child === proc) stop(proc, "the function runner stopped")
+    })
+    proc.on("error", () => stop(proc, "the function runner could not start"))
+    return proc
+  }
+
+  const sendRun = async (id: number, entry: Pending, withWasm: boolean) => {
+    let wasm: Uint8Array | undefined
+    if (withWasm) {
+      try {
+        wasm = await entry.request.wasm()
+      } catch (e) {
+        finish(id, { kind: "unavailable", message: e instanceof Error ? e.message : String(e), ms: 0 })
+        return
+      }
+      if (!pending.has(id)) return
+      entry.sentWasm = true
+      sent.add(entry.request.key)
+    }
+    post({ t: "run", id, key: entry.request.key, wasm, job: entry.request.job, timeoutMs: entry.request.timeoutMs })
+  }
+
+  const finish = (id: number, ending: RunEnding) => {
+    const entry = pending.get(id)
+    if (entry === undefined) return
+    pending.delete(id)
+    clearTimeout(entry.backstop)
+    entry.resolve(ending)
+  }
+
+  const onMessage = (message: FromRunner) => {
+    if (message.t === "ready") return
+    const entry = pending.get(message.id)
+    if (entry === undefined) return
+    switch (message.t) {
+      case "need-module":
+        sent.delete(entry.request.key)
+        if (entry.sentWasm) finish(message.id, { kind: "unavailable", message: "the runner refused the module", ms: 0 })
+        else void sendRun(message.id, entry, true)
+        return
+      case "host":
+        entry.request.host(message.name, message.args).then(
+          (answer) => post({ t: "answer", id: message.id, answer }),
+          () => post({ t: "answer", id: message.id, answer: { ok: false } })
+        )
+        return
+      case "log":
+        entry.request.log(message.level, message.message)
+        return
+      case "done": {
+        const { t: _t, id, ...ending } = message
+        finish(id, ending as RunEnding)
+      }
+    }
+  }
+
+  const service: FunctionRunnerService = {
+    pid: () => child?.pid,
+    run: (request) =>
+      new Promise<RunEnding>((resolve) => {
+        child ??= start()
+        const proc = child
+        const id = nextId++
+        const entry: Pending = {
+          request,
+          resolve,
+          sentWasm: false,
+          backstop: setTimeout(() => stop(proc, "the function runner stopped answering"), request.timeoutMs + GRACE_MS)
+        }
+        pending.set(id, entry)
+        void sendRun(id, entry, !sent.has(request.key))
+      })
+  }
+  const close = () => {
+    if (child !== undefined) stop(child, "the gateway is stopping")
+  }
+  return { service, close }
+}
+
+export const FunctionRunnerLive = Layer.scoped(
+  FunctionRunner,
+  Effect.gen(function* () {
+    const settings = (yield* PorticoConfig).functions
+    const { service, close } = makeFunctionRunner({ threads: settings.threads, moduleCache: settings.moduleCache, heapMb: settings.threadHeapMb })
+    yield* Effect.addFinalizer(() => Effect.sync(close))
+    return service
+  })
+)
