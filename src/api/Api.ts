@@ -27,6 +27,7 @@ import { InternalGroup } from "./groups/InternalGroup.js"
 import { PushGroup } from "./groups/PushGroup.js"
 import { ProxyGroup } from "./groups/ProxyGroup.js"
 import { PubSubGroup } from "./groups/PubSubGroup.js"
+import { FunctionsGroup, InvokeGroup } from "./groups/FunctionsGroup.js"
 import { PushRegistrationGroup } from "./groups/PushRegistrationGroup.js"
 import { PushRelayGroup } from "./groups/PushRelayGroup.js"
 import { PushSendGroup } from "./groups/PushSendGroup.js"
@@ -54,6 +55,8 @@ export class PorticoApi extends HttpApi.make("portico")
   .add(PushRelayGroup)
   .add(ProxyGroup)
   .add(PubSubGroup)
+  .add(FunctionsGroup)
+  .add(InvokeGroup)
   .add(DeploymentsGroup)
   .add(DeploymentDomainsGroup)
   .add(DeploymentRuntimeGroup)

@@ -34,6 +34,7 @@ import { InternalHandlers } from "./handlers/InternalHandlers.js"
 import { PushHandlers } from "./handlers/PushHandlers.js"
 import { ProxyHandlers } from "./handlers/ProxyHandlers.js"
 import { PubSubHandlers } from "./handlers/PubSubHandlers.js"
+import { FunctionsHandlers, InvokeHandlers } from "./handlers/FunctionsHandlers.js"
 import { pubSubSocketHandlers } from "./handlers/PubSubSocketHandlers.js"
 import { makePubSubSockets } from "../layers/pubsub/PubSubSockets.js"
 import { PubSub } from "../layers/pubsub/PubSub.js"
@@ -95,6 +96,8 @@ const HandlersLive = Layer.mergeAll(
   PushSendHandlers,
   ProxyHandlers,
   PubSubHandlers,
+  FunctionsHandlers,
+  InvokeHandlers,
   DeploymentsHandlers,
   DeploymentDomainsHandlers,
   DeploymentRuntimeHandlers,
@@ -148,6 +151,12 @@ const bodyCapOf = (settings: PorticoSettings, name: BodyCapName): number => {
       return largestFrameBytes(settings.pubsub.maxMessageBytes)
     case "pubsubBatch":
       return settings.pubsub.batchMaxBytes
+    // the module at its cap plus the form's fields and framing (the module's exact cap is the service's, 413 too)
+    case "functionDeploy":
+      return settings.functions.maxModuleBytes + 512 * 1024
+    // an invocation's input, exactly: 413 past it, never truncated
+    case "functionInvoke":
+      return settings.functions.maxInputBytes
   }
 }
 

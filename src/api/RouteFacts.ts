@@ -18,7 +18,7 @@ export class RoutePolicy extends Context.Tag("portico/RoutePolicy")<RoutePolicy,
  * `relayMessage` ntfy's default message size limit (the platform relay's fan-out, 4096 bytes),
  * `deployUpload` a deployment's archive cap plus room for the multipart framing and its fields.
  */
-export type BodyCapName = "sqlImport" | "upload" | "forwarded" | "relayMessage" | "deployUpload" | "namespaceRestore" | "pubsubPublish" | "pubsubBatch"
+export type BodyCapName = "sqlImport" | "upload" | "forwarded" | "relayMessage" | "deployUpload" | "namespaceRestore" | "pubsubPublish" | "pubsubBatch" | "functionDeploy" | "functionInvoke"
 export class BodyCap extends Context.Tag("portico/BodyCap")<BodyCap, BodyCapName>() {}
 
 /**

@@ -237,6 +237,8 @@ export const RESERVED_TABLES: ReadonlySet<string> = new Set([
   "deployment_history",
   "domains",
   "functions",
+  "function_versions",
+  "function_logs",
   "function_triggers",
   "triggers",
   "content_ownership",

@@ -60,6 +60,10 @@ import { OperatorHealth } from "./operators/OperatorHealth.js"
 import { MemoryPubSubEngine } from "./pubsub/MemoryPubSubEngine.js"
 import { PubSub } from "./pubsub/PubSub.js"
 import { RedisPubSubEngine } from "./pubsub/RedisPubSubEngine.js"
+import { FunctionRunnerLive } from "./functions/FunctionRunner.js"
+import { FunctionsLive } from "./functions/Functions.js"
+import { FunctionStoreLive } from "./functions/FunctionStore.js"
+import { InvocationsLive } from "./functions/Invocations.js"
 
 export interface ServicesOptions {
   /**
@@ -129,7 +133,14 @@ export const servicesLayer = (settings: PorticoSettings, options: ServicesOption
   const deploymentRecords = Layer.mergeAll(InstanceDirs.Live, DeploymentLocks.Live).pipe(Layer.provideMerge(DeploymentStore.Live))
   // the app runtime (supervisors of this node's apps) over the records, directories and tokens
   const runtime = AppRuntime.Live.pipe(Layer.provideMerge(deploymentRecords), Layer.provide(WorkloadTokens.Live))
-  return Layer.mergeAll(Authenticator.Live, WorkloadTokens.Live, cache, pubsub, sql, storage, push, domains, runtime, AppBuilds.Live).pipe(
+  // functions: the control plane over the registry and content storage, and invocations over the
+  // runner and the services their host calls reach
+  const functions = InvocationsLive.pipe(
+    Layer.provideMerge(FunctionsLive),
+    Layer.provideMerge(FunctionStoreLive),
+    Layer.provide(Layer.mergeAll(FunctionRunnerLive, cacheStore, pubsub, sql, storage, push))
+  )
+  return Layer.mergeAll(Authenticator.Live, WorkloadTokens.Live, cache, pubsub, sql, storage, push, domains, runtime, AppBuilds.Live, functions).pipe(
     // pub/sub charges each message to the namespace budget the gates draw on: one limiter for both
     Layer.provideMerge(RateLimiter.Live.pipe(Layer.provideMerge(liveness)))
   )

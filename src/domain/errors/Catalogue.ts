@@ -140,6 +140,8 @@ export class PushProviderRefused extends Schema.TaggedError<PushProviderRefused>
 export class AppUnreachable extends Schema.TaggedError<AppUnreachable>()("AppUnreachable", envelope("APP_UNREACHABLE"), status(502)) {}
 /** A deployed app did not answer 200 on its health path within 60 s of its start (docs/deployments.md, "The runtime"). */
 export class AppStartFailed extends Schema.TaggedError<AppStartFailed>()("AppStartFailed", envelope("APP_START_FAILED"), status(502)) {}
+/** A function trapped, exited non-zero, wrote more than its output cap, or could not be linked (docs/functions.md, "Answers"). */
+export class FunctionFailed extends Schema.TaggedError<FunctionFailed>()("FunctionFailed", envelope("FUNCTION_FAILED"), status(502)) {}
 /** A tunnel's destination did not accept the stream through the anonymity network (spec §7: 502, a generic message). */
 export class RelayDestinationUnreachable extends Schema.TaggedError<RelayDestinationUnreachable>()("RelayDestinationUnreachable", envelope("RELAY_DESTINATION_UNREACHABLE"), status(502)) {}
 /** No SOCKS upstream configured, or it is down: the proxy never falls back to a direct dial (spec §7). */
@@ -149,6 +151,10 @@ export class Unavailable extends Schema.TaggedError<Unavailable>()("Unavailable"
 export class NamespaceProvisionFailed extends Schema.TaggedError<NamespaceProvisionFailed>()("NamespaceProvisionFailed", envelope("NAMESPACE_PROVISION_FAILED"), status(503)) {}
 /** The gateway hosts as many namespaces as it may (spec §4.9: not cleared by retrying, so no `Retry-After`). */
 export class NamespaceCapacity extends Schema.TaggedError<NamespaceCapacity>()("NamespaceCapacity", envelope("NAMESPACE_CAPACITY"), status(503)) {}
+/** A function's module could not be read from content storage or compiled, or the function runner is down (docs/functions.md). */
+export class FunctionUnavailable extends Schema.TaggedError<FunctionUnavailable>()("FunctionUnavailable", retried("FUNCTION_UNAVAILABLE"), status(503)) {}
+/** A function ran past its deadline and was stopped (docs/functions.md, "Isolation"). */
+export class FunctionTimeout extends Schema.TaggedError<FunctionTimeout>()("FunctionTimeout", envelope("FUNCTION_TIMEOUT"), status(504)) {}
 export class HomeNodeUnreachable extends Schema.TaggedError<HomeNodeUnreachable>()("HomeNodeUnreachable", retried("HOME_NODE_UNREACHABLE"), status(503)) {}
 export class FetchCapUnavailable extends Schema.TaggedError<FetchCapUnavailable>()("FetchCapUnavailable", retried("FETCH_CAP_UNAVAILABLE"), status(503)) {}
 export class PolicySweepIncomplete extends Schema.TaggedError<PolicySweepIncomplete>()("PolicySweepIncomplete", retried("POLICY_SWEEP_INCOMPLETE"), status(503)) {}
@@ -228,6 +234,9 @@ export const catalogue = {
   DependencyRefused,
   PushProviderRefused,
   AppUnreachable,
+  FunctionFailed,
+  FunctionUnavailable,
+  FunctionTimeout,
   AppStartFailed,
   RelayDestinationUnreachable,
   RelayUnavailable,

@@ -202,6 +202,22 @@ export type ProxyCode = (typeof ProxyRefusals)[number]
 export const PubSubRefusals = family("VALIDATION_FAILED", "FORBIDDEN", "GRANT_REQUIRED", "PAYLOAD_TOO_LARGE", "RATE_LIMITED", "UNAVAILABLE")
 export type PubSubCode = (typeof PubSubRefusals)[number]
 
+/** Functions' control plane (src/layers/functions/Functions.ts): a module or setting refused, no such function or version, content storage down. */
+export const FunctionRefusals = family("VALIDATION_FAILED", "BAD_REQUEST", "FORBIDDEN", "NOT_FOUND", "PAYLOAD_TOO_LARGE", "UNAVAILABLE")
+export type FunctionCode = (typeof FunctionRefusals)[number]
+
+/** Invoking a function (src/layers/functions/Invocations.ts): refused, over a budget, or ended badly. */
+export const InvokeRefusals = family(
+  "NOT_FOUND",
+  "FORBIDDEN",
+  "PAYLOAD_TOO_LARGE",
+  "RATE_LIMITED",
+  "FUNCTION_FAILED",
+  "FUNCTION_TIMEOUT",
+  "FUNCTION_UNAVAILABLE"
+)
+export type InvokeCode = (typeof InvokeRefusals)[number]
+
 /** Renewing a workload token (src/layers/workload/WorkloadTokens.ts): not a workload's, or its deployment gone. */
 export const WorkloadRefusals = family("WORKLOAD_TOKEN_REQUIRED", "INVALID_TOKEN")
 export type WorkloadCode = (typeof WorkloadRefusals)[number]

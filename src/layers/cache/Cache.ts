@@ -51,12 +51,21 @@ export interface CacheService {
   readonly now?: CacheNow | undefined
 }
 
+/**
+ * Maps under `_portico/` are the platform's (functions' own map, docs/functions.md): no grant
+ * reaches them over HTTP, as no tenant may publish under pub/sub's `_portico/`.
+ */
+export const PLATFORM_MAP_PREFIX = "_portico/"
+const isPlatformMap = (dmap: string): boolean => dmap.startsWith(PLATFORM_MAP_PREFIX)
+
 /** Whether the caller's cache grants reach `key` in `dmap`. */
 const allows = (caller: Principal, dmap: string, key: string): boolean =>
+  !isPlatformMap(dmap) &&
   caller.grants.some((g) => g.name === "cache" && (g.pattern === undefined || cacheGrantReaches(g.pattern, dmap, key)))
 
 /** Whether the caller's cache grants could reach any key of `dmap`. */
 const allowsMap = (caller: Principal, dmap: string): boolean =>
+  !isPlatformMap(dmap) &&
   caller.grants.some((g) => g.name === "cache" && (g.pattern === undefined || cacheGrantReachesMap(g.pattern, dmap)))
 
 /** The cache operations answered on the spot (`now` in Unix ms), over an engine that can. */

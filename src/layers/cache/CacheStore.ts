@@ -33,6 +33,11 @@ export interface CacheStoreService {
   readonly get: (namespace: string, dmap: string, key: string) => Effect.Effect<Option.Option<string>, CacheUnavailable>
   /** Whether an entry was there to delete. */
   readonly delete: (namespace: string, dmap: string, key: string) => Effect.Effect<boolean, CacheUnavailable>
+  /**
+   * Adds `delta` to an integer entry (absent: 0) atomically, keeping its expiry, and answers the
+   * new value; none when the entry holds something else than an integer.
+   */
+  readonly incrBy: (namespace: string, dmap: string, key: string, delta: number) => Effect.Effect<Option.Option<number>, CacheUnavailable>
   /** One slot per requested key, in order; undefined for a miss. */
   readonly mget: (
     namespace: string,

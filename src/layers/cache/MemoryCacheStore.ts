@@ -16,6 +16,8 @@ const slot = (dmap: string, key: string) => `${dmap.length}:${dmap}:${key}`
  * `now` is the clock lru-cache reads for TTLs; the layer passes Effect's Clock, so a test on
  * `TestClock` moves expiry with it.
  */
+const INTEGER = /^-?\d{1,16}$/
+
 /** What an entry costs against the namespace's bound: its slot name, value text and bookkeeping. */
 const entrySize = (json: string, name: string) => Buffer.byteLength(name, "utf8") + Buffer.byteLength(json, "utf8") + ENTRY_OVERHEAD_BYTES
 
@@ -65,6 +67,18 @@ export const makeMemoryCacheStore = (maxBytesPerNamespace: number, now: () => nu
     get: (namespace, dmap, key) => Effect.sync(() => Option.fromNullable(sync.get(namespace, dmap, key))),
     delete: (namespace, dmap, key) => Effect.sync(() => sync.delete(namespace, dmap, key)),
     mget: (namespace, dmap, keys) => Effect.sync(() => sync.mget(namespace, dmap, keys)),
+    incrBy: (namespace, dmap, key, delta) =>
+      Effect.sync(() => {
+        const cache = spaceOf(namespace)
+        const name = slot(dmap, key)
+        const current = cache.get(name)
+        if (current !== undefined && !INTEGER.test(current)) return Option.none()
+        const next = Number(current ?? "0") + delta
+        if (!Number.isSafeInteger(next)) return Option.none()
+        const ttl = cache.getRemainingTTL(name)
+        cache.set(name, String(next), current !== undefined && Number.isFinite(ttl) && ttl > 0 ? { ttl } : {})
+        return Option.some(next)
+      }),
     scan: (namespace, dmap, match) =>
       Effect.sync(() => {
         const cache = spaces.get(namespace)

@@ -58,6 +58,11 @@ const utf8Length = (text: string): number => Buffer.byteLength(text, "utf8")
 export const dmapPrefix = (namespace: string, dmap: string): string =>
   `pc:${utf8Length(namespace)}:{${namespace}}:${utf8Length(dmap)}:${dmap}:`
 
+/** INCRBY, but nil (rather than an error) when the entry holds something else than an integer; INCRBY keeps the expiry. */
+const INCR_IF_INTEGER = `local v = redis.call('GET', KEYS[1])
+if v and not string.match(v, '^-?%d+$') then return false end
+return redis.call('INCRBY', KEYS[1], ARGV[1])`
+
 /** Escapes SCAN MATCH glob metacharacters so the prefix matches only itself. */
 export const escapeGlob = (text: string): string => text.replace(/[*?[\]\\]/g, (char) => `\\${char}`)
 
@@ -226,6 +231,14 @@ const make = (config: RedisCacheConfig): Effect.Effect<CacheStoreService, CacheU
             )
           })
 
+    const incrBy: CacheStoreService["incrBy"] = (namespace, dmap, key, delta) =>
+      Effect.flatMap(deploymentOf(namespace), (redis) =>
+        Effect.map(
+          redis.run("incrby", (c) => c.eval(INCR_IF_INTEGER, 1, dmapPrefix(namespace, dmap) + key, String(delta)) as Promise<number | null>),
+          (value) => (value === null ? Option.none() : Option.some(Number(value)))
+        )
+      )
+
     const scan: CacheStoreService["scan"] = (namespace, dmap, match) =>
       Effect.gen(function* () {
         const redis = yield* deploymentOf(namespace)
@@ -280,7 +293,7 @@ const make = (config: RedisCacheConfig): Effect.Effect<CacheStoreService, CacheU
       })
 
     // Redis bounds memory per deployment, and its own OOM refusal answers an entry it cannot keep
-    return { engine: "redis", fits: () => true, put, get, delete: del, mget, scan, ping, dropNamespace }
+    return { engine: "redis", fits: () => true, put, get, delete: del, mget, incrBy, scan, ping, dropNamespace }
   })
 
 export const RedisCacheStore = {

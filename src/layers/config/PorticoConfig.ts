@@ -11,6 +11,7 @@ import { DEFAULT_PENDING_DOMAINS_PER_NAMESPACE } from "../../domain/CustomDomain
 import { testDirectory } from "../TestLayer.js"
 import { defaultProxySettings, proxyConfig, type ProxySettings } from "./ProxySettings.js"
 import { defaultPubSubSettings, pubSubConfig, type PubSubSettings } from "./PubSubSettings.js"
+import { defaultFunctionSettings, functionConfig, type FunctionSettings } from "./FunctionSettings.js"
 import { backupConfig, defaultBackupSettings, type BackupSettings } from "./BackupSettings.js"
 import { defaultDeploymentSettings, deploymentConfig, type DeploymentSettings } from "./DeploymentSettings.js"
 import { noTestPauses, testPausesConfig, type TestPauses } from "./TestPauses.js"
@@ -110,6 +111,8 @@ export interface PorticoSettings {
   readonly proxy: ProxySettings
   /** Publish/subscribe: its engine and limits (`PORTICO_PUBSUB_*`, docs/pubsub.md). */
   readonly pubsub: PubSubSettings
+  /** Functions: the runner and their limits (`PORTICO_FUNCTIONS_*`, docs/functions.md). */
+  readonly functions: FunctionSettings
   /** Namespace backup caps (`PORTICO_BACKUP_*`, docs/namespaces.md "Backup and restore"). */
   readonly backup: BackupSettings
   /** Ports, bounds, public URL and supervisor timings of deployments (config/DeploymentSettings.ts). */
@@ -341,6 +344,7 @@ const load = (overrides: Partial<Pick<PorticoSettings, "host" | "port" | "dataDi
       },
       proxy: yield* proxyConfig,
       pubsub: yield* pubSubConfig,
+      functions: yield* functionConfig,
       backup: yield* backupConfig,
       deployments: yield* deploymentConfig,
       testPauses: yield* testPausesConfig,
@@ -418,6 +422,7 @@ export const testSettings = (dataDir: string, patch: Partial<PorticoSettings> = 
   push: { apnsUrl: undefined, expoUrl: undefined, relayUrl: undefined, relayToken: undefined },
   proxy: defaultProxySettings,
   pubsub: defaultPubSubSettings,
+  functions: defaultFunctionSettings,
   backup: defaultBackupSettings,
   deployments: defaultDeploymentSettings,
   testPauses: noTestPauses,

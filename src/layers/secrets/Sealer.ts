@@ -18,6 +18,8 @@ export type Purpose =
   | "refresh-successor"
   | "push-credentials"
   | "deployment-env"
+  | "function-env"
+  | "function-secret"
   | "fetch-cap-hash"
   | "coordination-mac"
   | "coordination-mac-v2"

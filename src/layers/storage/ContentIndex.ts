@@ -10,7 +10,7 @@ import { Clock, Context, Effect, Layer } from "effect"
 import { RegistryStore, type Statement, type StoreError } from "../registry/RegistryStore.js"
 import { SqliteRegistryStore } from "../registry/SqliteRegistryStore.js"
 
-export type RefKind = "pin" | "backup" | "deployment"
+export type RefKind = "pin" | "backup" | "deployment" | "function"
 
 export interface Reference {
   readonly namespace: string

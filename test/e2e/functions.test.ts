@@ -1,0 +1,194 @@
+/**
+ * Functions through a real gateway on embedded engines (docs/functions.md): deploy (refusals
+ * named before anything is stored), list, get, settings, versions, rollback, delete, secrets,
+ * logs; invoke over both routes with the host calls a Go function makes; and a hostile module
+ * (busy loop, memory growth, a trap, huge output) stopped while another tenant's function answers.
+ */
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { deployForm, goFunction, watModule } from "../support/functions.js"
+import { type Gateway, mintKey, startGateway } from "../support/gateway.js"
+
+describe("functions on embedded engines", () => {
+  let gw: Gateway
+  let owner: string
+  let runtimeKey: string
+  let otherOwner: string
+  let hello: Uint8Array
+  let kitchen: Uint8Array
+
+  const deploy = async (token: string, fields: Record<string, string>, wasm: Uint8Array | undefined) => {
+    const res = await fetch(`${gw.url}/v1/functions`, { method: "POST", headers: { authorization: `Bearer ${token}` }, body: deployForm(fields, wasm) })
+    return { status: res.status, body: (await res.json()) as Record<string, unknown> }
+  }
+  const invoke = async (path: string, body: string | Uint8Array, token?: string) => {
+    const res = await fetch(`${gw.url}${path}`, {
+      method: "POST",
+      headers: token === undefined ? {} : { authorization: `Bearer ${token}` },
+      body
+    })
+    const text = await res.text()
+    let json: unknown
+    try {
+      json = JSON.parse(text)
+    } catch {
+      json = undefined
+    }
+    return { status: res.status, text, json: json as Record<string, unknown>, headers: res.headers }
+  }
+
+  beforeAll(async () => {
+    hello = goFunction("hello")
+    kitchen = goFunction("kitchen")
+    gw = await startGateway({ env: { PORTICO_FUNCTIONS_MAX_INPUT_BYTES: "65536", PORTICO_FUNCTIONS_MAX_OUTPUT_BYTES: "65536" } })
+    owner = (await gw.cli(["namespace", "create", "fnapp"])).api_key
+    otherOwner = (await gw.cli(["namespace", "create", "fnother"])).api_key
+    runtimeKey = await mintKey(gw, owner, { profile: "runtime", label: "app" })
+  }, 180_000)
+  afterAll(async () => {
+    await gw?.stop()
+  })
+
+  it("deploys a Go function and invokes it: JSON out as written, the request id and duration headers, host calls answered", async () => {
+    const deployed = await deploy(owner, { name: "hello", metadata: JSON.stringify({ env_vars: { GREETING: "hi" } }) }, hello)
+    expect(deployed.status, JSON.stringify(deployed.body)).toBe(201)
+    expect(deployed.body).toMatchObject({ name: "hello", version: 1, memory_limit_mb: 64, timeout_seconds: 30, is_public: false, env_vars: { GREETING: "hi" } })
+    const first = await invoke("/v1/functions/hello/invoke", JSON.stringify({ name: "ada" }), runtimeKey)
+    expect(first.status, first.text).toBe(200)
+    expect(first.json).toMatchObject({ message: "hi, ada", hits: 1, wallet: "fnapp" })
+    expect(first.json["request_id"]).toBe(first.headers.get("x-request-id"))
+    expect(Number(first.headers.get("x-duration-ms"))).toBeGreaterThan(0)
+    const second = await invoke("/v1/functions/hello/invoke", JSON.stringify({ name: "bob" }), runtimeKey)
+    expect(second.json).toMatchObject({ message: "hi, bob", hits: 2 })
+  }, 60_000)
+
+  it("refuses a deploy before storing anything: no module, not WebAssembly, an import not offered (named), no _start, a bad setting, a bad name", async () => {
+    const unknownImport = await watModule(`(module (import "env" "launch_missiles" (func (param i32))) (memory (export "memory") 1) (func (export "_start")))`)
+    const noStart = await watModule(`(module (memory (export "memory") 1) (func (export "main")))`)
+    const cases: Array<[Record<string, string>, Uint8Array | undefined, number, string, RegExp]> = [
+      [{ name: "x" }, undefined, 400, "BAD_REQUEST", /no wasm part/],
+      [{ name: "x" }, new TextEncoder().encode("not wasm at all"), 400, "BAD_REQUEST", /not a WebAssembly module/],
+      [{ name: "x" }, unknownImport, 400, "BAD_REQUEST", /env\.launch_missiles/],
+      [{ name: "x" }, noStart, 400, "BAD_REQUEST", /_start/],
+      [{ name: "x", memory_limit_mb: "300" }, hello, 400, "VALIDATION_FAILED", /memory_limit_mb/],
+      [{ name: "x", timeout_seconds: "0" }, hello, 400, "VALIDATION_FAILED", /timeout_seconds/],
+      [{ name: "x", memory_limit_mb: "1" }, hello, 400, "BAD_REQUEST", /memory at start/],
+      [{ name: "Bad_Name" }, hello, 400, "VALIDATION_FAILED", /name/]
+    ]
+    for (const [fields, wasm, status, code, message] of cases) {
+      const answer = await deploy(owner, fields, wasm)
+      expect([answer.status, answer.body["code"]], JSON.stringify(answer.body)).toEqual([status, code])
+      expect(String(answer.body["error"])).toMatch(message)
+    }
+    const listed = await gw.request("GET", "/v1/functions", { token: owner })
+    expect((listed.body as { functions: Array<{ name: string }> }).functions.map((f) => f.name)).not.toContain("x")
+    const runtimeDeploy = await deploy(runtimeKey, { name: "y" }, hello)
+    expect(runtimeDeploy.status).toBe(403)
+  }, 60_000)
+
+  it("runs the host calls of the original ABI: SQL through the guard, secrets, the function's cache map, publish, push, fetch, nested invoke", async () => {
+    expect((await deploy(owner, { name: "kitchen" }, kitchen)).status).toBe(201)
+    const k = (body: unknown) => invoke("/v1/functions/kitchen/invoke", JSON.stringify(body), runtimeKey)
+    expect((await k({ op: "exec", sql: "CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)", args: "[]" })).status).toBe(200)
+    const inserted = await k({ op: "exec", sql: "INSERT INTO notes (body) VALUES (?)", args: JSON.stringify(["first"]) })
+    expect(inserted.json).toMatchObject({ rows_affected: 1, last_insert_id: 1 })
+    expect((await k({ op: "query", sql: "SELECT id, body FROM notes", args: "[]" })).json).toEqual([{ id: 1, body: "first" }])
+    // the guard: nobody is exempt, the call answers 0 (null here)
+    expect((await k({ op: "query", sql: "SELECT * FROM functions", args: "[]" })).text).toBe("null")
+    const secret = await gw.request("PUT", "/v1/functions/kitchen/secrets/API_TOKEN", { token: owner, json: { value: "s3cret" } })
+    expect(secret.status, secret.text).toBe(200)
+    expect((await k({ op: "secret", key: "API_TOKEN" })).json).toEqual({ value: "s3cret" })
+    expect((await gw.request("GET", "/v1/functions/kitchen/secrets", { token: owner })).body).toMatchObject({ secrets: [{ key: "API_TOKEN" }] })
+    expect((await k({ op: "cache", key: "greeting", value: "hello" })).json).toEqual({ value: "hello" })
+    // the function's map is the platform's: no HTTP grant reaches it
+    const overHttp = await gw.request("POST", "/v1/cache/get", { token: owner, json: { dmap: "_portico/functions", key: "greeting" } })
+    expect(overHttp.status).toBe(403)
+    expect((await k({ op: "publish", topic: "rooms/a", data: "hi" })).json).toEqual({ published: 1 })
+    expect((await k({ op: "publish", topic: "_portico/x", data: "hi" })).json).toEqual({ published: 0 })
+    // no push configured for the namespace: the host's 0 (docs/push.md, "Function host")
+    expect((await k({ op: "push", user: "nobody", msg: JSON.stringify({ title: "t", body: "b" }) })).text).toBe("null")
+    // the egress guard holds: loopback is not a public address
+    const fetched = await k({ op: "fetch", url: `${gw.url}/health` })
+    expect(fetched.json).toMatchObject({ status: 0 })
+    const nested = await k({ op: "invoke", name: "hello", data: JSON.stringify({ name: "nest" }) })
+    expect(JSON.parse(String(nested.json["answer"]))).toMatchObject({ message: "hi, nest" })
+  }, 60_000)
+
+  it("answers plain output in the envelope, and a non-zero exit 502 FUNCTION_FAILED with its stderr in the logs", async () => {
+    const text = await invoke("/v1/functions/kitchen/invoke", JSON.stringify({ op: "text" }), runtimeKey)
+    expect(text.json).toMatchObject({ output: "plain text, not JSON", status: "ok", request_id: expect.any(String), duration_ms: expect.any(Number) })
+    const exit = await invoke("/v1/functions/kitchen/invoke", JSON.stringify({ op: "exit", code: 3 }), runtimeKey)
+    expect([exit.status, exit.json["code"]]).toEqual([502, "FUNCTION_FAILED"])
+    expect(String(exit.json["error"])).toMatch(/code 3/)
+    let lines: Array<{ message: string; level: string }> = []
+    for (let i = 0; i < 40 && !lines.some((l) => l.message === "exiting on request"); i++) {
+      await new Promise((r) => setTimeout(r, 100))
+      lines = ((await gw.request("GET", "/v1/functions/kitchen/logs", { token: owner })).body as { logs: typeof lines }).logs
+    }
+    expect(lines).toContainEqual(expect.objectContaining({ level: "error", message: "exiting on request" }))
+  }, 60_000)
+
+  it("invokes under /v1/invoke/<namespace>/<name>: public functions without a credential, others 404; a credential only in its own namespace", async () => {
+    expect((await invoke("/v1/invoke/fnapp/hello", "{}")).status).toBe(404)
+    const changed = await gw.request("PATCH", "/v1/functions/hello", { token: owner, json: { is_public: true } })
+    expect(changed.status, changed.text).toBe(200)
+    const anonymous = await invoke("/v1/invoke/fnapp/hello", JSON.stringify({ name: "anon" }))
+    expect(anonymous.status, anonymous.text).toBe(200)
+    expect(anonymous.json).toMatchObject({ message: "hi, anon", wallet: "" })
+    expect((await invoke("/v1/invoke/fnapp/hello", "{}", otherOwner)).status).toBe(403)
+    expect((await invoke("/v1/invoke/fnapp/hello@1", JSON.stringify({ name: "v1" }), runtimeKey)).status).toBe(200)
+    expect((await invoke("/v1/invoke/fnapp/hello@9", "{}", runtimeKey)).status).toBe(404)
+    expect((await invoke("/v1/invoke/fnother/hello", "{}")).status).toBe(404)
+  }, 60_000)
+
+  it("keeps versions, rolls back to one as a new version, and deletes", async () => {
+    expect((await deploy(owner, { name: "hello" }, hello)).body).toMatchObject({ version: 2, is_public: true, env_vars: { GREETING: "hi" } })
+    const rolled = await gw.request("POST", "/v1/functions/hello/rollback", { token: owner, json: { version: 1 } })
+    expect(rolled.body).toMatchObject({ version: 3 })
+    const versions = (await gw.request("GET", "/v1/functions/hello/versions", { token: owner })).body as { live: number; versions: Array<{ version: number }> }
+    expect(versions.live).toBe(3)
+    expect(versions.versions.map((v) => v.version)).toEqual([3, 2, 1])
+    expect((await gw.request("DELETE", "/v1/functions/hello", { token: owner })).body).toEqual({ status: "deleted", name: "hello" })
+    expect((await invoke("/v1/functions/hello/invoke", "{}", runtimeKey)).status).toBe(404)
+    expect((await gw.request("GET", "/v1/functions/hello", { token: owner })).status).toBe(404)
+  }, 60_000)
+
+  it("stops a hostile module at its deadline (busy loop, growth past its memory), traps and oversized output and input, while another tenant's function answers", async () => {
+    const loop = await watModule(`(module (memory (export "memory") 1) (func (export "_start") (loop $l (br $l))))`)
+    const grow = await watModule(
+      `(module (memory (export "memory") 1) (func (export "_start") (loop $l (br_if $l (i32.ne (memory.grow (i32.const 16)) (i32.const -1)))) unreachable))`
+    )
+    const trap = await watModule(`(module (memory (export "memory") 1) (func (export "_start") unreachable))`)
+    const flood = await watModule(`(module
+      (import "wasi_snapshot_preview1" "fd_write" (func $w (param i32 i32 i32 i32) (result i32)))
+      (memory (export "memory") 2)
+      (func (export "_start") (i32.store (i32.const 0) (i32.const 64)) (i32.store (i32.const 4) (i32.const 65536))
+        (loop $l (drop (call $w (i32.const 1) (i32.const 0) (i32.const 1) (i32.const 8))) (br $l))))`)
+    for (const [name, wasm] of [["loop", loop], ["grow", grow], ["trap", trap], ["flood", flood]] as const) {
+      const answer = await deploy(otherOwner, { name, timeout_seconds: "1", memory_limit_mb: "2" }, wasm)
+      expect(answer.status, JSON.stringify(answer.body)).toBe(201)
+    }
+    const started = performance.now()
+    const [looped, answered] = await Promise.all([
+      invoke("/v1/functions/loop/invoke", "", otherOwner),
+      (async () => {
+        await new Promise((r) => setTimeout(r, 200))
+        return invoke("/v1/functions/kitchen/invoke", JSON.stringify({ op: "echo" }), runtimeKey)
+      })()
+    ])
+    const took = performance.now() - started
+    expect([looped.status, looped.json["code"]]).toEqual([504, "FUNCTION_TIMEOUT"])
+    expect(took).toBeLessThan(3000)
+    expect(answered.status).toBe(200)
+    const grown = await invoke("/v1/functions/grow/invoke", "", otherOwner)
+    expect([grown.status, grown.json["code"]]).toEqual([502, "FUNCTION_FAILED"])
+    const trapped = await invoke("/v1/functions/trap/invoke", "", otherOwner)
+    expect([trapped.status, trapped.json["code"]]).toEqual([502, "FUNCTION_FAILED"])
+    expect(String(trapped.json["error"])).toMatch(/unreachable/)
+    const flooded = await invoke("/v1/functions/flood/invoke", "", otherOwner)
+    expect([flooded.status, flooded.json["code"]]).toEqual([502, "FUNCTION_FAILED"])
+    const big = await invoke("/v1/functions/kitchen/invoke", new Uint8Array(65537), runtimeKey)
+    expect([big.status, big.json["code"]]).toEqual([413, "PAYLOAD_TOO_LARGE"])
+    // after all of it the runner still answers
+    expect((await invoke("/v1/functions/kitchen/invoke", JSON.stringify({ op: "echo" }), runtimeKey)).status).toBe(200)
+  }, 60_000)
+})
