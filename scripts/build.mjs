@@ -76,8 +76,8 @@ export const build = (reason) => {
 }
 
 /**
- * dist/bundle/: the command's entry and the SQLite worker's (a process of its own, started from
- * the file beside the pool's chunk), with code splitting so a module imported lazily (the OpenAPI
+ * dist/bundle/: the command's entry, the SQLite worker's and the function runner's (processes of
+ * their own, started from the file beside the chunk that starts them), with code splitting so a module imported lazily (the OpenAPI
  * document, ioredis, the UnixFS importer, each CLI command) stays a chunk loaded when first used.
  * Packages are bundled too, but the native addons, which load their binaries by path. CommonJS
  * packages inside an ES module bundle call `require`, which the banner gives each chunk. The
@@ -88,7 +88,14 @@ const bundle = () => {
   const esbuild = createRequire(import.meta.url)("esbuild")
   rmSync(bundleDir, { recursive: true, force: true })
   const result = esbuild.buildSync({
-    entryPoints: { main: path.join(distDir, "main.js"), sqliteWorker: path.join(distDir, "layers", "sql", "sqliteWorker.js") },
+    entryPoints: {
+      main: path.join(distDir, "main.js"),
+      sqliteWorker: path.join(distDir, "layers", "sql", "sqliteWorker.js"),
+      // the function runner's process and its threads, found beside the chunk that starts them
+      // (src/layers/functions/FunctionRunner.ts: ./runner/functionRunner.js)
+      "runner/functionRunner": path.join(distDir, "layers", "functions", "runner", "functionRunner.js"),
+      "runner/instanceThread": path.join(distDir, "layers", "functions", "runner", "instanceThread.js")
+    },
     outdir: bundleDir,
     bundle: true,
     splitting: true,

@@ -6,6 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { deployForm, goFunction, watModule } from "../support/functions.js"
+import { ensureDist } from "../support/cli.js"
 import { type Gateway, mintKey, startGateway } from "../support/gateway.js"
 
 describe("functions on embedded engines", () => {
@@ -191,4 +192,23 @@ describe("functions on embedded engines", () => {
     // after all of it the runner still answers
     expect((await invoke("/v1/functions/kitchen/invoke", JSON.stringify({ op: "echo" }), runtimeKey)).status).toBe(200)
   }, 60_000)
+})
+
+describe("functions from the bundle (as npm start runs)", () => {
+  let gw: Gateway
+  afterAll(async () => {
+    await gw?.stop()
+  })
+
+  it("starts the runner and its threads from dist/bundle and answers an invoke", async () => {
+    ensureDist()
+    gw = await startGateway({ bundled: true })
+    const owner = (await gw.cli(["namespace", "create", "fnbundle"])).api_key
+    const form = deployForm({ name: "hello" }, goFunction("hello"))
+    const deployed = await fetch(`${gw.url}/v1/functions`, { method: "POST", headers: { authorization: `Bearer ${owner}` }, body: form })
+    expect(deployed.status, await deployed.clone().text()).toBe(201)
+    const invoked = await gw.request("POST", "/v1/functions/hello/invoke", { token: owner, body: JSON.stringify({ name: "bundle" }) })
+    expect(invoked.status, invoked.text).toBe(200)
+    expect(invoked.body).toMatchObject({ message: "hello, bundle" })
+  }, 120_000)
 })

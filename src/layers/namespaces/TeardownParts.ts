@@ -72,6 +72,19 @@ export const removePart = (tools: PartTools, namespace: string, part: TeardownPa
     case "cache":
       return removeCache(tools, namespace)
     // history, sequences and presence; its sockets close as its keys and sessions (the access part) stop standing
+    // the functions' rows (their modules' content references go with the storage part)
+    case "functions":
+      return Effect.asVoid(
+        orFail(
+          "functions",
+          tools.registry.batch(
+            ["functions", "function_versions", "function_secrets", "function_logs"].map((table) => ({
+              sql: `DELETE FROM ${table} WHERE namespace = ?`,
+              params: [namespace]
+            }))
+          )
+        )
+      )
     case "pubsub":
       return orFail("pubsub", tools.pubsub.withinDeadline(tools.pubsub.engine.dropNamespace(namespace)))
     case "push":
