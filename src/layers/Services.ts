@@ -60,10 +60,10 @@ import { OperatorHealth } from "./operators/OperatorHealth.js"
 import { MemoryPubSubEngine } from "./pubsub/MemoryPubSubEngine.js"
 import { PubSub } from "./pubsub/PubSub.js"
 import { RedisPubSubEngine } from "./pubsub/RedisPubSubEngine.js"
-import { FunctionRunnerLive } from "./functions/FunctionRunner.js"
-import { FunctionsLive } from "./functions/Functions.js"
-import { FunctionStoreLive } from "./functions/FunctionStore.js"
-import { InvocationsLive } from "./functions/Invocations.js"
+import { FunctionRunner } from "./functions/FunctionRunner.js"
+import { Functions } from "./functions/Functions.js"
+import { FunctionStore } from "./functions/FunctionStore.js"
+import { Invocations } from "./functions/Invocations.js"
 
 export interface ServicesOptions {
   /**
@@ -135,10 +135,10 @@ export const servicesLayer = (settings: PorticoSettings, options: ServicesOption
   const runtime = AppRuntime.Live.pipe(Layer.provideMerge(deploymentRecords), Layer.provide(WorkloadTokens.Live))
   // functions: the control plane over the registry and content storage, and invocations over the
   // runner and the services their host calls reach
-  const functions = InvocationsLive.pipe(
-    Layer.provideMerge(FunctionsLive),
-    Layer.provideMerge(FunctionStoreLive),
-    Layer.provide(Layer.mergeAll(FunctionRunnerLive, cacheStore, pubsub, sql, storage, push))
+  const functions = Invocations.Live.pipe(
+    Layer.provideMerge(Functions.Live),
+    Layer.provideMerge(FunctionStore.Live),
+    Layer.provide(Layer.mergeAll(FunctionRunner.Live, cacheStore, pubsub, sql, storage, push))
   )
   return Layer.mergeAll(Authenticator.Live, WorkloadTokens.Live, cache, pubsub, sql, storage, push, domains, runtime, AppBuilds.Live, functions).pipe(
     // pub/sub charges each message to the namespace budget the gates draw on: one limiter for both

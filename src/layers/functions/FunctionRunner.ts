@@ -35,7 +35,19 @@ export interface FunctionRunnerService {
   readonly pid: () => number | undefined
 }
 
-export class FunctionRunner extends Context.Tag("portico/FunctionRunner")<FunctionRunner, FunctionRunnerService>() {}
+export class FunctionRunner extends Context.Tag("portico/FunctionRunner")<FunctionRunner, FunctionRunnerService>() {
+  static readonly Live = Layer.suspend(() =>
+    Layer.scoped(
+      FunctionRunner,
+      Effect.gen(function* () {
+        const settings = (yield* PorticoConfig).functions
+        return yield* scopedRunner({ threads: settings.threads, moduleCache: settings.moduleCache, heapMb: settings.threadHeapMb })
+      })
+    )
+  )
+  /** A runner of one thread; its process starts at the first run, as in production. */
+  static readonly Test = Layer.suspend(() => Layer.scoped(FunctionRunner, scopedRunner({ threads: 1, moduleCache: 10, heapMb: 64 })))
+}
 
 /** How long past a run's deadline the runner may take to answer it before it is taken for wedged. */
 const GRACE_MS = 5_000
@@ -185,12 +197,9 @@ export const makeFunctionRunner = (options: RunnerOptions) => {
   return { service, close }
 }
 
-export const FunctionRunnerLive = Layer.scoped(
-  FunctionRunner,
+const scopedRunner = (options: RunnerOptions) =>
   Effect.gen(function* () {
-    const settings = (yield* PorticoConfig).functions
-    const { service, close } = makeFunctionRunner({ threads: settings.threads, moduleCache: settings.moduleCache, heapMb: settings.threadHeapMb })
+    const { service, close } = makeFunctionRunner(options)
     yield* Effect.addFinalizer(() => Effect.sync(close))
     return service
   })
-)

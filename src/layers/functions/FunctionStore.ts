@@ -6,6 +6,7 @@
  */
 import { Context, Effect, Layer, Schema } from "effect"
 import { type Row, RegistryStore, type Statement, StoreError } from "../registry/RegistryStore.js"
+import { SqliteRegistryStore } from "../registry/SqliteRegistryStore.js"
 
 const FunctionRow = Schema.Struct({
   namespace: Schema.String,
@@ -77,7 +78,11 @@ export interface FunctionStoreService {
   readonly dropNamespace: (namespace: string) => Effect.Effect<ReadonlyArray<VersionRow & { name: string }>, StoreError>
 }
 
-export class FunctionStore extends Context.Tag("portico/FunctionStore")<FunctionStore, FunctionStoreService>() {}
+export class FunctionStore extends Context.Tag("portico/FunctionStore")<FunctionStore, FunctionStoreService>() {
+  static readonly Live = Layer.suspend(() => Layer.effect(FunctionStore, makeFunctionStore))
+  /** Over the registry's test double (a fresh SQLite file). */
+  static readonly Test = Layer.suspend(() => FunctionStore.Live.pipe(Layer.provide(SqliteRegistryStore.Test)))
+}
 
 export const makeFunctionStore = Effect.gen(function* () {
   const store = yield* RegistryStore
@@ -212,4 +217,3 @@ export const makeFunctionStore = Effect.gen(function* () {
   return service
 })
 
-export const FunctionStoreLive = Layer.effect(FunctionStore, makeFunctionStore)

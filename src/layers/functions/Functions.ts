@@ -64,7 +64,13 @@ export interface FunctionsService {
   readonly dropNamespace: (namespace: string) => Effect.Effect<number, FunctionRefused>
 }
 
-export class Functions extends Context.Tag("portico/Functions")<Functions, FunctionsService>() {}
+export class Functions extends Context.Tag("portico/Functions")<Functions, FunctionsService>() {
+  static readonly Live = Layer.suspend(() => Layer.effect(Functions, makeFunctions))
+  /** Over the doubles of the registry rows, content storage, its index, the sealer and the settings. */
+  static readonly Test = Layer.suspend(() =>
+    Functions.Live.pipe(Layer.provide(Layer.mergeAll(FunctionStore.Test, Storage.Test, ContentIndex.Test, Sealer.Test, PorticoConfig.Test)))
+  )
+}
 
 const storeDown = () => refuse("UNAVAILABLE", "the registry did not answer", "retry shortly", 2)
 const noFunction = (name: string) => refuse("NOT_FOUND", `no function named ${name}`, "GET /v1/functions lists this namespace's functions")
@@ -88,9 +94,7 @@ const parseInteger = (text: string | undefined, field: string, range: { min: num
       ? Effect.succeed(Number(text))
       : Effect.fail(invalid(`${field} must be an integer from ${range.min} to ${range.max}`))
 
-export const FunctionsLive = Layer.effect(
-  Functions,
-  Effect.gen(function* () {
+const makeFunctions = Effect.gen(function* () {
     const store = yield* FunctionStore
     const storage = yield* Storage
     const index = yield* ContentIndex
@@ -329,7 +333,6 @@ export const FunctionsLive = Layer.effect(
 
     return service
   })
-)
 
 class TooLarge extends Error {}
 

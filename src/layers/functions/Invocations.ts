@@ -15,6 +15,7 @@ import type { Principal } from "../../domain/Principal.js"
 import { capMemory, WASM_PAGE_BYTES } from "../../domain/WasmBinary.js"
 import { parseGrant } from "../../domain/Grants.js"
 import { CacheStore } from "../cache/CacheStore.js"
+import { MemoryCacheStore } from "../cache/MemoryCacheStore.js"
 import { PorticoConfig } from "../config/PorticoConfig.js"
 import { GuardedFetch } from "../egress/GuardedFetch.js"
 import { PubSub } from "../pubsub/PubSub.js"
@@ -47,9 +48,33 @@ export interface Invoked {
 
 export interface InvocationsService {
   readonly invoke: (request: InvokeRequest) => Effect.Effect<Invoked, InvokeRefused>
+  /** Log lines dropped since start because the write queue was full. */
+  readonly droppedLogLines: () => number
 }
 
-export class Invocations extends Context.Tag("portico/Invocations")<Invocations, InvocationsService>() {}
+export class Invocations extends Context.Tag("portico/Invocations")<Invocations, InvocationsService>() {
+  static readonly Live = Layer.suspend(() => Layer.scoped(Invocations, makeInvocations))
+  /** Over the doubles of every service its host calls reach, and a runner of one thread. */
+  static readonly Test = Layer.suspend(() =>
+    Invocations.Live.pipe(
+      Layer.provide(Functions.Test),
+      Layer.provide(
+        Layer.mergeAll(
+          FunctionStore.Test,
+          FunctionRunner.Test,
+          MemoryCacheStore.Test,
+          ClusterSql.Test,
+          PubSub.Test,
+          PushSender.Test,
+          GuardedFetch.Test,
+          Storage.Test,
+          Sealer.Test,
+          PorticoConfig.Test
+        )
+      )
+    )
+  )
+}
 
 const LOG_QUEUE_MAX = 4096
 const RUNTIME_GRANTS = ["pubsub", "cache", "storage", "db:write"].map((g) => parseGrant(g)!)
@@ -74,9 +99,7 @@ const callerIdentity = (caller: Principal | undefined, namespace: string) => {
   return { subject: caller.subject }
 }
 
-export const InvocationsLive = Layer.scoped(
-  Invocations,
-  Effect.gen(function* () {
+const makeInvocations = Effect.gen(function* () {
     const settings = (yield* PorticoConfig).functions
     const store = yield* FunctionStore
     const functions = yield* Functions
@@ -203,6 +226,6 @@ export const InvocationsLive = Layer.scoped(
         return { requestId, ms: performance.now() - started, output: end.kind === "exit" ? end.stdout : new Uint8Array() }
       })
 
-    return { invoke: (request) => invoke(request, 0), dropped: () => dropped }
+    const service: InvocationsService = { invoke: (request) => invoke(request, 0), droppedLogLines: () => dropped }
+    return service
   })
-)
