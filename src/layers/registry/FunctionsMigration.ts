@@ -1,0 +1,52 @@
+/** Migration 16 (functions' rows, docs/functions.md), kept beside migrations.ts so that list stays readable. */
+import type { Migration } from "./migrations.js"
+
+export const functionsMigration: Migration = {
+    id: 16,
+    name: "functions",
+    statements: [
+      // One row per function: its live version and its settings, which every version runs with
+      // (docs/functions.md, "Versions"). The environment is sealed JSON.
+      `CREATE TABLE IF NOT EXISTS functions (
+        namespace TEXT NOT NULL,
+        name TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        memory_mb INTEGER NOT NULL,
+        timeout_ms INTEGER NOT NULL,
+        public INTEGER NOT NULL,
+        env_sealed TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        updated_at INTEGER NOT NULL,
+        PRIMARY KEY (namespace, name)
+      )`,
+      // Each deploy and rollback is a version; `ref` names its content reference (kind 'function').
+      `CREATE TABLE IF NOT EXISTS function_versions (
+        namespace TEXT NOT NULL,
+        name TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        cid TEXT NOT NULL,
+        size INTEGER NOT NULL,
+        ref TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        PRIMARY KEY (namespace, name, version)
+      )`,
+      `CREATE TABLE IF NOT EXISTS function_secrets (
+        namespace TEXT NOT NULL,
+        name TEXT NOT NULL,
+        key TEXT NOT NULL,
+        sealed TEXT NOT NULL,
+        updated_at INTEGER NOT NULL,
+        PRIMARY KEY (namespace, name, key)
+      )`,
+      `CREATE TABLE IF NOT EXISTS function_logs (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        namespace TEXT NOT NULL,
+        name TEXT NOT NULL,
+        at INTEGER NOT NULL,
+        request_id TEXT NOT NULL,
+        level TEXT NOT NULL,
+        message TEXT NOT NULL
+      )`,
+      `CREATE INDEX IF NOT EXISTS function_logs_function ON function_logs (namespace, name, seq)`
+    ]
+  }
