@@ -15,6 +15,12 @@ export const NamespaceName = Schema.String.pipe(
 ).annotations({ identifier: "NamespaceName" })
 export type NamespaceName = typeof NamespaceName.Type
 
+/**
+ * The platform's own names inside a namespace: pub/sub topics (read-only to tenants) and cache
+ * maps (functions' own, out of every HTTP grant's reach) under it are never a tenant's to write.
+ */
+export const PLATFORM_PREFIX = "_portico/"
+
 /** Reserved namespace names: platform hosts and the lobby. */
 export const reservedNamespaces: ReadonlySet<string> = new Set(["lobby", "cluster", "portico", "www", "api", "admin", "internal"])
 

@@ -5,6 +5,7 @@
  */
 import { matchesKeyPattern } from "./Grants.js"
 import type { Principal } from "./Principal.js"
+import { PLATFORM_PREFIX } from "./Names.js"
 
 /** Topic names: 1-256 characters of letters, digits and `. _ ~ : / @ + = -` (no `*`, `,` or space). */
 export const TOPIC_MAX = 256
@@ -12,7 +13,7 @@ export const TOPIC_SHAPE = /^[A-Za-z0-9._~:/@+=-]{1,256}$/
 export const TOPIC_RULE = "1-256 characters of letters, digits and . _ ~ : / @ + = -"
 
 /** The platform's own topics (membership events of media rooms, ...): tenants may read, never publish. */
-export const RESERVED_PREFIX = "_portico/"
+export const RESERVED_PREFIX = PLATFORM_PREFIX
 
 export const isTopic = (text: string): boolean => TOPIC_SHAPE.test(text)
 

@@ -10,6 +10,7 @@ import { cacheGrantReaches, cacheGrantReachesMap } from "../../domain/Grants.js"
 import type { Principal } from "../../domain/Principal.js"
 import { type CacheEntry, CacheStore, type CacheUnavailable } from "./CacheStore.js"
 import { MemoryCacheStore } from "./MemoryCacheStore.js"
+import { PLATFORM_PREFIX } from "../../domain/Names.js"
 
 /** A cache rule refused the request, in the cache family's codes; `status` is the code's (the catalogue's). */
 export class CacheRefused extends Data.TaggedError("CacheRefused")<{
@@ -51,12 +52,8 @@ export interface CacheService {
   readonly now?: CacheNow | undefined
 }
 
-/**
- * Maps under `_portico/` are the platform's (functions' own map, docs/functions.md): no grant
- * reaches them over HTTP, as no tenant may publish under pub/sub's `_portico/`.
- */
-export const PLATFORM_MAP_PREFIX = "_portico/"
-const isPlatformMap = (dmap: string): boolean => dmap.startsWith(PLATFORM_MAP_PREFIX)
+/** Maps under the platform's prefix (functions' own map, docs/functions.md): no grant reaches them over HTTP. */
+const isPlatformMap = (dmap: string): boolean => dmap.startsWith(PLATFORM_PREFIX)
 
 /** Whether the caller's cache grants reach `key` in `dmap`. */
 const allows = (caller: Principal, dmap: string, key: string): boolean =>

@@ -3,6 +3,7 @@
  * has a default; a value the gateway could not work with is refused at start.
  */
 import { Config, Effect } from "effect"
+import { between } from "./IntegerSetting.js"
 import * as os from "node:os"
 
 export interface FunctionSettings {
@@ -46,12 +47,6 @@ export const defaultFunctionSettings: FunctionSettings = {
   logLinesKept: 1000,
   maxDepth: 5
 }
-
-const between = (name: string, fallback: number, min: number, max: number) =>
-  Config.integer(name).pipe(
-    Config.validate({ message: `expected an integer from ${min} to ${max}`, validation: (n) => n >= min && n <= max }),
-    Config.withDefault(fallback)
-  )
 
 /** The settings from the environment, each defaulting to `defaultFunctionSettings`. */
 export const functionConfig = Effect.gen(function* () {

@@ -3,6 +3,7 @@
  * limit has a default; a value the gateway could not work with is refused at start.
  */
 import { Config, ConfigError, Effect, Option } from "effect"
+import { between } from "./IntegerSetting.js"
 
 export interface PubSubSettings {
   /**
@@ -72,12 +73,6 @@ export const defaultPubSubSettings: PubSubSettings = {
 
 /** The largest frame a message makes: its base64 and the frame's own members (topic, position). */
 export const largestFrameBytes = (maxMessageBytes: number): number => Math.ceil(maxMessageBytes / 3) * 4 + 512
-
-const between = (name: string, fallback: number, min: number, max: number) =>
-  Config.integer(name).pipe(
-    Config.validate({ message: `expected an integer from ${min} to ${max}`, validation: (n) => n >= min && n <= max }),
-    Config.withDefault(fallback)
-  )
 
 /** The settings from the environment, each defaulting to `defaultPubSubSettings`. */
 export const pubSubConfig = Effect.gen(function* () {

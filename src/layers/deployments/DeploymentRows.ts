@@ -3,8 +3,8 @@
  * stamps as 20-digit text), decoded by Schema and turned into the records of DeploymentRecord.ts.
  * A row not of its shape is a StoreError of reason `statement` (a damaged row, never a client's).
  */
-import { Effect, Schema } from "effect"
-import { type Row, StoreError } from "../registry/RegistryStore.js"
+import { Schema } from "effect"
+import { decodeRows } from "../registry/RegistryRows.js"
 import {
   type CustomDomainRecord,
   type DeploymentEvent,
@@ -68,12 +68,6 @@ const DomainRow = Schema.Struct({
   created_at: Schema.Number,
   verified_at: Schema.NullOr(Schema.Number)
 })
-
-const decodeRows = <A, I>(what: string, schema: Schema.Schema<A, I>) => {
-  const decode = Schema.decodeUnknown(Schema.Array(schema))
-  return (rows: ReadonlyArray<Row>) =>
-    Effect.mapError(decode(rows), (e) => new StoreError({ reason: "statement", detail: `a ${what} row is not of its shape: ${e.message}` }))
-}
 
 export const decodeDeployments = decodeRows("deployment", DeploymentRow)
 export const decodeVersions = decodeRows("deployment version", VersionRow)

@@ -11,8 +11,8 @@
  */
 import { Context, Effect, Layer } from "effect"
 import { type ChildProcess, spawn } from "node:child_process"
-import { createRequire } from "node:module"
-import { fileURLToPath, pathToFileURL } from "node:url"
+import { fileURLToPath } from "node:url"
+import { loaderArgv } from "../ChildEntry.js"
 import { PorticoConfig } from "../config/PorticoConfig.js"
 import type { Ending, FromRunner, HostAnswer, HostArg, RunJob, ToRunner } from "./runner/Protocol.js"
 
@@ -55,8 +55,6 @@ const NOBODY = 65534
 
 const typescript = import.meta.url.endsWith(".ts")
 const runnerFile = fileURLToPath(new URL(`./runner/functionRunner.${typescript ? "ts" : "js"}`, import.meta.url))
-const tsxLoader = (): string =>
-  typeof import.meta.resolve === "function" ? import.meta.resolve("tsx") : pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href
 
 export interface RunnerOptions {
   readonly threads: number
@@ -107,7 +105,7 @@ export const makeFunctionRunner = (options: RunnerOptions) => {
     const root = process.getuid?.() === 0
     const proc = spawn(
       process.execPath,
-      [...(typescript ? ["--import", tsxLoader()] : []), runnerFile, String(options.threads), String(options.moduleCache), String(options.heapMb)],
+      [...loaderArgv(typescript), runnerFile, String(options.threads), String(options.moduleCache), String(options.heapMb)],
       {
         stdio: ["ignore", "ignore", "inherit", "ipc"],
         serialization: "advanced",

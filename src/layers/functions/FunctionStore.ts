@@ -5,7 +5,8 @@
  * rqlite as on SQLite.
  */
 import { Context, Effect, Layer, Schema } from "effect"
-import { type Row, RegistryStore, type Statement, StoreError } from "../registry/RegistryStore.js"
+import { RegistryStore, type Statement, type StoreError } from "../registry/RegistryStore.js"
+import { decodeRows } from "../registry/RegistryRows.js"
 import { SqliteRegistryStore } from "../registry/SqliteRegistryStore.js"
 
 const FunctionRow = Schema.Struct({
@@ -28,11 +29,6 @@ export type FunctionRow = typeof FunctionRow.Type
 export type VersionRow = typeof VersionRow.Type
 export type LogRow = typeof LogRow.Type
 
-const decodeRows = <A, I>(what: string, schema: Schema.Schema<A, I>) => {
-  const decode = Schema.decodeUnknown(Schema.Array(schema))
-  return (rows: ReadonlyArray<Row>) =>
-    Effect.mapError(decode(rows), (e) => new StoreError({ reason: "statement", detail: `a ${what} row is not of its shape: ${e.message}` }))
-}
 const decodeFunctions = decodeRows("function", FunctionRow)
 const decodeVersions = decodeRows("function version", VersionRow)
 const decodeLogs = decodeRows("function log", LogRow)
@@ -41,6 +37,14 @@ const decodeLogs = decodeRows("function log", LogRow)
 const SELECT_FUNCTION = `SELECT f.namespace, f.name, f.version, f.memory_mb, f.timeout_ms, f.public, f.env_sealed, f.created_at,
   f.updated_at, v.cid, v.size FROM functions f JOIN function_versions v
   ON v.namespace = f.namespace AND v.name = f.name AND v.version = f.version`
+
+/** Statements removing one function's rows, or every function's of the namespace (its deletion). */
+export const functionRowDeletes = (namespace: string, name?: string): ReadonlyArray<Statement> =>
+  ["functions", "function_versions", "function_secrets", "function_logs"].map((table) =>
+    name === undefined
+      ? { sql: `DELETE FROM ${table} WHERE namespace = ?`, params: [namespace] }
+      : { sql: `DELETE FROM ${table} WHERE namespace = ? AND name = ?`, params: [namespace, name] }
+  )
 
 export interface Settings {
   readonly memoryMb: number
@@ -74,8 +78,6 @@ export interface FunctionStoreService {
     keep: number
   ) => Effect.Effect<void, StoreError>
   readonly logs: (namespace: string, name: string, limit: number, before: number | undefined) => Effect.Effect<ReadonlyArray<LogRow>, StoreError>
-  /** Every function of a namespace, with its versions' refs (namespace deletion). */
-  readonly dropNamespace: (namespace: string) => Effect.Effect<ReadonlyArray<VersionRow & { name: string }>, StoreError>
 }
 
 export class FunctionStore extends Context.Tag("portico/FunctionStore")<FunctionStore, FunctionStoreService>() {
@@ -131,13 +133,7 @@ export const makeFunctionStore = Effect.gen(function* () {
     remove: (namespace, name) =>
       Effect.gen(function* () {
         const versions = yield* service.versions(namespace, name)
-        const params = [namespace, name]
-        yield* store.batch([
-          { sql: "DELETE FROM functions WHERE namespace = ? AND name = ?", params },
-          { sql: "DELETE FROM function_versions WHERE namespace = ? AND name = ?", params },
-          { sql: "DELETE FROM function_secrets WHERE namespace = ? AND name = ?", params },
-          { sql: "DELETE FROM function_logs WHERE namespace = ? AND name = ?", params }
-        ])
+        yield* store.batch(functionRowDeletes(namespace, name))
         return versions
       }),
     prune: (namespace, name, keep) =>
@@ -199,20 +195,7 @@ export const makeFunctionStore = Effect.gen(function* () {
           sql: "SELECT seq, at, request_id, level, message FROM function_logs WHERE namespace = ? AND name = ? AND seq < ? ORDER BY seq DESC LIMIT ?",
           params: [namespace, name, before ?? Number.MAX_SAFE_INTEGER, limit]
         })
-        .pipe(Effect.flatMap(decodeLogs)),
-    dropNamespace: (namespace) =>
-      Effect.gen(function* () {
-        const rows = yield* store.query({ sql: "SELECT name, version, cid, size, ref, created_at FROM function_versions WHERE namespace = ?", params: [namespace] })
-        const versions = yield* decodeRows("function version", Schema.extend(VersionRow, Schema.Struct({ name: Schema.String })))(rows)
-        const params = [namespace]
-        yield* store.batch([
-          { sql: "DELETE FROM functions WHERE namespace = ?", params },
-          { sql: "DELETE FROM function_versions WHERE namespace = ?", params },
-          { sql: "DELETE FROM function_secrets WHERE namespace = ?", params },
-          { sql: "DELETE FROM function_logs WHERE namespace = ?", params }
-        ])
-        return versions
-      })
+        .pipe(Effect.flatMap(decodeLogs))
   }
   return service
 })

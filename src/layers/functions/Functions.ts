@@ -60,8 +60,6 @@ export interface FunctionsService {
   readonly readModule: (row: Pick<FunctionRow, "namespace" | "cid">) => Effect.Effect<Uint8Array, FunctionRefused>
   /** The environment of a function row, opened. */
   readonly envOf: (row: FunctionRow) => Effect.Effect<Readonly<Record<string, string>>, FunctionRefused>
-  /** A namespace's functions removed (its deletion); how many. */
-  readonly dropNamespace: (namespace: string) => Effect.Effect<number, FunctionRefused>
 }
 
 export class Functions extends Context.Tag("portico/Functions")<Functions, FunctionsService>() {
@@ -304,12 +302,6 @@ const makeFunctions = Effect.gen(function* () {
           yield* existing(caller.namespace, name)
           const gone = yield* db(store.deleteSecret(caller.namespace, name, key))
           if (!gone) return yield* Effect.fail(refuse("NOT_FOUND", `${name} has no secret ${key}`))
-        }),
-      dropNamespace: (namespace) =>
-        Effect.gen(function* () {
-          const versions = yield* db(store.dropNamespace(namespace))
-          yield* release(namespace, versions)
-          return new Set(versions.map((v) => v.name)).size
         })
     }
 

@@ -26,6 +26,7 @@ import type { ContentEngineService } from "../storage/ContentEngine.js"
 import type { ContentIndexService } from "../storage/ContentIndex.js"
 import type { EvictorService } from "../storage/Evictor.js"
 import type { TeardownPart } from "./TeardownLedger.js"
+import { functionRowDeletes } from "../functions/FunctionStore.js"
 
 /** A part could not be removed now; `detail` goes to the ledger and the log. */
 export class PartFailed {
@@ -73,18 +74,9 @@ export const removePart = (tools: PartTools, namespace: string, part: TeardownPa
       return removeCache(tools, namespace)
     // history, sequences and presence; its sockets close as its keys and sessions (the access part) stop standing
     // the functions' rows (their modules' content references go with the storage part)
+    // the functions' rows; their modules' content references go with the storage part
     case "functions":
-      return Effect.asVoid(
-        orFail(
-          "functions",
-          tools.registry.batch(
-            ["functions", "function_versions", "function_secrets", "function_logs"].map((table) => ({
-              sql: `DELETE FROM ${table} WHERE namespace = ?`,
-              params: [namespace]
-            }))
-          )
-        )
-      )
+      return Effect.asVoid(orFail("functions", tools.registry.batch(functionRowDeletes(namespace))))
     case "pubsub":
       return orFail("pubsub", tools.pubsub.withinDeadline(tools.pubsub.engine.dropNamespace(namespace)))
     case "push":

@@ -16,6 +16,7 @@ import { topicExpiry } from "../../domain/PushRegistrations.js"
 import { PorticoConfig } from "../config/PorticoConfig.js"
 import { type KeysetSpec, type Page, type PageRequest, pageOf, pageStatement } from "../registry/Keyset.js"
 import { RegistryStore, type RegistryStoreService, type Row, type Statement, StoreError } from "../registry/RegistryStore.js"
+import { decodeRows } from "../registry/RegistryRows.js"
 import { SqliteRegistryStore } from "../registry/SqliteRegistryStore.js"
 import { Sealer, type SealerService } from "../secrets/Sealer.js"
 
@@ -175,15 +176,9 @@ const SealedTopic = Schema.parseJson(
   Schema.Struct({ provider: Schema.Literal("relay_push", "legacy_push", "ios_push", "ios_voip_push"), token: Schema.String })
 )
 
-const decodeRows = <A, I>(schema: Schema.Schema<A, I>) => {
-  const decode = Schema.decodeUnknown(Schema.Array(schema))
-  return (rows: ReadonlyArray<Row>) =>
-    Effect.mapError(decode(rows), (e) => new StoreError({ reason: "statement", detail: "a push row is not of its shape: " + e.message }))
-}
-
-const decodeCredentials = decodeRows(CredentialRow)
-const decodeDevices = decodeRows(DeviceRow)
-const decodeTopics = decodeRows(TopicRow)
+const decodeCredentials = decodeRows("push credential", CredentialRow)
+const decodeDevices = decodeRows("push device", DeviceRow)
+const decodeTopics = decodeRows("push topic", TopicRow)
 
 const nowSeconds = Effect.map(Clock.currentTimeMillis, (ms) => Math.floor(ms / 1000))
 

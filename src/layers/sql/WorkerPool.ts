@@ -25,8 +25,8 @@
 import { type ChildProcess, spawn } from "node:child_process"
 import * as os from "node:os"
 import type { Readable, Writable } from "node:stream"
-import { createRequire } from "node:module"
-import { fileURLToPath, pathToFileURL } from "node:url"
+import { fileURLToPath } from "node:url"
+import { loaderArgv } from "../ChildEntry.js"
 import type { WorkerFailure, WorkerOptions, WorkerRequest, WorkerValue } from "./SqliteProtocol.js"
 import { type Answer, FrameReader, readAnswer, READY_TAG, requestFrame } from "./WorkerFrames.js"
 
@@ -62,17 +62,7 @@ export interface Pending {
 
 const typescript = import.meta.url.endsWith(".ts")
 const workerFile = fileURLToPath(new URL(`./sqliteWorker.${typescript ? "ts" : "js"}`, import.meta.url))
-/**
- * A TypeScript checkout runs through tsx, which `portico` may have registered in-process (not
- * through flags a child inherits), so the child is given tsx's loader by absolute location.
- * Resolved when a worker starts, not on import.
- */
-const workerArgv = (): Array<string> => (typescript ? ["--import", tsxLoader()] : [])
-const tsxLoader = (): string =>
-  typeof import.meta.resolve === "function"
-    ? import.meta.resolve("tsx")
-    : // vitest's module runner (tests that start the pool in-process): tsx's one export by require
-      pathToFileURL(createRequire(import.meta.url).resolve("tsx")).href
+const workerArgv = (): Array<string> => loaderArgv(typescript)
 
 interface Proc {
   readonly child: ChildProcess
