@@ -8,13 +8,15 @@
  *   reads `CurrentSession`.
  * - `PeerGate`: another node of the cluster (spec §4.10), by its coordination MAC.
  * - `OpenGate`: no credential; the client network's rate limit only.
+ * - `OptionalAuthentication`: no credential, or one checked as `Authentication` does; the handler
+ *   reads `OptionalPrincipal`.
  */
 import * as HttpApiMiddleware from "@effect/platform/HttpApiMiddleware"
 import * as HttpApiSecurity from "@effect/platform/HttpApiSecurity"
 import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
 import { Wire } from "../domain/Errors.js"
-import { CurrentPrincipal, CurrentSession } from "../domain/Principal.js"
+import { CurrentPrincipal, CurrentSession, OptionalPrincipal } from "../domain/Principal.js"
 
 /** What a credential gate answers (Gate.ts `GateRefusal`): every policy's refusals, as the route's policy is not known here. */
 const refusals = Schema.Union(
@@ -70,6 +72,15 @@ export class PeerGate extends HttpApiMiddleware.Tag<PeerGate>()("portico/PeerGat
       )
     )
   }
+}) {}
+
+/**
+ * A route open to anonymous callers that treats a credential, when one is sent, as
+ * `Authentication` does. The document marks its bearer scheme optional (`security: [{}, {bearer: []}]`).
+ */
+export class OptionalAuthentication extends HttpApiMiddleware.Tag<OptionalAuthentication>()("portico/OptionalAuthentication", {
+  failure: refusals,
+  provides: OptionalPrincipal
 }) {}
 
 export class OpenGate extends HttpApiMiddleware.Tag<OpenGate>()("portico/OpenGate", {

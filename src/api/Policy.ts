@@ -13,6 +13,11 @@ export type Policy =
   /** A credential holding the grant. */
   | { readonly kind: "grant"; readonly grant: GrantName }
   /**
+   * No credential: admitted, the service deciding what an anonymous caller may do (a public
+   * function). A credential: checked like any, charged to its namespace, and holding the grant.
+   */
+  | { readonly kind: "grant-if-credential"; readonly grant: GrantName }
+  /**
    * An admin key, or a wallet with role developer or above; runtime keys refused (spec §5.5).
    * With `grant`, the credential must hold that grant as well.
    */
@@ -60,6 +65,7 @@ export type Policy =
 export const open: Policy = { kind: "open" }
 export const authenticated: Policy = { kind: "authenticated" }
 export const grant = (name: GrantName): Policy => ({ kind: "grant", grant: name })
+export const grantIfCredential = (name: GrantName): Policy => ({ kind: "grant-if-credential", grant: name })
 export const controlPlane: Policy = { kind: "control-plane" }
 export const namespaceWrite: Policy = { kind: "namespace-write" }
 export const membersWrite: Policy = { kind: "members-write" }

@@ -1,5 +1,5 @@
 /** Who is calling: resolved once per request from the credential, read by policies and services. */
-import { Context, Schema } from "effect"
+import { Context, type Option, Schema } from "effect"
 import { type Grant, GrantName, grantText, KeyRole, Role } from "./Grants.js"
 
 export interface Principal {
@@ -30,6 +30,9 @@ export interface Session extends Principal {
 
 /** The caller of a route that acts for a signed-in session: provided by the session gate. */
 export class CurrentSession extends Context.Tag("portico/CurrentSession")<CurrentSession, Session>() {}
+
+/** The caller of a route a credential is optional on: none for an anonymous request. */
+export class OptionalPrincipal extends Context.Tag("portico/OptionalPrincipal")<OptionalPrincipal, Option.Option<Principal>>() {}
 
 /** Whether the caller is a signed-in session (spec §5.6): a session token, not a key nor a token exchanged from one. */
 export const asSession = (principal: Principal): Session | undefined =>

@@ -135,7 +135,9 @@ describe("functions on embedded engines", () => {
     const anonymous = await invoke("/v1/invoke/fnapp/hello", JSON.stringify({ name: "anon" }))
     expect(anonymous.status, anonymous.text).toBe(200)
     expect(anonymous.json).toMatchObject({ message: "hi, anon", wallet: "" })
-    expect((await invoke("/v1/invoke/fnapp/hello", "{}", otherOwner)).status).toBe(403)
+    expect((await invoke("/v1/invoke/fnapp/hello", "{}", otherOwner)).json).toMatchObject({ code: "FORBIDDEN" })
+    // a credential sent there is gated as on any route
+    expect((await invoke("/v1/invoke/fnapp/hello", "{}", "portico_key_not_a_key")).status).toBe(401)
     expect((await invoke("/v1/invoke/fnapp/hello@1", JSON.stringify({ name: "v1" }), runtimeKey)).status).toBe(200)
     expect((await invoke("/v1/invoke/fnapp/hello@9", "{}", runtimeKey)).status).toBe(404)
     expect((await invoke("/v1/invoke/fnother/hello", "{}")).status).toBe(404)

@@ -131,6 +131,7 @@ export const policyRefusal = (policy: Policy, principal: Principal): PolicyRefus
             hint: "a deployment renews the token it finds in the file PORTICO_TOKEN_FILE names"
           })
     case "grant":
+    case "grant-if-credential":
       return hasGrant(principal, policy.grant) ? undefined : grantRequired(policy.grant)
     case "control-plane":
       if (!isControlPlane(principal)) {
@@ -219,6 +220,7 @@ export const GateLive = Layer.effect(
       }
       if (policy.kind === "open") return admitted(undefined)
       const header = request.authorization
+      if (header === undefined && policy.kind === "grant-if-credential") return admitted(undefined)
       const bearer = header === undefined ? undefined : bearerPattern.exec(header)?.[1]
       if (bearer === undefined) return refused(missingCredential(header))
       const resolved = authenticator.authenticateNow(bearer, at)

@@ -11,7 +11,7 @@ import { asSession, type Principal, type Session } from "../../domain/Principal.
 import { Coordination, coordinationHeadersRefusal, ENVELOPE_HEADER } from "../../layers/coordination/Coordination.js"
 import { internalPath } from "../../layers/coordination/InternalClient.js"
 import { isRelayCallPath, relayedHeadersOf, relaySignedBody } from "../../layers/push/RelayCall.js"
-import { Authentication, OpenGate, PeerGate, SessionAuthentication } from "../Gates.js"
+import { Authentication, OpenGate, OptionalAuthentication, PeerGate, SessionAuthentication } from "../Gates.js"
 import { open } from "../Policy.js"
 import { RequestMeta } from "../RequestMeta.js"
 import { Gate, type GateRefusal, type GateRequest } from "./Gate.js"
@@ -58,6 +58,12 @@ export const SessionAuthenticationLive = Layer.effect(
       session: () => Effect.flatMap(decided, (p) => needCaller<Session>(p === undefined ? undefined : asSession(p)))
     })
   )
+)
+
+/** A credential when one is sent: the gate admitted none, or one that its policy accepts. */
+export const OptionalAuthenticationLive = Layer.effect(
+  OptionalAuthentication,
+  Effect.map(decide, (decided) => OptionalAuthentication.of(Effect.map(decided, Option.fromNullable)))
 )
 
 /** Open routes: the client network's rate limit, which the listener has usually charged at the headers already. */
@@ -128,4 +134,4 @@ export const PeerGateLive = Layer.effect(
 )
 
 /** Every gate, over the one Gate. */
-export const GatesLive = Layer.mergeAll(AuthenticationLive, SessionAuthenticationLive, OpenGateLive, PeerGateLive)
+export const GatesLive = Layer.mergeAll(AuthenticationLive, SessionAuthenticationLive, OptionalAuthenticationLive, OpenGateLive, PeerGateLive)

@@ -9,11 +9,11 @@ import * as HttpApi from "@effect/platform/HttpApi"
 import type * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import { Context, Option, type Schema } from "effect"
 import { PorticoApi } from "../Api.js"
-import { Authentication, OpenGate, PeerGate, SessionAuthentication } from "../Gates.js"
+import { Authentication, OpenGate, OptionalAuthentication, PeerGate, SessionAuthentication } from "../Gates.js"
 import type { Policy } from "../Policy.js"
 import { BodyCap, type BodyCapName, FastLaneRoute, type LaneName, RoutePolicy, StreamedBody, type StreamedBodyFacts, WebSocketRoute } from "../RouteFacts.js"
 
-export type GateName = "authentication" | "session" | "peer" | "open"
+export type GateName = "authentication" | "session" | "peer" | "open" | "optional"
 
 export interface RouteEntry {
   /** `group.endpoint`, as the handlers know it: `proxy.tunnel`. */
@@ -39,12 +39,21 @@ const gates: ReadonlyArray<readonly [unknown, GateName]> = [
   [Authentication, "authentication"],
   [SessionAuthentication, "session"],
   [PeerGate, "peer"],
-  [OpenGate, "open"]
+  [OpenGate, "open"],
+  [OptionalAuthentication, "optional"]
 ]
 
 /** The gate a policy needs: a credential's policies go through `Authentication`. */
 const gateFor = (policy: Policy): GateName =>
-  policy.kind === "session" ? "session" : policy.kind === "internal" ? "peer" : policy.kind === "open" ? "open" : "authentication"
+  policy.kind === "session"
+    ? "session"
+    : policy.kind === "internal"
+      ? "peer"
+      : policy.kind === "open"
+        ? "open"
+        : policy.kind === "grant-if-credential"
+          ? "optional"
+          : "authentication"
 
 const patternOf = (path: string): RegExp =>
   new RegExp("^" + path.replace(/[.*+?^${}()|[\]\\]/g, "\\$&").replace(/:[A-Za-z]+/g, "[^/]+") + "/?$")

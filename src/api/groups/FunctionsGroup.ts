@@ -4,9 +4,9 @@
  * a secret needs `secrets:write` as well; invoking needs the `invoke` grant, which signed-in
  * sessions and the runtime profile hold.
  *
- * `POST /v1/invoke/{namespace}/{target}` is open for functions marked public. With a credential it
- * is that credential's call and the path's namespace must be the credential's (spec §1: no
- * per-request namespace override); the handler checks it, since the route's gate is the open one.
+ * `POST /v1/invoke/{namespace}/{target}` is open for functions marked public. A credential sent
+ * there is gated as on any route (and must hold `invoke`); the invocation service then requires the
+ * path's namespace to be the credential's (spec §1: no per-request namespace override).
  */
 import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
@@ -15,10 +15,10 @@ import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
 import { FunctionRefusals, InvokeRefusals, wiresOf } from "../../domain/Errors.js"
 import { FUNCTION_NAME_RULE, MEMORY_MB, TIMEOUT_SECONDS } from "../../domain/FunctionRules.js"
-import { Authentication, OpenGate } from "../Gates.js"
+import { Authentication, OptionalAuthentication } from "../Gates.js"
 import { streamedBody } from "../OpenApiFacts.js"
 import { NextCursor, pageQueryFields, TextKey } from "../Paging.js"
-import { controlPlane, grant, open, secretsControl } from "../Policy.js"
+import { controlPlane, grant, grantIfCredential, secretsControl } from "../Policy.js"
 import { BodyCap, RoutePolicy } from "../RouteFacts.js"
 import { strict } from "../Wire.js"
 
@@ -128,11 +128,13 @@ export class InvokeGroup extends HttpApiGroup.make("invoke")
       .addSuccess(Answer)
       .annotate(BodyCap, "functionInvoke")
       .annotateContext(invokeBody)
-      .middleware(OpenGate)
-      .annotate(RoutePolicy, open)
+      .middleware(OptionalAuthentication)
+      .annotate(RoutePolicy, grantIfCredential("invoke"))
       .annotate(
         OpenApi.Description,
-        "target is <name> or <name>@<version>. Without a credential: public functions only (404 otherwise). With one: it must hold invoke and be of the path's namespace (403 otherwise)."
+        "target is <name> or <name>@<version>. Without a credential: public functions only (404 otherwise). With one: it must hold invoke (403 GRANT_REQUIRED) and be of the path's namespace (403 FORBIDDEN)."
       )
+      // the credential is optional: an anonymous call, or the bearer scheme
+      .annotate(OpenApi.Override, { security: [{}, { bearer: [] }] })
   )
   .addError(wiresOf(InvokeRefusals)) {}

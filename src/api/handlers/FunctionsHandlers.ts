@@ -1,11 +1,10 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
-import { Effect } from "effect"
+import { Effect, Option } from "effect"
 import { BadRequest, fromRefusal } from "../../domain/Errors.js"
 import { parseTarget } from "../../domain/FunctionRules.js"
-import { CurrentPrincipal, hasGrant, type Principal } from "../../domain/Principal.js"
-import { Authenticator } from "../../layers/auth/Authenticator.js"
+import { CurrentPrincipal, OptionalPrincipal, type Principal } from "../../domain/Principal.js"
 import { Functions } from "../../layers/functions/Functions.js"
 import { type Invoked, Invocations } from "../../layers/functions/Invocations.js"
 import { refuse } from "../../layers/Refused.js"
@@ -111,7 +110,6 @@ export const FunctionsHandlers = HttpApiBuilder.group(PorticoApi, "functions", (
 export const InvokeHandlers = HttpApiBuilder.group(PorticoApi, "invoke", (handlers) =>
   Effect.gen(function* () {
     const invocations = yield* Invocations
-    const authenticator = yield* Authenticator
     const run = (namespace: string, target: string, caller: Principal | undefined) =>
       Effect.gen(function* () {
         const parsed = parseTarget(target)
@@ -124,21 +122,7 @@ export const InvokeHandlers = HttpApiBuilder.group(PorticoApi, "invoke", (handle
     return handlers
       .handle("invoke", ({ path }) => Effect.flatMap(CurrentPrincipal, (caller) => run(caller.namespace, path.name, caller)))
       .handle("invokeIn", ({ path }) =>
-        Effect.gen(function* () {
-          const request = yield* HttpServerRequest.HttpServerRequest
-          const header = request.headers["authorization"]
-          if (header === undefined) return yield* run(path.namespace, path.target, undefined)
-          const bearer = /^Bearer\s+(\S+)$/i.exec(header)?.[1]
-          const caller = bearer === undefined ? undefined : yield* Effect.option(authenticator.authenticate(bearer)).pipe(Effect.map((o) => (o._tag === "Some" ? o.value : undefined)))
-          if (caller === undefined || !hasGrant(caller, "invoke") || caller.namespace !== path.namespace) {
-            return yield* Effect.fail(
-              fromRefusal(
-                refuse("FORBIDDEN", "this credential cannot invoke functions of that namespace", "a credential invokes its own namespace's functions and needs the invoke grant; call without one for a public function")
-              )
-            )
-          }
-          return yield* run(path.namespace, path.target, caller)
-        })
+        Effect.flatMap(OptionalPrincipal, (caller) => run(path.namespace, path.target, Option.getOrUndefined(caller)))
       )
   })
 )

@@ -150,6 +150,15 @@ const makeInvocations = Effect.gen(function* () {
     const invoke = (request: InvokeRequest, depth: number): Effect.Effect<Invoked, InvokeRefused> =>
       Effect.gen(function* () {
         const notFound = refuse("NOT_FOUND", `no function named ${request.name}`, "GET /v1/functions lists this namespace's functions")
+        if (request.caller !== undefined && request.caller.namespace !== request.namespace) {
+          return yield* Effect.fail(
+            refuse(
+              "FORBIDDEN",
+              "a credential invokes its own namespace's functions only",
+              "call without a credential for another namespace's public function"
+            )
+          )
+        }
         if (request.input.length > settings.maxInputBytes) {
           return yield* Effect.fail(refuse("PAYLOAD_TOO_LARGE", `the body is over ${settings.maxInputBytes} bytes`, "PORTICO_FUNCTIONS_MAX_INPUT_BYTES sets the cap"))
         }
