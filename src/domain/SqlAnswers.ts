@@ -15,6 +15,8 @@ export type AnswerShape =
   | "counted"
   /** `{items: [{column: value}], count}`: find and select. */
   | "items"
+  /** `[{column: value}]`: functions' `db_query` (docs/functions.md). */
+  | "objects"
   /** the first row as an object, or `null`: find-one and `select` with `one`. */
   | "one"
 
@@ -93,6 +95,10 @@ export const readAnswer = (
     case "items": {
       const keys = objectKeys(columns)
       return `{"items":[${rows.map((r) => rowObject(keys, r)).join(",")}],"count":${rows.length}}`
+    }
+    case "objects": {
+      const keys = objectKeys(columns)
+      return `[${rows.map((r) => rowObject(keys, r)).join(",")}]`
     }
     case "one": {
       const first = rows[0]

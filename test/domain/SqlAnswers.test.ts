@@ -8,6 +8,7 @@ describe("SQL answers", () => {
     expect(text).toBe('{"items":[{"a":1,"a:3":2,"a:2":3,"a:4":4}],"count":1}')
     expect(Object.keys((JSON.parse(text) as { items: Array<object> }).items[0] ?? {})).toHaveLength(4)
     expect(readAnswer("one", ["a:2", "a", "a"], [[1, 2, 3]])).toBe('{"a:2":1,"a":2,"a:3":3}')
+    expect(readAnswer("objects", ["a", "a"], [[1, 2], [3, 4]])).toBe('[{"a":1,"a:2":2},{"a":3,"a:2":4}]')
   })
 
   it("writes 64-bit integers digit for digit", () => {

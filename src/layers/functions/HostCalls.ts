@@ -7,7 +7,7 @@
  * are logged to the function's log with the call's name, as the original system does.
  */
 import { Effect, Option } from "effect"
-import { parse as parseLossless, stringify as stringifyLossless, isLosslessNumber } from "lossless-json"
+import { parseExactJson } from "../../domain/ExactJson.js"
 import type { HostCallName } from "../../domain/FunctionHostCalls.js"
 import type { Principal } from "../../domain/Principal.js"
 import { isReserved } from "../../domain/PubSubRules.js"
@@ -58,23 +58,16 @@ const ok = (value: Uint8Array | number | bigint | null): HostAnswer => ({ ok: tr
 const fail: HostAnswer = { ok: false }
 const json = (value: unknown): HostAnswer => ok(encoder.encode(JSON.stringify(value)))
 
-/** SQL arguments: a JSON array of scalars (integers past 2^53 kept exact). */
+/** SQL arguments: a JSON array of scalars, integers past 2^53 exact (ExactJson, as the SQL routes read them). */
 const sqlArgs = (raw: string): ReadonlyArray<string | number | bigint | boolean | null> | undefined => {
   if (raw.trim() === "") return []
   try {
-    const parsed = parseLossless(raw) as unknown
-    if (!Array.isArray(parsed)) return undefined
-    return parsed.map((v) => (isLosslessNumber(v) ? (/^-?\d+$/.test(v.value) && !Number.isSafeInteger(Number(v.value)) ? BigInt(v.value) : Number(v.value)) : v)) as Array<string | number | bigint | boolean | null>
+    const parsed = parseExactJson(raw)
+    if (!Array.isArray(parsed) || parsed.some((v) => v !== null && typeof v === "object")) return undefined
+    return parsed as Array<string | number | bigint | boolean | null>
   } catch {
     return undefined
   }
-}
-
-/** `{columns, rows, count}` as an array of row objects, digits kept. */
-const rowObjects = (answer: string): string => {
-  const parsed = parseLossless(answer) as { columns?: Array<string>; rows?: Array<Array<unknown>> }
-  const columns = parsed.columns ?? []
-  return stringifyLossless((parsed.rows ?? []).map((row) => Object.fromEntries(columns.map((c, i) => [c, row[i]])))) ?? "[]"
 }
 
 /** A refusal of the SQL guard is the call's 0 even for the enveloped calls (the original system's rule). */
@@ -95,14 +88,13 @@ export const makeHostCalls = (services: HostServices) => (context: InvocationCon
   const sqlRead = async (call: string, args: ReadonlyArray<HostArg>, envelope: boolean): Promise<HostAnswer> => {
     const bound = sqlArgs(text(args[1]))
     if (bound === undefined) return refused(call, "args must be a JSON array")
-    const answer = await run(Effect.either(services.sql.query(context.principal, text(args[0]), bound)))
+    const answer = await run(Effect.either(services.sql.query(context.principal, text(args[0]), bound, "objects")))
     if (answer._tag === "Left") {
       return envelope && !guardRefused(answer.left.code)
         ? json({ rows: [], error: answer.left.reason, code: answer.left.code })
         : refused(call, answer.left.reason)
     }
-    const rows = rowObjects(answer.right)
-    return capped(encoder.encode(envelope ? `{"rows":${rows}}` : rows), call)
+    return capped(encoder.encode(envelope ? `{"rows":${answer.right}}` : answer.right), call)
   }
   const sqlWrite = async (call: string, args: ReadonlyArray<HostArg>, envelope: boolean): Promise<HostAnswer> => {
     const bound = sqlArgs(text(args[1]))

@@ -60,7 +60,8 @@ export interface ExportedDatabase {
 }
 
 export interface ClusterSqlService {
-  readonly query: (caller: Principal, sql: string, args: ReadonlyArray<OrmValue>) => Effect.Effect<string, SqlRefused>
+  /** One read; its answer `{columns, rows, count}`, or in `shape` (functions' `db_query` takes `objects`). */
+  readonly query: (caller: Principal, sql: string, args: ReadonlyArray<OrmValue>, shape?: "counted" | "objects") => Effect.Effect<string, SqlRefused>
   readonly exec: (caller: Principal, sql: string, args: ReadonlyArray<OrmValue>) => Effect.Effect<string, SqlRefused>
   /**
    * `query` (`expect` "read") or `exec` ("write") for a caller outside a fiber (the fast lane):
@@ -249,8 +250,8 @@ export class ClusterSql extends Context.Tag("portico/ClusterSql")<ClusterSql, Cl
         })
 
       const service: ClusterSqlService = {
-        query: (caller, sql, args) =>
-          Effect.flatMap(guarded(sql, args, "read"), (op) => stores.engineFor(caller.namespace).statement(op, "counted")),
+        query: (caller, sql, args, shape = "counted") =>
+          Effect.flatMap(guarded(sql, args, "read"), (op) => stores.engineFor(caller.namespace).statement(op, shape)),
         exec: (caller, sql, args) =>
           Effect.flatMap(guarded(sql, args, "write"), (op) => stores.engineFor(caller.namespace).statement(op, "counted")),
         statementNow: (caller, sql, args, expect, done) => {

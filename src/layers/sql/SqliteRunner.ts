@@ -10,7 +10,7 @@
 import Database from "better-sqlite3"
 import { existsSync, mkdirSync, renameSync, rmSync } from "node:fs"
 import { dirname } from "node:path"
-import { execAnswer, readAnswer, type SqlCell } from "../../domain/SqlAnswers.js"
+import { type AnswerShape, execAnswer, readAnswer, type SqlCell } from "../../domain/SqlAnswers.js"
 import type { StatementOp, WorkerFailure, WorkerOptions, WorkerRequest, WorkerValue } from "./SqliteProtocol.js"
 import type { Answer } from "./WorkerFrames.js"
 /**
@@ -154,7 +154,7 @@ export const makeSqliteRunner = (options: WorkerOptions, output: RunnerOutput): 
     return { columns, rows }
   }
   /** One statement, answered by its kind: a read answers rows, a write answers the change counts. */
-  const runOp = (db: Database.Database, raw: StatementOp, shape: "table" | "counted" | "items" | "one"): string => {
+  const runOp = (db: Database.Database, raw: StatementOp, shape: AnswerShape): string => {
     const op = { ...raw, params: bindable(raw.params) }
     const stmt = prepare(db, op.sql)
     // the guard's allow-list decided first; this is SQLite's own word on the prepared statement
