@@ -47,6 +47,8 @@ type Derived = Effect.Effect.Success<ReturnType<typeof derive>>
 type StorageMethods = Derived["storage"]
 type SqlMethods = Derived["sql"]
 type DeploymentMethods = Derived["deployments"]
+type FunctionMethods = Derived["functions"]
+type InvokeMethods = Derived["invoke"]
 /** A derived method's call without `withResponse`: its answer alone, not paired with the response. */
 type Plain<F> = F extends (...args: never) => Effect.Effect<infer A, infer E, infer R> ? Effect.Effect<Exclude<A, readonly [unknown, unknown]>, E, R> : never
 
@@ -54,10 +56,10 @@ type Plain<F> = F extends (...args: never) => Effect.Effect<infer A, infer E, in
  * The client's type: the derived one without the node-to-node groups (`internal` and `pushRelay`:
  * only gateways call them, with the cluster's coordination MAC), and with the routes whose bodies
  * the server streams typed (their endpoints declare no payload schema, so the derived methods
- * would take none): `storage.upload` and `deployments.upload`/`update` take their multipart
- * forms, `sql.import` the SQLite file's bytes.
+ * would take none): `storage.upload`, `deployments.upload`/`update` and `functions.deploy` take
+ * their multipart forms, `sql.import` the SQLite file's bytes, `invoke.*` the function's input.
  */
-export type Client = Omit<Derived, "storage" | "sql" | "deployments" | "internal" | "pushRelay"> & {
+export type Client = Omit<Derived, "storage" | "sql" | "deployments" | "functions" | "invoke" | "internal" | "pushRelay"> & {
   readonly storage: Omit<StorageMethods, "upload"> & {
     /** `POST /v1/storage/upload`: a form with one file part (`form.append("file", blob, name)`). */
     readonly upload: (request: { readonly payload: FormData }) => Plain<StorageMethods["upload"]>
@@ -76,6 +78,16 @@ export type Client = Omit<Derived, "storage" | "sql" | "deployments" | "internal
     readonly upload: (request: { readonly path: { readonly type: DeploymentType }; readonly payload: FormData | DeploymentUploadForm }) => Plain<DeploymentMethods["upload"]>
     /** `POST /v1/deployments/{type}/update`: the same form with `name`, `health_check`, `skip_install`, then `archive`. */
     readonly update: (request: { readonly path: { readonly type: DeploymentType }; readonly payload: FormData | DeploymentUploadForm }) => Plain<DeploymentMethods["update"]>
+  }
+  readonly functions: Omit<FunctionMethods, "deploy"> & {
+    /** `POST /v1/functions`: a form with `name` and the settings first, the module last (`form.append("wasm", blob, "f.wasm")`). */
+    readonly deploy: (request: { readonly payload: FormData }) => Plain<FunctionMethods["deploy"]>
+  }
+  readonly invoke: {
+    /** `POST /v1/functions/{name}/invoke`: the input's bytes (or text) in, the function's answer out. */
+    readonly invoke: (request: { readonly path: { readonly name: string }; readonly payload: Uint8Array | string }) => Plain<InvokeMethods["invoke"]>
+    /** `POST /v1/invoke/{namespace}/{target}`: the same, naming the namespace (public functions need no credential). */
+    readonly invokeIn: (request: { readonly path: { readonly namespace: string; readonly target: string }; readonly payload: Uint8Array | string }) => Plain<InvokeMethods["invokeIn"]>
   }
 }
 
@@ -113,11 +125,24 @@ export const makeClient = (options: ClientOptions): Effect.Effect<Client, never,
           httpClient: HttpClient.mapRequest(http, HttpClientRequest.bodyStream(form.body, { contentType: form.contentType, contentLength: form.contentLength }))
         }).pipe(Effect.flatMap((send) => send({ path: request.path, withResponse })))
       }
+    // A function's input is set on the request the derived endpoint builds, as the import's is.
+    const sendInput =
+      <E extends "invoke" | "invokeIn">(endpoint: E) =>
+      (request: { readonly path: Record<string, string>; readonly payload: Uint8Array | string; readonly withResponse?: boolean }) => {
+        const bytes = typeof request.payload === "string" ? new TextEncoder().encode(request.payload) : request.payload
+        return HttpApiClient.endpoint(PorticoApi, {
+          group: "invoke",
+          endpoint,
+          baseUrl: options.baseUrl,
+          httpClient: HttpClient.mapRequest(http, HttpClientRequest.bodyUint8Array(bytes, "application/octet-stream"))
+        }).pipe(Effect.flatMap((send) => send({ path: request.path, withResponse: request.withResponse === true } as never)))
+      }
     const { internal: _nodeToNode, pushRelay: _relayFanOut, ...forUsers } = derived
     return {
       ...forUsers,
       sql: { ...derived.sql, import: importFile },
-      deployments: { ...derived.deployments, upload: sendArchive("upload"), update: sendArchive("update") }
+      deployments: { ...derived.deployments, upload: sendArchive("upload"), update: sendArchive("update") },
+      invoke: { invoke: sendInput("invoke"), invokeIn: sendInput("invokeIn") }
     } as unknown as Client
   })
 

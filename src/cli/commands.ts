@@ -13,6 +13,75 @@ const gatewayDetails: ReadonlyArray<readonly [string, string]> = [
 ]
 const nameDetail = ["NAME", "the deployment's name in the namespace"] as const
 
+const functionName = ["NAME", "the function's name: 1-63 lowercase letters, digits and -, starting with a letter"] as const
+
+/** `portico functions …`: serverless functions (src/cli/functions.ts, docs/functions.md). */
+const functionCommands: ReadonlyArray<Command> = [
+  {
+    words: ["functions", "deploy"],
+    summary: "Deploy a WebAssembly module, or build a Go function's directory (GOOS=wasip1 GOARCH=wasm) and deploy it, as the function's next version.",
+    synopsis: "FILE.wasm|DIR --name NAME [--memory MB] [--timeout S] [--public|--private] [--env K=V]... [--url URL] [--token T] [--json]",
+    details: [
+      ["FILE.wasm|DIR", "a built module (a WASI command), or a directory with go.mod, built here"],
+      ["--name NAME", "the function's name: 1-63 lowercase letters, digits and -, starting with a letter"],
+      ["--memory MB", "its memory limit, 1-256 (default 64; a redeploy keeps the current one)"],
+      ["--timeout S", "its deadline in seconds, 1-60 (default 30)"],
+      ["--public", "invocable without a credential at /v1/invoke/<namespace>/<name>"],
+      ["--private", "no longer public"],
+      ["--env K=V", "an environment variable (repeatable; replaces the whole environment)"],
+      ...gatewayDetails
+    ],
+    notes: ["Progress goes to stderr; stdout gets `NAME version N (MB, S)`. A module importing a host call the gateway does not offer is refused, naming it."],
+    options: {
+      ...gateway,
+      name: { type: "string" },
+      memory: { type: "string" },
+      timeout: { type: "string" },
+      public: { type: "boolean" },
+      private: { type: "boolean" },
+      env: { type: "string", multiple: true }
+    },
+    maxPositionals: 1,
+    run: async (parsed) => (await import("./functions.js")).deploy(parsed)
+  },
+  {
+    words: ["functions", "list"],
+    summary: "List the namespace's functions, one `NAME version N (MB, S)` line each.",
+    synopsis: "[--url URL] [--token T] [--json]",
+    details: gatewayDetails,
+    options: gateway,
+    maxPositionals: 0,
+    run: async (parsed) => (await import("./functions.js")).list(parsed)
+  },
+  {
+    words: ["functions", "invoke"],
+    summary: "Invoke a function with --data as its input and print its answer as one JSON line.",
+    synopsis: "NAME [--data TEXT] [--url URL] [--token T]",
+    details: [functionName, ["--data TEXT", "the input, as the function reads it on stdin (default empty)"], ...gatewayDetails.slice(0, 2)],
+    options: { url: { type: "string" }, token: { type: "string" }, data: { type: "string" } },
+    maxPositionals: 1,
+    run: async (parsed) => (await import("./functions.js")).invoke(parsed)
+  },
+  {
+    words: ["functions", "logs"],
+    summary: "Print a function's latest log lines, oldest first: time, level, request id, message.",
+    synopsis: "NAME [--lines N] [--url URL] [--token T] [--json]",
+    details: [functionName, ["--lines N", "how many, 1-1000 (default 100)"], ...gatewayDetails],
+    options: { ...gateway, lines: { type: "string" } },
+    maxPositionals: 1,
+    run: async (parsed) => (await import("./functions.js")).logs(parsed)
+  },
+  {
+    words: ["functions", "delete"],
+    summary: "Delete a function with its versions, secrets and logs.",
+    synopsis: "NAME [--url URL] [--token T] [--json]",
+    details: [functionName, ...gatewayDetails],
+    options: gateway,
+    maxPositionals: 1,
+    run: async (parsed) => (await import("./functions.js")).remove(parsed)
+  }
+]
+
 /** `portico deployments …`: the management routes after a deploy (src/cli/deployments.ts). */
 const deploymentCommands: ReadonlyArray<Command> = [
   {
@@ -256,5 +325,6 @@ export const commands: ReadonlyArray<Command> = [
     maxPositionals: 1,
     run: async (parsed) => (await import("./deploy/deploy.js")).deploy(parsed)
   },
-  ...deploymentCommands
+  ...deploymentCommands,
+  ...functionCommands
 ]

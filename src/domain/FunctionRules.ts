@@ -1,6 +1,7 @@
 /**
  * Functions' rules on names and settings (docs/functions.md). Client-safe.
  */
+import { parseCron } from "./Cron.js"
 
 /** A function's name: lowercase letters, digits and `-`, starting with a letter, 1-63 characters. */
 export const FUNCTION_NAME = /^[a-z][a-z0-9-]{0,62}$/
@@ -26,6 +27,20 @@ export const ENV_MAX_ENTRIES = 128
 export const ENV_MAX_BYTES = 64 * 1024
 export const SECRET_MAX_BYTES = 64 * 1024
 export const SECRETS_MAX = 64
+
+/** Schedules per function. */
+export const SCHEDULES_MAX = 10
+
+/** What is wrong with a list of schedules, or undefined (each a cron expression, src/domain/Cron.ts). */
+export const schedulesProblem = (schedules: ReadonlyArray<unknown>): string | undefined => {
+  if (schedules.length > SCHEDULES_MAX) return `at most ${SCHEDULES_MAX} schedules`
+  for (const schedule of schedules) {
+    if (typeof schedule !== "string") return "each schedule is a cron expression in a string"
+    const parsed = parseCron(schedule)
+    if (typeof parsed === "string") return `${JSON.stringify(schedule.slice(0, 80))}: ${parsed}`
+  }
+  return undefined
+}
 
 /** What is wrong with an environment, or undefined. */
 export const envProblem = (env: Readonly<Record<string, unknown>>): string | undefined => {

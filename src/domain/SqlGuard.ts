@@ -239,6 +239,7 @@ export const RESERVED_TABLES: ReadonlySet<string> = new Set([
   "functions",
   "function_versions",
   "function_logs",
+  "function_schedule_runs",
   "function_triggers",
   "triggers",
   "content_ownership",

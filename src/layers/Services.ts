@@ -64,6 +64,7 @@ import { FunctionRunner } from "./functions/FunctionRunner.js"
 import { Functions } from "./functions/Functions.js"
 import { FunctionStore } from "./functions/FunctionStore.js"
 import { Invocations } from "./functions/Invocations.js"
+import { FunctionSchedules } from "./functions/Schedules.js"
 
 export interface ServicesOptions {
   /**
@@ -152,8 +153,9 @@ export const servicesLayer = (settings: PorticoSettings, options: ServicesOption
  * builds this and wires no service of its own.
  */
 export const gatewayServicesLayer = (settings: PorticoSettings, options: ServicesOptions = {}) =>
-  // namespace creation over HTTP, which waits for a deletion of the same name
-  NamespaceCreation.Live.pipe(
+  // namespace creation over HTTP, which waits for a deletion of the same name; functions'
+  // schedules, which tick in running gateways only
+  Layer.merge(NamespaceCreation.Live, FunctionSchedules).pipe(
     // what operators see of this gateway's health (its checks over the services below)
     Layer.provideMerge(OperatorHealth.Live),
     // namespace deletion, over every service a namespace holds something in (its apps too)

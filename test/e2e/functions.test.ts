@@ -6,7 +6,11 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { deployForm, goFunction, watModule } from "../support/functions.js"
-import { ensureDist } from "../support/cli.js"
+import { mkdtempSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+import { ensureDist, errorLines, runPortico } from "../support/cli.js"
 import { type Gateway, mintKey, startGateway } from "../support/gateway.js"
 
 describe("functions on embedded engines", () => {
@@ -155,6 +159,44 @@ describe("functions on embedded engines", () => {
     expect((await gw.request("GET", "/v1/functions/hello", { token: owner })).status).toBe(404)
   }, 60_000)
 
+  it("runs a schedule once per slot across two gateways on one registry, with its input; a redeploy keeps it, a change empties it", async () => {
+    // logs its input: {trigger, schedule, at}
+    const logger = await watModule(`(module
+      (import "wasi_snapshot_preview1" "fd_read" (func $read (param i32 i32 i32 i32) (result i32)))
+      (import "env" "log_info" (func $log (param i32 i32)))
+      (memory (export "memory") 1)
+      (func (export "_start")
+        (i32.store (i32.const 0) (i32.const 64)) (i32.store (i32.const 4) (i32.const 1024))
+        (drop (call $read (i32.const 0) (i32.const 0) (i32.const 1) (i32.const 8)))
+        (call $log (i32.const 64) (i32.load (i32.const 8)))))`)
+    const refused = await deploy(owner, { name: "ticker", metadata: JSON.stringify({ cron_expressions: ["* * * *"] }) }, logger)
+    expect([refused.status, refused.body["code"]]).toEqual([400, "VALIDATION_FAILED"])
+    const second = await startGateway({ dataDir: gw.dataDir })
+    try {
+      const deployed = await deploy(owner, { name: "ticker", metadata: JSON.stringify({ cron_expressions: ["* * * * * *"] }) }, logger)
+      expect(deployed.body).toMatchObject({ cron_expressions: ["* * * * * *"] })
+      // a redeploy without schedules keeps them
+      expect((await deploy(owner, { name: "ticker" }, logger)).body).toMatchObject({ version: 2, cron_expressions: ["* * * * * *"] })
+      await new Promise((r) => setTimeout(r, 6500))
+    } finally {
+      await second.stop()
+    }
+    const off = await gw.request("PATCH", "/v1/functions/ticker", { token: owner, json: { cron_expressions: [] } })
+    expect(off.body).toMatchObject({ cron_expressions: [] })
+    await new Promise((r) => setTimeout(r, 1500))
+    const lines = (((await gw.request("GET", "/v1/functions/ticker/logs?limit=1000", { token: owner })).body) as { logs: Array<{ message: string }> }).logs
+    const runs = lines.map((l) => JSON.parse(l.message) as { trigger: string; schedule: string; at: string })
+    expect(runs.length).toBeGreaterThanOrEqual(3)
+    expect(runs.every((r) => r.trigger === "cron" && r.schedule === "* * * * * *")).toBe(true)
+    // once per slot: no second appears twice, though two gateways ticked
+    expect(new Set(runs.map((r) => r.at)).size).toBe(runs.length)
+    // the change reached the scheduler: nothing fires once the schedules are gone (it reads them every 5 s)
+    await new Promise((r) => setTimeout(r, 5500))
+    const settled = (((await gw.request("GET", "/v1/functions/ticker/logs?limit=1000", { token: owner })).body) as { logs: Array<unknown> }).logs.length
+    await new Promise((r) => setTimeout(r, 2500))
+    expect((((await gw.request("GET", "/v1/functions/ticker/logs?limit=1000", { token: owner })).body) as { logs: Array<unknown> }).logs.length).toBe(settled)
+  }, 90_000)
+
   it("stops a hostile module at its deadline (busy loop, growth past its memory), traps and oversized output and input, while another tenant's function answers", async () => {
     const loop = await watModule(`(module (memory (export "memory") 1) (func (export "_start") (loop $l (br $l))))`)
     const grow = await watModule(
@@ -204,7 +246,8 @@ describe("functions from the bundle (as npm start runs)", () => {
 
   it("starts the runner and its threads from dist/bundle and answers an invoke", async () => {
     ensureDist()
-    gw = await startGateway({ bundled: true })
+    // room for two builds of the hello function (about 3.3 MB each), not three
+    gw = await startGateway({ bundled: true, env: { PORTICO_STORAGE_QUOTA_BYTES: String(8 * 1024 * 1024) } })
     const owner = (await gw.cli(["namespace", "create", "fnbundle"])).api_key
     const form = deployForm({ name: "hello" }, goFunction("hello"))
     const deployed = await fetch(`${gw.url}/v1/functions`, { method: "POST", headers: { authorization: `Bearer ${owner}` }, body: form })
@@ -212,5 +255,29 @@ describe("functions from the bundle (as npm start runs)", () => {
     const invoked = await gw.request("POST", "/v1/functions/hello/invoke", { token: owner, body: JSON.stringify({ name: "bundle" }) })
     expect(invoked.status, invoked.text).toBe(200)
     expect(invoked.body).toMatchObject({ message: "hello, bundle" })
-  }, 120_000)
+
+    // the CLI: a Go function's directory built here and deployed, invoked, listed; one-line refusals
+    const portico = (args: ReadonlyArray<string>) => runPortico(args, { env: { PORTICO_URL: gw.url, PORTICO_TOKEN: owner } })
+    const helloDir = fileURLToPath(new URL("../fixtures/functions/hello/", import.meta.url))
+    const deployedByCli = await portico(["functions", "deploy", helloDir, "--name", "greeter", "--public", "--env", "GREETING=yo"])
+    expect(deployedByCli.code, deployedByCli.stderr).toBe(0)
+    expect(deployedByCli.stdout.trim()).toBe("greeter version 1 (64 MB, 30 s, public)")
+    expect(errorLines(deployedByCli)).toContain("building: go build (GOOS=wasip1 GOARCH=wasm)")
+    const invokedByCli = await portico(["functions", "invoke", "greeter", "--data", JSON.stringify({ name: "cli" })])
+    expect(JSON.parse(invokedByCli.stdout)).toMatchObject({ message: "yo, cli" })
+    expect((await portico(["functions", "list"])).stdout).toContain("greeter version 1")
+    expect((await portico(["functions", "deploy", "/no/such/dir", "--name", "x"])).code).toBe(2)
+    const dir = mkdtempSync(path.join(tmpdir(), "portico-fn-cli-"))
+    const bad = path.join(dir, "bad.wasm")
+    writeFileSync(bad, await watModule(`(module (import "env" "launch_missiles" (func)) (memory (export "memory") 1) (func (export "_start")))`))
+    const refused = await portico(["functions", "deploy", bad, "--name", "bad"])
+    expect(refused.code).toBe(1)
+    expect(errorLines(refused).join("\n")).toMatch(/env\.launch_missiles.*BAD_REQUEST/)
+    // a deploy the namespace's storage quota refuses leaves nothing behind
+    const overQuota = await fetch(`${gw.url}/v1/functions`, { method: "POST", headers: { authorization: `Bearer ${owner}` }, body: deployForm({ name: "third" }, goFunction("kitchen")) })
+    expect(overQuota.status).toBe(413)
+    expect((await gw.request("GET", "/v1/functions/third", { token: owner })).status).toBe(404)
+    expect((await gw.request("GET", "/v1/functions/third/versions", { token: owner })).status).toBe(404)
+    expect((await portico(["functions", "delete", "greeter"])).code).toBe(0)
+  }, 180_000)
 })

@@ -14,7 +14,7 @@ import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
 import { FunctionRefusals, InvokeRefusals, wiresOf } from "../../domain/Errors.js"
-import { FUNCTION_NAME_RULE, MEMORY_MB, TIMEOUT_SECONDS } from "../../domain/FunctionRules.js"
+import { FUNCTION_NAME_RULE, MEMORY_MB, SCHEDULES_MAX, TIMEOUT_SECONDS } from "../../domain/FunctionRules.js"
 import { Authentication, OptionalAuthentication } from "../Gates.js"
 import { streamedBody } from "../OpenApiFacts.js"
 import { NextCursor, pageQueryFields, TextKey } from "../Paging.js"
@@ -24,6 +24,9 @@ import { strict } from "../Wire.js"
 
 const FunctionName = Schema.String.pipe(Schema.pattern(/^[a-z][a-z0-9-]{0,62}$/)).annotations({ description: FUNCTION_NAME_RULE })
 const name = HttpApiSchema.param("name", FunctionName)
+const Schedules = Schema.Array(Schema.String).pipe(Schema.maxItems(SCHEDULES_MAX)).annotations({
+  description: "cron expressions (5 fields, or 6 with seconds first; UTC): the function runs once per slot across the cluster, with {trigger, schedule, at} as its input"
+})
 const Env = Schema.Record({ key: Schema.String, value: Schema.String }).annotations({ description: "environment variables (get_env); sealed at rest" })
 
 export const FunctionView = Schema.Struct({
@@ -35,6 +38,7 @@ export const FunctionView = Schema.Struct({
   timeout_seconds: Schema.Number,
   is_public: Schema.Boolean,
   env_vars: Env,
+  cron_expressions: Schedules,
   created_at: Schema.Int,
   updated_at: Schema.Int
 }).annotations({ identifier: "Function" })
@@ -56,7 +60,8 @@ const SettingsChange = strict(
     memory_limit_mb: Schema.optional(Schema.Int.pipe(Schema.between(MEMORY_MB.min, MEMORY_MB.max))),
     timeout_seconds: Schema.optional(Schema.Int.pipe(Schema.between(TIMEOUT_SECONDS.min, TIMEOUT_SECONDS.max))),
     is_public: Schema.optional(Schema.Boolean),
-    env_vars: Schema.optional(Env)
+    env_vars: Schema.optional(Env),
+    cron_expressions: Schema.optional(Schedules)
   })
 ).annotations({ identifier: "FunctionSettingsChange" })
 const Rollback = strict(Schema.Struct({ version: Schema.Int.pipe(Schema.positive()) }))
@@ -75,7 +80,7 @@ const deployForm = streamedBody({
       memory_limit_mb: { type: "string", description: `${MEMORY_MB.min}-${MEMORY_MB.max}, default ${MEMORY_MB.default} (kept on a redeploy when absent)` },
       timeout_seconds: { type: "string", description: `${TIMEOUT_SECONDS.min}-${TIMEOUT_SECONDS.max}, default ${TIMEOUT_SECONDS.default}` },
       is_public: { type: "string", enum: ["true", "false"], description: "invocable without a credential at /v1/invoke/{namespace}/{name}" },
-      metadata: { type: "string", description: "a JSON object; env_vars: an object of strings" },
+      metadata: { type: "string", description: "a JSON object; env_vars: an object of strings; cron_expressions: an array of schedules (a redeploy without them keeps the function's)" },
       wasm: { type: "string", format: "binary", description: "the module: a WASI command (exports _start and memory) importing only the host calls of docs/functions.md" }
     }
   },

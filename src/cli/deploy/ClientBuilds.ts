@@ -42,7 +42,7 @@ const isDir = (dir: string): boolean => {
 }
 
 /** Runs a build tool in `cwd`, its output on our stderr; resolves with its exit code. */
-const run = (file: string, args: ReadonlyArray<string>, cwd: string, env: Readonly<Record<string, string>>): Promise<number> =>
+export const runBuildTool = (file: string, args: ReadonlyArray<string>, cwd: string, env: Readonly<Record<string, string>>): Promise<number> =>
   new Promise((resolve, reject) => {
     const child = spawn(file, [...args], { cwd, env: { ...process.env, ...env }, stdio: ["ignore", 2, 2] })
     child.once("error", reject)
@@ -66,7 +66,7 @@ export const buildGo = async (dir: string, workDir: string): Promise<PreparedApp
   process.stderr.write("building: go build (CGO_ENABLED=0 GOOS=linux GOARCH=amd64)\n")
   let code: number
   try {
-    code = await run("go", ["build", "-trimpath", "-o", binary, "."], dir, { CGO_ENABLED: "0", GOOS: "linux", GOARCH: "amd64" })
+    code = await runBuildTool("go", ["build", "-trimpath", "-o", binary, "."], dir, { CGO_ENABLED: "0", GOOS: "linux", GOARCH: "amd64" })
   } catch (error) {
     throw new CliError(`cannot run go (${error instanceof Error ? error.message : String(error)}): install Go (https://go.dev/dl/) or put it on PATH`)
   }
@@ -105,7 +105,7 @@ export const buildNext = async (dir: string, ssr: boolean): Promise<PreparedApp>
   const bin = nextBin(dir)
   process.stderr.write(`building: next build (output: ${wanted})\n`)
   // Telemetry off: the build must not send anything off this machine on the developer's behalf.
-  const code = await run(process.execPath, [bin, "build"], dir, { NEXT_TELEMETRY_DISABLED: "1" })
+  const code = await runBuildTool(process.execPath, [bin, "build"], dir, { NEXT_TELEMETRY_DISABLED: "1" })
   if (code !== 0) throw new CliError(`next build failed (exit ${code}); its output is above`)
   if (!ssr) {
     const out = path.join(dir, "out")

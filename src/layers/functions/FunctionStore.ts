@@ -19,6 +19,7 @@ const FunctionRow = Schema.Struct({
   env_sealed: Schema.String,
   created_at: Schema.Number,
   updated_at: Schema.Number,
+  schedules: Schema.parseJson(Schema.Array(Schema.String)),
   cid: Schema.String,
   size: Schema.Number
 })
@@ -32,25 +33,37 @@ export type LogRow = typeof LogRow.Type
 const decodeFunctions = decodeRows("function", FunctionRow)
 const decodeVersions = decodeRows("function version", VersionRow)
 const decodeLogs = decodeRows("function log", LogRow)
+const decodeScheduled = decodeRows(
+  "function schedule",
+  Schema.Struct({ namespace: Schema.String, name: Schema.String, schedules: Schema.parseJson(Schema.Array(Schema.String)) })
+)
 
 /** The live version's artifact joined to the function row. */
 const SELECT_FUNCTION = `SELECT f.namespace, f.name, f.version, f.memory_mb, f.timeout_ms, f.public, f.env_sealed, f.created_at,
-  f.updated_at, v.cid, v.size FROM functions f JOIN function_versions v
+  f.updated_at, f.schedules, v.cid, v.size FROM functions f JOIN function_versions v
   ON v.namespace = f.namespace AND v.name = f.name AND v.version = f.version`
 
 /** Statements removing one function's rows, or every function's of the namespace (its deletion). */
 export const functionRowDeletes = (namespace: string, name?: string): ReadonlyArray<Statement> =>
-  ["functions", "function_versions", "function_secrets", "function_logs"].map((table) =>
+  ["functions", "function_versions", "function_secrets", "function_logs", "function_schedule_runs"].map((table) =>
     name === undefined
       ? { sql: `DELETE FROM ${table} WHERE namespace = ?`, params: [namespace] }
       : { sql: `DELETE FROM ${table} WHERE namespace = ? AND name = ?`, params: [namespace, name] }
   )
+
+export interface Schedule {
+  readonly namespace: string
+  readonly name: string
+  readonly expression: string
+}
 
 export interface Settings {
   readonly memoryMb: number
   readonly timeoutMs: number
   readonly isPublic: boolean
   readonly envSealed: string
+  /** Cron expressions, checked. */
+  readonly schedules: ReadonlyArray<string>
 }
 
 export interface FunctionStoreService {
@@ -60,10 +73,18 @@ export interface FunctionStoreService {
   readonly versions: (namespace: string, name: string) => Effect.Effect<ReadonlyArray<VersionRow>, StoreError>
   /**
    * Statements that add the next version of a function (the artifact under `ref`), make it live,
-   * and write `settings`; run in the batch that records the content reference.
+   * and write `settings`; run in the batch that records the content reference, and conditional on
+   * it: when the quota refused the reference, they write nothing.
    */
   readonly addVersionStatements: (namespace: string, name: string, cid: string, size: number, ref: string, settings: Settings, now: number) => ReadonlyArray<Statement>
+  /** Changes the settings of an existing function; false when there is none. */
   readonly updateSettings: (namespace: string, name: string, settings: Settings, now: number) => Effect.Effect<boolean, StoreError>
+  /** Every schedule of every function (the scheduler's list). */
+  readonly allSchedules: Effect.Effect<ReadonlyArray<Schedule>, StoreError>
+  /** Claims one slot of a schedule for `node`: true for the one gateway whose claim made the row. */
+  readonly claimSlot: (schedule: Schedule, slot: number, node: string) => Effect.Effect<boolean, StoreError>
+  /** Forgets the claims of slots before `slot`. */
+  readonly pruneClaims: (slot: number) => Effect.Effect<void, StoreError>
   /** Removes the function's rows (versions, secrets, logs too); the versions' refs, for their release. */
   readonly remove: (namespace: string, name: string) => Effect.Effect<ReadonlyArray<VersionRow>, StoreError>
   /** Removes versions past the newest `keep`, never the live one; the removed, for their release. */
@@ -111,25 +132,42 @@ export const makeFunctionStore = Effect.gen(function* () {
     addVersionStatements: (namespace, name, cid, size, ref, s, now) => [
       {
         sql: `INSERT INTO function_versions (namespace, name, version, cid, size, ref, created_at)
-          SELECT ?, ?, COALESCE(MAX(version), 0) + 1, ?, ?, ?, ? FROM function_versions WHERE namespace = ? AND name = ?`,
-        params: [namespace, name, cid, size, ref, now, namespace, name]
+          SELECT ?, ?, next, ?, ?, ?, ? FROM (SELECT COALESCE(MAX(version), 0) + 1 AS next FROM function_versions WHERE namespace = ? AND name = ?)
+          WHERE EXISTS (SELECT 1 FROM content_refs WHERE cid = ? AND namespace = ? AND kind = 'function' AND ref = ?)`,
+        params: [namespace, name, cid, size, ref, now, namespace, name, cid, namespace, ref]
       },
       {
-        sql: `INSERT INTO functions (namespace, name, version, memory_mb, timeout_ms, public, env_sealed, created_at, updated_at)
-          SELECT ?, ?, version, ?, ?, ?, ?, ?, ? FROM function_versions WHERE namespace = ? AND name = ? AND ref = ?
+        sql: `INSERT INTO functions (namespace, name, version, memory_mb, timeout_ms, public, env_sealed, schedules, created_at, updated_at)
+          SELECT ?, ?, version, ?, ?, ?, ?, ?, ?, ? FROM function_versions WHERE namespace = ? AND name = ? AND ref = ?
           ON CONFLICT (namespace, name) DO UPDATE SET version = excluded.version, memory_mb = excluded.memory_mb,
-            timeout_ms = excluded.timeout_ms, public = excluded.public, env_sealed = excluded.env_sealed, updated_at = excluded.updated_at`,
-        params: [namespace, name, s.memoryMb, s.timeoutMs, s.isPublic ? 1 : 0, s.envSealed, now, now, namespace, name, ref]
+            timeout_ms = excluded.timeout_ms, public = excluded.public, env_sealed = excluded.env_sealed,
+            schedules = excluded.schedules, updated_at = excluded.updated_at`,
+        params: [namespace, name, s.memoryMb, s.timeoutMs, s.isPublic ? 1 : 0, s.envSealed, JSON.stringify(s.schedules), now, now, namespace, name, ref]
       }
     ],
     updateSettings: (namespace, name, s, now) =>
       Effect.map(
         store.exec({
-          sql: "UPDATE functions SET memory_mb = ?, timeout_ms = ?, public = ?, env_sealed = ?, updated_at = ? WHERE namespace = ? AND name = ?",
-          params: [s.memoryMb, s.timeoutMs, s.isPublic ? 1 : 0, s.envSealed, now, namespace, name]
+          sql: "UPDATE functions SET memory_mb = ?, timeout_ms = ?, public = ?, env_sealed = ?, schedules = ?, updated_at = ? WHERE namespace = ? AND name = ?",
+          params: [s.memoryMb, s.timeoutMs, s.isPublic ? 1 : 0, s.envSealed, JSON.stringify(s.schedules), now, namespace, name]
         }),
         (r) => r.rowsAffected > 0
       ),
+    allSchedules: Effect.flatMap(store.query({ sql: "SELECT namespace, name, schedules FROM functions WHERE schedules <> '[]'" }), (rows) =>
+      Effect.map(decodeScheduled(rows), (scheduled) =>
+        scheduled.flatMap((f) => f.schedules.map((expression) => ({ namespace: f.namespace, name: f.name, expression })))
+      )
+    ),
+    claimSlot: (s, slot, node) =>
+      Effect.map(
+        store.exec({
+          sql: `INSERT INTO function_schedule_runs (namespace, name, expression, slot, node) VALUES (?, ?, ?, ?, ?)
+            ON CONFLICT (namespace, name, expression, slot) DO NOTHING`,
+          params: [s.namespace, s.name, s.expression, slot, node]
+        }),
+        (r) => r.rowsAffected > 0
+      ),
+    pruneClaims: (slot) => Effect.asVoid(store.exec({ sql: "DELETE FROM function_schedule_runs WHERE slot < ?", params: [slot] })),
     remove: (namespace, name) =>
       Effect.gen(function* () {
         const versions = yield* service.versions(namespace, name)

@@ -10,7 +10,7 @@
 import { Clock, Context, Effect, Layer } from "effect"
 import { randomUUID } from "node:crypto"
 import { unofferedImport } from "../../domain/FunctionHostCalls.js"
-import { envProblem, FUNCTION_NAME, FUNCTION_NAME_RULE, MEMORY_MB, SECRET_MAX_BYTES, SECRETS_MAX, ENV_NAME, TIMEOUT_SECONDS } from "../../domain/FunctionRules.js"
+import { envProblem, FUNCTION_NAME, FUNCTION_NAME_RULE, MEMORY_MB, schedulesProblem, SECRET_MAX_BYTES, SECRETS_MAX, ENV_NAME, TIMEOUT_SECONDS } from "../../domain/FunctionRules.js"
 import type { FunctionCode } from "../../domain/Errors.js"
 import type { Principal } from "../../domain/Principal.js"
 import { capMemory, inspectWasm, WASM_PAGE_BYTES, WasmInvalid } from "../../domain/WasmBinary.js"
@@ -33,6 +33,7 @@ export interface FunctionView {
   readonly timeout_seconds: number
   readonly is_public: boolean
   readonly env_vars: Readonly<Record<string, string>>
+  readonly cron_expressions: ReadonlyArray<string>
   readonly created_at: number
   readonly updated_at: number
 }
@@ -42,6 +43,7 @@ export interface SettingsChange {
   readonly timeout_seconds?: number | undefined
   readonly is_public?: boolean | undefined
   readonly env_vars?: Readonly<Record<string, string>> | undefined
+  readonly cron_expressions?: ReadonlyArray<string> | undefined
 }
 
 export interface FunctionsService {
@@ -119,6 +121,7 @@ const makeFunctions = Effect.gen(function* () {
         timeout_seconds: row.timeout_ms / 1000,
         is_public: row.public === 1,
         env_vars: env,
+        cron_expressions: row.schedules,
         created_at: row.created_at,
         updated_at: row.updated_at
       }))
@@ -181,7 +184,7 @@ const makeFunctions = Effect.gen(function* () {
       namespace: string,
       name: string,
       wasm: Uint8Array,
-      s: { memoryMb: number; timeoutMs: number; isPublic: boolean; env: Readonly<Record<string, string>> }
+      s: { memoryMb: number; timeoutMs: number; isPublic: boolean; env: Readonly<Record<string, string>>; schedules: ReadonlyArray<string> }
     ) =>
       Effect.gen(function* () {
         const ref = randomUUID()
@@ -189,7 +192,7 @@ const makeFunctions = Effect.gen(function* () {
         const envSealed = sealEnv(namespace, name, s.env)
         yield* Effect.mapError(
           storage.store(namespace, "function", ref, `${name}.wasm`, one(wasm), (cid, size) =>
-            store.addVersionStatements(namespace, name, cid, size, ref, { memoryMb: s.memoryMb, timeoutMs: s.timeoutMs, isPublic: s.isPublic, envSealed }, now)
+            store.addVersionStatements(namespace, name, cid, size, ref, { ...s, envSealed }, now)
           ),
           (e): FunctionRefused => (e.code === "BAD_REQUEST" ? badModule(e.reason) : e)
         )
@@ -225,14 +228,16 @@ const makeFunctions = Effect.gen(function* () {
           const memory = yield* parseInteger(form.fields.get("memory_limit_mb"), "memory_limit_mb", MEMORY_MB)
           const timeout = yield* parseInteger(form.fields.get("timeout_seconds"), "timeout_seconds", TIMEOUT_SECONDS)
           const isPublic = yield* parseBoolean(form.fields.get("is_public"), "is_public")
-          const env = yield* parseEnv(form.fields.get("metadata"))
+          const metadata = yield* parseMetadata(form.fields.get("metadata"))
           const before = yield* db(store.get(caller.namespace, name))
           const previous = before === undefined ? undefined : yield* envOf(before)
           const chosen = {
             memoryMb: memory ?? before?.memory_mb ?? MEMORY_MB.default,
             timeoutMs: (timeout ?? (before === undefined ? TIMEOUT_SECONDS.default : before.timeout_ms / 1000)) * 1000,
             isPublic: isPublic ?? before?.public === 1,
-            env: env ?? previous ?? {}
+            env: metadata.env ?? previous ?? {},
+            // a redeploy that names no schedules keeps the function's (the original system's CLI deploy dropped them)
+            schedules: metadata.schedules ?? before?.schedules ?? []
           }
           yield* checkModule(form.wasm, chosen.memoryMb)
           return yield* addVersion(caller.namespace, name, form.wasm, chosen)
@@ -247,6 +252,10 @@ const makeFunctions = Effect.gen(function* () {
             const problem = envProblem(change.env_vars)
             if (problem !== undefined) return yield* Effect.fail(invalid(`env_vars: ${problem}`))
           }
+          if (change.cron_expressions !== undefined) {
+            const problem = schedulesProblem(change.cron_expressions)
+            if (problem !== undefined) return yield* Effect.fail(invalid(`cron_expressions: ${problem}`))
+          }
           const env = change.env_vars ?? (yield* envOf(row))
           const memoryMb = change.memory_limit_mb ?? row.memory_mb
           if (memoryMb !== row.memory_mb) {
@@ -259,7 +268,8 @@ const makeFunctions = Effect.gen(function* () {
               memoryMb,
               timeoutMs: change.timeout_seconds === undefined ? row.timeout_ms : change.timeout_seconds * 1000,
               isPublic: change.is_public ?? row.public === 1,
-              envSealed: sealEnv(caller.namespace, name, env)
+              envSealed: sealEnv(caller.namespace, name, env),
+              schedules: change.cron_expressions === undefined ? row.schedules : [...new Set(change.cron_expressions)]
             }, now)
           )
           if (!updated) return yield* Effect.fail(noFunction(name))
@@ -282,7 +292,8 @@ const makeFunctions = Effect.gen(function* () {
             memoryMb: row.memory_mb,
             timeoutMs: row.timeout_ms,
             isPublic: row.public === 1,
-            env: yield* envOf(row)
+            env: yield* envOf(row),
+            schedules: row.schedules
           })
         }),
       logs: (caller, name, limit, before) => Effect.zipRight(existing(caller.namespace, name), db(store.logs(caller.namespace, name, limit, before))),
@@ -305,9 +316,11 @@ const makeFunctions = Effect.gen(function* () {
         })
     }
 
-    const parseEnv = (metadata: string | undefined) =>
+    /** The deploy form's metadata: `env_vars` and `cron_expressions`, each absent when not given. */
+    const parseMetadata = (metadata: string | undefined) =>
       Effect.gen(function* () {
-        if (metadata === undefined) return undefined
+        const none: { env?: Readonly<Record<string, string>>; schedules?: ReadonlyArray<string> } = {}
+        if (metadata === undefined) return none
         let parsed: unknown
         try {
           parsed = JSON.parse(metadata)
@@ -315,12 +328,23 @@ const makeFunctions = Effect.gen(function* () {
           return yield* Effect.fail(invalid("metadata must be a JSON object"))
         }
         if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) return yield* Effect.fail(invalid("metadata must be a JSON object"))
-        const env = (parsed as Record<string, unknown>)["env_vars"]
-        if (env === undefined) return undefined
-        if (typeof env !== "object" || env === null || Array.isArray(env)) return yield* Effect.fail(invalid("metadata.env_vars must be an object of strings"))
-        const problem = envProblem(env as Record<string, unknown>)
-        if (problem !== undefined) return yield* Effect.fail(invalid(`metadata.env_vars: ${problem}`))
-        return env as Record<string, string>
+        const fields = parsed as Record<string, unknown>
+        const env = fields["env_vars"]
+        if (env !== undefined) {
+          if (typeof env !== "object" || env === null || Array.isArray(env)) return yield* Effect.fail(invalid("metadata.env_vars must be an object of strings"))
+          const problem = envProblem(env as Record<string, unknown>)
+          if (problem !== undefined) return yield* Effect.fail(invalid(`metadata.env_vars: ${problem}`))
+        }
+        const schedules = fields["cron_expressions"]
+        if (schedules !== undefined) {
+          if (!Array.isArray(schedules)) return yield* Effect.fail(invalid("metadata.cron_expressions must be an array of cron expressions"))
+          const problem = schedulesProblem(schedules)
+          if (problem !== undefined) return yield* Effect.fail(invalid(`metadata.cron_expressions: ${problem}`))
+        }
+        return {
+          ...(env === undefined ? {} : { env: env as Record<string, string> }),
+          ...(schedules === undefined ? {} : { schedules: [...new Set(schedules as Array<string>)] })
+        }
       })
 
     return service

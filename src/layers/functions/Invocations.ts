@@ -35,9 +35,14 @@ export interface InvokeRequest {
   readonly namespace: string
   readonly name: string
   readonly version?: number | undefined
-  /** The credential's principal; none for an anonymous call of a public function. */
+  /** The credential's principal; none for an anonymous call of a public function, or a trigger's. */
   readonly caller: Principal | undefined
   readonly input: Uint8Array
+  /**
+   * What started it when no caller did (`cron <expression>`): authorized when the trigger was set,
+   * so a function need not be public to run on a schedule. A trigger's refusal goes to the logs.
+   */
+  readonly trigger?: string | undefined
 }
 
 export interface Invoked {
@@ -118,6 +123,10 @@ const makeInvocations = Effect.gen(function* () {
     const running = new Map<string, number>()
     let queue: Array<{ namespace: string; name: string; at: number; requestId: string; level: string; message: string }> = []
     let dropped = 0
+    const enqueue = (line: (typeof queue)[number]) => {
+      if (queue.length >= LOG_QUEUE_MAX) dropped++
+      else queue.push(line)
+    }
     const flush = Effect.suspend(() => {
       if (queue.length === 0) return Effect.void
       const lines = queue
@@ -164,7 +173,7 @@ const makeInvocations = Effect.gen(function* () {
         }
         const row = yield* Effect.mapError(store.get(request.namespace, request.name), () => unavailable("the registry did not answer"))
         // an anonymous caller learns nothing of a function that is not public
-        if (row === undefined || (request.caller === undefined && row.public !== 1)) return yield* Effect.fail(notFound)
+        if (row === undefined || (request.caller === undefined && request.trigger === undefined && row.public !== 1)) return yield* Effect.fail(notFound)
         let cid = row.cid
         if (request.version !== undefined && request.version !== row.version) {
           const version = yield* Effect.mapError(store.version(request.namespace, request.name, request.version), () => unavailable("the registry did not answer"))
@@ -180,10 +189,8 @@ const makeInvocations = Effect.gen(function* () {
         const requestId = randomUUID()
         const started = performance.now()
         const pages = row.memory_mb * ((1024 * 1024) / WASM_PAGE_BYTES)
-        const log = (level: "info" | "error", message: string) => {
-          if (queue.length >= LOG_QUEUE_MAX) dropped++
-          else queue.push({ namespace: request.namespace, name: request.name, at: Date.now(), requestId, level, message })
-        }
+        const log = (level: "info" | "error", message: string) =>
+          enqueue({ namespace: request.namespace, name: request.name, at: Date.now(), requestId, level, message })
         const host = hostCalls({
           namespace: request.namespace,
           functionName: request.name,
@@ -235,6 +242,16 @@ const makeInvocations = Effect.gen(function* () {
         return { requestId, ms: performance.now() - started, output: end.kind === "exit" ? end.stdout : new Uint8Array() }
       })
 
-    const service: InvocationsService = { invoke: (request) => invoke(request, 0), droppedLogLines: () => dropped }
+    /** Nobody waits on a trigger's answer: its refusal is a line of the function's log. */
+    const logRefusal = (request: InvokeRequest) => (refusal: InvokeRefused) =>
+      Effect.sync(() => {
+        if (request.trigger !== undefined) {
+          enqueue({ namespace: request.namespace, name: request.name, at: Date.now(), requestId: "", level: "error", message: `${request.trigger}: ${refusal.reason}` })
+        }
+      })
+    const service: InvocationsService = {
+      invoke: (request) => Effect.tapError(invoke(request, 0), logRefusal(request)),
+      droppedLogLines: () => dropped
+    }
     return service
   })

@@ -1,4 +1,4 @@
-/** Migration 16 (functions' rows, docs/functions.md), kept beside migrations.ts so that list stays readable. */
+/** Functions' migrations (docs/functions.md), kept beside migrations.ts so that list stays readable. */
 import type { Migration } from "./migrations.js"
 
 export const functionsMigration: Migration = {
@@ -50,3 +50,23 @@ export const functionsMigration: Migration = {
       `CREATE INDEX IF NOT EXISTS function_logs_function ON function_logs (namespace, name, seq)`
     ]
   }
+
+/** Migration 17: functions' schedules, and the claims that make each slot fire once cluster-wide. */
+export const functionSchedulesMigration: Migration = {
+  id: 17,
+  name: "function_schedules",
+  statements: [
+    // the function's cron expressions as a JSON array (docs/functions.md, "Schedules")
+    `ALTER TABLE functions ADD COLUMN schedules TEXT NOT NULL DEFAULT '[]'`,
+    // one row per fired slot: the gateway whose insert made it runs the function
+    `CREATE TABLE IF NOT EXISTS function_schedule_runs (
+      namespace TEXT NOT NULL,
+      name TEXT NOT NULL,
+      expression TEXT NOT NULL,
+      slot INTEGER NOT NULL,
+      node TEXT NOT NULL,
+      PRIMARY KEY (namespace, name, expression, slot)
+    )`,
+    `CREATE INDEX IF NOT EXISTS function_schedule_runs_slot ON function_schedule_runs (slot)`
+  ]
+}

@@ -3,7 +3,7 @@
  * them through `@effect/sql`'s Migrator; the rqlite engine applies each as one atomic batch and
  * records it in `portico_migrations`. Append only: never edit a migration that has shipped.
  */
-import { functionsMigration } from "./FunctionsMigration.js"
+import { functionSchedulesMigration, functionsMigration } from "./FunctionsMigration.js"
 
 export interface Migration {
   readonly id: number
@@ -494,5 +494,6 @@ export const migrations: ReadonlyArray<Migration> = [
       `CREATE INDEX IF NOT EXISTS deployment_teardowns_node ON deployment_teardowns (home_node)`
     ]
   },
-  functionsMigration
+  functionsMigration,
+  functionSchedulesMigration
 ]
