@@ -2,6 +2,7 @@
  * Functions' rules on names and settings (docs/functions.md). Client-safe.
  */
 import { parseCron } from "./Cron.js"
+import { isTopic, TOPIC_RULE } from "./PubSubRules.js"
 
 /** A function's name: lowercase letters, digits and `-`, starting with a letter, 1-63 characters. */
 export const FUNCTION_NAME = /^[a-z][a-z0-9-]{0,62}$/
@@ -38,6 +39,18 @@ export const schedulesProblem = (schedules: ReadonlyArray<unknown>): string | un
     if (typeof schedule !== "string") return "each schedule is a cron expression in a string"
     const parsed = parseCron(schedule)
     if (typeof parsed === "string") return `${JSON.stringify(schedule.slice(0, 80))}: ${parsed}`
+  }
+  return undefined
+}
+
+/** Topics per function. */
+export const TOPICS_MAX = 10
+
+/** What is wrong with a list of trigger topics, or undefined (exact topics; `_portico/` ones may be read). */
+export const topicsProblem = (topics: ReadonlyArray<unknown>): string | undefined => {
+  if (topics.length > TOPICS_MAX) return `at most ${TOPICS_MAX} topics`
+  for (const topic of topics) {
+    if (typeof topic !== "string" || !isTopic(topic)) return `${JSON.stringify(String(topic).slice(0, 80))}: a topic is ${TOPIC_RULE}`
   }
   return undefined
 }

@@ -240,6 +240,7 @@ export const RESERVED_TABLES: ReadonlySet<string> = new Set([
   "function_versions",
   "function_logs",
   "function_schedule_runs",
+  "function_topic_claims",
   "function_triggers",
   "triggers",
   "content_ownership",

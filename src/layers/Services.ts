@@ -65,6 +65,7 @@ import { Functions } from "./functions/Functions.js"
 import { FunctionStore } from "./functions/FunctionStore.js"
 import { Invocations } from "./functions/Invocations.js"
 import { FunctionSchedules } from "./functions/Schedules.js"
+import { FunctionTopicTriggers } from "./functions/TopicTriggers.js"
 
 export interface ServicesOptions {
   /**
@@ -154,8 +155,8 @@ export const servicesLayer = (settings: PorticoSettings, options: ServicesOption
  */
 export const gatewayServicesLayer = (settings: PorticoSettings, options: ServicesOptions = {}) =>
   // namespace creation over HTTP, which waits for a deletion of the same name; functions'
-  // schedules, which tick in running gateways only
-  Layer.merge(NamespaceCreation.Live, FunctionSchedules).pipe(
+  // schedules and topic triggers, which run in running gateways only
+  Layer.mergeAll(NamespaceCreation.Live, FunctionSchedules, FunctionTopicTriggers).pipe(
     // what operators see of this gateway's health (its checks over the services below)
     Layer.provideMerge(OperatorHealth.Live),
     // namespace deletion, over every service a namespace holds something in (its apps too)

@@ -197,6 +197,43 @@ describe("functions on embedded engines", () => {
     expect((((await gw.request("GET", "/v1/functions/ticker/logs?limit=1000", { token: owner })).body) as { logs: Array<unknown> }).logs.length).toBe(settled)
   }, 90_000)
 
+  it("runs a function for each message of its topics with the frame as input, and ends a chain of functions publishing to their own topic at the depth bound", async () => {
+    // logs its input, then publishes "hi" on the topic "loop"
+    const looper = await watModule(`(module
+      (import "wasi_snapshot_preview1" "fd_read" (func $read (param i32 i32 i32 i32) (result i32)))
+      (import "env" "log_info" (func $log (param i32 i32)))
+      (import "env" "pubsub_publish" (func $pub (param i32 i32 i32 i32) (result i32)))
+      (memory (export "memory") 1)
+      (data (i32.const 32) "loop")
+      (data (i32.const 40) "hi")
+      (func (export "_start")
+        (i32.store (i32.const 0) (i32.const 64)) (i32.store (i32.const 4) (i32.const 4096))
+        (drop (call $read (i32.const 0) (i32.const 0) (i32.const 1) (i32.const 8)))
+        (call $log (i32.const 64) (i32.load (i32.const 8)))
+        (drop (call $pub (i32.const 32) (i32.const 4) (i32.const 40) (i32.const 2)))))`)
+    const refused = await deploy(owner, { name: "looper", metadata: JSON.stringify({ pubsub_topics: ["bad topic"] }) }, looper)
+    expect([refused.status, refused.body["code"]]).toEqual([400, "VALIDATION_FAILED"])
+    const deployed = await deploy(owner, { name: "looper", metadata: JSON.stringify({ pubsub_topics: ["loop"] }) }, looper)
+    expect(deployed.body).toMatchObject({ pubsub_topics: ["loop"] })
+    // the triggers are read every 5 s
+    await new Promise((r) => setTimeout(r, 5500))
+    const published = await gw.request("POST", "/v1/pubsub/publish", { token: runtimeKey, json: { topic: "loop", data_base64: Buffer.from("go").toString("base64") } })
+    expect(published.status, published.text).toBe(200)
+    type Line = { level: string; message: string }
+    let lines: Array<Line> = []
+    for (let i = 0; i < 50 && !lines.some((l) => l.level === "error"); i++) {
+      await new Promise((r) => setTimeout(r, 200))
+      lines = (((await gw.request("GET", "/v1/functions/looper/logs?limit=1000", { token: owner })).body) as { logs: Array<Line> }).logs
+    }
+    const runs = lines.filter((l) => l.level === "info").map((l) => JSON.parse(l.message) as { trigger: string; topic: string; data: string; depth?: number })
+    // the route's message (no depth), then the function's own at depths 1-5; the one at 6 runs nothing
+    expect(runs.map((r) => r.depth ?? 0).sort()).toEqual([0, 1, 2, 3, 4, 5])
+    expect(runs.every((r) => r.trigger === "pubsub" && r.topic === "loop")).toBe(true)
+    expect(runs.find((r) => r.depth === undefined)?.data).toBe(Buffer.from("go").toString("base64"))
+    expect(lines.filter((l) => l.level === "error").map((l) => l.message)).toEqual([expect.stringMatching(/^pubsub loop: a chain of 6 topic triggers is deeper than 5/)])
+    await gw.request("PATCH", "/v1/functions/looper", { token: owner, json: { pubsub_topics: [] } })
+  }, 60_000)
+
   it("stops a hostile module at its deadline (busy loop, growth past its memory), traps and oversized output and input, while another tenant's function answers", async () => {
     const loop = await watModule(`(module (memory (export "memory") 1) (func (export "_start") (loop $l (br $l))))`)
     const grow = await watModule(

@@ -14,6 +14,7 @@ import { type Gateway, mintKey, startGateway } from "../support/gateway.js"
 import { b64, isSubscriber, openSubscriber, type Subscriber, unb64 } from "../support/pubsubSocket.js"
 import { hasRedisServer, redisMissingMessage, type RedisServer, startRedis } from "../support/redis.js"
 import { hasRqlited, type RqlitedServer, rqlitedMissingMessage, startRqlited } from "../support/rqlited.js"
+import { deployForm, watModule } from "../support/functions.js"
 
 describe("publish/subscribe on Redis, two gateways on an rqlite registry", () => {
   let redis: RedisServer
@@ -53,6 +54,36 @@ describe("publish/subscribe on Redis, two gateways on an rqlite registry", () =>
     if (redis !== undefined) await Effect.runPromise(redis.stop)
     if (rqlited !== undefined) await Effect.runPromise(rqlited.stop)
   })
+
+  it("runs a function a topic triggers once per message, though both gateways hear every message (functions on the rqlite registry)", async () => {
+    // logs its input (the message's frame)
+    const logger = await watModule(`(module
+      (import "wasi_snapshot_preview1" "fd_read" (func $read (param i32 i32 i32 i32) (result i32)))
+      (import "env" "log_info" (func $log (param i32 i32)))
+      (memory (export "memory") 1)
+      (func (export "_start")
+        (i32.store (i32.const 0) (i32.const 64)) (i32.store (i32.const 4) (i32.const 4096))
+        (drop (call $read (i32.const 0) (i32.const 0) (i32.const 1) (i32.const 8)))
+        (call $log (i32.const 64) (i32.load (i32.const 8)))))`)
+    const form = deployForm({ name: "worker", metadata: JSON.stringify({ pubsub_topics: ["jobs"] }) }, logger)
+    const deployed = await fetch(`${a.url}/v1/functions`, { method: "POST", headers: { authorization: `Bearer ${owner}` }, body: form })
+    expect(deployed.status, await deployed.clone().text()).toBe(201)
+    // both gateways read the triggers within 5 s
+    await new Promise((r) => setTimeout(r, 5500))
+    for (const [i, gw] of [a, b, a, b, a, b].entries()) expect((await publish(gw, "jobs", `job ${i}`)).status).toBe(200)
+    type Line = { message: string }
+    let lines: Array<Line> = []
+    for (let i = 0; i < 50 && lines.length < 6; i++) {
+      await new Promise((r) => setTimeout(r, 200))
+      lines = ((await b.request("GET", "/v1/functions/worker/logs?limit=1000", { token: owner })).body as { logs: Array<Line> }).logs
+    }
+    // a while longer: a second run of any message would show by now
+    await new Promise((r) => setTimeout(r, 1500))
+    lines = ((await b.request("GET", "/v1/functions/worker/logs?limit=1000", { token: owner })).body as { logs: Array<Line> }).logs
+    const runs = lines.map((l) => JSON.parse(l.message) as { offset: number; data: string })
+    expect(runs.map((r) => r.offset).sort((x, y) => x - y)).toEqual([1, 2, 3, 4, 5, 6])
+    expect(new Set(runs.map((r) => unb64(r.data)))).toEqual(new Set([0, 1, 2, 3, 4, 5].map((i) => `job ${i}`)))
+  }, 60_000)
 
   it("delivers every message of publishers on both gateways to subscribers on both, in one order", async () => {
     const subscribers = [await opened(a, "topic=game"), await opened(a, "topic=game"), await opened(b, "topic=game"), await opened(b, "topic=game")]

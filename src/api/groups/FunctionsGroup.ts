@@ -14,7 +14,7 @@ import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
 import { FunctionRefusals, InvokeRefusals, wiresOf } from "../../domain/Errors.js"
-import { FUNCTION_NAME_RULE, MEMORY_MB, SCHEDULES_MAX, TIMEOUT_SECONDS } from "../../domain/FunctionRules.js"
+import { FUNCTION_NAME_RULE, MEMORY_MB, SCHEDULES_MAX, TIMEOUT_SECONDS, TOPICS_MAX } from "../../domain/FunctionRules.js"
 import { Authentication, OptionalAuthentication } from "../Gates.js"
 import { streamedBody } from "../OpenApiFacts.js"
 import { NextCursor, pageQueryFields, TextKey } from "../Paging.js"
@@ -26,6 +26,10 @@ const FunctionName = Schema.String.pipe(Schema.pattern(/^[a-z][a-z0-9-]{0,62}$/)
 const name = HttpApiSchema.param("name", FunctionName)
 const Schedules = Schema.Array(Schema.String).pipe(Schema.maxItems(SCHEDULES_MAX)).annotations({
   description: "cron expressions (5 fields, or 6 with seconds first; UTC): the function runs once per slot across the cluster, with {trigger, schedule, at} as its input"
+})
+const Topics = Schema.Array(Schema.String).pipe(Schema.maxItems(TOPICS_MAX)).annotations({
+  description:
+    "topics (exact names) whose messages run the function, once per message across the cluster, with {trigger, topic, epoch, offset, timestamp, type, data, depth?} as its input"
 })
 const Env = Schema.Record({ key: Schema.String, value: Schema.String }).annotations({ description: "environment variables (get_env); sealed at rest" })
 
@@ -39,6 +43,7 @@ export const FunctionView = Schema.Struct({
   is_public: Schema.Boolean,
   env_vars: Env,
   cron_expressions: Schedules,
+  pubsub_topics: Topics,
   created_at: Schema.Int,
   updated_at: Schema.Int
 }).annotations({ identifier: "Function" })
@@ -61,7 +66,8 @@ const SettingsChange = strict(
     timeout_seconds: Schema.optional(Schema.Int.pipe(Schema.between(TIMEOUT_SECONDS.min, TIMEOUT_SECONDS.max))),
     is_public: Schema.optional(Schema.Boolean),
     env_vars: Schema.optional(Env),
-    cron_expressions: Schema.optional(Schedules)
+    cron_expressions: Schema.optional(Schedules),
+    pubsub_topics: Schema.optional(Topics)
   })
 ).annotations({ identifier: "FunctionSettingsChange" })
 const Rollback = strict(Schema.Struct({ version: Schema.Int.pipe(Schema.positive()) }))
@@ -80,7 +86,7 @@ const deployForm = streamedBody({
       memory_limit_mb: { type: "string", description: `${MEMORY_MB.min}-${MEMORY_MB.max}, default ${MEMORY_MB.default} (kept on a redeploy when absent)` },
       timeout_seconds: { type: "string", description: `${TIMEOUT_SECONDS.min}-${TIMEOUT_SECONDS.max}, default ${TIMEOUT_SECONDS.default}` },
       is_public: { type: "string", enum: ["true", "false"], description: "invocable without a credential at /v1/invoke/{namespace}/{name}" },
-      metadata: { type: "string", description: "a JSON object; env_vars: an object of strings; cron_expressions: an array of schedules (a redeploy without them keeps the function's)" },
+      metadata: { type: "string", description: "a JSON object; env_vars: an object of strings; cron_expressions: an array of schedules; pubsub_topics: an array of topics (a redeploy without either keeps the function's)" },
       wasm: { type: "string", format: "binary", description: "the module: a WASI command (exports _start and memory) importing only the host calls of docs/functions.md" }
     }
   },

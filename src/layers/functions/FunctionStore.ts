@@ -20,6 +20,7 @@ const FunctionRow = Schema.Struct({
   created_at: Schema.Number,
   updated_at: Schema.Number,
   schedules: Schema.parseJson(Schema.Array(Schema.String)),
+  topics: Schema.parseJson(Schema.Array(Schema.String)),
   cid: Schema.String,
   size: Schema.Number
 })
@@ -33,6 +34,10 @@ export type LogRow = typeof LogRow.Type
 const decodeFunctions = decodeRows("function", FunctionRow)
 const decodeVersions = decodeRows("function version", VersionRow)
 const decodeLogs = decodeRows("function log", LogRow)
+const decodeTopical = decodeRows(
+  "function topic",
+  Schema.Struct({ namespace: Schema.String, name: Schema.String, topics: Schema.parseJson(Schema.Array(Schema.String)) })
+)
 const decodeScheduled = decodeRows(
   "function schedule",
   Schema.Struct({ namespace: Schema.String, name: Schema.String, schedules: Schema.parseJson(Schema.Array(Schema.String)) })
@@ -40,12 +45,12 @@ const decodeScheduled = decodeRows(
 
 /** The live version's artifact joined to the function row. */
 const SELECT_FUNCTION = `SELECT f.namespace, f.name, f.version, f.memory_mb, f.timeout_ms, f.public, f.env_sealed, f.created_at,
-  f.updated_at, f.schedules, v.cid, v.size FROM functions f JOIN function_versions v
+  f.updated_at, f.schedules, f.topics, v.cid, v.size FROM functions f JOIN function_versions v
   ON v.namespace = f.namespace AND v.name = f.name AND v.version = f.version`
 
 /** Statements removing one function's rows, or every function's of the namespace (its deletion). */
 export const functionRowDeletes = (namespace: string, name?: string): ReadonlyArray<Statement> =>
-  ["functions", "function_versions", "function_secrets", "function_logs", "function_schedule_runs"].map((table) =>
+  ["functions", "function_versions", "function_secrets", "function_logs", "function_schedule_runs", "function_topic_claims"].map((table) =>
     name === undefined
       ? { sql: `DELETE FROM ${table} WHERE namespace = ?`, params: [namespace] }
       : { sql: `DELETE FROM ${table} WHERE namespace = ? AND name = ?`, params: [namespace, name] }
@@ -64,6 +69,15 @@ export interface Settings {
   readonly envSealed: string
   /** Cron expressions, checked. */
   readonly schedules: ReadonlyArray<string>
+  /** Topics whose messages run the function, checked. */
+  readonly topics: ReadonlyArray<string>
+}
+
+/** A function run by a topic's messages. */
+export interface TopicTrigger {
+  readonly namespace: string
+  readonly name: string
+  readonly topic: string
 }
 
 export interface FunctionStoreService {
@@ -83,8 +97,12 @@ export interface FunctionStoreService {
   readonly allSchedules: Effect.Effect<ReadonlyArray<Schedule>, StoreError>
   /** Claims one slot of a schedule for `node`: true for the one gateway whose claim made the row. */
   readonly claimSlot: (schedule: Schedule, slot: number, node: string) => Effect.Effect<boolean, StoreError>
-  /** Forgets the claims of slots before `slot`. */
-  readonly pruneClaims: (slot: number) => Effect.Effect<void, StoreError>
+  /** Every topic trigger of every function (the dispatcher's list). */
+  readonly allTopicTriggers: Effect.Effect<ReadonlyArray<TopicTrigger>, StoreError>
+  /** Claims one message for one function: true for the one gateway whose claim made the row. */
+  readonly claimMessage: (trigger: TopicTrigger, epoch: string, seq: number, now: number) => Effect.Effect<boolean, StoreError>
+  /** Forgets the claims of slots before `slot`, and of messages claimed before `before` (Unix ms). */
+  readonly pruneClaims: (slot: number, before: number) => Effect.Effect<void, StoreError>
   /** Removes the function's rows (versions, secrets, logs too); the versions' refs, for their release. */
   readonly remove: (namespace: string, name: string) => Effect.Effect<ReadonlyArray<VersionRow>, StoreError>
   /** Removes versions past the newest `keep`, never the live one; the removed, for their release. */
@@ -137,19 +155,34 @@ export const makeFunctionStore = Effect.gen(function* () {
         params: [namespace, name, cid, size, ref, now, namespace, name, cid, namespace, ref]
       },
       {
-        sql: `INSERT INTO functions (namespace, name, version, memory_mb, timeout_ms, public, env_sealed, schedules, created_at, updated_at)
-          SELECT ?, ?, version, ?, ?, ?, ?, ?, ?, ? FROM function_versions WHERE namespace = ? AND name = ? AND ref = ?
+        sql: `INSERT INTO functions (namespace, name, version, memory_mb, timeout_ms, public, env_sealed, schedules, topics, created_at, updated_at)
+          SELECT ?, ?, version, ?, ?, ?, ?, ?, ?, ?, ? FROM function_versions WHERE namespace = ? AND name = ? AND ref = ?
           ON CONFLICT (namespace, name) DO UPDATE SET version = excluded.version, memory_mb = excluded.memory_mb,
             timeout_ms = excluded.timeout_ms, public = excluded.public, env_sealed = excluded.env_sealed,
-            schedules = excluded.schedules, updated_at = excluded.updated_at`,
-        params: [namespace, name, s.memoryMb, s.timeoutMs, s.isPublic ? 1 : 0, s.envSealed, JSON.stringify(s.schedules), now, now, namespace, name, ref]
+            schedules = excluded.schedules, topics = excluded.topics, updated_at = excluded.updated_at`,
+        params: [
+          namespace,
+          name,
+          s.memoryMb,
+          s.timeoutMs,
+          s.isPublic ? 1 : 0,
+          s.envSealed,
+          JSON.stringify(s.schedules),
+          JSON.stringify(s.topics),
+          now,
+          now,
+          namespace,
+          name,
+          ref
+        ]
       }
     ],
     updateSettings: (namespace, name, s, now) =>
       Effect.map(
         store.exec({
-          sql: "UPDATE functions SET memory_mb = ?, timeout_ms = ?, public = ?, env_sealed = ?, schedules = ?, updated_at = ? WHERE namespace = ? AND name = ?",
-          params: [s.memoryMb, s.timeoutMs, s.isPublic ? 1 : 0, s.envSealed, JSON.stringify(s.schedules), now, namespace, name]
+          sql: `UPDATE functions SET memory_mb = ?, timeout_ms = ?, public = ?, env_sealed = ?, schedules = ?, topics = ?, updated_at = ?
+            WHERE namespace = ? AND name = ?`,
+          params: [s.memoryMb, s.timeoutMs, s.isPublic ? 1 : 0, s.envSealed, JSON.stringify(s.schedules), JSON.stringify(s.topics), now, namespace, name]
         }),
         (r) => r.rowsAffected > 0
       ),
@@ -167,7 +200,25 @@ export const makeFunctionStore = Effect.gen(function* () {
         }),
         (r) => r.rowsAffected > 0
       ),
-    pruneClaims: (slot) => Effect.asVoid(store.exec({ sql: "DELETE FROM function_schedule_runs WHERE slot < ?", params: [slot] })),
+    allTopicTriggers: Effect.flatMap(store.query({ sql: "SELECT namespace, name, topics FROM functions WHERE topics <> '[]'" }), (rows) =>
+      Effect.map(decodeTopical(rows), (functions) => functions.flatMap((f) => f.topics.map((topic) => ({ namespace: f.namespace, name: f.name, topic }))))
+    ),
+    claimMessage: (t, epoch, seq, now) =>
+      Effect.map(
+        store.exec({
+          sql: `INSERT INTO function_topic_claims (namespace, name, topic, epoch, seq, claimed_at) VALUES (?, ?, ?, ?, ?, ?)
+            ON CONFLICT (namespace, name, topic, epoch, seq) DO NOTHING`,
+          params: [t.namespace, t.name, t.topic, epoch, seq, now]
+        }),
+        (r) => r.rowsAffected > 0
+      ),
+    pruneClaims: (slot, before) =>
+      Effect.asVoid(
+        store.batch([
+          { sql: "DELETE FROM function_schedule_runs WHERE slot < ?", params: [slot] },
+          { sql: "DELETE FROM function_topic_claims WHERE claimed_at < ?", params: [before] }
+        ])
+      ),
     remove: (namespace, name) =>
       Effect.gen(function* () {
         const versions = yield* service.versions(namespace, name)

@@ -10,7 +10,7 @@
 import { Clock, Context, Effect, Layer } from "effect"
 import { randomUUID } from "node:crypto"
 import { unofferedImport } from "../../domain/FunctionHostCalls.js"
-import { envProblem, FUNCTION_NAME, FUNCTION_NAME_RULE, MEMORY_MB, schedulesProblem, SECRET_MAX_BYTES, SECRETS_MAX, ENV_NAME, TIMEOUT_SECONDS } from "../../domain/FunctionRules.js"
+import { envProblem, FUNCTION_NAME, FUNCTION_NAME_RULE, MEMORY_MB, schedulesProblem, SECRET_MAX_BYTES, SECRETS_MAX, ENV_NAME, TIMEOUT_SECONDS, topicsProblem } from "../../domain/FunctionRules.js"
 import type { FunctionCode } from "../../domain/Errors.js"
 import type { Principal } from "../../domain/Principal.js"
 import { capMemory, inspectWasm, WASM_PAGE_BYTES, WasmInvalid } from "../../domain/WasmBinary.js"
@@ -34,6 +34,7 @@ export interface FunctionView {
   readonly is_public: boolean
   readonly env_vars: Readonly<Record<string, string>>
   readonly cron_expressions: ReadonlyArray<string>
+  readonly pubsub_topics: ReadonlyArray<string>
   readonly created_at: number
   readonly updated_at: number
 }
@@ -44,6 +45,7 @@ export interface SettingsChange {
   readonly is_public?: boolean | undefined
   readonly env_vars?: Readonly<Record<string, string>> | undefined
   readonly cron_expressions?: ReadonlyArray<string> | undefined
+  readonly pubsub_topics?: ReadonlyArray<string> | undefined
 }
 
 export interface FunctionsService {
@@ -122,6 +124,7 @@ const makeFunctions = Effect.gen(function* () {
         is_public: row.public === 1,
         env_vars: env,
         cron_expressions: row.schedules,
+        pubsub_topics: row.topics,
         created_at: row.created_at,
         updated_at: row.updated_at
       }))
@@ -184,7 +187,7 @@ const makeFunctions = Effect.gen(function* () {
       namespace: string,
       name: string,
       wasm: Uint8Array,
-      s: { memoryMb: number; timeoutMs: number; isPublic: boolean; env: Readonly<Record<string, string>>; schedules: ReadonlyArray<string> }
+      s: { memoryMb: number; timeoutMs: number; isPublic: boolean; env: Readonly<Record<string, string>>; schedules: ReadonlyArray<string>; topics: ReadonlyArray<string> }
     ) =>
       Effect.gen(function* () {
         const ref = randomUUID()
@@ -237,7 +240,8 @@ const makeFunctions = Effect.gen(function* () {
             isPublic: isPublic ?? before?.public === 1,
             env: metadata.env ?? previous ?? {},
             // a redeploy that names no schedules keeps the function's (the original system's CLI deploy dropped them)
-            schedules: metadata.schedules ?? before?.schedules ?? []
+            schedules: metadata.schedules ?? before?.schedules ?? [],
+            topics: metadata.topics ?? before?.topics ?? []
           }
           yield* checkModule(form.wasm, chosen.memoryMb)
           return yield* addVersion(caller.namespace, name, form.wasm, chosen)
@@ -256,6 +260,10 @@ const makeFunctions = Effect.gen(function* () {
             const problem = schedulesProblem(change.cron_expressions)
             if (problem !== undefined) return yield* Effect.fail(invalid(`cron_expressions: ${problem}`))
           }
+          if (change.pubsub_topics !== undefined) {
+            const problem = topicsProblem(change.pubsub_topics)
+            if (problem !== undefined) return yield* Effect.fail(invalid(`pubsub_topics: ${problem}`))
+          }
           const env = change.env_vars ?? (yield* envOf(row))
           const memoryMb = change.memory_limit_mb ?? row.memory_mb
           if (memoryMb !== row.memory_mb) {
@@ -269,7 +277,8 @@ const makeFunctions = Effect.gen(function* () {
               timeoutMs: change.timeout_seconds === undefined ? row.timeout_ms : change.timeout_seconds * 1000,
               isPublic: change.is_public ?? row.public === 1,
               envSealed: sealEnv(caller.namespace, name, env),
-              schedules: change.cron_expressions === undefined ? row.schedules : [...new Set(change.cron_expressions)]
+              schedules: change.cron_expressions === undefined ? row.schedules : [...new Set(change.cron_expressions)],
+              topics: change.pubsub_topics === undefined ? row.topics : [...new Set(change.pubsub_topics)]
             }, now)
           )
           if (!updated) return yield* Effect.fail(noFunction(name))
@@ -293,7 +302,8 @@ const makeFunctions = Effect.gen(function* () {
             timeoutMs: row.timeout_ms,
             isPublic: row.public === 1,
             env: yield* envOf(row),
-            schedules: row.schedules
+            schedules: row.schedules,
+            topics: row.topics
           })
         }),
       logs: (caller, name, limit, before) => Effect.zipRight(existing(caller.namespace, name), db(store.logs(caller.namespace, name, limit, before))),
@@ -316,10 +326,10 @@ const makeFunctions = Effect.gen(function* () {
         })
     }
 
-    /** The deploy form's metadata: `env_vars` and `cron_expressions`, each absent when not given. */
+    /** The deploy form's metadata: `env_vars`, `cron_expressions` and `pubsub_topics`, each absent when not given. */
     const parseMetadata = (metadata: string | undefined) =>
       Effect.gen(function* () {
-        const none: { env?: Readonly<Record<string, string>>; schedules?: ReadonlyArray<string> } = {}
+        const none: { env?: Readonly<Record<string, string>>; schedules?: ReadonlyArray<string>; topics?: ReadonlyArray<string> } = {}
         if (metadata === undefined) return none
         let parsed: unknown
         try {
@@ -341,9 +351,16 @@ const makeFunctions = Effect.gen(function* () {
           const problem = schedulesProblem(schedules)
           if (problem !== undefined) return yield* Effect.fail(invalid(`metadata.cron_expressions: ${problem}`))
         }
+        const topics = fields["pubsub_topics"]
+        if (topics !== undefined) {
+          if (!Array.isArray(topics)) return yield* Effect.fail(invalid("metadata.pubsub_topics must be an array of topics"))
+          const problem = topicsProblem(topics)
+          if (problem !== undefined) return yield* Effect.fail(invalid(`metadata.pubsub_topics: ${problem}`))
+        }
         return {
           ...(env === undefined ? {} : { env: env as Record<string, string> }),
-          ...(schedules === undefined ? {} : { schedules: [...new Set(schedules as Array<string>)] })
+          ...(schedules === undefined ? {} : { schedules: [...new Set(schedules as Array<string>)] }),
+          ...(topics === undefined ? {} : { topics: [...new Set(topics as Array<string>)] })
         }
       })
 

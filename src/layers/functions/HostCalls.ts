@@ -47,6 +47,8 @@ export interface InvocationContext {
   readonly log: (level: "info" | "error", message: string) => void
   /** Another function of the namespace, run as a nested call of this one. */
   readonly invoke: (name: string, input: Uint8Array) => Promise<Uint8Array | undefined>
+  /** How many topic triggers deep this invocation runs (0: invoked over HTTP or on a schedule). */
+  readonly depth: number
   /** Time left before the invocation's deadline, ms. */
   readonly remainingMs: () => number
 }
@@ -200,7 +202,11 @@ export const makeHostCalls = (services: HostServices) => (context: InvocationCon
       if (isReserved(name)) return refused("pubsub_publish", "topics under _portico/ are the platform's")
       if (++publishes > PUBLISHES_PER_INVOCATION) return refused("pubsub_publish", `at most ${PUBLISHES_PER_INVOCATION} publishes per invocation`)
       const bytes = data instanceof Uint8Array ? data : new Uint8Array()
-      const published = await run(Effect.either(services.pubsub.publish(context.principal, { topic: name, data_base64: Buffer.from(bytes).toString("base64") })))
+      // each message counts against the namespace's budget, as a route's does
+      const charged = await run(Effect.either(services.pubsub.charge(namespace, 1)))
+      if (charged._tag === "Left") return refused("pubsub_publish", charged.left.reason)
+      const message = { topic: name, data_base64: Buffer.from(bytes).toString("base64"), depth: context.depth + 1 }
+      const published = await run(Effect.either(services.pubsub.publish(context.principal, message)))
       return published._tag === "Left" ? refused("pubsub_publish", published.left.reason) : ok(1)
     },
     // PushSender's host entries check the message (JSON, 16 KiB, the routes' schema) and answer none for 0

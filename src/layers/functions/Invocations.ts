@@ -43,6 +43,8 @@ export interface InvokeRequest {
    * so a function need not be public to run on a schedule. A trigger's refusal goes to the logs.
    */
   readonly trigger?: string | undefined
+  /** How many topic triggers deep (the message's `depth`; 0 otherwise): past PORTICO_FUNCTIONS_MAX_DEPTH it does not run. */
+  readonly depth?: number | undefined
 }
 
 export interface Invoked {
@@ -156,7 +158,8 @@ const makeInvocations = Effect.gen(function* () {
       }
     }
 
-    const invoke = (request: InvokeRequest, depth: number): Effect.Effect<Invoked, InvokeRefused> =>
+    /** `nesting`: how many `function_invoke` calls deep. */
+    const invoke = (request: InvokeRequest, nesting: number): Effect.Effect<Invoked, InvokeRefused> =>
       Effect.gen(function* () {
         const notFound = refuse("NOT_FOUND", `no function named ${request.name}`, "GET /v1/functions lists this namespace's functions")
         if (request.caller !== undefined && request.caller.namespace !== request.namespace) {
@@ -166,6 +169,12 @@ const makeInvocations = Effect.gen(function* () {
               "a credential invokes its own namespace's functions only",
               "call without a credential for another namespace's public function"
             )
+          )
+        }
+        const depth = request.depth ?? 0
+        if (depth > settings.maxDepth) {
+          return yield* Effect.fail(
+            refuse("FORBIDDEN", `a chain of ${depth} topic triggers is deeper than ${settings.maxDepth}`, "PORTICO_FUNCTIONS_MAX_DEPTH bounds how deep functions may trigger each other")
           )
         }
         if (request.input.length > settings.maxInputBytes) {
@@ -196,13 +205,16 @@ const makeInvocations = Effect.gen(function* () {
           functionName: request.name,
           principal: functionPrincipal(request.namespace, request.name),
           log,
+          depth,
           remainingMs: () => row.timeout_ms - (performance.now() - started),
           invoke: async (name, input) => {
-            if (depth >= settings.maxDepth) {
+            if (nesting >= settings.maxDepth) {
               log("error", `function_invoke: deeper than ${settings.maxDepth} nested calls`)
               return undefined
             }
-            const nested = await Effect.runPromise(Effect.either(invoke({ namespace: request.namespace, name, caller: request.caller, input }, depth + 1)))
+            const nested = await Effect.runPromise(
+              Effect.either(invoke({ namespace: request.namespace, name, caller: request.caller, input, trigger: request.trigger, depth }, nesting + 1))
+            )
             if (nested._tag === "Left") {
               log("error", `function_invoke ${name}: ${nested.left.reason}`)
               return undefined

@@ -72,7 +72,7 @@ export const FunctionSchedules = Layer.scopedDiscard(
     yield* Effect.forkScoped(Effect.repeat(tick, Schedule.spaced("1 second")))
     yield* Effect.forkScoped(
       Effect.repeat(
-        Effect.ignore(Effect.suspend(() => store.pruneClaims(Math.floor(Date.now() / 1000) - CLAIM_KEEP_S))),
+        Effect.ignore(Effect.suspend(() => store.pruneClaims(Math.floor(Date.now() / 1000) - CLAIM_KEEP_S, Date.now() - CLAIM_KEEP_S * 1000))),
         Schedule.spaced("10 minutes")
       )
     )

@@ -31,6 +31,12 @@ export const refuse = (code: PubSubCode, reason: string, hint?: string, retryAft
 export interface Outgoing {
   readonly topic: string
   readonly data_base64: string
+  /**
+   * Set on a function's publishes only: how many topic triggers deep the publishing function runs
+   * (1 for one invoked over HTTP). Its frame carries it as `depth`, so a function a topic runs
+   * cannot start an endless chain (docs/functions.md, "Topics").
+   */
+  readonly depth?: number | undefined
 }
 
 export interface PubSubService {
@@ -119,7 +125,10 @@ export class PubSub extends Context.Tag("portico/PubSub")<PubSub, PubSubService>
           }
         })
 
-      const content = (message: Outgoing) => `"type":"message","data":"${message.data_base64}"`
+      const content = (message: Outgoing) =>
+        message.depth === undefined
+          ? `"type":"message","data":"${message.data_base64}"`
+          : `"type":"message","data":"${message.data_base64}","depth":${message.depth}`
 
       const send = (caller: Principal, message: Outgoing) =>
         withinDeadline(engine.publish(caller.namespace, message.topic, content(message), Date.now()))

@@ -51,13 +51,27 @@ export const functionsMigration: Migration = {
     ]
   }
 
-/** Migration 17: functions' schedules, and the claims that make each slot fire once cluster-wide. */
-export const functionSchedulesMigration: Migration = {
+/**
+ * Migration 17: functions' triggers (docs/functions.md, "Schedules", "Topics"), and the claims that
+ * make each schedule's slot, and each message of a topic, run a function once cluster-wide.
+ */
+export const functionTriggersMigration: Migration = {
   id: 17,
-  name: "function_schedules",
+  name: "function_triggers",
   statements: [
-    // the function's cron expressions as a JSON array (docs/functions.md, "Schedules")
+    // the function's cron expressions and its topics, each a JSON array
     `ALTER TABLE functions ADD COLUMN schedules TEXT NOT NULL DEFAULT '[]'`,
+    `ALTER TABLE functions ADD COLUMN topics TEXT NOT NULL DEFAULT '[]'`,
+    `CREATE TABLE IF NOT EXISTS function_topic_claims (
+      namespace TEXT NOT NULL,
+      name TEXT NOT NULL,
+      topic TEXT NOT NULL,
+      epoch TEXT NOT NULL,
+      seq INTEGER NOT NULL,
+      claimed_at INTEGER NOT NULL,
+      PRIMARY KEY (namespace, name, topic, epoch, seq)
+    )`,
+    `CREATE INDEX IF NOT EXISTS function_topic_claims_age ON function_topic_claims (claimed_at)`,
     // one row per fired slot: the gateway whose insert made it runs the function
     `CREATE TABLE IF NOT EXISTS function_schedule_runs (
       namespace TEXT NOT NULL,

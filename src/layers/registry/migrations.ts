@@ -3,7 +3,7 @@
  * them through `@effect/sql`'s Migrator; the rqlite engine applies each as one atomic batch and
  * records it in `portico_migrations`. Append only: never edit a migration that has shipped.
  */
-import { functionSchedulesMigration, functionsMigration } from "./FunctionsMigration.js"
+import { functionTriggersMigration, functionsMigration } from "./FunctionsMigration.js"
 
 export interface Migration {
   readonly id: number
@@ -495,5 +495,5 @@ export const migrations: ReadonlyArray<Migration> = [
     ]
   },
   functionsMigration,
-  functionSchedulesMigration
+  functionTriggersMigration
 ]
