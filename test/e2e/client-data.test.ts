@@ -1,6 +1,6 @@
 /**
  * The typed client (src/client.ts) against a real gateway, on the data-plane families: cache,
- * node-local databases, the cluster SQL store and content storage. As in client.test.ts, every
+ * node-local databases, the cluster SQL store, content storage and functions. As in client.test.ts, every
  * request goes through the client, every success is decoded by it and again strictly
  * (test/support/client.ts), and every refusal checked is the declared error with its status and
  * code. The upload (multipart) and the import (a SQLite file) go through the client's typed forms
@@ -16,6 +16,7 @@ import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { NamespaceName } from "../../src/client.js"
 import { call, expectRefusal, notCalled, refusal, signIn } from "../support/client.js"
+import { goFunction } from "../support/functions.js"
 import { type Gateway, startGateway, testTmp } from "../support/gateway.js"
 
 describe("the typed client on the data plane", () => {
@@ -235,8 +236,30 @@ describe("the typed client on the data plane", () => {
     )
   })
 
+  it("functions: deploy (the form), get, list, change, versions, rollback, secrets, logs, invoke on both routes, delete; a stranger's call of a private function is 404", async () => {
+    const form = new FormData()
+    form.append("name", "hello")
+    form.append("metadata", JSON.stringify({ env_vars: { GREETING: "hi" } }))
+    form.append("wasm", new Blob([goFunction("hello")]), "hello.wasm")
+    expect(await call(gw, ownerKey, (c) => c.functions.deploy({ payload: form }))).toMatchObject({ name: "hello", version: 1, env_vars: { GREETING: "hi" } })
+    expect((await call(gw, ownerKey, (c) => c.functions.list({ urlParams: {} }))).functions.map((f) => f.name)).toEqual(["hello"])
+    expect(await call(gw, runtimeKey, (c) => c.invoke.invoke({ path: { name: "hello" }, payload: JSON.stringify({ name: "client" }) }))).toMatchObject({ message: "hi, client" })
+    expectRefusal(await refusal(gw, undefined, (c) => c.invoke.invokeIn({ path: { namespace: "shop", target: "hello" }, payload: "{}" })), 404, "NOT_FOUND")
+    expect(await call(gw, ownerKey, (c) => c.functions.change({ path: { name: "hello" }, payload: { is_public: true } }))).toMatchObject({ is_public: true })
+    expect(await call(gw, undefined, (c) => c.invoke.invokeIn({ path: { namespace: "shop", target: "hello@1" }, payload: JSON.stringify({ name: "anyone" }) }))).toMatchObject({ message: "hi, anyone" })
+    expect((await call(gw, ownerKey, (c) => c.functions.rollback({ path: { name: "hello" }, payload: { version: 1 } }))).version).toBe(2)
+    expect((await call(gw, ownerKey, (c) => c.functions.versions({ path: { name: "hello" } }))).versions.map((v) => v.version)).toEqual([2, 1])
+    expect((await call(gw, ownerKey, (c) => c.functions.get({ path: { name: "hello" } }))).version).toBe(2)
+    expect(await call(gw, ownerKey, (c) => c.functions.putSecret({ path: { name: "hello", key: "TOKEN" }, payload: { value: "s" } }))).toEqual({ status: "ok", key: "TOKEN" })
+    expect((await call(gw, ownerKey, (c) => c.functions.secrets({ path: { name: "hello" } }))).secrets.map((s) => s.key)).toEqual(["TOKEN"])
+    expect(await call(gw, ownerKey, (c) => c.functions.deleteSecret({ path: { name: "hello", key: "TOKEN" } }))).toEqual({ status: "ok", key: "TOKEN" })
+    expect((await call(gw, ownerKey, (c) => c.functions.logs({ path: { name: "hello" }, urlParams: {} }))).name).toBe("hello")
+    expect(await call(gw, ownerKey, (c) => c.functions.remove({ path: { name: "hello" } }))).toEqual({ status: "deleted", name: "hello" })
+    expectRefusal(await refusal(gw, ownerKey, (c) => c.functions.get({ path: { name: "hello" } })), 404, "NOT_FOUND")
+  }, 60_000)
+
   it("has driven every endpoint of these families through the client", () => {
-    expect(notCalled(["cache", "databases", "sql", "storage"])).toEqual([])
+    expect(notCalled(["cache", "databases", "sql", "storage", "functions", "invoke"])).toEqual([])
   })
 })
 

@@ -79,7 +79,7 @@ describe("the typed client on the control plane", () => {
     // the families users call; the node-to-node groups are the gateways' own
     const groups = await Effect.runPromise(Effect.map(PorticoClient, Object.keys).pipe(Effect.provide(layer)))
     expect(groups.sort()).toEqual([
-      "audit", "auth", "cache", "cors", "databases", "deploymentDomains", "deploymentRuntime", "deployments", "devices", "namespace",
+      "audit", "auth", "cache", "cors", "databases", "deploymentDomains", "deploymentRuntime", "deployments", "devices", "functions", "invoke", "namespace",
       "namespaceBackup", "namespaceCreate", "namespaceDelete", "operator", "proxy", "pubsub", "push", "pushRegistrations", "pushSend", "sql", "storage", "system"
     ])
   })

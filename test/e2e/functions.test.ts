@@ -13,6 +13,9 @@ import { fileURLToPath } from "node:url"
 import { ensureDist, errorLines, runPortico } from "../support/cli.js"
 import { type Gateway, mintKey, startGateway } from "../support/gateway.js"
 
+/** Triggers read every 300 ms rather than 5 s, so the trigger cases wait less. */
+const triggerRefresh = { PORTICO_FUNCTIONS_TRIGGER_REFRESH_MS: "300" }
+
 describe("functions on embedded engines", () => {
   let gw: Gateway
   let owner: string
@@ -44,7 +47,7 @@ describe("functions on embedded engines", () => {
   beforeAll(async () => {
     hello = goFunction("hello")
     kitchen = goFunction("kitchen")
-    gw = await startGateway({ env: { PORTICO_FUNCTIONS_MAX_INPUT_BYTES: "65536", PORTICO_FUNCTIONS_MAX_OUTPUT_BYTES: "65536" } })
+    gw = await startGateway({ env: { ...triggerRefresh, PORTICO_FUNCTIONS_MAX_INPUT_BYTES: "65536", PORTICO_FUNCTIONS_MAX_OUTPUT_BYTES: "65536" } })
     owner = (await gw.cli(["namespace", "create", "fnapp"])).api_key
     otherOwner = (await gw.cli(["namespace", "create", "fnother"])).api_key
     runtimeKey = await mintKey(gw, owner, { profile: "runtime", label: "app" })
@@ -171,27 +174,27 @@ describe("functions on embedded engines", () => {
         (call $log (i32.const 64) (i32.load (i32.const 8)))))`)
     const refused = await deploy(owner, { name: "ticker", metadata: JSON.stringify({ cron_expressions: ["* * * *"] }) }, logger)
     expect([refused.status, refused.body["code"]]).toEqual([400, "VALIDATION_FAILED"])
-    const second = await startGateway({ dataDir: gw.dataDir })
+    const second = await startGateway({ dataDir: gw.dataDir, env: triggerRefresh })
     try {
       const deployed = await deploy(owner, { name: "ticker", metadata: JSON.stringify({ cron_expressions: ["* * * * * *"] }) }, logger)
       expect(deployed.body).toMatchObject({ cron_expressions: ["* * * * * *"] })
       // a redeploy without schedules keeps them
       expect((await deploy(owner, { name: "ticker" }, logger)).body).toMatchObject({ version: 2, cron_expressions: ["* * * * * *"] })
-      await new Promise((r) => setTimeout(r, 6500))
+      await new Promise((r) => setTimeout(r, 4500))
     } finally {
       await second.stop()
     }
     const off = await gw.request("PATCH", "/v1/functions/ticker", { token: owner, json: { cron_expressions: [] } })
     expect(off.body).toMatchObject({ cron_expressions: [] })
-    await new Promise((r) => setTimeout(r, 1500))
+    await new Promise((r) => setTimeout(r, 1000))
     const lines = (((await gw.request("GET", "/v1/functions/ticker/logs?limit=1000", { token: owner })).body) as { logs: Array<{ message: string }> }).logs
     const runs = lines.map((l) => JSON.parse(l.message) as { trigger: string; schedule: string; at: string })
     expect(runs.length).toBeGreaterThanOrEqual(3)
     expect(runs.every((r) => r.trigger === "cron" && r.schedule === "* * * * * *")).toBe(true)
     // once per slot: no second appears twice, though two gateways ticked
     expect(new Set(runs.map((r) => r.at)).size).toBe(runs.length)
-    // the change reached the scheduler: nothing fires once the schedules are gone (it reads them every 5 s)
-    await new Promise((r) => setTimeout(r, 5500))
+    // the change reached the scheduler: nothing fires once the schedules are gone
+    await new Promise((r) => setTimeout(r, 1000))
     const settled = (((await gw.request("GET", "/v1/functions/ticker/logs?limit=1000", { token: owner })).body) as { logs: Array<unknown> }).logs.length
     await new Promise((r) => setTimeout(r, 2500))
     expect((((await gw.request("GET", "/v1/functions/ticker/logs?limit=1000", { token: owner })).body) as { logs: Array<unknown> }).logs.length).toBe(settled)
@@ -215,8 +218,8 @@ describe("functions on embedded engines", () => {
     expect([refused.status, refused.body["code"]]).toEqual([400, "VALIDATION_FAILED"])
     const deployed = await deploy(owner, { name: "looper", metadata: JSON.stringify({ pubsub_topics: ["loop"] }) }, looper)
     expect(deployed.body).toMatchObject({ pubsub_topics: ["loop"] })
-    // the triggers are read every 5 s
-    await new Promise((r) => setTimeout(r, 5500))
+    // the triggers are read every 300 ms here
+    await new Promise((r) => setTimeout(r, 800))
     const published = await gw.request("POST", "/v1/pubsub/publish", { token: runtimeKey, json: { topic: "loop", data_base64: Buffer.from("go").toString("base64") } })
     expect(published.status, published.text).toBe(200)
     type Line = { level: string; message: string }

@@ -40,7 +40,7 @@ describe("publish/subscribe on Redis, two gateways on an rqlite registry", () =>
     if (!hasRqlited()) throw new Error(rqlitedMissingMessage())
     redis = await Effect.runPromise(startRedis())
     rqlited = await Effect.runPromise(startRqlited())
-    const env = { PORTICO_RQLITE_URL: rqlited.url, PORTICO_PUBSUB_REDIS_URL: redis.url, PORTICO_PUBSUB_REVOCATION_CHECK_MS: "1000", PORTICO_PUBSUB_PUBLISH_TIMEOUT_MS: "1000" }
+    const env = { PORTICO_RQLITE_URL: rqlited.url, PORTICO_PUBSUB_REDIS_URL: redis.url, PORTICO_PUBSUB_REVOCATION_CHECK_MS: "1000", PORTICO_PUBSUB_PUBLISH_TIMEOUT_MS: "1000", PORTICO_FUNCTIONS_TRIGGER_REFRESH_MS: "300" }
     a = await startGateway({ env })
     b = await startGateway({ env, dataDir: a.dataDir })
     owner = (await a.cli(["namespace", "create", "live"])).api_key
@@ -68,8 +68,8 @@ describe("publish/subscribe on Redis, two gateways on an rqlite registry", () =>
     const form = deployForm({ name: "worker", metadata: JSON.stringify({ pubsub_topics: ["jobs"] }) }, logger)
     const deployed = await fetch(`${a.url}/v1/functions`, { method: "POST", headers: { authorization: `Bearer ${owner}` }, body: form })
     expect(deployed.status, await deployed.clone().text()).toBe(201)
-    // both gateways read the triggers within 5 s
-    await new Promise((r) => setTimeout(r, 5500))
+    // both gateways read the triggers every 300 ms here
+    await new Promise((r) => setTimeout(r, 800))
     for (const [i, gw] of [a, b, a, b, a, b].entries()) expect((await publish(gw, "jobs", `job ${i}`)).status).toBe(200)
     type Line = { message: string }
     let lines: Array<Line> = []

@@ -27,8 +27,10 @@ export interface FunctionSettings {
   readonly namespaceConcurrency: number
   /** Log lines kept per function (`PORTICO_FUNCTIONS_LOG_LINES`, default 1000). */
   readonly logLinesKept: number
-  /** Nested `function_invoke` calls deep (`PORTICO_FUNCTIONS_MAX_DEPTH`, default 5). */
+  /** Nested `function_invoke` calls, and topic triggers, deep (`PORTICO_FUNCTIONS_MAX_DEPTH`, default 5). */
   readonly maxDepth: number
+  /** How often each gateway reads the schedules and topic triggers again (`PORTICO_FUNCTIONS_TRIGGER_REFRESH_MS`, default 5000). */
+  readonly triggerRefreshMs: number
 }
 
 const KiB = 1024
@@ -45,7 +47,8 @@ export const defaultFunctionSettings: FunctionSettings = {
   versionsKept: 10,
   namespaceConcurrency: 8,
   logLinesKept: 1000,
-  maxDepth: 5
+  maxDepth: 5,
+  triggerRefreshMs: 5_000
 }
 
 /** The settings from the environment, each defaulting to `defaultFunctionSettings`. */
@@ -63,7 +66,8 @@ export const functionConfig = Effect.gen(function* () {
     versionsKept: yield* env(between("FUNCTIONS_VERSIONS_KEPT", d.versionsKept, 1, 1000)),
     namespaceConcurrency: yield* env(between("FUNCTIONS_NAMESPACE_CONCURRENCY", d.namespaceConcurrency, 1, 10_000)),
     logLinesKept: yield* env(between("FUNCTIONS_LOG_LINES", d.logLinesKept, 0, 1_000_000)),
-    maxDepth: yield* env(between("FUNCTIONS_MAX_DEPTH", d.maxDepth, 0, 64))
+    maxDepth: yield* env(between("FUNCTIONS_MAX_DEPTH", d.maxDepth, 0, 64)),
+    triggerRefreshMs: yield* env(between("FUNCTIONS_TRIGGER_REFRESH_MS", d.triggerRefreshMs, 100, 600_000))
   }
   return settings
 })

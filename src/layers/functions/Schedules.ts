@@ -4,8 +4,8 @@
  * made the row runs the function, so a slot fires once across the cluster however many gateways
  * tick. The function runs with `{trigger: "cron", schedule, at}` as its input and no caller.
  *
- * The schedules are read from the registry every few seconds, so a change takes effect within
- * that. A gateway catches up on at most the last few seconds it missed (a pause, a slow tick);
+ * The schedules are read from the registry every PORTICO_FUNCTIONS_TRIGGER_REFRESH_MS (5 s), so a
+ * change takes effect within that. A gateway catches up on at most the last few seconds it missed (a pause, a slow tick);
  * older slots are not fired late. Claims older than an hour are removed.
  */
 import { Effect, Layer, Schedule } from "effect"
@@ -14,8 +14,6 @@ import { PorticoConfig } from "../config/PorticoConfig.js"
 import { FunctionStore, type Schedule as FunctionSchedule } from "./FunctionStore.js"
 import { Invocations } from "./Invocations.js"
 
-/** How often the list of schedules is read again, ms. */
-const REFRESH_MS = 5_000
 /** Seconds a tick looks back for slots it has not seen (a late tick fires them, older ones are skipped). */
 const CATCH_UP_S = 5
 /** How long a slot's claim is kept, seconds. */
@@ -25,7 +23,8 @@ export const FunctionSchedules = Layer.scopedDiscard(
   Effect.gen(function* () {
     const store = yield* FunctionStore
     const invocations = yield* Invocations
-    const node = (yield* PorticoConfig).nodeId
+    const config = yield* PorticoConfig
+    const node = config.nodeId
     const scope = yield* Effect.scope
     let schedules: ReadonlyArray<FunctionSchedule & { readonly cron: Cron }> = []
     let lastSecond = Math.floor(Date.now() / 1000)
@@ -68,7 +67,7 @@ export const FunctionSchedules = Layer.scopedDiscard(
     })
 
     yield* refresh
-    yield* Effect.forkScoped(Effect.repeat(refresh, Schedule.spaced(`${REFRESH_MS} millis`)))
+    yield* Effect.forkScoped(Effect.repeat(refresh, Schedule.spaced(`${config.functions.triggerRefreshMs} millis`)))
     yield* Effect.forkScoped(Effect.repeat(tick, Schedule.spaced("1 second")))
     yield* Effect.forkScoped(
       Effect.repeat(

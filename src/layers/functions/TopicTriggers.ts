@@ -7,16 +7,16 @@
  *
  * A function's own publishes carry its trigger depth (`depth` in the frame): a message deeper than
  * PORTICO_FUNCTIONS_MAX_DEPTH runs nothing, which ends a chain of functions triggering each other.
- * The triggers are read from the registry every few seconds. A message published while the engine
+ * The triggers are read from the registry every PORTICO_FUNCTIONS_TRIGGER_REFRESH_MS (5 s). A message published while the engine
  * was away from this gateway is not replayed: topic triggers are at most once.
  */
 import { Effect, Layer, Schedule, Scope } from "effect"
+import { PorticoConfig } from "../config/PorticoConfig.js"
 import { PubSub } from "../pubsub/PubSub.js"
 import type { Delivery, Subscription } from "../pubsub/PubSubEngine.js"
 import { FunctionStore, type TopicTrigger } from "./FunctionStore.js"
 import { Invocations } from "./Invocations.js"
 
-const REFRESH_MS = 5_000
 /** A message's frame (presence and platform event frames run nothing). */
 const MESSAGE_FRAME = /^\{"topic":"[^"]*","offset":\d+,"epoch":"[^"]*","timestamp":\d+,"type":"message",/
 
@@ -36,6 +36,7 @@ export const FunctionTopicTriggers = Layer.scopedDiscard(
     const store = yield* FunctionStore
     const invocations = yield* Invocations
     const engine = (yield* PubSub).engine
+    const refreshMs = (yield* PorticoConfig).functions.triggerRefreshMs
     const scope = yield* Effect.scope
     const subscribed = new Map<string, Subscribed>()
     const keyOf = (namespace: string, topic: string) => `${namespace}\u0000${topic}`
@@ -94,7 +95,7 @@ export const FunctionTopicTriggers = Layer.scopedDiscard(
     })
 
     yield* Effect.ignore(refresh)
-    yield* Effect.forkScoped(Effect.repeat(Effect.ignore(refresh), Schedule.spaced(`${REFRESH_MS} millis`)))
+    yield* Effect.forkScoped(Effect.repeat(Effect.ignore(refresh), Schedule.spaced(`${refreshMs} millis`)))
     yield* Scope.addFinalizer(
       scope,
       Effect.sync(() => {
