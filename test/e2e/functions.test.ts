@@ -6,12 +6,33 @@
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { deployForm, goFunction, watModule } from "../support/functions.js"
-import { mkdtempSync, writeFileSync } from "node:fs"
+import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { ensureDist, errorLines, runPortico } from "../support/cli.js"
 import { type Gateway, mintKey, startGateway } from "../support/gateway.js"
+
+/** Every process below `pid`, by the parent each names in /proc/<pid>/stat. */
+const descendants = (pid: number): Array<number> => {
+  const parents = new Map<number, number>()
+  for (const entry of readdirSync("/proc")) {
+    if (!/^\d+$/.test(entry)) continue
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, "utf8")
+      parents.set(Number(entry), Number(stat.slice(stat.lastIndexOf(")") + 2).split(" ")[1]))
+    } catch {
+      // gone meanwhile
+    }
+  }
+  const found: Array<number> = []
+  let frontier = [pid]
+  while (frontier.length > 0) {
+    frontier = [...parents].filter(([, parent]) => frontier.includes(parent)).map(([child]) => child)
+    found.push(...frontier)
+  }
+  return found
+}
 
 /** Triggers read every 300 ms rather than 5 s, so the trigger cases wait less. */
 const triggerRefresh = { PORTICO_FUNCTIONS_TRIGGER_REFRESH_MS: "300" }
@@ -275,6 +296,15 @@ describe("functions on embedded engines", () => {
     expect([big.status, big.json["code"]]).toEqual([413, "PAYLOAD_TOO_LARGE"])
     // after all of it the runner still answers
     expect((await invoke("/v1/functions/kitchen/invoke", JSON.stringify({ op: "echo" }), runtimeKey)).status).toBe(200)
+    // the runner runs tenant code as nobody, in a jail without the data directory or a network (RunnerJail.ts)
+    const runner = descendants(gw.pid).find((pid) => readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("functionRunner") && !readFileSync(`/proc/${pid}/cmdline`, "utf8").startsWith("/usr/bin/bwrap"))
+    expect(runner, "the gateway's function runner").toBeDefined()
+    expect(readFileSync(`/proc/${runner}/status`, "utf8")).toMatch(/^Uid:\s+65534\s+65534\s+65534\s+65534$/m)
+    expect(existsSync(path.join(gw.dataDir, "secret.key")) || existsSync(path.join(gw.dataDir, "registry.db"))).toBe(true)
+    // absent in the jail (under /tmp, the jail's own), or an empty tmpfs (inside the checkout)
+    const inJail = `/proc/${runner}/root${gw.dataDir}`
+    expect(existsSync(inJail) ? readdirSync(inJail) : []).toEqual([])
+    expect(readFileSync(`/proc/${runner}/net/dev`, "utf8")).not.toMatch(/eth|ens|enp/)
   }, 60_000)
 })
 

@@ -4,8 +4,8 @@
  * answers its host calls through the caller's `host`, and gives each run its ending.
  *
  * The runner holds no platform secret: it is started with an empty environment, with no
- * descriptor but its IPC channel, and, when the gateway runs as root, as an unprivileged user
- * (docs/functions.md, "Isolation"). If it stops or stops answering (a run outliving its deadline by
+ * descriptor but its IPC channel, and, when the gateway runs as root, as nobody in a jail without
+ * the data directory or a network (RunnerJail.ts; docs/functions.md, "Isolation"). If it stops or stops answering (a run outliving its deadline by
  * the grace below), it is killed, every run in it ends `unavailable`, and the next run starts a
  * new one.
  */
@@ -13,6 +13,7 @@ import { Context, Effect, Layer } from "effect"
 import { type ChildProcess, spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
 import { loaderArgv } from "../ChildEntry.js"
+import { runnerCommand } from "./RunnerJail.js"
 import { PorticoConfig } from "../config/PorticoConfig.js"
 import type { Ending, FromRunner, HostAnswer, HostArg, RunJob, ToRunner } from "./runner/Protocol.js"
 
@@ -40,18 +41,22 @@ export class FunctionRunner extends Context.Tag("portico/FunctionRunner")<Functi
     Layer.scoped(
       FunctionRunner,
       Effect.gen(function* () {
-        const settings = (yield* PorticoConfig).functions
-        return yield* scopedRunner({ threads: settings.threads, moduleCache: settings.moduleCache, heapMb: settings.threadHeapMb })
+        const config = yield* PorticoConfig
+        return yield* scopedRunner({
+          threads: config.functions.threads,
+          moduleCache: config.functions.moduleCache,
+          heapMb: config.functions.threadHeapMb,
+          dataDir: config.dataDir
+        })
       })
     )
   )
   /** A runner of one thread; its process starts at the first run, as in production. */
-  static readonly Test = Layer.suspend(() => Layer.scoped(FunctionRunner, scopedRunner({ threads: 1, moduleCache: 10, heapMb: 64 })))
+  static readonly Test = Layer.suspend(() => Layer.scoped(FunctionRunner, scopedRunner({ threads: 1, moduleCache: 10, heapMb: 64, dataDir: "/nonexistent" })))
 }
 
 /** How long past a run's deadline the runner may take to answer it before it is taken for wedged. */
 const GRACE_MS = 5_000
-const NOBODY = 65534
 
 const typescript = import.meta.url.endsWith(".ts")
 const runnerFile = fileURLToPath(new URL(`./runner/functionRunner.${typescript ? "ts" : "js"}`, import.meta.url))
@@ -60,6 +65,8 @@ export interface RunnerOptions {
   readonly threads: number
   readonly moduleCache: number
   readonly heapMb: number
+  /** The gateway's data directory: hidden from the runner (RunnerJail.ts). */
+  readonly dataDir: string
 }
 
 interface Pending {
@@ -102,18 +109,18 @@ export const makeFunctionRunner = (options: RunnerOptions) => {
   }
 
   const start = (): ChildProcess => {
-    const root = process.getuid?.() === 0
-    const proc = spawn(
-      process.execPath,
+    const command = runnerCommand(
+      runnerFile,
       [...loaderArgv(typescript), runnerFile, String(options.threads), String(options.moduleCache), String(options.heapMb)],
-      {
-        stdio: ["ignore", "ignore", "inherit", "ipc"],
-        serialization: "advanced",
-        env: {},
-        cwd: "/",
-        ...(root ? { uid: NOBODY, gid: NOBODY } : {})
-      }
+      options.dataDir
     )
+    const proc = spawn(command.file, [...command.args], {
+      stdio: ["ignore", "ignore", "inherit", "ipc"],
+      serialization: "advanced",
+      env: {},
+      cwd: "/",
+      ...(command.uid === undefined ? {} : { uid: command.uid, gid: command.uid })
+    })
     proc.on("message", (message: FromRunner) => onMessage(message))
     proc.on("exit", () => {
       if (child === proc) stop(proc, "the function runner stopped")

@@ -1,0 +1,91 @@
+/**
+ * Where the function runner's process is started (docs/functions.md, "Isolation"). A gateway that
+ * runs as root on a machine with bubblewrap puts the runner in a jail of its own:
+ *
+ *   bwrap     new mount, pid, network, ipc, uts and cgroup namespaces; a root of /usr read-only
+ *             (Debian's merged /bin and /lib as links), the checkout that holds the runner's code
+ *             read-only with the gateway's data directory hidden under an empty tmpfs, /proc,
+ *             /dev and a private /tmp; nothing else of the host's file system, no network
+ *   setpriv   drops to nobody, no supplementary groups, no capabilities, no_new_privs
+ *   node      the runner, which talks to the gateway over the IPC descriptor it inherited
+ *
+ * So a V8 escape in tenant code finds no root secret, no registry file, no socket to the outside
+ * and no privilege. Without root or bwrap the runner is a plain child process as the gateway's
+ * user, with an empty environment (FunctionRunner.ts): the platform's secrets stay out of its
+ * memory, but its files do not.
+ */
+import { existsSync } from "node:fs"
+import * as path from "node:path"
+
+const BWRAP = "/usr/bin/bwrap"
+const SETPRIV = "/usr/bin/setpriv"
+const NOBODY = 65534
+
+export interface RunnerCommand {
+  readonly file: string
+  readonly args: ReadonlyArray<string>
+  /** Set when the runner runs as another user than the gateway without a jail (spawn's uid/gid). */
+  readonly uid?: number | undefined
+  readonly jailed: boolean
+}
+
+/** The directory holding package.json above `file`: the checkout the runner's code is in. */
+const checkoutOf = (file: string): string => {
+  let dir = path.dirname(file)
+  while (!existsSync(path.join(dir, "package.json"))) {
+    const up = path.dirname(dir)
+    if (up === dir) return path.dirname(file)
+    dir = up
+  }
+  return dir
+}
+
+/** `/a/b/c` → `/a`, `/a/b`. */
+const parentsOf = (dir: string): Array<string> => {
+  const parents: Array<string> = []
+  for (let up = path.dirname(dir); up !== path.dirname(up); up = path.dirname(up)) parents.unshift(up)
+  return parents
+}
+
+const inside = (dir: string, root: string): boolean => {
+  const relative = path.relative(root, dir)
+  return relative === "" || (!relative.startsWith("..") && !path.isAbsolute(relative))
+}
+
+/** How to start `node <nodeArgs>` for the runner at `entry`, hiding `dataDir`. */
+export const runnerCommand = (entry: string, nodeArgs: ReadonlyArray<string>, dataDir: string): RunnerCommand => {
+  const root = process.getuid?.() === 0
+  if (!root || !existsSync(BWRAP) || !existsSync(SETPRIV)) {
+    return { file: process.execPath, args: nodeArgs, ...(root ? { uid: NOBODY } : {}), jailed: false }
+  }
+  const checkout = checkoutOf(entry)
+  const data = path.resolve(dataDir)
+  const node = process.execPath
+  return {
+    file: BWRAP,
+    args: [
+      // no user namespace: setpriv drops to the host's nobody, which a new one would not map
+      "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts", "--unshare-cgroup",
+      "--die-with-parent",
+      "--new-session",
+      "--ro-bind", "/usr", "/usr",
+      "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
+      ...(node.startsWith("/usr/") ? [] : ["--ro-bind", node, node]),
+      // the checkout's parents, which bwrap would otherwise make for root alone
+      ...parentsOf(checkout).flatMap((dir) => ["--perms", "0755", "--dir", dir]),
+      "--ro-bind", checkout, checkout,
+      // the data directory inside the checkout (npm start's default) is hidden under an empty tmpfs
+      ...(inside(data, checkout) ? ["--tmpfs", data] : []),
+      "--proc", "/proc",
+      "--dev", "/dev",
+      "--tmpfs", "/tmp",
+      "--chmod", "1777", "/tmp",
+      "--chdir", "/",
+      "--",
+      SETPRIV, `--reuid=${NOBODY}`, `--regid=${NOBODY}`, "--clear-groups",
+      "--inh-caps=-all", "--ambient-caps=-all", "--bounding-set=-all", "--no-new-privs", "--",
+      node, ...nodeArgs
+    ],
+    jailed: true
+  }
+}
