@@ -5,7 +5,7 @@
  * (busy loop, memory growth, a trap, huge output) stopped while another tenant's function answers.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { deployForm, goFunction, watModule } from "../support/functions.js"
+import { deployForm, goFunction, inputLogger, watModule } from "../support/functions.js"
 import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
@@ -185,14 +185,7 @@ describe("functions on embedded engines", () => {
 
   it("runs a schedule once per slot across two gateways on one registry, with its input; a redeploy keeps it, a change empties it", async () => {
     // logs its input: {trigger, schedule, at}
-    const logger = await watModule(`(module
-      (import "wasi_snapshot_preview1" "fd_read" (func $read (param i32 i32 i32 i32) (result i32)))
-      (import "env" "log_info" (func $log (param i32 i32)))
-      (memory (export "memory") 1)
-      (func (export "_start")
-        (i32.store (i32.const 0) (i32.const 64)) (i32.store (i32.const 4) (i32.const 1024))
-        (drop (call $read (i32.const 0) (i32.const 0) (i32.const 1) (i32.const 8)))
-        (call $log (i32.const 64) (i32.load (i32.const 8)))))`)
+    const logger = await inputLogger()
     const refused = await deploy(owner, { name: "ticker", metadata: JSON.stringify({ cron_expressions: ["* * * *"] }) }, logger)
     expect([refused.status, refused.body["code"]]).toEqual([400, "VALIDATION_FAILED"])
     const second = await startGateway({ dataDir: gw.dataDir, env: triggerRefresh })

@@ -14,7 +14,7 @@ import { type Gateway, mintKey, startGateway } from "../support/gateway.js"
 import { b64, isSubscriber, openSubscriber, type Subscriber, unb64 } from "../support/pubsubSocket.js"
 import { hasRedisServer, redisMissingMessage, type RedisServer, startRedis } from "../support/redis.js"
 import { hasRqlited, type RqlitedServer, rqlitedMissingMessage, startRqlited } from "../support/rqlited.js"
-import { deployForm, watModule } from "../support/functions.js"
+import { deployForm, inputLogger } from "../support/functions.js"
 
 describe("publish/subscribe on Redis, two gateways on an rqlite registry", () => {
   let redis: RedisServer
@@ -57,14 +57,7 @@ describe("publish/subscribe on Redis, two gateways on an rqlite registry", () =>
 
   it("runs a function a topic triggers once per message, though both gateways hear every message (functions on the rqlite registry)", async () => {
     // logs its input (the message's frame)
-    const logger = await watModule(`(module
-      (import "wasi_snapshot_preview1" "fd_read" (func $read (param i32 i32 i32 i32) (result i32)))
-      (import "env" "log_info" (func $log (param i32 i32)))
-      (memory (export "memory") 1)
-      (func (export "_start")
-        (i32.store (i32.const 0) (i32.const 64)) (i32.store (i32.const 4) (i32.const 4096))
-        (drop (call $read (i32.const 0) (i32.const 0) (i32.const 1) (i32.const 8)))
-        (call $log (i32.const 64) (i32.load (i32.const 8)))))`)
+    const logger = await inputLogger()
     const form = deployForm({ name: "worker", metadata: JSON.stringify({ pubsub_topics: ["jobs"] }) }, logger)
     const deployed = await fetch(`${a.url}/v1/functions`, { method: "POST", headers: { authorization: `Bearer ${owner}` }, body: form })
     expect(deployed.status, await deployed.clone().text()).toBe(201)

@@ -43,6 +43,17 @@ export const watModule = async (text: string): Promise<Uint8Array> => {
   }
 }
 
+/** A module that logs its input with `log_info` (up to 4 KiB): what a trigger gave it. */
+export const inputLogger = (): Promise<Uint8Array> =>
+  watModule(`(module
+    (import "wasi_snapshot_preview1" "fd_read" (func $read (param i32 i32 i32 i32) (result i32)))
+    (import "env" "log_info" (func $log (param i32 i32)))
+    (memory (export "memory") 1)
+    (func (export "_start")
+      (i32.store (i32.const 0) (i32.const 64)) (i32.store (i32.const 4) (i32.const 4096))
+      (drop (call $read (i32.const 0) (i32.const 0) (i32.const 1) (i32.const 8)))
+      (call $log (i32.const 64) (i32.load (i32.const 8)))))`)
+
 /** The multipart body of a deploy. */
 export const deployForm = (fields: Record<string, string>, wasm: Uint8Array | undefined): FormData => {
   const form = new FormData()

@@ -59,6 +59,18 @@ export interface InvocationsService {
   readonly droppedLogLines: () => number
 }
 
+/**
+ * A trigger's run (a schedule's slot, a topic's message): the function runs only on the gateway
+ * whose `claim` made the registry row, so once across the cluster; a failed claim (the registry
+ * away) runs nothing. Its refusals are in the function's log (`trigger`), so this never fails.
+ */
+export const runClaimed = (
+  invocations: InvocationsService,
+  claim: Effect.Effect<boolean, unknown>,
+  request: InvokeRequest & { readonly trigger: string }
+): Effect.Effect<void> =>
+  Effect.flatMap(Effect.orElseSucceed(claim, () => false), (mine) => (mine ? Effect.ignore(invocations.invoke(request)) : Effect.void))
+
 export class Invocations extends Context.Tag("portico/Invocations")<Invocations, InvocationsService>() {
   static readonly Live = Layer.suspend(() => Layer.scoped(Invocations, makeInvocations))
   /** Over the doubles of every service its host calls reach, and a runner of one thread. */

@@ -12,7 +12,7 @@ import { Effect, Layer, Schedule } from "effect"
 import { type Cron, firesAt, parseCron } from "../../domain/Cron.js"
 import { PorticoConfig } from "../config/PorticoConfig.js"
 import { FunctionStore, type Schedule as FunctionSchedule } from "./FunctionStore.js"
-import { Invocations } from "./Invocations.js"
+import { Invocations, runClaimed } from "./Invocations.js"
 
 /** Seconds a tick looks back for slots it has not seen (a late tick fires them, older ones are skipped). */
 const CATCH_UP_S = 5
@@ -39,19 +39,12 @@ export const FunctionSchedules = Layer.scopedDiscard(
     )
 
     const fire = (schedule: FunctionSchedule, slot: number) =>
-      Effect.gen(function* () {
-        const mine = yield* Effect.orElseSucceed(store.claimSlot(schedule, slot, node), () => false)
-        if (!mine) return
-        const input = JSON.stringify({ trigger: "cron", schedule: schedule.expression, at: new Date(slot * 1000).toISOString() })
-        yield* Effect.ignore(
-          invocations.invoke({
-            namespace: schedule.namespace,
-            name: schedule.name,
-            caller: undefined,
-            input: new TextEncoder().encode(input),
-            trigger: `cron ${schedule.expression}`
-          })
-        )
+      runClaimed(invocations, store.claimSlot(schedule, slot, node), {
+        namespace: schedule.namespace,
+        name: schedule.name,
+        caller: undefined,
+        input: new TextEncoder().encode(JSON.stringify({ trigger: "cron", schedule: schedule.expression, at: new Date(slot * 1000).toISOString() })),
+        trigger: `cron ${schedule.expression}`
       })
 
     const tick = Effect.suspend(() => {

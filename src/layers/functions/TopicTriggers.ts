@@ -15,7 +15,7 @@ import { PorticoConfig } from "../config/PorticoConfig.js"
 import { PubSub } from "../pubsub/PubSub.js"
 import type { Delivery, Subscription } from "../pubsub/PubSubEngine.js"
 import { FunctionStore, type TopicTrigger } from "./FunctionStore.js"
-import { Invocations } from "./Invocations.js"
+import { Invocations, runClaimed } from "./Invocations.js"
 
 /** A message's frame (presence and platform event frames run nothing). */
 const MESSAGE_FRAME = /^\{"topic":"[^"]*","offset":\d+,"epoch":"[^"]*","timestamp":\d+,"type":"message",/
@@ -42,20 +42,13 @@ export const FunctionTopicTriggers = Layer.scopedDiscard(
     const keyOf = (namespace: string, topic: string) => `${namespace}\u0000${topic}`
 
     const run = (trigger: TopicTrigger, delivery: Delivery) =>
-      Effect.gen(function* () {
-        const mine = yield* Effect.orElseSucceed(store.claimMessage(trigger, delivery.epoch, delivery.offset, Date.now()), () => false)
-        if (!mine) return
-        const input = `{"trigger":"pubsub",${delivery.frame.slice(1)}`
-        yield* Effect.ignore(
-          invocations.invoke({
-            namespace: trigger.namespace,
-            name: trigger.name,
-            caller: undefined,
-            input: new TextEncoder().encode(input),
-            trigger: `pubsub ${trigger.topic}`,
-            depth: depthOf(delivery.frame)
-          })
-        )
+      runClaimed(invocations, store.claimMessage(trigger, delivery.epoch, delivery.offset, Date.now()), {
+        namespace: trigger.namespace,
+        name: trigger.name,
+        caller: undefined,
+        input: new TextEncoder().encode(`{"trigger":"pubsub",${delivery.frame.slice(1)}`),
+        trigger: `pubsub ${trigger.topic}`,
+        depth: depthOf(delivery.frame)
       })
 
     const listen = (namespace: string, topic: string) => ({
