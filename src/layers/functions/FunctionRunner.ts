@@ -30,8 +30,16 @@ export interface RunRequest {
   readonly log: (level: "info" | "error", message: string) => void
 }
 
+/** A compiled module's identity in the runner: its CID and its memory cap. */
+export const moduleKey = (cid: string, memoryMb: number): string => `${cid}:${memoryMb}`
+
 export interface FunctionRunnerService {
   readonly run: (request: RunRequest) => Promise<RunEnding>
+  /**
+   * Hands the runner a module just deployed (its bytes, memory capped), starting it if need be, so
+   * that the first invocation on this gateway neither reads content storage nor compiles.
+   */
+  readonly warm: (key: string, wasm: Uint8Array) => void
   /** The runner's process id while one runs (tests kill it). */
   readonly pid: () => number | undefined
 }
@@ -181,6 +189,11 @@ export const makeFunctionRunner = (options: RunnerOptions) => {
 
   const service: FunctionRunnerService = {
     pid: () => child?.pid,
+    warm: (key, wasm) => {
+      child ??= start()
+      sent.add(key)
+      post({ t: "warm", key, wasm })
+    },
     run: (request) =>
       new Promise<RunEnding>((resolve) => {
         child ??= start()

@@ -20,6 +20,7 @@ import { Sealer } from "../secrets/Sealer.js"
 import { ContentIndex } from "../storage/ContentIndex.js"
 import { Storage } from "../storage/Storage.js"
 import { FormRefused, formEvents } from "../storage/UploadForm.js"
+import { FunctionRunner, moduleKey } from "./FunctionRunner.js"
 import { FunctionStore, type FunctionRow, type LogRow, type VersionRow } from "./FunctionStore.js"
 
 export type FunctionRefused = Refused<FunctionCode>
@@ -70,7 +71,7 @@ export class Functions extends Context.Tag("portico/Functions")<Functions, Funct
   static readonly Live = Layer.suspend(() => Layer.effect(Functions, makeFunctions))
   /** Over the doubles of the registry rows, content storage, its index, the sealer and the settings. */
   static readonly Test = Layer.suspend(() =>
-    Functions.Live.pipe(Layer.provide(Layer.mergeAll(FunctionStore.Test, Storage.Test, ContentIndex.Test, Sealer.Test, PorticoConfig.Test)))
+    Functions.Live.pipe(Layer.provide(Layer.mergeAll(FunctionStore.Test, FunctionRunner.Test, Storage.Test, ContentIndex.Test, Sealer.Test, PorticoConfig.Test)))
   )
 }
 
@@ -101,6 +102,7 @@ const makeFunctions = Effect.gen(function* () {
     const storage = yield* Storage
     const index = yield* ContentIndex
     const sealer = yield* Sealer
+    const runner = yield* FunctionRunner
     const settings = (yield* PorticoConfig).functions
     const db = <A>(effect: Effect.Effect<A, unknown>) => Effect.mapError(effect, storeDown)
 
@@ -200,7 +202,10 @@ const makeFunctions = Effect.gen(function* () {
           (e): FunctionRefused => (e.code === "BAD_REQUEST" ? badModule(e.reason) : e)
         )
         yield* Effect.flatMap(db(store.prune(namespace, name, settings.versionsKept)), (pruned) => release(namespace, pruned))
-        return yield* Effect.flatMap(existing(namespace, name), view)
+        const row = yield* existing(namespace, name)
+        // this gateway holds the bytes now: its runner compiles them before the first call asks
+        runner.warm(moduleKey(row.cid, row.memory_mb), capMemory(wasm, row.memory_mb * ((1024 * 1024) / WASM_PAGE_BYTES)))
+        return yield* view(row)
       })
 
     /** A version's module bytes from content storage. */

@@ -24,7 +24,7 @@ import { type Refused, refuse } from "../Refused.js"
 import { Sealer } from "../secrets/Sealer.js"
 import { ClusterSql } from "../sql/ClusterSql.js"
 import { Storage } from "../storage/Storage.js"
-import { FunctionRunner, type RunEnding } from "./FunctionRunner.js"
+import { FunctionRunner, moduleKey, type RunEnding } from "./FunctionRunner.js"
 import { Functions } from "./Functions.js"
 import { FunctionStore } from "./FunctionStore.js"
 import { makeHostCalls } from "./HostCalls.js"
@@ -236,7 +236,7 @@ const makeInvocations = Effect.gen(function* () {
         })
         const end = yield* Effect.promise(() =>
           runner.run({
-            key: `${cid}:${pages}`,
+            key: moduleKey(cid, row.memory_mb),
             wasm: async () => {
               const bytes = await Effect.runPromise(Effect.either(functions.readModule({ namespace: request.namespace, cid })))
               if (bytes._tag === "Left") throw new Error(bytes.left.reason)

@@ -52,7 +52,8 @@ export type ToRunner =
       readonly timeoutMs: number
     }
   | { readonly t: "answer"; readonly id: number; readonly answer: HostAnswer }
-  | { readonly t: "forget"; readonly key: string }
+  /** A module just deployed: compiled and kept now, so its first run does not wait for it. */
+  | { readonly t: "warm"; readonly key: string; readonly wasm: Uint8Array }
 
 /** From the runner to the gateway. */
 export type FromRunner =

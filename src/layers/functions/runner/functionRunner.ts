@@ -122,7 +122,7 @@ const onReport = (thread: Thread, report: ThreadReport) => {
   }
 }
 
-const moduleOf = (run: Run): Promise<WebAssembly.Module> | undefined => {
+const moduleOf = (run: Pick<Run, "key" | "wasm">): Promise<WebAssembly.Module> | undefined => {
   const known = modules.get(run.key)
   if (known !== undefined) {
     // most recently used last
@@ -192,7 +192,7 @@ for (let i = 0; i < threads; i++) pool.push(spawnThread())
 process.on("message", (message: ToRunner) => {
   if (message.t === "run") onRun(message)
   else if (message.t === "answer") onAnswer(message.id, message.answer)
-  else modules.delete(message.key)
+  else if (!modules.has(message.key)) void moduleOf(message)?.catch(() => undefined)
 })
 // the runner lives only as long as the gateway that started it
 process.on("disconnect", () => process.exit(0))
