@@ -69,7 +69,7 @@ const benches: ReadonlyArray<Bench> = [
   },
   {
     name: "functions",
-    short: { FUNCTIONS_ROUNDS: "3", FUNCTIONS_DURATION: "3", FUNCTIONS_COLD: "3", FUNCTIONS_RUNAWAY: "5" },
+    short: { FUNCTIONS_ROUNDS: "3", FUNCTIONS_DURATION: "3", FUNCTIONS_COLD: "7", FUNCTIONS_RUNAWAY: "5" },
     missing: need("taskset", "go")
   },
   { name: "auth", short: { AUTH_N: "200" }, missing: () => [] },
