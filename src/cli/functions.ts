@@ -13,7 +13,7 @@ import { Cursor, PAGE_LIMIT, TextKey } from "../api/Paging.js"
 import { mergeDeployEnv } from "../domain/EnvFile.js"
 import { envProblem, FUNCTION_NAME, FUNCTION_NAME_RULE, MEMORY_MB, TIMEOUT_SECONDS } from "../domain/FunctionRules.js"
 import { CliError, type Parsed, stringOption, usageError, wholeNumberOption } from "./Cli.js"
-import { runBuildTool } from "./deploy/ClientBuilds.js"
+import { goBuild } from "./deploy/ClientBuilds.js"
 import { formatBytes } from "./deploy/Progress.js"
 import { callGateway, gatewayTarget, type GatewayTarget } from "./GatewayCall.js"
 
@@ -61,14 +61,8 @@ const moduleOf = async (source: string): Promise<Uint8Array> => {
   const work = fs.mkdtempSync(path.join(os.tmpdir(), "portico-function-"))
   try {
     const out = path.join(work, "function.wasm")
-    process.stderr.write("building: go build (GOOS=wasip1 GOARCH=wasm)\n")
-    let code: number
-    try {
-      code = await runBuildTool("go", ["build", "-trimpath", "-o", out, "."], source, { GOOS: "wasip1", GOARCH: "wasm", CGO_ENABLED: "0" })
-    } catch (error) {
-      throw new CliError(`cannot run go (${error instanceof Error ? error.message : String(error)}): install Go 1.24 or later, or put it on PATH`)
-    }
-    if (code !== 0 || !fs.existsSync(out)) throw new CliError(`go build failed (exit ${code}); its output is above`)
+    await goBuild(source, out, { GOOS: "wasip1", GOARCH: "wasm", CGO_ENABLED: "0" }, "GOOS=wasip1 GOARCH=wasm", "install Go 1.24 or later, or put it on PATH")
+    if (!fs.existsSync(out)) throw new CliError("go build wrote no module (is the root package `main`?)")
     return fs.readFileSync(out)
   } finally {
     fs.rmSync(work, { recursive: true, force: true })

@@ -42,7 +42,7 @@ const isDir = (dir: string): boolean => {
 }
 
 /** Runs a build tool in `cwd`, its output on our stderr; resolves with its exit code. */
-export const runBuildTool = (file: string, args: ReadonlyArray<string>, cwd: string, env: Readonly<Record<string, string>>): Promise<number> =>
+const runBuildTool = (file: string, args: ReadonlyArray<string>, cwd: string, env: Readonly<Record<string, string>>): Promise<number> =>
   new Promise((resolve, reject) => {
     const child = spawn(file, [...args], { cwd, env: { ...process.env, ...env }, stdio: ["ignore", 2, 2] })
     child.once("error", reject)
@@ -60,17 +60,27 @@ export const isElf = (file: string): boolean => {
   }
 }
 
+/**
+ * `go build -trimpath -o <out> .` in `dir` for the target in `env`, announced on stderr as
+ * `building: go build (<label>)`; a one-line CliError when go cannot run (with `install` as the
+ * way out) or the build fails. Apps (below) and functions (src/cli/functions.ts) build through it.
+ */
+export const goBuild = async (dir: string, out: string, env: Readonly<Record<string, string>>, label: string, install: string): Promise<void> => {
+  process.stderr.write(`building: go build (${label})\n`)
+  let code: number
+  try {
+    code = await runBuildTool("go", ["build", "-trimpath", "-o", out, "."], dir, env)
+  } catch (error) {
+    throw new CliError(`cannot run go (${error instanceof Error ? error.message : String(error)}): ${install}`)
+  }
+  if (code !== 0) throw new CliError(`go build failed (exit ${code}); its output is above`)
+}
+
 export const buildGo = async (dir: string, workDir: string): Promise<PreparedApp> => {
   if (!fs.existsSync(path.join(dir, "go.mod"))) throw new CliError(`a Go app needs go.mod at its root (${dir}); run \`go mod init <module>\` there`)
   const binary = path.join(workDir, "app")
-  process.stderr.write("building: go build (CGO_ENABLED=0 GOOS=linux GOARCH=amd64)\n")
-  let code: number
-  try {
-    code = await runBuildTool("go", ["build", "-trimpath", "-o", binary, "."], dir, { CGO_ENABLED: "0", GOOS: "linux", GOARCH: "amd64" })
-  } catch (error) {
-    throw new CliError(`cannot run go (${error instanceof Error ? error.message : String(error)}): install Go (https://go.dev/dl/) or put it on PATH`)
-  }
-  if (code !== 0) throw new CliError(`go build failed (exit ${code}); its output is above`)
+  const target = { CGO_ENABLED: "0", GOOS: "linux", GOARCH: "amd64" }
+  await goBuild(dir, binary, target, "CGO_ENABLED=0 GOOS=linux GOARCH=amd64", "install Go (https://go.dev/dl/) or put it on PATH")
   if (!fs.existsSync(binary) || !isElf(binary)) throw new CliError("go build wrote no linux executable (is the root package `main`?)")
   const assets = ASSET_DIRS.filter((name) => isDir(path.join(dir, name))).map((name) => ({ from: path.join(dir, name), as: name }))
   return { type: "go", sources: [{ from: binary, as: "app" }, ...assets] }
