@@ -37,6 +37,10 @@ import { PubSubHandlers } from "./handlers/PubSubHandlers.js"
 import { FunctionsHandlers, InvokeHandlers } from "./handlers/FunctionsHandlers.js"
 import { pubSubSocketHandlers } from "./handlers/PubSubSocketHandlers.js"
 import { makePubSubSockets } from "../layers/pubsub/PubSubSockets.js"
+import { makeFunctionSockets } from "../layers/functions/FunctionSockets.js"
+import { Invocations } from "../layers/functions/Invocations.js"
+import { SocketDirectory } from "../layers/functions/SocketDirectory.js"
+import { functionSocketHandlers } from "./handlers/FunctionSocketHandlers.js"
 import { PubSub } from "../layers/pubsub/PubSub.js"
 import { largestFrameBytes } from "../layers/config/PubSubSettings.js"
 import { credentialStanding, makeSocketRevocation } from "../layers/auth/SocketRevocation.js"
@@ -157,6 +161,8 @@ const bodyCapOf = (settings: PorticoSettings, name: BodyCapName): number => {
     // an invocation's input, exactly: 413 past it, never truncated
     case "functionInvoke":
       return settings.functions.maxInputBytes
+    case "socketFrame":
+      return Math.ceil(settings.functions.maxInputBytes / 3) * 4 + 4096
   }
 }
 
@@ -248,11 +254,19 @@ export const gatewayListener = (settings: PorticoSettings) =>
     // publish/subscribe's sockets (docs/pubsub.md, "Sockets")
     const pubSubSockets = makePubSubSockets({ pubsub: Context.get(context, PubSub), revocation })
     yield* Scope.addFinalizer(scope, Effect.sync(pubSubSockets.close))
+    // functions' sockets (docs/functions.md, "Sockets")
+    const functionSockets = makeFunctionSockets({
+      invocations: Context.get(context, Invocations),
+      directory: Context.get(context, SocketDirectory),
+      revocation,
+      settings: settings.functions
+    })
+    yield* Scope.addFinalizer(scope, Effect.sync(functionSockets.close))
     // the API's WebSocket routes on the API's hosts, each through its endpoint's gate and query schema
     const upgrades = makeUpgrades({
       index,
       gate: Context.get(context, Gate),
-      handlers: [...proxySocketHandlers(proxySockets), ...pubSubSocketHandlers(pubSubSockets)],
+      handlers: [...proxySocketHandlers(proxySockets), ...pubSubSocketHandlers(pubSubSockets), ...functionSocketHandlers(functionSockets)],
       isApiHost: (host) => Context.get(context, AppHosts).route(host).kind === "api",
       onAnswered
     })

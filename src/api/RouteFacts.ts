@@ -16,9 +16,10 @@ export class RoutePolicy extends Context.Tag("portico/RoutePolicy")<RoutePolicy,
  * `sqlImport` the import cap, `upload` the upload cap plus room for the multipart framing,
  * `forwarded` the default cap plus room for the caller a peer gateway forwards with the body,
  * `relayMessage` ntfy's default message size limit (the platform relay's fan-out, 4096 bytes),
- * `deployUpload` a deployment's archive cap plus room for the multipart framing and its fields.
+ * `deployUpload` a deployment's archive cap plus room for the multipart framing and its fields,
+ * `socketFrame` a function socket's frame at its cap in base64, inside its JSON.
  */
-export type BodyCapName = "sqlImport" | "upload" | "forwarded" | "relayMessage" | "deployUpload" | "namespaceRestore" | "pubsubPublish" | "pubsubBatch" | "functionDeploy" | "functionInvoke"
+export type BodyCapName = "sqlImport" | "upload" | "forwarded" | "relayMessage" | "deployUpload" | "namespaceRestore" | "pubsubPublish" | "pubsubBatch" | "functionDeploy" | "functionInvoke" | "socketFrame"
 export class BodyCap extends Context.Tag("portico/BodyCap")<BodyCap, BodyCapName>() {}
 
 /**

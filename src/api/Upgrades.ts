@@ -90,6 +90,21 @@ const decodeQuery = (route: RouteEntry, params: URLSearchParams): Either.Either<
   }))
 }
 
+/** The route's path parameters in `pathname` (it matched the route's pattern); undefined when one does not decode. */
+const paramsOf = (routePath: string, pathname: string): Record<string, string> | undefined => {
+  const names = routePath.split("/")
+  const values = pathname.replace(/\/$/, "").split("/")
+  const params: Record<string, string> = {}
+  try {
+    names.forEach((segment, i) => {
+      if (segment.startsWith(":")) params[segment.slice(1)] = decodeURIComponent(values[i] ?? "")
+    })
+  } catch {
+    return undefined
+  }
+  return params
+}
+
 export const makeUpgrades = (options: {
   readonly index: RouteIndex
   readonly gate: GateService
@@ -130,8 +145,10 @@ export const makeUpgrades = (options: {
     if (Either.isLeft(admitted)) return refuse(asRefusal(admitted.left))
     const query = decodeQuery(route, url.searchParams)
     if (Either.isLeft(query)) return refuse(query.left)
+    const params = paramsOf(route.path, url.pathname)
+    if (params === undefined) return refuse({ code: Code.BAD_REQUEST, error: "the path does not decode", hint: "percent-encode the path's segments" })
     try {
-      await handler.handle({ req, socket, head, query: query.right, caller: admitted.right, refuse, answered })
+      await handler.handle({ req, socket, head, query: query.right, params, caller: admitted.right, refuse, answered })
     } catch {
       // a bug in the handler: a handshake not yet answered still hears the envelope, never a dropped socket
       if (!logged && socket.writable) refuse({ code: Code.INTERNAL, error: "internal error" })

@@ -58,6 +58,11 @@ export const HOST_CALLS = {
   push_send: call(["s", "s"], "i32"),
   push_send_v2: call(["s", "s"], "p64"),
   push_send_topic: call(["s", "s"], "p64"),
+  // sockets (docs/functions.md, "Sockets"): this instance's socket, and any socket of the namespace's functions
+  get_ws_client_id: call([], "p64", "local"),
+  ws_send: call(["s", "s"], "i32"),
+  ws_disconnect: call(["s"], "i32"),
+  ws_list_clients: call([], "p64"),
   // composition and logging
   function_invoke: call(["s", "s"], "p64"),
   log_info: call(["s"], "void", "local"),

@@ -63,6 +63,7 @@ import { RedisPubSubEngine } from "./pubsub/RedisPubSubEngine.js"
 import { FunctionRunner } from "./functions/FunctionRunner.js"
 import { Functions } from "./functions/Functions.js"
 import { FunctionStore } from "./functions/FunctionStore.js"
+import { SocketDirectory } from "./functions/SocketDirectory.js"
 import { Invocations } from "./functions/Invocations.js"
 import { FunctionSchedules } from "./functions/Schedules.js"
 import { FunctionTopicTriggers } from "./functions/TopicTriggers.js"
@@ -138,6 +139,7 @@ export const servicesLayer = (settings: PorticoSettings, options: ServicesOption
   // functions: the control plane over the registry and content storage, and invocations over the
   // runner and the services their host calls reach
   const functions = Invocations.Live.pipe(
+    Layer.provideMerge(SocketDirectory.Live),
     Layer.provideMerge(Functions.Live),
     Layer.provideMerge(FunctionStore.Live),
     Layer.provide(Layer.mergeAll(FunctionRunner.Live, cacheStore, pubsub, sql, storage, push))

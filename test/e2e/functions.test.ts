@@ -5,7 +5,7 @@
  * (busy loop, memory growth, a trap, huge output) stopped while another tenant's function answers.
  */
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { deployForm, goFunction, inputLogger, watModule } from "../support/functions.js"
+import { deployForm, goFunction, inputLogger, openFunctionSocket, watModule } from "../support/functions.js"
 import { existsSync, mkdtempSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
@@ -169,6 +169,100 @@ describe("functions on embedded engines", () => {
     expect((await invoke("/v1/invoke/fnapp/hello@1", JSON.stringify({ name: "v1" }), runtimeKey)).status).toBe(200)
     expect((await invoke("/v1/invoke/fnapp/hello@9", "{}", runtimeKey)).status).toBe(404)
     expect((await invoke("/v1/invoke/fnother/hello", "{}")).status).toBe(404)
+  }, 60_000)
+
+  it("serves a socket with one instance of its function: ws_open's greeting, frames in order to the same instance, ws_send, ws_close, and each way it ends", async () => {
+    const chat = goFunction("chat", { reactor: true })
+    expect((await deploy(owner, { name: "chat", timeout_seconds: "1" }, chat)).status).toBe(201)
+    const open = async (name: string, token: string | undefined) => {
+      const opened = await openFunctionSocket(gw.url, name, token)
+      if (!("ws" in opened)) throw new Error(`refused ${opened.status} ${JSON.stringify(opened.body)}`)
+      return opened
+    }
+    const a = await open("chat", runtimeKey)
+    const b = await open("chat", owner)
+    const hello = await a.next()
+    expect(hello).toMatchObject({ type: "hello", wallet: "fnapp" })
+    expect(hello.id).toMatch(/^[^.]+\.[\w-]+$/)
+    const helloB = await b.next()
+    // one instance per socket: each counts its own frames
+    expect(await a.ask({ op: "echo", text: "one" })).toEqual({ echo: "one", frames: 1 })
+    expect(await a.ask({ op: "echo", text: "two" })).toEqual({ echo: "two", frames: 2 })
+    expect(await b.ask({ op: "echo", text: "b" })).toEqual({ echo: "b", frames: 1 })
+    // frames sent together are taken in order
+    for (let i = 0; i < 20; i++) a.ws.send(JSON.stringify({ op: "echo", text: String(i) }))
+    for (let i = 0; i < 20; i++) expect(await a.next()).toEqual({ echo: String(i), frames: 3 + i })
+    // ws_send to another socket of the namespace, and to every socket of the function
+    expect(await a.ask({ op: "send", target: helloB.id, text: "psst" })).toEqual({ sent: 1 })
+    expect(await b.next()).toBe("psst")
+    // the entry's own ws_send reaches its socket before what the entry writes
+    expect(await a.ask({ op: "broadcast", text: "all" })).toBe("all")
+    expect(await a.next()).toEqual({ clients: 2, sent: 2 })
+    expect(await b.next()).toBe("all")
+    // another namespace's socket is one that does not exist
+    await deploy(otherOwner, { name: "chat" }, chat)
+    const other = await open("chat", otherOwner)
+    const otherHello = await other.next()
+    expect(await a.ask({ op: "send", target: otherHello.id, text: "x" })).toEqual({ sent: 0 })
+    expect(await a.ask({ op: "kick", target: otherHello.id })).toEqual({ kicked: 0 })
+    other.ws.close()
+    // ws_disconnect closes the socket 1000; ws_close runs when a client leaves
+    expect(await a.ask({ op: "kick", target: helloB.id })).toEqual({ kicked: 1 })
+    expect((await b.closed).code).toBe(1000)
+    let lines: Array<{ message: string }> = []
+    for (let i = 0; i < 50 && !lines.some((l) => l.message === `closed ${helloB.id}`); i++) {
+      await new Promise((r) => setTimeout(r, 100))
+      lines = ((await gw.request("GET", "/v1/functions/chat/logs", { token: owner })).body as { logs: typeof lines }).logs
+    }
+    expect(lines.map((l) => l.message)).toContain(`closed ${helloB.id}`)
+    // an entry past the timeout ends the instance: 1011 with the catalogue's code
+    const looping = await open("chat", runtimeKey)
+    await looping.next()
+    looping.ws.send(JSON.stringify({ op: "loop" }))
+    const timedOut = await looping.closed
+    expect(timedOut.code).toBe(1011)
+    expect(timedOut.reason).toMatch(/^FUNCTION_TIMEOUT/)
+    // a panic is a non-zero exit: 1011 FUNCTION_FAILED; os.Exit(0) ends the socket 1000
+    const panicking = await open("chat", runtimeKey)
+    await panicking.next()
+    panicking.ws.send(JSON.stringify({ op: "panic" }))
+    expect(await panicking.closed).toMatchObject({ code: 1011, reason: expect.stringMatching(/^FUNCTION_FAILED/) })
+    const exiting = await open("chat", runtimeKey)
+    await exiting.next()
+    exiting.ws.send(JSON.stringify({ op: "exit" }))
+    expect((await exiting.closed).code).toBe(1000)
+    // a frame over the cap (PORTICO_FUNCTIONS_MAX_INPUT_BYTES, 64 KiB here) closes 1009
+    const big = await open("chat", runtimeKey)
+    await big.next()
+    big.ws.send("x".repeat(70_000))
+    expect((await big.closed).code).toBe(1009)
+    // a is still served by its own instance
+    expect(await a.ask({ op: "echo", text: "still" })).toEqual({ echo: "still", frames: 28 })
+    a.ws.close()
+    expect((await a.closed).code).toBe(1005)
+  }, 120_000)
+
+  it("refuses a socket before the upgrade as an invoke is refused: credential, grant, no such function, a module without ws_frame; the route without an upgrade is 400", async () => {
+    const refusedWith = async (name: string, token: string | undefined) => {
+      const opened = await openFunctionSocket(gw.url, name, token)
+      if ("ws" in opened) {
+        opened.ws.close()
+        throw new Error("the socket opened")
+      }
+      return [opened.status, opened.body.code]
+    }
+    const cacheOnly = await mintKey(gw, owner, { scopes: ["cache"], label: "cache only" })
+    expect(await refusedWith("chat", undefined)).toEqual([401, "UNAUTHORIZED"])
+    expect(await refusedWith("chat", cacheOnly)).toEqual([403, "GRANT_REQUIRED"])
+    expect(await refusedWith("nothing-here", runtimeKey)).toEqual([404, "NOT_FOUND"])
+    // a command has no ws_frame: 400 before the upgrade; a socket function has no _start: 400 on invoke
+    expect((await deploy(owner, { name: "command-only" }, hello)).status).toBe(201)
+    expect(await refusedWith("command-only", runtimeKey)).toEqual([400, "BAD_REQUEST"])
+    const invoked = await invoke("/v1/functions/chat/invoke", "{}", runtimeKey)
+    expect([invoked.status, invoked.json["code"]], invoked.text).toEqual([400, "BAD_REQUEST"])
+    expect(String(invoked.json["error"])).toMatch(/_start/)
+    const plain = await gw.request("GET", "/v1/functions/chat/ws", { token: runtimeKey })
+    expect([plain.status, (plain.body as { code: string }).code]).toEqual([400, "BAD_REQUEST"])
   }, 60_000)
 
   it("keeps versions, rolls back to one as a new version, and deletes", async () => {

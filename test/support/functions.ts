@@ -9,18 +9,23 @@ import { tmpdir } from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import wabt from "wabt"
+import { WebSocket } from "ws"
 
 const fixtures = fileURLToPath(new URL("../fixtures/functions/", import.meta.url))
 
-/** The module of test/fixtures/functions/<name>, built with GOOS=wasip1 GOARCH=wasm. */
-export const goFunction = (name: string): Uint8Array => {
+/**
+ * The module of test/fixtures/functions/<name>, built with GOOS=wasip1 GOARCH=wasm: a WASI command,
+ * or with `reactor` a reactor (`-buildmode=c-shared`), as socket functions are built.
+ */
+export const goFunction = (name: string, options: { readonly reactor?: boolean } = {}): Uint8Array => {
   const dir = path.join(fixtures, name)
   const hash = createHash("sha256")
   for (const file of readdirSync(dir).sort()) hash.update(file).update(readFileSync(path.join(dir, file)))
+  if (options.reactor === true) hash.update("c-shared")
   const out = path.join(tmpdir(), "portico-fn-fixtures", `${name}-${hash.digest("hex").slice(0, 16)}.wasm`)
   if (!existsSync(out)) {
     mkdirSync(path.dirname(out), { recursive: true })
-    const built = spawnSync("go", ["build", "-o", out, "."], {
+    const built = spawnSync("go", ["build", ...(options.reactor === true ? ["-buildmode=c-shared"] : []), "-o", out, "."], {
       cwd: dir,
       env: { ...process.env, GOOS: "wasip1", GOARCH: "wasm", GOFLAGS: "-mod=mod", GOTOOLCHAIN: "local" },
       encoding: "utf8"
@@ -61,3 +66,69 @@ export const deployForm = (fields: Record<string, string>, wasm: Uint8Array | un
   if (wasm !== undefined) form.append("wasm", new Blob([wasm]), "function.wasm")
   return form
 }
+
+/** A client of a function's socket (`GET /v1/functions/<name>/ws`), keeping every frame it receives. */
+export interface FunctionSocket {
+  readonly ws: WebSocket
+  readonly frames: Array<string>
+  readonly closed: Promise<{ readonly code: number; readonly reason: string }>
+  /** The next frame not yet taken (frames are taken in order); fails after `ms`. */
+  readonly next: (ms?: number) => Promise<any>
+  /** Sends `message` as JSON and answers the next frame, parsed. */
+  readonly ask: (message: unknown, ms?: number) => Promise<any>
+}
+
+export const openFunctionSocket = (baseUrl: string, name: string, token: string | undefined): Promise<FunctionSocket | { status: number; body: any }> =>
+  new Promise((resolve, reject) => {
+    const ws = new WebSocket(`${baseUrl.replace(/^http/, "ws")}/v1/functions/${name}/ws`, {
+      headers: token === undefined ? {} : { authorization: `Bearer ${token}` },
+      maxPayload: 64 * 1024 * 1024
+    })
+    const frames: Array<string> = []
+    let taken = 0
+    const waiters = new Set<() => void>()
+    const closed = new Promise<{ code: number; reason: string }>((r) => ws.on("close", (code, reason) => r({ code, reason: reason.toString() })))
+    ws.on("message", (data: Buffer) => {
+      frames.push(data.toString("utf8"))
+      for (const w of [...waiters]) w()
+    })
+    const next = (ms = 10_000) =>
+      new Promise<any>((done, fail) => {
+        const check = () => {
+          if (frames.length <= taken) return
+          clearTimeout(timer)
+          waiters.delete(check)
+          const frame = frames[taken++]!
+          try {
+            done(JSON.parse(frame))
+          } catch {
+            done(frame)
+          }
+        }
+        const timer = setTimeout(() => {
+          waiters.delete(check)
+          fail(new Error(`waited ${ms} ms for frame ${taken + 1}; got ${JSON.stringify(frames).slice(0, 2000)}`))
+        }, ms)
+        waiters.add(check)
+        check()
+      })
+    const ask = (message: unknown, ms?: number) => {
+      ws.send(JSON.stringify(message))
+      return next(ms)
+    }
+    ws.on("open", () => resolve({ ws, frames, closed, next, ask }))
+    ws.on("unexpected-response", (_req, res) => {
+      let text = ""
+      res.on("data", (c: Buffer) => (text += c.toString()))
+      res.on("end", () => {
+        let body: unknown = text
+        try {
+          body = JSON.parse(text)
+        } catch {
+          // not JSON: kept as text
+        }
+        resolve({ status: res.statusCode ?? 0, body })
+      })
+    })
+    ws.on("error", (e) => reject(e))
+  })

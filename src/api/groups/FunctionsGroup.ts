@@ -7,6 +7,10 @@
  * `POST /v1/invoke/{namespace}/{target}` is open for functions marked public. A credential sent
  * there is gated as on any route (and must hold `invoke`); the invocation service then requires the
  * path's namespace to be the credential's (spec §1: no per-request namespace override).
+ *
+ * `GET /v1/functions/{name}/ws` is a WebSocket route (WebSocketRoute): the `upgrade` listener
+ * answers it (src/api/Upgrades.ts) and src/layers/functions/FunctionSockets.ts serves the socket;
+ * the same path without an upgrade is 400 BAD_REQUEST.
  */
 import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
@@ -19,7 +23,7 @@ import { Authentication, OptionalAuthentication } from "../Gates.js"
 import { streamedBody } from "../OpenApiFacts.js"
 import { NextCursor, pageQueryFields, TextKey } from "../Paging.js"
 import { controlPlane, grant, grantIfCredential, secretsControl } from "../Policy.js"
-import { BodyCap, RoutePolicy } from "../RouteFacts.js"
+import { BodyCap, RoutePolicy, WebSocketRoute } from "../RouteFacts.js"
 import { strict } from "../Wire.js"
 
 const FunctionName = Schema.String.pipe(Schema.pattern(/^[a-z][a-z0-9-]{0,62}$/)).annotations({ description: FUNCTION_NAME_RULE })
@@ -104,6 +108,17 @@ const Answer = Schema.Unknown.annotations({
     "the function's output when it is JSON, as written; otherwise {request_id, output, status, duration_ms}. X-Request-Id and X-Duration-Ms headers on every answer"
 })
 
+const SocketQuery = strict(
+  Schema.Struct({
+    jwt: Schema.optional(Schema.String.annotations({ description: "the access token, for clients that cannot set Authorization on a handshake (browsers); never logged" }))
+  })
+)
+
+const Upgraded = Schema.Void.annotations({
+  description:
+    "101 Switching Protocols: one instance of the function for this socket. Each client frame is a ws_frame entry; what an entry writes to stdout, and each ws_send, is a frame to the client (docs/functions.md \"Sockets\"). Refused before the upgrade like an invoke: 400 when the module exports no ws_frame"
+})
+
 export class FunctionsGroup extends HttpApiGroup.make("functions")
   .add(HttpApiEndpoint.post("deploy", "/v1/functions").addSuccess(FunctionView, { status: 201 }).annotate(BodyCap, "functionDeploy").annotateContext(deployForm))
   .add(HttpApiEndpoint.get("list", "/v1/functions").setUrlParams(strict(Schema.Struct(pageQueryFields(TextKey)))).addSuccess(FunctionList))
@@ -147,5 +162,13 @@ export class InvokeGroup extends HttpApiGroup.make("invoke")
       )
       // the credential is optional: an anonymous call, or the bearer scheme
       .annotate(OpenApi.Override, { security: [{}, { bearer: [] }] })
+  )
+  .add(
+    HttpApiEndpoint.get("ws")`/v1/functions/${name}/ws`
+      .setUrlParams(SocketQuery)
+      .addSuccess(Upgraded, { status: 101 })
+      .annotate(WebSocketRoute, true)
+      .middleware(Authentication)
+      .annotate(RoutePolicy, grant("invoke"))
   )
   .addError(wiresOf(InvokeRefusals)) {}

@@ -31,6 +31,9 @@ import {
   updateForm
 } from "./DeploymentsGroup.js"
 import { NodeSnapshot } from "./OperatorGroup.js"
+import { SocketEntry } from "../../domain/FunctionSockets.js"
+
+const SocketId = Schema.String.pipe(Schema.maxLength(256))
 
 const Forwarded = {
   principal: ForwardedPrincipal,
@@ -115,6 +118,23 @@ export class InternalGroup extends HttpApiGroup.make("internal")
     HttpApiEndpoint.post("deploymentDelete", "/v1/internal/deployments/delete")
       .setPayload(strict(Schema.Struct(ForwardedDeployment)))
       .addSuccess(DeploymentDeleted)
+  )
+  .add(
+    // functions' client sockets held by this node (src/layers/functions/SocketDirectory.ts)
+    HttpApiEndpoint.post("wsList", "/v1/serverless/ws/connections")
+      .setPayload(strict(Schema.Struct({ namespace: NamespaceName, function: Schema.optional(Schema.String) })))
+      .addSuccess(Schema.Struct({ connections: Schema.Array(SocketEntry) }))
+  )
+  .add(
+    HttpApiEndpoint.post("wsSend", "/v1/serverless/ws/connections/send")
+      .setPayload(strict(Schema.Struct({ namespace: NamespaceName, id: SocketId, data_base64: Schema.String })))
+      .addSuccess(Schema.Struct({ sent: Schema.Boolean }))
+      .annotate(BodyCap, "socketFrame")
+  )
+  .add(
+    HttpApiEndpoint.post("wsClose", "/v1/serverless/ws/connections/close")
+      .setPayload(strict(Schema.Struct({ namespace: NamespaceName, id: SocketId })))
+      .addSuccess(Schema.Struct({ closed: Schema.Boolean }))
   )
   .annotateEndpoints(OpenApi.Override, internalOnly)
   .addError(wiresOf(SqlRefusals))

@@ -9,6 +9,7 @@ import { Functions } from "../../layers/functions/Functions.js"
 import { type Invoked, Invocations } from "../../layers/functions/Invocations.js"
 import { refuse } from "../../layers/Refused.js"
 import { PorticoApi } from "../Api.js"
+import { socketOnly } from "./Refusals.js"
 import { bodyOf } from "../NodeAdapter.js"
 import { encodeCursor, PAGE_LIMIT } from "../Paging.js"
 
@@ -124,5 +125,6 @@ export const InvokeHandlers = HttpApiBuilder.group(PorticoApi, "invoke", (handle
       .handle("invokeIn", ({ path }) =>
         Effect.flatMap(OptionalPrincipal, (caller) => run(path.namespace, path.target, Option.getOrUndefined(caller)))
       )
+      .handle("ws", ({ path }) => socketOnly(`/v1/functions/${path.name}/ws`))
   })
 )

@@ -10,6 +10,7 @@ import { toPrincipal } from "../../layers/sql/HomeNode.js"
 import { LocalDatabases } from "../../layers/sql/LocalDatabases.js"
 import { Cache } from "../../layers/cache/Cache.js"
 import { NamespaceBackups } from "../../layers/namespaces/backup/NamespaceBackups.js"
+import { SocketDirectory } from "../../layers/functions/SocketDirectory.js"
 import { OperatorHealth } from "../../layers/operators/OperatorHealth.js"
 import { Storage } from "../../layers/storage/Storage.js"
 import { PorticoApi } from "../Api.js"
@@ -34,6 +35,7 @@ export const InternalHandlers = HttpApiBuilder.group(PorticoApi, "internal", (ha
     const cache = yield* Cache
     const health = yield* OperatorHealth
     const namespaceBackups = yield* NamespaceBackups
+    const sockets = yield* SocketDirectory
 
     return handlers
       .handle("evict", ({ payload }) =>
@@ -65,6 +67,11 @@ export const InternalHandlers = HttpApiBuilder.group(PorticoApi, "internal", (ha
           )
         })
       )
+      .handle("wsList", ({ payload }) => Effect.succeed({ connections: sockets.here.list(payload.namespace, payload.function) }))
+      .handle("wsSend", ({ payload }) =>
+        Effect.succeed({ sent: sockets.here.send(payload.namespace, payload.id, new Uint8Array(Buffer.from(payload.data_base64, "base64"))) })
+      )
+      .handle("wsClose", ({ payload }) => Effect.succeed({ closed: sockets.here.close(payload.namespace, payload.id) }))
       .handle("cacheDropNamespace", ({ payload }) =>
         Effect.gen(function* () {
           return { dropped: yield* Effect.mapError(cache.dropNamespace(payload.namespace), () => unavailable("this node's cache did not answer")) }

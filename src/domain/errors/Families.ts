@@ -206,8 +206,9 @@ export type PubSubCode = (typeof PubSubRefusals)[number]
 export const FunctionRefusals = family("VALIDATION_FAILED", "BAD_REQUEST", "FORBIDDEN", "NOT_FOUND", "PAYLOAD_TOO_LARGE", "UNAVAILABLE")
 export type FunctionCode = (typeof FunctionRefusals)[number]
 
-/** Invoking a function (src/layers/functions/Invocations.ts): refused, over a budget, or ended badly. */
+/** Invoking a function or opening its socket (src/layers/functions/Invocations.ts): refused, over a budget, or ended badly. */
 export const InvokeRefusals = family(
+  "BAD_REQUEST",
   "NOT_FOUND",
   "FORBIDDEN",
   "PAYLOAD_TOO_LARGE",

@@ -31,6 +31,10 @@ export interface FunctionSettings {
   readonly maxDepth: number
   /** How often each gateway reads the schedules and topic triggers again (`PORTICO_FUNCTIONS_TRIGGER_REFRESH_MS`, default 5000). */
   readonly triggerRefreshMs: number
+  /** Function sockets this gateway holds, each an instance on a thread of its own (`PORTICO_FUNCTIONS_SOCKETS`, default 64); 429 past it. */
+  readonly sockets: number
+  /** Function sockets of one namespace on this gateway (`PORTICO_FUNCTIONS_NAMESPACE_SOCKETS`, default 16); 429 past it. */
+  readonly namespaceSockets: number
 }
 
 const KiB = 1024
@@ -48,7 +52,9 @@ export const defaultFunctionSettings: FunctionSettings = {
   namespaceConcurrency: 8,
   logLinesKept: 1000,
   maxDepth: 5,
-  triggerRefreshMs: 5_000
+  triggerRefreshMs: 5_000,
+  sockets: 64,
+  namespaceSockets: 16
 }
 
 /** The settings from the environment, each defaulting to `defaultFunctionSettings`. */
@@ -67,7 +73,9 @@ export const functionConfig = Effect.gen(function* () {
     namespaceConcurrency: yield* env(between("FUNCTIONS_NAMESPACE_CONCURRENCY", d.namespaceConcurrency, 1, 10_000)),
     logLinesKept: yield* env(between("FUNCTIONS_LOG_LINES", d.logLinesKept, 0, 1_000_000)),
     maxDepth: yield* env(between("FUNCTIONS_MAX_DEPTH", d.maxDepth, 0, 64)),
-    triggerRefreshMs: yield* env(between("FUNCTIONS_TRIGGER_REFRESH_MS", d.triggerRefreshMs, 100, 600_000))
+    triggerRefreshMs: yield* env(between("FUNCTIONS_TRIGGER_REFRESH_MS", d.triggerRefreshMs, 100, 600_000)),
+    sockets: yield* env(between("FUNCTIONS_SOCKETS", d.sockets, 0, 100_000)),
+    namespaceSockets: yield* env(between("FUNCTIONS_NAMESPACE_SOCKETS", d.namespaceSockets, 0, 100_000))
   }
   return settings
 })

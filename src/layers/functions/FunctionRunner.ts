@@ -15,7 +15,7 @@ import { fileURLToPath } from "node:url"
 import { loaderArgv } from "../ChildEntry.js"
 import { runnerCommand } from "./RunnerJail.js"
 import { PorticoConfig } from "../config/PorticoConfig.js"
-import type { Ending, FromRunner, HostAnswer, HostArg, RunJob, ToRunner } from "./runner/Protocol.js"
+import type { Ending, FromRunner, HostAnswer, HostArg, RunJob, SessionEntry, ToRunner } from "./runner/Protocol.js"
 
 export type RunEnding = (Ending | { readonly kind: "unavailable"; readonly message: string }) & { readonly ms: number }
 
@@ -33,8 +33,26 @@ export interface RunRequest {
 /** A compiled module's identity in the runner: its CID and its memory cap. */
 export const moduleKey = (cid: string, memoryMb: number): string => `${cid}:${memoryMb}`
 
+/** A socket's persistent instance in the runner, after its opening returned. */
+export interface RunnerSession {
+  /** Runs one entry; any ending but `returned` has ended the session. */
+  readonly entry: (entry: SessionEntry) => Promise<RunEnding>
+  /** Drops the instance and its thread (idempotent). */
+  readonly end: () => void
+}
+
+export interface OpenRequest extends RunRequest {
+  /** The session ended between entries (the runner stopped). */
+  readonly gone: (message: string) => void
+}
+
 export interface FunctionRunnerService {
   readonly run: (request: RunRequest) => Promise<RunEnding>
+  /**
+   * Opens a persistent instance (`_initialize`, then `ws_open`): its opening's ending, and the
+   * session when that ending is `returned`.
+   */
+  readonly open: (request: OpenRequest) => Promise<{ readonly ending: RunEnding; readonly session: RunnerSession | undefined }>
   /**
    * Hands the runner a module just deployed (its bytes, memory capped), starting it if need be, so
    * that the first invocation on this gateway neither reads content storage nor compiles.
@@ -79,9 +97,13 @@ export interface RunnerOptions {
 
 interface Pending {
   readonly request: RunRequest
-  readonly resolve: (ending: RunEnding) => void
-  readonly backstop: ReturnType<typeof setTimeout>
+  /** The step waiting for its ending (a run, a session's opening or entry); none between a session's entries. */
+  resolve: ((ending: RunEnding) => void) | undefined
+  backstop: ReturnType<typeof setTimeout> | undefined
   sentWasm: boolean
+  /** A session's: told when it ends with no step waiting. */
+  readonly gone?: ((message: string) => void) | undefined
+  readonly kind: "run" | "open"
 }
 
 export const makeFunctionRunner = (options: RunnerOptions) => {
@@ -95,7 +117,8 @@ export const makeFunctionRunner = (options: RunnerOptions) => {
     for (const [id, entry] of pending) {
       clearTimeout(entry.backstop)
       pending.delete(id)
-      entry.resolve({ kind: "unavailable", message, ms: 0 })
+      if (entry.resolve !== undefined) entry.resolve({ kind: "unavailable", message, ms: 0 })
+      else entry.gone?.(message)
     }
   }
 
@@ -150,15 +173,26 @@ export const makeFunctionRunner = (options: RunnerOptions) => {
       entry.sentWasm = true
       sent.add(entry.request.key)
     }
-    post({ t: "run", id, key: entry.request.key, wasm, job: entry.request.job, timeoutMs: entry.request.timeoutMs })
+    post({ t: entry.kind, id, key: entry.request.key, wasm, job: entry.request.job, timeoutMs: entry.request.timeoutMs })
   }
 
+  /** A step's ending: a session lives on past a `returned` one, anything else ends what `id` was. */
   const finish = (id: number, ending: RunEnding) => {
     const entry = pending.get(id)
     if (entry === undefined) return
-    pending.delete(id)
     clearTimeout(entry.backstop)
-    entry.resolve(ending)
+    entry.backstop = undefined
+    const resolve = entry.resolve
+    entry.resolve = undefined
+    if (ending.kind !== "returned") pending.delete(id)
+    resolve?.(ending)
+  }
+
+  /** Waits for step `id`'s ending, the runner taken for wedged when it outlives its deadline by the grace. */
+  const await_ = (id: number, entry: Pending, resolve: (ending: RunEnding) => void) => {
+    const proc = child!
+    entry.resolve = resolve
+    entry.backstop = setTimeout(() => stop(proc, "the function runner stopped answering"), entry.request.timeoutMs + GRACE_MS)
   }
 
   const onMessage = (message: FromRunner) => {
@@ -197,17 +231,43 @@ export const makeFunctionRunner = (options: RunnerOptions) => {
     run: (request) =>
       new Promise<RunEnding>((resolve) => {
         child ??= start()
-        const proc = child
         const id = nextId++
-        const entry: Pending = {
-          request,
-          resolve,
-          sentWasm: false,
-          backstop: setTimeout(() => stop(proc, "the function runner stopped answering"), request.timeoutMs + GRACE_MS)
-        }
+        const entry: Pending = { request, resolve: undefined, backstop: undefined, sentWasm: false, kind: "run" }
+        await_(id, entry, resolve)
         pending.set(id, entry)
         void sendRun(id, entry, !sent.has(request.key))
+      }),
+    open: (request) => {
+      const id = nextId++
+      return new Promise<RunEnding>((resolve) => {
+        child ??= start()
+        const entry: Pending = { request, resolve: undefined, backstop: undefined, sentWasm: false, kind: "open", gone: request.gone }
+        await_(id, entry, resolve)
+        pending.set(id, entry)
+        void sendRun(id, entry, !sent.has(request.key))
+      }).then((ending) => {
+        if (ending.kind !== "returned") return { ending, session: undefined }
+        const session: RunnerSession = {
+          entry: (step) =>
+            new Promise<RunEnding>((resolve) => {
+              const entry = pending.get(id)
+              if (entry === undefined || child === undefined) return resolve({ kind: "unavailable", message: "the instance is gone", ms: 0 })
+              if (entry.resolve !== undefined) return resolve({ kind: "trap", message: "an entry is already running", ms: 0 })
+              await_(id, entry, resolve)
+              post({ t: "entry", id, timeoutMs: entry.request.timeoutMs, ...step })
+            }),
+          end: () => {
+            const entry = pending.get(id)
+            if (entry === undefined) return
+            pending.delete(id)
+            clearTimeout(entry.backstop)
+            entry.resolve?.({ kind: "unavailable", message: "the socket closed", ms: 0 })
+            post({ t: "end", id })
+          }
+        }
+        return { ending, session }
       })
+    }
   }
   const close = () => {
     if (child !== undefined) stop(child, "the gateway is stopping")

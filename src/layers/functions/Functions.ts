@@ -5,7 +5,7 @@
  *
  * A deploy is refused before anything is stored when the module is not one the runner could run:
  * malformed, importing what the gateway does not offer (named in the 400, never found at the
- * first call), without `_start`, or needing more memory at start than its limit.
+ * first call), with neither `_start` nor `ws_frame`, or needing more memory at start than its limit.
  */
 import { Clock, Context, Effect, Layer } from "effect"
 import { randomUUID } from "node:crypto"
@@ -171,8 +171,11 @@ const makeFunctions = Effect.gen(function* () {
           if (missing !== undefined) {
             throw new WasmInvalid(`the module imports ${missing.module}.${missing.name} (${missing.kind}), which the gateway does not offer`)
           }
-          if (!facts.exports.some((e) => e.name === "_start" && e.kind === "function")) {
-            throw new WasmInvalid("the module exports no _start: build it as a WASI command (GOOS=wasip1 GOARCH=wasm go build)")
+          // a command (`_start`) is invoked; a module with `ws_frame` serves sockets; one may do both
+          if (!facts.exports.some((e) => (e.name === "_start" || e.name === "ws_frame") && e.kind === "function")) {
+            throw new WasmInvalid(
+              "the module exports neither _start nor ws_frame: build it as a WASI command (GOOS=wasip1 GOARCH=wasm go build), or export ws_frame for sockets"
+            )
           }
           if (!facts.exports.some((e) => e.name === "memory" && e.kind === "memory")) throw new WasmInvalid("the module exports no memory")
           const capped = capMemory(wasm, memoryMb * ((1024 * 1024) / WASM_PAGE_BYTES))

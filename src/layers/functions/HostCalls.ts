@@ -20,6 +20,7 @@ import type { SealerService } from "../secrets/Sealer.js"
 import type { ClusterSqlService } from "../sql/ClusterSql.js"
 import type { StorageService } from "../storage/Storage.js"
 import type { FunctionStoreService } from "./FunctionStore.js"
+import type { SocketDirectoryService } from "./SocketDirectory.js"
 import type { HostAnswer, HostArg } from "./runner/Protocol.js"
 
 /** The function's map in the namespace's cache: under `_portico/`, which no HTTP grant reaches. */
@@ -36,7 +37,10 @@ export interface HostServices {
   readonly storage: StorageService
   readonly store: FunctionStoreService
   readonly sealer: SealerService
+  readonly sockets: SocketDirectoryService
   readonly maxAnswerBytes: number
+  /** A socket frame's cap, both ways. */
+  readonly maxFrameBytes: number
 }
 
 export interface InvocationContext {
@@ -49,6 +53,8 @@ export interface InvocationContext {
   readonly invoke: (name: string, input: Uint8Array) => Promise<Uint8Array | undefined>
   /** How many topic triggers deep this invocation runs (0: invoked over HTTP or on a schedule). */
   readonly depth: number
+  /** The socket a persistent instance serves: `ws_send` and `ws_disconnect` with an empty id mean it. */
+  readonly socket?: string | undefined
   /** Time left before the invocation's deadline, ms. */
   readonly remainingMs: () => number
 }
@@ -222,6 +228,19 @@ export const makeHostCalls = (services: HostServices) => (context: InvocationCon
       const sent = await run(services.push.pushSendTopic(namespace, text(topic), text(message)))
       return Option.isSome(sent) ? json(sent.value) : fail
     },
+    ws_send: async ([id, data]) => {
+      const target = text(id) || context.socket
+      if (target === undefined) return refused("ws_send", "no socket named, and this instance serves none")
+      const bytes = data instanceof Uint8Array ? data : new Uint8Array()
+      if (bytes.length > services.maxFrameBytes) return refused("ws_send", `a frame is at most ${services.maxFrameBytes} bytes`)
+      return ok((await run(services.sockets.send(namespace, target, bytes))) ? 1 : 0)
+    },
+    ws_disconnect: async ([id]) => {
+      const target = text(id) || context.socket
+      if (target === undefined) return refused("ws_disconnect", "no socket named, and this instance serves none")
+      return ok((await run(services.sockets.close(namespace, target))) ? 1 : 0)
+    },
+    ws_list_clients: async () => capped(encoder.encode(JSON.stringify(await run(services.sockets.list(namespace, context.functionName)))), "ws_list_clients"),
     function_invoke: async ([name, payload]) => {
       const answer = await context.invoke(text(name), payload instanceof Uint8Array ? payload : new Uint8Array())
       return answer === undefined ? fail : capped(answer, "function_invoke")

@@ -24,7 +24,10 @@ import { type Refused, refuse } from "../Refused.js"
 import { Sealer } from "../secrets/Sealer.js"
 import { ClusterSql } from "../sql/ClusterSql.js"
 import { Storage } from "../storage/Storage.js"
-import { FunctionRunner, moduleKey, type RunEnding } from "./FunctionRunner.js"
+import { FunctionRunner, moduleKey, type RunEnding, type RunRequest } from "./FunctionRunner.js"
+import type { SessionEntry } from "./runner/Protocol.js"
+import { SocketClose } from "../../domain/FunctionSockets.js"
+import { SocketDirectory } from "./SocketDirectory.js"
 import { Functions } from "./Functions.js"
 import { FunctionStore } from "./FunctionStore.js"
 import { makeHostCalls } from "./HostCalls.js"
@@ -53,8 +56,39 @@ export interface Invoked {
   readonly output: Uint8Array
 }
 
+/** A client's socket to a function (docs/functions.md, "Sockets"). */
+export interface SocketRequest {
+  readonly namespace: string
+  readonly name: string
+  readonly caller: Principal
+  /** The socket's id (SocketDirectory.ts). */
+  readonly socket: string
+}
+
+/** How a socket's instance ended: the close frame's code and reason. */
+export interface SocketEnd {
+  readonly code: number
+  readonly reason: string
+}
+
+/** A socket's persistent instance, opened. */
+export interface OpenedSocket {
+  /** What `ws_open` wrote: the socket's first frame when not empty. */
+  readonly first: Uint8Array
+  /** Runs a client's frame or its close: what the entry wrote, or how the instance ended. */
+  readonly entry: (entry: SessionEntry) => Promise<{ readonly output: Uint8Array } | { readonly ended: SocketEnd }>
+  /** Drops the instance. */
+  readonly end: () => void
+}
+
 export interface InvocationsService {
   readonly invoke: (request: InvokeRequest) => Effect.Effect<Invoked, InvokeRefused>
+  /**
+   * Opens `request.socket`'s persistent instance (`_initialize`, `ws_open`) before the handshake is
+   * answered, so a function that cannot take the socket is an HTTP refusal; `gone` hears an
+   * instance that ended between entries.
+   */
+  readonly openSocket: (request: SocketRequest, gone: (end: SocketEnd) => void) => Effect.Effect<OpenedSocket, InvokeRefused>
   /** Log lines dropped since start because the write queue was full. */
   readonly droppedLogLines: () => number
 }
@@ -132,7 +166,9 @@ const makeInvocations = Effect.gen(function* () {
       storage: yield* Storage,
       store,
       sealer: yield* Sealer,
-      maxAnswerBytes: settings.maxHostAnswerBytes
+      sockets: yield* SocketDirectory,
+      maxAnswerBytes: settings.maxHostAnswerBytes,
+      maxFrameBytes: settings.maxInputBytes
     })
     const running = new Map<string, number>()
     let queue: Array<{ namespace: string; name: string; at: number; requestId: string; level: string; message: string }> = []
@@ -167,13 +203,19 @@ const makeInvocations = Effect.gen(function* () {
           return failed(`${name} wrote more than ${settings.maxOutputBytes} bytes of output`, "PORTICO_FUNCTIONS_MAX_OUTPUT_BYTES sets the cap")
         case "unavailable":
           return unavailable(`${name} could not run: ${end.message}`)
+        case "no-entry":
+          return refuse("BAD_REQUEST", `${name} cannot be used this way: ${end.message}`, "docs/functions.md, \"Modules\" and \"Sockets\"")
+        case "returned":
+          return undefined
       }
     }
 
-    /** `nesting`: how many `function_invoke` calls deep. */
-    const invoke = (request: InvokeRequest, nesting: number): Effect.Effect<Invoked, InvokeRefused> =>
+    const notFound = (name: string) => refuse("NOT_FOUND", `no function named ${name}`, "GET /v1/functions lists this namespace's functions")
+    const registryDown = () => unavailable("the registry did not answer")
+
+    /** The function's row, the module to run and its environment, once the caller may run it. */
+    const prepare = (request: Pick<InvokeRequest, "namespace" | "name" | "version" | "caller" | "trigger">) =>
       Effect.gen(function* () {
-        const notFound = refuse("NOT_FOUND", `no function named ${request.name}`, "GET /v1/functions lists this namespace's functions")
         if (request.caller !== undefined && request.caller.namespace !== request.namespace) {
           return yield* Effect.fail(
             refuse(
@@ -183,6 +225,83 @@ const makeInvocations = Effect.gen(function* () {
             )
           )
         }
+        const row = yield* Effect.mapError(store.get(request.namespace, request.name), registryDown)
+        // an anonymous caller learns nothing of a function that is not public
+        if (row === undefined || (request.caller === undefined && request.trigger === undefined && row.public !== 1)) return yield* Effect.fail(notFound(request.name))
+        let cid = row.cid
+        if (request.version !== undefined && request.version !== row.version) {
+          const version = yield* Effect.mapError(store.version(request.namespace, request.name, request.version), registryDown)
+          if (version === undefined) return yield* Effect.fail(refuse("NOT_FOUND", `${request.name} has no version ${request.version}`))
+          cid = version.cid
+        }
+        const env = yield* Effect.mapError(functions.envOf(row), () => unavailable("the function's environment could not be opened"))
+        return { row, cid, env }
+      })
+
+    type Prepared = Effect.Effect.Success<ReturnType<typeof prepare>>
+
+    /** What the runner takes for one run or session of a prepared function, its host calls bound. */
+    const runRequest = (
+      request: InvokeRequest,
+      prepared: Prepared,
+      step: { readonly requestId: string; readonly started: () => number; readonly socket?: string | undefined },
+      nesting: number
+    ): RunRequest => {
+      const { row, cid, env } = prepared
+      const depth = request.depth ?? 0
+      const pages = row.memory_mb * ((1024 * 1024) / WASM_PAGE_BYTES)
+      const log = (level: "info" | "error", message: string) =>
+        enqueue({ namespace: request.namespace, name: request.name, at: Date.now(), requestId: step.requestId, level, message })
+      const host = hostCalls({
+        namespace: request.namespace,
+        functionName: request.name,
+        principal: functionPrincipal(request.namespace, request.name),
+        log,
+        depth,
+        socket: step.socket,
+        remainingMs: () => row.timeout_ms - (performance.now() - step.started()),
+        invoke: async (name, input) => {
+          if (nesting >= settings.maxDepth) {
+            log("error", `function_invoke: deeper than ${settings.maxDepth} nested calls`)
+            return undefined
+          }
+          const nested = await Effect.runPromise(
+            Effect.either(invoke({ namespace: request.namespace, name, caller: request.caller, input, trigger: request.trigger, depth }, nesting + 1))
+          )
+          if (nested._tag === "Left") {
+            log("error", `function_invoke ${name}: ${nested.left.reason}`)
+            return undefined
+          }
+          return nested.right.output
+        }
+      })
+      return {
+        key: moduleKey(cid, row.memory_mb),
+        wasm: async () => {
+          const bytes = await Effect.runPromise(Effect.either(functions.readModule({ namespace: request.namespace, cid })))
+          if (bytes._tag === "Left") throw new Error(bytes.left.reason)
+          return capMemory(bytes.right, pages)
+        },
+        job: {
+          name: request.name,
+          input: request.input,
+          requestId: step.requestId,
+          caller: callerIdentity(request.caller, request.namespace),
+          env,
+          maxStdout: settings.maxOutputBytes,
+          maxLogLines: 1000,
+          maxLogBytes: 256 * 1024,
+          socket: step.socket
+        },
+        timeoutMs: row.timeout_ms,
+        host,
+        log
+      }
+    }
+
+    /** `nesting`: how many `function_invoke` calls deep. */
+    const invoke = (request: InvokeRequest, nesting: number): Effect.Effect<Invoked, InvokeRefused> =>
+      Effect.gen(function* () {
         const depth = request.depth ?? 0
         if (depth > settings.maxDepth) {
           return yield* Effect.fail(
@@ -192,16 +311,7 @@ const makeInvocations = Effect.gen(function* () {
         if (request.input.length > settings.maxInputBytes) {
           return yield* Effect.fail(refuse("PAYLOAD_TOO_LARGE", `the body is over ${settings.maxInputBytes} bytes`, "PORTICO_FUNCTIONS_MAX_INPUT_BYTES sets the cap"))
         }
-        const row = yield* Effect.mapError(store.get(request.namespace, request.name), () => unavailable("the registry did not answer"))
-        // an anonymous caller learns nothing of a function that is not public
-        if (row === undefined || (request.caller === undefined && request.trigger === undefined && row.public !== 1)) return yield* Effect.fail(notFound)
-        let cid = row.cid
-        if (request.version !== undefined && request.version !== row.version) {
-          const version = yield* Effect.mapError(store.version(request.namespace, request.name, request.version), () => unavailable("the registry did not answer"))
-          if (version === undefined) return yield* Effect.fail(refuse("NOT_FOUND", `${request.name} has no version ${request.version}`))
-          cid = version.cid
-        }
-        const env = yield* Effect.mapError(functions.envOf(row), () => unavailable("the function's environment could not be opened"))
+        const prepared = yield* prepare(request)
         const held = running.get(request.namespace) ?? 0
         if (held >= settings.namespaceConcurrency) {
           return yield* Effect.fail(refuse("RATE_LIMITED", `the namespace has ${held} invocations running on this gateway, its most`, "retry shortly", 1))
@@ -209,61 +319,56 @@ const makeInvocations = Effect.gen(function* () {
         running.set(request.namespace, held + 1)
         const requestId = randomUUID()
         const started = performance.now()
-        const pages = row.memory_mb * ((1024 * 1024) / WASM_PAGE_BYTES)
-        const log = (level: "info" | "error", message: string) =>
-          enqueue({ namespace: request.namespace, name: request.name, at: Date.now(), requestId, level, message })
-        const host = hostCalls({
-          namespace: request.namespace,
-          functionName: request.name,
-          principal: functionPrincipal(request.namespace, request.name),
-          log,
-          depth,
-          remainingMs: () => row.timeout_ms - (performance.now() - started),
-          invoke: async (name, input) => {
-            if (nesting >= settings.maxDepth) {
-              log("error", `function_invoke: deeper than ${settings.maxDepth} nested calls`)
-              return undefined
-            }
-            const nested = await Effect.runPromise(
-              Effect.either(invoke({ namespace: request.namespace, name, caller: request.caller, input, trigger: request.trigger, depth }, nesting + 1))
-            )
-            if (nested._tag === "Left") {
-              log("error", `function_invoke ${name}: ${nested.left.reason}`)
-              return undefined
-            }
-            return nested.right.output
-          }
-        })
-        const end = yield* Effect.promise(() =>
-          runner.run({
-            key: moduleKey(cid, row.memory_mb),
-            wasm: async () => {
-              const bytes = await Effect.runPromise(Effect.either(functions.readModule({ namespace: request.namespace, cid })))
-              if (bytes._tag === "Left") throw new Error(bytes.left.reason)
-              return capMemory(bytes.right, pages)
-            },
-            job: {
-              name: request.name,
-              input: request.input,
-              requestId,
-              caller: callerIdentity(request.caller, request.namespace),
-              env,
-              maxStdout: settings.maxOutputBytes,
-              maxLogLines: 1000,
-              maxLogBytes: 256 * 1024
-            },
-            timeoutMs: row.timeout_ms,
-            host,
-            log
-          })
-        ).pipe(Effect.ensuring(Effect.sync(() => {
-          const left = (running.get(request.namespace) ?? 1) - 1
-          if (left > 0) running.set(request.namespace, left)
-          else running.delete(request.namespace)
-        })))
-        const refusal = ending(request.name, end, row.timeout_ms)
+        const end = yield* Effect.promise(() => runner.run(runRequest(request, prepared, { requestId, started: () => started }, nesting))).pipe(
+          Effect.ensuring(
+            Effect.sync(() => {
+              const left = (running.get(request.namespace) ?? 1) - 1
+              if (left > 0) running.set(request.namespace, left)
+              else running.delete(request.namespace)
+            })
+          )
+        )
+        const refusal = ending(request.name, end, prepared.row.timeout_ms)
         if (refusal !== undefined) return yield* Effect.fail(refusal)
         return { requestId, ms: performance.now() - started, output: end.kind === "exit" ? end.stdout : new Uint8Array() }
+      })
+
+    /** How a socket's instance ended, as its close frame says it. */
+    const socketEnd = (name: string, end: RunEnding, timeoutMs: number): SocketEnd => {
+      if (end.kind === "exit" && end.code === 0) return { code: SocketClose.normal, reason: `${name} ended the socket` }
+      if (end.kind === "unavailable") return { code: SocketClose.unavailable, reason: `FUNCTION_UNAVAILABLE: ${end.message}` }
+      const refusal = ending(name, end, timeoutMs)
+      return { code: SocketClose.failed, reason: refusal === undefined ? "FUNCTION_FAILED" : `${refusal.code}: ${refusal.reason}` }
+    }
+
+    const openSocket = (request: SocketRequest, gone: (end: SocketEnd) => void): Effect.Effect<OpenedSocket, InvokeRefused> =>
+      Effect.gen(function* () {
+        const invocation: InvokeRequest = { namespace: request.namespace, name: request.name, caller: request.caller, input: new Uint8Array() }
+        const prepared = yield* prepare(invocation)
+        const timeoutMs = prepared.row.timeout_ms
+        let started = performance.now()
+        // a socket's log lines carry its id as their request id
+        const step = { requestId: request.socket, started: () => started, socket: request.socket }
+        const opened = yield* Effect.promise(() =>
+          runner.open({
+            ...runRequest(invocation, prepared, step, 0),
+            gone: (message) => gone({ code: SocketClose.unavailable, reason: `FUNCTION_UNAVAILABLE: ${message}` })
+          })
+        )
+        if (opened.session === undefined) {
+          const refusal = opened.ending.kind === "exit" ? failed(`${request.name} exited while opening the socket`) : ending(request.name, opened.ending, timeoutMs)
+          return yield* Effect.fail(refusal ?? failed(`${request.name} could not open the socket`))
+        }
+        const session = opened.session
+        return {
+          first: opened.ending.kind === "returned" ? opened.ending.stdout : new Uint8Array(),
+          entry: async (next) => {
+            started = performance.now()
+            const end = await session.entry(next)
+            return end.kind === "returned" ? { output: end.stdout } : { ended: socketEnd(request.name, end, timeoutMs) }
+          },
+          end: session.end
+        }
       })
 
     /** Nobody waits on a trigger's answer: its refusal is a line of the function's log. */
@@ -275,6 +380,7 @@ const makeInvocations = Effect.gen(function* () {
       })
     const service: InvocationsService = {
       invoke: (request) => Effect.tapError(invoke(request, 0), logRefusal(request)),
+      openSocket,
       droppedLogLines: () => dropped
     }
     return service

@@ -10,11 +10,11 @@
  *   node      the runner, which talks to the gateway over the IPC descriptor it inherited
  *
  * So a V8 escape in tenant code finds no root secret, no registry file, no socket to the outside
- * and no privilege. Without root or bwrap the runner is a plain child process as the gateway's
+ * and no privilege. Without root (or as a root whose user namespace has no nobody) or bwrap, the runner is a plain child process as the gateway's
  * user, with an empty environment (FunctionRunner.ts): the platform's secrets stay out of its
  * memory, but its files do not.
  */
-import { existsSync } from "node:fs"
+import { existsSync, readFileSync } from "node:fs"
 import * as path from "node:path"
 
 const BWRAP = "/usr/bin/bwrap"
@@ -52,9 +52,27 @@ const inside = (dir: string, root: string): boolean => {
   return relative === "" || (!relative.startsWith("..") && !path.isAbsolute(relative))
 }
 
+/**
+ * Whether nobody exists in this process's user namespace: root inside a namespace that maps only
+ * itself (`unshare --map-root-user`, as the loopback-only test runs are) cannot become nobody, and
+ * runs the runner as itself.
+ */
+const nobodyMapped = (): boolean => {
+  try {
+    return readFileSync("/proc/self/uid_map", "utf8")
+      .split("\n")
+      .some((line) => {
+        const [inside, , count] = line.trim().split(/\s+/).map(Number)
+        return inside !== undefined && count !== undefined && inside <= NOBODY && NOBODY < inside + count
+      })
+  } catch {
+    return true
+  }
+}
+
 /** How to start `node <nodeArgs>` for the runner at `entry`, hiding `dataDir`. */
 export const runnerCommand = (entry: string, nodeArgs: ReadonlyArray<string>, dataDir: string): RunnerCommand => {
-  const root = process.getuid?.() === 0
+  const root = process.getuid?.() === 0 && nobodyMapped()
   if (!root || !existsSync(BWRAP) || !existsSync(SETPRIV)) {
     return { file: process.execPath, args: nodeArgs, ...(root ? { uid: NOBODY } : {}), jailed: false }
   }

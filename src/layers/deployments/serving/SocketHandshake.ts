@@ -14,6 +14,8 @@ export interface Handshake<Query> {
   readonly socket: Duplex
   readonly head: Buffer
   readonly query: Query
+  /** The route's path parameters, by name, as the path has them (percent-decoded). */
+  readonly params: Readonly<Record<string, string>>
   /** The gate's caller; undefined on an open route. */
   readonly caller: Principal | undefined
   /** Answers the handshake with this refusal (the envelope) and closes the socket. */

@@ -40,6 +40,8 @@ export interface WasiState {
   readonly imports: Record<string, (...args: Array<never>) => unknown>
   /** stdout as written so far. */
   readonly stdout: () => Uint8Array
+  /** stdout as written so far, emptied: a persistent instance's entries each answer what they wrote. */
+  readonly take: () => Uint8Array
   /** Flushes a partial stderr line. */
   readonly flush: () => void
 }
@@ -199,15 +201,22 @@ export const makeWasi = (memory: () => WebAssembly.Memory, io: WasiIo): WasiStat
   }
   const imports: Record<string, (...args: Array<never>) => unknown> = {}
   for (const name of WASI_CALLS) imports[name] = implemented[name] ?? (() => (name.startsWith("fd_") ? EBADF : ENOSYS))
+  const stdout = () => {
+    const all = new Uint8Array(outBytes)
+    let at = 0
+    for (const chunk of out) {
+      all.set(chunk, at)
+      at += chunk.length
+    }
+    return all
+  }
   return {
     imports,
-    stdout: () => {
-      const all = new Uint8Array(outBytes)
-      let at = 0
-      for (const chunk of out) {
-        all.set(chunk, at)
-        at += chunk.length
-      }
+    stdout,
+    take: () => {
+      const all = stdout()
+      out.length = 0
+      outBytes = 0
       return all
     },
     flush: () => {

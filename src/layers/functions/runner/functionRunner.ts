@@ -8,11 +8,13 @@
  * It keeps compiled modules by key (a CID and a memory cap) in a small LRU, asks the gateway for
  * a module's bytes when it has not got them, runs each invocation on a free thread or queues it,
  * passes host calls up and answers down, and terminates a thread whose invocation outlives its
- * deadline (the deadline runs from the moment the run arrives).
+ * deadline (the deadline runs from the moment the run arrives). A socket's persistent instance
+ * (a session) has a thread of its own for its life, outside the pool; each of its entries has the
+ * function's deadline, and an entry that outlives it ends the session with its thread.
  */
 import { Worker } from "node:worker_threads"
 import { MessageChannel, type MessagePort } from "node:worker_threads"
-import type { Ending, FromRunner, HostAnswer, ThreadReport, ToRunner } from "./Protocol.js"
+import type { Ending, FromRunner, HostAnswer, SessionEntry, Start, ThreadReport, ToRunner, ToThread } from "./Protocol.js"
 
 type Run = Extract<ToRunner, { t: "run" }>
 
@@ -53,7 +55,7 @@ const queue: Array<Active> = []
 const active = new Map<number, Active>()
 const modules = new Map<string, Promise<WebAssembly.Module>>()
 
-const spawnThread = (): Thread => {
+const spawnWorker = (onReport: (report: ThreadReport) => void, onDeath: (message: string) => void) => {
   const flag = new SharedArrayBuffer(4)
   const channel = new MessageChannel()
   const entry = threadEntry()
@@ -66,20 +68,25 @@ const spawnThread = (): Thread => {
     stdout: false,
     stderr: false
   })
-  const thread: Thread = { worker, signal: new Int32Array(flag), answers: channel.port1, running: undefined }
-  worker.on("message", (report: ThreadReport) => onReport(thread, report))
-  worker.on("error", (error) => {
-    const current = thread.running
-    replace(thread)
-    if (current !== undefined) finish(current, { kind: "trap", message: describeThreadError(error) })
-  })
-  worker.on("exit", () => {
-    if (pool.includes(thread)) {
-      const current = thread.running
-      replace(thread)
-      if (current !== undefined) finish(current, { kind: "trap", message: "the instance's thread stopped" })
-    }
-  })
+  worker.on("message", onReport)
+  worker.on("error", (error) => onDeath(describeThreadError(error)))
+  worker.on("exit", () => onDeath("the instance's thread stopped"))
+  return { worker, signal: new Int32Array(flag), answers: channel.port1 }
+}
+
+const spawnThread = (): Thread => {
+  const thread: Thread = {
+    ...spawnWorker(
+      (report) => onReport(thread, report),
+      (message) => {
+        if (!pool.includes(thread)) return
+        const current = thread.running
+        replace(thread)
+        if (current !== undefined) finish(current, { kind: "trap", message })
+      }
+    ),
+    running: undefined
+  }
   return thread
 }
 
@@ -113,7 +120,7 @@ const finish = (entry: Active, ending: Ending) => {
 
 const onReport = (thread: Thread, report: ThreadReport) => {
   const entry = thread.running
-  if (entry === undefined) return
+  if (entry === undefined || report.t === "ready") return
   if (report.t === "host") send({ t: "host", id: entry.run.id, name: report.name, args: report.args })
   else if (report.t === "log") send({ t: "log", id: entry.run.id, level: report.level, message: report.message })
   else {
@@ -159,7 +166,75 @@ const start = async (entry: Active, thread: Thread) => {
     return
   }
   if (entry.over) return
-  thread.worker.postMessage({ ...entry.run.job, module })
+  thread.worker.postMessage({ t: "run", ...entry.run.job, module } satisfies ToThread)
+}
+
+interface Session {
+  readonly id: number
+  readonly thread: Omit<Thread, "running">
+  /** The entry running: when it started and its deadline's timer. */
+  started: number
+  timer: ReturnType<typeof setTimeout> | undefined
+}
+
+const sessions = new Map<number, Session>()
+
+/** Ends a session: its thread and instance go; nothing is sent (the gateway heard its last ending). */
+const endSession = (session: Session) => {
+  if (sessions.get(session.id) !== session) return
+  sessions.delete(session.id)
+  if (session.timer !== undefined) clearTimeout(session.timer)
+  void session.thread.worker.terminate()
+  session.thread.answers.close()
+}
+
+/** Runs one step of a session (its opening or an entry) under the deadline. */
+const step = (session: Session, message: ToThread, timeoutMs: number) => {
+  session.started = performance.now()
+  session.timer = setTimeout(() => {
+    send({ t: "done", id: session.id, ms: performance.now() - session.started, kind: "timeout" })
+    endSession(session)
+  }, timeoutMs)
+  session.thread.worker.postMessage(message)
+}
+
+const onOpen = (open: Start) => {
+  const compiled = moduleOf(open)
+  if (compiled === undefined) return send({ t: "need-module", id: open.id })
+  let session: Session | undefined
+  const ended = (ending: Ending) => {
+    if (session === undefined || sessions.get(open.id) !== session) return
+    send({ t: "done", id: open.id, ms: performance.now() - session.started, ...ending } as FromRunner)
+    endSession(session)
+  }
+  const thread = spawnWorker(
+    (report) => {
+      if (session === undefined || sessions.get(open.id) !== session) return
+      if (report.t === "ready") {
+        compiled.then(
+          (module) => step(session!, { t: "open", ...open.job, module }, open.timeoutMs),
+          (e: unknown) => ended({ kind: "compile-failed", message: e instanceof Error ? e.message : String(e) })
+        )
+      } else if (report.t === "host") send({ t: "host", id: open.id, name: report.name, args: report.args })
+      else if (report.t === "log") send({ t: "log", id: open.id, level: report.level, message: report.message })
+      else {
+        const { t: _t, ...ending } = report
+        if (ending.kind !== "returned") return ended(ending)
+        if (session.timer !== undefined) clearTimeout(session.timer)
+        session.timer = undefined
+        send({ t: "done", id: open.id, ms: performance.now() - session.started, ...ending })
+      }
+    },
+    (message) => ended({ kind: "trap", message })
+  )
+  session = { id: open.id, thread, started: performance.now(), timer: undefined }
+  sessions.set(open.id, session)
+}
+
+const onEntry = (id: number, entry: SessionEntry, timeoutMs: number) => {
+  const session = sessions.get(id)
+  if (session === undefined) return send({ t: "done", id, ms: 0, kind: "trap", message: "the instance is gone" })
+  step(session, { t: "entry", ...entry }, timeoutMs)
 }
 
 const onRun = (run: Run) => {
@@ -180,8 +255,9 @@ const onRun = (run: Run) => {
 }
 
 const onAnswer = (id: number, answer: HostAnswer) => {
-  const thread = active.get(id)?.thread
-  if (thread === undefined || thread.running?.run.id !== id) return
+  const pooled = active.get(id)?.thread
+  const thread = pooled !== undefined && pooled.running?.run.id === id ? pooled : sessions.get(id)?.thread
+  if (thread === undefined) return
   thread.answers.postMessage(answer)
   Atomics.store(thread.signal, 0, 1)
   Atomics.notify(thread.signal, 0)
@@ -190,9 +266,22 @@ const onAnswer = (id: number, answer: HostAnswer) => {
 for (let i = 0; i < threads; i++) pool.push(spawnThread())
 
 process.on("message", (message: ToRunner) => {
-  if (message.t === "run") onRun(message)
-  else if (message.t === "answer") onAnswer(message.id, message.answer)
-  else if (!modules.has(message.key)) void moduleOf(message)?.catch(() => undefined)
+  switch (message.t) {
+    case "run":
+      return onRun(message)
+    case "open":
+      return onOpen(message)
+    case "entry":
+      return onEntry(message.id, message, message.timeoutMs)
+    case "end": {
+      const session = sessions.get(message.id)
+      return session === undefined ? undefined : endSession(session)
+    }
+    case "answer":
+      return onAnswer(message.id, message.answer)
+    case "warm":
+      if (!modules.has(message.key)) void moduleOf(message)?.catch(() => undefined)
+  }
 })
 // the runner lives only as long as the gateway that started it
 process.on("disconnect", () => process.exit(0))

@@ -1,13 +1,14 @@
 /**
  * One thread of the function runner (functionRunner.ts): runs one invocation at a time, each in a
- * fresh instance of its compiled module, and is terminated from outside when the invocation's
- * deadline passes. Host calls the gateway answers block this thread on `Atomics.wait` until the
+ * fresh instance of its compiled module, or holds one persistent instance for a socket and runs its
+ * entries in order (`ws_open`, `ws_frame`, `ws_close`); it is terminated from outside when an
+ * invocation's or an entry's deadline passes. Host calls the gateway answers block this thread on `Atomics.wait` until the
  * runner's main thread hands the answer over on `answers`; the identity, environment and logging
  * calls are answered here, from what the invocation carries.
  */
 import { type MessagePort, parentPort, receiveMessageOnPort, workerData } from "node:worker_threads"
 import { ALLOC_EXPORTS, HOST_CALLS, HOST_MODULES, type HostCall, WASI_MODULE } from "../../../domain/FunctionHostCalls.js"
-import type { HostAnswer, HostArg, RunJob, ThreadReport } from "./Protocol.js"
+import type { Ending, HostAnswer, HostArg, RunJob, SessionEntry, ThreadReport, ToThread } from "./Protocol.js"
 import { GuestExit, makeWasi, OutputOverflow } from "./Wasi.js"
 
 const { flag, answers } = workerData as { flag: SharedArrayBuffer; answers: MessagePort }
@@ -30,7 +31,8 @@ const askGateway = (name: string, args: ReadonlyArray<HostArg>): HostAnswer => {
   return received === undefined ? { ok: false } : (received.message as HostAnswer)
 }
 
-const run = (job: RunJob) => {
+/** An instance with its WASI state and the host calls bound to it. */
+const instantiate = (job: RunJob) => {
   let instance: WebAssembly.Instance | undefined
   const memory = (): WebAssembly.Memory => {
     const exported = instance?.exports["memory"]
@@ -58,7 +60,6 @@ const run = (job: RunJob) => {
     if (ptr < 0 || len < 0 || ptr + len > buffer.byteLength) throw new BadPointer()
     return new Uint8Array(buffer, ptr, len).slice()
   }
-  const readText = (ptr: number, len: number) => decoder.decode(readBytes(ptr, len))
 
   /** Writes `bytes` into a buffer the guest allocates, answering its P64; 0n when it cannot. */
   const give = (bytes: Uint8Array): bigint => {
@@ -81,6 +82,7 @@ const run = (job: RunJob) => {
     get_caller_device_id: () => giveText(job.caller.device),
     get_caller_claim: () => 0n,
     get_request_id: () => giveText(job.requestId),
+    get_ws_client_id: () => giveText(job.socket),
     get_env: ([key]) => giveText(job.env[decoder.decode(key as Uint8Array)]),
     log_info: ([message]) => void log("info", decoder.decode(message as Uint8Array)),
     log_error: ([message]) => void log("error", decoder.decode(message as Uint8Array))
@@ -123,32 +125,79 @@ const run = (job: RunJob) => {
   try {
     instance = new WebAssembly.Instance(job.module, imports)
   } catch (e) {
-    report({ t: "done", kind: "link-failed", message: e instanceof Error ? e.message : String(e) })
-    return
+    return { failed: { kind: "link-failed", message: e instanceof Error ? e.message : String(e) } as Ending }
   }
-  let code = 0
-  try {
-    const start = instance.exports["_start"]
-    if (typeof start !== "function") {
-      report({ t: "done", kind: "trap", message: "the module exports no _start (build it as a WASI command)" })
-      return
-    }
-    ;(start as () => void)()
-  } catch (e) {
-    if (e instanceof GuestExit) code = e.code
-    else if (e instanceof OutputOverflow) {
-      report({ t: "done", kind: "output-overflow", message: e.message })
-      return
-    } else {
+  const exported = (name: string) => {
+    const f = instance?.exports[name]
+    return typeof f === "function" ? (f as (...args: Array<number>) => unknown) : undefined
+  }
+
+  /**
+   * Calls export `name`: its ending as the instance sees it (a trap and output past the cap end
+   * the instance; `proc_exit` is an exit with its code).
+   */
+  const call = (name: string, args: ReadonlyArray<number>, persistent: boolean): Ending => {
+    try {
+      exported(name)!(...args)
+    } catch (e) {
+      if (e instanceof GuestExit) {
+        wasi.flush()
+        return { kind: "exit", code: e.code, stdout: wasi.take() }
+      }
+      if (e instanceof OutputOverflow) return { kind: "output-overflow", message: e.message }
       wasi.flush()
-      report({ t: "done", kind: "trap", message: e instanceof Error ? e.message : String(e) })
-      return
+      return { kind: "trap", message: e instanceof Error ? e.message : String(e) }
     }
-  } finally {
-    instance = undefined
+    wasi.flush()
+    return persistent ? { kind: "returned", stdout: wasi.take() } : { kind: "exit", code: 0, stdout: wasi.take() }
   }
-  wasi.flush()
-  report({ t: "done", kind: "exit", code, stdout: wasi.stdout() })
+
+  return { failed: undefined, exported, call, give, drop: () => (instance = undefined) }
 }
 
-port.on("message", (job: RunJob) => run(job))
+type Instance = Extract<ReturnType<typeof instantiate>, { failed: undefined }>
+
+const done = (ending: Ending) => report({ t: "done", ...ending })
+
+const run = (job: RunJob) => {
+  const made = instantiate(job)
+  if (made.failed !== undefined) return done(made.failed)
+  if (made.exported("_start") === undefined) return done({ kind: "no-entry", message: "it exports no _start (build it as a WASI command)" })
+  const ending = made.call("_start", [], false)
+  made.drop()
+  done(ending)
+}
+
+/** The persistent instance this thread holds, for a socket. */
+let held: Instance | undefined
+
+const open = (job: RunJob) => {
+  const made = instantiate(job)
+  if (made.failed !== undefined) return done(made.failed)
+  if (made.exported("ws_frame") === undefined) return done({ kind: "no-entry", message: "it exports no ws_frame (docs/functions.md, \"Sockets\")" })
+  held = made
+  // a reactor (Go's -buildmode=c-shared) initializes its runtime once, before any entry
+  let opened: Ending = { kind: "returned", stdout: new Uint8Array() }
+  for (const name of ["_initialize", "ws_open"]) {
+    if (made.exported(name) === undefined) continue
+    opened = made.call(name, [], true)
+    if (opened.kind !== "returned") break
+  }
+  // what ws_open wrote is the socket's first frame
+  done(opened)
+}
+
+const entry = (next: SessionEntry) => {
+  if (held === undefined) return done({ kind: "trap", message: "no instance is open" })
+  if (next.entry === "close") return done(held.exported("ws_close") === undefined ? { kind: "returned", stdout: new Uint8Array() } : held.call("ws_close", [], true))
+  const packed = held.give(next.data)
+  if (packed === 0n && next.data.length > 0) return done({ kind: "trap", message: "the frame could not be written into the instance (no orama_alloc or malloc export)" })
+  done(held.call("ws_frame", [Number(packed >> 32n), Number(packed & 0xffffffffn)], true))
+}
+
+port.on("message", (message: ToThread) => {
+  if (message.t === "run") run(message)
+  else if (message.t === "open") open(message)
+  else entry(message)
+})
+report({ t: "ready" })
