@@ -88,6 +88,11 @@ export type Client = Omit<Derived, "storage" | "sql" | "deployments" | "function
     readonly invoke: (request: { readonly path: { readonly name: string }; readonly payload: Uint8Array | string }) => Plain<InvokeMethods["invoke"]>
     /** `POST /v1/invoke/{namespace}/{target}`: the same, naming the namespace (public functions need no credential). */
     readonly invokeIn: (request: { readonly path: { readonly namespace: string; readonly target: string }; readonly payload: Uint8Array | string }) => Plain<InvokeMethods["invokeIn"]>
+    /**
+     * `GET /v1/functions/{name}/ws` is a WebSocket: open it with a WebSocket client (the credential
+     * as `Authorization`, or `?jwt=` from a browser). Called as a request it is 400 BAD_REQUEST.
+     */
+    readonly ws: InvokeMethods["ws"]
   }
 }
 
@@ -142,7 +147,7 @@ export const makeClient = (options: ClientOptions): Effect.Effect<Client, never,
       ...forUsers,
       sql: { ...derived.sql, import: importFile },
       deployments: { ...derived.deployments, upload: sendArchive("upload"), update: sendArchive("update") },
-      invoke: { invoke: sendInput("invoke"), invokeIn: sendInput("invokeIn") }
+      invoke: { invoke: sendInput("invoke"), invokeIn: sendInput("invokeIn"), ws: derived.invoke.ws }
     } as unknown as Client
   })
 

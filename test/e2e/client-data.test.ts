@@ -254,6 +254,8 @@ describe("the typed client on the data plane", () => {
     expect((await call(gw, ownerKey, (c) => c.functions.secrets({ path: { name: "hello" } }))).secrets.map((s) => s.key)).toEqual(["TOKEN"])
     expect(await call(gw, ownerKey, (c) => c.functions.deleteSecret({ path: { name: "hello", key: "TOKEN" } }))).toEqual({ status: "ok", key: "TOKEN" })
     expect((await call(gw, ownerKey, (c) => c.functions.logs({ path: { name: "hello" }, urlParams: {} }))).name).toBe("hello")
+    // the socket route is a WebSocket: without an upgrade, the client hears why
+    expectRefusal(await refusal(gw, ownerKey, (c) => c.invoke.ws({ path: { name: "hello" }, urlParams: {} })), 400, "BAD_REQUEST")
     expect(await call(gw, ownerKey, (c) => c.functions.remove({ path: { name: "hello" } }))).toEqual({ status: "deleted", name: "hello" })
     expectRefusal(await refusal(gw, ownerKey, (c) => c.functions.get({ path: { name: "hello" } })), 404, "NOT_FOUND")
   }, 60_000)

@@ -12,6 +12,11 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { ensureDist, errorLines, runPortico } from "../support/cli.js"
 import { type Gateway, mintKey, startGateway } from "../support/gateway.js"
+import { Effect } from "effect"
+import { freePort } from "../support/process.js"
+import { hasRedisServer, type RedisServer, redisMissingMessage, startRedis } from "../support/redis.js"
+import { hasRqlited, type RqlitedServer, rqlitedMissingMessage, startRqlited } from "../support/rqlited.js"
+import { IN_NETNS, type StorageEngine, storageEngines } from "../support/storageEngines.js"
 
 /** Every process below `pid`, by the parent each names in /proc/<pid>/stat. */
 const descendants = (pid: number): Array<number> => {
@@ -438,3 +443,102 @@ describe("functions from the bundle (as npm start runs)", () => {
     expect((await portico(["functions", "delete", "greeter"])).code).toBe(0)
   }, 180_000)
 })
+
+/**
+ * Functions on the cluster engines, across two gateways: the registry on rqlited, the namespace's
+ * cluster SQL on another, the cache on Redis and the modules on Kubo with IPFS Cluster. Kubo and
+ * IPFS Cluster run only in the loopback-only network namespace functions.cluster.test.ts starts.
+ */
+if (process.env[IN_NETNS] === "1") {
+  describe("functions on the cluster engines: rqlite, Redis, Kubo and IPFS Cluster, two gateways", () => {
+    let a: Gateway
+    let b: Gateway
+    let owner: string
+    let runtimeKey: string
+    let engine: StorageEngine
+    let registry: RqlitedServer
+    let sqlStore: RqlitedServer
+    let redis: RedisServer
+
+    const invokeOn = async (gw: Gateway, name: string, body: unknown) => {
+      const res = await fetch(`${gw.url}/v1/functions/${name}/invoke`, { method: "POST", headers: { authorization: `Bearer ${runtimeKey}` }, body: JSON.stringify(body) })
+      const text = await res.text()
+      return { status: res.status, text, json: JSON.parse(text) as any }
+    }
+
+    beforeAll(async () => {
+      if (!hasRqlited()) throw new Error(rqlitedMissingMessage())
+      if (!hasRedisServer()) throw new Error(redisMissingMessage())
+      const kubo = storageEngines().find(([name]) => name === "kubo")
+      if (kubo === undefined) throw new Error("the kubo engine runs only inside the network namespace of functions.cluster.test.ts")
+      ;[engine, registry, sqlStore, redis] = await Promise.all([kubo[1](), Effect.runPromise(startRqlited()), Effect.runPromise(startRqlited()), Effect.runPromise(startRedis())])
+      const [portA, portB] = [await Effect.runPromise(freePort), await Effect.runPromise(freePort)]
+      const shared = {
+        ...engine.env,
+        PORTICO_RQLITE_URL: registry.url,
+        PORTICO_SQL_RQLITE_URLS: `fncluster=${sqlStore.url}`,
+        PORTICO_REDIS_URL: redis.url,
+        PORTICO_SECRET: "22".repeat(32)
+      }
+      ;[a, b] = await Promise.all([
+        startGateway({ port: portA, env: { ...shared, PORTICO_NODE_ID: "node-a", PORTICO_PEERS: `node-b=http://127.0.0.1:${portB}` } }),
+        startGateway({ port: portB, env: { ...shared, PORTICO_NODE_ID: "node-b", PORTICO_PEERS: `node-a=http://127.0.0.1:${portA}` } })
+      ])
+      owner = (await a.cli(["namespace", "create", "fncluster"])).api_key
+      runtimeKey = await mintKey(a, owner, { profile: "runtime", label: "app" })
+    }, 240_000)
+    afterAll(async () => {
+      await Promise.allSettled([a?.stop(), b?.stop()])
+      await engine?.stop()
+      for (const server of [registry, sqlStore, redis]) if (server !== undefined) await Effect.runPromise(server.stop)
+    }, 120_000)
+
+    it("deploys on one gateway and runs on the other from Kubo: SQL on rqlite through the guard, the cache on Redis shared", async () => {
+      const deployed = await fetch(`${a.url}/v1/functions`, { method: "POST", headers: { authorization: `Bearer ${owner}` }, body: deployForm({ name: "kitchen" }, goFunction("kitchen")) })
+      const body = (await deployed.json()) as { cid: string }
+      expect(deployed.status, JSON.stringify(body)).toBe(201)
+      expect(await engine.holds(a, body.cid)).toBe(true)
+      // b's runner never saw the module: it reads it from content storage
+      expect((await invokeOn(b, "kitchen", { op: "exec", sql: "CREATE TABLE notes (id INTEGER PRIMARY KEY, body TEXT)", args: "[]" })).status).toBe(200)
+      expect((await invokeOn(b, "kitchen", { op: "exec", sql: "INSERT INTO notes (body) VALUES (?)", args: JSON.stringify(["on b"]) })).json).toMatchObject({ rows_affected: 1 })
+      expect((await invokeOn(a, "kitchen", { op: "query", sql: "SELECT body FROM notes", args: "[]" })).json).toEqual([{ body: "on b" }])
+      // the rows are in the namespace's rqlite store, asked directly
+      const direct = await fetch(`${sqlStore.url}/db/query?q=${encodeURIComponent("SELECT body FROM notes")}`)
+      expect(JSON.stringify(await direct.json())).toContain("on b")
+      expect((await invokeOn(a, "kitchen", { op: "query", sql: "SELECT * FROM function_secrets", args: "[]" })).text).toBe("null")
+      expect((await invokeOn(a, "kitchen", { op: "cache", key: "k", value: "from a" })).json).toEqual({ value: "from a" })
+      expect((await invokeOn(b, "kitchen", { op: "cache", key: "k2", value: "from b" })).json).toEqual({ value: "from b" })
+    }, 120_000)
+
+    it("lets a function on one node reach sockets held by the other through the internal connection routes", async () => {
+      const deployed = await fetch(`${b.url}/v1/functions`, { method: "POST", headers: { authorization: `Bearer ${owner}` }, body: deployForm({ name: "chat" }, goFunction("chat", { reactor: true })) })
+      expect(deployed.status).toBe(201)
+      const open = async (gw: Gateway) => {
+        const opened = await openFunctionSocket(gw.url, "chat", runtimeKey)
+        if (!("ws" in opened)) throw new Error(`refused ${opened.status} ${JSON.stringify(opened.body)}`)
+        return { socket: opened, id: (await opened.next()).id as string }
+      }
+      const onA = await open(a)
+      const onB = await open(b)
+      expect(onA.id.startsWith("node-a.")).toBe(true)
+      expect(onB.id.startsWith("node-b.")).toBe(true)
+      // a's instance lists both nodes' sockets and writes to b's through node-b's internal route
+      expect(await onA.socket.ask({ op: "broadcast", text: "to all" })).toBe("to all")
+      expect(await onA.socket.next()).toEqual({ clients: 2, sent: 2 })
+      expect(await onB.socket.next()).toBe("to all")
+      expect(await onB.socket.ask({ op: "send", target: onA.id, text: "from b" })).toEqual({ sent: 1 })
+      expect(await onA.socket.next()).toBe("from b")
+      // the internal routes are behind the coordination MAC: a client cannot call them
+      const forged = await fetch(`${b.url}/v1/serverless/ws/connections/send`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ namespace: "fncluster", id: onB.id, data_base64: "aGk=" })
+      })
+      expect([forged.status, ((await forged.json()) as { code: string }).code]).toEqual([403, "COORDINATION_REFUSED"])
+      expect(await onA.socket.ask({ op: "kick", target: onB.id })).toEqual({ kicked: 1 })
+      expect((await onB.socket.closed).code).toBe(1000)
+      onA.socket.ws.close()
+      await onA.socket.closed
+    }, 120_000)
+  })
+}
