@@ -62,7 +62,8 @@ describe("route index", () => {
 
   it("finds the WebSocket routes, with their policies and query schemas, by path whatever the method", () => {
     const index = makeRouteIndex(entries)
-    expect(entries.filter((e) => e.webSocket).map((e) => e.name).sort()).toEqual(["proxy.relay", "proxy.tunnel", "pubsub.ws"])
+    expect(entries.filter((e) => e.webSocket).map((e) => e.name).sort()).toEqual(["invoke.ws", "proxy.relay", "proxy.tunnel", "pubsub.ws"])
+    expect(index.webSocketRoute("/v1/functions/chat/ws")).toMatchObject({ name: "invoke.ws", policy: grant("invoke") })
     expect(index.webSocketRoute("/v1/pubsub/ws")).toMatchObject({ policy: grant("pubsub") })
     const tunnel = index.webSocketRoute("/v1/proxy/tunnel")
     expect(tunnel).toMatchObject({ name: "proxy.tunnel", method: "GET", policy: session("proxy"), gate: "session" })
@@ -84,7 +85,7 @@ describe("route index", () => {
     const handler = (route: string): UpgradeHandler => ({ route, handle: async () => {} })
     const upgrades = (handlers: ReadonlyArray<UpgradeHandler>) => () =>
       makeUpgrades({ index, gate: { now: () => ({ _tag: "Admitted", principal: undefined }), run: () => Effect.succeed(undefined) }, handlers, isApiHost: () => true })
-    const all = ["proxy.tunnel", "proxy.relay", "pubsub.ws"].map(handler)
+    const all = ["proxy.tunnel", "proxy.relay", "pubsub.ws", "invoke.ws"].map(handler)
     expect(upgrades(all.slice(0, 1))).toThrow(/proxy\.relay has no handler/)
     expect(upgrades(all.slice(0, 2))).toThrow(/pubsub\.ws has no handler/)
     expect(upgrades([...all, handler("proxy.anon")])).toThrow(/proxy\.anon is no WebSocket route/)

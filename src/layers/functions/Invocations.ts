@@ -115,6 +115,7 @@ export class Invocations extends Context.Tag("portico/Invocations")<Invocations,
         Layer.mergeAll(
           FunctionStore.Test,
           FunctionRunner.Test,
+          SocketDirectory.Test,
           MemoryCacheStore.Test,
           ClusterSql.Test,
           PubSub.Test,

@@ -52,6 +52,8 @@ const Closed = Schema.parseJson(Schema.Struct({ closed: Schema.Boolean }))
 const Listed = Schema.parseJson(Schema.Struct({ connections: Schema.Array(SocketEntry) }))
 
 export class SocketDirectory extends Context.Tag("portico/SocketDirectory")<SocketDirectory, SocketDirectoryService>() {
+  /** Over the test configuration (no peers): every socket is this gateway's. */
+  static readonly Test = Layer.suspend(() => SocketDirectory.Live.pipe(Layer.provide(Layer.mergeAll(Coordination.Test, PorticoConfig.Test))))
   static readonly Live = Layer.effect(
     SocketDirectory,
     Effect.gen(function* () {
