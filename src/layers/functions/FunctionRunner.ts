@@ -1,7 +1,9 @@
 /**
  * The gateway's side of the function runner (runner/functionRunner.ts): starts the runner process
  * on the first invocation (a gateway that runs no function pays nothing at start), hands it runs,
- * answers its host calls through the caller's `host`, and gives each run its ending.
+ * answers its host calls through the caller's `host`, and gives each run its ending. A socket's
+ * persistent instance (`open`) is a session: its opening and then each entry is a step with its
+ * own ending, the session living on while the steps return.
  *
  * The runner holds no platform secret: it is started with an empty environment, with no
  * descriptor but its IPC channel, and, when the gateway runs as root, as nobody in a jail without
@@ -83,6 +85,8 @@ export class FunctionRunner extends Context.Tag("portico/FunctionRunner")<Functi
 
 /** How long past a run's deadline the runner may take to answer it before it is taken for wedged. */
 const GRACE_MS = 5_000
+/** What an opening may take to start its thread, beyond the grace (its deadline starts once the thread listens). */
+const THREAD_START_MS = 30_000
 
 const typescript = import.meta.url.endsWith(".ts")
 const runnerFile = fileURLToPath(new URL(`./runner/functionRunner.${typescript ? "ts" : "js"}`, import.meta.url))
@@ -189,10 +193,10 @@ export const makeFunctionRunner = (options: RunnerOptions) => {
   }
 
   /** Waits for step `id`'s ending, the runner taken for wedged when it outlives its deadline by the grace. */
-  const await_ = (id: number, entry: Pending, resolve: (ending: RunEnding) => void) => {
+  const waitFor = (entry: Pending, resolve: (ending: RunEnding) => void, extraMs = 0) => {
     const proc = child!
     entry.resolve = resolve
-    entry.backstop = setTimeout(() => stop(proc, "the function runner stopped answering"), entry.request.timeoutMs + GRACE_MS)
+    entry.backstop = setTimeout(() => stop(proc, "the function runner stopped answering"), entry.request.timeoutMs + GRACE_MS + extraMs)
   }
 
   const onMessage = (message: FromRunner) => {
@@ -233,7 +237,7 @@ export const makeFunctionRunner = (options: RunnerOptions) => {
         child ??= start()
         const id = nextId++
         const entry: Pending = { request, resolve: undefined, backstop: undefined, sentWasm: false, kind: "run" }
-        await_(id, entry, resolve)
+        waitFor(entry, resolve)
         pending.set(id, entry)
         void sendRun(id, entry, !sent.has(request.key))
       }),
@@ -242,7 +246,8 @@ export const makeFunctionRunner = (options: RunnerOptions) => {
       return new Promise<RunEnding>((resolve) => {
         child ??= start()
         const entry: Pending = { request, resolve: undefined, backstop: undefined, sentWasm: false, kind: "open", gone: request.gone }
-        await_(id, entry, resolve)
+        // an opening starts a thread first, which a loaded machine may take a while to give
+        waitFor(entry, resolve, THREAD_START_MS)
         pending.set(id, entry)
         void sendRun(id, entry, !sent.has(request.key))
       }).then((ending) => {
@@ -253,7 +258,7 @@ export const makeFunctionRunner = (options: RunnerOptions) => {
               const entry = pending.get(id)
               if (entry === undefined || child === undefined) return resolve({ kind: "unavailable", message: "the instance is gone", ms: 0 })
               if (entry.resolve !== undefined) return resolve({ kind: "trap", message: "an entry is already running", ms: 0 })
-              await_(id, entry, resolve)
+              waitFor(entry, resolve)
               post({ t: "entry", id, timeoutMs: entry.request.timeoutMs, ...step })
             }),
           end: () => {
