@@ -389,9 +389,17 @@ describe("functions on embedded engines", () => {
     // after all of it the runner still answers
     expect((await invoke("/v1/functions/kitchen/invoke", JSON.stringify({ op: "echo" }), runtimeKey)).status).toBe(200)
     // the runner runs tenant code as nobody, in a jail without the data directory or a network (RunnerJail.ts)
-    const runner = descendants(gw.pid).find((pid) => readFileSync(`/proc/${pid}/cmdline`, "utf8").includes("functionRunner") && !readFileSync(`/proc/${pid}/cmdline`, "utf8").startsWith("/usr/bin/bwrap"))
+    const runner = descendants(gw.pid).find((pid) => {
+      const cmdline = readFileSync(`/proc/${pid}/cmdline`, "utf8")
+      return cmdline.includes("functionRunner") && cmdline.startsWith(process.execPath)
+    })
     expect(runner, "the gateway's function runner").toBeDefined()
-    expect(readFileSync(`/proc/${runner}/status`, "utf8")).toMatch(/^Uid:\s+65534\s+65534\s+65534\s+65534$/m)
+    const status = readFileSync(`/proc/${runner}/status`, "utf8")
+    expect(status).toMatch(/^Uid:\s+65534\s+65534\s+65534\s+65534$/m)
+    // portico-sandbox-exec's seccomp filter is on it, and it can gain no privilege
+    expect(status).toMatch(/^Seccomp:\s+2$/m)
+    expect(status).toMatch(/^NoNewPrivs:\s+1$/m)
+    expect(status).toMatch(/^CapEff:\s+0+$/m)
     expect(existsSync(path.join(gw.dataDir, "secret.key")) || existsSync(path.join(gw.dataDir, "registry.db"))).toBe(true)
     // absent in the jail (under /tmp, the jail's own), or an empty tmpfs (inside the checkout)
     const inJail = `/proc/${runner}/root${gw.dataDir}`

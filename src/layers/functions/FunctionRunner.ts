@@ -16,6 +16,7 @@ import { type ChildProcess, spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
 import { loaderArgv } from "../ChildEntry.js"
 import { runnerCommand } from "./RunnerJail.js"
+import { defaultSandboxOptions } from "../deployments/sandbox/Sandbox.js"
 import { PorticoConfig } from "../config/PorticoConfig.js"
 import type { Ending, FromRunner, HostAnswer, HostArg, RunJob, SessionEntry, ToRunner } from "./runner/Protocol.js"
 
@@ -74,7 +75,8 @@ export class FunctionRunner extends Context.Tag("portico/FunctionRunner")<Functi
           threads: config.functions.threads,
           moduleCache: config.functions.moduleCache,
           heapMb: config.functions.threadHeapMb,
-          dataDir: config.dataDir
+          dataDir: config.dataDir,
+          execHelper: defaultSandboxOptions().execHelper
         })
       })
     )
@@ -97,6 +99,8 @@ export interface RunnerOptions {
   readonly heapMb: number
   /** The gateway's data directory: hidden from the runner (RunnerJail.ts). */
   readonly dataDir: string
+  /** portico-sandbox-exec, which puts Landlock and seccomp on the jailed runner (RunnerJail.ts). */
+  readonly execHelper?: string | undefined
 }
 
 interface Pending {
@@ -147,7 +151,8 @@ export const makeFunctionRunner = (options: RunnerOptions) => {
     const command = runnerCommand(
       runnerFile,
       [...loaderArgv(typescript), runnerFile, String(options.threads), String(options.moduleCache), String(options.heapMb)],
-      options.dataDir
+      options.dataDir,
+      options.execHelper
     )
     const proc = spawn(command.file, [...command.args], {
       stdio: ["ignore", "ignore", "inherit", "ipc"],

@@ -7,6 +7,10 @@
  *             read-only with the gateway's data directory hidden under an empty tmpfs, /proc,
  *             /dev and a private /tmp; nothing else of the host's file system, no network
  *   setpriv   drops to nobody, no supplementary groups, no capabilities, no_new_privs
+ *   portico-sandbox-exec  the deployments sandbox's last step (docs/deployments.md): Landlock
+ *             scopes abstract Unix sockets and signals to the runner, seccomp refuses what widens
+ *             the kernel surface (namespaces, mounts, chroot, the key store, bpf, io_uring, module
+ *             loading, odd socket families); it gives node only the IPC channel's variables
  *   node      the runner, which talks to the gateway over the IPC descriptor it inherited
  *
  * So a V8 escape in tenant code finds no root secret, no registry file, no socket to the outside
@@ -14,12 +18,21 @@
  * user, with an empty environment (FunctionRunner.ts): the platform's secrets stay out of its
  * memory, but its files do not.
  */
-import { existsSync, readFileSync } from "node:fs"
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import * as path from "node:path"
 
 const BWRAP = "/usr/bin/bwrap"
 const SETPRIV = "/usr/bin/setpriv"
 const NOBODY = 65534
+/** Where the jail has the exec helper and its environment file. */
+const EXEC_IN_JAIL = "/run/portico-exec"
+const ENV_IN_JAIL = "/run/portico-env"
+
+/**
+ * The runner's whole environment, as portico-sandbox-exec reads it (NUL-ended entries): node's IPC
+ * channel on descriptor 3 (FunctionRunner.ts's stdio), with the advanced serialization.
+ */
+const RUNNER_ENV = "NODE_CHANNEL_FD=3\0NODE_CHANNEL_SERIALIZATION_MODE=advanced\0"
 
 export interface RunnerCommand {
   readonly file: string
@@ -70,8 +83,11 @@ const nobodyMapped = (): boolean => {
   }
 }
 
-/** How to start `node <nodeArgs>` for the runner at `entry`, hiding `dataDir`. */
-export const runnerCommand = (entry: string, nodeArgs: ReadonlyArray<string>, dataDir: string): RunnerCommand => {
+/**
+ * How to start `node <nodeArgs>` for the runner at `entry`, hiding `dataDir`; `execHelper` is
+ * portico-sandbox-exec (scripts/engines.sh builds it), used in the jail when it is there.
+ */
+export const runnerCommand = (entry: string, nodeArgs: ReadonlyArray<string>, dataDir: string, execHelper?: string): RunnerCommand => {
   const root = process.getuid?.() === 0 && nobodyMapped()
   if (!root || !existsSync(BWRAP) || !existsSync(SETPRIV)) {
     return { file: process.execPath, args: nodeArgs, ...(root ? { uid: NOBODY } : {}), jailed: false }
@@ -79,6 +95,12 @@ export const runnerCommand = (entry: string, nodeArgs: ReadonlyArray<string>, da
   const checkout = checkoutOf(entry)
   const data = path.resolve(dataDir)
   const node = process.execPath
+  const helper = execHelper !== undefined && existsSync(execHelper) ? execHelper : undefined
+  const envFile = path.join(data, "functions", "runner.env")
+  if (helper !== undefined) {
+    mkdirSync(path.dirname(envFile), { recursive: true })
+    writeFileSync(envFile, RUNNER_ENV, { mode: 0o644 })
+  }
   return {
     file: BWRAP,
     args: [
@@ -98,10 +120,12 @@ export const runnerCommand = (entry: string, nodeArgs: ReadonlyArray<string>, da
       "--dev", "/dev",
       "--tmpfs", "/tmp",
       "--chmod", "1777", "/tmp",
+      ...(helper === undefined ? [] : ["--perms", "0755", "--dir", "/run", "--ro-bind", helper, EXEC_IN_JAIL, "--ro-bind", envFile, ENV_IN_JAIL]),
       "--chdir", "/",
       "--",
       SETPRIV, `--reuid=${NOBODY}`, `--regid=${NOBODY}`, "--clear-groups",
       "--inh-caps=-all", "--ambient-caps=-all", "--bounding-set=-all", "--no-new-privs", "--",
+      ...(helper === undefined ? [] : [EXEC_IN_JAIL, ENV_IN_JAIL, "--"]),
       node, ...nodeArgs
     ],
     jailed: true
