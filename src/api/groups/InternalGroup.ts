@@ -122,7 +122,7 @@ export class InternalGroup extends HttpApiGroup.make("internal")
   .add(
     // functions' client sockets held by this node (src/layers/functions/SocketDirectory.ts)
     HttpApiEndpoint.post("wsList", "/v1/serverless/ws/connections")
-      .setPayload(strict(Schema.Struct({ namespace: NamespaceName, function: Schema.optional(Schema.String) })))
+      .setPayload(strict(Schema.Struct({ namespace: NamespaceName, function: Schema.optional(Schema.String.pipe(Schema.maxLength(63))) })))
       .addSuccess(Schema.Struct({ connections: Schema.Array(SocketEntry) }))
   )
   .add(

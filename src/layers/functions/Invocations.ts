@@ -3,7 +3,9 @@
  * namespace's share of the runner, run it with its host calls, and turn its ending into an answer
  * or a refusal with its own code: 504 FUNCTION_TIMEOUT, 502 FUNCTION_FAILED (a trap, a non-zero
  * exit, output over its cap), 503 FUNCTION_UNAVAILABLE (the module could not be read or the runner
- * is down), 429 RATE_LIMITED (the namespace's share is taken).
+ * is down), 429 RATE_LIMITED (the namespace's share is taken), 400 BAD_REQUEST (the module lacks
+ * the entry: `_start` to invoke). A socket's instance (`openSocket`) is found and prepared the
+ * same way, then kept for the socket's life (FunctionSockets.ts).
  *
  * Log lines are written to the registry in batches, off the invocation's path: a bounded queue,
  * dropped and counted when full, so a chatty function cannot slow the gateway.

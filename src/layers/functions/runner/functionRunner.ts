@@ -212,7 +212,9 @@ const onOpen = (open: Start) => {
       if (session === undefined || sessions.get(open.id) !== session) return
       if (report.t === "ready") {
         compiled.then(
-          (module) => step(session!, { t: "open", ...open.job, module }, open.timeoutMs),
+          (module) => {
+            if (sessions.get(open.id) === session) step(session!, { t: "open", ...open.job, module }, open.timeoutMs)
+          },
           (e: unknown) => ended({ kind: "compile-failed", message: e instanceof Error ? e.message : String(e) })
         )
       } else if (report.t === "host") send({ t: "host", id: open.id, name: report.name, args: report.args })
