@@ -21,6 +21,7 @@ import { NamespaceBackupGroup } from "./groups/NamespaceBackupGroup.js"
 import { NamespaceDeleteGroup } from "./groups/NamespaceDeleteGroup.js"
 import { NamespaceCreateGroup } from "./groups/NamespaceCreateGroup.js"
 import { OperatorGroup } from "./groups/OperatorGroup.js"
+import { NetworkGroup } from "./groups/NetworkGroup.js"
 import { DatabaseGroup } from "./groups/DatabaseGroup.js"
 import { SqlGroup } from "./groups/SqlGroup.js"
 import { InternalGroup } from "./groups/InternalGroup.js"
@@ -42,6 +43,7 @@ export class PorticoApi extends HttpApi.make("portico")
   .add(NamespaceDeleteGroup)
   .add(NamespaceCreateGroup)
   .add(OperatorGroup)
+  .add(NetworkGroup)
   .add(CorsGroup)
   .add(AuditGroup)
   .add(DeviceGroup)

@@ -40,6 +40,7 @@ import { makePubSubSockets } from "../layers/pubsub/PubSubSockets.js"
 import { makeFunctionSockets } from "../layers/functions/FunctionSockets.js"
 import { Invocations } from "../layers/functions/Invocations.js"
 import { SocketDirectory } from "../layers/functions/SocketDirectory.js"
+import { NodeHeartbeat } from "../layers/cluster/NodeHeartbeat.js"
 import { functionSocketHandlers } from "./handlers/FunctionSocketHandlers.js"
 import { PubSub } from "../layers/pubsub/PubSub.js"
 import { largestFrameBytes } from "../layers/config/PubSubSettings.js"
@@ -57,6 +58,7 @@ import { NamespaceBackupHandlers } from "./handlers/NamespaceBackupHandlers.js"
 import { NamespaceDeleteHandlers } from "./handlers/NamespaceDeleteHandlers.js"
 import { NamespaceCreateHandlers } from "./handlers/NamespaceCreateHandlers.js"
 import { OperatorHandlers } from "./handlers/OperatorHandlers.js"
+import { NetworkHandlers } from "./handlers/NetworkHandlers.js"
 import { SystemHandlers } from "./handlers/SystemHandlers.js"
 import { logParserRefusal, logRequest } from "./AccessLog.js"
 import { fastRuntimeLayer, makeRequestListener } from "./NodeAdapter.js"
@@ -87,6 +89,7 @@ const HandlersLive = Layer.mergeAll(
   NamespaceDeleteHandlers,
   NamespaceCreateHandlers,
   OperatorHandlers,
+  NetworkHandlers,
   CorsHandlers,
   AuditHandlers,
   DeviceHandlers,
@@ -280,11 +283,13 @@ export const gatewayListener = (settings: PorticoSettings) =>
       /**
        * Tells the proxy the port the server listens on, so it never proxies to it, the app
        * runtime, which then knows the gateway's address for the apps and resumes this node's apps,
-       * and the operator health report, which lists it among the node's ports.
+       * the operator health report, which lists it among the node's ports, and the node's
+       * heartbeat, which writes the internal URL other nodes reach it at.
        */
       listeningOn: (port: number) => {
         ownPort = port
         Effect.runSync(Context.get(context, OperatorHealth).listening(port))
+        Effect.runFork(Context.get(context, NodeHeartbeat).listening(port))
         Effect.runFork(Context.get(context, AppRuntime).listening(port))
       }
     })

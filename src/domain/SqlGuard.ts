@@ -270,7 +270,10 @@ export const RESERVED_TABLES: ReadonlySet<string> = new Set([
   "operator_audit",
   "operator_invites",
   "namespace_creators",
-  "operator_settings"
+  "operator_settings",
+  // the cluster's membership (docs/cluster.md), and the generic name
+  "cluster_nodes",
+  "nodes"
 ])
 
 const RESERVED_PREFIX = "portico_"

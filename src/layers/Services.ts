@@ -64,6 +64,8 @@ import { FunctionRunner } from "./functions/FunctionRunner.js"
 import { Functions } from "./functions/Functions.js"
 import { FunctionStore } from "./functions/FunctionStore.js"
 import { SocketDirectory } from "./functions/SocketDirectory.js"
+import { Membership } from "./cluster/Membership.js"
+import { NodeHeartbeat } from "./cluster/NodeHeartbeat.js"
 import { Invocations } from "./functions/Invocations.js"
 import { FunctionSchedules } from "./functions/Schedules.js"
 import { FunctionTopicTriggers } from "./functions/TopicTriggers.js"
@@ -81,7 +83,9 @@ export const servicesLayer = (settings: PorticoSettings, options: ServicesOption
   const core = Layer.mergeAll(Sealer.Live, registryLayer(settings)).pipe(
     Layer.provideMerge(PorticoConfig.layer(settings))
   )
-  const registry = Layer.mergeAll(Audit.Live, OperatorAudit.Live, ApiKeys.Live, KeyRing.Live, Health.Live, Coordination.Live).pipe(Layer.provideMerge(core))
+  // the cluster's membership (docs/cluster.md), which the internal client finds nodes through
+  const membership = Membership.Live.pipe(Layer.provideMerge(core))
+  const registry = Layer.mergeAll(Audit.Live, OperatorAudit.Live, ApiKeys.Live, KeyRing.Live, Health.Live, Coordination.Live).pipe(Layer.provideMerge(membership))
   const namespaceSettings = Layer.mergeAll(CorsOrigins.Live, Operators.Live).pipe(Layer.provideMerge(registry))
   const sessions = Layer.mergeAll(Namespaces.Live, Sessions.Live, SessionPolicy.Live).pipe(Layer.provideMerge(namespaceSettings))
   const namespaces = Devices.Live.pipe(Layer.provideMerge(sessions))
@@ -157,8 +161,8 @@ export const servicesLayer = (settings: PorticoSettings, options: ServicesOption
  */
 export const gatewayServicesLayer = (settings: PorticoSettings, options: ServicesOptions = {}) =>
   // namespace creation over HTTP, which waits for a deletion of the same name; functions'
-  // schedules and topic triggers, which run in running gateways only
-  Layer.mergeAll(NamespaceCreation.Live, FunctionSchedules, FunctionTopicTriggers).pipe(
+  // schedules and topic triggers, and this node's heartbeat, which run in running gateways only
+  Layer.mergeAll(NamespaceCreation.Live, FunctionSchedules, FunctionTopicTriggers, NodeHeartbeat.Live).pipe(
     // what operators see of this gateway's health (its checks over the services below)
     Layer.provideMerge(OperatorHealth.Live),
     // namespace deletion, over every service a namespace holds something in (its apps too)

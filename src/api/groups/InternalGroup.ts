@@ -51,6 +51,12 @@ export const UpdateEnvelope = Schema.Struct({ namespace: NamespaceName, name: De
 
 export class InternalGroup extends HttpApiGroup.make("internal")
   .add(
+    // is this node there, and is it the node it was asked as (spec §4.10: "answers a status ok object")
+    HttpApiEndpoint.post("ping", "/v1/internal/ping")
+      .setPayload(strict(Schema.Struct({})))
+      .addSuccess(Schema.Struct({ status: Schema.Literal("ok"), node: Schema.String }))
+  )
+  .add(
     HttpApiEndpoint.post("evict", "/v1/internal/storage/evict")
       .setPayload(strict(Schema.Struct({ cid: CidParam })))
       .addSuccess(Schema.Struct({ evicted: Schema.Boolean }))

@@ -10,6 +10,7 @@ import { toPrincipal } from "../../layers/sql/HomeNode.js"
 import { LocalDatabases } from "../../layers/sql/LocalDatabases.js"
 import { Cache } from "../../layers/cache/Cache.js"
 import { NamespaceBackups } from "../../layers/namespaces/backup/NamespaceBackups.js"
+import { PorticoConfig } from "../../layers/config/PorticoConfig.js"
 import { SocketDirectory } from "../../layers/functions/SocketDirectory.js"
 import { OperatorHealth } from "../../layers/operators/OperatorHealth.js"
 import { Storage } from "../../layers/storage/Storage.js"
@@ -36,8 +37,10 @@ export const InternalHandlers = HttpApiBuilder.group(PorticoApi, "internal", (ha
     const health = yield* OperatorHealth
     const namespaceBackups = yield* NamespaceBackups
     const sockets = yield* SocketDirectory
+    const config = yield* PorticoConfig
 
     return handlers
+      .handle("ping", () => Effect.succeed({ status: "ok" as const, node: config.nodeId }))
       .handle("evict", ({ payload }) =>
         Effect.gen(function* () {
           return { evicted: yield* Effect.mapError(storage.evictHere(payload.cid), fromRefusal) }

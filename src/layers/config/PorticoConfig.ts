@@ -12,6 +12,7 @@ import { testDirectory } from "../TestLayer.js"
 import { defaultProxySettings, proxyConfig, type ProxySettings } from "./ProxySettings.js"
 import { defaultPubSubSettings, pubSubConfig, type PubSubSettings } from "./PubSubSettings.js"
 import { defaultFunctionSettings, functionConfig, type FunctionSettings } from "./FunctionSettings.js"
+import { defaultMembershipSettings, membershipConfig, type MembershipSettings } from "./MembershipSettings.js"
 import { backupConfig, defaultBackupSettings, type BackupSettings } from "./BackupSettings.js"
 import { defaultDeploymentSettings, deploymentConfig, type DeploymentSettings } from "./DeploymentSettings.js"
 import { noTestPauses, testPausesConfig, type TestPauses } from "./TestPauses.js"
@@ -113,6 +114,8 @@ export interface PorticoSettings {
   readonly pubsub: PubSubSettings
   /** Functions: the runner and their limits (`PORTICO_FUNCTIONS_*`, docs/functions.md). */
   readonly functions: FunctionSettings
+  /** The cluster's membership: heartbeats and this node's internal URL (`PORTICO_NODE_*`, docs/cluster.md). */
+  readonly membership: MembershipSettings
   /** Namespace backup caps (`PORTICO_BACKUP_*`, docs/namespaces.md "Backup and restore"). */
   readonly backup: BackupSettings
   /** Ports, bounds, public URL and supervisor timings of deployments (config/DeploymentSettings.ts). */
@@ -345,6 +348,7 @@ const load = (overrides: Partial<Pick<PorticoSettings, "host" | "port" | "dataDi
       proxy: yield* proxyConfig,
       pubsub: yield* pubSubConfig,
       functions: yield* functionConfig,
+      membership: yield* membershipConfig,
       backup: yield* backupConfig,
       deployments: yield* deploymentConfig,
       testPauses: yield* testPausesConfig,
@@ -423,6 +427,7 @@ export const testSettings = (dataDir: string, patch: Partial<PorticoSettings> = 
   proxy: defaultProxySettings,
   pubsub: defaultPubSubSettings,
   functions: defaultFunctionSettings,
+  membership: defaultMembershipSettings,
   backup: defaultBackupSettings,
   deployments: defaultDeploymentSettings,
   testPauses: noTestPauses,

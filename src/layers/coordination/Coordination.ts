@@ -15,6 +15,7 @@ import { createHash, randomBytes } from "node:crypto"
 import { createWriteStream } from "node:fs"
 import { Readable, Transform } from "node:stream"
 import { pipeline } from "node:stream/promises"
+import { Membership } from "../cluster/Membership.js"
 import { PorticoConfig } from "../config/PorticoConfig.js"
 import { RegistryStore } from "../registry/RegistryStore.js"
 import { safeEqual, Sealer } from "../secrets/Sealer.js"
@@ -170,6 +171,7 @@ export class Coordination extends Context.Tag("portico/Coordination")<Coordinati
       const sealer = yield* Sealer
       const config = yield* PorticoConfig
       const store = yield* RegistryStore
+      const membership = yield* Membership
       const macV1 = (audience: string, method: string, path: string, body: string, time: string) =>
         "v1=" + sealer.hash("coordination-mac", [method.toUpperCase(), path, audience, time, digest(body)].join("\n"))
       const macV2 = (audience: string, method: string, path: string, body: string, time: string, nonce: string) =>
@@ -203,8 +205,8 @@ export class Coordination extends Context.Tag("portico/Coordination")<Coordinati
         read: (response: Response) => Promise<string>
       ): Effect.Effect<PeerAnswer, PeerUnreachable> =>
         Effect.gen(function* () {
-          const base = config.peers.get(nodeId)
-          if (base === undefined) return yield* Effect.fail(new PeerUnreachable({ nodeId, detail: "not in PORTICO_PEERS" }))
+          const base = yield* membership.urlOf(nodeId)
+          if (base === undefined) return yield* Effect.fail(new PeerUnreachable({ nodeId, detail: "no such node: neither in PORTICO_PEERS nor registered with an internal URL" }))
           const headers = yield* sign(nodeId, "POST", path, signed)
           return yield* Effect.tryPromise({
             try: async (signal) => {
@@ -279,7 +281,8 @@ export class Coordination extends Context.Tag("portico/Coordination")<Coordinati
         Layer.mergeAll(
           SqliteRegistryStore.Test,
           Sealer.Test,
-          PorticoConfig.Test
+          PorticoConfig.Test,
+          Membership.Test
         )
       )
     )

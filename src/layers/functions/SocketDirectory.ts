@@ -1,7 +1,7 @@
 /**
  * Where functions' client sockets are, across the cluster (docs/functions.md, "Sockets"). A
  * socket's id names the node that holds it (`<node id>.<random>`), so a function running anywhere
- * reaches it without a lookup: a socket held here is written to directly, one held by another
+ * reaches it through the membership (Membership.ts): a socket held here is written to directly, one held by another
  * node through that node's `/v1/serverless/ws/connections/*` routes (behind PeerGate, the
  * coordination MAC). Every call is scoped to a namespace: a socket of another namespace is, to
  * the caller, a socket that does not exist.
@@ -11,6 +11,7 @@ import { randomBytes } from "node:crypto"
 import type { NamespaceName } from "../../domain/Names.js"
 import { nodeOfSocket, SocketEntry } from "../../domain/FunctionSockets.js"
 import { PorticoConfig } from "../config/PorticoConfig.js"
+import { Membership } from "../cluster/Membership.js"
 import { Coordination } from "../coordination/Coordination.js"
 import { internalClient } from "../coordination/InternalClient.js"
 
@@ -53,12 +54,13 @@ const Listed = Schema.parseJson(Schema.Struct({ connections: Schema.Array(Socket
 
 export class SocketDirectory extends Context.Tag("portico/SocketDirectory")<SocketDirectory, SocketDirectoryService>() {
   /** Over the test configuration (no peers): every socket is this gateway's. */
-  static readonly Test = Layer.suspend(() => SocketDirectory.Live.pipe(Layer.provide(Layer.mergeAll(Coordination.Test, PorticoConfig.Test))))
+  static readonly Test = Layer.suspend(() => SocketDirectory.Live.pipe(Layer.provide(Layer.mergeAll(Coordination.Test, Membership.Test, PorticoConfig.Test))))
   static readonly Live = Layer.effect(
     SocketDirectory,
     Effect.gen(function* () {
       const config = yield* PorticoConfig
       const internal = internalClient(yield* Coordination)
+      const membership = yield* Membership
       const held = new Map<string, HeldSocket>()
       const mine = (namespace: string, id: string) => {
         const socket = held.get(id)
@@ -82,9 +84,10 @@ export class SocketDirectory extends Context.Tag("portico/SocketDirectory")<Sock
           Effect.flatMap((answer): Effect.Effect<A, unknown> => (answer.status === 200 ? Schema.decode(schema)(answer.text) : Effect.fail("refused"))),
           Effect.orElseSucceed(() => fallback)
         )
+      /** The node holding socket `id` when it is not this one (the internal client finds it by its id). */
       const remote = (id: string) => {
         const node = nodeOfSocket(id)
-        return node !== undefined && node !== config.nodeId && config.peers.has(node) ? node : undefined
+        return node !== undefined && node !== config.nodeId ? node : undefined
       }
       const service: SocketDirectoryService = {
         newId: () => `${config.nodeId}.${randomBytes(12).toString("base64url")}`,
@@ -107,10 +110,15 @@ export class SocketDirectory extends Context.Tag("portico/SocketDirectory")<Sock
         },
         list: (namespace, functionName) =>
           Effect.map(
-            Effect.forEach(
-              [...config.peers.keys()].filter((node) => node !== config.nodeId),
-              (node) => fromPeer(internal.call(node, "wsList", { namespace: namespace as NamespaceName, function: functionName }, PEER_TIMEOUT), Listed, { connections: [] }),
-              { concurrency: 8 }
+            Effect.flatMap(membership.peers, (peers) =>
+              Effect.forEach(
+                peers,
+                (peer) =>
+                  fromPeer(internal.call(peer.id, "wsList", { namespace: namespace as NamespaceName, function: functionName }, PEER_TIMEOUT), Listed, {
+                    connections: []
+                  }),
+                { concurrency: 8 }
+              )
             ),
             (answers) => [...here.list(namespace, functionName), ...answers.flatMap((a) => a.connections)]
           ),

@@ -17,6 +17,7 @@ import type { TeardownCode } from "../../domain/Errors.js"
 import { reservedNamespaces } from "../../domain/Names.js"
 import { Cache } from "../cache/Cache.js"
 import { PubSub } from "../pubsub/PubSub.js"
+import { Membership } from "../cluster/Membership.js"
 import { Coordination } from "../coordination/Coordination.js"
 import { PorticoConfig } from "../config/PorticoConfig.js"
 import { Deployments } from "../deployments/Deployments.js"
@@ -97,7 +98,8 @@ export class NamespaceTeardown extends Context.Tag("portico/NamespaceTeardown")<
         index: yield* ContentIndex,
         engine: yield* ContentEngine,
         evictor: yield* Evictor,
-        coordination: yield* Coordination
+        coordination: yield* Coordination,
+        membership: yield* Membership
       }
       // Test-only: a pause before each part, so a test can stop the gateway mid-deletion.
       const partDelayMs = config.testPauses.teardownPartMs
@@ -258,6 +260,7 @@ export class NamespaceTeardown extends Context.Tag("portico/NamespaceTeardown")<
           EmbeddedContentEngine.Test,
           ContentIndex.Test,
           Coordination.Test,
+          Membership.Test,
           Deployments.Test,
           Evictor.Test,
           LocalDatabases.Test,

@@ -14,6 +14,7 @@ import { Duration } from "effect"
 import type { CacheService } from "../cache/Cache.js"
 import type { PubSubService } from "../pubsub/PubSub.js"
 import type { PorticoSettings } from "../config/PorticoConfig.js"
+import type { MembershipService } from "../cluster/Membership.js"
 import type { CoordinationService } from "../coordination/Coordination.js"
 import { internalClient } from "../coordination/InternalClient.js"
 import type { NamespaceName } from "../../domain/Names.js"
@@ -47,6 +48,7 @@ export interface PartTools {
   readonly engine: ContentEngineService
   readonly evictor: EvictorService
   readonly coordination: CoordinationService
+  readonly membership: MembershipService
 }
 
 const PEER_TIMEOUT = Duration.seconds(10)
@@ -95,7 +97,7 @@ export const removePart = (tools: PartTools, namespace: string, part: TeardownPa
 
 /**
  * The cache: on Redis one drop reaches every gateway. An embedded cache is each gateway's own, so
- * every peer (PORTICO_PEERS) is asked to drop its entries too, and one that does not confirm keeps
+ * live node of the membership is asked to drop its entries too, and one that does not confirm keeps
  * the part owed: a name created again must not meet the old namespace's entries on any gateway.
  */
 const removeCache = (tools: PartTools, namespace: string): Effect.Effect<void, PartFailed> =>
@@ -103,8 +105,10 @@ const removeCache = (tools: PartTools, namespace: string): Effect.Effect<void, P
     yield* orFail("cache", tools.cache.dropNamespace(namespace))
     if (tools.cache.engine !== "memory") return
     const unconfirmed: Array<string> = []
+    // the live nodes: a dead node's embedded cache died with it
+    const peers = yield* tools.membership.peers
     yield* Effect.forEach(
-      [...tools.config.peers.keys()],
+      peers.map((p) => p.id),
       (node) =>
         // a namespace being torn down was a valid name when it was made
         internalClient(tools.coordination).call(node, "cacheDropNamespace", { namespace: namespace as NamespaceName }, PEER_TIMEOUT).pipe(

@@ -10,6 +10,7 @@
 import { Clock, Context, Duration, Effect, Layer, Option, Ref, Schema } from "effect"
 import type { Page, PageRequest } from "../../domain/Page.js"
 import { Cache } from "../cache/Cache.js"
+import { Membership } from "../cluster/Membership.js"
 import { Coordination } from "../coordination/Coordination.js"
 import { internalClient } from "../coordination/InternalClient.js"
 import { PorticoConfig } from "../config/PorticoConfig.js"
@@ -124,6 +125,7 @@ export class OperatorHealth extends Context.Tag("portico/OperatorHealth")<Operat
       const health = yield* Health
       const settings = yield* PorticoConfig
       const coordination = yield* Coordination
+      const membership = yield* Membership
       const appRange = settings.deployments.appPorts
       const gatewayPort = yield* Ref.make<number | undefined>(undefined)
 
@@ -228,7 +230,10 @@ export class OperatorHealth extends Context.Tag("portico/OperatorHealth")<Operat
         listening: (port) => Ref.set(gatewayPort, port),
         here,
         snapshot: Effect.map(
-          Effect.all([here, Effect.forEach([...settings.peers.keys()], peer, { concurrency: 8 })], { concurrency: "unbounded" }),
+          // every live node of the membership
+          Effect.all([here, Effect.flatMap(membership.peers, (peers) => Effect.forEach(peers, (p) => peer(p.id), { concurrency: 8 }))], {
+            concurrency: "unbounded"
+          }),
           ([local, peers]) => ({ ...local, namespaces: local.namespaces ?? null, peers })
         )
       }
@@ -238,7 +243,7 @@ export class OperatorHealth extends Context.Tag("portico/OperatorHealth")<Operat
   /** The Live layer over the test doubles of what it reads (docs/architecture.md "Test doubles"). */
   static readonly Test = Layer.suspend(() =>
     OperatorHealth.Live.pipe(
-      Layer.provide(Layer.mergeAll(Cache.Test, Coordination.Test, Health.Test, PorticoConfig.Test, SqliteRegistryStore.Test))
+      Layer.provide(Layer.mergeAll(Cache.Test, Coordination.Test, Health.Test, Membership.Test, PorticoConfig.Test, SqliteRegistryStore.Test))
     )
   )
 }

@@ -3,6 +3,7 @@
  * them through `@effect/sql`'s Migrator; the rqlite engine applies each as one atomic batch and
  * records it in `portico_migrations`. Append only: never edit a migration that has shipped.
  */
+import { clusterNodesMigration } from "./ClusterMigration.js"
 import { functionTriggersMigration, functionsMigration } from "./FunctionsMigration.js"
 
 export interface Migration {
@@ -495,5 +496,6 @@ export const migrations: ReadonlyArray<Migration> = [
     ]
   },
   functionsMigration,
-  functionTriggersMigration
+  functionTriggersMigration,
+  clusterNodesMigration
 ]

@@ -1,6 +1,7 @@
 /**
- * The cluster-wide half of a privacy delete: this node evicts its blocks, and every other gateway
- * named in `PORTICO_PEERS` is asked to do the same through
+ * The cluster-wide half of a privacy delete: this node evicts its blocks, and every other node the
+ * membership knows (the seeds of `PORTICO_PEERS` and every registered node, live or not) is asked to
+ * do the same through
  * `/v1/internal/storage/evict`. Only when all confirm is the answer `true`; a node that does not
  * answer in time, or keeps a block, makes it `partial` (the pin is gone everywhere already, so
  * its next sweep removes what stayed).
@@ -8,7 +9,7 @@
 import { Context, Data, Duration, Effect, Layer, Option, Schema } from "effect"
 import { Coordination } from "../coordination/Coordination.js"
 import { internalClient } from "../coordination/InternalClient.js"
-import { PorticoConfig } from "../config/PorticoConfig.js"
+import { Membership } from "../cluster/Membership.js"
 import { ContentIndex } from "./ContentIndex.js"
 
 const PEER_TIMEOUT = Duration.seconds(10)
@@ -34,8 +35,7 @@ export class Evictor extends Context.Tag("portico/Evictor")<Evictor, EvictorServ
     Effect.gen(function* () {
       const index = yield* ContentIndex
       const internal = internalClient(yield* Coordination)
-      const config = yield* PorticoConfig
-      const peers = [...config.peers.keys()]
+      const membership = yield* Membership
 
       const askPeer = (nodeId: string, cid: string) =>
         internal.call(nodeId, "evict", { cid }, PEER_TIMEOUT).pipe(
@@ -55,7 +55,9 @@ export class Evictor extends Context.Tag("portico/Evictor")<Evictor, EvictorServ
               Effect.catchAll((e) => Effect.succeed(e instanceof PinListUnavailable ? ("unknown" as const) : ("stayed" as const)))
             )
             if (here === "unknown") return "skipped" as const
-            const there = yield* Effect.forEach(peers, (nodeId) => askPeer(nodeId, cid), { concurrency: 8 })
+            // every node that may hold the blocks, live or not: a dead one's silence leaves it partial
+            const nodes = yield* membership.known
+            const there = yield* Effect.forEach(nodes, (node) => askPeer(node.id, cid), { concurrency: 8 })
             return here === "evicted" && there.every((ok) => ok) ? ("true" as const) : ("partial" as const)
           })
       }
@@ -69,7 +71,7 @@ export class Evictor extends Context.Tag("portico/Evictor")<Evictor, EvictorServ
         Layer.mergeAll(
           ContentIndex.Test,
           Coordination.Test,
-          PorticoConfig.Test
+          Membership.Test
         )
       )
     )

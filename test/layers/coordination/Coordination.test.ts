@@ -5,6 +5,7 @@ import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
 import { describe, expect } from "vitest"
+import { Membership } from "../../../src/layers/cluster/Membership.js"
 import { canonicalJson, Coordination, isOverlaySource, MAC_HEADER, NONCE_HEADER, TIME_HEADER } from "../../../src/layers/coordination/Coordination.js"
 import { PorticoConfig, testSettings } from "../../../src/layers/config/PorticoConfig.js"
 import { parseExactJson } from "../../../src/domain/ExactJson.js"
@@ -13,7 +14,10 @@ import { Sealer } from "../../../src/layers/secrets/Sealer.js"
 
 const registry = () => SqliteRegistryStore.layer({ filename: path.join(mkdtempSync(path.join(tmpdir(), "portico-coord-")), "registry.db") })
 const nodeLayer = (nodeId: string) =>
-  Coordination.Live.pipe(Layer.provide(Layer.mergeAll(Sealer.Test, registry(), PorticoConfig.layer(testSettings("/tmp/unused", { nodeId })))))
+  Coordination.Live.pipe(
+    Layer.provide(Membership.Live),
+    Layer.provide(Layer.mergeAll(Sealer.Test, registry(), PorticoConfig.layer(testSettings(mkdtempSync(path.join(tmpdir(), "portico-coordination-")), { nodeId }))))
+  )
 
 const EVICT = "/v1/internal/storage/evict"
 const QUERY = "/v1/internal/sqlite/query"

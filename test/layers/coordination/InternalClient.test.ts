@@ -2,7 +2,7 @@
  * The internal client (src/layers/coordination/InternalClient.ts): paths read from the internal
  * group, a typed call signed for the node it goes to and accepted there once (verified as
  * PeerGate does, over the body as received), a streamed update whose MAC covers its envelope, and
- * a node not in PORTICO_PEERS refused before anything is sent.
+ * a node neither in PORTICO_PEERS nor registered refused before anything is sent.
  */
 import { Effect, Layer, ManagedRuntime } from "effect"
 import { mkdtempSync } from "node:fs"
@@ -13,6 +13,7 @@ import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { InternalGroup } from "../../../src/api/groups/InternalGroup.js"
 import { PorticoConfig, testSettings } from "../../../src/layers/config/PorticoConfig.js"
+import { Membership } from "../../../src/layers/cluster/Membership.js"
 import { Coordination, ENVELOPE_HEADER } from "../../../src/layers/coordination/Coordination.js"
 import { internalClient, internalPath } from "../../../src/layers/coordination/InternalClient.js"
 import { SqliteRegistryStore } from "../../../src/layers/registry/SqliteRegistryStore.js"
@@ -20,11 +21,12 @@ import { Sealer } from "../../../src/layers/secrets/Sealer.js"
 
 const nodeLayer = (nodeId: string, peers: ReadonlyMap<string, string>) =>
   Coordination.Live.pipe(
+    Layer.provide(Membership.Live),
     Layer.provide(
       Layer.mergeAll(
         Sealer.Test,
         SqliteRegistryStore.layer({ filename: path.join(mkdtempSync(path.join(tmpdir(), "portico-client-")), "registry.db") }),
-        PorticoConfig.layer(testSettings("/tmp/unused", { nodeId, peers }))
+        PorticoConfig.layer(testSettings(mkdtempSync(path.join(tmpdir(), "portico-client-data-")), { nodeId, peers }))
       )
     )
   )
@@ -108,11 +110,11 @@ describe("the internal client", () => {
     expect(JSON.parse(received.at(-1)!.headers[ENVELOPE_HEADER]!)).toEqual(envelope)
   })
 
-  it("refuses a node not in PORTICO_PEERS without sending anything", async () => {
+  it("refuses a node neither in PORTICO_PEERS nor registered without sending anything", async () => {
     const client = internalClient(await nodeA.runPromise(Coordination))
     const before = received.length
     const failed = await Effect.runPromise(Effect.flip(client.call("node-z", "nodeSnapshot", {}, "5 seconds")))
-    expect(failed).toMatchObject({ _tag: "PeerUnreachable", nodeId: "node-z", detail: "not in PORTICO_PEERS" })
+    expect(failed).toMatchObject({ _tag: "PeerUnreachable", nodeId: "node-z", detail: expect.stringMatching(/^no such node/) })
     expect(received.length).toBe(before)
   })
 })

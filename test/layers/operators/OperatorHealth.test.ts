@@ -13,6 +13,7 @@ import { Coordination } from "../../../src/layers/coordination/Coordination.js"
 import { Health } from "../../../src/layers/health/Health.js"
 import { OperatorHealth } from "../../../src/layers/operators/OperatorHealth.js"
 import { RegistryStore, StoreError } from "../../../src/layers/registry/RegistryStore.js"
+import { Membership } from "../../../src/layers/cluster/Membership.js"
 import { makeTestLayer } from "../../../src/layers/TestLayer.js"
 
 const down = Layer.mergeAll(
@@ -23,6 +24,7 @@ const down = Layer.mergeAll(
   makeTestLayer(Cache)({ ping: Effect.void }),
   makeTestLayer(Health)({ version: "test", startedAt: 0 }),
   makeTestLayer(Coordination)({}),
+  makeTestLayer(Membership)({}),
   PorticoConfig.Test
 )
 

@@ -1,0 +1,169 @@
+/**
+ * The cluster's membership (docs/cluster.md, "Membership"). Every running gateway keeps a row of
+ * its own in the registry's `cluster_nodes` (id, public key, internal URL, version), refreshed by
+ * its heartbeat (NodeHeartbeat.ts). `last_seen` is written, and each row's age read, with the
+ * registry's clock, never a gateway's, so gateways on different machines compare nothing of their
+ * own. A node is active while its row is younger than `PORTICO_NODE_TTL_MS`.
+ *
+ * `PORTICO_PEERS` is a seed list: a seed is a peer until the registry shows its row stale, and its
+ * URL is the one given there. What fans out (evictions, cache drops, telemetry, function sockets)
+ * asks `peers` for the live set; the internal client finds any node through `urlOf`.
+ */
+import { Context, Effect, Layer, Schema } from "effect"
+import { PorticoConfig } from "../config/PorticoConfig.js"
+import { decodeRows } from "../registry/RegistryRows.js"
+import { RegistryStore, type StoreError } from "../registry/RegistryStore.js"
+import { SqliteRegistryStore } from "../registry/SqliteRegistryStore.js"
+import { loadNodeKey } from "./NodeKey.js"
+
+/**
+ * Now in Unix milliseconds by the registry's clock: SQLite's, or the rqlite node's that takes the
+ * statement (rqlite rewrites `'now'` before the statement enters its log, so every voter stores
+ * the same value).
+ */
+export const REGISTRY_NOW = "CAST(unixepoch('now', 'subsec') * 1000 AS INTEGER)"
+
+const NodeRow = Schema.Struct({
+  id: Schema.String,
+  public_key: Schema.String,
+  internal_url: Schema.String,
+  version: Schema.String,
+  joined_at: Schema.Number,
+  last_seen: Schema.Number,
+  age_ms: Schema.Number
+})
+
+/** A node as the network routes show it. */
+export interface ClusterNode {
+  readonly id: string
+  /** `unregistered`: a seed with no row (a node of a release before membership, or not started yet). */
+  readonly status: "active" | "inactive" | "unregistered"
+  readonly internalUrl: string
+  readonly version: string | undefined
+  readonly joinedAt: number | undefined
+  readonly lastSeen: number | undefined
+  /** How long since its last heartbeat, by the registry's clock. */
+  readonly ageMs: number | undefined
+  readonly self: boolean
+  readonly seed: boolean
+}
+
+/** A peer to call: its id and base URL. */
+export interface Peer {
+  readonly id: string
+  readonly url: string
+}
+
+export interface MembershipService {
+  /** This node: its id and its key's public half. */
+  readonly self: { readonly id: string; readonly publicKey: string }
+  /** Every registered node and every seed, by id. */
+  readonly nodes: Effect.Effect<ReadonlyArray<ClusterNode>, StoreError>
+  /** The live peers (not this node): active registered nodes and seeds not known stale. */
+  readonly peers: Effect.Effect<ReadonlyArray<Peer>>
+  /**
+   * Every other node that may hold something of this cluster, live or not (registered with an
+   * internal URL, and the seeds): what must confirm a removal (evictions), where a dead node's
+   * silence is an unconfirmed part, not a done one.
+   */
+  readonly known: Effect.Effect<ReadonlyArray<Peer>>
+  /** Where node `id` answers: its seed URL, else its registered one; undefined when it has none. */
+  readonly urlOf: (id: string) => Effect.Effect<string | undefined>
+}
+
+/** How long `peers` and `urlOf` keep what they read, at most. */
+const READ_CACHE_MS = 2_000
+
+export class Membership extends Context.Tag("portico/Membership")<Membership, MembershipService>() {
+  static readonly Live = Layer.effect(
+    Membership,
+    Effect.gen(function* () {
+      const config = yield* PorticoConfig
+      const store = yield* RegistryStore
+      const ttl = config.membership.nodeTtlMs
+      const self = { id: config.nodeId, publicKey: loadNodeKey(config.dataDir).publicKey }
+      const seeds = [...config.peers].filter(([id]) => id !== self.id).map(([id, url]) => ({ id, url }))
+
+      const readRows = Effect.flatMap(
+        store.query({
+          sql: `SELECT id, public_key, internal_url, version, joined_at, last_seen, ${REGISTRY_NOW} - last_seen AS age_ms FROM cluster_nodes ORDER BY id`
+        }),
+        decodeRows("cluster node", NodeRow)
+      )
+      let cached: { readonly at: number; readonly rows: ReadonlyArray<typeof NodeRow.Type> } | undefined
+      /** The rows, read again when older than READ_CACHE_MS; none when the registry is away. */
+      const recentRows = Effect.suspend(() =>
+        cached !== undefined && Date.now() - cached.at < READ_CACHE_MS
+          ? Effect.succeed(cached.rows)
+          : readRows.pipe(
+              Effect.tap((rows) => Effect.sync(() => (cached = { at: Date.now(), rows }))),
+              Effect.orElseSucceed(() => cached?.rows ?? [])
+            )
+      )
+
+      const nodes = Effect.map(readRows, (rows): ReadonlyArray<ClusterNode> => {
+        const registered = rows.map(
+          (row): ClusterNode => ({
+            id: row.id,
+            status: row.age_ms <= ttl ? "active" : "inactive",
+            internalUrl: config.peers.get(row.id) ?? row.internal_url,
+            version: row.version,
+            joinedAt: row.joined_at,
+            lastSeen: row.last_seen,
+            ageMs: Math.max(0, row.age_ms),
+            self: row.id === self.id,
+            seed: config.peers.has(row.id)
+          })
+        )
+        const unregistered = seeds
+          .filter((s) => !rows.some((r) => r.id === s.id))
+          .map(
+            (s): ClusterNode => ({
+              id: s.id,
+              status: "unregistered",
+              internalUrl: s.url,
+              version: undefined,
+              joinedAt: undefined,
+              lastSeen: undefined,
+              ageMs: undefined,
+              self: false,
+              seed: true
+            })
+          )
+        return [...registered, ...unregistered].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+      })
+
+      const peers = Effect.map(recentRows, (rows): ReadonlyArray<Peer> => {
+        const byId = new Map(rows.map((r) => [r.id, r]))
+        // a seed is a peer until its row says it is stale; one with no row stays, as before membership
+        const liveSeeds = seeds.filter((s) => {
+          const row = byId.get(s.id)
+          return row === undefined || row.age_ms <= ttl
+        })
+        const live = rows
+          .filter((r) => r.id !== self.id && !config.peers.has(r.id) && r.internal_url !== "" && r.age_ms <= ttl)
+          .map((r) => ({ id: r.id, url: r.internal_url }))
+        return [...liveSeeds, ...live]
+      })
+
+      const known = Effect.map(recentRows, (rows): ReadonlyArray<Peer> => [
+        ...seeds,
+        ...rows.filter((r) => r.id !== self.id && !config.peers.has(r.id) && r.internal_url !== "").map((r) => ({ id: r.id, url: r.internal_url }))
+      ])
+
+      const urlOf = (id: string) => {
+        const seed = config.peers.get(id)
+        if (seed !== undefined) return Effect.succeed<string | undefined>(seed)
+        return Effect.map(recentRows, (rows) => {
+          const url = rows.find((r) => r.id === id)?.internal_url
+          return url === undefined || url === "" ? undefined : url
+        })
+      }
+
+      return Membership.of({ self, nodes, peers, known, urlOf })
+    })
+  )
+
+  /** Over an embedded registry of its own and the test configuration. */
+  static readonly Test = Layer.suspend(() => Membership.Live.pipe(Layer.provide(Layer.mergeAll(SqliteRegistryStore.Test, PorticoConfig.Test))))
+}

@@ -1,0 +1,85 @@
+/**
+ * This gateway's row in the cluster's membership (Membership.ts, docs/cluster.md "Membership"),
+ * kept by a running gateway only (the CLI's commands on the same data directory write none).
+ *
+ * The first write binds the node id to this node's key (NodeKey.ts): a row of the same id under
+ * another key is never overwritten. When the registry answers so at start, the gateway does not
+ * start; when it answers so later (the row was taken while this node was away), the heartbeat
+ * stops and the log says why. Then every `PORTICO_NODE_HEARTBEAT_MS` the row's `last_seen` is
+ * refreshed with the registry's clock, and its internal URL once the gateway listens.
+ */
+import { Context, Data, Effect, Layer, Schedule } from "effect"
+import { PorticoConfig } from "../config/PorticoConfig.js"
+import { VERSION } from "../health/Health.js"
+import { RegistryStore } from "../registry/RegistryStore.js"
+import { SqliteRegistryStore } from "../registry/SqliteRegistryStore.js"
+import { Membership, REGISTRY_NOW } from "./Membership.js"
+
+export class NodeIdTaken extends Data.TaggedError("NodeIdTaken")<{ readonly nodeId: string }> {
+  override get message() {
+    return `node id ${this.nodeId} is registered with another node's key: give this node another PORTICO_NODE_ID, or start it on the data directory that holds its node.key`
+  }
+}
+
+export interface NodeHeartbeatService {
+  /** The gateway listens on `port`: its internal URL is written now (PORTICO_INTERNAL_URL wins). */
+  readonly listening: (port: number) => Effect.Effect<void>
+}
+
+/** `http://<host>:<port>` when the gateway listens on one address; empty (reachable only as a seed) on a wildcard. */
+export const defaultInternalUrl = (host: string, port: number): string => {
+  if (host === "0.0.0.0" || host === "::" || host === "") return ""
+  return `http://${host.includes(":") ? `[${host}]` : host}:${port}`
+}
+
+export class NodeHeartbeat extends Context.Tag("portico/NodeHeartbeat")<NodeHeartbeat, NodeHeartbeatService>() {
+  static readonly Live = Layer.scoped(
+    NodeHeartbeat,
+    Effect.gen(function* () {
+      const config = yield* PorticoConfig
+      const store = yield* RegistryStore
+      const { self } = yield* Membership
+      const settings = config.membership
+      let internalUrl = settings.internalUrl ?? ""
+      let taken = false
+
+      /** Writes this node's row: false when the id is another key's. */
+      const beat = Effect.suspend(() =>
+        store.exec({
+          sql: `INSERT INTO cluster_nodes (id, public_key, internal_url, version, joined_at, last_seen)
+                VALUES (?, ?, ?, ?, ${REGISTRY_NOW}, ${REGISTRY_NOW})
+                ON CONFLICT (id) DO UPDATE SET internal_url = excluded.internal_url, version = excluded.version, last_seen = excluded.last_seen
+                WHERE cluster_nodes.public_key = excluded.public_key`,
+          params: [self.id, self.publicKey, internalUrl, VERSION]
+        })
+      ).pipe(Effect.map((r) => r.rowsAffected === 1))
+
+      const heartbeat = Effect.suspend(() => (taken ? Effect.succeed(true) : beat)).pipe(
+        Effect.flatMap((mine) => {
+          if (mine || taken) return Effect.void
+          taken = true
+          return Effect.logError(new NodeIdTaken({ nodeId: self.id }).message)
+        }),
+        Effect.catchAll((e) => Effect.logWarning(`the node heartbeat was not written: ${e.detail}`))
+      )
+
+      // the claim; a registry that does not answer now is tried again by the heartbeat
+      const claimed = yield* Effect.either(beat)
+      if (claimed._tag === "Right" && !claimed.right) return yield* Effect.fail(new NodeIdTaken({ nodeId: self.id }))
+      yield* Effect.forkScoped(Effect.repeat(heartbeat, Schedule.spaced(`${settings.heartbeatMs} millis`)))
+
+      return NodeHeartbeat.of({
+        listening: (port) =>
+          Effect.suspend(() => {
+            if (settings.internalUrl === undefined) internalUrl = defaultInternalUrl(config.host, port)
+            return heartbeat
+          })
+      })
+    })
+  )
+
+  /** Over a membership and an embedded registry of their own. */
+  static readonly Test = Layer.suspend(() =>
+    NodeHeartbeat.Live.pipe(Layer.provide(Membership.Live), Layer.provide(Layer.mergeAll(SqliteRegistryStore.Test, PorticoConfig.Test)))
+  )
+}

@@ -1,0 +1,99 @@
+/**
+ * The cluster's membership through real gateways on one rqlite registry (docs/cluster.md,
+ * "Membership"): gateways that know each other only through the registry (no PORTICO_PEERS) list
+ * each other active, reach each other for node-to-node work, see a stopped node go inactive
+ * within the TTL and come back when it restarts; a node id is bound to the key of the node that
+ * first registered it; the node-to-node ping is refused to clients.
+ */
+import { Effect } from "effect"
+import { Wallet } from "ethers"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { call } from "../support/client.js"
+import { type Gateway, startGateway } from "../support/gateway.js"
+import { freePort } from "../support/process.js"
+import { hasRqlited, type RqlitedServer, rqlitedMissingMessage, startRqlited } from "../support/rqlited.js"
+import { waitFor } from "../support/wait.js"
+
+/** Heartbeats every 200 ms, inactive after 1.5 s: the test waits seconds, not minutes. */
+const fast = { PORTICO_NODE_HEARTBEAT_MS: "200", PORTICO_NODE_TTL_MS: "1500" }
+
+describe("cluster membership on an rqlite registry", () => {
+  let server: RqlitedServer
+  let a: Gateway
+  let b: Gateway
+  let env: Record<string, string>
+  let operatorToken: string
+  let owner: string
+  const operator = Wallet.createRandom()
+
+  const peersOn = async (gw: Gateway) => {
+    const answer = await gw.request("GET", "/v1/network/peers", { token: operatorToken })
+    expect(answer.status, answer.text).toBe(200)
+    return answer.body as { node: string; peers: Array<{ node: string; status: string; internal_url: string; self: boolean; seed: boolean; version: string; age_ms: number }> }
+  }
+  const statusOf = async (gw: Gateway, node: string) => (await peersOn(gw)).peers.find((p) => p.node === node)?.status
+
+  beforeAll(async () => {
+    if (!hasRqlited()) throw new Error(rqlitedMissingMessage())
+    server = await Effect.runPromise(startRqlited())
+    env = { ...fast, PORTICO_RQLITE_URL: server.url, PORTICO_SECRET: "33".repeat(32), PORTICO_OPERATORS: operator.address.toLowerCase() }
+    a = await startGateway({ env: { ...env, PORTICO_NODE_ID: "node-a" } })
+    b = await startGateway({ port: await Effect.runPromise(freePort), env: { ...env, PORTICO_NODE_ID: "node-b" } })
+    const challenged = await a.request("POST", "/v1/auth/challenge", { json: { wallet: operator.address } })
+    const verified = await a.request("POST", "/v1/auth/verify", { json: { message: challenged.body.message, signature: await operator.signMessage(challenged.body.message) } })
+    operatorToken = verified.body.access_token
+    owner = (await a.cli(["namespace", "create", "members"])).api_key
+  }, 90_000)
+  afterAll(async () => {
+    await a?.stop()
+    await b?.stop()
+    await Effect.runPromise(server?.stop ?? Effect.void)
+  })
+
+  it("lists every node active on every node, with its internal URL and version, without PORTICO_PEERS", async () => {
+    for (const gw of [a, b]) {
+      const answer = await peersOn(gw)
+      expect(answer.node).toBe(gw === a ? "node-a" : "node-b")
+      expect(answer.peers.map((p) => [p.node, p.status, p.self, p.seed])).toEqual([
+        ["node-a", "active", gw === a, false],
+        ["node-b", "active", gw === b, false]
+      ])
+      expect(answer.peers.find((p) => p.node === "node-b")?.internal_url).toBe(b.url)
+      expect(answer.peers.every((p) => p.age_ms >= 0 && p.age_ms <= 1500 && p.version.length > 0)).toBe(true)
+    }
+    // the typed client reads the same
+    expect((await call(a, operatorToken, (c) => c.network.peers())).peers.map((p) => p.node)).toEqual(["node-a", "node-b"])
+    // an operator route: a namespace's key is not an operator's
+    expect((await a.request("GET", "/v1/network/peers", { token: owner })).status).toBe(403)
+    // the node-to-node ping is behind the coordination MAC
+    const ping = await a.request("POST", "/v1/internal/ping", { json: {} })
+    expect([ping.status, ping.body.code]).toEqual([403, "COORDINATION_REFUSED"])
+  })
+
+  it("reaches a node known only through the registry: a node-local database homed on b, queried through a", async () => {
+    const created = await b.request("POST", "/v1/db/sqlite/create", { token: owner, json: { database_name: "ledger" } })
+    expect([created.status, created.body.home_node]).toEqual([201, "node-b"])
+    const query = (sql: string) => a.request("POST", "/v1/db/sqlite/query", { token: owner, json: { database_name: "ledger", query: sql } })
+    expect((await query("CREATE TABLE t (v TEXT)")).status).toBe(200)
+    expect((await query("INSERT INTO t VALUES ('through a')")).body).toMatchObject({ rows_affected: 1 })
+    expect((await query("SELECT v FROM t")).body.rows).toEqual([["through a"]])
+  })
+
+  it("marks a stopped node inactive within the TTL, refuses work homed there as unreachable, and takes it back when it restarts", async () => {
+    const port = b.port
+    await b.stop()
+    await waitFor("node-b inactive on node-a", async () => (await statusOf(a, "node-b")) === "inactive", 10_000)
+    const refused = await a.request("POST", "/v1/db/sqlite/query", { token: owner, json: { database_name: "ledger", query: "SELECT 1" } })
+    expect(refused.status, refused.text).toBe(503)
+    b = await startGateway({ port, dataDir: b.dataDir, env: { ...env, PORTICO_NODE_ID: "node-b" } })
+    await waitFor("node-b active again on node-a", async () => (await statusOf(a, "node-b")) === "active", 10_000)
+    const back = await a.request("POST", "/v1/db/sqlite/query", { token: owner, json: { database_name: "ledger", query: "SELECT v FROM t" } })
+    expect(back.body.rows).toEqual([["through a"]])
+  }, 60_000)
+
+  it("binds a node id to the key of the node that registered it: another data directory cannot start as node-b", async () => {
+    await expect(startGateway({ env: { ...env, PORTICO_NODE_ID: "node-b" } })).rejects.toThrow(/node-b is registered with another node's key/)
+    // node-b itself is untouched
+    expect(await statusOf(a, "node-b")).toBe("active")
+  }, 60_000)
+})
