@@ -79,8 +79,9 @@ describe("cluster membership on an rqlite registry", () => {
     expect((await query("SELECT v FROM t")).body.rows).toEqual([["through a"]])
   })
 
-  it("marks a stopped node inactive within the TTL, refuses work homed there as unreachable, and takes it back when it restarts", async () => {
+  it("marks a killed node inactive within the TTL, refuses work homed there as unreachable, and takes it back when it restarts", async () => {
     const port = b.port
+    process.kill(b.pid, "SIGKILL")
     await b.stop()
     await waitFor("node-b inactive on node-a", async () => (await statusOf(a, "node-b")) === "inactive", 10_000)
     const refused = await a.request("POST", "/v1/db/sqlite/query", { token: owner, json: { database_name: "ledger", query: "SELECT 1" } })
@@ -96,4 +97,9 @@ describe("cluster membership on an rqlite registry", () => {
     // node-b itself is untouched
     expect(await statusOf(a, "node-b")).toBe("active")
   }, 60_000)
+
+  it("knows at once that a node stopped cleanly", async () => {
+    await b.stop()
+    expect(await statusOf(a, "node-b")).toBe("stopped")
+  })
 })

@@ -2,8 +2,8 @@
  * A namespace across two gateways (docs/namespaces.md, "Deleting a namespace"; docs/operators.md,
  * "Health and telemetry"): node-a and node-b share one rqlite registry and name each other in
  * PORTICO_PEERS, each with its own embedded cache. A deletion asked of both at once runs once and
- * leaves nothing in either gateway's cache; a peer that cannot be asked keeps the cache part owed
- * (the name stays pending) until it answers; the operator's telemetry snapshot carries every
+ * leaves nothing in either gateway's cache; a peer that cannot be asked (killed, not stopped
+ * cleanly) keeps the cache part owed (the name stays pending) until it answers; the operator's telemetry snapshot carries every
  * peer's own snapshot, or says which one did not answer.
  */
 import { Effect } from "effect"
@@ -144,6 +144,8 @@ describe("a namespace across two gateways, each with its own embedded cache", ()
     const key: string = (await a.cli(["namespace", "create", "solo", "--owner", owner.address])).api_key
     ok(await b.request("POST", "/v1/cache/put", { token: key, json: { dmap: "m", key: "k", value: 1 } }))
     const dataDirB = b.dataDir
+    // killed, not stopped: a node that did not stop cleanly may come back with its cache
+    process.kill(b.pid, "SIGKILL")
     await b.stop()
     const deleted = ok(await a.request("POST", "/v1/namespace/delete", { token: key, json: { namespace: "solo" } }))
     expect(deleted).toEqual({ namespace: "solo", deleted: false, cleanup_pending: true })

@@ -14,9 +14,9 @@ import { UnixSeconds } from "../Wire.js"
 
 export const NetworkPeer = Schema.Struct({
   node: Schema.String,
-  status: Schema.Literal("active", "inactive", "unregistered").annotations({
+  status: Schema.Literal("active", "inactive", "stopped", "unregistered").annotations({
     description:
-      "active: a heartbeat within PORTICO_NODE_TTL_MS (by the registry's clock); inactive: older; unregistered: a PORTICO_PEERS seed with no row (a node of an older release, or not started)"
+      "active: a heartbeat within PORTICO_NODE_TTL_MS (by the registry's clock); stopped: it stopped cleanly; inactive: silent past the TTL without a clean stop (dead, hung or cut off); unregistered: a PORTICO_PEERS seed with no row (a node of an older release, or not started)"
   }),
   internal_url: Schema.String.annotations({ description: "where other nodes reach it (its seed URL when it is one); empty when it listens on a wildcard address and has no PORTICO_INTERNAL_URL" }),
   version: Schema.NullOr(Schema.String),

@@ -30,14 +30,19 @@ const NodeRow = Schema.Struct({
   version: Schema.String,
   joined_at: Schema.Number,
   last_seen: Schema.Number,
+  left_at: Schema.NullOr(Schema.Number),
   age_ms: Schema.Number
 })
 
 /** A node as the network routes show it. */
 export interface ClusterNode {
   readonly id: string
-  /** `unregistered`: a seed with no row (a node of a release before membership, or not started yet). */
-  readonly status: "active" | "inactive" | "unregistered"
+  /**
+   * `stopped`: it stopped cleanly (its memory went with it); `inactive`: silent past the TTL without
+   * a clean stop (dead, hung or cut off: it may come back with what it held); `unregistered`: a seed
+   * with no row (a node of a release before membership, or not started yet).
+   */
+  readonly status: "active" | "inactive" | "stopped" | "unregistered"
   readonly internalUrl: string
   readonly version: string | undefined
   readonly joinedAt: number | undefined
@@ -67,6 +72,12 @@ export interface MembershipService {
    * silence is an unconfirmed part, not a done one.
    */
   readonly known: Effect.Effect<ReadonlyArray<Peer>>
+  /**
+   * Every other node that has not stopped cleanly (live, or silent without a clean stop): what
+   * must drop state it may hold in memory (a deleted namespace's embedded cache). A node that
+   * stopped cleanly lost its memory; one that is only silent may come back with it.
+   */
+  readonly unstopped: Effect.Effect<ReadonlyArray<Peer>>
   /** Where node `id` answers: its seed URL, else its registered one; undefined when it has none. */
   readonly urlOf: (id: string) => Effect.Effect<string | undefined>
 }
@@ -86,7 +97,7 @@ export class Membership extends Context.Tag("portico/Membership")<Membership, Me
 
       const readRows = Effect.flatMap(
         store.query({
-          sql: `SELECT id, public_key, internal_url, version, joined_at, last_seen, ${REGISTRY_NOW} - last_seen AS age_ms FROM cluster_nodes ORDER BY id`
+          sql: `SELECT id, public_key, internal_url, version, joined_at, last_seen, left_at, ${REGISTRY_NOW} - last_seen AS age_ms FROM cluster_nodes ORDER BY id`
         }),
         decodeRows("cluster node", NodeRow)
       )
@@ -101,11 +112,14 @@ export class Membership extends Context.Tag("portico/Membership")<Membership, Me
             )
       )
 
+      const statusOf = (row: typeof NodeRow.Type): "active" | "inactive" | "stopped" =>
+        row.left_at !== null ? "stopped" : row.age_ms <= ttl ? "active" : "inactive"
+
       const nodes = Effect.map(readRows, (rows): ReadonlyArray<ClusterNode> => {
         const registered = rows.map(
           (row): ClusterNode => ({
             id: row.id,
-            status: row.age_ms <= ttl ? "active" : "inactive",
+            status: statusOf(row),
             internalUrl: config.peers.get(row.id) ?? row.internal_url,
             version: row.version,
             joinedAt: row.joined_at,
@@ -138,10 +152,10 @@ export class Membership extends Context.Tag("portico/Membership")<Membership, Me
         // a seed is a peer until its row says it is stale; one with no row stays, as before membership
         const liveSeeds = seeds.filter((s) => {
           const row = byId.get(s.id)
-          return row === undefined || row.age_ms <= ttl
+          return row === undefined || statusOf(row) === "active"
         })
         const live = rows
-          .filter((r) => r.id !== self.id && !config.peers.has(r.id) && r.internal_url !== "" && r.age_ms <= ttl)
+          .filter((r) => r.id !== self.id && !config.peers.has(r.id) && r.internal_url !== "" && statusOf(r) === "active")
           .map((r) => ({ id: r.id, url: r.internal_url }))
         return [...liveSeeds, ...live]
       })
@@ -150,6 +164,16 @@ export class Membership extends Context.Tag("portico/Membership")<Membership, Me
         ...seeds,
         ...rows.filter((r) => r.id !== self.id && !config.peers.has(r.id) && r.internal_url !== "").map((r) => ({ id: r.id, url: r.internal_url }))
       ])
+
+      const unstopped = Effect.map(recentRows, (rows): ReadonlyArray<Peer> => {
+        const byId = new Map(rows.map((r) => [r.id, r]))
+        return [
+          ...seeds.filter((s) => byId.get(s.id)?.left_at == null),
+          ...rows
+            .filter((r) => r.id !== self.id && !config.peers.has(r.id) && r.internal_url !== "" && r.left_at === null)
+            .map((r) => ({ id: r.id, url: r.internal_url }))
+        ]
+      })
 
       const urlOf = (id: string) => {
         const seed = config.peers.get(id)
@@ -160,7 +184,7 @@ export class Membership extends Context.Tag("portico/Membership")<Membership, Me
         })
       }
 
-      return Membership.of({ self, nodes, peers, known, urlOf })
+      return Membership.of({ self, nodes, peers, known, unstopped, urlOf })
     })
   )
 

@@ -6,7 +6,8 @@
  * another key is never overwritten. When the registry answers so at start, the gateway does not
  * start; when it answers so later (the row was taken while this node was away), the heartbeat
  * stops and the log says why. Then every `PORTICO_NODE_HEARTBEAT_MS` the row's `last_seen` is
- * refreshed with the registry's clock, and its internal URL once the gateway listens.
+ * refreshed with the registry's clock, and its internal URL once the gateway listens. A clean
+ * stop writes `left_at`, so the others know at once that its memory went with it.
  */
 import { Context, Data, Effect, Layer, Schedule } from "effect"
 import { PorticoConfig } from "../config/PorticoConfig.js"
@@ -48,7 +49,7 @@ export class NodeHeartbeat extends Context.Tag("portico/NodeHeartbeat")<NodeHear
         store.exec({
           sql: `INSERT INTO cluster_nodes (id, public_key, internal_url, version, joined_at, last_seen)
                 VALUES (?, ?, ?, ?, ${REGISTRY_NOW}, ${REGISTRY_NOW})
-                ON CONFLICT (id) DO UPDATE SET internal_url = excluded.internal_url, version = excluded.version, last_seen = excluded.last_seen
+                ON CONFLICT (id) DO UPDATE SET internal_url = excluded.internal_url, version = excluded.version, last_seen = excluded.last_seen, left_at = NULL
                 WHERE cluster_nodes.public_key = excluded.public_key`,
           params: [self.id, self.publicKey, internalUrl, VERSION]
         })
@@ -67,6 +68,12 @@ export class NodeHeartbeat extends Context.Tag("portico/NodeHeartbeat")<NodeHear
       const claimed = yield* Effect.either(beat)
       if (claimed._tag === "Right" && !claimed.right) return yield* Effect.fail(new NodeIdTaken({ nodeId: self.id }))
       yield* Effect.forkScoped(Effect.repeat(heartbeat, Schedule.spaced(`${settings.heartbeatMs} millis`)))
+      // a clean stop: the row says so at once (the heartbeat fiber is gone before this runs)
+      yield* Effect.addFinalizer(() =>
+        store
+          .exec({ sql: `UPDATE cluster_nodes SET left_at = ${REGISTRY_NOW} WHERE id = ? AND public_key = ?`, params: [self.id, self.publicKey] })
+          .pipe(Effect.timeout("2 seconds"), Effect.ignore)
+      )
 
       return NodeHeartbeat.of({
         listening: (port) =>

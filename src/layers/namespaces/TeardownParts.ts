@@ -97,7 +97,8 @@ export const removePart = (tools: PartTools, namespace: string, part: TeardownPa
 
 /**
  * The cache: on Redis one drop reaches every gateway. An embedded cache is each gateway's own, so
- * live node of the membership is asked to drop its entries too, and one that does not confirm keeps
+ * node of the membership that has not stopped cleanly is asked to drop its entries too (a clean
+ * stop took its memory with it), and one that does not confirm keeps
  * the part owed: a name created again must not meet the old namespace's entries on any gateway.
  */
 const removeCache = (tools: PartTools, namespace: string): Effect.Effect<void, PartFailed> =>
@@ -105,8 +106,8 @@ const removeCache = (tools: PartTools, namespace: string): Effect.Effect<void, P
     yield* orFail("cache", tools.cache.dropNamespace(namespace))
     if (tools.cache.engine !== "memory") return
     const unconfirmed: Array<string> = []
-    // the live nodes: a dead node's embedded cache died with it
-    const peers = yield* tools.membership.peers
+    // every node that did not stop cleanly: one that is only silent may come back with its cache
+    const peers = yield* tools.membership.unstopped
     yield* Effect.forEach(
       peers.map((p) => p.id),
       (node) =>

@@ -1,7 +1,7 @@
 /**
  * Migration 18: the cluster's nodes (docs/cluster.md, "Membership"). One row per node, its id bound
- * to its public key at its first heartbeat; `joined_at` and `last_seen` are Unix milliseconds by
- * the registry's clock (Membership.ts).
+ * to its public key at its first heartbeat; `joined_at`, `last_seen` and `left_at` (set by a clean
+ * stop, cleared by the next heartbeat) are Unix milliseconds by the registry's clock (Membership.ts).
  */
 import type { Migration } from "./migrations.js"
 
@@ -15,7 +15,8 @@ export const clusterNodesMigration: Migration = {
       internal_url TEXT NOT NULL,
       version TEXT NOT NULL,
       joined_at INTEGER NOT NULL,
-      last_seen INTEGER NOT NULL
+      last_seen INTEGER NOT NULL,
+      left_at INTEGER
     )`
   ]
 }
