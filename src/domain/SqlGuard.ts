@@ -267,6 +267,7 @@ export const RESERVED_TABLES: ReadonlySet<string> = new Set([
   "ownership_offers",
   "deployment_versions",
   "deployment_events",
+  "deployment_teardowns",
   "operator_audit",
   "operator_invites",
   "namespace_creators",

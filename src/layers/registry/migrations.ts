@@ -1,7 +1,6 @@
 /**
- * The registry schema, as ordered migrations shared by both engines. The SQLite engine runs
- * them through `@effect/sql`'s Migrator; the rqlite engine applies each as one atomic batch and
- * records it in `portico_migrations`. Append only: never edit a migration that has shipped.
+ * The registry schema, ordered migrations shared by both engines (SQLite through `@effect/sql`'s
+ * Migrator; rqlite one atomic batch each, in `portico_migrations`). Never edit one that shipped.
  */
 import { clusterNodesMigration } from "./ClusterMigration.js"
 import { functionTriggersMigration, functionsMigration } from "./FunctionsMigration.js"
