@@ -250,8 +250,6 @@ export const makeFunctionSockets = (options: {
 
   return {
     handle,
-    /** Open function sockets on this gateway (tests). */
-    size: () => open.size,
     close: () => {
       clearInterval(pinger)
       for (const o of open) o.ws.close(SocketClose.goingAway, "the gateway is shutting down")
