@@ -22,6 +22,8 @@ import { NamespaceDeleteGroup } from "./groups/NamespaceDeleteGroup.js"
 import { NamespaceCreateGroup } from "./groups/NamespaceCreateGroup.js"
 import { OperatorGroup } from "./groups/OperatorGroup.js"
 import { NetworkGroup } from "./groups/NetworkGroup.js"
+import { JoinGroup } from "./groups/JoinGroup.js"
+import { NodeGroup } from "./groups/NodeGroup.js"
 import { DatabaseGroup } from "./groups/DatabaseGroup.js"
 import { SqlGroup } from "./groups/SqlGroup.js"
 import { InternalGroup } from "./groups/InternalGroup.js"
@@ -44,6 +46,8 @@ export class PorticoApi extends HttpApi.make("portico")
   .add(NamespaceCreateGroup)
   .add(OperatorGroup)
   .add(NetworkGroup)
+  .add(NodeGroup)
+  .add(JoinGroup)
   .add(CorsGroup)
   .add(AuditGroup)
   .add(DeviceGroup)

@@ -59,6 +59,8 @@ import { NamespaceDeleteHandlers } from "./handlers/NamespaceDeleteHandlers.js"
 import { NamespaceCreateHandlers } from "./handlers/NamespaceCreateHandlers.js"
 import { OperatorHandlers } from "./handlers/OperatorHandlers.js"
 import { NetworkHandlers } from "./handlers/NetworkHandlers.js"
+import { JoinHandlers } from "./handlers/JoinHandlers.js"
+import { NodeHandlers } from "./handlers/NodeHandlers.js"
 import { SystemHandlers } from "./handlers/SystemHandlers.js"
 import { logParserRefusal, logRequest } from "./AccessLog.js"
 import { fastRuntimeLayer, makeRequestListener } from "./NodeAdapter.js"
@@ -90,6 +92,8 @@ const HandlersLive = Layer.mergeAll(
   NamespaceCreateHandlers,
   OperatorHandlers,
   NetworkHandlers,
+  NodeHandlers,
+  JoinHandlers,
   CorsHandlers,
   AuditHandlers,
   DeviceHandlers,

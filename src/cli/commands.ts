@@ -178,14 +178,15 @@ export const commands: ReadonlyArray<Command> = [
   {
     words: ["serve"],
     summary: "Run the gateway until SIGINT/SIGTERM (npm start runs this).",
-    synopsis: "[--port N] [--host H] [--data-dir DIR]",
+    synopsis: "[--port N] [--host H] [--data-dir DIR] [--join INVITE]",
     details: [
       ["--port N", "listen port (default PORTICO_PORT or 6001; 0 picks a free one)"],
       ["--host H", "listen address (default PORTICO_HOST or 127.0.0.1)"],
-      dataDirDetail
+      dataDirDetail,
+      ["--join INVITE", "first start of a new node: join the cluster with an invite from POST /v1/node/enroll (an empty data dir; ignored once joined)"]
     ],
     notes: ["Every other setting comes from the environment: see README.md, Configuration."],
-    options: { port: { type: "string" }, host: { type: "string" }, ...dataDir },
+    options: { port: { type: "string" }, host: { type: "string" }, join: { type: "string" }, ...dataDir },
     maxPositionals: 0,
     run: async (parsed) => (await import("./serve.js")).serve(parsed)
   },

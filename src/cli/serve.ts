@@ -2,7 +2,8 @@
  * `portico serve`: the gateway in this process until SIGINT/SIGTERM.
  */
 import { Effect } from "effect"
-import { PorticoConfig } from "../layers/config/PorticoConfig.js"
+import * as path from "node:path"
+import { localNodeId, PorticoConfig } from "../layers/config/PorticoConfig.js"
 import { type Parsed, stringOption, wholeNumberOption } from "./Cli.js"
 import { runCommand } from "./failure.js"
 
@@ -10,8 +11,18 @@ export const serve = (parsed: Parsed): Promise<void> => {
   const port = wholeNumberOption(parsed, "port")
   const host = stringOption(parsed, "host")
   const dataDir = stringOption(parsed, "data-dir")
+  const invite = stringOption(parsed, "join")
   return runCommand(
     Effect.gen(function* () {
+      if (invite !== undefined) {
+        // the join writes what the configuration below reads: the cluster's root secret and registry
+        const { joinCluster } = yield* Effect.promise(() => import("./join.js"))
+        const dir = path.resolve(dataDir ?? process.env["PORTICO_DATA_DIR"] ?? "./data")
+        const outcome = yield* joinCluster(invite, dir, process.env["PORTICO_NODE_ID"] ?? localNodeId(dir))
+        process.stdout.write(
+          JSON.stringify({ level: "info", msg: outcome.kind === "joined" ? "joined the cluster" : "joined before: the invite is not used", ...(outcome.kind === "joined" ? { by: outcome.by } : {}) }) + "\n"
+        )
+      }
       const settings = yield* PorticoConfig.pipe(
         Effect.provide(
           PorticoConfig.fromEnv({

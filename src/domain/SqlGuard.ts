@@ -274,6 +274,7 @@ export const RESERVED_TABLES: ReadonlySet<string> = new Set([
   "operator_settings",
   // the cluster's membership (docs/cluster.md), and the generic name
   "cluster_nodes",
+  "node_invites",
   "nodes"
 ])
 

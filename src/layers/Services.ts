@@ -66,6 +66,7 @@ import { FunctionStore } from "./functions/FunctionStore.js"
 import { SocketDirectory } from "./functions/SocketDirectory.js"
 import { Membership } from "./cluster/Membership.js"
 import { NodeHeartbeat } from "./cluster/NodeHeartbeat.js"
+import { NodeInvites } from "./cluster/NodeInvites.js"
 import { Invocations } from "./functions/Invocations.js"
 import { FunctionSchedules } from "./functions/Schedules.js"
 import { FunctionTopicTriggers } from "./functions/TopicTriggers.js"
@@ -86,7 +87,7 @@ export const servicesLayer = (settings: PorticoSettings, options: ServicesOption
   // the cluster's membership (docs/cluster.md), which the internal client finds nodes through
   const membership = Membership.Live.pipe(Layer.provideMerge(core))
   const registry = Layer.mergeAll(Audit.Live, OperatorAudit.Live, ApiKeys.Live, KeyRing.Live, Health.Live, Coordination.Live).pipe(Layer.provideMerge(membership))
-  const namespaceSettings = Layer.mergeAll(CorsOrigins.Live, Operators.Live).pipe(Layer.provideMerge(registry))
+  const namespaceSettings = Layer.mergeAll(CorsOrigins.Live, Operators.Live, NodeInvites.Live).pipe(Layer.provideMerge(registry))
   const sessions = Layer.mergeAll(Namespaces.Live, Sessions.Live, SessionPolicy.Live).pipe(Layer.provideMerge(namespaceSettings))
   const namespaces = Devices.Live.pipe(Layer.provideMerge(sessions))
   const liveness = Layer.mergeAll(Sessions.Liveness, WorkloadTokens.Liveness).pipe(Layer.provideMerge(namespaces))

@@ -49,6 +49,8 @@ export interface GatewayOptions {
    * first), rather than from src/ through tsx.
    */
   readonly bundled?: boolean
+  /** More arguments for `portico serve` (`--join <invite>`). */
+  readonly args?: ReadonlyArray<string>
 }
 
 export const cliIn = async (dataDir: string, args: ReadonlyArray<string>, env: Readonly<Record<string, string>> = {}) => {
@@ -121,7 +123,7 @@ export const startGateway = async (options: GatewayOptions = {}): Promise<Gatewa
   const entry = options.bundled === true ? ["--enable-source-maps", path.join(root, "bin/portico.mjs")] : ["--import", "tsx", path.join(root, "src/main.ts")]
   const child: ChildProcess = spawn(
     process.execPath,
-    [...entry, "serve", "--port", String(options.port ?? 0), "--data-dir", dataDir],
+    [...entry, "serve", "--port", String(options.port ?? 0), "--data-dir", dataDir, ...(options.args ?? [])],
     { cwd: root, env: { ...process.env, ...(options.bundled === true ? { PORTICO_SKIP_BUILD: "1" } : {}), ...env }, stdio: ["ignore", "pipe", "pipe"] }
   )
   child.once("exit", () => ports?.release())

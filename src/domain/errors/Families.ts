@@ -229,3 +229,7 @@ export type WorkloadCode = (typeof WorkloadRefusals)[number]
  * app's host is answered before the API too (docs/deployments.md, "Serving"): APP_UNREACHABLE.
  */
 export const ListenerRefusals = family("ROUTE_NOT_FOUND", "METHOD_NOT_ALLOWED", "REQUEST_TIMEOUT", "HEADERS_TOO_LARGE", "APP_UNREACHABLE")
+
+/** Minting node invites and admitting a node with one (src/layers/cluster/NodeInvites.ts). */
+export const NodeJoinRefusals = family("VALIDATION_FAILED", "UNAUTHORIZED", "COORDINATION_REFUSED", "NOT_FOUND", "CONFLICT", "UNAVAILABLE")
+export type NodeJoinCode = (typeof NodeJoinRefusals)[number]

@@ -216,9 +216,13 @@ const load = (overrides: Partial<Pick<PorticoSettings, "host" | "port" | "dataDi
     const port = overrides.port ?? (yield* env(Config.port("PORT")).pipe(Config.withDefault(6001)))
     const dataDir = path.resolve(overrides.dataDir ?? (yield* env(Config.string("DATA_DIR")).pipe(Config.withDefault("./data"))))
     const baseDomain = yield* env(Config.string("BASE_DOMAIN")).pipe(Config.withDefault("portico.localhost"))
-    const rqliteUrl = yield* env(Config.option(Config.url("RQLITE_URL")))
-    const rqliteUser = yield* env(Config.option(Config.string("RQLITE_USER")))
-    const rqlitePassword = yield* env(Config.option(Config.redacted("RQLITE_PASSWORD")))
+    // what a join handed this node (`portico serve --join`); the environment's settings win
+    const joined = readJoinedSettings(dataDir)
+    const rqliteUrl = Option.orElse(yield* env(Config.option(Config.url("RQLITE_URL"))), () => Option.fromNullable(joined?.registry.url).pipe(Option.map((u) => new URL(u))))
+    const rqliteUser = Option.orElse(yield* env(Config.option(Config.string("RQLITE_USER"))), () => Option.fromNullable(joined?.registry.user))
+    const rqlitePassword = Option.orElse(yield* env(Config.option(Config.redacted("RQLITE_PASSWORD"))), () =>
+      Option.fromNullable(joined?.registry.password).pipe(Option.map(Redacted.make))
+    )
     const secret = yield* env(Config.option(Config.redacted("SECRET")))
     const maxBodyBytes = yield* env(positiveInteger("MAX_BODY_BYTES")).pipe(Config.withDefault(4 * 1024 * 1024))
     const inFlightPerNetwork = yield* env(positiveInteger("BODY_INFLIGHT_NETWORK_BYTES")).pipe(Config.withDefault(64 * 1024 * 1024))
@@ -237,7 +241,7 @@ const load = (overrides: Partial<Pick<PorticoSettings, "host" | "port" | "dataDi
     const logRequests = yield* env(Config.boolean("LOG_REQUESTS")).pipe(Config.withDefault(true))
     const fastLane = yield* env(Config.boolean("FAST_LANE")).pipe(Config.withDefault(true))
     const cacheMaxBytes = yield* env(positiveInteger("CACHE_MAX_BYTES")).pipe(Config.withDefault(256 * 1024 * 1024))
-    const redisUrl = yield* env(Config.option(Config.string("REDIS_URL")))
+    const redisUrl = Option.orElse(yield* env(Config.option(Config.string("REDIS_URL"))), () => Option.fromNullable(joined?.redis_url))
     const redisUrls = yield* env(Config.array(Config.string(), "REDIS_URLS")).pipe(Config.withDefault([]))
     const nodeId = yield* env(Config.option(Config.string("NODE_ID")))
     const sqlWorkers = yield* env(positiveInteger("SQL_WORKERS")).pipe(Config.withDefault(2))
@@ -346,7 +350,7 @@ const load = (overrides: Partial<Pick<PorticoSettings, "host" | "port" | "dataDi
         relayToken: Option.getOrUndefined(relayToken)
       },
       proxy: yield* proxyConfig,
-      pubsub: yield* pubSubConfig,
+      pubsub: yield* pubSubConfig(joined?.redis_url),
       functions: yield* functionConfig,
       membership: yield* membershipConfig,
       backup: yield* backupConfig,
@@ -358,8 +362,29 @@ const load = (overrides: Partial<Pick<PorticoSettings, "host" | "port" | "dataDi
     return settings
   })
 
+/** Where a joined node keeps the cluster's settings its invite handed it (src/cli/join.ts). */
+export const JOINED_FILE = "cluster.json"
+
+interface JoinedFile {
+  readonly registry: { readonly url: string; readonly user?: string; readonly password?: string }
+  readonly redis_url?: string
+}
+
+/** The settings a join wrote into the data directory; none when this node did not join. */
+const readJoinedSettings = (dataDir: string): JoinedFile | undefined => {
+  let text: string
+  try {
+    text = readFileSync(path.join(dataDir, JOINED_FILE), "utf8")
+  } catch {
+    return undefined
+  }
+  const parsed = JSON.parse(text) as JoinedFile
+  if (typeof parsed?.registry?.url !== "string") throw new Error(`${JOINED_FILE} in the data directory is damaged: it names no registry`)
+  return parsed
+}
+
 /** A node id kept in the data directory, so a restart keeps the databases homed here. */
-const localNodeId = (dataDir: string): string => {
+export const localNodeId = (dataDir: string): string => {
   const file = path.join(dataDir, "node-id")
   try {
     return readFileSync(file, "utf8").trim()

@@ -74,13 +74,17 @@ export const defaultPubSubSettings: PubSubSettings = {
 /** The largest frame a message makes: its base64 and the frame's own members (topic, position). */
 export const largestFrameBytes = (maxMessageBytes: number): number => Math.ceil(maxMessageBytes / 3) * 4 + 512
 
-/** The settings from the environment, each defaulting to `defaultPubSubSettings`. */
-export const pubSubConfig = Effect.gen(function* () {
+/**
+ * The settings from the environment, each defaulting to `defaultPubSubSettings`; `joinedRedisUrl`
+ * is the Redis a join handed this node, used when the environment names none.
+ */
+export const pubSubConfig = (joinedRedisUrl?: string) => Effect.gen(function* () {
   const env = Config.nested("PORTICO")
   const d = defaultPubSubSettings
   const own = yield* env(Config.option(Config.string("PUBSUB_REDIS_URL")))
   const shared = yield* env(Config.option(Config.string("REDIS_URL")))
-  const url = Option.orElse(own, () => shared).pipe(Option.map((u) => u.trim()), Option.filter((u) => u !== ""))
+  const url = Option.orElse(own, () => shared).pipe(
+    Option.orElse(() => Option.fromNullable(joinedRedisUrl)),Option.map((u) => u.trim()), Option.filter((u) => u !== ""))
   if (Option.isSome(url) && !/^rediss?:\/\//.test(url.value)) {
     return yield* Effect.fail(ConfigError.InvalidData(["PORTICO", "PUBSUB_REDIS_URL"], "expected redis://host:port or rediss://host:port"))
   }

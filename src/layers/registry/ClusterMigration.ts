@@ -1,4 +1,6 @@
 /**
+ * Migrations 18 and 19: the cluster's nodes and the invites that admit them (docs/cluster.md).
+ *
  * Migration 18: the cluster's nodes (docs/cluster.md, "Membership"). One row per node, its id bound
  * to its public key at its first heartbeat; `joined_at`, `last_seen` and `left_at` (set by a clean
  * stop, cleared by the next heartbeat) are Unix milliseconds by the registry's clock (Membership.ts).
@@ -18,5 +20,29 @@ export const clusterNodesMigration: Migration = {
       last_seen INTEGER NOT NULL,
       left_at INTEGER
     )`
+  ]
+}
+
+/**
+ * Migration 19: one-use invites that admit a node (docs/cluster.md, "Joining"). `id` is the
+ * SHA-256 of the token; the token itself is kept sealed under the root secret, as the admitting
+ * node checks the joiner's HMAC with it. `node_id`, when set, is the only node the invite admits.
+ * A node that leaves keeps its row with `retired_at`, and its key is no longer accepted.
+ */
+export const nodeInvitesMigration: Migration = {
+  id: 19,
+  name: "node_invites",
+  statements: [
+    `CREATE TABLE IF NOT EXISTS node_invites (
+      id TEXT PRIMARY KEY,
+      token_sealed TEXT NOT NULL,
+      node_id TEXT,
+      created_by TEXT NOT NULL,
+      created_at INTEGER NOT NULL,
+      expires_at INTEGER NOT NULL,
+      used_at INTEGER,
+      used_by TEXT
+    )`,
+    "ALTER TABLE cluster_nodes ADD COLUMN retired_at INTEGER"
   ]
 }

@@ -25,6 +25,7 @@ export type Purpose =
   | "coordination-mac-v2"
   | "namespace-restore-key"
   | "namespace-backup-attest"
+  | "node-invite"
 
 export interface SealerService {
   /** Encrypts `plaintext` for `purpose`, bound to `owner` (e.g. `namespace/id`). */
@@ -84,7 +85,7 @@ export const safeEqual = (a: string, b: string): boolean => {
  * Reads the root secret from config, else from `<dataDir>/secret.key`, creating it once with mode
  * 0600. Creation uses an exclusive open so a CLI and a server starting together agree on one key.
  */
-const loadRoot = (configured: Redacted.Redacted | undefined, dataDir: string) =>
+export const loadRoot = (configured: Redacted.Redacted | undefined, dataDir: string) =>
   Effect.try({
     try: () => {
       if (configured !== undefined) {

@@ -2,7 +2,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { ConfigProvider, Effect, Either } from "effect"
 import { defaultPubSubSettings, pubSubConfig } from "../../../src/layers/config/PubSubSettings.js"
 
-const read = (env: Readonly<Record<string, string | undefined>>) => Effect.either(Effect.withConfigProvider(pubSubConfig, ConfigProvider.fromMap(new Map(Object.entries(env).filter((e): e is [string, string] => e[1] !== undefined)), { pathDelim: "_" })))
+const read = (env: Readonly<Record<string, string | undefined>>) => Effect.either(Effect.withConfigProvider(pubSubConfig(), ConfigProvider.fromMap(new Map(Object.entries(env).filter((e): e is [string, string] => e[1] !== undefined)), { pathDelim: "_" })))
 
 describe("pub/sub settings", () => {
   it.effect("default to the documented values, the embedded bus unless a Redis URL is set", () =>

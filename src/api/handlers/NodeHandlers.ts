@@ -1,0 +1,35 @@
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import { Effect } from "effect"
+import { CurrentPrincipal } from "../../domain/Principal.js"
+import { Membership } from "../../layers/cluster/Membership.js"
+import { NODE_INVITE_MAX_SECONDS, NodeInvites } from "../../layers/cluster/NodeInvites.js"
+import { PorticoApi } from "../Api.js"
+import { toUnixSeconds } from "../Wire.js"
+import { refusedOrDown } from "./Refusals.js"
+
+/** Node administration for operators (docs/cluster.md). */
+export const NodeHandlers = HttpApiBuilder.group(PorticoApi, "node", (handlers) =>
+  Effect.gen(function* () {
+    const invites = yield* NodeInvites
+    const membership = yield* Membership
+    /** Where a joiner reaches this node: its registered internal URL, else the address it was asked on. */
+    const joinUrl = Effect.gen(function* () {
+      const registered = yield* Effect.orElseSucceed(membership.urlOf(membership.self.id), () => undefined)
+      if (registered !== undefined && registered !== "") return registered
+      const request = yield* HttpServerRequest.HttpServerRequest
+      return `http://${request.headers["host"] ?? "127.0.0.1"}`
+    })
+    return handlers.handle("enroll", ({ payload }) =>
+      Effect.gen(function* () {
+        const actor = (yield* CurrentPrincipal).subject
+        const made = yield* invites.mint(actor, {
+          nodeId: payload.node_id,
+          expirySeconds: payload.expiry_seconds ?? NODE_INVITE_MAX_SECONDS,
+          joinUrl: yield* joinUrl
+        })
+        return { invite: made.invite, expires_at: toUnixSeconds(made.expiresAt), node_id: made.nodeId ?? null }
+      }).pipe(Effect.mapError(refusedOrDown))
+    )
+  })
+)

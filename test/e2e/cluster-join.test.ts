@@ -1,0 +1,171 @@
+/**
+ * Joining a node with an invite (docs/cluster.md, "Joining"), through real gateways on one rqlite
+ * registry: an operator mints an invite on node a; node b starts with `portico serve --join` on an
+ * empty data directory, no root secret and no registry setting, and comes up as one of the
+ * cluster's nodes. Refused joins (unknown, expired, spent, another node's, forged) answer 401 or
+ * 409 and leave a valid invite unspent.
+ */
+import { Effect } from "effect"
+import { Wallet } from "ethers"
+import * as crypto from "node:crypto"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { decodeInvite, inviteIdOf, type JoinClaim, newSealKey, proofOf, signClaim } from "../../src/domain/NodeJoin.js"
+import { call } from "../support/client.js"
+import { type Gateway, startGateway, testTmp } from "../support/gateway.js"
+import { hasRqlited, type RqlitedServer, rqlitedMissingMessage, startRqlited } from "../support/rqlited.js"
+import { waitFor } from "../support/wait.js"
+
+const fast = { PORTICO_NODE_HEARTBEAT_MS: "200", PORTICO_NODE_TTL_MS: "1500" }
+
+/** A join request as `portico serve --join` makes it, with parts to spoil. */
+const joinBody = (invite: string, nodeId: string, spoil: { iat?: number; proofToken?: string; signer?: crypto.KeyObject } = {}) => {
+  const decoded = decodeInvite(invite)
+  if (decoded === undefined) throw new Error("not an invite")
+  const key = crypto.generateKeyPairSync("ed25519")
+  const claim: JoinClaim = {
+    invite_id: inviteIdOf(decoded.token),
+    node_id: nodeId,
+    public_key: (key.publicKey.export({ format: "jwk" }) as { x: string }).x,
+    seal_key: newSealKey().public,
+    iat: spoil.iat ?? Math.floor(Date.now() / 1000)
+  }
+  return { ...claim, proof: proofOf(spoil.proofToken ?? decoded.token, claim), signature: signClaim(spoil.signer ?? key.privateKey, claim) }
+}
+
+describe("joining a node with an invite", () => {
+  let server: RqlitedServer
+  let a: Gateway
+  let b: Gateway | undefined
+  let operatorToken: string
+  const operator = Wallet.createRandom()
+
+  const enroll = (json: unknown = {}, token = operatorToken) => a.request("POST", "/v1/node/enroll", { token, json })
+  const join = (json: unknown) => a.request("POST", "/v1/internal/join", { json })
+
+  beforeAll(async () => {
+    if (!hasRqlited()) throw new Error(rqlitedMissingMessage())
+    server = await Effect.runPromise(startRqlited())
+    a = await startGateway({
+      env: { ...fast, PORTICO_RQLITE_URL: server.url, PORTICO_SECRET: "44".repeat(32), PORTICO_OPERATORS: operator.address.toLowerCase(), PORTICO_NODE_ID: "node-a" }
+    })
+    const challenged = await a.request("POST", "/v1/auth/challenge", { json: { wallet: operator.address } })
+    const verified = await a.request("POST", "/v1/auth/verify", { json: { message: challenged.body.message, signature: await operator.signMessage(challenged.body.message) } })
+    operatorToken = verified.body.access_token
+  }, 90_000)
+  afterAll(async () => {
+    await b?.stop()
+    await a?.stop()
+    await Effect.runPromise(server?.stop ?? Effect.void)
+  })
+
+  it("mints invites for operators only, bounded in life, naming this node's internal URL", async () => {
+    const made = await enroll({ expiry_seconds: 600 })
+    expect(made.status, made.text).toBe(201)
+    expect(made.body.invite).toMatch(/^pjoin_/)
+    expect(made.body.node_id).toBeNull()
+    expect(made.body.expires_at - Date.now() / 1000).toBeGreaterThan(590)
+    expect(decodeInvite(made.body.invite)?.url).toBe(a.url)
+    // bound to one node id
+    expect((await enroll({ node_id: "node-z" })).body.node_id).toBe("node-z")
+    // the typed client names the route
+    expect((await call(a, operatorToken, (c) => c.node.enroll({ payload: {} }))).invite).toMatch(/^pjoin_/)
+    const owner = (await a.cli(["namespace", "create", "joiners"])).api_key
+    for (const [body, token, status, code] of [
+      [{}, owner, 403, "NOT_AN_OPERATOR"],
+      [{ expiry_seconds: 3601 }, operatorToken, 400, "VALIDATION_FAILED"],
+      [{ expiry_seconds: 0 }, operatorToken, 400, "VALIDATION_FAILED"],
+      [{ node_id: "../etc" }, operatorToken, 400, "VALIDATION_FAILED"],
+      [{ extra: 1 }, operatorToken, 400, "VALIDATION_FAILED"]
+    ] as const) {
+      const answer = await enroll(body, token)
+      expect([answer.status, answer.body.code], JSON.stringify(body)).toEqual([status, code])
+    }
+  })
+
+  it("refuses unknown, expired, forged, stale and misbound joins, spending nothing", async () => {
+    const invite = (await enroll({ node_id: "node-b" })).body.invite as string
+    const stranger = "pjoin_" + Buffer.from(JSON.stringify({ u: a.url, t: crypto.randomBytes(32).toString("base64url") })).toString("base64url")
+    const otherKey = crypto.generateKeyPairSync("ed25519").privateKey
+    for (const [body, status, what] of [
+      [joinBody(stranger, "node-b"), 401, "another cluster's invite"],
+      [joinBody(invite, "node-b", { proofToken: crypto.randomBytes(32).toString("base64url") }), 401, "a proof made without the token"],
+      [joinBody(invite, "node-b", { iat: Math.floor(Date.now() / 1000) - 600 }), 401, "a stale request"],
+      [joinBody(invite, "node-b", { signer: otherKey }), 401, "a signature by another key"],
+      [joinBody(invite, "node-c"), 409, "an invite bound to another node"],
+      [{ ...joinBody(invite, "node-b"), seal_key: "short" }, 400, "a malformed key"]
+    ] as const) {
+      const answer = await join(body)
+      expect(answer.status, `${what}: ${answer.text}`).toBe(status)
+      expect(answer.body).toMatchObject({ error: expect.any(String), code: expect.any(String) })
+      expect(answer.body).not.toHaveProperty("sealed")
+    }
+    // an expired invite
+    const short = await enroll({ expiry_seconds: 1 })
+    await waitFor("the short invite to expire", () => Date.now() > (short.body.expires_at + 1) * 1000 + 100, 5_000)
+    expect((await join(joinBody(short.body.invite, "node-x"))).status).toBe(401)
+    // the invite that was tried with every spoiled request still admits its node, once
+    const good = joinBody(invite, "node-b")
+    const admitted = await join(good)
+    expect(admitted.status, admitted.text).toBe(200)
+    expect(admitted.body).toMatchObject({ node: "node-a", seal_from: expect.any(String), sealed: expect.any(String) })
+    // replayed, or spent again under another claim
+    expect((await join(good)).status).toBe(401)
+    expect((await join(joinBody(invite, "node-b"))).status).toBe(401)
+    // the node id is now bound to the key that joined: another key cannot take it
+    const taken = await join(joinBody((await enroll({})).body.invite, "node-b"))
+    expect([taken.status, taken.body.code]).toEqual([409, "CONFLICT"])
+  })
+
+  it("starts a node with `serve --join` on an empty data directory: it comes up as one of the cluster's", async () => {
+    const invite = (await enroll({})).body.invite as string
+    const dataDir = fs.mkdtempSync(path.join(testTmp(), "portico-join-"))
+    // no root secret and no registry: both come from the invite
+    b = await startGateway({ dataDir, args: ["--join", invite], env: { ...fast, PORTICO_NODE_ID: "node-joined" } })
+    expect(b.logs()).toContain("joined the cluster")
+    expect(fs.statSync(path.join(dataDir, "secret.key")).mode & 0o777).toBe(0o600)
+    expect(fs.statSync(path.join(dataDir, "cluster.json")).mode & 0o777).toBe(0o600)
+    expect(Buffer.from(fs.readFileSync(path.join(dataDir, "secret.key"), "utf8").trim(), "base64").toString("hex")).toBe("44".repeat(32))
+    await waitFor("the joined node to be active on a", async () => {
+      const peers = await a.request("GET", "/v1/network/peers", { token: operatorToken })
+      return peers.body.peers.some((p: { node: string; status: string }) => p.node === "node-joined" && p.status === "active")
+    }, 10_000)
+    // the same registry and root secret: a key minted on a works on b
+    const owner = (await a.cli(["namespace", "create", "shared"])).api_key
+    const whoami = await b.request("GET", "/v1/auth/whoami", { token: owner })
+    expect([whoami.status, whoami.body.namespace], whoami.text).toEqual([200, "shared"])
+    // a restart that still says --join does not spend another invite
+    await b.stop()
+    const again = (await enroll({})).body.invite as string
+    b = await startGateway({ dataDir, args: ["--join", again], env: { ...fast, PORTICO_NODE_ID: "node-joined" } })
+    expect(b.logs()).toContain("joined before")
+    expect((await join(joinBody(again, "node-fresh"))).status).toBe(200)
+  })
+
+  it("refuses to join a data directory that holds a root secret of its own, and a garbled invite", async () => {
+    const dataDir = fs.mkdtempSync(path.join(testTmp(), "portico-join-"))
+    fs.writeFileSync(path.join(dataDir, "secret.key"), crypto.randomBytes(32).toString("base64"))
+    const invite = (await enroll({})).body.invite as string
+    await expect(startGateway({ dataDir, args: ["--join", invite] })).rejects.toThrow(/holds a root secret of its own/)
+    await expect(startGateway({ args: ["--join", "pjoin_garbage"] })).rejects.toThrow(/--join takes an invite/)
+    // the invite was not spent by the refused start
+    expect((await join(joinBody(invite, "node-late"))).status).toBe(200)
+  })
+})
+
+describe("node invites on an embedded registry", () => {
+  it("are refused: no other node can share a registry kept in one node's data directory", async () => {
+    const operator = Wallet.createRandom()
+    const gw = await startGateway({ env: { PORTICO_OPERATORS: operator.address.toLowerCase() } })
+    try {
+      const challenged = await gw.request("POST", "/v1/auth/challenge", { json: { wallet: operator.address } })
+      const verified = await gw.request("POST", "/v1/auth/verify", { json: { message: challenged.body.message, signature: await operator.signMessage(challenged.body.message) } })
+      const answer = await gw.request("POST", "/v1/node/enroll", { token: verified.body.access_token, json: {} })
+      expect([answer.status, answer.body.code]).toEqual([409, "CONFLICT"])
+      expect(answer.body.hint).toContain("PORTICO_RQLITE_URL")
+    } finally {
+      await gw.stop()
+    }
+  })
+})
