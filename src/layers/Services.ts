@@ -67,6 +67,8 @@ import { SocketDirectory } from "./functions/SocketDirectory.js"
 import { Membership } from "./cluster/Membership.js"
 import { NodeHeartbeat } from "./cluster/NodeHeartbeat.js"
 import { NodeInvites } from "./cluster/NodeInvites.js"
+import { NodeAdmin } from "./cluster/NodeAdmin.js"
+import { NodeLogs } from "./cluster/NodeLogs.js"
 import { Invocations } from "./functions/Invocations.js"
 import { FunctionSchedules } from "./functions/Schedules.js"
 import { FunctionTopicTriggers } from "./functions/TopicTriggers.js"
@@ -161,9 +163,11 @@ export const servicesLayer = (settings: PorticoSettings, options: ServicesOption
  * builds this and wires no service of its own.
  */
 export const gatewayServicesLayer = (settings: PorticoSettings, options: ServicesOptions = {}) =>
-  // namespace creation over HTTP, which waits for a deletion of the same name; functions'
-  // schedules and topic triggers, and this node's heartbeat, which run in running gateways only
-  Layer.mergeAll(NamespaceCreation.Live, FunctionSchedules, FunctionTopicTriggers, NodeHeartbeat.Live).pipe(
+  // node administration, over this node's heartbeat and the log it keeps
+  NodeAdmin.Live.pipe(
+    // namespace creation over HTTP, which waits for a deletion of the same name; functions'
+    // schedules and topic triggers, this node's heartbeat and its log, which running gateways only have
+    Layer.provideMerge(Layer.mergeAll(NamespaceCreation.Live, FunctionSchedules, FunctionTopicTriggers, NodeHeartbeat.Live, NodeLogs.Live)),
     // what operators see of this gateway's health (its checks over the services below)
     Layer.provideMerge(OperatorHealth.Live),
     // namespace deletion, over every service a namespace holds something in (its apps too)

@@ -143,6 +143,56 @@ describe("joining a node with an invite", () => {
     expect((await join(joinBody(again, "node-fresh"))).status).toBe(200)
   })
 
+  it("answers for any node from any node: its status, its log, and its drain", async () => {
+    const joined = b!
+    // an operator of the registry's list is one on every node (PORTICO_OPERATORS is a's setting only)
+    await a.cli(["operator", "add", operator.address.toLowerCase()])
+    const get = (p: string, token = operatorToken) => a.request("GET", p, { token })
+    const status = await get("/v1/node/status?node=node-joined")
+    expect(status.status, status.text).toBe(200)
+    expect(status.body).toMatchObject({ node: "node-joined", status: "active", self: false, draining: false, reachable: true, error: null })
+    expect(status.body.snapshot).toMatchObject({ node: "node-joined", status: "ok" })
+    expect((await get("/v1/node/status")).body).toMatchObject({ node: "node-a", self: true, reachable: true })
+    // its log, read through a: the lines b wrote
+    const logs = await get("/v1/node/logs?node=node-joined&lines=1000")
+    expect(logs.status, logs.text).toBe(200)
+    expect(logs.body.node).toBe("node-joined")
+    expect(logs.body.lines.some((l: string) => l.includes('"msg":"listening"'))).toBe(true)
+    expect((await get("/v1/node/logs?node=node-joined&lines=2")).body.lines).toHaveLength(2)
+    // the typed client names the routes
+    expect((await call(a, operatorToken, (c) => c.node.status({ urlParams: { node: "node-joined" } }))).status).toBe("active")
+    const owner = (await a.cli(["namespace", "create", "drained"])).api_key
+    for (const [p, status, code] of [
+      ["/v1/node/status?node=node-nowhere", 404, "NOT_FOUND"],
+      ["/v1/node/logs?node=node-nowhere", 404, "NOT_FOUND"],
+      ["/v1/node/logs?lines=0", 400, "VALIDATION_FAILED"],
+      ["/v1/node/logs?lines=1001", 400, "VALIDATION_FAILED"],
+      ["/v1/node/status?node=..%2Fx", 400, "VALIDATION_FAILED"]
+    ] as const) {
+      const answer = await get(p)
+      expect([answer.status, answer.body.code], p).toEqual([status, code])
+    }
+    expect((await get("/v1/node/status", owner)).status).toBe(403)
+    // drain b through a: b answers its health with 503 and takes no new database; a lists it draining
+    const drain = await a.request("POST", "/v1/node/command", { token: operatorToken, json: { node: "node-joined", command: "drain" } })
+    expect([drain.status, drain.body], drain.text).toEqual([200, { node: "node-joined", command: "drain", draining: true }])
+    await waitFor("b to know it is draining", async () => (await joined.request("GET", "/health")).status === 503, 10_000)
+    expect((await joined.request("GET", "/v1/health")).body.status).toBe("draining")
+    const refused = await joined.request("POST", "/v1/db/sqlite/create", { token: owner, json: { database_name: "late" } })
+    expect([refused.status, refused.body.code], refused.text).toEqual([503, "UNAVAILABLE"])
+    expect(refused.headers.get("retry-after")).not.toBeNull()
+    expect((await a.request("POST", "/v1/db/sqlite/create", { token: owner, json: { database_name: "late" } })).status).toBe(201)
+    expect((await get("/v1/network/peers")).body.peers.find((p: { node: string }) => p.node === "node-joined").draining).toBe(true)
+    // undrain through b itself: known there at once
+    const undrain = await joined.request("POST", "/v1/node/command", { token: operatorToken, json: { node: "node-joined", command: "undrain" } })
+    expect(undrain.status, undrain.text).toBe(200)
+    expect((await joined.request("GET", "/health")).status).toBe(200)
+    for (const body of [{ node: "node-nowhere", command: "drain" }, { node: "node-joined", command: "reboot" }, { command: "drain" }]) {
+      const answer = await a.request("POST", "/v1/node/command", { token: operatorToken, json: body })
+      expect(answer.status, JSON.stringify(body)).toBe(body.node === "node-nowhere" ? 404 : 400)
+    }
+  })
+
   it("refuses to join a data directory that holds a root secret of its own, and a garbled invite", async () => {
     const dataDir = fs.mkdtempSync(path.join(testTmp(), "portico-join-"))
     fs.writeFileSync(path.join(dataDir, "secret.key"), crypto.randomBytes(32).toString("base64"))

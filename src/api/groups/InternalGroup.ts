@@ -32,6 +32,8 @@ import {
 } from "./DeploymentsGroup.js"
 import { NodeSnapshot } from "./OperatorGroup.js"
 import { SocketEntry } from "../../domain/FunctionSockets.js"
+import { NODE_LOG_LINES } from "../../domain/NodeAdmin.js"
+import { NodeLogLines } from "./NodeGroup.js"
 
 const SocketId = Schema.String.pipe(Schema.maxLength(256))
 
@@ -98,6 +100,12 @@ export class InternalGroup extends HttpApiGroup.make("internal")
     HttpApiEndpoint.post("nodeSnapshot", "/v1/internal/operator/snapshot")
       .setPayload(strict(Schema.Struct({})))
       .addSuccess(NodeSnapshot)
+  )
+  .add(
+    // the last lines this node wrote, for an operator's GET /v1/node/logs on another node
+    HttpApiEndpoint.post("nodeLogs", "/v1/internal/node/logs")
+      .setPayload(strict(Schema.Struct({ lines: Schema.Int.pipe(Schema.between(1, NODE_LOG_LINES)) })))
+      .addSuccess(NodeLogLines)
   )
   .add(
     // a dynamic deployment's update, rollback, environment change and delete run on its home node

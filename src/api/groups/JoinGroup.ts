@@ -9,7 +9,7 @@ import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
-import { NodeJoinRefusals, wiresOf } from "../../domain/Errors.js"
+import { NodeRefusals, wiresOf } from "../../domain/Errors.js"
 import { OpenGate } from "../Gates.js"
 import { internalOnly } from "../OpenApiFacts.js"
 import { open } from "../Policy.js"
@@ -42,7 +42,7 @@ export class JoinGroup extends HttpApiGroup.make("join")
     HttpApiEndpoint.post("join", "/v1/internal/join")
       .setPayload(JoinRequest)
       .addSuccess(JoinAnswer)
-      .addError(wiresOf(NodeJoinRefusals))
+      .addError(wiresOf(NodeRefusals))
       .middleware(OpenGate)
       .annotate(RoutePolicy, open)
   )

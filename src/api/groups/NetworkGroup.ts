@@ -14,10 +14,11 @@ import { UnixSeconds } from "../Wire.js"
 
 export const NetworkPeer = Schema.Struct({
   node: Schema.String,
-  status: Schema.Literal("active", "inactive", "stopped", "unregistered").annotations({
+  status: Schema.Literal("active", "inactive", "stopped", "unregistered", "retired").annotations({
     description:
-      "active: a heartbeat within PORTICO_NODE_TTL_MS (by the registry's clock); stopped: it stopped cleanly; inactive: silent past the TTL without a clean stop (dead, hung or cut off); unregistered: a PORTICO_PEERS seed with no row (a node of an older release, or not started)"
+      "active: a heartbeat within PORTICO_NODE_TTL_MS (by the registry's clock); stopped: it stopped cleanly; inactive: silent past the TTL without a clean stop (dead, hung or cut off); unregistered: a PORTICO_PEERS seed with no row (a node of an older release, or not started); retired: it left the cluster (POST /v1/node/leave)"
   }),
+  draining: Schema.Boolean.annotations({ description: "an operator asked it to drain (POST /v1/node/command): it takes no new node-local databases and its health routes answer 503" }),
   internal_url: Schema.String.annotations({ description: "where other nodes reach it (its seed URL when it is one); empty when it listens on a wildcard address and has no PORTICO_INTERNAL_URL" }),
   version: Schema.NullOr(Schema.String),
   joined_at: Schema.NullOr(UnixSeconds),

@@ -1,15 +1,19 @@
 /**
- * Node administration for operators (spec §4.9 `/v1/node/*`; docs/cluster.md): invites that admit
- * a node. Operator routes: a wallet's session whose wallet is an operator.
+ * Node administration for operators (spec §4.9 `/v1/node/*`; docs/cluster.md, "Node
+ * administration"): invites that admit a node, a node's status and log, drain, and leave. Any
+ * gateway answers for any node of the cluster, asking it over the overlay. Operator routes: a
+ * wallet's session whose wallet is an operator.
  */
 import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import { Schema } from "effect"
-import { NodeJoinRefusals, wiresOf } from "../../domain/Errors.js"
+import { NodeRefusals, wiresOf } from "../../domain/Errors.js"
 import { Authentication } from "../Gates.js"
 import { operator } from "../Policy.js"
 import { RoutePolicy } from "../RouteFacts.js"
 import { strict, UnixSeconds } from "../Wire.js"
+import { NODE_COMMANDS, NODE_LOG_LINES } from "../../domain/NodeAdmin.js"
+import { NetworkPeer } from "./NetworkGroup.js"
 
 /** A node id as PORTICO_NODE_ID names it. */
 export const NodeId = Schema.String.pipe(
@@ -32,8 +36,51 @@ export const NodeInviteMade = Schema.Struct({
   node_id: Schema.NullOr(Schema.String)
 }).annotations({ identifier: "NodeInviteMade" })
 
+const NodeQuery = { node: Schema.optional(NodeId.annotations({ description: "the node asked about; the node answering when absent" })) }
+
+export const NodeStatus = Schema.Struct({
+  ...NetworkPeer.fields,
+  reachable: Schema.Boolean.annotations({ description: "it answered for its snapshot within 3 s" }),
+  error: Schema.NullOr(Schema.String).annotations({ description: "why there is no snapshot" }),
+  snapshot: Schema.NullOr(Schema.Record({ key: Schema.String, value: Schema.Unknown })).annotations({
+    description: "the node's telemetry snapshot as it answered (NodeSnapshot: checks, namespaces, memory)"
+  })
+}).annotations({ identifier: "NodeStatus" })
+
+export const NodeLogLines = Schema.Struct({
+  node: Schema.String,
+  lines: Schema.Array(Schema.String).annotations({ description: "its last lines of output, oldest first (JSON lines, each cut at 4 KiB)" })
+}).annotations({ identifier: "NodeLogLines" })
+
+export const NodeCommandRequest = strict(
+  Schema.Struct({
+    node: NodeId,
+    command: Schema.Literal(...NODE_COMMANDS).annotations({
+      description: "drain: take no new node-local databases and answer the health routes with 503 (a load balancer takes it out); undrain: back in service"
+    })
+  })
+).annotations({ identifier: "NodeCommandRequest" })
+
+export const NodeCommandDone = Schema.Struct({ node: Schema.String, command: Schema.Literal(...NODE_COMMANDS), draining: Schema.Boolean }).annotations({
+  identifier: "NodeCommandDone"
+})
+
 export class NodeGroup extends HttpApiGroup.make("node")
   .add(HttpApiEndpoint.post("enroll", "/v1/node/enroll").setPayload(EnrollNode).addSuccess(NodeInviteMade, { status: 201 }))
-  .addError(wiresOf(NodeJoinRefusals))
+  .add(HttpApiEndpoint.get("status", "/v1/node/status").setUrlParams(Schema.Struct(NodeQuery)).addSuccess(NodeStatus))
+  .add(
+    HttpApiEndpoint.get("logs", "/v1/node/logs")
+      .setUrlParams(
+        Schema.Struct({
+          ...NodeQuery,
+          lines: Schema.optional(
+            Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, NODE_LOG_LINES)).annotations({ description: `1-${NODE_LOG_LINES}, default 100` })
+          )
+        })
+      )
+      .addSuccess(NodeLogLines)
+  )
+  .add(HttpApiEndpoint.post("command", "/v1/node/command").setPayload(NodeCommandRequest).addSuccess(NodeCommandDone))
+  .addError(wiresOf(NodeRefusals))
   .middleware(Authentication)
   .annotate(RoutePolicy, operator) {}

@@ -14,7 +14,9 @@ import { UnixSeconds } from "../Wire.js"
 export const CheckStatus = Schema.Literal("ok", "failing")
 
 export const HealthReport = Schema.Struct({
-  status: Schema.Literal("ok", "degraded"),
+  status: Schema.Literal("ok", "degraded", "draining").annotations({
+    description: "draining (answered with 503): an operator is taking this node out of service (POST /v1/node/command)"
+  }),
   checks: Schema.Record({ key: Schema.String, value: CheckStatus })
 }).annotations({ identifier: "HealthReport" })
 

@@ -14,6 +14,7 @@ import { PorticoConfig } from "../../layers/config/PorticoConfig.js"
 import { SocketDirectory } from "../../layers/functions/SocketDirectory.js"
 import { OperatorHealth } from "../../layers/operators/OperatorHealth.js"
 import { Storage } from "../../layers/storage/Storage.js"
+import { NodeLogs } from "../../layers/cluster/NodeLogs.js"
 import { PorticoApi } from "../Api.js"
 import { bodyOf } from "../NodeAdapter.js"
 import { backupWire, bind } from "./DatabaseHandlers.js"
@@ -38,6 +39,7 @@ export const InternalHandlers = HttpApiBuilder.group(PorticoApi, "internal", (ha
     const namespaceBackups = yield* NamespaceBackups
     const sockets = yield* SocketDirectory
     const config = yield* PorticoConfig
+    const nodeLogs = yield* NodeLogs
 
     return handlers
       .handle("ping", () => Effect.succeed({ status: "ok" as const, node: config.nodeId }))
@@ -80,6 +82,7 @@ export const InternalHandlers = HttpApiBuilder.group(PorticoApi, "internal", (ha
           return { dropped: yield* Effect.mapError(cache.dropNamespace(payload.namespace), () => unavailable("this node's cache did not answer")) }
         })
       )
+      .handle("nodeLogs", ({ payload }) => Effect.succeed({ node: config.nodeId, lines: nodeLogs.tail(payload.lines) }))
       .handle("nodeSnapshot", ({ payload }) =>
         Effect.gen(function* () {
           const here = yield* Effect.mapError(health.here, () => unavailable("no check of this node answered"))

@@ -4,6 +4,8 @@ import { Effect } from "effect"
 import { CurrentPrincipal } from "../../domain/Principal.js"
 import { Membership } from "../../layers/cluster/Membership.js"
 import { NODE_INVITE_MAX_SECONDS, NodeInvites } from "../../layers/cluster/NodeInvites.js"
+import { NodeAdmin } from "../../layers/cluster/NodeAdmin.js"
+import { peerView } from "./NetworkHandlers.js"
 import { PorticoApi } from "../Api.js"
 import { toUnixSeconds } from "../Wire.js"
 import { refusedOrDown } from "./Refusals.js"
@@ -13,6 +15,8 @@ export const NodeHandlers = HttpApiBuilder.group(PorticoApi, "node", (handlers) 
   Effect.gen(function* () {
     const invites = yield* NodeInvites
     const membership = yield* Membership
+    const admin = yield* NodeAdmin
+    const actor = Effect.map(CurrentPrincipal, (p) => p.subject)
     /** Where a joiner reaches this node: its registered internal URL, else the address it was asked on. */
     const joinUrl = Effect.gen(function* () {
       const registered = yield* Effect.orElseSucceed(membership.urlOf(membership.self.id), () => undefined)
@@ -20,16 +24,33 @@ export const NodeHandlers = HttpApiBuilder.group(PorticoApi, "node", (handlers) 
       const request = yield* HttpServerRequest.HttpServerRequest
       return `http://${request.headers["host"] ?? "127.0.0.1"}`
     })
-    return handlers.handle("enroll", ({ payload }) =>
+    return handlers
+      .handle("enroll", ({ payload }) =>
       Effect.gen(function* () {
-        const actor = (yield* CurrentPrincipal).subject
-        const made = yield* invites.mint(actor, {
+        const made = yield* invites.mint(yield* actor, {
           nodeId: payload.node_id,
           expirySeconds: payload.expiry_seconds ?? NODE_INVITE_MAX_SECONDS,
           joinUrl: yield* joinUrl
         })
         return { invite: made.invite, expires_at: toUnixSeconds(made.expiresAt), node_id: made.nodeId ?? null }
       }).pipe(Effect.mapError(refusedOrDown))
-    )
+      )
+      .handle("status", ({ urlParams }) =>
+        Effect.map(Effect.mapError(admin.status(urlParams.node ?? membership.self.id), refusedOrDown), ({ node, snapshot }) => ({
+          ...peerView(node),
+          reachable: snapshot.reachable,
+          error: snapshot.reachable ? null : snapshot.error,
+          snapshot: snapshot.reachable ? snapshot : null
+        }))
+      )
+      .handle("logs", ({ urlParams }) => {
+        const node = urlParams.node ?? membership.self.id
+        return Effect.map(Effect.mapError(admin.logs(node, urlParams.lines ?? 100), refusedOrDown), (lines) => ({ node, lines }))
+      })
+      .handle("command", ({ payload }) =>
+        Effect.flatMap(actor, (by) =>
+          Effect.map(Effect.mapError(admin.command(payload.node, payload.command, by), refusedOrDown), (draining) => ({ ...payload, draining }))
+        )
+      )
   })
 )

@@ -4,6 +4,7 @@ import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { Effect } from "effect"
 import { unavailable } from "../../domain/Errors.js"
 import { Health, type HealthService } from "../../layers/health/Health.js"
+import { NodeHeartbeat } from "../../layers/cluster/NodeHeartbeat.js"
 import { KeyRing } from "../../layers/tokens/KeyRing.js"
 import { RegistryStore } from "../../layers/registry/RegistryStore.js"
 import { migrations } from "../../layers/registry/migrations.js"
@@ -55,12 +56,18 @@ const escapeHtml = (s: string) => s.replace(/[&<>"']/g, (c) => `&#${c.charCodeAt
 export const SystemHandlers = HttpApiBuilder.group(PorticoApi, "system", (handlers) =>
   Effect.gen(function* () {
     const health = yield* Health
+    const heartbeat = yield* NodeHeartbeat
+    // a draining node answers its health with 503, so a load balancer stops sending it clients
+    const nodeHealth = Effect.gen(function* () {
+      const report = yield* health.check
+      return (yield* heartbeat.draining) ? HttpServerResponse.unsafeJson({ ...report, status: "draining" }, { status: 503 }) : report
+    })
     const ring = yield* KeyRing
     const store = yield* RegistryStore
     const jwks = Effect.map(ring.jwks, (set) => ({ keys: set.keys as ReadonlyArray<typeof PublicJwk.Type> }))
     return handlers
-      .handle("health", () => health.check)
-      .handle("healthV1", () => health.check)
+      .handle("health", () => nodeHealth)
+      .handle("healthV1", () => nodeHealth)
       .handle("status", () => statusOf(health))
       .handle("statusPage", () =>
         Effect.gen(function* () {

@@ -230,6 +230,6 @@ export type WorkloadCode = (typeof WorkloadRefusals)[number]
  */
 export const ListenerRefusals = family("ROUTE_NOT_FOUND", "METHOD_NOT_ALLOWED", "REQUEST_TIMEOUT", "HEADERS_TOO_LARGE", "APP_UNREACHABLE")
 
-/** Minting node invites and admitting a node with one (src/layers/cluster/NodeInvites.ts). */
-export const NodeJoinRefusals = family("VALIDATION_FAILED", "UNAUTHORIZED", "COORDINATION_REFUSED", "NOT_FOUND", "CONFLICT", "UNAVAILABLE")
-export type NodeJoinCode = (typeof NodeJoinRefusals)[number]
+/** Node administration: invites and joins, status, logs, commands, leaving (src/layers/cluster). */
+export const NodeRefusals = family("VALIDATION_FAILED", "UNAUTHORIZED", "COORDINATION_REFUSED", "NOT_FOUND", "CONFLICT", "UNAVAILABLE")
+export type NodeCode = (typeof NodeRefusals)[number]

@@ -31,6 +31,8 @@ const NodeRow = Schema.Struct({
   joined_at: Schema.Number,
   last_seen: Schema.Number,
   left_at: Schema.NullOr(Schema.Number),
+  retired_at: Schema.NullOr(Schema.Number),
+  draining_at: Schema.NullOr(Schema.Number),
   age_ms: Schema.Number
 })
 
@@ -40,9 +42,12 @@ export interface ClusterNode {
   /**
    * `stopped`: it stopped cleanly (its memory went with it); `inactive`: silent past the TTL without
    * a clean stop (dead, hung or cut off: it may come back with what it held); `unregistered`: a seed
-   * with no row (a node of a release before membership, or not started yet).
+   * with no row (a node of a release before membership, or not started yet); `retired`: it left the
+   * cluster (`POST /v1/node/leave`) and its key is no longer accepted.
    */
-  readonly status: "active" | "inactive" | "stopped" | "unregistered"
+  readonly status: "active" | "inactive" | "stopped" | "unregistered" | "retired"
+  /** An operator asked it to drain (`POST /v1/node/command`). */
+  readonly draining: boolean
   readonly internalUrl: string
   readonly version: string | undefined
   readonly joinedAt: number | undefined
@@ -97,23 +102,25 @@ export class Membership extends Context.Tag("portico/Membership")<Membership, Me
 
       const readRows = Effect.flatMap(
         store.query({
-          sql: `SELECT id, public_key, internal_url, version, joined_at, last_seen, left_at, ${REGISTRY_NOW} - last_seen AS age_ms FROM cluster_nodes ORDER BY id`
+          sql: `SELECT id, public_key, internal_url, version, joined_at, last_seen, left_at, retired_at, draining_at, ${REGISTRY_NOW} - last_seen AS age_ms FROM cluster_nodes ORDER BY id`
         }),
         decodeRows("cluster node", NodeRow)
       )
+      /** The rows of nodes still in the cluster: a retired node is called by nothing. */
+      const readMembers = Effect.map(readRows, (rows) => rows.filter((r) => r.retired_at === null))
       let cached: { readonly at: number; readonly rows: ReadonlyArray<typeof NodeRow.Type> } | undefined
       /** The rows, read again when older than READ_CACHE_MS; none when the registry is away. */
       const recentRows = Effect.suspend(() =>
         cached !== undefined && Date.now() - cached.at < READ_CACHE_MS
           ? Effect.succeed(cached.rows)
-          : readRows.pipe(
+          : readMembers.pipe(
               Effect.tap((rows) => Effect.sync(() => (cached = { at: Date.now(), rows }))),
               Effect.orElseSucceed(() => cached?.rows ?? [])
             )
       )
 
-      const statusOf = (row: typeof NodeRow.Type): "active" | "inactive" | "stopped" =>
-        row.left_at !== null ? "stopped" : row.age_ms <= ttl ? "active" : "inactive"
+      const statusOf = (row: typeof NodeRow.Type): "active" | "inactive" | "stopped" | "retired" =>
+        row.retired_at !== null ? "retired" : row.left_at !== null ? "stopped" : row.age_ms <= ttl ? "active" : "inactive"
 
       const nodes = Effect.map(readRows, (rows): ReadonlyArray<ClusterNode> => {
         const registered = rows.map(
@@ -126,7 +133,8 @@ export class Membership extends Context.Tag("portico/Membership")<Membership, Me
             lastSeen: row.last_seen,
             ageMs: Math.max(0, row.age_ms),
             self: row.id === self.id,
-            seed: config.peers.has(row.id)
+            seed: config.peers.has(row.id),
+            draining: row.draining_at !== null
           })
         )
         const unregistered = seeds
@@ -141,7 +149,8 @@ export class Membership extends Context.Tag("portico/Membership")<Membership, Me
               lastSeen: undefined,
               ageMs: undefined,
               self: false,
-              seed: true
+              seed: true,
+              draining: false
             })
           )
         return [...registered, ...unregistered].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))

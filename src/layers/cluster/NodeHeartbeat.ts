@@ -22,9 +22,20 @@ export class NodeIdTaken extends Data.TaggedError("NodeIdTaken")<{ readonly node
   }
 }
 
+/** The node left the cluster: its key is not accepted again (docs/cluster.md, "Leaving"). */
+export class NodeRetired extends Data.TaggedError("NodeRetired")<{ readonly nodeId: string }> {
+  override get message() {
+    return `node ${this.nodeId} left the cluster (POST /v1/node/leave) and its key is retired: start a new node on an empty data directory with \`portico serve --join <invite>\``
+  }
+}
+
 export interface NodeHeartbeatService {
   /** The gateway listens on `port`: its internal URL is written now (PORTICO_INTERNAL_URL wins). */
   readonly listening: (port: number) => Effect.Effect<void>
+  /** Whether an operator asked this node to drain, as of its last heartbeat (or its own command). */
+  readonly draining: Effect.Effect<boolean>
+  /** This node's drain as an operator set it through this node: known at once, not at the next beat. */
+  readonly setDraining: (draining: boolean) => Effect.Effect<void>
 }
 
 /** `http://<host>:<port>` when the gateway listens on one address; empty (reachable only as a seed) on a wildcard. */
@@ -43,6 +54,7 @@ export class NodeHeartbeat extends Context.Tag("portico/NodeHeartbeat")<NodeHear
       const settings = config.membership
       let internalUrl = settings.internalUrl ?? ""
       let taken = false
+      let draining = false
 
       /** Writes this node's row: false when the id is another key's. */
       const beat = Effect.suspend(() =>
@@ -50,10 +62,19 @@ export class NodeHeartbeat extends Context.Tag("portico/NodeHeartbeat")<NodeHear
           sql: `INSERT INTO cluster_nodes (id, public_key, internal_url, version, joined_at, last_seen)
                 VALUES (?, ?, ?, ?, ${REGISTRY_NOW}, ${REGISTRY_NOW})
                 ON CONFLICT (id) DO UPDATE SET internal_url = excluded.internal_url, version = excluded.version, last_seen = excluded.last_seen, left_at = NULL
-                WHERE cluster_nodes.public_key = excluded.public_key`,
+                WHERE cluster_nodes.public_key = excluded.public_key AND cluster_nodes.retired_at IS NULL`,
           params: [self.id, self.publicKey, internalUrl, VERSION]
         })
-      ).pipe(Effect.map((r) => r.rowsAffected === 1))
+      ).pipe(
+        Effect.map((r) => r.rowsAffected === 1),
+        Effect.tap((mine) =>
+          mine
+            ? Effect.map(store.query({ sql: "SELECT draining_at FROM cluster_nodes WHERE id = ?", params: [self.id] }), ([row]) => {
+                draining = row !== undefined && row.draining_at !== null
+              })
+            : Effect.void
+        )
+      )
 
       const heartbeat = Effect.suspend(() => (taken ? Effect.succeed(true) : beat)).pipe(
         Effect.flatMap((mine) => {
@@ -66,7 +87,10 @@ export class NodeHeartbeat extends Context.Tag("portico/NodeHeartbeat")<NodeHear
 
       // the claim; a registry that does not answer now is tried again by the heartbeat
       const claimed = yield* Effect.either(beat)
-      if (claimed._tag === "Right" && !claimed.right) return yield* Effect.fail(new NodeIdTaken({ nodeId: self.id }))
+      if (claimed._tag === "Right" && !claimed.right) {
+        const [row] = yield* Effect.orElseSucceed(store.query({ sql: "SELECT retired_at FROM cluster_nodes WHERE id = ? AND public_key = ?", params: [self.id, self.publicKey] }), () => [])
+        return yield* Effect.fail(row !== undefined && row.retired_at !== null ? new NodeRetired({ nodeId: self.id }) : new NodeIdTaken({ nodeId: self.id }))
+      }
       yield* Effect.forkScoped(Effect.repeat(heartbeat, Schedule.spaced(`${settings.heartbeatMs} millis`)))
       // a clean stop: the row says so at once (the heartbeat fiber is gone before this runs)
       yield* Effect.addFinalizer(() =>
@@ -76,6 +100,8 @@ export class NodeHeartbeat extends Context.Tag("portico/NodeHeartbeat")<NodeHear
       )
 
       return NodeHeartbeat.of({
+        draining: Effect.sync(() => draining),
+        setDraining: (value) => Effect.sync(() => void (draining = value)),
         listening: (port) =>
           Effect.suspend(() => {
             if (settings.internalUrl === undefined) internalUrl = defaultInternalUrl(config.host, port)

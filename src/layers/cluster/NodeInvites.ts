@@ -10,7 +10,7 @@
  * row, so two joiners racing on one invite admit one. A refused attempt spends nothing.
  */
 import { Clock, Context, Effect, Layer, Redacted } from "effect"
-import type { NodeJoinCode } from "../../domain/Errors.js"
+import type { NodeCode } from "../../domain/Errors.js"
 import {
   claimSignatureHolds,
   encodeInvite,
@@ -53,7 +53,7 @@ export interface JoinRequest extends JoinClaim {
   readonly signature: string
 }
 
-export type NodeJoinRefused = Refused<NodeJoinCode>
+export type NodeJoinRefused = Refused<NodeCode>
 
 export interface NodeInvitesService {
   /** A one-use invite to join through `joinUrl`, for `nodeId` only when given. */

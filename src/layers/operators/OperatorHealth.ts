@@ -105,6 +105,8 @@ export interface OperatorHealthService {
   readonly listening: (port: number) => Effect.Effect<void>
   /** This node's snapshot (what a peer answers); fails when no check answered. */
   readonly here: Effect.Effect<TelemetrySnapshot, Error>
+  /** Node `node`'s snapshot as it answered (this node's own when it is this one), or why it is missing. */
+  readonly snapshotOf: (node: string) => Effect.Effect<PeerSnapshot>
   /** The cluster's (the stream's); fails when nothing could be assembled (`event: error`). */
   readonly snapshot: Effect.Effect<ClusterSnapshot, Error>
 }
@@ -229,6 +231,13 @@ export class OperatorHealth extends Context.Tag("portico/OperatorHealth")<Operat
         detail,
         listening: (port) => Ref.set(gatewayPort, port),
         here,
+        snapshotOf: (node) =>
+          node === settings.nodeId
+            ? here.pipe(
+                Effect.map((s): PeerSnapshot => ({ ...s, namespaces: s.namespaces ?? null, reachable: true })),
+                Effect.catchAll((e) => Effect.succeed<PeerSnapshot>({ node, reachable: false, error: e.message }))
+              )
+            : peer(node),
         snapshot: Effect.map(
           // every live node of the membership
           Effect.all([here, Effect.flatMap(membership.peers, (peers) => Effect.forEach(peers, (p) => peer(p.id), { concurrency: 8 }))], {

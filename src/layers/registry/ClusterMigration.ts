@@ -27,7 +27,8 @@ export const clusterNodesMigration: Migration = {
  * Migration 19: one-use invites that admit a node (docs/cluster.md, "Joining"). `id` is the
  * SHA-256 of the token; the token itself is kept sealed under the root secret, as the admitting
  * node checks the joiner's HMAC with it. `node_id`, when set, is the only node the invite admits.
- * A node that leaves keeps its row with `retired_at`, and its key is no longer accepted.
+ * A node that leaves keeps its row with `retired_at`, and its key is no longer accepted; a node
+ * being drained has `draining_at`.
  */
 export const nodeInvitesMigration: Migration = {
   id: 19,
@@ -43,6 +44,7 @@ export const nodeInvitesMigration: Migration = {
       used_at INTEGER,
       used_by TEXT
     )`,
-    "ALTER TABLE cluster_nodes ADD COLUMN retired_at INTEGER"
+    "ALTER TABLE cluster_nodes ADD COLUMN retired_at INTEGER",
+    "ALTER TABLE cluster_nodes ADD COLUMN draining_at INTEGER"
   ]
 }

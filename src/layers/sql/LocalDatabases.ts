@@ -196,6 +196,16 @@ export class LocalDatabases extends Context.Tag("portico/LocalDatabases")<LocalD
         create: (caller, name) =>
           Effect.gen(function* () {
             const now = yield* Clock.currentTimeMillis
+            // a node being drained takes no new database (docs/cluster.md, "Node administration")
+            const [draining] = yield* Effect.mapError(
+              store.query({ sql: "SELECT 1 AS yes FROM cluster_nodes WHERE id = ? AND draining_at IS NOT NULL", params: [config.nodeId] }),
+              registryDown
+            )
+            if (draining !== undefined) {
+              return yield* Effect.fail(
+                refuse(Code.UNAVAILABLE, `this node (${config.nodeId}) is being drained: it takes no new database`, "create the database through another gateway of the cluster", 30)
+              )
+            }
             const entry = yield* audit.entry(caller.namespace, "sqlite.create", caller.subject, name, { home_node: config.nodeId })
             // the row claims the name; losing the race is the 409
             yield* store
