@@ -69,6 +69,7 @@ import { NodeHeartbeat } from "./cluster/NodeHeartbeat.js"
 import { NodeInvites } from "./cluster/NodeInvites.js"
 import { NodeAdmin } from "./cluster/NodeAdmin.js"
 import { NodeLogs } from "./cluster/NodeLogs.js"
+import { DatabaseMoves } from "./sql/DatabaseMoves.js"
 import { Invocations } from "./functions/Invocations.js"
 import { FunctionSchedules } from "./functions/Schedules.js"
 import { FunctionTopicTriggers } from "./functions/TopicTriggers.js"
@@ -123,7 +124,7 @@ export const servicesLayer = (settings: PorticoSettings, options: ServicesOption
     Layer.provideMerge(index)
   )
   const sqlBase = Layer.mergeAll(LocalDatabases.Live, ClusterSqlStore.Live, TransferSlot.Live).pipe(Layer.provideMerge(workers))
-  const sql = Layer.mergeAll(ClusterSql.Live, DatabaseBackups.Live).pipe(
+  const sql = Layer.mergeAll(ClusterSql.Live, DatabaseBackups.Live, DatabaseMoves.Live).pipe(
     Layer.provideMerge(sqlBase),
     Layer.provide(storage)
   )

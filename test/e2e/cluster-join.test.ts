@@ -193,6 +193,69 @@ describe("joining a node with an invite", () => {
     }
   })
 
+  it("retires a node through another, moving its databases without losing a write; a node that does not answer leaves only by force", async () => {
+    const leaving = b!
+    const owner = (await a.cli(["namespace", "create", "movers"])).api_key
+    const created = await leaving.request("POST", "/v1/db/sqlite/create", { token: owner, json: { database_name: "ledger" } })
+    expect([created.status, created.body.home_node], created.text).toEqual([201, "node-joined"])
+    const query = (gw: Gateway, sql: string) => gw.request("POST", "/v1/db/sqlite/query", { token: owner, json: { database_name: "ledger", query: sql } })
+    expect((await query(leaving, "CREATE TABLE t (v INTEGER)")).status).toBe(200)
+    for (let i = 0; i < 20; i++) expect((await query(a, `INSERT INTO t VALUES (${i})`)).status).toBe(200)
+    const leave = (json: unknown, gw: Gateway = a) => gw.request("POST", "/v1/node/leave", { token: operatorToken, json })
+    // a node leaves through another
+    expect([(await leave({ node: "node-joined" }, leaving)).status]).toEqual([409])
+    // writes keep coming through both gateways while it leaves: each is a 200 or a retryable 503
+    let leaveDone = false
+    const statuses: Array<number> = []
+    const writer = (async () => {
+      for (let i = 100; !leaveDone || i < 110; i++) {
+        const answer = await query(i % 2 === 0 ? a : leaving, `INSERT INTO t VALUES (${i})`)
+        statuses.push(answer.status)
+        if (answer.status === 503) expect(answer.headers.get("retry-after"), answer.text).not.toBeNull()
+      }
+    })()
+    const left = await leave({ node: "node-joined" })
+    leaveDone = true
+    await writer
+    expect(left.status, left.text).toBe(200)
+    expect(left.body).toEqual({ node: "node-joined", retired: true, moved: [{ namespace: "movers", database: "ledger", to: "node-a" }], lost: { databases: 0, deployments: 0 } })
+    expect(statuses.every((s) => s === 200 || s === 503), statuses.join(",")).toBe(true)
+    // every acknowledged row is there, on its new home, through either gateway
+    const acknowledged = 20 + statuses.filter((s) => s === 200).length
+    expect((await query(a, "SELECT COUNT(*) FROM t")).body.rows).toEqual([[acknowledged]])
+    expect((await query(leaving, "INSERT INTO t VALUES (20)")).status).toBe(200)
+    expect((await query(a, "SELECT COUNT(*) FROM t")).body.rows).toEqual([[acknowledged + 1]])
+    // the file is on a now: its size is known there
+    const listed = await a.request("GET", "/v1/db/sqlite/list", { token: owner })
+    expect(listed.body.databases.find((d: { name: string }) => d.name === "ledger").size_bytes).toBeGreaterThan(0)
+    const peer = (await a.request("GET", "/v1/network/peers", { token: operatorToken })).body.peers.find((p: { node: string }) => p.node === "node-joined")
+    expect(peer.status).toBe("retired")
+    await waitFor("the retired node to say so", () => leaving.logs().includes("left the cluster"), 10_000)
+    expect((await leave({ node: "node-joined" })).status).toBe(404)
+    // its key no longer starts it
+    await leaving.stop()
+    b = undefined
+    await expect(startGateway({ dataDir: leaving.dataDir, env: { ...fast, PORTICO_NODE_ID: "node-joined" } })).rejects.toThrow(/left the cluster/)
+
+    // a node that does not answer: its database cannot move, so only force retires it
+    const dataDir = fs.mkdtempSync(path.join(testTmp(), "portico-join-"))
+    const c = await startGateway({ dataDir, args: ["--join", (await enroll({})).body.invite], env: { ...fast, PORTICO_NODE_ID: "node-c" } })
+    expect((await c.request("POST", "/v1/db/sqlite/create", { token: owner, json: { database_name: "stranded" } })).status).toBe(201)
+    process.kill(c.pid, "SIGKILL")
+    await waitFor("c to be inactive", async () => {
+      const peers = await a.request("GET", "/v1/network/peers", { token: operatorToken })
+      return peers.body.peers.some((p: { node: string; status: string }) => p.node === "node-c" && p.status === "inactive")
+    }, 15_000)
+    const refused = await leave({ node: "node-c" })
+    expect([refused.status, refused.body.code], refused.text).toEqual([409, "CONFLICT"])
+    expect(refused.body.error).toContain("1 database")
+    const forced = await leave({ node: "node-c", force: true })
+    expect([forced.status, forced.body.lost], forced.text).toEqual([200, { databases: 1, deployments: 0 }])
+    for (const [body, status] of [[{ node: "node-c" }, 404], [{ node: "node-nowhere" }, 404], [{ node: "node-a", force: "yes" }, 400], [{}, 400]] as const) {
+      expect((await leave(body)).status, JSON.stringify(body)).toBe(status)
+    }
+  })
+
   it("refuses to join a data directory that holds a root secret of its own, and a garbled invite", async () => {
     const dataDir = fs.mkdtempSync(path.join(testTmp(), "portico-join-"))
     fs.writeFileSync(path.join(dataDir, "secret.key"), crypto.randomBytes(32).toString("base64"))

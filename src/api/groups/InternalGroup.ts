@@ -42,6 +42,9 @@ const Forwarded = {
   database_name: DatabaseName
 }
 
+/** A node-local database being handed to node `to` (a node id). */
+const Handoff = { namespace: NamespaceName, database_name: DatabaseName, to: Schema.String.pipe(Schema.maxLength(64)) }
+
 /** A deployment change forwarded to its home node: the namespace the front gateway authorized. */
 const ForwardedDeployment = { namespace: NamespaceName, name: DeploymentName }
 
@@ -88,6 +91,17 @@ export class InternalGroup extends HttpApiGroup.make("internal")
       .addSuccess(HttpApiSchema.Uint8Array({ contentType: "application/octet-stream" }))
       .addError(wiresOf(BackupRefusals))
       .annotate(BodyCap, "forwarded")
+  )
+  .add(
+    // a database homed here handed to the node taking it (src/layers/sql/DatabaseMoves.ts): its copy
+    HttpApiEndpoint.post("sqliteHandoff", "/v1/internal/sqlite/handoff")
+      .setPayload(strict(Schema.Struct(Handoff)))
+      .addSuccess(HttpApiSchema.Uint8Array({ contentType: "application/octet-stream" }))
+  )
+  .add(
+    HttpApiEndpoint.post("sqliteHandoffAbort", "/v1/internal/sqlite/handoff/abort")
+      .setPayload(strict(Schema.Struct(Handoff)))
+      .addSuccess(Schema.Struct({ aborted: Schema.Literal(true) }))
   )
   .add(
     // a deleted namespace's entries in this node's own (embedded) cache

@@ -65,6 +65,24 @@ export const NodeCommandDone = Schema.Struct({ node: Schema.String, command: Sch
   identifier: "NodeCommandDone"
 })
 
+export const LeaveRequest = strict(
+  Schema.Struct({
+    node: NodeId,
+    force: Schema.optional(
+      Schema.Boolean.annotations({ description: "retire it even with what cannot move: the databases of a node that does not answer, its deployments" })
+    )
+  })
+).annotations({ identifier: "LeaveRequest" })
+
+export const NodeLeft = Schema.Struct({
+  node: Schema.String,
+  retired: Schema.Literal(true),
+  moved: Schema.Array(Schema.Struct({ namespace: Schema.String, database: Schema.String, to: Schema.String })).annotations({
+    description: "the node-local databases now homed on the node that answered"
+  }),
+  lost: Schema.Struct({ databases: Schema.Int, deployments: Schema.Int }).annotations({ description: "what stayed on the retired node (non-zero only with force)" })
+}).annotations({ identifier: "NodeLeft" })
+
 export class NodeGroup extends HttpApiGroup.make("node")
   .add(HttpApiEndpoint.post("enroll", "/v1/node/enroll").setPayload(EnrollNode).addSuccess(NodeInviteMade, { status: 201 }))
   .add(HttpApiEndpoint.get("status", "/v1/node/status").setUrlParams(Schema.Struct(NodeQuery)).addSuccess(NodeStatus))
@@ -81,6 +99,7 @@ export class NodeGroup extends HttpApiGroup.make("node")
       .addSuccess(NodeLogLines)
   )
   .add(HttpApiEndpoint.post("command", "/v1/node/command").setPayload(NodeCommandRequest).addSuccess(NodeCommandDone))
+  .add(HttpApiEndpoint.post("leave", "/v1/node/leave").setPayload(LeaveRequest).addSuccess(NodeLeft))
   .addError(wiresOf(NodeRefusals))
   .middleware(Authentication)
   .annotate(RoutePolicy, operator) {}

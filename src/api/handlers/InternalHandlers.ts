@@ -15,6 +15,7 @@ import { SocketDirectory } from "../../layers/functions/SocketDirectory.js"
 import { OperatorHealth } from "../../layers/operators/OperatorHealth.js"
 import { Storage } from "../../layers/storage/Storage.js"
 import { NodeLogs } from "../../layers/cluster/NodeLogs.js"
+import { DatabaseMoves } from "../../layers/sql/DatabaseMoves.js"
 import { PorticoApi } from "../Api.js"
 import { bodyOf } from "../NodeAdapter.js"
 import { backupWire, bind } from "./DatabaseHandlers.js"
@@ -40,6 +41,7 @@ export const InternalHandlers = HttpApiBuilder.group(PorticoApi, "internal", (ha
     const sockets = yield* SocketDirectory
     const config = yield* PorticoConfig
     const nodeLogs = yield* NodeLogs
+    const moves = yield* DatabaseMoves
 
     return handlers
       .handle("ping", () => Effect.succeed({ status: "ok" as const, node: config.nodeId }))
@@ -71,6 +73,18 @@ export const InternalHandlers = HttpApiBuilder.group(PorticoApi, "internal", (ha
             { contentType: "application/octet-stream", contentLength: copy.size }
           )
         })
+      )
+      .handle("sqliteHandoff", ({ payload }) =>
+        Effect.gen(function* () {
+          const copy = yield* Effect.mapError(moves.handOff(payload.namespace, payload.database_name, payload.to), fromRefusal)
+          return HttpServerResponse.stream(
+            Stream.fromAsyncIterable(createReadStream(copy.file, { highWaterMark: 64 * 1024 }) as AsyncIterable<Uint8Array>, (e) => e),
+            { contentType: "application/octet-stream", contentLength: copy.size }
+          )
+        })
+      )
+      .handle("sqliteHandoffAbort", ({ payload }) =>
+        Effect.as(Effect.mapError(moves.abort(payload.namespace, payload.database_name, payload.to), fromRefusal), { aborted: true as const })
       )
       .handle("wsList", ({ payload }) => Effect.succeed({ connections: sockets.here.list(payload.namespace, payload.function) }))
       .handle("wsSend", ({ payload }) =>

@@ -47,6 +47,16 @@ export const NodeHandlers = HttpApiBuilder.group(PorticoApi, "node", (handlers) 
         const node = urlParams.node ?? membership.self.id
         return Effect.map(Effect.mapError(admin.logs(node, urlParams.lines ?? 100), refusedOrDown), (lines) => ({ node, lines }))
       })
+      .handle("leave", ({ payload }) =>
+        Effect.flatMap(actor, (by) =>
+          Effect.map(Effect.mapError(admin.leave(payload.node, payload.force === true, by), refusedOrDown), (left) => ({
+            node: payload.node,
+            retired: true as const,
+            moved: left.moved.map((m) => ({ ...m, to: membership.self.id })),
+            lost: { databases: left.lostDatabases, deployments: left.lostDeployments }
+          }))
+        )
+      )
       .handle("command", ({ payload }) =>
         Effect.flatMap(actor, (by) =>
           Effect.map(Effect.mapError(admin.command(payload.node, payload.command, by), refusedOrDown), (draining) => ({ ...payload, draining }))

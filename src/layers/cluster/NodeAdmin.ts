@@ -1,8 +1,13 @@
 /**
- * Node administration (docs/cluster.md, "Node administration"): a node's status and log, and its
- * drain, for an operator on any gateway. Another node is asked over the overlay (its snapshot, its
- * log through `/v1/internal/node/logs`); a drain is a mark on its registry row, which the node
- * reads at its next heartbeat (at once when the operator asked the node itself).
+ * Node administration (docs/cluster.md, "Node administration"): a node's status and log, its
+ * drain, and its leaving, for an operator on any gateway. Another node is asked over the overlay
+ * (its snapshot, its log through `/v1/internal/node/logs`); a drain is a mark on its registry row,
+ * which the node reads at its next heartbeat (at once when the operator asked the node itself).
+ *
+ * A node leaves through another: that one drains it, takes each of its node-local databases
+ * (DatabaseMoves.ts), and retires it: its row stays, marked, its key no longer heartbeats, and
+ * nothing calls it. What cannot move is counted first, and the leave refused unless forced: the
+ * databases of a node that does not answer, and its deployments (their apps run on it).
  */
 import { Clock, Context, Duration, Effect, Layer, Schema } from "effect"
 import type { NodeCode } from "../../domain/Errors.js"
@@ -16,6 +21,8 @@ import { RegistryStore, type StoreError } from "../registry/RegistryStore.js"
 import { type ClusterNode, Membership } from "./Membership.js"
 import { NodeHeartbeat } from "./NodeHeartbeat.js"
 import { NodeLogs } from "./NodeLogs.js"
+import { DatabaseMoves } from "../sql/DatabaseMoves.js"
+import { REGISTRY_NOW } from "./Membership.js"
 
 /** Another node's log arrives within this, or it is unreachable. */
 const LOGS_TIMEOUT = Duration.seconds(5)
@@ -31,6 +38,15 @@ export interface NodeAdminService {
   readonly logs: (id: string, lines: number) => Effect.Effect<ReadonlyArray<string>, NodeRefused | StoreError>
   /** Marks node `id` draining or not; answers whether it now is. */
   readonly command: (id: string, command: NodeCommand, actor: string) => Effect.Effect<boolean, NodeRefused | StoreError>
+  /** Moves node `id`'s databases here and retires it; `force` retires it even with what cannot move. */
+  readonly leave: (id: string, force: boolean, actor: string) => Effect.Effect<NodeLeft, NodeRefused | StoreError>
+}
+
+export interface NodeLeft {
+  readonly moved: ReadonlyArray<{ readonly namespace: string; readonly database: string }>
+  /** What stayed on the node: databases that could not move, deployments (only with `force`). */
+  readonly lostDatabases: number
+  readonly lostDeployments: number
 }
 
 export class NodeAdmin extends Context.Tag("portico/NodeAdmin")<NodeAdmin, NodeAdminService>() {
@@ -44,6 +60,7 @@ export class NodeAdmin extends Context.Tag("portico/NodeAdmin")<NodeAdmin, NodeA
       const audit = yield* OperatorAudit
       const heartbeat = yield* NodeHeartbeat
       const logs = yield* NodeLogs
+      const moves = yield* DatabaseMoves
       const self = membership.self.id
 
       const find = (id: string) =>
@@ -54,7 +71,63 @@ export class NodeAdmin extends Context.Tag("portico/NodeAdmin")<NodeAdmin, NodeA
             : Effect.succeed(node)
         })
 
+      const mark = (id: string, action: string, actor: string, sql: string, params: ReadonlyArray<string | number>, detail?: Record<string, number>) =>
+        Effect.gen(function* () {
+          const entry = yield* audit.statement(
+            { actor, action, target: id, ...(detail === undefined ? {} : { detail }) },
+            { sql: "EXISTS (SELECT 1 FROM cluster_nodes WHERE id = ?)", params: [id] }
+          )
+          const [changed] = yield* store.batch([{ sql, params }, entry])
+          return changed !== undefined && changed.rowsAffected > 0
+        })
+
+      const leave: NodeAdminService["leave"] = (id, force, actor) =>
+        Effect.gen(function* () {
+          if (id === self) {
+            return yield* Effect.fail(refuse("CONFLICT", "a node leaves through another node, which takes its databases", "send POST /v1/node/leave to another gateway of the cluster"))
+          }
+          const node = yield* find(id)
+          if (node.status === "retired") return yield* Effect.fail(refuse("NOT_FOUND", `node ${id} has left already`))
+          const databases = yield* store.query({ sql: "SELECT namespace, name FROM local_databases WHERE home_node = ? ORDER BY namespace, name", params: [id] })
+          const [apps] = yield* store.query({ sql: "SELECT COUNT(*) AS n FROM deployments WHERE home_node = ?", params: [id] })
+          const deployments = Number(apps?.n ?? 0)
+          const reachable = node.status === "active"
+          if (!force && deployments > 0) {
+            return yield* Effect.fail(
+              refuse("CONFLICT", `node ${id} is the home of ${deployments} deployment(s), whose apps run there`, "delete them or deploy them again through another node, or send force: true to retire it with them")
+            )
+          }
+          if (!force && !reachable && databases.length > 0) {
+            return yield* Effect.fail(
+              refuse("CONFLICT", `node ${id} is ${node.status}: its ${databases.length} database(s) cannot be moved`, "start it again and retry, or send force: true to retire it without them")
+            )
+          }
+          yield* mark(id, "node.drain", actor, "UPDATE cluster_nodes SET draining_at = COALESCE(draining_at, ?) WHERE id = ?", [Date.now(), id])
+          const moved: Array<{ namespace: string; database: string }> = []
+          if (reachable) {
+            for (const row of databases) {
+              const namespace = String(row.namespace)
+              const database = String(row.name)
+              const outcome = yield* Effect.either(moves.moveHere(id, namespace, database))
+              if (outcome._tag === "Right") moved.push({ namespace, database })
+              else if (!force) {
+                return yield* Effect.fail(
+                  refuse("UNAVAILABLE", `moved ${moved.length} of ${databases.length} database(s) off ${id}; ${database} of ${namespace}: ${outcome.left.reason}`, "retry the leave: the node stays draining and nothing is lost", 5)
+                )
+              }
+            }
+          }
+          const lostDatabases = databases.length - moved.length
+          yield* mark(id, "node.leave", actor, `UPDATE cluster_nodes SET retired_at = ${REGISTRY_NOW} WHERE id = ? AND retired_at IS NULL`, [id], {
+            moved: moved.length,
+            lost_databases: lostDatabases,
+            lost_deployments: deployments
+          })
+          return { moved, lostDatabases, lostDeployments: deployments }
+        })
+
       return NodeAdmin.of({
+        leave,
         status: (id) =>
           Effect.gen(function* () {
             const node = yield* find(id)

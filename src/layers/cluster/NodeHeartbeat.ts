@@ -80,7 +80,10 @@ export class NodeHeartbeat extends Context.Tag("portico/NodeHeartbeat")<NodeHear
         Effect.flatMap((mine) => {
           if (mine || taken) return Effect.void
           taken = true
-          return Effect.logError(new NodeIdTaken({ nodeId: self.id }).message)
+          return store.query({ sql: "SELECT retired_at FROM cluster_nodes WHERE id = ? AND public_key = ?", params: [self.id, self.publicKey] }).pipe(
+            Effect.map(([row]) => (row !== undefined && row.retired_at !== null ? new NodeRetired({ nodeId: self.id }) : new NodeIdTaken({ nodeId: self.id }))),
+            Effect.flatMap((why) => Effect.logError(why.message))
+          )
         }),
         Effect.catchAll((e) => Effect.logWarning(`the node heartbeat was not written: ${e.detail}`))
       )

@@ -1,5 +1,6 @@
 /**
- * Migrations 18 and 19: the cluster's nodes and the invites that admit them (docs/cluster.md).
+ * Migrations 18-20: the cluster's nodes, the invites that admit them, and node-local databases
+ * moving off a node that leaves (docs/cluster.md).
  *
  * Migration 18: the cluster's nodes (docs/cluster.md, "Membership"). One row per node, its id bound
  * to its public key at its first heartbeat; `joined_at`, `last_seen` and `left_at` (set by a clean
@@ -47,4 +48,15 @@ export const nodeInvitesMigration: Migration = {
     "ALTER TABLE cluster_nodes ADD COLUMN retired_at INTEGER",
     "ALTER TABLE cluster_nodes ADD COLUMN draining_at INTEGER"
   ]
+}
+
+/**
+ * Migration 20: a node-local database being handed to another node (docs/cluster.md, "Leaving"):
+ * the node it moves to, and until when (Unix milliseconds, the registry's clock) the receiver may
+ * take the home role. The home node refuses the database's statements while it is handed off.
+ */
+export const databaseMovesMigration: Migration = {
+  id: 20,
+  name: "database_moves",
+  statements: ["ALTER TABLE local_databases ADD COLUMN moving_to TEXT", "ALTER TABLE local_databases ADD COLUMN moving_until INTEGER"]
 }

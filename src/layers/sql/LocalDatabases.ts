@@ -66,6 +66,14 @@ export interface LocalDatabasesService {
   /** `query` and `delete` as the home node runs them, never forwarding (the internal routes). */
   readonly queryHere: LocalDatabasesService["query"]
   readonly deleteHere: LocalDatabasesService["delete"]
+  /**
+   * The database is being handed to another node (DatabaseMoves.ts): until `untilMs` (this
+   * process's clock) its statements are refused with a retryable 503 and its record is read from
+   * the registry each time, so once the registry names its new home, requests go there.
+   */
+  readonly fence: (namespace: string, name: string, untilMs: number) => void
+  /** The hand-off failed: the database is served here again. */
+  readonly unfence: (namespace: string, name: string) => void
 }
 
 const isConstraint = (e: StoreError) => e.reason === "constraint"
@@ -103,15 +111,24 @@ export class LocalDatabases extends Context.Tag("portico/LocalDatabases")<LocalD
        */
       const known = new Map<string, DatabaseRecord>()
       const knownKey = (namespace: string, name: string) => `${namespace}/${name}`
+      /** Databases being handed to another node, and until when (DatabaseMoves.ts). */
+      const fences = new Map<string, number>()
+      const fenced = (namespace: string, name: string) => {
+        const until = fences.get(knownKey(namespace, name))
+        if (until === undefined) return false
+        if (Date.now() < until) return true
+        fences.delete(knownKey(namespace, name))
+        return false
+      }
       const remember = (namespace: string, r: DatabaseRecord) => {
-        if (r.homeNode !== config.nodeId) return
+        if (r.homeNode !== config.nodeId || fenced(namespace, r.name)) return
         if (known.size >= 10_000) known.clear()
         known.set(knownKey(namespace, r.name), r)
       }
 
       const record = (namespace: string, name: string) =>
         Effect.suspend(() => {
-          const cached = known.get(knownKey(namespace, name))
+          const cached = fenced(namespace, name) ? undefined : known.get(knownKey(namespace, name))
           return cached === undefined ? lookup(namespace, name) : Effect.succeed(cached)
         })
 
@@ -143,7 +160,9 @@ export class LocalDatabases extends Context.Tag("portico/LocalDatabases")<LocalD
       /** The file of a database homed here; one homed elsewhere is the spec's retryable 503. */
       const locate = (namespace: string, name: string) =>
         Effect.flatMap(record(namespace, name), (r) =>
-          r.homeNode === config.nodeId
+          r.homeNode === config.nodeId && fenced(namespace, name)
+            ? Effect.fail(refuse(Code.HOME_NODE_UNREACHABLE, `the database "${name}" is moving to another node`, "retry in a few seconds", 5))
+            : r.homeNode === config.nodeId
             ? Effect.succeed(fileOf(namespace, name))
             : Effect.fail(
                 refuse(Code.HOME_NODE_UNREACHABLE, `the database's home node (${r.homeNode}) is not reachable from this gateway`, "send the request to the home node's gateway", 30)
@@ -308,7 +327,12 @@ export class LocalDatabases extends Context.Tag("portico/LocalDatabases")<LocalD
             registryDown
           ),
 
-        locate
+        locate,
+        fence: (namespace, name, untilMs) => {
+          fences.set(knownKey(namespace, name), untilMs)
+          known.delete(knownKey(namespace, name))
+        },
+        unfence: (namespace, name) => void fences.delete(knownKey(namespace, name))
       } satisfies LocalDatabasesService
     })
   )
