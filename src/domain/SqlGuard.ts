@@ -275,6 +275,7 @@ export const RESERVED_TABLES: ReadonlySet<string> = new Set([
   // the cluster's membership (docs/cluster.md), and the generic name
   "cluster_nodes",
   "node_invites",
+  "cluster_leases",
   "nodes"
 ])
 

@@ -153,6 +153,8 @@ describe("joining a node with an invite", () => {
     expect(status.body).toMatchObject({ node: "node-joined", status: "active", self: false, draining: false, reachable: true, error: null })
     expect(status.body.snapshot).toMatchObject({ node: "node-joined", status: "ok" })
     expect((await get("/v1/node/status")).body).toMatchObject({ node: "node-a", self: true, reachable: true })
+    // one node runs the cluster's background work: a, which holds the lease it took first
+    expect([(await get("/v1/node/status")).body.runs_cluster_worker, status.body.runs_cluster_worker]).toEqual([true, false])
     // its log, read through a: the lines b wrote
     const logs = await get("/v1/node/logs?node=node-joined&lines=1000")
     expect(logs.status, logs.text).toBe(200)

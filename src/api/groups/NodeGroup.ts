@@ -41,6 +41,7 @@ const NodeQuery = { node: Schema.optional(NodeId.annotations({ description: "the
 export const NodeStatus = Schema.Struct({
   ...NetworkPeer.fields,
   reachable: Schema.Boolean.annotations({ description: "it answered for its snapshot within 3 s" }),
+  runs_cluster_worker: Schema.Boolean.annotations({ description: "it holds the lease of the cluster's one background worker (docs/cluster.md)" }),
   error: Schema.NullOr(Schema.String).annotations({ description: "why there is no snapshot" }),
   snapshot: Schema.NullOr(Schema.Record({ key: Schema.String, value: Schema.Unknown })).annotations({
     description: "the node's telemetry snapshot as it answered (NodeSnapshot: checks, namespaces, memory)"

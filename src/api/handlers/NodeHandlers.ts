@@ -36,9 +36,10 @@ export const NodeHandlers = HttpApiBuilder.group(PorticoApi, "node", (handlers) 
       }).pipe(Effect.mapError(refusedOrDown))
       )
       .handle("status", ({ urlParams }) =>
-        Effect.map(Effect.mapError(admin.status(urlParams.node ?? membership.self.id), refusedOrDown), ({ node, snapshot }) => ({
+        Effect.map(Effect.mapError(admin.status(urlParams.node ?? membership.self.id), refusedOrDown), ({ node, snapshot, runsWorker }) => ({
           ...peerView(node),
           reachable: snapshot.reachable,
+          runs_cluster_worker: runsWorker,
           error: snapshot.reachable ? null : snapshot.error,
           snapshot: snapshot.reachable ? snapshot : null
         }))

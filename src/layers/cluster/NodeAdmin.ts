@@ -22,6 +22,7 @@ import { type ClusterNode, Membership } from "./Membership.js"
 import { NodeHeartbeat } from "./NodeHeartbeat.js"
 import { NodeLogs } from "./NodeLogs.js"
 import { DatabaseMoves } from "../sql/DatabaseMoves.js"
+import { ClusterWorker } from "./ClusterWorker.js"
 import { REGISTRY_NOW } from "./Membership.js"
 
 /** Another node's log arrives within this, or it is unreachable. */
@@ -33,7 +34,9 @@ export type NodeRefused = Refused<NodeCode>
 
 export interface NodeAdminService {
   /** Node `id` as the membership knows it, with its snapshot or why there is none. */
-  readonly status: (id: string) => Effect.Effect<{ readonly node: ClusterNode; readonly snapshot: PeerSnapshot }, NodeRefused | StoreError>
+  readonly status: (
+    id: string
+  ) => Effect.Effect<{ readonly node: ClusterNode; readonly snapshot: PeerSnapshot; readonly runsWorker: boolean }, NodeRefused | StoreError>
   /** Node `id`'s last `lines` lines of output. */
   readonly logs: (id: string, lines: number) => Effect.Effect<ReadonlyArray<string>, NodeRefused | StoreError>
   /** Marks node `id` draining or not; answers whether it now is. */
@@ -61,6 +64,7 @@ export class NodeAdmin extends Context.Tag("portico/NodeAdmin")<NodeAdmin, NodeA
       const heartbeat = yield* NodeHeartbeat
       const logs = yield* NodeLogs
       const moves = yield* DatabaseMoves
+      const worker = yield* ClusterWorker
       const self = membership.self.id
 
       const find = (id: string) =>
@@ -135,7 +139,7 @@ export class NodeAdmin extends Context.Tag("portico/NodeAdmin")<NodeAdmin, NodeA
               node.status === "retired" || node.status === "stopped"
                 ? { node: id, reachable: false, error: `the node is ${node.status}` }
                 : yield* health.snapshotOf(id)
-            return { node, snapshot }
+            return { node, snapshot, runsWorker: (yield* worker.holder) === id }
           }),
 
         logs: (id, lines) =>

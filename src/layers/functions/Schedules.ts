@@ -16,8 +16,8 @@ import { Invocations, runClaimed } from "./Invocations.js"
 
 /** Seconds a tick looks back for slots it has not seen (a late tick fires them, older ones are skipped). */
 const CATCH_UP_S = 5
-/** How long a slot's claim is kept, seconds. */
-const CLAIM_KEEP_S = 3600
+/** How long a slot's claim is kept, seconds (the cluster's worker prunes older ones). */
+export const CLAIM_KEEP_S = 3600
 
 export const FunctionSchedules = Layer.scopedDiscard(
   Effect.gen(function* () {
@@ -62,11 +62,6 @@ export const FunctionSchedules = Layer.scopedDiscard(
     yield* refresh
     yield* Effect.forkScoped(Effect.repeat(refresh, Schedule.spaced(`${config.functions.triggerRefreshMs} millis`)))
     yield* Effect.forkScoped(Effect.repeat(tick, Schedule.spaced("1 second")))
-    yield* Effect.forkScoped(
-      Effect.repeat(
-        Effect.ignore(Effect.suspend(() => store.pruneClaims(Math.floor(Date.now() / 1000) - CLAIM_KEEP_S, Date.now() - CLAIM_KEEP_S * 1000))),
-        Schedule.spaced("10 minutes")
-      )
-    )
+    // spent claims are pruned by the cluster's worker (src/layers/cluster/ClusterWorker.ts)
   })
 )

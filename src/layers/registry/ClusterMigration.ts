@@ -1,6 +1,6 @@
 /**
- * Migrations 18-20: the cluster's nodes, the invites that admit them, and node-local databases
- * moving off a node that leaves (docs/cluster.md).
+ * Migrations 18-21: the cluster's nodes, the invites that admit them, node-local databases moving
+ * off a node that leaves, and the lease of the cluster's one background worker (docs/cluster.md).
  *
  * Migration 18: the cluster's nodes (docs/cluster.md, "Membership"). One row per node, its id bound
  * to its public key at its first heartbeat; `joined_at`, `last_seen` and `left_at` (set by a clean
@@ -59,4 +59,20 @@ export const databaseMovesMigration: Migration = {
   id: 20,
   name: "database_moves",
   statements: ["ALTER TABLE local_databases ADD COLUMN moving_to TEXT", "ALTER TABLE local_databases ADD COLUMN moving_until INTEGER"]
+}
+
+/**
+ * Migration 21: leases held by one node of the cluster at a time (ClusterWorker.ts): the holder
+ * and until when (Unix milliseconds, the registry's clock).
+ */
+export const clusterLeasesMigration: Migration = {
+  id: 21,
+  name: "cluster_leases",
+  statements: [
+    `CREATE TABLE IF NOT EXISTS cluster_leases (
+      name TEXT PRIMARY KEY,
+      holder TEXT NOT NULL,
+      until INTEGER NOT NULL
+    )`
+  ]
 }

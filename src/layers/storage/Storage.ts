@@ -327,7 +327,9 @@ export class Storage extends Context.Tag("portico/Storage")<Storage, StorageServ
         })
       }
 
-      // The sweep reclaims blocks of plain unpins and of uploads that never finished.
+      // The sweep reclaims blocks of plain unpins and of uploads that never finished: each node its
+      // own blocks on the embedded engine; a shared content store once for the cluster (ClusterWorker.ts)
+      if (config.storage.cluster !== undefined) return service
       yield* service.sweep.pipe(
         Effect.tap(({ removed }) => (removed > 0 ? Effect.logInfo(`storage sweep removed ${removed} blocks`) : Effect.void)),
         Effect.catchAll((e) => Effect.logWarning(`storage sweep failed: ${e.reason}`)),
