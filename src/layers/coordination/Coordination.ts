@@ -4,8 +4,8 @@
  * private overlay source. The MAC key is derived from the root secret the cluster's gateways
  * share.
  *
- * MAC v2 (spec §9.4) also covers a random nonce, spent in the shared registry on receipt: a call
- * is accepted once. The internal SQL routes are not idempotent (a captured INSERT replayed within
+ * MAC v2 (spec §9.4) also covers a random nonce, spent on receipt in the receiving node's own
+ * ledger (NonceLedger.ts): a call is accepted once. The internal SQL routes are not idempotent (a captured INSERT replayed within
  * the minute ran again, a captured delete removed a database re-created since). v1, with no
  * nonce, is accepted only for storage eviction (idempotent), for a rolling upgrade.
  */
@@ -17,7 +17,7 @@ import { Readable, Transform } from "node:stream"
 import { pipeline } from "node:stream/promises"
 import { Membership } from "../cluster/Membership.js"
 import { PorticoConfig } from "../config/PorticoConfig.js"
-import { RegistryStore } from "../registry/RegistryStore.js"
+import { nonceLedger } from "./NonceLedger.js"
 import { safeEqual, Sealer } from "../secrets/Sealer.js"
 import { SqliteRegistryStore } from "../registry/SqliteRegistryStore.js"
 
@@ -165,12 +165,11 @@ export const isOverlaySource = (address: string | undefined): boolean => {
 }
 
 export class Coordination extends Context.Tag("portico/Coordination")<Coordination, CoordinationService>() {
-  static readonly Live = Layer.effect(
+  static readonly Live = Layer.scoped(
     Coordination,
     Effect.gen(function* () {
       const sealer = yield* Sealer
       const config = yield* PorticoConfig
-      const store = yield* RegistryStore
       const membership = yield* Membership
       const macV1 = (audience: string, method: string, path: string, body: string, time: string) =>
         "v1=" + sealer.hash("coordination-mac", [method.toUpperCase(), path, audience, time, digest(body)].join("\n"))
@@ -182,15 +181,13 @@ export class Coordination extends Context.Tag("portico/Coordination")<Coordinati
           const nonce = randomBytes(18).toString("base64url")
           return { [MAC_HEADER]: macV2(audience, method, path, body, time, nonce), [TIME_HEADER]: time, [NONCE_HEADER]: nonce }
         })
-      /** Spends a v2 nonce in the registry every gateway shares: false when it was spent before. */
+      /** Spends a v2 nonce in this node's own ledger: false when it was spent before. */
+      const ledger = yield* Effect.acquireRelease(
+        Effect.sync(() => nonceLedger(config.dataDir)),
+        (l) => Effect.sync(() => l.close())
+      )
       const spend = (nonce: string, time: string) =>
-        Effect.map(
-          store.exec({
-            sql: "INSERT INTO proof_nonces (key, expires_at) VALUES (?, ?) ON CONFLICT DO NOTHING",
-            params: [`coordination:${config.nodeId}:${nonce}`, (Number(time) + SKEW_SECONDS + 1) * 1000]
-          }),
-          (r) => r.rowsAffected === 1
-        )
+        Effect.try({ try: () => ledger.spend(`${config.nodeId}:${nonce}`, (Number(time) + SKEW_SECONDS + 1) * 1000), catch: (e) => e })
       /**
        * One signed POST to a peer: `signed` is the text the MAC covers, `body` what is sent (the
        * same JSON, or a stream with `extra` headers); `read` takes the answer's body (it may fail
@@ -267,7 +264,7 @@ export class Coordination extends Context.Tag("portico/Coordination")<Coordinati
             if (!safeEqual(given, macV2(config.nodeId, method, path, body, time, nonce))) return "coordination MAC invalid"
             // spent only once the MAC holds: a forged call cannot use up a genuine one's nonce
             const fresh = yield* Effect.orElseSucceed(spend(nonce, time), () => undefined)
-            if (fresh === undefined) return "the registry could not record the coordination nonce"
+            if (fresh === undefined) return "this node could not record the coordination nonce"
             return fresh ? undefined : "coordination call replayed"
           })
       }

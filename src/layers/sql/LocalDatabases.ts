@@ -78,6 +78,9 @@ export interface LocalDatabasesService {
 
 const isConstraint = (e: StoreError) => e.reason === "constraint"
 
+/** How long a record of a database homed on another node is used without reading the registry again. */
+const ELSEWHERE_MS = 2_000
+
 const fileSize = (file: string): number => {
   let total = 0
   for (const suffix of ["", "-wal"]) {
@@ -120,15 +123,34 @@ export class LocalDatabases extends Context.Tag("portico/LocalDatabases")<LocalD
         fences.delete(knownKey(namespace, name))
         return false
       }
+      /**
+       * Records of databases homed on other nodes, kept `ELSEWHERE_MS`, so a forwarded query costs
+       * no registry read either. A home that moved meanwhile (a node left) answers the forward with
+       * a retryable 503 until the entry lapses.
+       */
+      const elsewhere = new Map<string, { readonly record: DatabaseRecord; readonly at: number }>()
       const remember = (namespace: string, r: DatabaseRecord) => {
-        if (r.homeNode !== config.nodeId || fenced(namespace, r.name)) return
+        const key = knownKey(namespace, r.name)
+        if (r.homeNode !== config.nodeId) {
+          if (elsewhere.size >= 10_000) elsewhere.clear()
+          elsewhere.set(key, { record: r, at: Date.now() })
+          return
+        }
+        elsewhere.delete(key)
+        if (fenced(namespace, r.name)) return
         if (known.size >= 10_000) known.clear()
-        known.set(knownKey(namespace, r.name), r)
+        known.set(key, r)
+      }
+      const recentElsewhere = (key: string) => {
+        const entry = elsewhere.get(key)
+        if (entry === undefined || Date.now() - entry.at > ELSEWHERE_MS) return undefined
+        return entry.record
       }
 
       const record = (namespace: string, name: string) =>
         Effect.suspend(() => {
-          const cached = fenced(namespace, name) ? undefined : known.get(knownKey(namespace, name))
+          const key = knownKey(namespace, name)
+          const cached = fenced(namespace, name) ? undefined : (known.get(key) ?? recentElsewhere(key))
           return cached === undefined ? lookup(namespace, name) : Effect.succeed(cached)
         })
 
@@ -287,6 +309,7 @@ export class LocalDatabases extends Context.Tag("portico/LocalDatabases")<LocalD
             const home = (yield* record(caller.namespace, name)).homeNode
             if (home !== config.nodeId) {
               yield* forwardToHome(coordination, home, "delete", caller, { database_name: name }, forwardTimeoutMs)
+              elsewhere.delete(knownKey(caller.namespace, name))
               return
             }
             return yield* deleteHere(caller, name)
