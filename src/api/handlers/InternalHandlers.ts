@@ -38,6 +38,11 @@ export const InternalHandlers = HttpApiBuilder.group(PorticoApi, "internal", (ha
     const namespaceBackups = yield* NamespaceBackups
     const sockets = yield* SocketDirectory
     const config = yield* PorticoConfig
+    // this node's telemetry snapshot, under the spec's path and the one of releases before it
+    const nodeSnapshot = Effect.map(Effect.mapError(health.here, () => unavailable("no check of this node answered")), (here) => ({
+      ...here,
+      namespaces: here.namespaces ?? null
+    }))
 
     return handlers
       .handle("ping", () => Effect.succeed({ status: "ok" as const, node: config.nodeId }))
@@ -80,12 +85,8 @@ export const InternalHandlers = HttpApiBuilder.group(PorticoApi, "internal", (ha
           return { dropped: yield* Effect.mapError(cache.dropNamespace(payload.namespace), () => unavailable("this node's cache did not answer")) }
         })
       )
-      .handle("nodeSnapshot", ({ payload }) =>
-        Effect.gen(function* () {
-          const here = yield* Effect.mapError(health.here, () => unavailable("no check of this node answered"))
-          return { ...here, namespaces: here.namespaces ?? null }
-        })
-      )
+      .handle("telemetry", () => nodeSnapshot)
+      .handle("nodeSnapshot", () => nodeSnapshot)
       .handle("deploymentUpdate", ({ headers }) =>
         Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
           const { namespace, type } = headers["x-portico-forward-envelope"]

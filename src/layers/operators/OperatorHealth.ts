@@ -3,8 +3,8 @@
  * and its error text, how many namespaces it hosts, a page of them, and the ports this node holds
  * — the detail the open health routes hide (spec §4.9: "latencies, errors, hosted namespaces and
  * ports"). The telemetry stream's snapshot is the cluster's: this node's report (counts only, no
- * lists) with the process's figures, and each peer's (PORTICO_PEERS), asked over the overlay
- * (`/v1/internal/operator/snapshot`, coordination MAC) or named unreachable. Metadata only: no
+ * lists) with the process's figures, and each live peer's (the membership), asked over the overlay
+ * (`/v1/internal/telemetry`, coordination MAC) or named unreachable. Metadata only: no
  * namespace's data is read.
  */
 import { Clock, Context, Duration, Effect, Layer, Option, Ref, Schema } from "effect"
@@ -212,7 +212,7 @@ export class OperatorHealth extends Context.Tag("portico/OperatorHealth")<Operat
       })
 
       const peer = (node: string): Effect.Effect<PeerSnapshot> =>
-        internalClient(coordination).call(node, "nodeSnapshot", {}, PEER_TIMEOUT).pipe(
+        internalClient(coordination).call(node, "telemetry", {}, PEER_TIMEOUT).pipe(
           Effect.map((answer): PeerSnapshot => {
             if (answer.status !== 200) return { node, reachable: false, error: `answered ${answer.status}` }
             return Option.match(decodePeerSnapshot(answer.text), {
