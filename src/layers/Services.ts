@@ -65,6 +65,7 @@ import { Functions } from "./functions/Functions.js"
 import { FunctionStore } from "./functions/FunctionStore.js"
 import { SocketDirectory } from "./functions/SocketDirectory.js"
 import { Membership } from "./cluster/Membership.js"
+import { Network } from "./network/Network.js"
 import { NodeHeartbeat } from "./cluster/NodeHeartbeat.js"
 import { Invocations } from "./functions/Invocations.js"
 import { FunctionSchedules } from "./functions/Schedules.js"
@@ -163,8 +164,9 @@ export const gatewayServicesLayer = (settings: PorticoSettings, options: Service
   // namespace creation over HTTP, which waits for a deletion of the same name; functions'
   // schedules and topic triggers, and this node's heartbeat, which run in running gateways only
   Layer.mergeAll(NamespaceCreation.Live, FunctionSchedules, FunctionTopicTriggers, NodeHeartbeat.Live).pipe(
-    // what operators see of this gateway's health (its checks over the services below)
-    Layer.provideMerge(OperatorHealth.Live),
+    // what operators see of this gateway's health (its checks over the services below), and of
+    // the cluster's network (connecting nodes by address)
+    Layer.provideMerge(Layer.mergeAll(OperatorHealth.Live, Network.Live)),
     // namespace deletion, over every service a namespace holds something in (its apps too)
     Layer.provideMerge(NamespaceTeardown.Live),
     // namespace backup and restore, over the stores a namespace's data is in

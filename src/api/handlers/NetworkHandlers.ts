@@ -2,6 +2,7 @@ import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import { Effect } from "effect"
 import { refusal } from "../../domain/Errors.js"
 import { Membership } from "../../layers/cluster/Membership.js"
+import { Network } from "../../layers/network/Network.js"
 import { PorticoApi } from "../Api.js"
 import { toUnixSeconds } from "../Wire.js"
 
@@ -11,24 +12,30 @@ const orNull = <A, B>(value: A | undefined, f: (a: A) => B): B | null => (value 
 export const NetworkHandlers = HttpApiBuilder.group(PorticoApi, "network", (handlers) =>
   Effect.gen(function* () {
     const membership = yield* Membership
-    return handlers.handle("peers", () =>
-      membership.nodes.pipe(
-        Effect.map((nodes) => ({
-          node: membership.self.id,
-          peers: nodes.map((n) => ({
-            node: n.id,
-            status: n.status,
-            internal_url: n.internalUrl,
-            version: n.version ?? null,
-            joined_at: orNull(n.joinedAt, toUnixSeconds),
-            last_seen: orNull(n.lastSeen, toUnixSeconds),
-            age_ms: orNull(n.ageMs, Math.round),
-            self: n.self,
-            seed: n.seed
-          }))
-        })),
-        Effect.mapError(() => refusal("UNAVAILABLE", "the registry did not answer", "retry shortly", 5))
+    const network = yield* Network
+    return handlers
+      .handle("peers", () =>
+        membership.nodes.pipe(
+          Effect.map((nodes) => ({
+            node: membership.self.id,
+            peers: nodes.map((n) => ({
+              node: n.id,
+              status: n.status,
+              internal_url: n.internalUrl,
+              version: n.version ?? null,
+              joined_at: orNull(n.joinedAt, toUnixSeconds),
+              last_seen: orNull(n.lastSeen, toUnixSeconds),
+              age_ms: orNull(n.ageMs, Math.round),
+              self: n.self,
+              seed: n.seed,
+              connected: n.connected
+            }))
+          })),
+          Effect.mapError(() => refusal("UNAVAILABLE", "the registry did not answer", "retry shortly", 5))
+        )
       )
-    )
+      .handle("status", () => network.status)
+      .handle("connect", ({ payload }) => network.connect(payload.multiaddr))
+      .handle("disconnect", ({ payload }) => Effect.map(network.disconnect(payload.peer_id), (disconnected) => ({ peer_id: payload.peer_id, disconnected })))
   })
 )
