@@ -176,6 +176,18 @@ describe("the network routes and the membership's fan-outs", () => {
     expect((await peersOn(a)).some((p) => p.node === "node-c")).toBe(false)
   })
 
+  it("lists each node's homed namespaces and app ports in the operator health", async () => {
+    const created = await b.request("POST", "/v1/db/sqlite/create", { token: owner, json: { database_name: "ledger" } })
+    expect([created.status, created.body.home_node]).toEqual([201, "node-b"])
+    const health = await a.request("GET", "/v1/operator/health", { token: operatorToken })
+    expect(health.status, health.text).toBe(200)
+    const nodes = health.body.nodes as Array<{ node: string; status: string; self: boolean; namespaces: Array<string>; apps: Array<unknown> }>
+    expect(nodes.map((n) => [n.node, n.status, n.self, n.namespaces, n.apps])).toEqual([
+      ["node-a", "active", true, [], []],
+      ["node-b", "active", false, ["fanout"], []]
+    ])
+  })
+
   it("fans a platform relay publish out to a node known only through the registry", async () => {
     expect((await a.request("PUT", "/v1/namespace/push-credentials/relay_push", { token: owner, json: {} })).status).toBe(200)
     const runtime = (await a.request("POST", "/v1/namespace/keys", { token: owner, json: { profile: "runtime", label: "app" } })).body.api_key as string
