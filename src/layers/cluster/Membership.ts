@@ -7,8 +7,8 @@
  *
  * `PORTICO_PEERS` is a seed list: a seed is a peer until the registry shows its row stale, and its
  * URL is the one given there. A node connected by an operator (`/v1/network/connect`,
- * NetworkConnect.ts) is held as a seed of this node's memory until it is disconnected, its URL the
- * one dialled, winning over its seed and registered ones. What fans out (evictions, cache drops,
+ * src/layers/network/Network.ts) is held as a seed in this node's memory until it is disconnected,
+ * its URL the one dialled, winning over its seed and registered ones. What fans out (evictions, cache drops,
  * telemetry, function sockets, the platform relay) asks `peers` for the live set; the internal
  * client finds any node through `urlOf`.
  */
