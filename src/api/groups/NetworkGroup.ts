@@ -45,7 +45,7 @@ export const NetworkStatus = Schema.Struct({
     ok: Schema.Boolean.annotations({ description: "the registry answered a read within 2 s" }),
     leader: Schema.NullOr(Schema.String).annotations({ description: "rqlite's leader's node id; null on the embedded registry, or when rqlite named none" }),
     voters: Schema.Array(Schema.Struct({ id: Schema.String, leader: Schema.Boolean, reachable: Schema.Boolean })).annotations({
-      description: "rqlite's voters by node id (rqlite's /nodes); empty on the embedded registry"
+      description: "rqlite's voters by rqlite node id (rqlite's /nodes; its Raft address when rqlited runs without -node-id); empty on the embedded registry"
     })
   }),
   cache: Schema.Struct({ engine: Schema.Literal("memory", "redis"), ok: Schema.Boolean.annotations({ description: "the cache answered a ping within 2 s" }) }),

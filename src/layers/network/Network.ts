@@ -3,8 +3,9 @@
  * docs/cluster.md "Routes"):
  *
  * - `status`: this node, the registry's voters and leader (rqlite's `/nodes`; none on the embedded
- *   registry), the cache and content engines, and how many peers answer a ping. No address of a
- *   voter, no secret, no error text beyond the registry's reachability.
+ *   registry), the cache and content engines, and how many peers answer a ping. Voters by their
+ *   rqlite node id only (rqlite makes it the Raft address when `-node-id` is not set); no secret,
+ *   no error text.
  * - `connect`: a node named by a strict multiaddr (src/domain/Multiaddr.ts) is dialled at its
  *   `POST /v1/internal/ping`, with a coordination MAC addressed to the node id named, within
  *   `CONNECT_DEADLINE_MS`. Only addresses inside `PORTICO_OVERLAY_CIDRS` are dialled (a `/dns/`
