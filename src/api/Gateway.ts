@@ -12,6 +12,7 @@ import { Code, envelopeText } from "../domain/Errors.js"
 import type { PorticoSettings } from "../layers/config/PorticoConfig.js"
 import { gatewayServicesLayer } from "../layers/Services.js"
 import { RELAY_MESSAGE_MAX_BYTES } from "../layers/push/RelayCall.js"
+import { NETWORK_BODY_MAX_BYTES } from "../layers/network/Network.js"
 import { PorticoApi } from "./Api.js"
 import { GateLive } from "./gate/Gate.js"
 import { GatesLive } from "./gate/GatesLive.js"
@@ -170,6 +171,8 @@ const bodyCapOf = (settings: PorticoSettings, name: BodyCapName): number => {
       return settings.functions.maxInputBytes
     case "socketFrame":
       return Math.ceil(settings.functions.maxInputBytes / 3) * 4 + 4096
+    case "networkConnect":
+      return NETWORK_BODY_MAX_BYTES
   }
 }
 

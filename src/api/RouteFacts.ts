@@ -17,9 +17,22 @@ export class RoutePolicy extends Context.Tag("portico/RoutePolicy")<RoutePolicy,
  * `forwarded` the default cap plus room for the caller a peer gateway forwards with the body,
  * `relayMessage` ntfy's default message size limit (the platform relay's fan-out, 4096 bytes),
  * `deployUpload` a deployment's archive cap plus room for the multipart framing and its fields,
- * `socketFrame` a function socket's frame at its cap in base64, inside its JSON.
+ * `socketFrame` a function socket's frame at its cap in base64, inside its JSON, `networkConnect`
+ * the network routes' 4 KiB (spec §4.9: connect is 413 over 4 KiB).
  */
-export type BodyCapName = "sqlImport" | "upload" | "forwarded" | "relayMessage" | "deployUpload" | "namespaceRestore" | "pubsubPublish" | "pubsubBatch" | "functionDeploy" | "functionInvoke" | "socketFrame"
+export type BodyCapName =
+  | "sqlImport"
+  | "upload"
+  | "forwarded"
+  | "relayMessage"
+  | "deployUpload"
+  | "namespaceRestore"
+  | "pubsubPublish"
+  | "pubsubBatch"
+  | "functionDeploy"
+  | "functionInvoke"
+  | "socketFrame"
+  | "networkConnect"
 export class BodyCap extends Context.Tag("portico/BodyCap")<BodyCap, BodyCapName>() {}
 
 /**

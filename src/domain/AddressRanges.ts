@@ -119,6 +119,12 @@ const safeCheck = (list: BlockList, address: string, family: Family): boolean =>
   }
 }
 
+/** Whether `text` is an IP literal inside `ranges` (the cluster's overlay, `PORTICO_OVERLAY_CIDRS`). */
+export const inRanges = (ranges: AllowList, text: string): boolean => {
+  const literal = ipLiteral(text)
+  return literal !== undefined && safeCheck(ranges.list, literal.address, literal.family)
+}
+
 /**
  * The verdict on one resolved address. Anything that is not an IP literal is refused (a resolver
  * answer is always one); the allow-list is consulted first, so an operator can exempt a range.

@@ -65,6 +65,7 @@ import { Functions } from "./functions/Functions.js"
 import { FunctionStore } from "./functions/FunctionStore.js"
 import { SocketDirectory } from "./functions/SocketDirectory.js"
 import { Membership } from "./cluster/Membership.js"
+import { Network } from "./network/Network.js"
 import { NodeHeartbeat } from "./cluster/NodeHeartbeat.js"
 import { NodeInvites } from "./cluster/NodeInvites.js"
 import { NodeAdmin } from "./cluster/NodeAdmin.js"
@@ -171,8 +172,9 @@ export const gatewayServicesLayer = (settings: PorticoSettings, options: Service
     // schedules and topic triggers, this node's heartbeat, its log and its turn at the cluster's
     // background work, which running gateways only have
     Layer.provideMerge(Layer.mergeAll(NamespaceCreation.Live, FunctionSchedules, FunctionTopicTriggers, NodeHeartbeat.Live, NodeLogs.Live, ClusterWorker.Live)),
-    // what operators see of this gateway's health (its checks over the services below)
-    Layer.provideMerge(OperatorHealth.Live),
+    // what operators see of this gateway's health (its checks over the services below), and of
+    // the cluster's network (connecting nodes by address)
+    Layer.provideMerge(Layer.mergeAll(OperatorHealth.Live, Network.Live)),
     // namespace deletion, over every service a namespace holds something in (its apps too)
     Layer.provideMerge(NamespaceTeardown.Live),
     // namespace backup and restore, over the stores a namespace's data is in

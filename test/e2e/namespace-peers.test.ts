@@ -111,8 +111,10 @@ describe("a namespace across two gateways, each with its own embedded cache", ()
       await c.stop()
     }
     // never a client's route: a call without the cluster's MAC is refused
-    const forged = await fetch(`${b.url}/v1/internal/operator/snapshot`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" })
-    expect(forged.status).toBe(403)
+    for (const path of ["/v1/internal/telemetry", "/v1/internal/operator/snapshot"]) {
+      const forged = await fetch(`${b.url}${path}`, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" })
+      expect(forged.status).toBe(403)
+    }
   }, 90_000)
 
   it("a deletion asked of both gateways at once runs once and leaves nothing in either cache", async () => {

@@ -65,7 +65,7 @@ const senderWith = (guardAllowsLoopback: boolean) =>
       relay: makeRelayPublisher({
         platform: makePlatformRelay({ url: platformNtfy.url, token: undefined }),
         guarded: fetchThroughGuard(makeGuardedFetch(guardAllowsLoopback ? { allow: Either.getOrThrow(parseCidrs("127.0.0.0/8")) } : {})),
-        peers: [],
+        peers: Effect.succeed([]),
         sign: () => Effect.die("a single node signs nothing")
       })
     })

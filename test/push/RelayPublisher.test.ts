@@ -10,6 +10,7 @@ import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { parseCidrs } from "../../src/domain/AddressRanges.js"
+import { defaultMembershipSettings } from "../../src/layers/config/MembershipSettings.js"
 import { Coordination } from "../../src/layers/coordination/Coordination.js"
 import type { StoreError } from "../../src/layers/registry/RegistryStore.js"
 import { makeGuardedFetch } from "../../src/layers/egress/GuardedFetch.js"
@@ -31,7 +32,7 @@ let runtime: ManagedRuntime.ManagedRuntime<Coordination | RelayCallReceiver, Sto
 const strictGuard = fetchThroughGuard(makeGuardedFetch())
 const loopbackGuard = fetchThroughGuard(makeGuardedFetch({ allow: Either.getOrThrow(parseCidrs("127.0.0.0/8")) }))
 const run = <A>(effect: Effect.Effect<A>) => Effect.runPromise(effect)
-const noPeers = { peers: [], sign: () => Effect.succeed({}) }
+const noPeers = { peers: Effect.succeed([]), sign: () => Effect.succeed({}) }
 /** The coordination MAC of the test node (Coordination.Test), which the in-process peer verifies. */
 const sign = (audience: string, method: string, path: string, body: string) =>
   Effect.promise(() => runtime.runPromise(Effect.flatMap(Coordination, (c) => c.sign(audience, method, path, body))))
@@ -95,7 +96,7 @@ describe("a namespace's own relay (base_url)", () => {
     const publisher = makeRelayPublisher({
       platform: makePlatformRelay({ url: platformRelay.url, token: "tk_platform" }),
       guarded: loopbackGuard,
-      peers: [{ nodeId: "test-node", baseUrl: peerUrl }],
+      peers: Effect.succeed([{ nodeId: "test-node", baseUrl: peerUrl }]),
       sign
     })
     const before = { platform: platformRelay.published.length, peer: peerRelay.published.length }
@@ -156,7 +157,7 @@ describe("the fan-out over the peers", () => {
     const publisher = makeRelayPublisher({
       platform: makePlatformRelay({ url: undefined, token: undefined }),
       guarded: strictGuard,
-      peers: [{ nodeId: "test-node", baseUrl: peerUrl }],
+      peers: Effect.succeed([{ nodeId: "test-node", baseUrl: peerUrl }]),
       sign
     })
     const outcome = await run(publisher.publish("acme", undefined, "fan-topic", { body: "Grüße ✓", title: " Größe ", priority: "high", tags: ["ä", "b"] }))
@@ -169,7 +170,7 @@ describe("the fan-out over the peers", () => {
     const withDead = makeRelayPublisher({
       platform: makePlatformRelay({ url: platformRelay.url, token: "tk_platform" }),
       guarded: strictGuard,
-      peers: [{ nodeId: "gone", baseUrl: deadUrl }, { nodeId: "test-node", baseUrl: peerUrl }],
+      peers: Effect.succeed([{ nodeId: "gone", baseUrl: deadUrl }, { nodeId: "test-node", baseUrl: peerUrl }]),
       sign
     })
     const before = { platform: platformRelay.published.length, peer: peerRelay.published.length }
@@ -181,7 +182,7 @@ describe("the fan-out over the peers", () => {
     const noneAccepts = makeRelayPublisher({
       platform: makePlatformRelay({ url: undefined, token: undefined }),
       guarded: strictGuard,
-      peers: [{ nodeId: "gone", baseUrl: deadUrl }],
+      peers: Effect.succeed([{ nodeId: "gone", baseUrl: deadUrl }]),
       sign
     })
     expect(await run(noneAccepts.publish("acme", undefined, "x", { body: "x" }))).toEqual({ outcome: "failed", status: 0, reason: "ConnectionFailed" })
@@ -192,14 +193,14 @@ describe("the fan-out over the peers", () => {
     const publisher = makeRelayPublisher({
       platform: makePlatformRelay({ url: undefined, token: undefined }),
       guarded: strictGuard,
-      peers: [{ nodeId: "test-node", baseUrl: peerUrl }],
+      peers: Effect.succeed([{ nodeId: "test-node", baseUrl: peerUrl }]),
       sign
     })
     expect(await run(publisher.publish("acme", undefined, "refused-topic", { body: "x" }))).toEqual({ outcome: "failed", status: 502, reason: "forbidden" })
     const forged = makeRelayPublisher({
       platform: makePlatformRelay({ url: undefined, token: undefined }),
       guarded: strictGuard,
-      peers: [{ nodeId: "test-node", baseUrl: peerUrl }],
+      peers: Effect.succeed([{ nodeId: "test-node", baseUrl: peerUrl }]),
       // signed for another audience: the peer's MAC does not hold
       sign: (_a, m, p, b) => sign("another-node", m, p, b)
     })
@@ -212,7 +213,7 @@ describe("the fan-out over the peers", () => {
     const publisher = makeRelayPublisher({
       platform: makePlatformRelay({ url: undefined, token: undefined }),
       guarded: strictGuard,
-      peers: [{ nodeId: "test-node", baseUrl: peerUrl }],
+      peers: Effect.succeed([{ nodeId: "test-node", baseUrl: peerUrl }]),
       sign
     })
     const before = peerRelay.published.length
@@ -225,7 +226,7 @@ describe("the fan-out over the peers", () => {
     const publisher = makeRelayPublisher({
       platform: makePlatformRelay({ url: undefined, token: undefined }),
       guarded: strictGuard,
-      peers: [{ nodeId: "test-node", baseUrl: peerUrl }],
+      peers: Effect.succeed([{ nodeId: "test-node", baseUrl: peerUrl }]),
       sign
     })
     expect(await run(publisher.publish("acme", undefined, peerRelay.url + "/fan-topic", { body: "x" }))).toEqual({
@@ -252,12 +253,25 @@ describe("relayPeersOf", () => {
     expect(skipped.map((p) => p.nodeId)).toEqual(["b", "e"])
   })
 
+  it("skips IP literals outside the overlay it is given (PORTICO_OVERLAY_CIDRS), and peers with no URL", () => {
+    const overlay = Either.getOrThrow(parseCidrs("127.0.0.0/8"))
+    const peers: Array<readonly [string, string]> = [
+      ["a", "http://127.0.0.2:8080"],
+      ["b", "http://192.168.1.2:8080"],
+      ["c", ""],
+      ["d", "http://node-d.internal:8080"]
+    ]
+    const { eligible, skipped } = relayPeersOf(peers, "self", overlay)
+    expect(eligible.map((p) => p.nodeId)).toEqual(["a", "d"])
+    expect(skipped.map((p) => p.nodeId)).toEqual(["b", "c"])
+  })
+
   it("counts a gateway without a relay of its own as reaching the platform relay when it has an eligible peer", () => {
     const push = { apnsUrl: undefined, expoUrl: undefined, relayUrl: undefined, relayToken: undefined }
-    expect(platformRelayReachable({ push, peers: new Map(), nodeId: "a" })).toBe(false)
-    expect(platformRelayReachable({ push, peers: new Map([["a", "http://10.0.0.1:1"]]), nodeId: "a" })).toBe(false)
-    expect(platformRelayReachable({ push, peers: new Map([["b", "http://203.0.113.1:1"]]), nodeId: "a" })).toBe(false)
-    expect(platformRelayReachable({ push, peers: new Map([["b", "http://10.0.0.2:1"]]), nodeId: "a" })).toBe(true)
-    expect(platformRelayReachable({ push: { ...push, relayUrl: "http://127.0.0.1:1" }, peers: new Map(), nodeId: "a" })).toBe(true)
+    expect(platformRelayReachable({ push, membership: defaultMembershipSettings, peers: new Map(), nodeId: "a" })).toBe(false)
+    expect(platformRelayReachable({ push, membership: defaultMembershipSettings, peers: new Map([["a", "http://10.0.0.1:1"]]), nodeId: "a" })).toBe(false)
+    expect(platformRelayReachable({ push, membership: defaultMembershipSettings, peers: new Map([["b", "http://203.0.113.1:1"]]), nodeId: "a" })).toBe(false)
+    expect(platformRelayReachable({ push, membership: defaultMembershipSettings, peers: new Map([["b", "http://10.0.0.2:1"]]), nodeId: "a" })).toBe(true)
+    expect(platformRelayReachable({ membership: defaultMembershipSettings, push: { ...push, relayUrl: "http://127.0.0.1:1" }, peers: new Map(), nodeId: "a" })).toBe(true)
   })
 })

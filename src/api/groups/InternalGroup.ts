@@ -110,7 +110,14 @@ export class InternalGroup extends HttpApiGroup.make("internal")
       .addSuccess(Schema.Struct({ dropped: Schema.Int }))
   )
   .add(
-    // this node's part of the operator telemetry snapshot (spec §6.2)
+    // this node's part of the operator telemetry snapshot (spec §6.2, §4.10 `/v1/internal/telemetry`)
+    HttpApiEndpoint.post("telemetry", "/v1/internal/telemetry")
+      .setPayload(strict(Schema.Struct({})))
+      .addSuccess(NodeSnapshot)
+  )
+  .add(
+    // the same, under the path of releases before the spec's: kept for one release, so a node not
+    // yet upgraded still answers its peers' snapshots; nothing of this release calls it
     HttpApiEndpoint.post("nodeSnapshot", "/v1/internal/operator/snapshot")
       .setPayload(strict(Schema.Struct({})))
       .addSuccess(NodeSnapshot)

@@ -1,16 +1,18 @@
 /**
  * The cluster's topology for operators (spec §4.9 `/v1/network/*`; docs/cluster.md): the nodes the
  * membership knows (src/layers/cluster/Membership.ts), each with its status by the registry's
- * clock. Operator routes: a wallet's session whose wallet is an operator.
+ * clock; this node's view of the registry, cache, storage and peers; connecting a node by its
+ * address and forgetting it (src/layers/network/Network.ts). Operator routes: a wallet's session
+ * whose wallet is an operator.
  */
 import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import { Schema } from "effect"
-import { OperatorRefusals, wiresOf } from "../../domain/Errors.js"
+import { NetworkRefusals, OperatorRefusals, wiresOf } from "../../domain/Errors.js"
 import { Authentication } from "../Gates.js"
 import { operator } from "../Policy.js"
-import { RoutePolicy } from "../RouteFacts.js"
-import { UnixSeconds } from "../Wire.js"
+import { BodyCap, RoutePolicy } from "../RouteFacts.js"
+import { strict, UnixSeconds } from "../Wire.js"
 
 export const NetworkPeer = Schema.Struct({
   node: Schema.String,
@@ -25,7 +27,10 @@ export const NetworkPeer = Schema.Struct({
   last_seen: Schema.NullOr(UnixSeconds),
   age_ms: Schema.NullOr(Schema.Int).annotations({ description: "milliseconds since its last heartbeat, by the registry's clock" }),
   self: Schema.Boolean.annotations({ description: "the node answering" }),
-  seed: Schema.Boolean.annotations({ description: "named in this node's PORTICO_PEERS" })
+  seed: Schema.Boolean.annotations({ description: "named in this node's PORTICO_PEERS" }),
+  connected: Schema.Boolean.annotations({
+    description: "connected by POST /v1/network/connect on this node (held in its memory until disconnected or restarted): internal_url is the address dialled there"
+  })
 }).annotations({ identifier: "NetworkPeer" })
 
 export const NetworkPeers = Schema.Struct({
@@ -33,8 +38,61 @@ export const NetworkPeers = Schema.Struct({
   peers: Schema.Array(NetworkPeer)
 }).annotations({ identifier: "NetworkPeers" })
 
+export const NetworkStatus = Schema.Struct({
+  node: Schema.String.annotations({ description: "the node answering" }),
+  version: Schema.String,
+  registry: Schema.Struct({
+    engine: Schema.Literal("sqlite", "rqlite"),
+    ok: Schema.Boolean.annotations({ description: "the registry answered a read within 2 s" }),
+    leader: Schema.NullOr(Schema.String).annotations({ description: "rqlite's leader's node id; null on the embedded registry, or when rqlite named none" }),
+    voters: Schema.Array(Schema.Struct({ id: Schema.String, leader: Schema.Boolean, reachable: Schema.Boolean })).annotations({
+      description: "rqlite's voters by rqlite node id (rqlite's /nodes; its Raft address when rqlited runs without -node-id); empty on the embedded registry"
+    })
+  }),
+  cache: Schema.Struct({ engine: Schema.Literal("memory", "redis"), ok: Schema.Boolean.annotations({ description: "the cache answered a ping within 2 s" }) }),
+  storage: Schema.Struct({ engine: Schema.Literal("embedded", "kubo") }),
+  peers: Schema.Struct({
+    total: Schema.Int.annotations({ description: "every other node the membership knows, live or not" }),
+    active: Schema.Int.annotations({ description: "the live peers: active, or seeds and connected nodes not known stale" }),
+    reachable: Schema.Int.annotations({ description: "the live peers that answered POST /v1/internal/ping as themselves within 2 s" })
+  })
+}).annotations({ identifier: "NetworkStatus" })
+
+export const NetworkConnect = Schema.Struct({
+  multiaddr: Schema.String.pipe(Schema.maxLength(1024)).annotations({
+    description: "/ip4/<address>/tcp/<port>/p2p/<node id>, or /ip6/… or /dns/<host name>/…: where the node answers and the node id it must answer as",
+    examples: ["/ip4/127.0.0.1/tcp/8080/p2p/node-2f1c0a9e4b7d"]
+  })
+}).annotations({ identifier: "NetworkConnect" })
+
+export const NetworkConnected = Schema.Struct({
+  node: Schema.String,
+  internal_url: Schema.String.annotations({ description: "where the node was reached, and is called from now on by this node" })
+}).annotations({ identifier: "NetworkConnected" })
+
+export const NetworkDisconnect = Schema.Struct({ peer_id: Schema.String.pipe(Schema.maxLength(128)) }).annotations({ identifier: "NetworkDisconnect" })
+
+export const NetworkDisconnected = Schema.Struct({
+  peer_id: Schema.String,
+  disconnected: Schema.Boolean.annotations({ description: "false: the node was not connected (nothing changed)" })
+}).annotations({ identifier: "NetworkDisconnected" })
+
 export class NetworkGroup extends HttpApiGroup.make("network")
   .add(HttpApiEndpoint.get("peers", "/v1/network/peers").addSuccess(NetworkPeers))
+  .add(HttpApiEndpoint.get("status", "/v1/network/status").addSuccess(NetworkStatus))
+  .add(
+    HttpApiEndpoint.post("connect", "/v1/network/connect")
+      .setPayload(strict(NetworkConnect))
+      .addSuccess(NetworkConnected)
+      .addError(wiresOf(NetworkRefusals))
+      .annotate(BodyCap, "networkConnect")
+  )
+  .add(
+    HttpApiEndpoint.post("disconnect", "/v1/network/disconnect")
+      .setPayload(strict(NetworkDisconnect))
+      .addSuccess(NetworkDisconnected)
+      .annotate(BodyCap, "networkConnect")
+  )
   .addError(wiresOf(OperatorRefusals))
   .middleware(Authentication)
   .annotate(RoutePolicy, operator) {}

@@ -139,13 +139,27 @@ const NodePorts = Schema.Struct({
   })
 }).annotations({ identifier: "NodePorts" })
 
+const NodeHolding = Schema.Struct({
+  node: Schema.String,
+  status: Schema.Literal("active", "inactive", "stopped", "unregistered", "retired").annotations({
+    description: "as GET /v1/network/peers says; unregistered also for a home node the membership does not know"
+  }),
+  internal_url: Schema.String,
+  self: Schema.Boolean,
+  namespaces: Schema.Array(Schema.String).annotations({ description: "namespaces with a node-local database or a deployment homed on the node, by name" }),
+  apps: Schema.Array(AppPort).annotations({ description: "the app ports of the deployment records homed on the node, by port" })
+}).annotations({ identifier: "NodeHolding" })
+
 export const OperatorHealthView = Schema.Struct({
   ...healthSummary,
   hosted_namespaces: Schema.NullOr(Schema.Array(HostedNamespace)).annotations({
     description: "one page of the hosted namespaces, by name (limit, cursor); null when the registry could not be read"
   }),
   next_cursor: NextCursor,
-  ports: NodePorts
+  ports: NodePorts,
+  nodes: Schema.NullOr(Schema.Array(NodeHolding)).annotations({
+    description: "every node of the cluster (the membership's, and any home node it does not know) with the namespaces and app ports homed there; at most 10,000 rows of each are read; null when the registry could not be read"
+  })
 }).annotations({ identifier: "OperatorHealth" })
 
 /** One node's telemetry snapshot: its health report's checks and counts with the process's figures. */

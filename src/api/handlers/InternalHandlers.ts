@@ -42,6 +42,11 @@ export const InternalHandlers = HttpApiBuilder.group(PorticoApi, "internal", (ha
     const config = yield* PorticoConfig
     const nodeLogs = yield* NodeLogs
     const moves = yield* DatabaseMoves
+    // this node's telemetry snapshot, under the spec's path and the one of releases before it
+    const nodeSnapshot = Effect.map(Effect.mapError(health.here, () => unavailable("no check of this node answered")), (here) => ({
+      ...here,
+      namespaces: here.namespaces ?? null
+    }))
 
     return handlers
       .handle("ping", () => Effect.succeed({ status: "ok" as const, node: config.nodeId }))
@@ -97,12 +102,8 @@ export const InternalHandlers = HttpApiBuilder.group(PorticoApi, "internal", (ha
         })
       )
       .handle("nodeLogs", ({ payload }) => Effect.succeed({ node: config.nodeId, lines: nodeLogs.tail(payload.lines) }))
-      .handle("nodeSnapshot", ({ payload }) =>
-        Effect.gen(function* () {
-          const here = yield* Effect.mapError(health.here, () => unavailable("no check of this node answered"))
-          return { ...here, namespaces: here.namespaces ?? null }
-        })
-      )
+      .handle("telemetry", () => nodeSnapshot)
+      .handle("nodeSnapshot", () => nodeSnapshot)
       .handle("deploymentUpdate", ({ headers }) =>
         Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => {
           const { namespace, type } = headers["x-portico-forward-envelope"]

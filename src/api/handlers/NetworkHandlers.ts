@@ -2,6 +2,7 @@ import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import { Effect } from "effect"
 import { refusal } from "../../domain/Errors.js"
 import { type ClusterNode, Membership } from "../../layers/cluster/Membership.js"
+import { Network } from "../../layers/network/Network.js"
 import { PorticoApi } from "../Api.js"
 import { toUnixSeconds } from "../Wire.js"
 
@@ -18,6 +19,7 @@ export const peerView = (n: ClusterNode) => ({
   age_ms: orNull(n.ageMs, Math.round),
   self: n.self,
   seed: n.seed,
+  connected: n.connected,
   draining: n.draining
 })
 
@@ -25,14 +27,19 @@ export const peerView = (n: ClusterNode) => ({
 export const NetworkHandlers = HttpApiBuilder.group(PorticoApi, "network", (handlers) =>
   Effect.gen(function* () {
     const membership = yield* Membership
-    return handlers.handle("peers", () =>
-      membership.nodes.pipe(
-        Effect.map((nodes) => ({
-          node: membership.self.id,
-          peers: nodes.map(peerView)
-        })),
-        Effect.mapError(() => refusal("UNAVAILABLE", "the registry did not answer", "retry shortly", 5))
+    const network = yield* Network
+    return handlers
+      .handle("peers", () =>
+        membership.nodes.pipe(
+          Effect.map((nodes) => ({
+            node: membership.self.id,
+            peers: nodes.map(peerView)
+          })),
+          Effect.mapError(() => refusal("UNAVAILABLE", "the registry did not answer", "retry shortly", 5))
+        )
       )
-    )
+      .handle("status", () => network.status)
+      .handle("connect", ({ payload }) => network.connect(payload.multiaddr))
+      .handle("disconnect", ({ payload }) => Effect.map(network.disconnect(payload.peer_id), (disconnected) => ({ peer_id: payload.peer_id, disconnected })))
   })
 )

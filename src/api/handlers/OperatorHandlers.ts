@@ -4,7 +4,7 @@ import { Effect, Stream } from "effect"
 import type { SettingName } from "../../domain/OperatorSettings.js"
 import { CurrentPrincipal } from "../../domain/Principal.js"
 import { OperatorAudit } from "../../layers/operators/OperatorAudit.js"
-import { OperatorHealth, type OperatorHealthDetail } from "../../layers/operators/OperatorHealth.js"
+import { OperatorHealth, type AppPort, type OperatorHealthDetail } from "../../layers/operators/OperatorHealth.js"
 import { TELEMETRY_INTERVAL_DEFAULT, telemetryEvents } from "../../layers/operators/Telemetry.js"
 import { INVITE_MAX_SECONDS, Operators } from "../../layers/operators/Operators.js"
 import { PorticoApi } from "../Api.js"
@@ -13,16 +13,16 @@ import { toUnixSeconds } from "../Wire.js"
 import { refusedOrDown } from "./Refusals.js"
 
 /** The health detail on the wire: what could not be read is null. */
-const healthView = ({ hosted, ports, ...report }: OperatorHealthDetail) => ({
+const appView = (a: AppPort) => ({ port: a.port, namespace: a.namespace, deployment: a.deployment, deployment_id: a.deploymentId, status: a.status })
+
+const healthView = ({ hosted, ports, nodes, ...report }: OperatorHealthDetail) => ({
   ...report,
   namespaces: report.namespaces ?? null,
   hosted_namespaces: hosted?.items.map((n) => ({ name: n.name, owner: n.owner ?? null, created_at: toUnixSeconds(n.createdAt) })) ?? null,
   next_cursor: hosted === undefined ? null : nextCursorOf(hosted),
-  ports: {
-    gateway: ports.gateway ?? null,
-    app_range: ports.appRange,
-    apps: ports.apps?.map((a) => ({ port: a.port, namespace: a.namespace, deployment: a.deployment, deployment_id: a.deploymentId, status: a.status })) ?? null
-  }
+  ports: { gateway: ports.gateway ?? null, app_range: ports.appRange, apps: ports.apps?.map(appView) ?? null },
+  nodes:
+    nodes?.map((n) => ({ node: n.node, status: n.status, internal_url: n.internalUrl, self: n.self, namespaces: n.namespaces, apps: n.apps.map(appView) })) ?? null
 })
 
 export const OperatorHandlers = HttpApiBuilder.group(PorticoApi, "operator", (handlers) =>

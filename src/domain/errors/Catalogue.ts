@@ -144,6 +144,10 @@ export class AppStartFailed extends Schema.TaggedError<AppStartFailed>()("AppSta
 export class FunctionFailed extends Schema.TaggedError<FunctionFailed>()("FunctionFailed", envelope("FUNCTION_FAILED"), status(502)) {}
 /** A tunnel's destination did not accept the stream through the anonymity network (spec §7: 502, a generic message). */
 export class RelayDestinationUnreachable extends Schema.TaggedError<RelayDestinationUnreachable>()("RelayDestinationUnreachable", envelope("RELAY_DESTINATION_UNREACHABLE"), status(502)) {}
+/** `/v1/network/connect`: the address refused the connection, answered as no node, or as another node than the one named (spec §4.9: 502). */
+export class PeerDialFailed extends Schema.TaggedError<PeerDialFailed>()("PeerDialFailed", envelope("PEER_DIAL_FAILED"), status(502)) {}
+/** `/v1/network/connect`: the address did not answer within 10 s (spec §4.9: 504). */
+export class PeerDialTimeout extends Schema.TaggedError<PeerDialTimeout>()("PeerDialTimeout", envelope("PEER_DIAL_TIMEOUT"), status(504)) {}
 /** No SOCKS upstream configured, or it is down: the proxy never falls back to a direct dial (spec §7). */
 export class RelayUnavailable extends Schema.TaggedError<RelayUnavailable>()("RelayUnavailable", retried("RELAY_UNAVAILABLE"), status(503)) {}
 export class Unavailable extends Schema.TaggedError<Unavailable>()("Unavailable", retried("UNAVAILABLE"), status(503)) {}
@@ -239,6 +243,8 @@ export const catalogue = {
   FunctionTimeout,
   AppStartFailed,
   RelayDestinationUnreachable,
+  PeerDialFailed,
+  PeerDialTimeout,
   RelayUnavailable,
   Unavailable,
   NamespaceProvisionFailed,

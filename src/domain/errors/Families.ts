@@ -40,6 +40,10 @@ export type NamespaceCreateCode = (typeof NamespaceCreateRefusals)[number]
 export const OperatorRefusals = family("VALIDATION_FAILED", "FORBIDDEN", "NOT_FOUND", "CONFLICT", "UNAVAILABLE")
 export type OperatorCode = (typeof OperatorRefusals)[number]
 
+/** The network routes (src/layers/network/Network.ts): connecting a node by its address. */
+export const NetworkRefusals = family("VALIDATION_FAILED", "FORBIDDEN", "PEER_DIAL_FAILED", "PEER_DIAL_TIMEOUT", "UNAVAILABLE")
+export type NetworkCode = (typeof NetworkRefusals)[number]
+
 /** Deleting a namespace and everything it holds (src/layers/namespaces/NamespaceTeardown.ts). */
 export const TeardownRefusals = family("VALIDATION_FAILED", "FORBIDDEN", "NAMESPACE_DELETE_IN_PROGRESS", "NAMESPACE_DELETE_FAILED")
 export type TeardownCode = (typeof TeardownRefusals)[number]

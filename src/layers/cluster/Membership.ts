@@ -6,8 +6,11 @@
  * own. A node is active while its row is younger than `PORTICO_NODE_TTL_MS`.
  *
  * `PORTICO_PEERS` is a seed list: a seed is a peer until the registry shows its row stale, and its
- * URL is the one given there. What fans out (evictions, cache drops, telemetry, function sockets)
- * asks `peers` for the live set; the internal client finds any node through `urlOf`.
+ * URL is the one given there. A node connected by an operator (`/v1/network/connect`,
+ * src/layers/network/Network.ts) is held as a seed in this node's memory until it is disconnected,
+ * its URL the one dialled, winning over its seed and registered ones. What fans out (evictions, cache drops,
+ * telemetry, function sockets, the platform relay) asks `peers` for the live set; the internal
+ * client finds any node through `urlOf`.
  */
 import { Context, Effect, Layer, Schema } from "effect"
 import { PorticoConfig } from "../config/PorticoConfig.js"
@@ -56,6 +59,8 @@ export interface ClusterNode {
   readonly ageMs: number | undefined
   readonly self: boolean
   readonly seed: boolean
+  /** Connected by `/v1/network/connect` on this node: its URL is the one dialled there. */
+  readonly connected: boolean
 }
 
 /** A peer to call: its id and base URL. */
@@ -83,8 +88,15 @@ export interface MembershipService {
    * stopped cleanly lost its memory; one that is only silent may come back with it.
    */
   readonly unstopped: Effect.Effect<ReadonlyArray<Peer>>
-  /** Where node `id` answers: its seed URL, else its registered one; undefined when it has none. */
+  /**
+   * Where node `id` answers: the URL it was connected at, else its seed URL, else its registered
+   * one; undefined when it has none.
+   */
   readonly urlOf: (id: string) => Effect.Effect<string | undefined>
+  /** Holds node `id` at `url` as a peer of this node, in memory, until `disconnect`. */
+  readonly connect: (id: string, url: string) => Effect.Effect<void>
+  /** Forgets a connected node: whether it was connected. */
+  readonly disconnect: (id: string) => Effect.Effect<boolean>
 }
 
 /** How long `peers` and `urlOf` keep what they read, at most. */
@@ -98,7 +110,11 @@ export class Membership extends Context.Tag("portico/Membership")<Membership, Me
       const store = yield* RegistryStore
       const ttl = config.membership.nodeTtlMs
       const self = { id: config.nodeId, publicKey: loadNodeKey(config.dataDir).publicKey }
-      const seeds = [...config.peers].filter(([id]) => id !== self.id).map(([id, url]) => ({ id, url }))
+      /** Nodes connected by an operator on this node (`/v1/network/connect`): id → the URL dialled. */
+      const connected = new Map<string, string>()
+      /** The seeds and the connected nodes, by id: a connected node's URL wins. */
+      const seedUrls = (): ReadonlyMap<string, string> => new Map([...config.peers, ...connected].filter(([id]) => id !== self.id))
+      const seedList = (): ReadonlyArray<Peer> => [...seedUrls()].map(([id, url]) => ({ id, url }))
 
       const readRows = Effect.flatMap(
         store.query({
@@ -123,21 +139,23 @@ export class Membership extends Context.Tag("portico/Membership")<Membership, Me
         row.retired_at !== null ? "retired" : row.left_at !== null ? "stopped" : row.age_ms <= ttl ? "active" : "inactive"
 
       const nodes = Effect.map(readRows, (rows): ReadonlyArray<ClusterNode> => {
+        const seedUrl = seedUrls()
         const registered = rows.map(
           (row): ClusterNode => ({
             id: row.id,
             status: statusOf(row),
-            internalUrl: config.peers.get(row.id) ?? row.internal_url,
+            internalUrl: seedUrl.get(row.id) ?? row.internal_url,
             version: row.version,
             joinedAt: row.joined_at,
             lastSeen: row.last_seen,
             ageMs: Math.max(0, row.age_ms),
             self: row.id === self.id,
             seed: config.peers.has(row.id),
-            draining: row.draining_at !== null
+            draining: row.draining_at !== null,
+            connected: connected.has(row.id)
           })
         )
-        const unregistered = seeds
+        const unregistered = seedList()
           .filter((s) => !rows.some((r) => r.id === s.id))
           .map(
             (s): ClusterNode => ({
@@ -149,8 +167,9 @@ export class Membership extends Context.Tag("portico/Membership")<Membership, Me
               lastSeen: undefined,
               ageMs: undefined,
               self: false,
-              seed: true,
-              draining: false
+              seed: config.peers.has(s.id),
+              draining: false,
+              connected: connected.has(s.id)
             })
           )
         return [...registered, ...unregistered].sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
@@ -158,34 +177,39 @@ export class Membership extends Context.Tag("portico/Membership")<Membership, Me
 
       const peers = Effect.map(recentRows, (rows): ReadonlyArray<Peer> => {
         const byId = new Map(rows.map((r) => [r.id, r]))
+        const seedUrl = seedUrls()
         // a seed is a peer until its row says it is stale; one with no row stays, as before membership
-        const liveSeeds = seeds.filter((s) => {
+        const liveSeeds = seedList().filter((s) => {
           const row = byId.get(s.id)
           return row === undefined || statusOf(row) === "active"
         })
         const live = rows
-          .filter((r) => r.id !== self.id && !config.peers.has(r.id) && r.internal_url !== "" && statusOf(r) === "active")
+          .filter((r) => r.id !== self.id && !seedUrl.has(r.id) && r.internal_url !== "" && statusOf(r) === "active")
           .map((r) => ({ id: r.id, url: r.internal_url }))
         return [...liveSeeds, ...live]
       })
 
-      const known = Effect.map(recentRows, (rows): ReadonlyArray<Peer> => [
-        ...seeds,
-        ...rows.filter((r) => r.id !== self.id && !config.peers.has(r.id) && r.internal_url !== "").map((r) => ({ id: r.id, url: r.internal_url }))
-      ])
+      const known = Effect.map(recentRows, (rows): ReadonlyArray<Peer> => {
+        const seedUrl = seedUrls()
+        return [
+          ...seedList(),
+          ...rows.filter((r) => r.id !== self.id && !seedUrl.has(r.id) && r.internal_url !== "").map((r) => ({ id: r.id, url: r.internal_url }))
+        ]
+      })
 
       const unstopped = Effect.map(recentRows, (rows): ReadonlyArray<Peer> => {
         const byId = new Map(rows.map((r) => [r.id, r]))
+        const seedUrl = seedUrls()
         return [
-          ...seeds.filter((s) => byId.get(s.id)?.left_at == null),
+          ...seedList().filter((s) => byId.get(s.id)?.left_at == null),
           ...rows
-            .filter((r) => r.id !== self.id && !config.peers.has(r.id) && r.internal_url !== "" && r.left_at === null)
+            .filter((r) => r.id !== self.id && !seedUrl.has(r.id) && r.internal_url !== "" && r.left_at === null)
             .map((r) => ({ id: r.id, url: r.internal_url }))
         ]
       })
 
       const urlOf = (id: string) => {
-        const seed = config.peers.get(id)
+        const seed = connected.get(id) ?? config.peers.get(id)
         if (seed !== undefined) return Effect.succeed<string | undefined>(seed)
         return Effect.map(recentRows, (rows) => {
           const url = rows.find((r) => r.id === id)?.internal_url
@@ -193,7 +217,16 @@ export class Membership extends Context.Tag("portico/Membership")<Membership, Me
         })
       }
 
-      return Membership.of({ self, nodes, peers, known, unstopped, urlOf })
+      return Membership.of({
+        self,
+        nodes,
+        peers,
+        known,
+        unstopped,
+        urlOf,
+        connect: (id, url) => Effect.sync(() => void connected.set(id, url)),
+        disconnect: (id) => Effect.sync(() => connected.delete(id))
+      })
     })
   )
 

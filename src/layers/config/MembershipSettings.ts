@@ -1,9 +1,10 @@
 /**
- * The cluster membership's settings (docs/cluster.md, "Membership"), read from `PORTICO_NODE_*` and
- * `PORTICO_INTERNAL_URL`. A TTL shorter than two heartbeats would mark live nodes inactive between
+ * The cluster membership's settings (docs/cluster.md, "Membership"), read from `PORTICO_NODE_*`,
+ * `PORTICO_INTERNAL_URL` and `PORTICO_OVERLAY_CIDRS`. A TTL shorter than two heartbeats would mark live nodes inactive between
  * beats, so it is refused at start.
  */
-import { Config, ConfigError, Effect, Option } from "effect"
+import { Config, ConfigError, Effect, Either, Option } from "effect"
+import { parseCidrs } from "../../domain/AddressRanges.js"
 import { between } from "./IntegerSetting.js"
 
 export interface MembershipSettings {
@@ -16,9 +17,24 @@ export interface MembershipSettings {
    * private network); unset: `http://<PORTICO_HOST>:<port>` when the gateway listens on one address.
    */
   readonly internalUrl: string | undefined
+  /**
+   * The cluster's private network (`PORTICO_OVERLAY_CIDRS`): the platform relay's fan-out skips a
+   * node whose internal address is an IP outside it, and `/v1/network/connect` dials nothing
+   * outside it. Default: the private ranges the internal routes accept a caller from (loopback,
+   * RFC 1918, carrier-grade NAT, IPv6 unique-local); the spec's overlay is 10.0.0.0/24.
+   */
+  readonly overlayCidrs: ReadonlyArray<string>
 }
 
-export const defaultMembershipSettings: MembershipSettings = { heartbeatMs: 10_000, nodeTtlMs: 30_000, internalUrl: undefined }
+/** What `PORTICO_OVERLAY_CIDRS` is unless set: the sources PeerGate accepts (isOverlaySource). */
+export const DEFAULT_OVERLAY_CIDRS = ["127.0.0.0/8", "10.0.0.0/8", "172.16.0.0/12", "192.168.0.0/16", "100.64.0.0/10", "::1/128", "fc00::/7"]
+
+export const defaultMembershipSettings: MembershipSettings = {
+  heartbeatMs: 10_000,
+  nodeTtlMs: 30_000,
+  internalUrl: undefined,
+  overlayCidrs: DEFAULT_OVERLAY_CIDRS
+}
 
 export const membershipConfig = Effect.gen(function* () {
   const env = Config.nested("PORTICO")
@@ -34,6 +50,11 @@ export const membershipConfig = Effect.gen(function* () {
   if (Option.isSome(url) && !/^https?:\/\/[^/\s]+$/.test(url.value)) {
     return yield* Effect.fail(ConfigError.InvalidData(["PORTICO", "INTERNAL_URL"], "PORTICO_INTERNAL_URL is http(s)://host:port, with no path"))
   }
-  const settings: MembershipSettings = { heartbeatMs, nodeTtlMs, internalUrl: Option.getOrUndefined(url) }
+  const overlay = parseCidrs(yield* env(Config.string("OVERLAY_CIDRS")).pipe(Config.withDefault(d.overlayCidrs.join(","))))
+  if (Either.isLeft(overlay) || overlay.right.cidrs.length === 0) {
+    const given = Either.isLeft(overlay) ? `"${overlay.left}"` : "nothing"
+    return yield* Effect.fail(ConfigError.InvalidData(["PORTICO", "OVERLAY_CIDRS"], `expected comma-separated CIDRs, got ${given}`))
+  }
+  const settings: MembershipSettings = { heartbeatMs, nodeTtlMs, internalUrl: Option.getOrUndefined(url), overlayCidrs: overlay.right.cidrs }
   return settings
 })

@@ -2,15 +2,16 @@
  * What operators see of the gateway's health (docs/operators.md): each check with its latency
  * and its error text, how many namespaces it hosts, a page of them, and the ports this node holds
  * — the detail the open health routes hide (spec §4.9: "latencies, errors, hosted namespaces and
- * ports"). The telemetry stream's snapshot is the cluster's: this node's report (counts only, no
- * lists) with the process's figures, and each peer's (PORTICO_PEERS), asked over the overlay
- * (`/v1/internal/operator/snapshot`, coordination MAC) or named unreachable. Metadata only: no
+ * ports"), and every node of the cluster with the namespaces and app ports homed there. The
+ * telemetry stream's snapshot is the cluster's: this node's report (counts only, no
+ * lists) with the process's figures, and each live peer's (the membership), asked over the overlay
+ * (`/v1/internal/telemetry`, coordination MAC) or named unreachable. Metadata only: no
  * namespace's data is read.
  */
 import { Clock, Context, Duration, Effect, Layer, Option, Ref, Schema } from "effect"
 import type { Page, PageRequest } from "../../domain/Page.js"
 import { Cache } from "../cache/Cache.js"
-import { Membership } from "../cluster/Membership.js"
+import { type ClusterNode, Membership } from "../cluster/Membership.js"
 import { Coordination } from "../coordination/Coordination.js"
 import { internalClient } from "../coordination/InternalClient.js"
 import { PorticoConfig } from "../config/PorticoConfig.js"
@@ -23,6 +24,9 @@ import { SqliteRegistryStore } from "../registry/SqliteRegistryStore.js"
 const CHECK_TIMEOUT = Duration.seconds(2)
 /** A peer's snapshot arrives within this or the peer is named unreachable. */
 const PEER_TIMEOUT = Duration.seconds(3)
+
+/** The most rows the per-node listing reads of each kind (homed namespaces, app ports). */
+const NODE_LISTING_MAX_ROWS = 10_000
 
 /** A peer's snapshot is relayed as it came; only what identifies it is checked. */
 const PeerSnapshotAnswer = Schema.parseJson(
@@ -73,11 +77,26 @@ export interface NodePorts {
   readonly apps: ReadonlyArray<AppPort> | undefined
 }
 
+/** What one node of the cluster holds: the namespaces with something homed there, and its app ports. */
+export interface NodeHolding {
+  readonly node: string
+  /** As `/v1/network/peers` says; `unregistered` also for a home node the membership does not know. */
+  readonly status: ClusterNode["status"]
+  readonly internalUrl: string
+  readonly self: boolean
+  /** Namespaces with a node-local database or a deployment homed on the node, by name. */
+  readonly namespaces: ReadonlyArray<string>
+  /** The app ports of the deployment records homed on the node, by port. */
+  readonly apps: ReadonlyArray<AppPort>
+}
+
 /** The health report with what the node holds: a page of its namespaces, and its ports. */
 export interface OperatorHealthDetail extends OperatorHealthReport {
   /** undefined when the registry could not be read. */
   readonly hosted: Page<HostedNamespace> | undefined
   readonly ports: NodePorts
+  /** Every node of the cluster with what it holds; undefined when the registry could not be read. */
+  readonly nodes: ReadonlyArray<NodeHolding> | undefined
 }
 
 export interface TelemetrySnapshot extends OperatorHealthReport {
@@ -174,6 +193,14 @@ export class OperatorHealth extends Context.Tag("portico/OperatorHealth")<Operat
           })
         )
 
+      const appOf = (row: Readonly<Record<string, unknown>>): AppPort => ({
+        port: Number(row.port),
+        namespace: String(row.namespace),
+        deployment: String(row.name),
+        deploymentId: String(row.id),
+        status: String(row.status)
+      })
+
       // Ports are unique per node (the deployments_port index on (home_node, port)), so the rows
       // are bounded by the port space whatever the registry holds; the range bounds them in practice.
       const appPorts = Effect.map(
@@ -181,27 +208,51 @@ export class OperatorHealth extends Context.Tag("portico/OperatorHealth")<Operat
           sql: "SELECT port, namespace, name, id, status FROM deployments WHERE home_node = ? AND port IS NOT NULL ORDER BY port",
           params: [settings.nodeId]
         }),
-        (rows) =>
-          rows.map(
-            (row): AppPort => ({
-              port: Number(row.port),
-              namespace: String(row.namespace),
-              deployment: String(row.name),
-              deploymentId: String(row.id),
-              status: String(row.status)
-            })
-          )
+        (rows) => rows.map(appOf)
       )
+
+      /** Every node of the membership, and every home node it does not know, with what is homed there. */
+      const holdings = Effect.gen(function* () {
+        const [nodes, homed, ports] = yield* Effect.all(
+          [
+            membership.nodes,
+            store.query({
+              sql: "SELECT home_node, namespace FROM local_databases UNION SELECT home_node, namespace FROM deployments ORDER BY home_node, namespace LIMIT ?",
+              params: [NODE_LISTING_MAX_ROWS]
+            }),
+            store.query({
+              sql: "SELECT home_node, port, namespace, name, id, status FROM deployments WHERE port IS NOT NULL ORDER BY home_node, port LIMIT ?",
+              params: [NODE_LISTING_MAX_ROWS]
+            })
+          ],
+          { concurrency: "unbounded" }
+        )
+        const known = new Set(nodes.map((n) => n.id))
+        const homes = [...new Set([...homed, ...ports].map((row) => String(row.home_node)))].filter((id) => !known.has(id)).sort()
+        const listed: ReadonlyArray<Pick<NodeHolding, "node" | "status" | "internalUrl" | "self">> = [
+          ...nodes.map((n) => ({ node: n.id, status: n.status, internalUrl: n.internalUrl, self: n.self })),
+          ...homes.map((id) => ({ node: id, status: "unregistered" as const, internalUrl: "", self: id === settings.nodeId }))
+        ]
+        return listed.map(
+          (n): NodeHolding => ({
+            ...n,
+            namespaces: homed.filter((row) => row.home_node === n.node).map((row) => String(row.namespace)),
+            apps: ports.filter((row) => row.home_node === n.node).map(appOf)
+          })
+        )
+      })
 
       const detail = (page: PageRequest) =>
         Effect.gen(function* () {
-          const [r, namespaces, apps, port] = yield* Effect.all([report, optional(hosted(page)), optional(appPorts), Ref.get(gatewayPort)], {
-            concurrency: "unbounded"
-          })
+          const [r, namespaces, apps, port, nodes] = yield* Effect.all(
+            [report, optional(hosted(page)), optional(appPorts), Ref.get(gatewayPort), optional(holdings)],
+            { concurrency: "unbounded" }
+          )
           return {
             ...r,
             hosted: namespaces,
-            ports: { gateway: port === undefined ? undefined : { host: settings.host, port }, appRange, apps }
+            ports: { gateway: port === undefined ? undefined : { host: settings.host, port }, appRange, apps },
+            nodes
           }
         })
 
@@ -214,7 +265,7 @@ export class OperatorHealth extends Context.Tag("portico/OperatorHealth")<Operat
       })
 
       const peer = (node: string): Effect.Effect<PeerSnapshot> =>
-        internalClient(coordination).call(node, "nodeSnapshot", {}, PEER_TIMEOUT).pipe(
+        internalClient(coordination).call(node, "telemetry", {}, PEER_TIMEOUT).pipe(
           Effect.map((answer): PeerSnapshot => {
             if (answer.status !== 200) return { node, reachable: false, error: `answered ${answer.status}` }
             return Option.match(decodePeerSnapshot(answer.text), {

@@ -9,11 +9,18 @@
  *   `/v1/internal/push/ntfy/<topic>` at once, signed with the coordination MAC (RelayCall.ts),
  *   succeeding when at least one node's relay accepted it. No relay anywhere is a failed outcome;
  *   there is no fallback to any other host.
+ *
+ * The peers are the membership's live nodes (docs/cluster.md), read at most every 30 s (spec §4.6:
+ * "cached 30 s"); a node with no internal URL or whose address is an IP outside
+ * `PORTICO_OVERLAY_CIDRS` is skipped.
  */
-import { Effect, Either, Layer, Option, Schema } from "effect"
+import { Duration, Effect, Either, Layer, Option, Schema } from "effect"
 import { isIP } from "node:net"
+import { type AllowList, inRanges, parseCidrs } from "../../domain/AddressRanges.js"
+import { Membership } from "../cluster/Membership.js"
+import { DEFAULT_OVERLAY_CIDRS } from "../config/MembershipSettings.js"
 import { PorticoConfig, type PorticoSettings } from "../config/PorticoConfig.js"
-import { Coordination, type CoordinationService, isOverlaySource } from "../coordination/Coordination.js"
+import { Coordination, type CoordinationService } from "../coordination/Coordination.js"
 import { GuardedFetch } from "../egress/GuardedFetch.js"
 import { type DeliveryOutcome, delivered, failed, type FetchLike, Reasons, reasonOfThrown } from "./Delivery.js"
 import { fetchThroughGuard } from "./GuardedFetchLike.js"
@@ -28,16 +35,25 @@ export interface RelayPeer {
   readonly baseUrl: string
 }
 
+/** How long the fan-out keeps the membership's peers (spec §4.6: "cached 30 s"). */
+export const RELAY_PEERS_CACHE = Duration.seconds(30)
+
+/** The cluster's overlay (`PORTICO_OVERLAY_CIDRS`) as ranges. */
+export const overlayOf = (cidrs: ReadonlyArray<string>): AllowList => Either.getOrThrow(parseCidrs(cidrs.join(",")))
+
+const defaultOverlay = overlayOf(DEFAULT_OVERLAY_CIDRS)
+
 /**
- * The peers a fan-out posts to, from PORTICO_PEERS (the cluster's node list until there is a node
- * registry). This node is left out (it publishes itself); so is a peer whose address is an IP
- * literal off the private overlay (what PeerGate accepts as a source: loopback, RFC 1918, CGNAT,
- * unique-local), as spec §4.6 skips nodes outside the overlay range. A peer named by host name is
- * kept: the list is the operator's own, and the other node-to-node calls reach it by that name.
+ * The peers a fan-out posts to, of `peers` (node id, URL): the membership's live nodes, or the
+ * seeds. This node is left out (it publishes itself); so is a peer with no URL, or whose address
+ * is an IP literal outside `overlay` (spec §4.6 skips nodes outside the overlay range). A peer
+ * named by host name is kept: the name is the operator's own (a seed, or `PORTICO_INTERNAL_URL`),
+ * and the other node-to-node calls reach it by that name.
  */
 export const relayPeersOf = (
-  peers: ReadonlyMap<string, string>,
-  selfId: string
+  peers: Iterable<readonly [string, string]>,
+  selfId: string,
+  overlay: AllowList = defaultOverlay
 ): { readonly eligible: ReadonlyArray<RelayPeer>; readonly skipped: ReadonlyArray<RelayPeer> } => {
   const eligible: Array<RelayPeer> = []
   const skipped: Array<RelayPeer> = []
@@ -50,7 +66,7 @@ export const relayPeersOf = (
       skipped.push({ nodeId, baseUrl })
       continue
     }
-    if (host === "" || (isIP(host) !== 0 && !isOverlaySource(host))) skipped.push({ nodeId, baseUrl })
+    if (host === "" || (isIP(host) !== 0 && !inRanges(overlay, host))) skipped.push({ nodeId, baseUrl })
     else eligible.push({ nodeId, baseUrl: baseUrl.replace(/\/+$/, "") })
   }
   return { eligible, skipped }
@@ -58,12 +74,13 @@ export const relayPeersOf = (
 
 /**
  * Whether this gateway can publish to a platform relay at all: its own `PORTICO_PUSH_RELAY_URL`,
- * or an eligible peer to fan out to (which may have one). What "the gateway has a platform relay"
- * means for the configured rule (PUSH_NOT_CONFIGURED): a node without a relay of its own still
- * delivers through its peers' relays.
+ * or an eligible seed (`PORTICO_PEERS`) to fan out to (which may have one). What "the gateway has
+ * a platform relay" means for the configured rule (PUSH_NOT_CONFIGURED): a node without a relay of
+ * its own still delivers through its peers' relays. Read once at start, from the settings: a node
+ * with neither a relay nor a seed is not configured, whatever peers the registry lists.
  */
-export const platformRelayReachable = (settings: Pick<PorticoSettings, "push" | "peers" | "nodeId">): boolean =>
-  settings.push.relayUrl !== undefined || relayPeersOf(settings.peers, settings.nodeId).eligible.length > 0
+export const platformRelayReachable = (settings: Pick<PorticoSettings, "push" | "peers" | "nodeId" | "membership">): boolean =>
+  settings.push.relayUrl !== undefined || relayPeersOf(settings.peers, settings.nodeId, overlayOf(settings.membership.overlayCidrs)).eligible.length > 0
 
 /** Why `token` cannot be published at `baseUrl`: another scheme or host, or not a topic at all. */
 const refusedTokenReason = (baseUrl: string, token: string): string => {
@@ -109,7 +126,8 @@ export interface RelayPublisherOptions {
   readonly platform: PlatformRelayService
   /** The fetch for tenant relays: the guarded egress client (fetchThroughGuard). */
   readonly guarded: FetchLike
-  readonly peers: ReadonlyArray<RelayPeer>
+  /** The peers to fan out to, read at each publish (the Live layer's is cached 30 s). */
+  readonly peers: Effect.Effect<ReadonlyArray<RelayPeer>>
   readonly sign: CoordinationService["sign"]
   /** Per tenant publish and per peer call; default 10 s. */
   readonly timeoutMs?: number
@@ -145,14 +163,14 @@ export const makeRelayPublisher = (options: RelayPublisherOptions): RelayPublish
       })
     })
 
-  const fanOut = (namespace: string, token: string, message: NtfyMessage): Effect.Effect<DeliveryOutcome> =>
+  const fanOut = (namespace: string, peers: ReadonlyArray<RelayPeer>, token: string, message: NtfyMessage): Effect.Effect<DeliveryOutcome> =>
     Either.match(fanOutTopic(platform.url, token), {
       onLeft: Effect.succeed,
       onRight: (topic) =>
         Effect.gen(function* () {
           const nodes: Array<readonly [string, Effect.Effect<DeliveryOutcome>]> = [
             ...(platform.url === undefined ? [] : [["this node", platform.publishTopic(topic, message)] as const]),
-            ...options.peers.map((peer) => [peer.nodeId, postToPeer(peer, topic, message)] as const)
+            ...peers.map((peer) => [peer.nodeId, postToPeer(peer, topic, message)] as const)
           ]
           const outcomes = yield* Effect.forEach(nodes, ([, publish]) => publish, { concurrency: "unbounded" })
           const accepted = outcomes.find((o) => o.outcome === "ok")
@@ -180,19 +198,19 @@ export const makeRelayPublisher = (options: RelayPublisherOptions): RelayPublish
           onRight: (url) => tenantClient.publish(url, message, authToken)
         })
       }
-      if (options.peers.length === 0) {
+      return Effect.flatMap(options.peers, (peers) => {
+        if (peers.length > 0) return fanOut(namespace, peers, token, message)
         if (platform.url === undefined) return Effect.succeed(failed(0, RelayReasons.notConfigured))
         return Either.match(publishUrl(platform.url, token), {
           onLeft: Effect.succeed,
           onRight: (url) => platform.publishTopic(url.split("/").pop() ?? "", message)
         })
-      }
-      return fanOut(namespace, token, message)
+      })
     }
   }
 }
 
-/** Over the configured platform relay, the egress guard, PORTICO_PEERS and the coordination MAC. */
+/** Over the configured platform relay, the egress guard, the membership's live peers and the coordination MAC. */
 export const RelayPublisherLive = Layer.effect(
   RelayPublisher,
   Effect.gen(function* () {
@@ -200,13 +218,26 @@ export const RelayPublisherLive = Layer.effect(
     const guard = yield* GuardedFetch
     const coordination = yield* Coordination
     const platform = yield* PlatformRelay
-    const { eligible, skipped } = relayPeersOf(config.peers, config.nodeId)
-    if (skipped.length > 0) {
-      yield* Effect.logWarning("platform relay: peers off the private overlay are not fanned out to").pipe(
-        Effect.annotateLogs({ skipped: skipped.map((p) => p.nodeId).join(",") })
-      )
-    }
-    return makeRelayPublisher({ platform, guarded: fetchThroughGuard(guard), peers: eligible, sign: coordination.sign })
+    const membership = yield* Membership
+    const overlay = overlayOf(config.membership.overlayCidrs)
+    const peers = yield* Effect.cachedWithTTL(
+      Effect.gen(function* () {
+        const live = yield* membership.peers
+        const { eligible, skipped } = relayPeersOf(
+          live.map((p) => [p.id, p.url] as const),
+          config.nodeId,
+          overlay
+        )
+        if (skipped.length > 0) {
+          yield* Effect.logWarning("platform relay: nodes outside the overlay (PORTICO_OVERLAY_CIDRS) are not fanned out to").pipe(
+            Effect.annotateLogs({ skipped: skipped.map((p) => p.nodeId).join(",") })
+          )
+        }
+        return eligible
+      }),
+      RELAY_PEERS_CACHE
+    )
+    return makeRelayPublisher({ platform, guarded: fetchThroughGuard(guard), peers, sign: coordination.sign })
   })
 )
 
@@ -216,5 +247,5 @@ export const RelayPublisherLive = Layer.effect(
  * module is the contract alone.
  */
 export const RelayPublisherTest = Layer.suspend(() =>
-  RelayPublisherLive.pipe(Layer.provide(Layer.mergeAll(Coordination.Test, GuardedFetch.Test, PlatformRelay.Test, PorticoConfig.Test)))
+  RelayPublisherLive.pipe(Layer.provide(Layer.mergeAll(Coordination.Test, GuardedFetch.Test, Membership.Test, PlatformRelay.Test, PorticoConfig.Test)))
 )

@@ -113,7 +113,7 @@ describe("the internal client", () => {
   it("refuses a node neither in PORTICO_PEERS nor registered without sending anything", async () => {
     const client = internalClient(await nodeA.runPromise(Coordination))
     const before = received.length
-    const failed = await Effect.runPromise(Effect.flip(client.call("node-z", "nodeSnapshot", {}, "5 seconds")))
+    const failed = await Effect.runPromise(Effect.flip(client.call("node-z", "telemetry", {}, "5 seconds")))
     expect(failed).toMatchObject({ _tag: "PeerUnreachable", nodeId: "node-z", detail: expect.stringMatching(/^no such node/) })
     expect(received.length).toBe(before)
   })

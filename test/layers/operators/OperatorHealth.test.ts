@@ -1,7 +1,7 @@
 /**
  * The operator health detail when the registry does not answer (docs/operators.md, "Health and
- * telemetry"): the count, the namespace page and the app ports are unread (undefined, null on the
- * wire) and the registry check names the error, while the gateway's own port and the app port
+ * telemetry"): the count, the namespace page, the app ports and the cluster's nodes are unread
+ * (undefined, null on the wire) and the registry check names the error, while the gateway's own port and the app port
  * range are still given. Over HTTP an operator's session needs the registry itself, so this case
  * is shown here, on stand-ins; the e2e suite (test/e2e/operator-health.test.ts) shows the rest.
  */
@@ -24,7 +24,7 @@ const down = Layer.mergeAll(
   makeTestLayer(Cache)({ ping: Effect.void }),
   makeTestLayer(Health)({ version: "test", startedAt: 0 }),
   makeTestLayer(Coordination)({}),
-  makeTestLayer(Membership)({}),
+  makeTestLayer(Membership)({ nodes: Effect.fail(new StoreError({ reason: "unavailable", detail: "connection refused" })) }),
   PorticoConfig.Test
 )
 
@@ -44,6 +44,7 @@ describe("OperatorHealth.detail", () => {
         expect(detail.checks["registry"]).toMatchObject({ ok: false, error: "connection refused" })
         expect(detail.checks["cache"]).toMatchObject({ ok: true })
         expect(detail.ports).toEqual({ gateway: { host: "127.0.0.1", port: 43123 }, appRange: { first: 10200, last: 19999 }, apps: undefined })
+        expect(detail.nodes).toBeUndefined()
       })
     )
   })
