@@ -67,7 +67,10 @@ const gone = (child: ChildProcess) =>
 export const startCluster = async (options: ClusterOptions = {}): Promise<Cluster> => {
   const count = options.nodes ?? 3
   const network = await startClusterNetwork(count)
-  const redis = await Effect.runPromise(startRedis({ host: REDIS_ADDRESS }))
+  const redis = await Effect.runPromise(startRedis({ host: REDIS_ADDRESS })).catch((error: unknown) => {
+    network.stop()
+    throw error
+  })
   const root = fs.mkdtempSync(path.join(testTmp(), "portico-cluster-"))
   const raftPeers = Array.from({ length: count }, (_, i) => `${nodeAddress(i)}:${RQLITE_RAFT}`).join(",")
   const env = {
