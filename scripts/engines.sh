@@ -2,7 +2,7 @@
 # Installs the pinned engine binaries that the engine test suites run against.
 #
 #   scripts/engines.sh            # every engine implemented below
-#   scripts/engines.sh rqlite     # only the named ones (rqlite, redis, kubo, ipfs-cluster, sandbox, socks, wrk)
+#   scripts/engines.sh rqlite     # only the named ones (rqlite, redis, kubo, ipfs-cluster, sandbox, socks, wrk, nftables)
 #   scripts/engines.sh --for-tests  # every engine; `npm test` runs this first: one line when all are
 #                                   # present, else says what it builds and why it takes minutes
 #
@@ -41,7 +41,7 @@ KUBO_VERSION="v0.40.1"
 CLUSTER_MODULE="github.com/ipfs-cluster/ipfs-cluster"
 CLUSTER_VERSION="v1.1.0"
 
-IMPLEMENTED=(rqlite redis kubo ipfs-cluster sandbox socks wrk)
+IMPLEMENTED=(rqlite redis kubo ipfs-cluster sandbox socks wrk nftables)
 
 # The deployment sandbox (src/layers/deployments/sandbox): bwrap from the Debian package, and two
 # helpers compiled from their C sources (the socket-rules loader, and the last step before the app:
@@ -243,6 +243,23 @@ install_socks() { install_debian_tool microsocks; }
 # Debian package, onto PATH.
 install_wrk() { install_debian_tool wrk; }
 
+# --- nftables -------------------------------------------------------------------------------
+# `nft` cuts two nodes of the 3-node harness apart (test/support/clusterNetwork.ts), inside the
+# suite's own network namespace: the Debian package, onto PATH.
+install_nftables() {
+  if command -v nft >/dev/null 2>&1; then
+    log "nft already installed"
+    return 0
+  fi
+  need apt-get "nft comes from the Debian package (apt-get install nftables)"
+  [[ $EUID -eq 0 ]] || die "installing nftables needs root (or: sudo apt-get install -y nftables)"
+  log "installing nftables from the Debian archive"
+  { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nftables >/dev/null 2>&1 ||
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nftables >/dev/null; }; } ||
+    die "apt-get install nftables failed"
+  command -v nft >/dev/null 2>&1 || die "nft is not on PATH after installing the package"
+}
+
 # --- main -----------------------------------------------------------------------------------
 # Prints the named engines that are absent or built from another pin.
 missing_engines() {
@@ -255,6 +272,7 @@ missing_engines() {
       sandbox) { command -v bwrap >/dev/null 2>&1 && sandbox_current; } || printf '%s\n' "sandbox" ;;
       socks) command -v microsocks >/dev/null 2>&1 || printf '%s\n' "socks" ;;
       wrk) command -v wrk >/dev/null 2>&1 || printf '%s\n' "wrk" ;;
+      nftables) command -v nft >/dev/null 2>&1 || printf '%s\n' "nftables" ;;
       ipfs-cluster)
         { is_current ipfs-cluster-service "$CLUSTER_MODULE@$CLUSTER_VERSION" &&
           is_current ipfs-cluster-ctl "$CLUSTER_MODULE@$CLUSTER_VERSION"; } || printf '%s\n' "ipfs-cluster" ;;
@@ -276,7 +294,7 @@ main() {
     local missing
     missing="$(missing_engines "${engines[@]}" | tr '\n' ' ')"
     if [[ -z "$missing" ]]; then
-      log "test engines present in $BIN (rqlited, ipfs, ipfs-cluster, portico-sandbox-bpf, portico-sandbox-exec) and on PATH (redis-server, bwrap, microsocks)"
+      log "test engines present in $BIN (rqlited, ipfs, ipfs-cluster, portico-sandbox-bpf, portico-sandbox-exec) and on PATH (redis-server, bwrap, microsocks, nft)"
       return 0
     fi
     log "npm test runs its suites against the real engines: rqlited, redis-server, Kubo (ipfs) and IPFS Cluster."
@@ -293,6 +311,7 @@ main() {
       sandbox) install_sandbox ;;
       socks) install_socks ;;
       wrk) install_wrk ;;
+      nftables) install_nftables ;;
       *) die "unknown engine '$engine' (implemented: ${IMPLEMENTED[*]})" ;;
     esac
   done
@@ -306,6 +325,7 @@ main() {
       sandbox) command -v bwrap; printf '%s\n' "$BIN/portico-sandbox-bpf" "$BIN/portico-sandbox-exec" ;;
       socks) command -v microsocks ;;
       wrk) command -v wrk ;;
+      nftables) command -v nft ;;
     esac
   done
 }

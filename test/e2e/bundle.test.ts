@@ -3,8 +3,10 @@
  * (scripts/build.mjs). The other suites run src/ through tsx, so this one walks the parts the
  * bundle lays out differently: the SQLite worker, a process started from its own bundled entry;
  * the chunks imported on first use (the UnixFS importer on the first upload, the OpenAPI document
- * and the docs page); the version read from package.json; an error's envelope.
+ * and the docs page; ioredis, for the cache and the shared rate limits on Redis); the version
+ * read from package.json; an error's envelope.
  */
+import { Effect } from "effect"
 import { Wallet } from "ethers"
 import { readFileSync } from "node:fs"
 import * as path from "node:path"
@@ -12,6 +14,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { ensureDist, repoRoot } from "../support/cli.js"
 import { signIn } from "../support/client.js"
 import { type Gateway, startGateway } from "../support/gateway.js"
+import { startRedis } from "../support/redis.js"
 
 describe("the bundled gateway (npm start)", () => {
   let gw: Gateway
@@ -72,4 +75,20 @@ describe("the bundled gateway (npm start)", () => {
     expect(reply.body).toMatchObject({ code: "VALIDATION_FAILED" })
     expect(Object.keys(reply.body).sort()).toEqual(expect.arrayContaining(["code", "error"]))
   })
+
+  it("starts on Redis (cache and shared rate limits load ioredis from their chunk) and keeps a value there", async () => {
+    const redis = await Effect.runPromise(startRedis())
+    let onRedis: Gateway | undefined
+    try {
+      onRedis = await startGateway({ bundled: true, env: { PORTICO_REDIS_URL: redis.url, PORTICO_RATE_LIMIT: "true" } })
+      const key = (await onRedis.cli(["namespace", "create", "cached"])).api_key
+      const put = await onRedis.request("POST", "/v1/cache/put", { token: key, json: { dmap: "m", key: "k", value: "v" } })
+      expect(put.status, put.text).toBe(200)
+      const got = await onRedis.request("POST", "/v1/cache/get", { token: key, json: { dmap: "m", key: "k" } })
+      expect(got.body).toMatchObject({ value: "v" })
+    } finally {
+      await onRedis?.stop()
+      await Effect.runPromise(redis.stop)
+    }
+  }, 120_000)
 })

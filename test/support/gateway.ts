@@ -51,6 +51,12 @@ export interface GatewayOptions {
   readonly bundled?: boolean
   /** More arguments for `portico serve` (`--join <invite>`). */
   readonly args?: ReadonlyArray<string>
+  /** The address the gateway listens on (it is also given PORTICO_HOST); default 127.0.0.1. */
+  readonly host?: string
+  /** A command the gateway is started through (`nsenter --net=…`: a node's own network namespace). */
+  readonly wrap?: ReadonlyArray<string>
+  /** How long to wait for it to listen; default 30 s. */
+  readonly startTimeoutMs?: number
 }
 
 export const cliIn = async (dataDir: string, args: ReadonlyArray<string>, env: Readonly<Record<string, string>> = {}) => {
@@ -118,12 +124,14 @@ export const startGateway = async (options: GatewayOptions = {}): Promise<Gatewa
     PORTICO_RATE_LIMIT: "false",
     PORTICO_LOG_REQUESTS: "true",
     ...(ports === undefined ? {} : { PORTICO_APP_PORTS: ports.range }),
+    ...(options.host === undefined ? {} : { PORTICO_HOST: options.host }),
     ...options.env
   }
   const entry = options.bundled === true ? ["--enable-source-maps", path.join(root, "bin/portico.mjs")] : ["--import", "tsx", path.join(root, "src/main.ts")]
+  const wrap = options.wrap ?? []
   const child: ChildProcess = spawn(
-    process.execPath,
-    [...entry, "serve", "--port", String(options.port ?? 0), "--data-dir", dataDir, ...(options.args ?? [])],
+    wrap[0] ?? process.execPath,
+    [...wrap.slice(1), ...(wrap.length > 0 ? [process.execPath] : []), ...entry, "serve", "--port", String(options.port ?? 0), "--data-dir", dataDir, ...(options.args ?? [])],
     { cwd: root, env: { ...process.env, ...(options.bundled === true ? { PORTICO_SKIP_BUILD: "1" } : {}), ...env }, stdio: ["ignore", "pipe", "pipe"] }
   )
   child.once("exit", () => ports?.release())
@@ -131,7 +139,7 @@ export const startGateway = async (options: GatewayOptions = {}): Promise<Gatewa
   child.stdout?.on("data", (chunk: Buffer) => (output += chunk.toString()))
   child.stderr?.on("data", (chunk: Buffer) => (output += chunk.toString()))
   const port = await new Promise<number>((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error("gateway did not start:\n" + output)), 30_000)
+    const timer = setTimeout(() => reject(new Error("gateway did not start:\n" + output)), options.startTimeoutMs ?? 30_000)
     const check = () => {
       const line = output.split("\n").find((l) => l.includes('"msg":"listening"'))
       if (line !== undefined) {
@@ -145,7 +153,7 @@ export const startGateway = async (options: GatewayOptions = {}): Promise<Gatewa
       reject(new Error(`gateway exited with ${code}:\n${output}`))
     })
   })
-  const url = `http://127.0.0.1:${port}`
+  const url = `http://${options.host ?? "127.0.0.1"}:${port}`
   return {
     url,
     port,

@@ -45,12 +45,14 @@ export interface RedisServerOptions {
   /** Default `allkeys-lru`; `noeviction` for the refusal test. */
   readonly policy?: string
   readonly readyTimeout?: Duration.DurationInput
+  /** The loopback address it binds (a cluster's shared Redis on its own address); default 127.0.0.1. */
+  readonly host?: string
 }
 
 const freePort = Effect.mapError(sharedFreePort, (message) => new RedisServerError({ message }))
 
 /** One raw PING over RESP, so readiness does not depend on the client under test. */
-const pingOnce = (port: number): Effect.Effect<void, RedisServerError> =>
+const pingOnce = (port: number, host: string): Effect.Effect<void, RedisServerError> =>
   Effect.async<void, RedisServerError>((resume) => {
     const socket = new Socket()
     let reply = ""
@@ -65,7 +67,7 @@ const pingOnce = (port: number): Effect.Effect<void, RedisServerError> =>
         done(reply.startsWith("+PONG") ? Effect.void : Effect.fail(new RedisServerError({ message: `ping answered ${reply.trim()}` })))
       }
     })
-    socket.connect(port, "127.0.0.1", () => socket.write("PING\r\n"))
+    socket.connect(port, host, () => socket.write("PING\r\n"))
     return Effect.sync(() => socket.destroy())
   }).pipe(
     Effect.timeoutFail({ duration: Duration.seconds(1), onTimeout: () => new RedisServerError({ message: "ping timed out" }) })
@@ -74,6 +76,7 @@ const pingOnce = (port: number): Effect.Effect<void, RedisServerError> =>
 const startOnce = (options: RedisServerOptions): Effect.Effect<RedisServer, RedisServerError> =>
   Effect.gen(function* () {
     if (!hasRedisServer()) return yield* new RedisServerError({ message: redisMissingMessage() })
+    const host = options.host ?? "127.0.0.1"
     const port = yield* freePort
     const dir = yield* Effect.try({
       try: () => mkdtempSync(path.join(tmpdir(), "portico-redis-")),
@@ -81,7 +84,9 @@ const startOnce = (options: RedisServerOptions): Effect.Effect<RedisServer, Redi
     })
     const args = [
       "--port", String(port),
-      "--bind", "127.0.0.1",
+      "--bind", host,
+      // protected mode answers only 127.0.0.1 and ::1; the cluster's nodes come from 127.0.0.1x
+      ...(host === "127.0.0.1" ? [] : ["--protected-mode", "no"]),
       "--dir", dir,
       "--save", "",
       "--appendonly", "no",
@@ -120,7 +125,7 @@ const startOnce = (options: RedisServerOptions): Effect.Effect<RedisServer, Redi
     })
 
     const exited = () => child.exitCode !== null || child.signalCode !== null
-    const ready = pingOnce(port).pipe(
+    const ready = pingOnce(port, host).pipe(
       Effect.retry({ schedule: Schedule.spaced(Duration.millis(25)), while: () => !exited() }),
       Effect.timeout(Duration.decode(options.readyTimeout ?? Duration.seconds(10))),
       Effect.mapError(
@@ -139,7 +144,7 @@ const startOnce = (options: RedisServerOptions): Effect.Effect<RedisServer, Redi
       child = launch()
       return ready
     })
-    return { url: `redis://127.0.0.1:${port}`, port, stop, kill, start }
+    return { url: `redis://${host}:${port}`, port, stop, kill, start }
   })
 
 /** Starts a fresh redis-server; the caller runs `stop`. Retries twice when a port was taken meanwhile. */

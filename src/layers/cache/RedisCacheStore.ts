@@ -26,6 +26,7 @@
 import { Clock, Data, Duration, Effect, Layer, Option } from "effect"
 import type { Scope } from "effect"
 import type { Redis } from "ioredis"
+import { loadRedisClass } from "./IoredisModule.js"
 import { CacheStore, CacheUnavailable } from "./CacheStore.js"
 import type { CacheEntry, CacheStoreService } from "./CacheStore.js"
 
@@ -101,7 +102,7 @@ const connect = (
 ): Effect.Effect<Deployment, CacheUnavailable | RedisCacheRefused, Scope.Scope> =>
   Effect.gen(function* () {
     // loaded when a Redis is configured: a gateway on the embedded cache does not pay for it at start
-    const { Redis } = yield* Effect.promise(() => import("ioredis"))
+    const Redis = yield* Effect.promise(loadRedisClass)
     const client = yield* Effect.acquireRelease(
       Effect.try({
         try: () =>

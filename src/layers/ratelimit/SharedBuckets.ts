@@ -17,6 +17,7 @@
 import { Data, Duration, Effect } from "effect"
 import type { Scope } from "effect"
 import type { Redis } from "ioredis"
+import { loadRedisClass } from "../cache/IoredisModule.js"
 import type { RateLimitSetting } from "../config/PorticoConfig.js"
 
 /** Redis did not answer in time, or refused the command. */
@@ -97,7 +98,7 @@ export const connectSharedBuckets = (
     const commandTimeoutMs = options.commandTimeoutMs ?? 250
     const prefix = options.prefix ?? "portico:rl:"
     // loaded when a Redis is configured: a gateway without one does not pay for it at start
-    const { Redis } = yield* Effect.promise(() => import("ioredis"))
+    const Redis = yield* Effect.promise(loadRedisClass)
     const client = yield* Effect.acquireRelease(
       Effect.sync(
         () =>
