@@ -117,6 +117,7 @@ export class DatabaseMoves extends Context.Tag("portico/DatabaseMoves")<Database
                WHERE namespace = ? AND name = ? AND home_node = ? AND moving_to = ? AND moving_until > ${REGISTRY_NOW}`,
               [self, namespace, name, from, self]
             )
+            databases.forget(namespace, name)
             if (taken.rowsAffected === 0) {
               // the window closed, or the database went: this copy is nobody's
               yield* Effect.ignore(workers.run({ op: "drop", file: dest }))

@@ -74,6 +74,8 @@ export interface LocalDatabasesService {
   readonly fence: (namespace: string, name: string, untilMs: number) => void
   /** The hand-off failed: the database is served here again. */
   readonly unfence: (namespace: string, name: string) => void
+  /** The database's home changed (it moved here): what this node kept of its record goes. */
+  readonly forget: (namespace: string, name: string) => void
 }
 
 const isConstraint = (e: StoreError) => e.reason === "constraint"
@@ -228,7 +230,10 @@ export class LocalDatabases extends Context.Tag("portico/LocalDatabases")<LocalD
           if (!checked.ok) return yield* Effect.fail(fromGuard(checked.refusal))
           const home = (yield* record(caller.namespace, name)).homeNode
           if (home !== config.nodeId) {
-            return yield* forwardToHome(coordination, home, "query", caller, { database_name: name, query: sql, params }, forwardTimeoutMs)
+            return yield* forwardToHome(coordination, home, "query", caller, { database_name: name, query: sql, params }, forwardTimeoutMs).pipe(
+              // the home may have moved (a node left): the next request reads the registry again
+              Effect.tapError((e) => Effect.sync(() => e.code === Code.HOME_NODE_UNREACHABLE && elsewhere.delete(knownKey(caller.namespace, name))))
+            )
           }
           return yield* queryHere(caller, name, sql, params)
         })
@@ -355,7 +360,11 @@ export class LocalDatabases extends Context.Tag("portico/LocalDatabases")<LocalD
           fences.set(knownKey(namespace, name), untilMs)
           known.delete(knownKey(namespace, name))
         },
-        unfence: (namespace, name) => void fences.delete(knownKey(namespace, name))
+        unfence: (namespace, name) => void fences.delete(knownKey(namespace, name)),
+        forget: (namespace, name) => {
+          known.delete(knownKey(namespace, name))
+          elsewhere.delete(knownKey(namespace, name))
+        }
       } satisfies LocalDatabasesService
     })
   )
