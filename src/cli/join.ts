@@ -16,7 +16,7 @@ import * as path from "node:path"
 import { decodeInvite, inviteIdOf, type JoinClaim, newSealKey, openAnswer, proofOf, signClaim } from "../domain/NodeJoin.js"
 import { loadNodeKey } from "../layers/cluster/NodeKey.js"
 import { JOINED_FILE } from "../layers/config/PorticoConfig.js"
-import type { JoinedSettings } from "../layers/cluster/NodeInvites.js"
+import type { JoinedSettings } from "../layers/nodes/NodeInvites.js"
 import { UsageError } from "./failure.js"
 
 /** How long the admitting node has to answer. */

@@ -1,7 +1,7 @@
 /**
  * Joining a node to the cluster with an invite (docs/cluster.md, "Joining"): the invite's text,
  * the joiner's proof, and the sealed answer. Shared by the gateway that admits a node
- * (src/layers/cluster/NodeInvites.ts) and the joiner (`portico serve --join`, src/cli/join.ts).
+ * (src/layers/nodes/NodeInvites.ts) and the joiner (`portico serve --join`, src/cli/join.ts).
  *
  * An invite carries a join URL and a 256-bit token. The token never crosses the network: the
  * joiner names the invite by the token's SHA-256 and proves it holds the token with an HMAC over

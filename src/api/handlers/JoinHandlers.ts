@@ -2,7 +2,7 @@ import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import { Effect, Option } from "effect"
 import { Membership } from "../../layers/cluster/Membership.js"
-import { NodeInvites } from "../../layers/cluster/NodeInvites.js"
+import { NodeInvites } from "../../layers/nodes/NodeInvites.js"
 import { PorticoApi } from "../Api.js"
 import { refusedOrDown } from "./Refusals.js"
 

@@ -46,4 +46,7 @@ export class NodeLogs extends Context.Tag("portico/NodeLogs")<NodeLogs, NodeLogs
       return NodeLogs.of({ tail: (lines) => ring.slice(Math.max(0, ring.length - lines)) })
     })
   )
+
+  /** The live ring: it keeps what the test process writes, and lets go of the streams with the layer. */
+  static readonly Test = Layer.suspend(() => NodeLogs.Live)
 }

@@ -62,6 +62,6 @@ export const FunctionSchedules = Layer.scopedDiscard(
     yield* refresh
     yield* Effect.forkScoped(Effect.repeat(refresh, Schedule.spaced(`${config.functions.triggerRefreshMs} millis`)))
     yield* Effect.forkScoped(Effect.repeat(tick, Schedule.spaced("1 second")))
-    // spent claims are pruned by the cluster's worker (src/layers/cluster/ClusterWorker.ts)
+    // spent claims are pruned by the cluster's worker (src/layers/nodes/ClusterWorker.ts)
   })
 )

@@ -76,3 +76,6 @@ export const clusterLeasesMigration: Migration = {
     )`
   ]
 }
+
+/** Migrations 18-21, in order. */
+export const clusterMigrations: ReadonlyArray<Migration> = [clusterNodesMigration, nodeInvitesMigration, databaseMovesMigration, clusterLeasesMigration]

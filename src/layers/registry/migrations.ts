@@ -2,7 +2,7 @@
  * The registry schema, ordered migrations shared by both engines (SQLite through `@effect/sql`'s
  * Migrator; rqlite one atomic batch each, in `portico_migrations`). Never edit one that shipped.
  */
-import { clusterLeasesMigration, clusterNodesMigration, databaseMovesMigration, nodeInvitesMigration } from "./ClusterMigration.js"
+import { clusterMigrations } from "./ClusterMigration.js"
 import { functionTriggersMigration, functionsMigration } from "./FunctionsMigration.js"
 
 export interface Migration {
@@ -496,8 +496,5 @@ export const migrations: ReadonlyArray<Migration> = [
   },
   functionsMigration,
   functionTriggersMigration,
-  clusterNodesMigration,
-  nodeInvitesMigration,
-  databaseMovesMigration,
-  clusterLeasesMigration
+  ...clusterMigrations
 ]

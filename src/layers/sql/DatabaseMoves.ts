@@ -23,12 +23,12 @@ import { REGISTRY_NOW } from "../cluster/Membership.js"
 import { Coordination } from "../coordination/Coordination.js"
 import { internalClient } from "../coordination/InternalClient.js"
 import { PorticoConfig } from "../config/PorticoConfig.js"
-import { localDatabaseFile } from "../namespaces/backup/NamespaceBackups.js"
 import { RegistryStore } from "../registry/RegistryStore.js"
 import { spoolFile } from "../transfer/SpoolFile.js"
-import { LocalDatabases } from "./LocalDatabases.js"
+import { LocalDatabases, localDatabaseFile } from "./LocalDatabases.js"
 import { SqliteWorkers } from "./SqliteWorkers.js"
 import { refuse, registryDown, type SqlRefused } from "./SqlRefused.js"
+import { SqliteRegistryStore } from "../registry/SqliteRegistryStore.js"
 
 /** How long the receiver has, from the home node's mark, to take the home role (registry clock). */
 const MOVE_WINDOW_MS = 10 * 60_000
@@ -128,5 +128,12 @@ export class DatabaseMoves extends Context.Tag("portico/DatabaseMoves")<Database
 
       return DatabaseMoves.of({ handOff, abort, moveHere })
     })
+  )
+
+  /** Over its collaborators' test doubles. */
+  static readonly Test = Layer.suspend(() =>
+    DatabaseMoves.Live.pipe(
+      Layer.provide(Layer.mergeAll(PorticoConfig.Test, SqliteRegistryStore.Test, LocalDatabases.Test, SqliteWorkers.Test, Coordination.Test))
+    )
   )
 }

@@ -80,6 +80,13 @@ export interface LocalDatabasesService {
 
 const isConstraint = (e: StoreError) => e.reason === "constraint"
 
+/**
+ * A node-local database's file (`<dataDir>/databases/<namespace>/<name>.db`), which a backup reads,
+ * a restore stages into and a move (DatabaseMoves.ts) puts in place.
+ */
+export const localDatabaseFile = (dataDir: string, namespace: string, name: string): string =>
+  path.join(dataDir, "databases", namespace, `${name}.db`)
+
 /** How long a record of a database homed on another node is used without reading the registry again. */
 const ELSEWHERE_MS = 2_000
 
@@ -105,9 +112,8 @@ export class LocalDatabases extends Context.Tag("portico/LocalDatabases")<LocalD
       const config = yield* PorticoConfig
       const coordination = yield* Coordination
       const runCallback = Runtime.runCallback(yield* Effect.runtime<never>())
-      const root = path.join(config.dataDir, "databases")
       const forwardTimeoutMs = config.sql.timeoutMs + 5_000
-      const fileOf = (namespace: string, name: string) => path.join(root, namespace, `${name}.db`)
+      const fileOf = (namespace: string, name: string) => localDatabaseFile(config.dataDir, namespace, name)
 
       /**
        * Records of databases homed here, so a query costs no registry read. Safe to keep: only

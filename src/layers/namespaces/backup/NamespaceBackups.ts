@@ -20,6 +20,7 @@ import { Sealer } from "../../secrets/Sealer.js"
 import { ClusterSql } from "../../sql/ClusterSql.js"
 import { ClusterSqlStore } from "../../sql/ClusterSqlStore.js"
 import { SqliteWorkers } from "../../sql/SqliteWorkers.js"
+import { localDatabaseFile } from "../../sql/LocalDatabases.js"
 import { ContentEngine } from "../../storage/ContentEngine.js"
 import { ContentIndex } from "../../storage/ContentIndex.js"
 import { EmbeddedContentEngine } from "../../storage/EmbeddedContentEngine.js"
@@ -283,13 +284,6 @@ export class NamespaceBackups extends Context.Tag("portico/NamespaceBackups")<Na
     )
   )
 }
-
-/**
- * A node-local database's file: LocalDatabases' layout (`<dataDir>/databases/<namespace>/<name>.db`),
- * which a backup reads and a restore stages into.
- */
-export const localDatabaseFile = (dataDir: string, namespace: string, name: string): string =>
-  `${dataDir}/databases/${namespace}/${name}.db`
 
 /** A public key a secret can be agreed with (not one of the low-order points). */
 const usablePublicKey = (publicKey: Uint8Array): boolean => {

@@ -29,7 +29,8 @@ import { type Refused, refuse } from "../Refused.js"
 import { RegistryStore, type StoreError } from "../registry/RegistryStore.js"
 import { loadRoot, safeEqual, Sealer } from "../secrets/Sealer.js"
 import { VERSION } from "../health/Health.js"
-import { REGISTRY_NOW } from "./Membership.js"
+import { REGISTRY_NOW } from "../cluster/Membership.js"
+import { SqliteRegistryStore } from "../registry/SqliteRegistryStore.js"
 
 /** A node invite's default and longest life (spec §4.9: "default and cap one hour"). */
 export const NODE_INVITE_MAX_SECONDS = 3600
@@ -184,5 +185,10 @@ export class NodeInvites extends Context.Tag("portico/NodeInvites")<NodeInvites,
           })
       })
     })
+  )
+
+  /** Over the registry's, the configuration's, the sealer's and the audit trail's test doubles. */
+  static readonly Test = Layer.suspend(() =>
+    NodeInvites.Live.pipe(Layer.provide(Layer.mergeAll(PorticoConfig.Test, SqliteRegistryStore.Test, Sealer.Test, OperatorAudit.Test)))
   )
 }

@@ -17,7 +17,8 @@ import { FunctionStore } from "../functions/FunctionStore.js"
 import { CLAIM_KEEP_S } from "../functions/Schedules.js"
 import { RegistryStore } from "../registry/RegistryStore.js"
 import { Storage } from "../storage/Storage.js"
-import { Membership, REGISTRY_NOW } from "./Membership.js"
+import { Membership, REGISTRY_NOW } from "../cluster/Membership.js"
+import { SqliteRegistryStore } from "../registry/SqliteRegistryStore.js"
 
 const LEASE = "worker"
 
@@ -119,5 +120,12 @@ export class ClusterWorker extends Context.Tag("portico/ClusterWorker")<ClusterW
           )
       })
     })
+  )
+
+  /** Over its collaborators' test doubles: it takes the lease of its own registry. */
+  static readonly Test = Layer.suspend(() =>
+    ClusterWorker.Live.pipe(
+      Layer.provide(Layer.mergeAll(PorticoConfig.Test, SqliteRegistryStore.Test, Membership.Test, FunctionStore.Test, Storage.Test))
+    )
   )
 }

@@ -18,12 +18,12 @@ import { OperatorAudit } from "../operators/OperatorAudit.js"
 import { OperatorHealth, type PeerSnapshot } from "../operators/OperatorHealth.js"
 import { type Refused, refuse } from "../Refused.js"
 import { RegistryStore, type StoreError } from "../registry/RegistryStore.js"
-import { type ClusterNode, Membership } from "./Membership.js"
-import { NodeHeartbeat } from "./NodeHeartbeat.js"
-import { NodeLogs } from "./NodeLogs.js"
+import { type ClusterNode, Membership, REGISTRY_NOW } from "../cluster/Membership.js"
+import { NodeHeartbeat } from "../cluster/NodeHeartbeat.js"
+import { NodeLogs } from "../cluster/NodeLogs.js"
 import { DatabaseMoves } from "../sql/DatabaseMoves.js"
 import { ClusterWorker } from "./ClusterWorker.js"
-import { REGISTRY_NOW } from "./Membership.js"
+import { SqliteRegistryStore } from "../registry/SqliteRegistryStore.js"
 
 /** Another node's log arrives within this, or it is unreachable. */
 const LOGS_TIMEOUT = Duration.seconds(5)
@@ -177,5 +177,24 @@ export class NodeAdmin extends Context.Tag("portico/NodeAdmin")<NodeAdmin, NodeA
           })
       })
     })
+  )
+
+  /** Over its collaborators' test doubles. */
+  static readonly Test = Layer.suspend(() =>
+    NodeAdmin.Live.pipe(
+      Layer.provide(
+        Layer.mergeAll(
+          Membership.Test,
+          OperatorHealth.Test,
+          Coordination.Test,
+          SqliteRegistryStore.Test,
+          OperatorAudit.Test,
+          NodeHeartbeat.Test,
+          NodeLogs.Test,
+          DatabaseMoves.Test,
+          ClusterWorker.Test
+        )
+      )
+    )
   )
 }
