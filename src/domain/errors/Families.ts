@@ -234,6 +234,6 @@ export type WorkloadCode = (typeof WorkloadRefusals)[number]
  */
 export const ListenerRefusals = family("ROUTE_NOT_FOUND", "METHOD_NOT_ALLOWED", "REQUEST_TIMEOUT", "HEADERS_TOO_LARGE", "APP_UNREACHABLE")
 
-/** Node administration: invites and joins, status, logs, commands, leaving (src/layers/cluster). */
+/** Node administration: invites and joins, status, logs, commands, leaving (src/layers/nodes). */
 export const NodeRefusals = family("VALIDATION_FAILED", "UNAUTHORIZED", "COORDINATION_REFUSED", "NOT_FOUND", "CONFLICT", "UNAVAILABLE")
 export type NodeCode = (typeof NodeRefusals)[number]
