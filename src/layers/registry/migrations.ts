@@ -2,7 +2,7 @@
  * The registry schema, ordered migrations shared by both engines (SQLite through `@effect/sql`'s
  * Migrator; rqlite one atomic batch each, in `portico_migrations`). Never edit one that shipped.
  */
-import { clusterLeasesMigration, clusterNodesMigration, databaseMovesMigration, nodeInvitesMigration } from "./ClusterMigration.js"
+import { clusterLeasesMigration, clusterSecretsMigration, clusterNodesMigration, databaseMovesMigration, nodeInvitesMigration } from "./ClusterMigration.js"
 import { functionTriggersMigration, functionsMigration } from "./FunctionsMigration.js"
 
 export interface Migration {
@@ -499,5 +499,6 @@ export const migrations: ReadonlyArray<Migration> = [
   clusterNodesMigration,
   nodeInvitesMigration,
   databaseMovesMigration,
-  clusterLeasesMigration
+  clusterLeasesMigration,
+  clusterSecretsMigration
 ]
