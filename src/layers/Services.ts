@@ -70,6 +70,7 @@ import { NodeInvites } from "./cluster/NodeInvites.js"
 import { NodeAdmin } from "./cluster/NodeAdmin.js"
 import { NodeLogs } from "./cluster/NodeLogs.js"
 import { ClusterWorker } from "./cluster/ClusterWorker.js"
+import { SecretRotation } from "./cluster/SecretRotation.js"
 import { DatabaseMoves } from "./sql/DatabaseMoves.js"
 import { Invocations } from "./functions/Invocations.js"
 import { FunctionSchedules } from "./functions/Schedules.js"
@@ -170,7 +171,7 @@ export const gatewayServicesLayer = (settings: PorticoSettings, options: Service
     // namespace creation over HTTP, which waits for a deletion of the same name; functions'
     // schedules and topic triggers, this node's heartbeat, its log and its turn at the cluster's
     // background work, which running gateways only have
-    Layer.provideMerge(Layer.mergeAll(NamespaceCreation.Live, FunctionSchedules, FunctionTopicTriggers, NodeHeartbeat.Live, NodeLogs.Live, ClusterWorker.Live)),
+    Layer.provideMerge(Layer.mergeAll(NamespaceCreation.Live, FunctionSchedules, FunctionTopicTriggers, NodeHeartbeat.Live, NodeLogs.Live, ClusterWorker.Live, SecretRotation.Live)),
     // what operators see of this gateway's health (its checks over the services below)
     Layer.provideMerge(OperatorHealth.Live),
     // namespace deletion, over every service a namespace holds something in (its apps too)

@@ -16,6 +16,7 @@ import { OperatorHealth } from "../../layers/operators/OperatorHealth.js"
 import { Storage } from "../../layers/storage/Storage.js"
 import { NodeLogs } from "../../layers/cluster/NodeLogs.js"
 import { DatabaseMoves } from "../../layers/sql/DatabaseMoves.js"
+import { SecretRotation } from "../../layers/cluster/SecretRotation.js"
 import { PorticoApi } from "../Api.js"
 import { bodyOf } from "../NodeAdapter.js"
 import { backupWire, bind } from "./DatabaseHandlers.js"
@@ -42,9 +43,13 @@ export const InternalHandlers = HttpApiBuilder.group(PorticoApi, "internal", (ha
     const config = yield* PorticoConfig
     const nodeLogs = yield* NodeLogs
     const moves = yield* DatabaseMoves
+    const rotation = yield* SecretRotation
 
     return handlers
       .handle("ping", () => Effect.succeed({ status: "ok" as const, node: config.nodeId }))
+      .handle("secretsReencrypt", ({ payload }) =>
+        Effect.map(Effect.mapError(rotation.receive(payload.generation, payload.sealed_root), refusedOrDown), (generation) => ({ generation }))
+      )
       .handle("evict", ({ payload }) =>
         Effect.gen(function* () {
           return { evicted: yield* Effect.mapError(storage.evictHere(payload.cid), fromRefusal) }
