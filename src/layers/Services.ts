@@ -71,6 +71,7 @@ import { NodeAdmin } from "./cluster/NodeAdmin.js"
 import { NodeLogs } from "./cluster/NodeLogs.js"
 import { ClusterWorker } from "./cluster/ClusterWorker.js"
 import { SecretRotation } from "./cluster/SecretRotation.js"
+import { sealerCaughtUp } from "./secrets/RootChain.js"
 import { DatabaseMoves } from "./sql/DatabaseMoves.js"
 import { Invocations } from "./functions/Invocations.js"
 import { FunctionSchedules } from "./functions/Schedules.js"
@@ -86,9 +87,8 @@ export interface ServicesOptions {
 }
 
 export const servicesLayer = (settings: PorticoSettings, options: ServicesOptions = {}) => {
-  const core = Layer.mergeAll(Sealer.Live, registryLayer(settings)).pipe(
-    Layer.provideMerge(PorticoConfig.layer(settings))
-  )
+  // the sealer past the registry's newest root generation (secrets/RootChain.ts) before anything opens a value
+  const core = sealerCaughtUp.pipe(Layer.provideMerge(registryLayer(settings)), Layer.provideMerge(PorticoConfig.layer(settings)))
   // the cluster's membership (docs/cluster.md), which the internal client finds nodes through
   const membership = Membership.Live.pipe(Layer.provideMerge(core))
   const registry = Layer.mergeAll(Audit.Live, OperatorAudit.Live, ApiKeys.Live, KeyRing.Live, Health.Live, Coordination.Live).pipe(Layer.provideMerge(membership))
