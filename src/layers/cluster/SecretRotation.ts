@@ -79,18 +79,22 @@ export class SecretRotation extends Context.Tag("portico/SecretRotation")<Secret
           const root = randomBytes(32)
           // sealed under generation `held`, the newest this node seals with
           const sealedRoot = sealer.seal("root-secret", rootOwner(generation), root)
-          const written = yield* store.exec({
-            sql: "INSERT INTO cluster_secrets (generation, sealed_root, created_at, created_by) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
-            params: [generation, sealedRoot, Date.now(), actor]
-          })
-          if (written.rowsAffected !== 1) return yield* refuse("CONFLICT", `root generation ${generation} was made by another rotation`, "check the operator audit; rotate again only if you mean to")
+          // the row and its audit entry in one batch: a generation made by another rotation leaves neither
+          const audited = yield* audit.statement({ actor, action: "secrets.rotate", target: String(generation), detail: { generation } }, { sql: "changes() > 0", params: [] })
+          const [written] = yield* store.batch([
+            {
+              sql: "INSERT INTO cluster_secrets (generation, sealed_root, created_at, created_by) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING",
+              params: [generation, sealedRoot, Date.now(), actor]
+            },
+            audited
+          ])
+          if (written?.rowsAffected !== 1) return yield* refuse("CONFLICT", `root generation ${generation} was made by another rotation`, "check the operator audit; rotate again only if you mean to")
           yield* Effect.catchTag(sealer.adopt(generation, root), "SealError", (e) =>
             Effect.zipRight(
               Effect.logError(`root generation ${generation} is in the registry but this node could not keep it: ${e.detail}`),
               Effect.fail(refuse("UNAVAILABLE", "the new root secret could not be kept on this node", "see this node's log; it takes the generation from the registry at its next heartbeat"))
             )
           )
-          yield* audit.record({ actor, action: "secrets.rotate", target: String(generation), detail: { generation } })
           const pushed = yield* push(generation, sealedRoot)
           return { generation, reached: pushed.filter(([, ok]) => ok).map(([id]) => id), unreached: pushed.filter(([, ok]) => !ok).map(([id]) => id) }
         })
