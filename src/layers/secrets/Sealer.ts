@@ -190,6 +190,6 @@ export class Sealer extends Context.Tag("portico/Sealer")<Sealer, SealerService>
       return makeSealer([root, ...later], (roots) => writeLaterRoots(config.dataDir, roots))
     })
   )
-  /** A sealer with a fixed root, for unit tests. */
-  static readonly Test = Layer.succeed(Sealer, makeSealer(new Uint8Array(32).fill(7)))
+  /** A sealer with a fixed root, for unit tests: each build its own (an adoption stays in its test). */
+  static readonly Test = Layer.sync(Sealer, () => makeSealer(new Uint8Array(32).fill(7)))
 }
