@@ -3,7 +3,8 @@
  * rotation"): an operator rotates on node-a, node-b takes the new generation at once, node-to-node
  * calls work both ways, values sealed before still open and the cluster worker re-seals them,
  * an API key and a session made before still work, an older generation pushed is 409 and a
- * replayed push 403, and a node stopped during a rotation catches up when it returns.
+ * replayed push 403, a node stopped during a rotation catches up when it returns, and a node that
+ * joins afterwards gets every generation.
  */
 import { Effect } from "effect"
 import { Wallet } from "ethers"
@@ -14,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { canonicalJson } from "../../src/layers/coordination/Coordination.js"
 import { readLaterRootsSync } from "../../src/layers/secrets/RootFile.js"
 import { makeSealer } from "../../src/layers/secrets/Sealer.js"
-import { type Gateway, startGateway } from "../support/gateway.js"
+import { type Gateway, startGateway, testTmp } from "../support/gateway.js"
 import { freePort } from "../support/process.js"
 import { hasRqlited, type RqlitedServer, rqlitedMissingMessage, startRqlited } from "../support/rqlited.js"
 import { waitFor } from "../support/wait.js"
@@ -139,5 +140,18 @@ describe("root-secret rotation on an rqlite registry", () => {
     // generation 1 is now older than node-b's
     const older = await signedPush(a.dataDir, { generation: 1, sealed_root: "v1.x" })()
     expect(older.status).toBe(409)
+  }, 60_000)
+
+  it("gives a node that joins after rotations every generation: it reads them from the registry as it starts", async () => {
+    const invite = (await a.request("POST", "/v1/node/enroll", { token: operatorToken, json: {} })).body.invite as string
+    const dataDir = fs.mkdtempSync(path.join(testTmp(), "portico-rotation-join-"))
+    const c = await startGateway({ dataDir, args: ["--join", invite], env: { ...fast, PORTICO_NODE_ID: "node-c" } })
+    try {
+      expect(readLaterRootsSync(dataDir)).toHaveLength(2)
+      expect((await c.request("GET", "/v1/push/config", { token: owner })).body.fields.has_legacy_access_token).toBe(true)
+      expect((await queryOn(c, "on_b", "SELECT v FROM t")).body.rows).toEqual([["a to b"]])
+    } finally {
+      await c.stop()
+    }
   }, 60_000)
 })
