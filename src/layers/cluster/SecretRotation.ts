@@ -4,8 +4,8 @@
  * (`cluster_secrets`, once: two operators racing rotate once), adopts it, and pushes it to every
  * live peer (`/v1/internal/secrets/reencrypt`). A node takes a pushed generation past its own by
  * the registry's chain (or the pushed root when it is the next one), refuses an older one (409),
- * and reads the chain at start and every heartbeat, so a node that was down catches up when it
- * returns. Values sealed before stay readable; the cluster worker re-seals them (secrets/Reseal.ts).
+ * and reads the chain every heartbeat (and as its sealer is built), so a node that was down
+ * catches up when it returns. Values sealed before stay readable; the cluster worker re-seals them (secrets/Reseal.ts).
  */
 import { Context, Duration, Effect, Layer, Schedule } from "effect"
 import { randomBytes } from "node:crypto"
@@ -115,9 +115,9 @@ export class SecretRotation extends Context.Tag("portico/SecretRotation")<Secret
           return generation
         })
 
-      // at start and every heartbeat: the generations made while this node was away or missed a push
+      // every heartbeat: the generations this node missed a push of (those made while it was away
+      // were read as its sealer was built, secrets/RootChain.ts `sealerCaughtUp`)
       const round = Effect.catchAll(catchUp(store, sealer), (e) => Effect.logWarning(`root generations not read from the registry: ${e.detail}`))
-      yield* round
       yield* Effect.forkScoped(Effect.repeat(round, Schedule.spaced(Duration.millis(config.membership.heartbeatMs))))
       return SecretRotation.of({ rotate, receive })
     })
