@@ -276,6 +276,7 @@ export const RESERVED_TABLES: ReadonlySet<string> = new Set([
   "cluster_nodes",
   "node_invites",
   "cluster_leases",
+  "cluster_secrets",
   "nodes"
 ])
 

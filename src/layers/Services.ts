@@ -71,6 +71,8 @@ import { NodeInvites } from "./nodes/NodeInvites.js"
 import { NodeAdmin } from "./nodes/NodeAdmin.js"
 import { NodeLogs } from "./cluster/NodeLogs.js"
 import { ClusterWorker } from "./nodes/ClusterWorker.js"
+import { SecretRotation } from "./nodes/SecretRotation.js"
+import { sealerCaughtUp } from "./secrets/RootChain.js"
 import { DatabaseMoves } from "./sql/DatabaseMoves.js"
 import { Invocations } from "./functions/Invocations.js"
 import { FunctionSchedules } from "./functions/Schedules.js"
@@ -86,9 +88,8 @@ export interface ServicesOptions {
 }
 
 export const servicesLayer = (settings: PorticoSettings, options: ServicesOptions = {}) => {
-  const core = Layer.mergeAll(Sealer.Live, registryLayer(settings)).pipe(
-    Layer.provideMerge(PorticoConfig.layer(settings))
-  )
+  // the sealer past the registry's newest root generation (secrets/RootChain.ts) before anything opens a value
+  const core = sealerCaughtUp.pipe(Layer.provideMerge(registryLayer(settings)), Layer.provideMerge(PorticoConfig.layer(settings)))
   // the cluster's membership (docs/cluster.md), which the internal client finds nodes through
   const membership = Membership.Live.pipe(Layer.provideMerge(core))
   const registry = Layer.mergeAll(Audit.Live, OperatorAudit.Live, ApiKeys.Live, KeyRing.Live, Health.Live, Coordination.Live).pipe(Layer.provideMerge(membership))
@@ -171,7 +172,7 @@ export const gatewayServicesLayer = (settings: PorticoSettings, options: Service
     // namespace creation over HTTP, which waits for a deletion of the same name; functions'
     // schedules and topic triggers, this node's heartbeat, its log and its turn at the cluster's
     // background work, which running gateways only have
-    Layer.provideMerge(Layer.mergeAll(NamespaceCreation.Live, FunctionSchedules, FunctionTopicTriggers, NodeHeartbeat.Live, NodeLogs.Live, ClusterWorker.Live)),
+    Layer.provideMerge(Layer.mergeAll(NamespaceCreation.Live, FunctionSchedules, FunctionTopicTriggers, NodeHeartbeat.Live, NodeLogs.Live, ClusterWorker.Live, SecretRotation.Live)),
     // what operators see of this gateway's health (its checks over the services below), and of
     // the cluster's network (connecting nodes by address)
     Layer.provideMerge(Layer.mergeAll(OperatorHealth.Live, Network.Live)),

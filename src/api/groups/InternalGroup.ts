@@ -37,6 +37,9 @@ import { NodeLogLines } from "./NodeGroup.js"
 
 const SocketId = Schema.String.pipe(Schema.maxLength(256))
 
+/** A root secret's generation (0: the root before any rotation). */
+export const RootGeneration = Schema.Int.pipe(Schema.between(0, 1_000_000_000))
+
 const Forwarded = {
   principal: ForwardedPrincipal,
   database_name: DatabaseName
@@ -60,6 +63,13 @@ export class InternalGroup extends HttpApiGroup.make("internal")
     HttpApiEndpoint.post("ping", "/v1/internal/ping")
       .setPayload(strict(Schema.Struct({})))
       .addSuccess(Schema.Struct({ status: Schema.Literal("ok"), node: Schema.String }))
+  )
+  .add(
+    // a rotated root secret pushed by the node that rotated it (docs/cluster.md, "Root-secret
+    // rotation"): generation `generation`'s root sealed under the one before; v2 MAC only
+    HttpApiEndpoint.post("secretsReencrypt", "/v1/internal/secrets/reencrypt")
+      .setPayload(strict(Schema.Struct({ generation: RootGeneration, sealed_root: Schema.String.pipe(Schema.maxLength(256)) })))
+      .addSuccess(Schema.Struct({ generation: RootGeneration }))
   )
   .add(
     HttpApiEndpoint.post("evict", "/v1/internal/storage/evict")

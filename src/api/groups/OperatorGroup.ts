@@ -18,6 +18,13 @@ import { RoutePolicy } from "../RouteFacts.js"
 import { NameKeyedPage, NextCursor } from "../Paging.js"
 import { strict, UnixSeconds } from "../Wire.js"
 
+/** rotate-secrets' answer (docs/cluster.md, "Root-secret rotation"). */
+export const SecretsRotated = Schema.Struct({
+  generation: Schema.Int.annotations({ description: "the root generation this node now seals with" }),
+  reached: Schema.Array(Schema.String).annotations({ description: "live peers that took it now" }),
+  unreached: Schema.Array(Schema.String).annotations({ description: "live peers that did not answer; they take it from the registry at their next heartbeat" })
+}).annotations({ identifier: "SecretsRotated" })
+
 export const MakeInvite = strict(
   Schema.Struct({
     expiry_seconds: Schema.optional(
@@ -199,6 +206,7 @@ export class OperatorGroup extends HttpApiGroup.make("operator")
   .add(updateWindow[1])
   .add(releaseRepo[0])
   .add(releaseRepo[1])
+  .add(HttpApiEndpoint.post("rotateSecrets", "/v1/operator/rotate-secrets").setPayload(strict(Schema.Struct({}))).addSuccess(SecretsRotated))
   .add(HttpApiEndpoint.get("operatorAudit", "/v1/operator/audit").setUrlParams(AuditQuery).addSuccess(OperatorAuditPage))
   .add(HttpApiEndpoint.get("operatorHealth", "/v1/operator/health").setUrlParams(NameKeyedPage).addSuccess(OperatorHealthView))
   .add(

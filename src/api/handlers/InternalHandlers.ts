@@ -16,6 +16,7 @@ import { OperatorHealth } from "../../layers/operators/OperatorHealth.js"
 import { Storage } from "../../layers/storage/Storage.js"
 import { NodeLogs } from "../../layers/cluster/NodeLogs.js"
 import { DatabaseMoves } from "../../layers/sql/DatabaseMoves.js"
+import { SecretRotation } from "../../layers/nodes/SecretRotation.js"
 import { PorticoApi } from "../Api.js"
 import { bodyOf } from "../NodeAdapter.js"
 import { backupWire, bind } from "./DatabaseHandlers.js"
@@ -47,9 +48,13 @@ export const InternalHandlers = HttpApiBuilder.group(PorticoApi, "internal", (ha
       ...here,
       namespaces: here.namespaces ?? null
     }))
+    const rotation = yield* SecretRotation
 
     return handlers
       .handle("ping", () => Effect.succeed({ status: "ok" as const, node: config.nodeId }))
+      .handle("secretsReencrypt", ({ payload }) =>
+        Effect.map(Effect.mapError(rotation.receive(payload.generation, payload.sealed_root), refusedOrDown), (generation) => ({ generation }))
+      )
       .handle("evict", ({ payload }) =>
         Effect.gen(function* () {
           return { evicted: yield* Effect.mapError(storage.evictHere(payload.cid), fromRefusal) }

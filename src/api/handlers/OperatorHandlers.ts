@@ -7,6 +7,7 @@ import { OperatorAudit } from "../../layers/operators/OperatorAudit.js"
 import { OperatorHealth, type AppPort, type OperatorHealthDetail } from "../../layers/operators/OperatorHealth.js"
 import { TELEMETRY_INTERVAL_DEFAULT, telemetryEvents } from "../../layers/operators/Telemetry.js"
 import { INVITE_MAX_SECONDS, Operators } from "../../layers/operators/Operators.js"
+import { SecretRotation } from "../../layers/nodes/SecretRotation.js"
 import { PorticoApi } from "../Api.js"
 import { nextCursorOf, pageRequest } from "../Paging.js"
 import { toUnixSeconds } from "../Wire.js"
@@ -30,6 +31,7 @@ export const OperatorHandlers = HttpApiBuilder.group(PorticoApi, "operator", (ha
     const ops = yield* Operators
     const audit = yield* OperatorAudit
     const health = yield* OperatorHealth
+    const rotation = yield* SecretRotation
     const actor = Effect.map(CurrentPrincipal, (p) => p.subject)
     const read = (name: SettingName) => Effect.map(Effect.mapError(ops.setting(name), refusedOrDown), (value) => ({ name, value }))
     // `value` is the route's decoded value: the text the registry stores
@@ -79,6 +81,7 @@ export const OperatorHandlers = HttpApiBuilder.group(PorticoApi, "operator", (ha
       .handle("putUpdateWindow", ({ payload }) => write("update-window", payload.value))
       .handle("getReleaseRepo", () => read("release-repo"))
       .handle("putReleaseRepo", ({ payload }) => write("release-repo", payload.value))
+      .handle("rotateSecrets", () => Effect.flatMap(actor, (by) => Effect.mapError(rotation.rotate(by), refusedOrDown)))
       .handle("operatorHealth", ({ urlParams }) => Effect.map(health.detail(pageRequest(urlParams)), healthView))
       .handle("telemetryStream", ({ urlParams }) =>
         Effect.succeed(

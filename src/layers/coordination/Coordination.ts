@@ -8,6 +8,11 @@
  * ledger (NonceLedger.ts): a call is accepted once. The internal SQL routes are not idempotent (a captured INSERT replayed within
  * the minute ran again, a captured delete removed a database re-created since). v1, with no
  * nonce, is accepted only for storage eviction (idempotent), for a rolling upgrade.
+ *
+ * The MAC is made under the newest root generation this node holds and accepted under its newest
+ * and the one before (docs/cluster.md, "Root-secret rotation"), so nodes adopting a rotation a
+ * moment apart still talk. A MAC that holds under neither makes the node read the registry's
+ * newer generations (at most once every few seconds) and check again.
  */
 import { Clock, Context, Data, Duration, Effect, Layer } from "effect"
 import { LosslessNumber, stringify as losslessStringify } from "lossless-json"
@@ -18,6 +23,8 @@ import { pipeline } from "node:stream/promises"
 import { Membership } from "../cluster/Membership.js"
 import { PorticoConfig } from "../config/PorticoConfig.js"
 import { nonceLedger } from "./NonceLedger.js"
+import { RegistryStore } from "../registry/RegistryStore.js"
+import { catchUp } from "../secrets/RootChain.js"
 import { safeEqual, Sealer } from "../secrets/Sealer.js"
 import { SqliteRegistryStore } from "../registry/SqliteRegistryStore.js"
 
@@ -30,6 +37,8 @@ export const NONCE_HEADER = "x-portico-coordination-nonce"
  */
 export const ENVELOPE_HEADER = "x-portico-forward-envelope"
 const SKEW_SECONDS = 60
+/** How often a MAC that holds under no generation held may make this node read newer ones. */
+const CATCH_UP_EVERY_MS = 3000
 const NONCE = /^[A-Za-z0-9_-]{22,64}$/
 
 /**
@@ -171,10 +180,29 @@ export class Coordination extends Context.Tag("portico/Coordination")<Coordinati
       const sealer = yield* Sealer
       const config = yield* PorticoConfig
       const membership = yield* Membership
-      const macV1 = (audience: string, method: string, path: string, body: string, time: string) =>
-        "v1=" + sealer.hash("coordination-mac", [method.toUpperCase(), path, audience, time, digest(body)].join("\n"))
-      const macV2 = (audience: string, method: string, path: string, body: string, time: string, nonce: string) =>
-        "v2=" + sealer.hash("coordination-mac-v2", [method.toUpperCase(), path, audience, time, nonce, digest(body)].join("\n"))
+      const store = yield* RegistryStore
+      /** A MAC under root generation `generation` (the newest held when omitted); "" when not held. */
+      const macV1 = (audience: string, method: string, path: string, body: string, time: string, generation = sealer.generation()) =>
+        "v1=" + (sealer.hashAt(generation, "coordination-mac", [method.toUpperCase(), path, audience, time, digest(body)].join("\n")) ?? "")
+      const macV2 = (audience: string, method: string, path: string, body: string, time: string, nonce: string, generation = sealer.generation()) =>
+        "v2=" + (sealer.hashAt(generation, "coordination-mac-v2", [method.toUpperCase(), path, audience, time, nonce, digest(body)].join("\n")) ?? "")
+      /** Whether `given` is `mac` under this node's newest generation or the one before. */
+      const holdsUnderHeld = (given: string, mac: (generation: number) => string) => {
+        const newest = sealer.generation()
+        return safeEqual(given, mac(newest)) || (newest > 0 && safeEqual(given, mac(newest - 1)))
+      }
+      let lastCatchUp = 0
+      /** As `holdsUnderHeld`, reading the registry's newer generations first when it does not hold. */
+      const holds = (given: string, mac: (generation: number) => string) =>
+        Effect.gen(function* () {
+          if (holdsUnderHeld(given, mac)) return true
+          const now = yield* Clock.currentTimeMillis
+          if (now - lastCatchUp < CATCH_UP_EVERY_MS) return false
+          lastCatchUp = now
+          const before = sealer.generation()
+          yield* Effect.catchAll(catchUp(store, sealer), (e) => Effect.logWarning(`could not read newer root generations: ${e.detail}`))
+          return sealer.generation() !== before && holdsUnderHeld(given, mac)
+        })
       const sign = (audience: string, method: string, path: string, body: string) =>
         Effect.map(Clock.currentTimeMillis, (now) => {
           const time = String(Math.floor(now / 1000))
@@ -258,10 +286,10 @@ export class Coordination extends Context.Tag("portico/Coordination")<Coordinati
             const time = headers[TIME_HEADER] ?? ""
             if (given.startsWith("v1=")) {
               if (!acceptV1) return "coordination MAC v1 is not accepted here: v2 is required"
-              return safeEqual(given, macV1(config.nodeId, method, path, body, time)) ? undefined : "coordination MAC invalid"
+              return (yield* holds(given, (g) => macV1(config.nodeId, method, path, body, time, g))) ? undefined : "coordination MAC invalid"
             }
             const nonce = headers[NONCE_HEADER] ?? ""
-            if (!safeEqual(given, macV2(config.nodeId, method, path, body, time, nonce))) return "coordination MAC invalid"
+            if (!(yield* holds(given, (g) => macV2(config.nodeId, method, path, body, time, nonce, g)))) return "coordination MAC invalid"
             // spent only once the MAC holds: a forged call cannot use up a genuine one's nonce
             const fresh = yield* Effect.orElseSucceed(spend(nonce, time), () => undefined)
             if (fresh === undefined) return "this node could not record the coordination nonce"

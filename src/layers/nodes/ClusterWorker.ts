@@ -8,19 +8,26 @@
  * TTL) stops starting tasks at its next try.
  *
  * The tasks: the sweep of a shared content store (the IPFS Cluster engine: one sweep for the
- * cluster, where the embedded engine's blocks are each node's own and each node sweeps them), and
- * the registry's housekeeping (function schedules' spent claims, spent and expired node invites).
+ * cluster, where the embedded engine's blocks are each node's own and each node sweeps them), the
+ * registry's housekeeping (function schedules' spent claims, spent and expired node invites), and
+ * after a root-secret rotation the re-sealing of values sealed under an older generation
+ * (secrets/Reseal.ts): each heartbeat until a pass finds none left, then every ten minutes (a
+ * node that had not yet taken the rotation may have sealed one meanwhile).
  */
 import { Context, Duration, Effect, Layer, Schedule } from "effect"
 import { PorticoConfig } from "../config/PorticoConfig.js"
 import { FunctionStore } from "../functions/FunctionStore.js"
 import { CLAIM_KEEP_S } from "../functions/Schedules.js"
 import { RegistryStore } from "../registry/RegistryStore.js"
+import { resealAll } from "../secrets/Reseal.js"
+import { Sealer } from "../secrets/Sealer.js"
 import { Storage } from "../storage/Storage.js"
 import { Membership, REGISTRY_NOW } from "../cluster/Membership.js"
 import { SqliteRegistryStore } from "../registry/SqliteRegistryStore.js"
 
 const LEASE = "worker"
+/** How long after a complete re-seal pass the next looks again. */
+const RESEAL_RECHECK_MS = 10 * 60_000
 
 interface Task {
   readonly name: string
@@ -44,10 +51,32 @@ export class ClusterWorker extends Context.Tag("portico/ClusterWorker")<ClusterW
       const { self } = yield* Membership
       const functions = yield* FunctionStore
       const storage = yield* Storage
+      const sealer = yield* Sealer
       const ttl = config.membership.nodeTtlMs
       let holding = false
       const scope = yield* Effect.scope
 
+      /** The generation the last complete re-seal pass found nothing left under an older one, and when. */
+      let resealedFor = { generation: 0, at: 0 }
+      let resealing = false
+      const reseal = Effect.suspend(() => {
+        const generation = sealer.generation()
+        if (resealing || (generation === resealedFor.generation && Date.now() - resealedFor.at < RESEAL_RECHECK_MS)) return Effect.void
+        resealing = true
+        return resealAll(store, sealer).pipe(
+          Effect.tap(({ resealed, skipped }) =>
+            Effect.zipRight(
+              resealed > 0 || skipped > 0 ? Effect.logInfo(`re-sealed ${resealed} values under root generation ${generation}; ${skipped} left as they were`) : Effect.void,
+              Effect.sync(() => {
+                if (skipped === 0) resealedFor = { generation, at: Date.now() }
+              })
+            )
+          ),
+          Effect.catchAll((e) => Effect.logWarning(`re-sealing failed: ${e.detail}`)),
+          Effect.ensuring(Effect.sync(() => void (resealing = false))),
+          Effect.asVoid
+        )
+      })
       const tasks: ReadonlyArray<Task> = [
         ...(config.storage.cluster === undefined
           ? []
@@ -70,7 +99,8 @@ export class ClusterWorker extends Context.Tag("portico/ClusterWorker")<ClusterW
               store.exec({ sql: "DELETE FROM node_invites WHERE expires_at < ?", params: [Date.now() - 86_400_000] })
             ])
           ).pipe(Effect.catchAll((e) => Effect.logWarning(`registry housekeeping failed: ${e.detail}`)), Effect.asVoid)
-        }
+        },
+        { name: "re-seal", everyMs: config.membership.heartbeatMs, run: reseal }
       ]
       /** When each task last ran on this node while it held the lease. */
       const lastRun = new Map<string, number>()
@@ -125,7 +155,7 @@ export class ClusterWorker extends Context.Tag("portico/ClusterWorker")<ClusterW
   /** Over its collaborators' test doubles: it takes the lease of its own registry. */
   static readonly Test = Layer.suspend(() =>
     ClusterWorker.Live.pipe(
-      Layer.provide(Layer.mergeAll(PorticoConfig.Test, SqliteRegistryStore.Test, Membership.Test, FunctionStore.Test, Storage.Test))
+      Layer.provide(Layer.mergeAll(PorticoConfig.Test, SqliteRegistryStore.Test, Sealer.Test, Membership.Test, FunctionStore.Test, Storage.Test))
     )
   )
 }

@@ -1,6 +1,7 @@
 /**
- * Migrations 18-21: the cluster's nodes, the invites that admit them, node-local databases moving
- * off a node that leaves, and the lease of the cluster's one background worker (docs/cluster.md).
+ * Migrations 18-22: the cluster's nodes, the invites that admit them, node-local databases moving
+ * off a node that leaves, the lease of the cluster's one background worker, and the generations of
+ * the root secret (docs/cluster.md).
  *
  * Migration 18: the cluster's nodes (docs/cluster.md, "Membership"). One row per node, its id bound
  * to its public key at its first heartbeat; `joined_at`, `last_seen` and `left_at` (set by a clean
@@ -77,5 +78,30 @@ export const clusterLeasesMigration: Migration = {
   ]
 }
 
-/** Migrations 18-21, in order. */
-export const clusterMigrations: ReadonlyArray<Migration> = [clusterNodesMigration, nodeInvitesMigration, databaseMovesMigration, clusterLeasesMigration]
+/**
+ * Migration 22: the root secret's generations after 0 (docs/cluster.md, "Root-secret rotation"):
+ * generation n's root sealed under generation n - 1's (Sealer purpose `root-secret`), so a node
+ * holding any generation opens every later one in turn. Written once per generation, never
+ * changed; `created_at` is Unix milliseconds, `created_by` the operator's wallet.
+ */
+export const clusterSecretsMigration: Migration = {
+  id: 22,
+  name: "cluster_secrets",
+  statements: [
+    `CREATE TABLE IF NOT EXISTS cluster_secrets (
+      generation INTEGER PRIMARY KEY,
+      sealed_root TEXT NOT NULL,
+      created_at INTEGER NOT NULL,
+      created_by TEXT NOT NULL
+    )`
+  ]
+}
+
+/** Migrations 18-22, in order. */
+export const clusterMigrations: ReadonlyArray<Migration> = [
+  clusterNodesMigration,
+  nodeInvitesMigration,
+  databaseMovesMigration,
+  clusterLeasesMigration,
+  clusterSecretsMigration
+]
