@@ -44,7 +44,7 @@ export const SEALED_COLUMNS: ReadonlyArray<SealedColumn> = [
     ownerColumns: ["namespace", "name", "key"],
     owner: (r) => `${s(r.namespace)}/${s(r.name)}/${s(r.key)}`
   },
-  // src/layers/cluster/NodeInvites.ts: a node invite's token
+  // src/layers/nodes/NodeInvites.ts: a node invite's token
   { table: "node_invites", column: "token_sealed", purpose: "node-invite", ownerColumns: ["id"], owner: (r) => s(r.id) },
   // src/layers/tokens/KeyRing.ts: the token signing keys' private halves
   { table: "signing_keys", column: "sealed_private", purpose: "signing-keys", ownerColumns: ["kid"], owner: (r) => s(r.kid) },
