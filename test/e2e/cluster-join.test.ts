@@ -12,7 +12,7 @@ import * as fs from "node:fs"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { decodeInvite, inviteIdOf, type JoinClaim, newSealKey, proofOf, signClaim } from "../../src/domain/NodeJoin.js"
-import { call } from "../support/client.js"
+import { call, operatorToken as signInOperator } from "../support/client.js"
 import { type Gateway, startGateway, testTmp } from "../support/gateway.js"
 import { hasRqlited, type RqlitedServer, rqlitedMissingMessage, startRqlited } from "../support/rqlited.js"
 import { waitFor } from "../support/wait.js"
@@ -50,9 +50,7 @@ describe("joining a node with an invite", () => {
     a = await startGateway({
       env: { ...fast, PORTICO_RQLITE_URL: server.url, PORTICO_SECRET: "44".repeat(32), PORTICO_OPERATORS: operator.address.toLowerCase(), PORTICO_NODE_ID: "node-a" }
     })
-    const challenged = await a.request("POST", "/v1/auth/challenge", { json: { wallet: operator.address } })
-    const verified = await a.request("POST", "/v1/auth/verify", { json: { message: challenged.body.message, signature: await operator.signMessage(challenged.body.message) } })
-    operatorToken = verified.body.access_token
+    operatorToken = await signInOperator(a, operator)
   }, 90_000)
   afterAll(async () => {
     await b?.stop()
@@ -274,9 +272,7 @@ describe("node invites on an embedded registry", () => {
     const operator = Wallet.createRandom()
     const gw = await startGateway({ env: { PORTICO_OPERATORS: operator.address.toLowerCase() } })
     try {
-      const challenged = await gw.request("POST", "/v1/auth/challenge", { json: { wallet: operator.address } })
-      const verified = await gw.request("POST", "/v1/auth/verify", { json: { message: challenged.body.message, signature: await operator.signMessage(challenged.body.message) } })
-      const answer = await gw.request("POST", "/v1/node/enroll", { token: verified.body.access_token, json: {} })
+      const answer = await gw.request("POST", "/v1/node/enroll", { token: await signInOperator(gw, operator), json: {} })
       expect([answer.status, answer.body.code]).toEqual([409, "CONFLICT"])
       expect(answer.body.hint).toContain("PORTICO_RQLITE_URL")
     } finally {

@@ -9,7 +9,7 @@ import { Effect } from "effect"
 import { Wallet } from "ethers"
 import * as net from "node:net"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
-import { call } from "../support/client.js"
+import { call, operatorToken as signInOperator } from "../support/client.js"
 import { type Gateway, startGateway } from "../support/gateway.js"
 import { freePort, listenOnLoopback } from "../support/process.js"
 import { type NtfyStandIn, startNtfyStandIn } from "../support/ntfyStandIn.js"
@@ -40,11 +40,7 @@ describe("the network routes and the membership's fan-outs", () => {
   }
 
   /** An operator's session on `gw`'s registry. */
-  const signIn = async (gw: Gateway): Promise<string> => {
-    const challenged = await gw.request("POST", "/v1/auth/challenge", { json: { wallet: operator.address } })
-    const verified = await gw.request("POST", "/v1/auth/verify", { json: { message: challenged.body.message, signature: await operator.signMessage(challenged.body.message) } })
-    return verified.body.access_token
-  }
+  const signIn = (gw: Gateway): Promise<string> => signInOperator(gw, operator)
 
   beforeAll(async () => {
     if (!hasRqlited()) throw new Error(rqlitedMissingMessage())

@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { canonicalJson } from "../../src/layers/coordination/Coordination.js"
 import { readLaterRootsSync } from "../../src/layers/secrets/RootFile.js"
 import { makeSealer } from "../../src/layers/secrets/Sealer.js"
-import { call } from "../support/client.js"
+import { call, operatorToken as signInOperator } from "../support/client.js"
 import { type Gateway, startGateway, testTmp } from "../support/gateway.js"
 import { freePort } from "../support/process.js"
 import { hasRqlited, type RqlitedServer, rqlitedMissingMessage, startRqlited } from "../support/rqlited.js"
@@ -65,9 +65,7 @@ describe("root-secret rotation on an rqlite registry", () => {
     env = { ...fast, PORTICO_RQLITE_URL: server.url, PORTICO_SECRET: SECRET, PORTICO_OPERATORS: operator.address.toLowerCase() }
     a = await startGateway({ env: { ...env, PORTICO_NODE_ID: "node-a" } })
     b = await startGateway({ port: await Effect.runPromise(freePort), env: { ...env, PORTICO_NODE_ID: "node-b" } })
-    const challenged = await a.request("POST", "/v1/auth/challenge", { json: { wallet: operator.address } })
-    const verified = await a.request("POST", "/v1/auth/verify", { json: { message: challenged.body.message, signature: await operator.signMessage(challenged.body.message) } })
-    operatorToken = verified.body.access_token
+    operatorToken = await signInOperator(a, operator)
     owner = (await a.cli(["namespace", "create", "rotating"])).api_key
     // before any rotation: a node-local database on each node, a sealed push credential
     expect((await b.request("POST", "/v1/db/sqlite/create", { token: owner, json: { database_name: "on_b" } })).status).toBe(201)

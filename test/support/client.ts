@@ -146,3 +146,11 @@ export const signIn = async (gw: Gateway, namespace: string, wallet: Signer) => 
   if (!("access_token" in session)) throw new Error(`sign-in is pending approval: ${JSON.stringify(session)}`)
   return session
 }
+
+/** An operator's access token: `wallet` signed in with no namespace (an operator's sign-in, docs/operators.md). */
+export const operatorToken = async (gw: Pick<Gateway, "request">, wallet: Signer): Promise<string> => {
+  const challenged = await gw.request("POST", "/v1/auth/challenge", { json: { wallet: wallet.address } })
+  const verified = await gw.request("POST", "/v1/auth/verify", { json: { message: challenged.body.message, signature: await wallet.signMessage(challenged.body.message) } })
+  if (typeof verified.body?.access_token !== "string") throw new Error(`operator sign-in refused: ${verified.text}`)
+  return verified.body.access_token
+}
