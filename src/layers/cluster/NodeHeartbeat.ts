@@ -9,7 +9,7 @@
  * refreshed with the registry's clock, and its internal URL once the gateway listens. A clean
  * stop writes `left_at`, so the others know at once that its memory went with it.
  */
-import { Context, Data, Effect, Layer, Schedule } from "effect"
+import { Context, Data, Effect, Fiber, Layer, Schedule } from "effect"
 import { PorticoConfig } from "../config/PorticoConfig.js"
 import { VERSION } from "../health/Health.js"
 import { RegistryStore } from "../registry/RegistryStore.js"
@@ -55,6 +55,7 @@ export class NodeHeartbeat extends Context.Tag("portico/NodeHeartbeat")<NodeHear
       let internalUrl = settings.internalUrl ?? ""
       let taken = false
       let draining = false
+      let stopping = false
 
       /** Writes this node's row: false when the id is another key's. */
       const beat = Effect.suspend(() =>
@@ -85,7 +86,9 @@ export class NodeHeartbeat extends Context.Tag("portico/NodeHeartbeat")<NodeHear
             Effect.flatMap((why) => Effect.logError(why.message))
           )
         }),
-        Effect.catchAll((e) => Effect.logWarning(`the node heartbeat was not written: ${e.detail}`))
+        Effect.catchAll((e) => Effect.logWarning(`the node heartbeat was not written: ${e.detail}`)),
+        // once the clean stop began, no beat: it would clear the stop's `left_at`
+        (beatOnce) => Effect.suspend(() => (stopping ? Effect.void : beatOnce))
       )
 
       // the claim; a registry that does not answer now is tried again by the heartbeat
@@ -94,12 +97,19 @@ export class NodeHeartbeat extends Context.Tag("portico/NodeHeartbeat")<NodeHear
         const [row] = yield* Effect.orElseSucceed(store.query({ sql: "SELECT retired_at FROM cluster_nodes WHERE id = ? AND public_key = ?", params: [self.id, self.publicKey] }), () => [])
         return yield* Effect.fail(row !== undefined && row.retired_at !== null ? new NodeRetired({ nodeId: self.id }) : new NodeIdTaken({ nodeId: self.id }))
       }
-      yield* Effect.forkScoped(Effect.repeat(heartbeat, Schedule.spaced(`${settings.heartbeatMs} millis`)))
-      // a clean stop: the row says so at once (the heartbeat fiber is gone before this runs)
+      const beating = yield* Effect.forkScoped(Effect.repeat(heartbeat, Schedule.spaced(`${settings.heartbeatMs} millis`)))
+      // a clean stop: the row says so at once. Finalizers run last-added first, so the heartbeat
+      // fiber is stopped here, and awaited, before the write: a beat landing after it would clear
+      // `left_at` again
       yield* Effect.addFinalizer(() =>
-        store
-          .exec({ sql: `UPDATE cluster_nodes SET left_at = ${REGISTRY_NOW} WHERE id = ? AND public_key = ?`, params: [self.id, self.publicKey] })
-          .pipe(Effect.timeout("2 seconds"), Effect.ignore)
+        Effect.sync(() => void (stopping = true)).pipe(
+          Effect.zipRight(Fiber.interrupt(beating)),
+          Effect.zipRight(
+            store
+              .exec({ sql: `UPDATE cluster_nodes SET left_at = ${REGISTRY_NOW} WHERE id = ? AND public_key = ?`, params: [self.id, self.publicKey] })
+              .pipe(Effect.timeout("2 seconds"), Effect.ignore)
+          )
+        )
       )
 
       return NodeHeartbeat.of({
