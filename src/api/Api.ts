@@ -23,6 +23,7 @@ import { NamespaceCreateGroup } from "./groups/NamespaceCreateGroup.js"
 import { OperatorGroup } from "./groups/OperatorGroup.js"
 import { NetworkGroup } from "./groups/NetworkGroup.js"
 import { JoinGroup } from "./groups/JoinGroup.js"
+import { NodeStampGroup } from "./groups/NodeStampGroup.js"
 import { NodeGroup } from "./groups/NodeGroup.js"
 import { DatabaseGroup } from "./groups/DatabaseGroup.js"
 import { SqlGroup } from "./groups/SqlGroup.js"
@@ -48,6 +49,7 @@ export class PorticoApi extends HttpApi.make("portico")
   .add(NetworkGroup)
   .add(NodeGroup)
   .add(JoinGroup)
+  .add(NodeStampGroup)
   .add(CorsGroup)
   .add(AuditGroup)
   .add(DeviceGroup)

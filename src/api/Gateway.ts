@@ -61,6 +61,7 @@ import { NamespaceCreateHandlers } from "./handlers/NamespaceCreateHandlers.js"
 import { OperatorHandlers } from "./handlers/OperatorHandlers.js"
 import { NetworkHandlers } from "./handlers/NetworkHandlers.js"
 import { JoinHandlers } from "./handlers/JoinHandlers.js"
+import { NodeStampHandlers } from "./handlers/NodeStampHandlers.js"
 import { NodeHandlers } from "./handlers/NodeHandlers.js"
 import { SystemHandlers } from "./handlers/SystemHandlers.js"
 import { logParserRefusal, logRequest } from "./AccessLog.js"
@@ -95,6 +96,7 @@ const HandlersLive = Layer.mergeAll(
   NetworkHandlers,
   NodeHandlers,
   JoinHandlers,
+  NodeStampHandlers,
   CorsHandlers,
   AuditHandlers,
   DeviceHandlers,

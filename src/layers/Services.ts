@@ -67,6 +67,7 @@ import { SocketDirectory } from "./functions/SocketDirectory.js"
 import { Membership } from "./cluster/Membership.js"
 import { Network } from "./network/Network.js"
 import { NodeHeartbeat } from "./cluster/NodeHeartbeat.js"
+import { NodeEnrolment } from "./nodes/NodeEnrolment.js"
 import { NodeInvites } from "./nodes/NodeInvites.js"
 import { NodeAdmin } from "./nodes/NodeAdmin.js"
 import { NodeLogs } from "./cluster/NodeLogs.js"
@@ -172,7 +173,7 @@ export const gatewayServicesLayer = (settings: PorticoSettings, options: Service
     // namespace creation over HTTP, which waits for a deletion of the same name; functions'
     // schedules and topic triggers, this node's heartbeat, its log and its turn at the cluster's
     // background work, which running gateways only have
-    Layer.provideMerge(Layer.mergeAll(NamespaceCreation.Live, FunctionSchedules, FunctionTopicTriggers, NodeHeartbeat.Live, NodeLogs.Live, ClusterWorker.Live, SecretRotation.Live)),
+    Layer.provideMerge(Layer.mergeAll(NamespaceCreation.Live, FunctionSchedules, FunctionTopicTriggers, NodeHeartbeat.Live, NodeEnrolment.Live, NodeLogs.Live, ClusterWorker.Live, SecretRotation.Live)),
     // what operators see of this gateway's health (its checks over the services below), and of
     // the cluster's network (connecting nodes by address)
     Layer.provideMerge(Layer.mergeAll(OperatorHealth.Live, Network.Live)),

@@ -114,6 +114,9 @@ describe("joining a node with an invite", () => {
     // the node id is now bound to the key that joined: another key cannot take it
     const taken = await join(joinBody((await enroll({})).body.invite, "node-b"))
     expect([taken.status, taken.body.code]).toEqual([409, "CONFLICT"])
+    // an id of the derived form is its key's only, bound or not
+    const derived = await join(joinBody((await enroll({})).body.invite, `node-${"0".repeat(32)}`))
+    expect([derived.status, derived.body.code, derived.body.error]).toEqual([409, "CONFLICT", "this node id is derived from another node's key"])
   })
 
   it("starts a node with `serve --join` on an empty data directory: it comes up as one of the cluster's", async () => {

@@ -17,7 +17,7 @@ import { PorticoConfig } from "../config/PorticoConfig.js"
 import { decodeRows } from "../registry/RegistryRows.js"
 import { RegistryStore, type StoreError } from "../registry/RegistryStore.js"
 import { SqliteRegistryStore } from "../registry/SqliteRegistryStore.js"
-import { loadNodeKey } from "./NodeKey.js"
+import { loadNodeKey } from "../config/NodeKey.js"
 
 /**
  * Now in Unix milliseconds by the registry's clock: SQLite's, or the rqlite node's that takes the

@@ -10,6 +10,7 @@
  * stop writes `left_at`, so the others know at once that its memory went with it.
  */
 import { Context, Data, Effect, Fiber, Layer, Schedule } from "effect"
+import { keyMayHold } from "../../domain/NodeStamp.js"
 import { PorticoConfig } from "../config/PorticoConfig.js"
 import { VERSION } from "../health/Health.js"
 import { RegistryStore } from "../registry/RegistryStore.js"
@@ -91,6 +92,8 @@ export class NodeHeartbeat extends Context.Tag("portico/NodeHeartbeat")<NodeHear
         (beatOnce) => Effect.suspend(() => (stopping ? Effect.void : beatOnce))
       )
 
+      // an id derived from another key is that key's, whatever the registry holds yet
+      if (!keyMayHold(self.id, self.publicKey)) return yield* Effect.fail(new NodeIdTaken({ nodeId: self.id }))
       // the claim; a registry that does not answer now is tried again by the heartbeat
       const claimed = yield* Effect.either(beat)
       if (claimed._tag === "Right" && !claimed.right) {

@@ -3,10 +3,11 @@
  * overridable by command-line flags. Every default is the embedded one, so `npm start` needs none.
  */
 import { Config, ConfigError, Context, Effect, Either, Layer, Option, Redacted } from "effect"
-import { randomBytes } from "node:crypto"
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import * as path from "node:path"
 import { parseCidrs } from "../../domain/AddressRanges.js"
+import { derivedNodeId } from "../../domain/NodeStamp.js"
+import { loadNodeKey } from "./NodeKey.js"
 import { DEFAULT_PENDING_DOMAINS_PER_NAMESPACE } from "../../domain/CustomDomainRules.js"
 import { testDirectory } from "../TestLayer.js"
 import { defaultProxySettings, proxyConfig, type ProxySettings } from "./ProxySettings.js"
@@ -383,14 +384,18 @@ const readJoinedSettings = (dataDir: string): JoinedFile | undefined => {
   return parsed
 }
 
-/** A node id kept in the data directory, so a restart keeps the databases homed here. */
+/**
+ * A node id kept in the data directory, so a restart keeps the databases homed here. A new node's
+ * is derived from its key (src/domain/NodeStamp.ts); a data directory of an older release keeps
+ * the id it has.
+ */
 export const localNodeId = (dataDir: string): string => {
   const file = path.join(dataDir, "node-id")
   try {
     return readFileSync(file, "utf8").trim()
   } catch {
     mkdirSync(dataDir, { recursive: true })
-    const id = `node-${randomBytes(6).toString("hex")}`
+    const id = derivedNodeId(loadNodeKey(dataDir).publicKey)
     try {
       writeFileSync(file, id + "\n", { flag: "wx" })
     } catch {

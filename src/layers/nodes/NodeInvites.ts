@@ -9,6 +9,7 @@
  * is the invite spent, with a conditional UPDATE in one batch with the node's row and the audit
  * row, so two joiners racing on one invite admit one. A refused attempt spends nothing.
  */
+import { keyMayHold } from "../../domain/NodeStamp.js"
 import { Clock, Context, Effect, Layer, Redacted } from "effect"
 import type { NodeCode } from "../../domain/Errors.js"
 import {
@@ -146,6 +147,9 @@ export class NodeInvites extends Context.Tag("portico/NodeInvites")<NodeInvites,
             if (!claimSignatureHolds(request, request.signature)) return yield* unauthorized()
             if (invite.node_id !== null && invite.node_id !== request.node_id) {
               return yield* refuse("CONFLICT", "this invite admits another node", "join with the node id the invite was minted for, or ask for an invite for this node")
+            }
+            if (!keyMayHold(request.node_id, request.public_key)) {
+              return yield* refuse("CONFLICT", "this node id is derived from another node's key", "join without PORTICO_NODE_ID: the node takes the id its own key derives")
             }
             const [existing] = yield* store.query({
               sql: "SELECT public_key, retired_at FROM cluster_nodes WHERE id = ?",
