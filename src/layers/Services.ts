@@ -69,6 +69,8 @@ import { Network } from "./network/Network.js"
 import { NodeHeartbeat } from "./cluster/NodeHeartbeat.js"
 import { NodeEnrolment } from "./nodes/NodeEnrolment.js"
 import { NodeInvites } from "./nodes/NodeInvites.js"
+import { AppRepair } from "./deployments/AppRepair.js"
+import { NodeRepair } from "./nodes/NodeRepair.js"
 import { NodeAdmin } from "./nodes/NodeAdmin.js"
 import { NodeLogs } from "./cluster/NodeLogs.js"
 import { ClusterWorker } from "./nodes/ClusterWorker.js"
@@ -169,7 +171,7 @@ export const servicesLayer = (settings: PorticoSettings, options: ServicesOption
  */
 export const gatewayServicesLayer = (settings: PorticoSettings, options: ServicesOptions = {}) =>
   // node administration, over this node's heartbeat and the log it keeps
-  NodeAdmin.Live.pipe(
+  Layer.mergeAll(NodeAdmin.Live, NodeRepair.Live).pipe(
     // namespace creation over HTTP, which waits for a deletion of the same name; functions'
     // schedules and topic triggers, this node's heartbeat, its log and its turn at the cluster's
     // background work, which running gateways only have
@@ -181,8 +183,9 @@ export const gatewayServicesLayer = (settings: PorticoSettings, options: Service
     Layer.provideMerge(NamespaceTeardown.Live),
     // namespace backup and restore, over the stores a namespace's data is in
     Layer.provideMerge(NamespaceBackups.Live),
-    // the deployments service, over the host table it refreshes after each change
-    Layer.provideMerge(Deployments.Live),
+    // the deployments service, over the host table it refreshes after each change, and the repair
+    // of a namespace's apps on this node
+    Layer.provideMerge(Layer.mergeAll(Deployments.Live, AppRepair.Live)),
     // the deployed apps' host table, beside the services so deployment routes can refresh it
     Layer.provideMerge(AppHosts.Live),
     Layer.provideMerge(servicesLayer(settings, options))

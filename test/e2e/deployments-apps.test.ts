@@ -10,6 +10,9 @@ import * as fs from "node:fs"
 import * as http from "node:http"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { Wallet } from "ethers"
+import { operatorToken } from "../support/client.js"
+import { internalCall } from "../support/internalCall.js"
 import { type Gateway, type Reply, startGateway, testTmp } from "../support/gateway.js"
 import { hasRqlited, type RqlitedServer, rqlitedMissingMessage, startRqlited } from "../support/rqlited.js"
 import { deployForm } from "../support/deploymentFixture.js"
@@ -54,7 +57,10 @@ describe.each(["sqlite", "rqlite"] as const)("dynamic deployments through the ro
   let gw: Gateway
   let rqlited: RqlitedServer | undefined
   let admin: string
+  let operator: string
   let domain = ""
+  const nodeId = `apps-${engine}-${process.pid}`
+  const operatorWallet = Wallet.createRandom()
 
   const upload = async (action: "upload" | "update", fields: Record<string, string>, archive: Buffer, type = "nodejs"): Promise<Reply> => {
     const res = await fetch(`${gw.url}/v1/deployments/${type}/${action}`, { method: "POST", body: deployForm(fields, archive), headers: { authorization: `Bearer ${admin}` } })
@@ -70,17 +76,18 @@ describe.each(["sqlite", "rqlite"] as const)("dynamic deployments through the ro
       rqlited = await Effect.runPromise(startRqlited())
     }
     const dataDir = fs.mkdtempSync(path.join(testTmp(), "portico-apps-"))
-    const nodeId = `apps-${engine}-${process.pid}`
     gw = await startGateway({
       dataDir,
       env: {
         PORTICO_BASE_DOMAIN: BASE,
         PORTICO_NODE_ID: nodeId,
         PORTICO_APP_START_TIMEOUT_MS: "8000",
+        PORTICO_OPERATORS: operatorWallet.address.toLowerCase(),
         ...(rqlited === undefined ? {} : { PORTICO_RQLITE_URL: rqlited.url })
       }
     })
     admin = (await gw.cli(["namespace", "create", "shop"])).api_key
+    operator = await operatorToken(gw, operatorWallet)
   }, 120_000)
 
   afterAll(async () => {
@@ -166,6 +173,57 @@ describe.each(["sqlite", "rqlite"] as const)("dynamic deployments through the ro
     expect(record.status).toBe("active")
     expect((await onHost(gw.port, record.domain, "/")).body).toMatchObject({ version: "needy" })
     expect((await post("delete", { name: "needy" })).status).toBe(200)
+  }, 60_000)
+
+  it("starts a failed app again on an operator's repair of its node, once it can run; reports one that cannot", async () => {
+    const gated = `if (!require("node:fs").existsSync(require("node:path").join(__dirname, "go"))) { console.error("no go file"); process.exit(1) }\n${appSource("gated")}`
+    expectError(await upload("upload", { name: "gated", skip_install: "true" }, tarOf({ "index.js": gated })), 502, "APP_START_FAILED")
+    const command = (json: unknown, token = operator) => gw.request("POST", "/v1/node/command", { token, json })
+    // still unable to run: reported, and still failed with why
+    const early = await command({ node: nodeId, command: "repair", namespace: "shop" })
+    expect(early.status, early.text).toBe(200)
+    expect(early.body.repaired).toEqual([{ node: nodeId, namespace: "shop", running: ["api"], started: [], failed: [{ name: "gated", reason: expect.stringMatching(/did not start/) }] }])
+    expect((await get("get?name=gated")).body.status).toBe("failed")
+    // what it waits for, beside its code
+    fs.writeFileSync(path.join(gw.dataDir, "deployments", "shop-gated", "versions", "1", "app", "go"), "")
+    const repaired = await command({ node: nodeId, command: "repair" })
+    expect(repaired.status, repaired.text).toBe(200)
+    expect(repaired.body).toEqual({ node: nodeId, command: "repair", draining: false, repaired: [{ node: nodeId, namespace: "shop", running: ["api"], started: ["gated"], failed: [] }] })
+    const record = (await get("get?name=gated")).body
+    expect(record.status).toBe("active")
+    expect((await onHost(gw.port, record.domain, "/")).body).toMatchObject({ version: "gated" })
+    // once more: nothing to do
+    expect((await command({ node: nodeId, command: "repair" })).body.repaired[0]).toMatchObject({ running: ["api", "gated"], started: [], failed: [] })
+    // refusals
+    for (const [json, token, status, code] of [
+      [{ node: nodeId, command: "drain", namespace: "shop" }, operator, 400, "VALIDATION_FAILED"],
+      [{ node: "node-nowhere", command: "repair" }, operator, 404, "NOT_FOUND"],
+      [{ node: nodeId, command: "repair" }, admin, 403, "NOT_AN_OPERATOR"]
+    ] as const) {
+      const answer = await command(json, token)
+      expect([answer.status, answer.body.code], answer.text).toEqual([status, code])
+    }
+    expect((await post("delete", { name: "gated" })).status).toBe(200)
+  }, 90_000)
+
+  it("spawns one app on its node through /v1/internal/namespace/spawn: start is a no-op for a running app, restart starts it again", async () => {
+    const spawn = (json: unknown) => internalCall(gw, nodeId, "/v1/internal/namespace/spawn", json)
+    const started = await spawn({ namespace: "shop", service: "app", name: "api", action: "start" })
+    expect([started.status, started.body], started.text).toEqual([200, { node: nodeId, namespace: "shop", name: "api", state: "running" }])
+    const restarted = await spawn({ namespace: "shop", service: "app", name: "api", action: "restart" })
+    expect([restarted.status, restarted.body.state], restarted.text).toEqual([200, "started"])
+    expect((await onHost(gw.port, domain, "/")).status).toBe(200)
+    expect((await get("get?name=api")).body.status).toBe("active")
+    const missing = await spawn({ namespace: "shop", service: "app", name: "ghost", action: "start" })
+    expect([missing.status, missing.body.code]).toEqual([404, "NOT_FOUND"])
+    for (const bad of [{ namespace: "shop", service: "shell", name: "api", action: "start" }, { namespace: "shop", service: "app", name: "api", action: "rm -rf" }]) {
+      expect((await spawn(bad)).status).toBe(400)
+    }
+    // without the MAC, as a client would send it
+    const unsigned = await gw.request("POST", "/v1/internal/namespace/spawn", { json: { namespace: "shop", service: "app", name: "api", action: "start" } })
+    expect([unsigned.status, unsigned.body.code]).toEqual([403, "COORDINATION_REFUSED"])
+    const repaired = await internalCall(gw, nodeId, "/v1/internal/namespace/repair", { namespace: "shop" })
+    expect([repaired.status, repaired.body], repaired.text).toEqual([200, { node: nodeId, namespace: "shop", running: ["api"], started: [], failed: [] }])
   }, 60_000)
 
   it("deletes: the process stops, the directory goes, the host is 404", async () => {

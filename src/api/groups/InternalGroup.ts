@@ -32,8 +32,8 @@ import {
 } from "./DeploymentsGroup.js"
 import { NodeSnapshot } from "./OperatorGroup.js"
 import { SocketEntry } from "../../domain/FunctionSockets.js"
-import { NODE_LOG_LINES } from "../../domain/NodeAdmin.js"
-import { NodeLogLines } from "./NodeGroup.js"
+import { NODE_LOG_LINES, SPAWN_ACTIONS } from "../../domain/NodeAdmin.js"
+import { NamespaceRepaired, NodeLogLines } from "./NodeGroup.js"
 
 const SocketId = Schema.String.pipe(Schema.maxLength(256))
 
@@ -56,6 +56,13 @@ const ForwardedDeployment = { namespace: NamespaceName, name: DeploymentName }
  * body is the update's multipart form, streamed as the front gateway reads it.
  */
 export const UpdateEnvelope = Schema.Struct({ namespace: NamespaceName, name: DeploymentName, type: DeploymentTypeParam })
+
+export const NamespaceSpawned = Schema.Struct({
+  node: Schema.String,
+  namespace: Schema.String,
+  name: Schema.String,
+  state: Schema.Literal("running", "started").annotations({ description: "running: it ran already (a start); started: started now" })
+}).annotations({ identifier: "NamespaceSpawned" })
 
 export class InternalGroup extends HttpApiGroup.make("internal")
   .add(
@@ -163,6 +170,27 @@ export class InternalGroup extends HttpApiGroup.make("internal")
     HttpApiEndpoint.post("deploymentDelete", "/v1/internal/deployments/delete")
       .setPayload(strict(Schema.Struct(ForwardedDeployment)))
       .addSuccess(DeploymentDeleted)
+  )
+  .add(
+    // a namespace's apps on this node brought back to what the registry says (docs/cluster.md,
+    // "Repair and spawn"), asked by an operator's `repair` command through any gateway
+    HttpApiEndpoint.post("namespaceRepair", "/v1/internal/namespace/repair")
+      .setPayload(strict(Schema.Struct({ namespace: NamespaceName })))
+      .addSuccess(NamespaceRepaired)
+  )
+  .add(
+    HttpApiEndpoint.post("namespaceSpawn", "/v1/internal/namespace/spawn")
+      .setPayload(
+        strict(
+          Schema.Struct({
+            namespace: NamespaceName,
+            service: Schema.Literal("app").annotations({ description: "what to spawn: a deployed app (the only per-namespace process a node runs)" }),
+            name: DeploymentName,
+            action: Schema.Literal(...SPAWN_ACTIONS)
+          })
+        )
+      )
+      .addSuccess(NamespaceSpawned)
   )
   .add(
     // functions' client sockets held by this node (src/layers/functions/SocketDirectory.ts)

@@ -13,6 +13,7 @@ import { operator } from "../Policy.js"
 import { RoutePolicy } from "../RouteFacts.js"
 import { strict, UnixSeconds } from "../Wire.js"
 import { NODE_COMMANDS, NODE_LOG_LINES } from "../../domain/NodeAdmin.js"
+import { NamespaceName } from "../../domain/Names.js"
 import { NetworkPeer } from "./NetworkGroup.js"
 
 /** A node id as PORTICO_NODE_ID names it. */
@@ -53,16 +54,39 @@ export const NodeLogLines = Schema.Struct({
   lines: Schema.Array(Schema.String).annotations({ description: "its last lines of output, oldest first (JSON lines, each cut at 4 KiB)" })
 }).annotations({ identifier: "NodeLogLines" })
 
+/** What a repair of a namespace's apps on one node did. */
+export const NamespaceRepaired = Schema.Struct({
+  node: Schema.String,
+  namespace: Schema.String,
+  running: Schema.Array(Schema.String).annotations({ description: "apps this node ran already" }),
+  started: Schema.Array(Schema.String).annotations({ description: "apps the repair started" }),
+  failed: Schema.Array(Schema.Struct({ name: Schema.String, reason: Schema.String })).annotations({
+    description: "apps that did not start, with why; their status is failed with that reason"
+  })
+}).annotations({ identifier: "NamespaceRepaired" })
+
 export const NodeCommandRequest = strict(
   Schema.Struct({
     node: NodeId,
     command: Schema.Literal(...NODE_COMMANDS).annotations({
-      description: "drain: take no new node-local databases and answer the health routes with 503 (a load balancer takes it out); undrain: back in service"
-    })
+      description:
+        "drain: take no new node-local databases and answer the health routes with 503 (a load balancer takes it out); undrain: back in service; repair: start the apps homed on the node that should run there and do not (active, or failed past their restarts)"
+    }),
+    namespace: Schema.optional(
+      NamespaceName.annotations({ description: "repair only: the one namespace to repair; every namespace with an app homed on the node when absent" })
+    )
   })
+).pipe(
+  Schema.filter((c) => c.namespace === undefined || c.command === "repair" || "namespace is for the repair command only")
 ).annotations({ identifier: "NodeCommandRequest" })
 
-export const NodeCommandDone = Schema.Struct({ node: Schema.String, command: Schema.Literal(...NODE_COMMANDS), draining: Schema.Boolean }).annotations({
+export const NodeCommandDone = Schema.Struct({
+  node: Schema.String,
+  command: Schema.Literal(...NODE_COMMANDS),
+  draining: Schema.Boolean,
+  namespace: Schema.optional(Schema.String),
+  repaired: Schema.optional(Schema.Array(NamespaceRepaired).annotations({ description: "repair only: what was done in each namespace" }))
+}).annotations({
   identifier: "NodeCommandDone"
 })
 

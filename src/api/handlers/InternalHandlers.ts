@@ -4,6 +4,7 @@ import { Effect, Option, Stream } from "effect"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { createReadStream } from "node:fs"
 import { fromRefusal, refusal } from "../../domain/Errors.js"
+import { AppRepair } from "../../layers/deployments/AppRepair.js"
 import { Deployments } from "../../layers/deployments/Deployments.js"
 import { DatabaseBackups } from "../../layers/sql/DatabaseBackups.js"
 import { toPrincipal } from "../../layers/sql/HomeNode.js"
@@ -49,9 +50,21 @@ export const InternalHandlers = HttpApiBuilder.group(PorticoApi, "internal", (ha
       namespaces: here.namespaces ?? null
     }))
     const rotation = yield* SecretRotation
+    const apps = yield* AppRepair
 
     return handlers
       .handle("ping", () => Effect.succeed({ status: "ok" as const, node: config.nodeId }))
+      .handle("namespaceRepair", ({ payload }) =>
+        Effect.map(Effect.mapError(apps.repair(payload.namespace), refusedOrDown), (done) => ({ node: config.nodeId, namespace: payload.namespace, ...done }))
+      )
+      .handle("namespaceSpawn", ({ payload }) =>
+        Effect.map(Effect.mapError(apps.spawn(payload.namespace, payload.name, payload.action), refusedOrDown), (state) => ({
+          node: config.nodeId,
+          namespace: payload.namespace,
+          name: payload.name,
+          state
+        }))
+      )
       .handle("secretsReencrypt", ({ payload }) =>
         Effect.map(Effect.mapError(rotation.receive(payload.generation, payload.sealed_root), refusedOrDown), (generation) => ({ generation }))
       )

@@ -5,6 +5,7 @@ import { CurrentPrincipal } from "../../domain/Principal.js"
 import { Membership } from "../../layers/cluster/Membership.js"
 import { NODE_INVITE_MAX_SECONDS, NodeInvites } from "../../layers/nodes/NodeInvites.js"
 import { NodeAdmin } from "../../layers/nodes/NodeAdmin.js"
+import { NodeRepair } from "../../layers/nodes/NodeRepair.js"
 import { peerView } from "./NetworkHandlers.js"
 import { PorticoApi } from "../Api.js"
 import { toUnixSeconds } from "../Wire.js"
@@ -16,6 +17,7 @@ export const NodeHandlers = HttpApiBuilder.group(PorticoApi, "node", (handlers) 
     const invites = yield* NodeInvites
     const membership = yield* Membership
     const admin = yield* NodeAdmin
+    const repair = yield* NodeRepair
     const actor = Effect.map(CurrentPrincipal, (p) => p.subject)
     /** Where a joiner reaches this node: its registered internal URL, else the address it was asked on. */
     const joinUrl = Effect.gen(function* () {
@@ -60,7 +62,9 @@ export const NodeHandlers = HttpApiBuilder.group(PorticoApi, "node", (handlers) 
       )
       .handle("command", ({ payload }) =>
         Effect.flatMap(actor, (by) =>
-          Effect.map(Effect.mapError(admin.command(payload.node, payload.command, by), refusedOrDown), (draining) => ({ ...payload, draining }))
+          payload.command === "repair"
+            ? Effect.map(Effect.mapError(repair.repair(payload.node, payload.namespace, by), refusedOrDown), (done) => ({ ...payload, ...done }))
+            : Effect.map(Effect.mapError(admin.command(payload.node, payload.command, by), refusedOrDown), (draining) => ({ ...payload, draining }))
         )
       )
   })

@@ -40,7 +40,7 @@ export interface NodeAdminService {
   /** Node `id`'s last `lines` lines of output. */
   readonly logs: (id: string, lines: number) => Effect.Effect<ReadonlyArray<string>, NodeRefused | StoreError>
   /** Marks node `id` draining or not; answers whether it now is. */
-  readonly command: (id: string, command: NodeCommand, actor: string) => Effect.Effect<boolean, NodeRefused | StoreError>
+  readonly command: (id: string, command: Exclude<NodeCommand, "repair">, actor: string) => Effect.Effect<boolean, NodeRefused | StoreError>
   /** Moves node `id`'s databases here and retires it; `force` retires it even with what cannot move. */
   readonly leave: (id: string, force: boolean, actor: string) => Effect.Effect<NodeLeft, NodeRefused | StoreError>
 }

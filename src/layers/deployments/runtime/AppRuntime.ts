@@ -70,6 +70,11 @@ export interface AppRuntimeService {
   readonly listening: (port: number) => Effect.Effect<void>
   /** Starts every active dynamic deployment of this node; one that fails is marked `failed`. */
   readonly resume: Effect.Effect<void>
+  /**
+   * Starts the deployment from its instance directory and stored environment unless this gateway
+   * runs it already (`running`). Its status is the caller's to write.
+   */
+  readonly revive: (record: DeploymentRecord) => Effect.Effect<"running" | "started", RuntimeRefused>
 }
 
 export interface AppRuntimeOptions {
@@ -209,8 +214,11 @@ export const makeAppRuntime = (
         }
       })
 
-    const resumeOne = (record: DeploymentRecord) =>
+    const revive: AppRuntimeService["revive"] = (record) =>
       Effect.gen(function* () {
+        // a supervisor that gave up has ended: its app runs no more
+        const fiber = entries.get(record.id)?.fiber
+        if (fiber !== undefined && fiber.unsafePoll() === null) return "running" as const
         const instance = instanceName(record.namespace, record.name)
         if (options.instances.ownerOf(instance) !== record.id) {
           return yield* Effect.fail(refuse("APP_START_FAILED", `its instance directory ${instance} is missing or another deployment's`))
@@ -219,7 +227,11 @@ export const makeAppRuntime = (
           refuse("APP_START_FAILED", "its environment could not be read")
         )
         yield* start({ record, instanceDir: path.join(options.instances.root, instance), env: env.env })
-      }).pipe(
+        return "started" as const
+      })
+
+    const resumeOne = (record: DeploymentRecord) =>
+      revive(record).pipe(
         // the gateway ending while an app resumes is no failure of the app
         Effect.catchAll((refused) =>
           closing ? Effect.void : Effect.zipRight(
@@ -253,7 +265,7 @@ export const makeAppRuntime = (
       })
     )
 
-    return { available, start, stop, logs, stats, listening, resume }
+    return { available, start, stop, logs, stats, listening, resume, revive }
   })
 
 export class AppRuntime extends Context.Tag("portico/AppRuntime")<AppRuntime, AppRuntimeService>() {

@@ -1,0 +1,31 @@
+/**
+ * A node-to-node call made as a peer of the cluster makes it (src/layers/coordination/Coordination.ts):
+ * the coordination MAC v2 under the roots of a gateway's data directory (its `secret.key`, and the
+ * generations in `secret.keys`), addressed to node `audience`. For tests of internal routes that
+ * no client reaches.
+ */
+import { createHash, randomBytes } from "node:crypto"
+import * as fs from "node:fs"
+import * as path from "node:path"
+import { canonicalJson } from "../../src/layers/coordination/Coordination.js"
+import { readLaterRootsSync } from "../../src/layers/secrets/RootFile.js"
+import { makeSealer } from "../../src/layers/secrets/Sealer.js"
+import type { Gateway, Reply } from "./gateway.js"
+
+export const internalCall = (gw: Gateway, audience: string, route: string, payload: unknown): Promise<Reply> => {
+  const root = Buffer.from(fs.readFileSync(path.join(gw.dataDir, "secret.key"), "utf8").trim(), "base64")
+  const sealer = makeSealer([root, ...readLaterRootsSync(gw.dataDir)])
+  const body = canonicalJson(payload)
+  const time = String(Math.floor(Date.now() / 1000))
+  const nonce = randomBytes(18).toString("base64url")
+  const text = ["POST", route, audience, time, nonce, createHash("sha256").update(body, "utf8").digest("hex")].join("\n")
+  return gw.request("POST", route, {
+    body,
+    headers: {
+      "content-type": "application/json",
+      "x-portico-coordination-mac": "v2=" + sealer.hashAt(sealer.generation(), "coordination-mac-v2", text),
+      "x-portico-coordination-time": time,
+      "x-portico-coordination-nonce": nonce
+    }
+  })
+}
