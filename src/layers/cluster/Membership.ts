@@ -93,6 +93,12 @@ export interface MembershipService {
    * one; undefined when it has none.
    */
   readonly urlOf: (id: string) => Effect.Effect<string | undefined>
+  /**
+   * `inactive` or `stopped` when the registry says node `id` is down (read through the same cache
+   * as `urlOf`); undefined when it is live, unknown, or connected by an operator. A call to a node
+   * known down fails at once rather than waiting out its deadline.
+   */
+  readonly downOf: (id: string) => Effect.Effect<"inactive" | "stopped" | undefined>
   /** Holds node `id` at `url` as a peer of this node, in memory, until `disconnect`. */
   readonly connect: (id: string, url: string) => Effect.Effect<void>
   /** Forgets a connected node: whether it was connected. */
@@ -217,6 +223,15 @@ export class Membership extends Context.Tag("portico/Membership")<Membership, Me
         })
       }
 
+      const downOf = (id: string) =>
+        connected.has(id)
+          ? Effect.succeed(undefined)
+          : Effect.map(recentRows, (rows) => {
+              const row = rows.find((r) => r.id === id)
+              const status = row === undefined ? undefined : statusOf(row)
+              return status === "inactive" || status === "stopped" ? status : undefined
+            })
+
       return Membership.of({
         self,
         nodes,
@@ -224,6 +239,7 @@ export class Membership extends Context.Tag("portico/Membership")<Membership, Me
         known,
         unstopped,
         urlOf,
+        downOf,
         connect: (id, url) => Effect.sync(() => void connected.set(id, url)),
         disconnect: (id) => Effect.sync(() => connected.delete(id))
       })

@@ -232,6 +232,8 @@ export class Coordination extends Context.Tag("portico/Coordination")<Coordinati
         Effect.gen(function* () {
           const base = yield* membership.urlOf(nodeId)
           if (base === undefined) return yield* Effect.fail(new PeerUnreachable({ nodeId, detail: "no such node: neither in PORTICO_PEERS nor registered with an internal URL" }))
+          const down = yield* membership.downOf(nodeId)
+          if (down !== undefined) return yield* Effect.fail(new PeerUnreachable({ nodeId, detail: `the node is ${down} in the cluster's membership` }))
           const headers = yield* sign(nodeId, "POST", path, signed)
           return yield* Effect.tryPromise({
             try: async (signal) => {
