@@ -20,7 +20,7 @@ import { waitFor } from "../support/wait.js"
 import { makeSealer } from "../../src/layers/secrets/Sealer.js"
 
 const SUITE = "three nodes, one lost"
-const CASES = 8
+const CASES = 9
 
 if (process.env[IN_NETNS] !== "1") {
   it("passes the failover suite on three nodes in a loopback-only network namespace", async () => {
@@ -196,6 +196,32 @@ if (process.env[IN_NETNS] !== "1") {
         )
         timing("node-restarted-to-active", Date.now() - restartedAt)
       }), 180_000)
+
+    it("a privacy delete with node 3 down answers evicted: partial at once, and the bytes are gone through the node asked; with every node up it is true", () =>
+      withLogs(async () => {
+        const challenged = await send(n[0]!, "POST", "/v1/auth/challenge", { json: { wallet: alice.address, namespace: "fleet" } })
+        const verified = await send(n[0]!, "POST", "/v1/auth/verify", { json: { message: challenged.body.message, signature: await alice.signMessage(challenged.body.message) } })
+        expect(verified.status, verified.text).toBe(200)
+        const token = verified.body.access_token as string
+        const upload = async () => {
+          const form = new FormData()
+          form.append("file", new Blob([randomBytes(4096)]), "private.bin")
+          const res = await fetch(n[0]!.url + "/v1/storage/upload", { method: "POST", body: form, headers: { authorization: `Bearer ${token}` } })
+          expect(res.status).toBe(200)
+          return ((await res.json()) as { Cid: string }).Cid
+        }
+        const unpin = (cid: string) => send(n[0]!, "DELETE", `/v1/storage/unpin/${cid}?immediate=true`, { token })
+        const everyNodeUp = await upload()
+        expect((await unpin(everyNodeUp)).body).toMatchObject({ Cid: everyNodeUp, evicted: "true" })
+        const cid = await upload()
+        await n[2]!.kill()
+        await waitFor("node-3 inactive on node-1", async () => (await statusOn(n[0]!, "node-3")) === "inactive", 11_500, 100)
+        const asked = Date.now()
+        const unpinned = await unpin(cid)
+        timing("privacy-delete-with-a-node-down-answered-in", Date.now() - asked)
+        expect([unpinned.status, unpinned.body?.evicted], unpinned.text).toEqual([200, "partial"])
+        expect((await send(n[0]!, "GET", `/v1/storage/get/${cid}`, { token })).status).toBe(404)
+      }), 120_000)
 
     it("a node-local database homed on node 2: node 2 killed, a query through node 1 is 503 HOME_NODE_UNREACHABLE + Retry-After, served again after restart", () =>
       withLogs(async () => {
