@@ -30,6 +30,7 @@ describe("the network routes and the membership's fan-outs", () => {
   const held: Array<net.Socket> = []
   let operatorToken: string
   let owner: string
+  let aEnv: () => Record<string, string>
   const operator = Wallet.createRandom()
 
   const connect = (multiaddr: unknown, token = operatorToken) => a.request("POST", "/v1/network/connect", { token, json: { multiaddr } })
@@ -56,8 +57,9 @@ describe("the network routes and the membership's fan-outs", () => {
       PORTICO_OVERLAY_CIDRS: "127.0.0.0/8,::1"
     }
     const registry = { PORTICO_RQLITE_URL: server.url }
+    aEnv = () => ({ ...shared, ...registry, PORTICO_NODE_ID: "node-a", PORTICO_PUSH_RELAY_URL: ntfyA.url, PORTICO_PUSH_RELAY_TOKEN: "tk_a" })
     ;[a, b, c] = await Promise.all([
-      startGateway({ env: { ...shared, ...registry, PORTICO_NODE_ID: "node-a", PORTICO_PUSH_RELAY_URL: ntfyA.url, PORTICO_PUSH_RELAY_TOKEN: "tk_a" } }),
+      startGateway({ env: aEnv() }),
       startGateway({
         port: await Effect.runPromise(freePort),
         env: { ...shared, ...registry, PORTICO_NODE_ID: "node-b", PORTICO_PUSH_RELAY_URL: ntfyB.url, PORTICO_PUSH_RELAY_TOKEN: "tk_b" }
@@ -161,6 +163,10 @@ describe("the network routes and the membership's fan-outs", () => {
     expect(connected.body.internal_url).toMatch(new RegExp(`^http://(127\\.0\\.0\\.1|\\[::1\\]):${c.port}$`))
     const listed = (await peersOn(a)).find((p) => p.node === "node-c")
     expect(listed).toMatchObject({ status: "unregistered", connected: true, seed: false, internal_url: connected.body.internal_url })
+    // kept across a restart of the node that connected it
+    await a.stop()
+    a = await startGateway({ port: a.port, dataDir: a.dataDir, env: aEnv() })
+    expect((await peersOn(a)).find((p) => p.node === "node-c")).toMatchObject({ connected: true, internal_url: connected.body.internal_url })
     // a live peer now: the status pings it
     await waitFor("node-c reachable in the status", async () => {
       const status = await a.request("GET", "/v1/network/status", { token: operatorToken })

@@ -7,7 +7,7 @@
  *
  * `PORTICO_PEERS` is a seed list: a seed is a peer until the registry shows its row stale, and its
  * URL is the one given there. A node connected by an operator (`/v1/network/connect`,
- * src/layers/network/Network.ts) is held as a seed in this node's memory until it is disconnected,
+ * src/layers/network/Network.ts) is held as a seed by this node (kept in its data directory, ConnectedPeers.ts) until it is disconnected,
  * its URL the one dialled, winning over its seed and registered ones. What fans out (evictions, cache drops,
  * telemetry, function sockets, the platform relay) asks `peers` for the live set; the internal
  * client finds any node through `urlOf`.
@@ -18,6 +18,7 @@ import { decodeRows } from "../registry/RegistryRows.js"
 import { RegistryStore, type StoreError } from "../registry/RegistryStore.js"
 import { SqliteRegistryStore } from "../registry/SqliteRegistryStore.js"
 import { loadNodeKey } from "../config/NodeKey.js"
+import { connectedPeers } from "./ConnectedPeers.js"
 
 /**
  * Now in Unix milliseconds by the registry's clock: SQLite's, or the rqlite node's that takes the
@@ -117,9 +118,9 @@ export class Membership extends Context.Tag("portico/Membership")<Membership, Me
       const ttl = config.membership.nodeTtlMs
       const self = { id: config.nodeId, publicKey: loadNodeKey(config.dataDir).publicKey }
       /** Nodes connected by an operator on this node (`/v1/network/connect`): id → the URL dialled. */
-      const connected = new Map<string, string>()
+      const connected = connectedPeers(config.dataDir)
       /** The seeds and the connected nodes, by id: a connected node's URL wins. */
-      const seedUrls = (): ReadonlyMap<string, string> => new Map([...config.peers, ...connected].filter(([id]) => id !== self.id))
+      const seedUrls = (): ReadonlyMap<string, string> => new Map([...config.peers, ...connected.entries()].filter(([id]) => id !== self.id))
       const seedList = (): ReadonlyArray<Peer> => [...seedUrls()].map(([id, url]) => ({ id, url }))
 
       const readRows = Effect.flatMap(
@@ -240,7 +241,7 @@ export class Membership extends Context.Tag("portico/Membership")<Membership, Me
         unstopped,
         urlOf,
         downOf,
-        connect: (id, url) => Effect.sync(() => void connected.set(id, url)),
+        connect: (id, url) => Effect.sync(() => connected.set(id, url)),
         disconnect: (id) => Effect.sync(() => connected.delete(id))
       })
     })

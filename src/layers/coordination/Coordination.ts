@@ -23,6 +23,7 @@ import { pipeline } from "node:stream/promises"
 import { Membership } from "../cluster/Membership.js"
 import { PorticoConfig } from "../config/PorticoConfig.js"
 import { nonceLedger } from "./NonceLedger.js"
+import { postText } from "./PeerHttp.js"
 import { RegistryStore } from "../registry/RegistryStore.js"
 import { catchUp } from "../secrets/RootChain.js"
 import { safeEqual, Sealer } from "../secrets/Sealer.js"
@@ -216,6 +217,15 @@ export class Coordination extends Context.Tag("portico/Coordination")<Coordinati
       )
       const spend = (nonce: string, time: string) =>
         Effect.try({ try: () => ledger.spend(`${config.nodeId}:${nonce}`, (Number(time) + SKEW_SECONDS + 1) * 1000), catch: (e) => e })
+      /** Where node `nodeId` answers; unreachable when it has no address or the membership says it is down. */
+      const baseOf = (nodeId: string) =>
+        Effect.gen(function* () {
+          const base = yield* membership.urlOf(nodeId)
+          if (base === undefined) return yield* Effect.fail(new PeerUnreachable({ nodeId, detail: "no such node: neither in PORTICO_PEERS nor registered with an internal URL" }))
+          const down = yield* membership.downOf(nodeId)
+          if (down !== undefined) return yield* Effect.fail(new PeerUnreachable({ nodeId, detail: `the node is ${down} in the cluster's membership` }))
+          return base
+        })
       /**
        * One signed POST to a peer: `signed` is the text the MAC covers, `body` what is sent (the
        * same JSON, or a stream with `extra` headers); `read` takes the answer's body (it may fail
@@ -230,10 +240,7 @@ export class Coordination extends Context.Tag("portico/Coordination")<Coordinati
         read: (response: Response) => Promise<string>
       ): Effect.Effect<PeerAnswer, PeerUnreachable> =>
         Effect.gen(function* () {
-          const base = yield* membership.urlOf(nodeId)
-          if (base === undefined) return yield* Effect.fail(new PeerUnreachable({ nodeId, detail: "no such node: neither in PORTICO_PEERS nor registered with an internal URL" }))
-          const down = yield* membership.downOf(nodeId)
-          if (down !== undefined) return yield* Effect.fail(new PeerUnreachable({ nodeId, detail: `the node is ${down} in the cluster's membership` }))
+          const base = yield* baseOf(nodeId)
           const headers = yield* sign(nodeId, "POST", path, signed)
           return yield* Effect.tryPromise({
             try: async (signal) => {
@@ -260,7 +267,16 @@ export class Coordination extends Context.Tag("portico/Coordination")<Coordinati
       }
 
       return {
-        post: (nodeId, path, payload, timeout) => call(nodeId, path, ...json(payload), timeout, async (response) => response.text()),
+        post: (nodeId, path, payload, timeout) =>
+          Effect.gen(function* () {
+            const base = yield* baseOf(nodeId)
+            const body = canonicalJson(payload)
+            const headers = yield* sign(nodeId, "POST", path, body)
+            return yield* Effect.tryPromise({
+              try: (signal) => postText(base + path, { ...headers, "content-type": "application/json" }, body, signal),
+              catch: (e) => new PeerUnreachable({ nodeId, detail: e instanceof Error ? e.message : String(e) })
+            }).pipe(Effect.timeoutFail({ duration: timeout, onTimeout: () => new PeerUnreachable({ nodeId, detail: "no answer in time" }) }))
+          }),
         postStream: (nodeId, path, envelope, contentType, body, timeout) => {
           const signed = canonicalJson(envelope)
           return call(nodeId, path, signed, { body, headers: { [ENVELOPE_HEADER]: signed, "content-type": contentType } }, timeout, async (response) => response.text())

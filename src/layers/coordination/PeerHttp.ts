@@ -1,0 +1,55 @@
+/**
+ * The JSON calls between nodes, on `node:http` with connections kept alive: a node-local
+ * database's forward is one such call per client request, and `fetch` (undici) costs several
+ * times a plain request's CPU on that path (bench/cluster, the forward hop). Streams and files
+ * stay on `fetch` (Coordination.ts), where the bytes, not the call, dominate.
+ */
+import * as http from "node:http"
+import * as https from "node:https"
+
+/** Connections to peers, reused across calls; idle ones close after 30 s. */
+const agents = {
+  http: new http.Agent({ keepAlive: true, keepAliveMsecs: 1_000, maxSockets: 64, maxFreeSockets: 16, timeout: 30_000 }),
+  https: new https.Agent({ keepAlive: true, keepAliveMsecs: 1_000, maxSockets: 64, maxFreeSockets: 16, timeout: 30_000 })
+}
+
+/** The most bytes of a peer's JSON answer read: more is a broken peer, not an answer. */
+const MAX_ANSWER_BYTES = 64 * 1024 * 1024
+
+export interface PeerTextAnswer {
+  readonly status: number
+  readonly text: string
+  readonly retryAfter: string | undefined
+}
+
+/** POSTs `body` to `url`; the answer's status, text and Retry-After. Rejects on a transport failure or `signal`. */
+export const postText = (url: string, headers: Record<string, string>, body: string, signal: AbortSignal): Promise<PeerTextAnswer> =>
+  new Promise((resolve, reject) => {
+    const target = new URL(url)
+    const secure = target.protocol === "https:"
+    const request = (secure ? https : http).request(
+      target,
+      {
+        method: "POST",
+        agent: secure ? agents.https : agents.http,
+        headers: { ...headers, "content-length": String(Buffer.byteLength(body)) },
+        signal
+      },
+      (response) => {
+        const chunks: Array<Buffer> = []
+        let size = 0
+        response.on("data", (chunk: Buffer) => {
+          size += chunk.length
+          if (size > MAX_ANSWER_BYTES) response.destroy(new Error(`the peer answered over ${MAX_ANSWER_BYTES} bytes`))
+          else chunks.push(chunk)
+        })
+        response.on("error", reject)
+        response.on("end", () => {
+          const retryAfter = response.headers["retry-after"]
+          resolve({ status: response.statusCode ?? 0, text: Buffer.concat(chunks).toString("utf8"), retryAfter: typeof retryAfter === "string" ? retryAfter : undefined })
+        })
+      }
+    )
+    request.on("error", reject)
+    request.end(body)
+  })
