@@ -207,5 +207,20 @@ describe("the network routes and the membership's fan-outs", () => {
     // node-a's own relay and node-b's, which node-a knows only through the registry
     expect(ntfyA.published.at(-1)).toMatchObject({ topic: "net-web", message: "through the registry", authorization: "Bearer tk_a" })
     await waitFor("node-b's relay published it", async () => ntfyB.published.some((m) => m.topic === "net-web" && m.authorization === "Bearer tk_b"), 10_000)
+
+    // a node with no relay of its own and no seed still has the platform relay: its peers' relays,
+    // found through the registry (a relay_push registration and a send are not PUSH_NOT_CONFIGURED)
+    const { PORTICO_PUSH_RELAY_URL: _relay, PORTICO_PUSH_RELAY_TOKEN: _token, ...noRelay } = aEnv()
+    const d = await startGateway({ port: await Effect.runPromise(freePort), env: { ...noRelay, PORTICO_NODE_ID: "node-d" } })
+    try {
+      await waitFor("node-a active on node-d", async () => (await peersOn(d)).some((p) => p.node === "node-a" && p.status === "active"), 10_000)
+      expect((await d.request("POST", "/v1/push/devices", { token: session, json: { device_id: "web-d", provider: "relay_push", token: "net-d" } })).status).toBe(200)
+      const throughD = await d.request("POST", "/v1/push/send", { token: runtime, json: { user_id: userId, title: "Hi", body: "from a node without a relay" } })
+      expect(throughD.status, throughD.text).toBe(200)
+      expect(throughD.body).toMatchObject({ ok: true })
+      await waitFor("a peer's relay published node-d's send", async () => [...ntfyA.published, ...ntfyB.published].some((m) => m.message === "from a node without a relay"), 10_000)
+    } finally {
+      await d.stop()
+    }
   })
 })

@@ -56,7 +56,7 @@ const register = (ns: string, user: string, device_id: string, provider: "ios_pu
   run(store.registerDevice(ns, user, { device_id, provider, token, platform: undefined, app_version: undefined }, false))
 
 const senderWith = (guardAllowsLoopback: boolean) =>
-  Effect.map(makeCredentialCache(store, { platformRelay: true, timeToLive: 0 }), (credentials) =>
+  Effect.map(makeCredentialCache(store, { platformRelay: Effect.succeed(true), timeToLive: 0 }), (credentials) =>
     makePushSender({
       store,
       credentials,
@@ -190,7 +190,7 @@ describe("sending to a user", () => {
   it("is 503 PUSH_NOT_CONFIGURED where nothing is configured and no platform relay exists", async () => {
     const bare = makePushSender({
       store,
-      credentials: await run(makeCredentialCache(store, { platformRelay: false, timeToLive: 0 })),
+      credentials: await run(makeCredentialCache(store, { platformRelay: Effect.succeed(false), timeToLive: 0 })),
       apns: apnsClient,
       expo: makeExpoClient({ baseUrl: expo.url }),
       relay: { publish: () => Effect.die("not called") }

@@ -266,12 +266,19 @@ describe("relayPeersOf", () => {
     expect(skipped.map((p) => p.nodeId)).toEqual(["b", "c"])
   })
 
-  it("counts a gateway without a relay of its own as reaching the platform relay when it has an eligible peer", () => {
-    const push = { apnsUrl: undefined, expoUrl: undefined, relayUrl: undefined, relayToken: undefined }
-    expect(platformRelayReachable({ push, membership: defaultMembershipSettings, peers: new Map(), nodeId: "a" })).toBe(false)
-    expect(platformRelayReachable({ push, membership: defaultMembershipSettings, peers: new Map([["a", "http://10.0.0.1:1"]]), nodeId: "a" })).toBe(false)
-    expect(platformRelayReachable({ push, membership: defaultMembershipSettings, peers: new Map([["b", "http://203.0.113.1:1"]]), nodeId: "a" })).toBe(false)
-    expect(platformRelayReachable({ push, membership: defaultMembershipSettings, peers: new Map([["b", "http://10.0.0.2:1"]]), nodeId: "a" })).toBe(true)
-    expect(platformRelayReachable({ membership: defaultMembershipSettings, push: { ...push, relayUrl: "http://127.0.0.1:1" }, peers: new Map(), nodeId: "a" })).toBe(true)
+  it("counts a gateway without a relay of its own as reaching the platform relay when a live peer is eligible (a seed or a node the membership counts active)", () => {
+    const push: { apnsUrl: undefined; expoUrl: undefined; relayUrl: string | undefined; relayToken: undefined } = {
+      apnsUrl: undefined,
+      expoUrl: undefined,
+      relayUrl: undefined,
+      relayToken: undefined
+    }
+    const reachable = (settings: { push: typeof push }, live: Array<{ id: string; url: string }>) =>
+      Effect.runSync(platformRelayReachable({ ...settings, membership: defaultMembershipSettings, nodeId: "a" }, { peers: Effect.succeed(live) }))
+    expect(reachable({ push }, [])).toBe(false)
+    expect(reachable({ push }, [{ id: "a", url: "http://10.0.0.1:1" }])).toBe(false)
+    expect(reachable({ push }, [{ id: "b", url: "http://203.0.113.1:1" }])).toBe(false)
+    expect(reachable({ push }, [{ id: "b", url: "http://10.0.0.2:1" }])).toBe(true)
+    expect(reachable({ push: { ...push, relayUrl: "http://127.0.0.1:1" } }, [])).toBe(true)
   })
 })

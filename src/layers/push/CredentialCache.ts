@@ -73,13 +73,14 @@ export interface CredentialCacheService {
 }
 
 export interface CredentialCacheOptions {
-  readonly platformRelay: boolean
+  /** Whether a platform relay is reachable now (RelayPublisherLive.ts `platformRelayReachable`). */
+  readonly platformRelay: Effect.Effect<boolean>
   readonly timeToLive?: Duration.DurationInput
   readonly capacity?: number
 }
 
 /** Reads every stored slot of the namespace (one query for the list, then each record at once). */
-const load = (store: PushStoreService, platformRelay: boolean) => (namespace: string) =>
+const load = (store: PushStoreService, platformRelay: Effect.Effect<boolean>) => (namespace: string) =>
   Effect.gen(function* () {
     const slots = yield* store.configuredSlots(namespace)
     const found = yield* Effect.forEach(slots, (slot) => Effect.map(store.credential(namespace, slot), (r) => [slot, r] as const), {
@@ -87,7 +88,7 @@ const load = (store: PushStoreService, platformRelay: boolean) => (namespace: st
     })
     const records = new Map<CredentialSlot, StoredPushSecret>()
     for (const [slot, record] of found) if (Option.isSome(record)) records.set(slot, record.value.secret)
-    return sendCredentialsOf(records, platformRelay)
+    return sendCredentialsOf(records, yield* platformRelay)
   })
 
 export const makeCredentialCache = (store: PushStoreService, options: CredentialCacheOptions): Effect.Effect<CredentialCacheService> =>

@@ -46,6 +46,7 @@ import { type ExpoClientService, makeExpoClient } from "./ExpoClient.js"
 import { apnsMessageOf, apnsPayloadOf, expoMessageOf, ntfyMessageOf, type OutgoingPush } from "./Messages.js"
 import { PushStore, type PushStoreService } from "./PushStore.js"
 import { RelayPublisher, type RelayPublisherService } from "./RelayPublisher.js"
+import { Membership } from "../cluster/Membership.js"
 import { platformRelayReachable } from "./RelayPublisherLive.js"
 import { RelayPublisherTest } from "./RelayPublisherLive.js"
 
@@ -265,7 +266,7 @@ export class PushSender extends Context.Tag("portico/PushSender")<PushSender, Pu
       const store = yield* PushStore
       // a node without a relay of its own still delivers relay_push through its peers' relays
       const credentials = yield* makeCredentialCache(store, {
-        platformRelay: platformRelayReachable(settings),
+        platformRelay: platformRelayReachable(settings, yield* Membership),
         timeToLive: Duration.seconds(settings.pushCredentialCacheSeconds)
       })
       return makePushSender({

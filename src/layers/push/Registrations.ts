@@ -25,6 +25,7 @@ import { Sealer } from "../secrets/Sealer.js"
 import { testDirectory } from "../TestLayer.js"
 import { type Refused, refuse } from "../Refused.js"
 import { type DeviceRecord, PushStore } from "./PushStore.js"
+import { Membership } from "../cluster/Membership.js"
 import { platformRelayReachable } from "./RelayPublisherLive.js"
 
 export type PushRegistrationRefused = Refused<PushRegistrationCode>
@@ -57,12 +58,12 @@ export class PushRegistrations extends Context.Tag("portico/PushRegistrations")<
       const store = yield* PushStore
       const settings = yield* PorticoConfig
       // the same rule as the sends': a node without a relay of its own still delivers through its peers'
-      const platformRelay = platformRelayReachable(settings)
+      const platformRelay = platformRelayReachable(settings, yield* Membership)
       const maxDevices = settings.pushMaxDevicesPerUser
 
       const configured = (namespace: string) =>
-        Effect.flatMap(store.configuredSlots(namespace), (slots) =>
-          pushConfigured(slots, platformRelay)
+        Effect.flatMap(Effect.zip(store.configuredSlots(namespace), platformRelay), ([slots, relay]) =>
+          pushConfigured(slots, relay)
             ? Effect.void
             : Effect.fail(
                 refuse("PUSH_NOT_CONFIGURED", `push is not configured in namespace ${namespace}`, "store a credential: PUT /v1/namespace/push-credentials/{provider}")
@@ -129,7 +130,7 @@ export class PushRegistrations extends Context.Tag("portico/PushRegistrations")<
    */
   static readonly testWith = (patch: Partial<PorticoSettings> = {}) =>
     PushRegistrations.Live.pipe(
-      Layer.provideMerge(PushStore.Live),
+      Layer.provideMerge(Layer.mergeAll(PushStore.Live, Membership.Live)),
       Layer.provideMerge(
         Layer.mergeAll(
           SqliteRegistryStore.Test,

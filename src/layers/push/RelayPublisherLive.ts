@@ -17,7 +17,7 @@
 import { Duration, Effect, Either, Layer, Option, Schema } from "effect"
 import { isIP } from "node:net"
 import { type AllowList, inRanges, parseCidrs } from "../../domain/AddressRanges.js"
-import { Membership } from "../cluster/Membership.js"
+import { Membership, type MembershipService } from "../cluster/Membership.js"
 import { DEFAULT_OVERLAY_CIDRS } from "../config/MembershipSettings.js"
 import { PorticoConfig, type PorticoSettings } from "../config/PorticoConfig.js"
 import { Coordination, type CoordinationService } from "../coordination/Coordination.js"
@@ -74,13 +74,21 @@ export const relayPeersOf = (
 
 /**
  * Whether this gateway can publish to a platform relay at all: its own `PORTICO_PUSH_RELAY_URL`,
- * or an eligible seed (`PORTICO_PEERS`) to fan out to (which may have one). What "the gateway has
- * a platform relay" means for the configured rule (PUSH_NOT_CONFIGURED): a node without a relay of
- * its own still delivers through its peers' relays. Read once at start, from the settings: a node
- * with neither a relay nor a seed is not configured, whatever peers the registry lists.
+ * or a live peer inside the overlay to fan out to (which may have one): the live seeds and the
+ * nodes the membership counts active (docs/push.md, "Platform relay"). What "the gateway has a
+ * platform relay" means for the configured rule (PUSH_NOT_CONFIGURED): a node without a relay of
+ * its own still delivers through its peers' relays, found as the fan-out finds them.
  */
-export const platformRelayReachable = (settings: Pick<PorticoSettings, "push" | "peers" | "nodeId" | "membership">): boolean =>
-  settings.push.relayUrl !== undefined || relayPeersOf(settings.peers, settings.nodeId, overlayOf(settings.membership.overlayCidrs)).eligible.length > 0
+export const platformRelayReachable = (
+  settings: Pick<PorticoSettings, "push" | "nodeId" | "membership">,
+  membership: Pick<MembershipService, "peers">
+): Effect.Effect<boolean> =>
+  settings.push.relayUrl !== undefined
+    ? Effect.succeed(true)
+    : Effect.map(
+        membership.peers,
+        (live) => relayPeersOf(live.map((p) => [p.id, p.url] as const), settings.nodeId, overlayOf(settings.membership.overlayCidrs)).eligible.length > 0
+      )
 
 /** Why `token` cannot be published at `baseUrl`: another scheme or host, or not a topic at all. */
 const refusedTokenReason = (baseUrl: string, token: string): string => {

@@ -60,7 +60,7 @@ describe("the 30-second cache", () => {
   it.scoped("keeps a namespace's credentials 30 s: a replacement or a delete shows after that", () =>
     Effect.gen(function* () {
       const store = Context.get(yield* Layer.build(PushStore.Test), PushStore)
-      const cache = yield* makeCredentialCache(store, { platformRelay: false })
+      const cache = yield* makeCredentialCache(store, { platformRelay: Effect.succeed(false) })
       yield* store.putCredential("shop", apns("ios_push", "FIRSTKEY01"), "owner")
       expect((yield* cache.get("shop")).apns?.keyId).toBe("FIRSTKEY01")
 
