@@ -33,7 +33,10 @@ describe("cluster membership on an rqlite registry", () => {
   const peersOn = async (gw: Gateway) => {
     const answer = await gw.request("GET", "/v1/network/peers", { token: operatorToken })
     expect(answer.status, answer.text).toBe(200)
-    return answer.body as { node: string; peers: Array<{ node: string; status: string; internal_url: string; self: boolean; seed: boolean; version: string; age_ms: number }> }
+    return answer.body as {
+      node: string
+      peers: Array<{ node: string; status: string; internal_url: string; public_url: string; self: boolean; seed: boolean; version: string; age_ms: number }>
+    }
   }
   const statusOf = async (gw: Gateway, node: string) => (await peersOn(gw)).peers.find((p) => p.node === node)?.status
 
@@ -41,7 +44,7 @@ describe("cluster membership on an rqlite registry", () => {
     if (!hasRqlited()) throw new Error(rqlitedMissingMessage())
     server = await Effect.runPromise(startRqlited())
     env = { ...fast, PORTICO_RQLITE_URL: server.url, PORTICO_SECRET: "33".repeat(32), PORTICO_OPERATORS: operator.address.toLowerCase() }
-    a = await startGateway({ env: { ...env, PORTICO_NODE_ID: "node-a" } })
+    a = await startGateway({ env: { ...env, PORTICO_NODE_ID: "node-a", PORTICO_PUBLIC_URL: "https://a.example" } })
     b = await startGateway({ port: await Effect.runPromise(freePort), env: { ...env, PORTICO_NODE_ID: "node-b" } })
     const challenged = await a.request("POST", "/v1/auth/challenge", { json: { wallet: operator.address } })
     const verified = await a.request("POST", "/v1/auth/verify", { json: { message: challenged.body.message, signature: await operator.signMessage(challenged.body.message) } })
@@ -63,6 +66,7 @@ describe("cluster membership on an rqlite registry", () => {
         ["node-b", "active", gw === b, false]
       ])
       expect(answer.peers.find((p) => p.node === "node-b")?.internal_url).toBe(b.url)
+      expect(answer.peers.map((p) => p.public_url)).toEqual(["https://a.example", ""])
       expect(answer.peers.every((p) => p.age_ms >= 0 && p.age_ms <= 1500 && p.version.length > 0)).toBe(true)
     }
     // the typed client reads the same
@@ -128,10 +132,10 @@ describe("cluster membership on an rqlite registry", () => {
       expect([again.status, again.body.enrolled]).toEqual([200, false])
       // enrolled is not alive
       expect(await statusOf(a, id)).toBe("inactive")
-      const registered = await post("/v1/internal/node/register", stamped("/v1/internal/node/register", { internal_url: "http://127.0.0.9:9", version: "0.0.1-agent" }, privateKey, id))
+      const registered = await post("/v1/internal/node/register", stamped("/v1/internal/node/register", { internal_url: "http://127.0.0.9:9", version: "0.0.1-agent", public_url: "https://agent.example" }, privateKey, id))
       expect([registered.status, registered.body]).toEqual([200, { node: id, status: "active", draining: false }])
       const listed = (await peersOn(a)).peers.find((p) => p.node === id)
-      expect([listed?.status, listed?.internal_url, listed?.version]).toEqual(["active", "http://127.0.0.9:9", "0.0.1-agent"])
+      expect([listed?.status, listed?.internal_url, listed?.public_url, listed?.version]).toEqual(["active", "http://127.0.0.9:9", "https://agent.example", "0.0.1-agent"])
       const beat = await post("/v1/internal/node/heartbeat", stamped("/v1/internal/node/heartbeat", {}, privateKey, id))
       expect([beat.status, beat.body.node]).toEqual([200, id])
     })

@@ -22,6 +22,7 @@ export const NetworkPeer = Schema.Struct({
   }),
   draining: Schema.Boolean.annotations({ description: "an operator asked it to drain (POST /v1/node/command): it takes no new node-local databases and its health routes answer 503" }),
   internal_url: Schema.String.annotations({ description: "where other nodes reach it (its seed URL when it is one); empty when it listens on a wildcard address and has no PORTICO_INTERNAL_URL" }),
+  public_url: Schema.String.annotations({ description: "where its clients reach it (its PORTICO_PUBLIC_URL); empty when it set none" }),
   version: Schema.NullOr(Schema.String),
   joined_at: Schema.NullOr(UnixSeconds),
   last_seen: Schema.NullOr(UnixSeconds),
@@ -29,7 +30,7 @@ export const NetworkPeer = Schema.Struct({
   self: Schema.Boolean.annotations({ description: "the node answering" }),
   seed: Schema.Boolean.annotations({ description: "named in this node's PORTICO_PEERS" }),
   connected: Schema.Boolean.annotations({
-    description: "connected by POST /v1/network/connect on this node (held in its memory until disconnected or restarted): internal_url is the address dialled there"
+    description: "connected by POST /v1/network/connect on this node (kept in its data directory until disconnected): internal_url is the address dialled there"
   })
 }).annotations({ identifier: "NetworkPeer" })
 

@@ -39,7 +39,12 @@ export const RegisterNode = strict(
     }),
     version: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(64), Schema.pattern(/^[\x21-\x7e]+$/)).annotations({
       description: "the release the node runs"
-    })
+    }),
+    public_url: Schema.optional(
+      Schema.String.pipe(Schema.maxLength(2048), Schema.pattern(/^(https?:\/\/[^\s/?#]+)?$/)).annotations({
+        description: "where the node's clients reach it; kept as it was when absent"
+      })
+    )
   })
 ).annotations({ identifier: "RegisterNode" })
 
@@ -69,7 +74,7 @@ export class NodeStampGroup extends HttpApiGroup.make("nodeStamp")
       .addError(wiresOf(NodeRefusals))
       .middleware(OpenGate)
       .annotate(RoutePolicy, open)
-      .annotate(OpenApi.Description, `Writes the node's internal URL and version, and a heartbeat. ${stampNote} 404 when the node has no enrolled key.`)
+      .annotate(OpenApi.Description, `Writes the node's internal URL, version and (when given) public URL, and a heartbeat. ${stampNote} 404 when the node has no enrolled key.`)
   )
   .add(
     HttpApiEndpoint.post("heartbeat", "/v1/internal/node/heartbeat")

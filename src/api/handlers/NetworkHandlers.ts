@@ -13,6 +13,7 @@ export const peerView = (n: ClusterNode) => ({
   node: n.id,
   status: n.status,
   internal_url: n.internalUrl,
+  public_url: n.publicUrl,
   version: n.version ?? null,
   joined_at: orNull(n.joinedAt, toUnixSeconds),
   last_seen: orNull(n.lastSeen, toUnixSeconds),

@@ -40,7 +40,7 @@ export const NodeStampHandlers = HttpApiBuilder.group(PorticoApi, "nodeStamp", (
       )
       .handle("register", ({ payload }) =>
         stampedCall.pipe(
-          Effect.flatMap((call) => enrolment.register(call, payload.internal_url, payload.version)),
+          Effect.flatMap((call) => enrolment.register(call, payload.internal_url, payload.version, payload.public_url)),
           Effect.map((b) => ({ node: b.node, status: "active" as const, draining: b.draining })),
           Effect.mapError(refusedOrDown)
         )

@@ -31,6 +31,7 @@ const NodeRow = Schema.Struct({
   id: Schema.String,
   public_key: Schema.String,
   internal_url: Schema.String,
+  public_url: Schema.String,
   version: Schema.String,
   joined_at: Schema.Number,
   last_seen: Schema.Number,
@@ -53,6 +54,8 @@ export interface ClusterNode {
   /** An operator asked it to drain (`POST /v1/node/command`). */
   readonly draining: boolean
   readonly internalUrl: string
+  /** Where its clients reach it (its `PORTICO_PUBLIC_URL`); empty when it set none. */
+  readonly publicUrl: string
   readonly version: string | undefined
   readonly joinedAt: number | undefined
   readonly lastSeen: number | undefined
@@ -125,7 +128,7 @@ export class Membership extends Context.Tag("portico/Membership")<Membership, Me
 
       const readRows = Effect.flatMap(
         store.query({
-          sql: `SELECT id, public_key, internal_url, version, joined_at, last_seen, left_at, retired_at, draining_at, ${REGISTRY_NOW} - last_seen AS age_ms FROM cluster_nodes ORDER BY id`
+          sql: `SELECT id, public_key, internal_url, public_url, version, joined_at, last_seen, left_at, retired_at, draining_at, ${REGISTRY_NOW} - last_seen AS age_ms FROM cluster_nodes ORDER BY id`
         }),
         decodeRows("cluster node", NodeRow)
       )
@@ -152,6 +155,7 @@ export class Membership extends Context.Tag("portico/Membership")<Membership, Me
             id: row.id,
             status: statusOf(row),
             internalUrl: seedUrl.get(row.id) ?? row.internal_url,
+            publicUrl: row.public_url,
             version: row.version,
             joinedAt: row.joined_at,
             lastSeen: row.last_seen,
@@ -169,6 +173,7 @@ export class Membership extends Context.Tag("portico/Membership")<Membership, Me
               id: s.id,
               status: "unregistered",
               internalUrl: s.url,
+              publicUrl: "",
               version: undefined,
               joinedAt: undefined,
               lastSeen: undefined,

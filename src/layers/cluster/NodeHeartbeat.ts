@@ -61,11 +61,11 @@ export class NodeHeartbeat extends Context.Tag("portico/NodeHeartbeat")<NodeHear
       /** Writes this node's row: false when the id is another key's. */
       const beat = Effect.suspend(() =>
         store.exec({
-          sql: `INSERT INTO cluster_nodes (id, public_key, internal_url, version, joined_at, last_seen)
-                VALUES (?, ?, ?, ?, ${REGISTRY_NOW}, ${REGISTRY_NOW})
-                ON CONFLICT (id) DO UPDATE SET internal_url = excluded.internal_url, version = excluded.version, last_seen = excluded.last_seen, left_at = NULL
+          sql: `INSERT INTO cluster_nodes (id, public_key, internal_url, public_url, version, joined_at, last_seen)
+                VALUES (?, ?, ?, ?, ?, ${REGISTRY_NOW}, ${REGISTRY_NOW})
+                ON CONFLICT (id) DO UPDATE SET internal_url = excluded.internal_url, public_url = excluded.public_url, version = excluded.version, last_seen = excluded.last_seen, left_at = NULL
                 WHERE cluster_nodes.public_key = excluded.public_key AND cluster_nodes.retired_at IS NULL`,
-          params: [self.id, self.publicKey, internalUrl, VERSION]
+          params: [self.id, self.publicKey, internalUrl, config.deployments.publicUrl ?? "", VERSION]
         })
       ).pipe(
         Effect.map((r) => r.rowsAffected === 1),

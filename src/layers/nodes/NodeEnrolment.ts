@@ -6,7 +6,7 @@
  *   (src/domain/NodeStamp.ts) is bound to that key only; a named id to the first key enrolled.
  *   Enrolling a key already bound is a no-op. Enrolment claims no liveness: the row reads
  *   `inactive` until the node's first heartbeat.
- * - `register`: the node's internal URL and version, and a heartbeat.
+ * - `register`: the node's internal URL, version and public URL, and a heartbeat.
  * - `heartbeat`: `last_seen` now, by the registry's clock, as the gateway's own loop writes it.
  *
  * Every call is refused unless it comes from this machine (a loopback source), carries a fresh
@@ -46,7 +46,12 @@ export interface NodeBeat {
 
 export interface NodeEnrolmentService {
   readonly enrolKey: (call: StampedCall, publicKey: string) => Effect.Effect<NodeEnrolled, NodeEnrolmentRefused | StoreError>
-  readonly register: (call: StampedCall, internalUrl: string, version: string) => Effect.Effect<NodeBeat, NodeEnrolmentRefused | StoreError>
+  readonly register: (
+    call: StampedCall,
+    internalUrl: string,
+    version: string,
+    publicUrl: string | undefined
+  ) => Effect.Effect<NodeBeat, NodeEnrolmentRefused | StoreError>
   readonly heartbeat: (call: StampedCall) => Effect.Effect<NodeBeat, NodeEnrolmentRefused | StoreError>
 }
 
@@ -149,7 +154,10 @@ export class NodeEnrolment extends Context.Tag("portico/NodeEnrolment")<NodeEnro
             if (now?.public_key !== publicKey) return yield* taken()
             return { node: id, publicKey, enrolled: false }
           }),
-        register: (call, internalUrl, version) => beat(call, "internal_url = ?, version = ?, ", [internalUrl, version]),
+        register: (call, internalUrl, version, publicUrl) =>
+          publicUrl === undefined
+            ? beat(call, "internal_url = ?, version = ?, ", [internalUrl, version])
+            : beat(call, "internal_url = ?, version = ?, public_url = ?, ", [internalUrl, version, publicUrl]),
         heartbeat: (call) => beat(call, "", [])
       })
     })

@@ -97,11 +97,19 @@ export const clusterSecretsMigration: Migration = {
   ]
 }
 
-/** Migrations 18-22, in order. */
+/** Where a node's clients reach it (`PORTICO_PUBLIC_URL`), beside where other nodes do; empty when unset. */
+export const nodePublicUrlMigration: Migration = {
+  id: 23,
+  name: "cluster_nodes_public_url",
+  statements: ["ALTER TABLE cluster_nodes ADD COLUMN public_url TEXT NOT NULL DEFAULT ''"]
+}
+
+/** Migrations 18-23, in order. */
 export const clusterMigrations: ReadonlyArray<Migration> = [
   clusterNodesMigration,
   nodeInvitesMigration,
   databaseMovesMigration,
   clusterLeasesMigration,
-  clusterSecretsMigration
+  clusterSecretsMigration,
+  nodePublicUrlMigration
 ]
