@@ -291,6 +291,6 @@ export class PushSender extends Context.Tag("portico/PushSender")<PushSender, Pu
 
   /** The Live layer over the test doubles of what it reads (docs/architecture.md "Test doubles"). */
   static readonly Test = Layer.suspend(() =>
-    PushSender.Live.pipe(Layer.provide(Layer.mergeAll(ApnsClient.Test, PorticoConfig.Test, PushStore.Test, RelayPublisherTest)))
+    PushSender.Live.pipe(Layer.provide(Layer.mergeAll(ApnsClient.Test, PorticoConfig.Test, PushStore.Test, RelayPublisherTest, Membership.Test)))
   )
 }
