@@ -47,7 +47,8 @@ export interface StampedRequest {
   readonly body: string
 }
 
-interface StampHeaders {
+/** A stamp's headers, read and checked for form and freshness (`readStamp`). */
+export interface Stamp {
   readonly nodeId: string
   readonly signature: string
   readonly time: string
@@ -89,7 +90,7 @@ export const stampHeaders = (privateKey: KeyObject, request: StampedRequest, now
 export const readStamp = (
   headers: Readonly<Record<string, string | undefined>>,
   nowMs: number
-): { readonly stamp: StampHeaders } | { readonly refused: string } => {
+): { readonly stamp: Stamp } | { readonly refused: string } => {
   const nodeId = headers[NODE_ID_HEADER]
   const signature = headers[NODE_STAMP_HEADER]
   const time = headers[NODE_TIME_HEADER]
@@ -105,7 +106,7 @@ export const readStamp = (
 }
 
 /** Whether the stamp holds over `request` for the key whose raw public half is `publicKey`. */
-export const stampHolds = (publicKey: string, request: StampedRequest, stamp: StampHeaders): boolean => {
+export const stampHolds = (publicKey: string, request: StampedRequest, stamp: Stamp): boolean => {
   try {
     const key = createPublicKey({ key: { kty: "OKP", crv: "Ed25519", x: publicKey }, format: "jwk" })
     return verify(null, message(request, stamp.time, stamp.nonce), key, Buffer.from(stamp.signature.slice(3), "base64url"))

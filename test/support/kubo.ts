@@ -112,6 +112,17 @@ const startClusterPeer = async (
 const hasBlockAt = (kuboUrl: string) => async (cid: string) =>
   (await fetch(`${kuboUrl}/api/v0/block/stat?arg=${cid}&offline=true`, { method: "POST", signal: AbortSignal.timeout(10_000) })).status === 200
 
+/** A started Kubo node and its cluster peer, as the suites use them: stopped cluster peer first. */
+const engineOf = (kubo: { child: ChildProcess; url: string }, cluster: { child: ChildProcess; url: string }): KuboCluster => ({
+  kuboUrl: kubo.url,
+  clusterUrl: cluster.url,
+  hasBlock: hasBlockAt(kubo.url),
+  stop: async () => {
+    await stopChild(cluster.child)
+    await stopChild(kubo.child)
+  }
+})
+
 export const startKuboCluster = async (): Promise<KuboCluster> => {
   if (!hasKubo()) throw new Error(kuboMissingMessage())
   const root = mkdtempSync(path.join(testTmp(), "portico-kubo-"))
@@ -122,15 +133,7 @@ export const startKuboCluster = async (): Promise<KuboCluster> => {
   await waitUntil(async () => (await fetch(`${kubo.url}/api/v0/id`, { method: "POST" })).status === 200, 60_000, "kubo", () => logs)
   const cluster = await startClusterPeer(root, { listen: listen!, rest: rest! }, api!, log)
   await waitUntil(async () => (await fetch(`${cluster.url}/id`)).status === 200, 60_000, "ipfs-cluster-service", () => logs)
-  return {
-    kuboUrl: kubo.url,
-    clusterUrl: cluster.url,
-    hasBlock: hasBlockAt(kubo.url),
-    stop: async () => {
-      await stopChild(cluster.child)
-      await stopChild(kubo.child)
-    }
-  }
+  return engineOf(kubo, cluster)
 }
 
 /**
@@ -175,13 +178,7 @@ export const startKuboPeers = async (count: number): Promise<{ readonly peers: R
   const peers = kubos.map((kubo, i): KuboPeer => {
     const cluster = clusters[i]!
     return {
-      kuboUrl: kubo.url,
-      clusterUrl: cluster.url,
-      hasBlock: hasBlockAt(kubo.url),
-      stop: async () => {
-        await stopChild(cluster.child)
-        await stopChild(kubo.child)
-      },
+      ...engineOf(kubo, cluster),
       kill: async () => {
         for (const child of [cluster.child, kubo.child]) {
           if (child.exitCode !== null || child.signalCode !== null) continue

@@ -15,7 +15,7 @@
  */
 import { Context, Effect, Layer } from "effect"
 import { type NodeCode } from "../../domain/errors/Families.js"
-import { keyMayHold, readStamp, STAMP_SKEW_SECONDS, type StampedRequest, stampHolds } from "../../domain/NodeStamp.js"
+import { keyMayHold, readStamp, type Stamp, STAMP_SKEW_SECONDS, type StampedRequest, stampHolds } from "../../domain/NodeStamp.js"
 import { nonceLedger } from "../coordination/NonceLedger.js"
 import { PorticoConfig } from "../config/PorticoConfig.js"
 import { type Refused, refuse } from "../Refused.js"
@@ -81,39 +81,37 @@ export class NodeEnrolment extends Context.Tag("portico/NodeEnrolment")<NodeEnro
           ([row]) => row as { public_key: string; retired_at: number | null; draining_at: number | null } | undefined
         )
 
-      /**
-       * The stamp checked for `key` (the key bound to the id, else the one to be enrolled), its
-       * nonce spent only once the signature holds: a forged call cannot use up a genuine one's.
-       */
-      const checked = (call: StampedCall, nodeId: string, key: string) =>
-        Effect.gen(function* () {
-          const read = readStamp(call.headers, Date.now())
-          if ("refused" in read) return yield* refused(read.refused)
-          if (read.stamp.nodeId !== nodeId) return yield* refused("node stamp invalid")
-          if (!stampHolds(key, call.request, read.stamp)) return yield* refused("node stamp invalid")
-          const fresh = yield* Effect.try(() => ledger.spend(`stamp:${read.stamp.nonce}`, (Number(read.stamp.time) + STAMP_SKEW_SECONDS) * 1000)).pipe(
-            Effect.orElseSucceed(() => undefined)
-          )
-          if (fresh === undefined) return yield* refuse("UNAVAILABLE", "this node could not record the stamp's nonce", "retry shortly", 5)
-          if (!fresh) return yield* refused("node stamp replayed")
-        })
-
       /** The source and the stamp's headers, before anything is read from the registry. */
       const fromHere = (call: StampedCall) =>
         Effect.gen(function* () {
           if (!isLoopbackSource(call.remote)) return yield* refused("node routes are served to the node's own machine only")
           const read = readStamp(call.headers, Date.now())
           if ("refused" in read) return yield* refused(read.refused)
-          return read.stamp.nodeId
+          return read.stamp
+        })
+
+      /**
+       * The stamp checked for `key` (the key bound to the id, else the one to be enrolled), its
+       * nonce spent only once the signature holds: a forged call cannot use up a genuine one's.
+       */
+      const checked = (call: StampedCall, stamp: Stamp, key: string) =>
+        Effect.gen(function* () {
+          if (!stampHolds(key, call.request, stamp)) return yield* refused("node stamp invalid")
+          const fresh = yield* Effect.try(() => ledger.spend(`stamp:${stamp.nonce}`, (Number(stamp.time) + STAMP_SKEW_SECONDS) * 1000)).pipe(
+            Effect.orElseSucceed(() => undefined)
+          )
+          if (fresh === undefined) return yield* refuse("UNAVAILABLE", "this node could not record the stamp's nonce", "retry shortly", 5)
+          if (!fresh) return yield* refused("node stamp replayed")
         })
 
       /** The enrolled row of a stamped call, the stamp checked against its bound key. */
       const enrolledCaller = (call: StampedCall) =>
         Effect.gen(function* () {
-          const id = yield* fromHere(call)
+          const stamp = yield* fromHere(call)
+          const id = stamp.nodeId
           const row = yield* rowOf(id)
           if (row === undefined) return yield* refuse("NOT_FOUND", `node ${id} has no enrolled key`, "enrol the node's key first: POST /v1/internal/node/enrol-key")
-          yield* checked(call, id, row.public_key)
+          yield* checked(call, stamp, row.public_key)
           if (row.retired_at !== null) return yield* retired()
           return { id, row }
         })
@@ -133,8 +131,9 @@ export class NodeEnrolment extends Context.Tag("portico/NodeEnrolment")<NodeEnro
       return NodeEnrolment.of({
         enrolKey: (call, publicKey) =>
           Effect.gen(function* () {
-            const id = yield* fromHere(call)
-            yield* checked(call, id, publicKey)
+            const stamp = yield* fromHere(call)
+            const id = stamp.nodeId
+            yield* checked(call, stamp, publicKey)
             if (!keyMayHold(id, publicKey)) return yield* refuse("CONFLICT", "this node id is derived from another key", "enrol the key the id derives from")
             const row = yield* rowOf(id)
             if (row !== undefined) {
