@@ -3,8 +3,10 @@
  * app, when the gate and the payload can be decided on the spot. Which routes: those whose
  * endpoint carries a `FastLaneRoute` annotation (RouteFacts.ts): whoami, the cache's put, get,
  * delete and mget on the embedded engine, the cluster SQL store's query and exec (answered when the
- * store has: its statements leave in batches, RqliteSqlEngine.ts) and the node-local database query
- * (answered when its SQLite worker has: WorkerPool.ts).
+ * store has: its statements leave in batches, RqliteSqlEngine.ts), the node-local database query
+ * (answered when its SQLite worker has: WorkerPool.ts), and that query as another gateway forwards
+ * it to the database's home node (`/v1/internal/sqlite/query`, PeerGate's checks made here), so a
+ * forwarded read pays for one app path, not two.
  *
  * Why: through the HttpApi app these routes cost ~50 µs of CPU each in fibers, context copies and
  * schema plumbing around a few microseconds of work (docs/performance.md), and they are what an
@@ -22,13 +24,14 @@
  */
 import { Cause, Effect, Either, Exit, Option, Runtime, Schema } from "effect"
 import type * as http from "node:http"
-import { type ApiError, type DomainRefusal, type ErrorCode, fromRefusal } from "../domain/Errors.js"
+import { type ApiError, CoordinationRefused, type DomainRefusal, type ErrorCode, fromRefusal } from "../domain/Errors.js"
 import { decoderOf } from "../domain/FastDecode.js"
 import { oncePerObject } from "../domain/Memo.js"
-import type { Principal } from "../domain/Principal.js"
+import { type Principal, toPrincipal } from "../domain/Principal.js"
 import { memberSource } from "../domain/StrictJson.js"
 import { Cache, type CacheNow } from "../layers/cache/Cache.js"
 import { PorticoConfig } from "../layers/config/PorticoConfig.js"
+import { Coordination, type CoordinationService, MAC_UNHELD } from "../layers/coordination/Coordination.js"
 import { RegistryStore } from "../layers/registry/RegistryStore.js"
 import type { Refused } from "../layers/Refused.js"
 import { ClusterSql, type ClusterSqlService } from "../layers/sql/ClusterSql.js"
@@ -40,7 +43,9 @@ import { routeIndex } from "./gate/RouteIndex.js"
 import { whoamiOf } from "./groups/AuthGroup.js"
 import { changedText, KeyRequest, MgetRequest, PutRequest, valuesText, valueText } from "./groups/CacheGroup.js"
 import { QueryRequest } from "./groups/DatabaseGroup.js"
+import { ForwardedQuery } from "./groups/InternalGroup.js"
 import { StatementRequest } from "./groups/SqlGroup.js"
+import { bind } from "./handlers/DatabaseHandlers.js"
 import { jsonValue, utf8Text } from "./JsonBody.js"
 import { internalBody } from "./node/DirectAnswers.js"
 import type { Policy } from "./Policy.js"
@@ -91,6 +96,12 @@ interface LaneRoute {
   /** Undefined when the body does not decode: the app then says what is wrong. */
   readonly prepare: Route
 }
+
+/**
+ * A node-to-node route of the lane (policy `internal`): no client credential, the caller is the
+ * one the front gateway admitted, carried in the payload the coordination MAC covers.
+ */
+type PeerRoute = (text: string) => (() => Answer | Pending) | undefined
 
 const ok = (body: string): Answer => ({ status: 200, body })
 
@@ -198,8 +209,25 @@ const localSqlRoutes = (local: LocalDatabasesService, maxBodyBytes: number, log:
       const payload = query(text)
       if (payload === undefined) return undefined
       // booleans bind as 0 and 1, as the app binds them
-      const params = (payload.params ?? []).map((p) => (typeof p === "boolean" ? (p ? 1 : 0) : p))
+      const params = bind(payload.params ?? [])
       return (caller) => (done) => local.queryNow(caller, payload.database_name, payload.query, params, (exit) => done(answerOf(exit)))
+    }
+  }
+}
+
+/**
+ * A node-local database query forwarded by the gateway a client reached (HomeNode.ts), run here
+ * as the internal route's handler runs it (`LocalDatabases.queryHereNow`, never forwarding again).
+ */
+const peerSqlRoutes = (local: LocalDatabasesService, maxBodyBytes: number, log: (defect: Cause.Cause<unknown>) => void): Partial<Record<LaneName, PeerRoute>> => {
+  const query = jsonPayload(maxBodyBytes)(ForwardedQuery)
+  const answerOf = statementAnswer(log)
+  return {
+    "internal.sqlite.query": (text) => {
+      const payload = query(text)
+      if (payload === undefined) return undefined
+      const caller = toPrincipal(payload.principal)
+      return () => (done) => local.queryHereNow(caller, payload.database_name, payload.query, bind(payload.params), (exit) => done(answerOf(exit)))
     }
   }
 }
@@ -212,6 +240,7 @@ export const makeFastLane = Effect.gen(function* () {
   const registry = yield* RegistryStore
   const sql = yield* Effect.serviceOption(ClusterSql)
   const local = yield* Effect.serviceOption(LocalDatabases)
+  const coordination = yield* Effect.serviceOption(Coordination)
   const corsOf = yield* laneCors
   const runtime = yield* Effect.runtime<never>()
   const runCallback = Runtime.runCallback(runtime)
@@ -228,11 +257,18 @@ export const makeFastLane = Effect.gen(function* () {
     ...(Option.isNone(sql) ? {} : sqlRoutes(sql.value, config.maxBodyBytes, logDefect)),
     ...(Option.isNone(local) ? {} : localSqlRoutes(local.value, config.maxBodyBytes, logDefect))
   }
+  const peerImplementations: Partial<Record<LaneName, PeerRoute>> =
+    Option.isNone(local) || Option.isNone(coordination) ? {} : peerSqlRoutes(local.value, config.maxBodyBytes, logDefect)
   // the routes the endpoints mark for the lane, by their exact request line (the lane takes fixed paths)
   const routes = new Map<string, LaneRoute>()
+  const peerRoutes = new Map<string, PeerRoute>()
   for (const entry of routeIndex().entries) {
-    const prepare = entry.lane === undefined ? undefined : implementations[entry.lane]
-    if (prepare !== undefined && entry.fixed) routes.set(`${entry.method} ${entry.path}`, { policy: entry.policy, prepare })
+    if (entry.lane === undefined || !entry.fixed) continue
+    const line = `${entry.method} ${entry.path}`
+    const prepare = implementations[entry.lane]
+    if (prepare !== undefined && entry.policy.kind !== "internal") routes.set(line, { policy: entry.policy, prepare })
+    const peer = peerImplementations[entry.lane]
+    if (peer !== undefined && entry.policy.kind === "internal") peerRoutes.set(line, peer)
   }
 
   const write = (res: http.ServerResponse, answer: Answer): void => {
@@ -252,6 +288,61 @@ export const makeFastLane = Effect.gen(function* () {
     return undefined
   }
 
+  /** Writes a work's answer now, or once it comes; says with which status, or "later". */
+  const respond = (res: http.ServerResponse, answer: Answer | Pending, answered?: (status: number) => void): number | "later" => {
+    if (typeof answer !== "function") {
+      write(res, answer)
+      return answer.status
+    }
+    // A client gone meanwhile is not waited for, nor is its statement called off: the write may
+    // be on its way in a batch already. node drops an answer to a closed socket.
+    answer((given) => {
+      // a client gone meanwhile is logged as the app logs it, 499
+      if (res.destroyed || res.socket?.destroyed === true) return answered?.(499)
+      try {
+        write(res, given)
+      } catch (e) {
+        // called from a batch's callback: the answer that could not be written is this request's alone
+        runCallback(Effect.logError("request failed", e))
+        res.destroy()
+        return answered?.(500)
+      }
+      answered?.(given.status)
+    })
+    return "later"
+  }
+
+  /**
+   * A node-to-node call: PeerGate's verification, then the route. Nothing is charged to a client
+   * network (PeerGate charges none). A browser's Origin, which no peer sends, is the app's.
+   */
+  const answerPeer = (
+    route: PeerRoute,
+    req: http.IncomingMessage,
+    res: http.ServerResponse,
+    body: Buffer | undefined,
+    answered?: (status: number) => void
+  ): number | "later" | undefined => {
+    if (coordination._tag === "None" || req.headers["origin"] !== undefined) return undefined
+    const text = body === undefined ? "" : utf8Text(body)
+    if (text === undefined) return undefined
+    // PeerGate's checks (src/api/gate/GatesLive.ts): source, headers, the MAC over the fixed
+    // path and the JSON body (no v1 here), then the nonce spent. A MAC that only a root
+    // generation not held yet could tell is the app's: PeerGate reads the newer ones first.
+    const headers = req.headers as Readonly<Record<string, string | undefined>>
+    const refusal = coordination.value.verifyNow("POST", req.url ?? "", text, headers, req.socket.remoteAddress, false, Date.now())
+    if (refusal === MAC_UNHELD) return undefined
+    if (refusal !== undefined) {
+      const answer = refused(new CoordinationRefused({ error: refusal }))
+      write(res, answer)
+      return answer.status
+    }
+    const work = route(text)
+    // the nonce is spent: the app takes the call as verified and says what is wrong with the body
+    if (work === undefined) return leave(req, { _tag: "Admitted", principal: undefined })
+    return respond(res, work(), answered)
+  }
+
   const answerNow = (
     req: http.IncomingMessage,
     res: http.ServerResponse,
@@ -260,8 +351,12 @@ export const makeFastLane = Effect.gen(function* () {
   ): number | "later" | undefined => {
     // the exact path only: a query string (refused as unknown members), a trailing slash or an
     // encoded character is the app's to answer
-    const route = routes.get(`${req.method} ${req.url}`)
-    if (route === undefined) return undefined
+    const line = `${req.method} ${req.url}`
+    const route = routes.get(line)
+    if (route === undefined) {
+      const peer = peerRoutes.get(line)
+      return peer === undefined ? undefined : answerPeer(peer, req, res, body, answered)
+    }
     const now = Date.now()
     const decision = gate.now(
       route.policy,
@@ -296,30 +391,13 @@ export const makeFastLane = Effect.gen(function* () {
     if (work === undefined) return leave(req, decision)
 
     for (const name in cors) res.setHeader(name, cors[name]!)
-    const answer = work(caller, now)
-    if (typeof answer !== "function") {
-      write(res, answer)
-      return answer.status
-    }
-    // A client gone meanwhile is not waited for, nor is its statement called off: the write may
-    // be on its way in a batch already. node drops an answer to a closed socket.
-    answer((given) => {
-      // a client gone meanwhile is logged as the app logs it, 499
-      if (res.destroyed || res.socket?.destroyed === true) return answered?.(499)
-      try {
-        write(res, given)
-      } catch (e) {
-        // called from a batch's callback: the answer that could not be written is this request's alone
-        runCallback(Effect.logError("request failed", e))
-        res.destroy()
-        return answered?.(500)
-      }
-      answered?.(given.status)
-    })
-    return "later"
+    return respond(res, work(caller, now), answered)
   }
   const lane: FastLane = Object.assign(answerNow, {
-    takes: (req: http.IncomingMessage) => routes.has(`${req.method} ${req.url}`),
+    takes: (req: http.IncomingMessage) => {
+      const line = `${req.method} ${req.url}`
+      return routes.has(line) || peerRoutes.has(line)
+    },
     turn: registry.holdNow ?? (<A>(answerAll: () => A): A => answerAll())
   })
   return lane

@@ -50,7 +50,16 @@ export class StreamedBody extends Context.Tag("portico/StreamedBody")<StreamedBo
  * The fast lane answers the route inside the listener when it can (src/api/FastLane.ts); the name
  * picks the lane's implementation of it.
  */
-export type LaneName = "whoami" | "cache.put" | "cache.get" | "cache.delete" | "cache.mget" | "sql.query" | "sql.exec" | "db.query"
+export type LaneName =
+  | "whoami"
+  | "cache.put"
+  | "cache.get"
+  | "cache.delete"
+  | "cache.mget"
+  | "sql.query"
+  | "sql.exec"
+  | "db.query"
+  | "internal.sqlite.query"
 export class FastLaneRoute extends Context.Tag("portico/FastLaneRoute")<FastLaneRoute, LaneName>() {}
 
 /**

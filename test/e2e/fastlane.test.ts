@@ -8,6 +8,7 @@
 import * as http from "node:http"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type Gateway, startGateway } from "../support/gateway.js"
+import { coordinationHeaders } from "../support/internalCall.js"
 
 interface Exchange {
   readonly method: string
@@ -57,6 +58,9 @@ const send = (port: number, exchange: Exchange): Promise<Answer> =>
     req.end(body)
   })
 
+/** Both gateways run as one node (they share a data directory, so its key): a peer's calls are addressed to it. */
+const NODE = `lane-node-${process.pid}`
+
 describe("the fast lane answers as the HttpApi app does", () => {
   let lane: Gateway
   let app: Gateway
@@ -87,10 +91,10 @@ describe("the fast lane answers as the HttpApi app does", () => {
   }
 
   beforeAll(async () => {
-    lane = await startGateway({ env: { PORTICO_RATE_LIMIT: "true", PORTICO_RATE_LIMIT_CLIENT_BURST: "100000" } })
+    lane = await startGateway({ env: { PORTICO_NODE_ID: NODE, PORTICO_RATE_LIMIT: "true", PORTICO_RATE_LIMIT_CLIENT_BURST: "100000" } })
     app = await startGateway({
       dataDir: lane.dataDir,
-      env: { PORTICO_FAST_LANE: "false", PORTICO_RATE_LIMIT: "true", PORTICO_RATE_LIMIT_CLIENT_BURST: "100000" }
+      env: { PORTICO_NODE_ID: NODE, PORTICO_FAST_LANE: "false", PORTICO_RATE_LIMIT: "true", PORTICO_RATE_LIMIT_CLIENT_BURST: "100000" }
     })
     owner = (await lane.cli(["namespace", "create", "lanens"])).api_key
     const mint = async (body: unknown) => (await lane.request("POST", "/v1/namespace/keys", { token: owner, json: body })).body.api_key as string
@@ -246,6 +250,64 @@ describe("the fast lane answers as the HttpApi app does", () => {
     const statuses = []
     for (const exchange of exchanges) statuses.push((await both(exchange)).status)
     expect(new Set(statuses)).toEqual(new Set([200, 400, 401, 403, 404]))
+  })
+
+  it("a node-local query forwarded by a peer: rows, refusals of the statement and of the payload, and every coordination refusal", async () => {
+    const created = await lane.request("POST", "/v1/db/sqlite/create", { token: owner, json: { database_name: "peerdb" } })
+    expect(created.status, created.text).toBe(201)
+    const route = "/v1/internal/sqlite/query"
+    const principal = { namespace: "lanens", subject: "0xabc", method: "api_key", role: "owner", grants: [] }
+    const payload = (query: string, params: ReadonlyArray<unknown> = [], database_name = "peerdb") => JSON.stringify({ database_name, params, principal, query })
+    /** A call signed afresh for each gateway (they share one nonce ledger), `alter` applied to its headers. */
+    const peerCall = async (body: string, alter: (headers: Record<string, string>) => Record<string, string> = (h) => h) => {
+      const exchange = (gw: Gateway): Exchange => post(route, undefined, body, alter(coordinationHeaders(gw, NODE, route, body)))
+      const fromLane = await send(lane.port, exchange(lane))
+      const fromApp = await send(app.port, exchange(app))
+      expect(fromLane, body).toEqual(fromApp)
+      return fromLane
+    }
+    const statuses: Array<number> = []
+    for (const body of [
+      payload("CREATE TABLE IF NOT EXISTS p (id INTEGER PRIMARY KEY, v TEXT)"),
+      payload("INSERT OR REPLACE INTO p (id, v) VALUES (?, ?)", [1, "one"]),
+      payload("SELECT id, v FROM p WHERE id = ?", [1]),
+      payload("SELECT ? AS t, ? AS f", [true, false]),
+      payload("SELECT * FROM missing"),
+      payload("ATTACH DATABASE 'x' AS y"),
+      payload("SELECT 1", [], "nosuchdb"),
+      JSON.stringify({ database_name: "peerdb", params: [], principal, query: "SELECT 1", extra: 1 }),
+      JSON.stringify({ database_name: "peerdb", params: [], query: "SELECT 1" }),
+      '{"database_name":'
+    ]) {
+      statuses.push((await peerCall(body)).status)
+    }
+    const select = payload("SELECT v FROM p WHERE id = 1")
+    const refusals = [
+      await peerCall(select, ({ "x-portico-coordination-mac": _, ...rest }) => rest),
+      await peerCall(select, (h) => ({ ...h, "x-portico-coordination-mac": "v2=" + "0".repeat(64) })),
+      await peerCall(select, (h) => ({ ...h, "x-portico-coordination-mac": h["x-portico-coordination-mac"]!.replace("v2=", "v1=") })),
+      await peerCall(select, (h) => ({ ...h, "x-portico-coordination-time": String(Math.floor(Date.now() / 1000) - 600) })),
+      await peerCall(select, ({ "x-portico-coordination-nonce": _, ...rest }) => rest),
+      // the MAC covers the body: another statement under the select's MAC
+      await peerCall(payload("DELETE FROM p"), (h) => ({ ...h, ...coordinationHeaders(lane, NODE, route, select), "x-portico-coordination-nonce": h["x-portico-coordination-nonce"]! }))
+    ]
+    for (const refused of refusals) expect([refused.status, JSON.parse(refused.body).code]).toEqual([403, "COORDINATION_REFUSED"])
+    // a call replayed: each gateway takes its own once, and refuses it the second time
+    const replayed = async (gw: Gateway) => {
+      const exchange = post(route, undefined, select, coordinationHeaders(gw, NODE, route, select))
+      const first = await send(gw.port, exchange)
+      return [first, await send(gw.port, exchange)] as const
+    }
+    const [laneFirst, laneAgain] = await replayed(lane)
+    const [appFirst, appAgain] = await replayed(app)
+    expect(laneFirst).toEqual(appFirst)
+    expect(laneAgain).toEqual(appAgain)
+    expect([laneFirst.status, laneFirst.body]).toEqual([200, appFirst.body])
+    expect(JSON.parse(laneAgain.body).error).toMatch(/replayed/)
+    expect(new Set(statuses)).toEqual(new Set([200, 400, 403, 404]))
+    // what the peer's calls wrote is there for the tenant
+    const read = await lane.request("POST", "/v1/db/sqlite/query", { token: owner, json: { database_name: "peerdb", query: "SELECT v FROM p" } })
+    expect(read.body).toEqual({ columns: ["v"], rows: [["one"]] })
   })
 
   it("a key revoked through either gateway is refused by the other at its very next request", async () => {

@@ -12,20 +12,20 @@ import { readLaterRootsSync } from "../../src/layers/secrets/RootFile.js"
 import { makeSealer } from "../../src/layers/secrets/Sealer.js"
 import type { Gateway, Reply } from "./gateway.js"
 
-export const internalCall = (gw: Gateway, audience: string, route: string, payload: unknown): Promise<Reply> => {
+/** The coordination headers (MAC v2, a fresh nonce) of a call to node `audience`'s `route` with `body`, under `gw`'s newest root. */
+export const coordinationHeaders = (gw: Gateway, audience: string, route: string, body: string, time = Math.floor(Date.now() / 1000)): Record<string, string> => {
   const root = Buffer.from(fs.readFileSync(path.join(gw.dataDir, "secret.key"), "utf8").trim(), "base64")
   const sealer = makeSealer([root, ...readLaterRootsSync(gw.dataDir)])
-  const body = canonicalJson(payload)
-  const time = String(Math.floor(Date.now() / 1000))
   const nonce = randomBytes(18).toString("base64url")
-  const text = ["POST", route, audience, time, nonce, createHash("sha256").update(body, "utf8").digest("hex")].join("\n")
-  return gw.request("POST", route, {
-    body,
-    headers: {
-      "content-type": "application/json",
-      "x-portico-coordination-mac": "v2=" + sealer.hashAt(sealer.generation(), "coordination-mac-v2", text),
-      "x-portico-coordination-time": time,
-      "x-portico-coordination-nonce": nonce
-    }
-  })
+  const text = ["POST", route, audience, String(time), nonce, createHash("sha256").update(body, "utf8").digest("hex")].join("\n")
+  return {
+    "x-portico-coordination-mac": "v2=" + sealer.hashAt(sealer.generation(), "coordination-mac-v2", text),
+    "x-portico-coordination-time": String(time),
+    "x-portico-coordination-nonce": nonce
+  }
+}
+
+export const internalCall = (gw: Gateway, audience: string, route: string, payload: unknown): Promise<Reply> => {
+  const body = canonicalJson(payload)
+  return gw.request("POST", route, { body, headers: { "content-type": "application/json", ...coordinationHeaders(gw, audience, route, body) } })
 }

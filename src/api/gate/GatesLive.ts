@@ -108,7 +108,9 @@ const signed = (routePath: string, request: HttpServerRequest.HttpServerRequest)
  * through that peer in one bucket. The call is verified here, once, before its body is decoded: a
  * source off the private overlay, coordination headers missing, malformed or stale, a MAC that
  * does not hold over what the route signs (`signed`), or a nonce already spent refuse it. The
- * routes behind this gate check nothing more of the caller.
+ * routes behind this gate check nothing more of the caller. A call the fast lane verified
+ * (FastLane.ts, `internal` routes) carries its admission and is not verified again: its nonce is
+ * spent already.
  */
 export const PeerGateLive = Layer.effect(
   PeerGate,
@@ -117,6 +119,8 @@ export const PeerGateLive = Layer.effect(
       coordinationMac: () =>
         Effect.gen(function* () {
           const request = yield* HttpServerRequest.HttpServerRequest
+          // the fast lane verified the call and spent its nonce, then left it to the app
+          if (RequestMeta.gated(request)?._tag === "Admitted") return
           const { route } = yield* HttpRouter.RouteContext
           const remote = Option.getOrUndefined(request.remoteAddress)
           // what needs no body first: a call from off the overlay, or without fresh headers, is not read

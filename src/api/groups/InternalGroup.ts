@@ -18,7 +18,7 @@ import { ForwardedPrincipal } from "../../domain/Principal.js"
 import { PeerGate } from "../Gates.js"
 import { internalOnly } from "../OpenApiFacts.js"
 import { internal } from "../Policy.js"
-import { BodyCap, RoutePolicy } from "../RouteFacts.js"
+import { BodyCap, FastLaneRoute, RoutePolicy } from "../RouteFacts.js"
 import { strict } from "../Wire.js"
 import { BackupRecord, DatabaseDeleted, DatabaseName, QueryAnswer, SqlArgs } from "./DatabaseGroup.js"
 import {
@@ -44,6 +44,9 @@ const Forwarded = {
   principal: ForwardedPrincipal,
   database_name: DatabaseName
 }
+
+/** A node-local database query forwarded to the database's home node, with the caller the front gateway admitted. */
+export const ForwardedQuery = strict(Schema.Struct({ ...Forwarded, query: Schema.String, params: SqlArgs }))
 
 /** A node-local database being handed to node `to` (a node id). */
 const Handoff = { namespace: NamespaceName, database_name: DatabaseName, to: Schema.String.pipe(Schema.maxLength(64)) }
@@ -85,9 +88,10 @@ export class InternalGroup extends HttpApiGroup.make("internal")
   )
   .add(
     HttpApiEndpoint.post("sqliteQuery", "/v1/internal/sqlite/query")
-      .setPayload(strict(Schema.Struct({ ...Forwarded, query: Schema.String, params: SqlArgs })))
+      .setPayload(ForwardedQuery)
       .addSuccess(QueryAnswer)
       .annotate(BodyCap, "forwarded")
+      .annotate(FastLaneRoute, "internal.sqlite.query")
   )
   .add(
     HttpApiEndpoint.post("sqliteDelete", "/v1/internal/sqlite/delete")

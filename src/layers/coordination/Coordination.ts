@@ -134,7 +134,24 @@ export interface CoordinationService {
     remoteAddress: string | undefined,
     acceptV1: boolean
   ) => Effect.Effect<string | undefined>
+  /**
+   * `verify` decided on the spot at `now` (Unix ms), for the fast lane (src/api/FastLane.ts):
+   * `MAC_UNHELD` when the MAC holds under no root generation this node holds yet, which `verify`
+   * decides after reading the registry's newer ones. Its nonce is then not spent.
+   */
+  readonly verifyNow: (
+    method: string,
+    path: string,
+    body: string,
+    headers: Readonly<Record<string, string | undefined>>,
+    remoteAddress: string | undefined,
+    acceptV1: boolean,
+    now: number
+  ) => string | undefined | typeof MAC_UNHELD
 }
+
+/** `verifyNow`'s answer when only newer root generations could tell. */
+export const MAC_UNHELD = Symbol("portico.coordination.macUnheld")
 
 /**
  * Why a node-to-node call's source or coordination headers refuse it, or undefined when they are
@@ -210,13 +227,37 @@ export class Coordination extends Context.Tag("portico/Coordination")<Coordinati
           const nonce = randomBytes(18).toString("base64url")
           return { [MAC_HEADER]: macV2(audience, method, path, body, time, nonce), [TIME_HEADER]: time, [NONCE_HEADER]: nonce }
         })
-      /** Spends a v2 nonce in this node's own ledger: false when it was spent before. */
+      /** This node's own ledger of spent v2 nonces. */
       const ledger = yield* Effect.acquireRelease(
         Effect.sync(() => nonceLedger(config.dataDir)),
         (l) => Effect.sync(() => l.close())
       )
-      const spend = (nonce: string, time: string) =>
-        Effect.try({ try: () => ledger.spend(`${config.nodeId}:${nonce}`, (Number(time) + SKEW_SECONDS + 1) * 1000), catch: (e) => e })
+      /** The MAC a call's headers claim, as this node makes it under generation `g`. */
+      const macOf = (method: string, path: string, body: string, headers: Readonly<Record<string, string | undefined>>) => {
+        const time = headers[TIME_HEADER] ?? ""
+        return (headers[MAC_HEADER] ?? "").startsWith("v1=")
+          ? (g: number) => macV1(config.nodeId, method, path, body, time, g)
+          : (g: number) => macV2(config.nodeId, method, path, body, time, headers[NONCE_HEADER] ?? "", g)
+      }
+      /** Spends a call's v2 nonce once its MAC holds (a forged call cannot use up a genuine one's nonce): why not, or undefined. */
+      const spent = (headers: Readonly<Record<string, string | undefined>>): string | undefined => {
+        let fresh: boolean
+        try {
+          fresh = ledger.spend(`${config.nodeId}:${headers[NONCE_HEADER] ?? ""}`, (Number(headers[TIME_HEADER]) + SKEW_SECONDS + 1) * 1000)
+        } catch {
+          return "this node could not record the coordination nonce"
+        }
+        return fresh ? undefined : "coordination call replayed"
+      }
+      const verifyNow: CoordinationService["verifyNow"] = (method, path, body, headers, remoteAddress, acceptV1, now) => {
+        const malformed = coordinationHeadersRefusal(headers, remoteAddress, now)
+        if (malformed !== undefined) return malformed
+        const given = headers[MAC_HEADER] ?? ""
+        const v1 = given.startsWith("v1=")
+        if (v1 && !acceptV1) return "coordination MAC v1 is not accepted here: v2 is required"
+        if (!holdsUnderHeld(given, macOf(method, path, body, headers))) return MAC_UNHELD
+        return v1 ? undefined : spent(headers)
+      }
       /** Where node `nodeId` answers; unreachable when it has no address or the membership says it is down. */
       const baseOf = (nodeId: string) =>
         Effect.gen(function* () {
@@ -298,21 +339,13 @@ export class Coordination extends Context.Tag("portico/Coordination")<Coordinati
         verify: (method, path, body, headers, remoteAddress, acceptV1) =>
           Effect.gen(function* () {
             const now = yield* Clock.currentTimeMillis
-            const malformed = coordinationHeadersRefusal(headers, remoteAddress, now)
-            if (malformed !== undefined) return malformed
+            const decided = verifyNow(method, path, body, headers, remoteAddress, acceptV1, now)
+            if (decided !== MAC_UNHELD) return decided
             const given = headers[MAC_HEADER] ?? ""
-            const time = headers[TIME_HEADER] ?? ""
-            if (given.startsWith("v1=")) {
-              if (!acceptV1) return "coordination MAC v1 is not accepted here: v2 is required"
-              return (yield* holds(given, (g) => macV1(config.nodeId, method, path, body, time, g))) ? undefined : "coordination MAC invalid"
-            }
-            const nonce = headers[NONCE_HEADER] ?? ""
-            if (!(yield* holds(given, (g) => macV2(config.nodeId, method, path, body, time, nonce, g)))) return "coordination MAC invalid"
-            // spent only once the MAC holds: a forged call cannot use up a genuine one's nonce
-            const fresh = yield* Effect.orElseSucceed(spend(nonce, time), () => undefined)
-            if (fresh === undefined) return "this node could not record the coordination nonce"
-            return fresh ? undefined : "coordination call replayed"
-          })
+            if (!(yield* holds(given, macOf(method, path, body, headers)))) return "coordination MAC invalid"
+            return given.startsWith("v1=") ? undefined : spent(headers)
+          }),
+        verifyNow
       }
     })
   )

@@ -63,6 +63,8 @@ export interface LocalDatabasesService {
     params: ReadonlyArray<BindValue>,
     done: (exit: Exit.Exit<string, SqlRefused>) => void
   ) => void
+  /** `queryNow` as the home node runs it, never forwarding: anything but a known local record runs `queryHere`. */
+  readonly queryHereNow: LocalDatabasesService["queryNow"]
   /** `query` and `delete` as the home node runs them, never forwarding (the internal routes). */
   readonly queryHere: LocalDatabasesService["query"]
   readonly deleteHere: LocalDatabasesService["delete"]
@@ -244,6 +246,35 @@ export class LocalDatabases extends Context.Tag("portico/LocalDatabases")<LocalD
           return yield* queryHere(caller, name, sql, params)
         })
 
+      /**
+       * A statement on a database homed here whose record is known, straight to its worker;
+       * anything else (a guard refusal, a record not read yet, a database elsewhere) through
+       * `otherwise`'s effect.
+       */
+      const runNow = (
+        otherwise: typeof query,
+        caller: Principal,
+        name: string,
+        sql: string,
+        params: ReadonlyArray<BindValue>,
+        done: (exit: Exit.Exit<string, SqlRefused>) => void
+      ): void => {
+        const checked = guardLocalSql(sql)
+        const cached = checked.ok ? known.get(knownKey(caller.namespace, name)) : undefined
+        if (!checked.ok || cached === undefined || cached.homeNode !== config.nodeId) {
+          runCallback(otherwise(caller, name, sql, params), { onExit: done })
+          return
+        }
+        const request = { op: "statement", file: fileOf(caller.namespace, name), sql, params, kind: checked.statement.kind, shape: "table" } as const
+        workers.runNow(request, checked.statement.readOnly, (result) =>
+          done(
+            Either.isRight(result)
+              ? Exit.succeed(result.right.type === "json" ? result.right.json : "{}")
+              : Exit.fail(fromSqlite(result.left))
+          )
+        )
+      }
+
       return {
         create: (caller, name) =>
           Effect.gen(function* () {
@@ -293,21 +324,9 @@ export class LocalDatabases extends Context.Tag("portico/LocalDatabases")<LocalD
 
         query,
 
-        queryNow: (caller, name, sql, params, done) => {
-          const checked = guardLocalSql(sql)
-          const cached = checked.ok ? known.get(knownKey(caller.namespace, name)) : undefined
-          if (!checked.ok || cached === undefined || cached.homeNode !== config.nodeId) {
-            return runCallback(query(caller, name, sql, params), { onExit: done })
-          }
-          const request = { op: "statement", file: fileOf(caller.namespace, name), sql, params, kind: checked.statement.kind, shape: "table" } as const
-          workers.runNow(request, checked.statement.readOnly, (result) =>
-            done(
-              Either.isRight(result)
-                ? Exit.succeed(result.right.type === "json" ? result.right.json : "{}")
-                : Exit.fail(fromSqlite(result.left))
-            )
-          )
-        },
+        queryNow: (caller, name, sql, params, done) => runNow(query, caller, name, sql, params, done),
+
+        queryHereNow: (caller, name, sql, params, done) => runNow(queryHere, caller, name, sql, params, done),
 
         queryHere: (caller, name, sql, params) => queryHere(caller, name, sql, params),
 
