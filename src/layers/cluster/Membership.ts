@@ -103,6 +103,11 @@ export interface MembershipService {
    * known down fails at once rather than waiting out its deadline.
    */
   readonly downOf: (id: string) => Effect.Effect<"inactive" | "stopped" | undefined>
+  /**
+   * `urlOf` and `downOf` together from what this node holds now, for a caller outside the Effect
+   * runtime (a forwarded query in the fast lane); undefined when the registry must be read first.
+   */
+  readonly addressNow: (id: string) => { readonly url: string | undefined; readonly down: "inactive" | "stopped" | undefined } | undefined
   /** Holds node `id` at `url` as a peer of this node, in memory, until `disconnect`. */
   readonly connect: (id: string, url: string) => Effect.Effect<void>
   /** Forgets a connected node: whether it was connected. */
@@ -220,23 +225,30 @@ export class Membership extends Context.Tag("portico/Membership")<Membership, Me
         ]
       })
 
+      const urlIn = (rows: ReadonlyArray<typeof NodeRow.Type>, id: string) => {
+        const url = connected.get(id) ?? config.peers.get(id) ?? rows.find((r) => r.id === id)?.internal_url
+        return url === undefined || url === "" ? undefined : url
+      }
+      const downIn = (rows: ReadonlyArray<typeof NodeRow.Type>, id: string) => {
+        if (connected.has(id)) return undefined
+        const row = rows.find((r) => r.id === id)
+        const status = row === undefined ? undefined : statusOf(row)
+        return status === "inactive" || status === "stopped" ? status : undefined
+      }
+
       const urlOf = (id: string) => {
         const seed = connected.get(id) ?? config.peers.get(id)
         if (seed !== undefined) return Effect.succeed<string | undefined>(seed)
-        return Effect.map(recentRows, (rows) => {
-          const url = rows.find((r) => r.id === id)?.internal_url
-          return url === undefined || url === "" ? undefined : url
-        })
+        return Effect.map(recentRows, (rows) => urlIn(rows, id))
       }
 
-      const downOf = (id: string) =>
-        connected.has(id)
-          ? Effect.succeed(undefined)
-          : Effect.map(recentRows, (rows) => {
-              const row = rows.find((r) => r.id === id)
-              const status = row === undefined ? undefined : statusOf(row)
-              return status === "inactive" || status === "stopped" ? status : undefined
-            })
+      const downOf = (id: string) => (connected.has(id) ? Effect.succeed(undefined) : Effect.map(recentRows, (rows) => downIn(rows, id)))
+
+      const addressNow = (id: string) => {
+        if (connected.has(id)) return { url: connected.get(id), down: undefined }
+        if (cached === undefined || Date.now() - cached.at >= READ_CACHE_MS) return undefined
+        return { url: urlIn(cached.rows, id), down: downIn(cached.rows, id) }
+      }
 
       return Membership.of({
         self,
@@ -246,6 +258,7 @@ export class Membership extends Context.Tag("portico/Membership")<Membership, Me
         unstopped,
         urlOf,
         downOf,
+        addressNow,
         connect: (id, url) => Effect.sync(() => connected.set(id, url)),
         disconnect: (id) => Effect.sync(() => connected.delete(id))
       })

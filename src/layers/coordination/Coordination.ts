@@ -14,7 +14,7 @@
  * moment apart still talk. A MAC that holds under neither makes the node read the registry's
  * newer generations (at most once every few seconds) and check again.
  */
-import { Clock, Context, Data, Duration, Effect, Layer } from "effect"
+import { Cause, Clock, Context, Data, Duration, Effect, Either, Exit, Layer, Runtime } from "effect"
 import { LosslessNumber, stringify as losslessStringify } from "lossless-json"
 import { createHash, randomBytes } from "node:crypto"
 import { createWriteStream } from "node:fs"
@@ -95,6 +95,18 @@ export interface CoordinationService {
    * `PORTICO_PEERS`), signed for that node; any HTTP answer is returned as it came.
    */
   readonly post: (nodeId: string, path: string, payload: unknown, timeout: Duration.DurationInput) => Effect.Effect<PeerAnswer, PeerUnreachable>
+  /**
+   * `post` for a caller outside the Effect runtime (a forwarded query in the fast lane): `body` is
+   * the payload's canonical JSON, sent and signed as `post` sends it; `done` gets the answer or
+   * why the peer is unreachable, once.
+   */
+  readonly postNow: (
+    nodeId: string,
+    path: string,
+    body: string,
+    timeoutMs: number,
+    done: (answer: Either.Either<PeerAnswer, PeerUnreachable>) => void
+  ) => void
   /**
    * As `post`, for a route that answers bytes: a 200's body is streamed into `dest` (at most
    * `maxBytes`; more is `PeerUnreachable` with `tooLarge`), any other answer's text is returned.
@@ -221,12 +233,13 @@ export class Coordination extends Context.Tag("portico/Coordination")<Coordinati
           yield* Effect.catchAll(catchUp(store, sealer), (e) => Effect.logWarning(`could not read newer root generations: ${e.detail}`))
           return sealer.generation() !== before && holdsUnderHeld(given, mac)
         })
+      const signAt = (audience: string, method: string, path: string, body: string, now: number) => {
+        const time = String(Math.floor(now / 1000))
+        const nonce = randomBytes(18).toString("base64url")
+        return { [MAC_HEADER]: macV2(audience, method, path, body, time, nonce), [TIME_HEADER]: time, [NONCE_HEADER]: nonce }
+      }
       const sign = (audience: string, method: string, path: string, body: string) =>
-        Effect.map(Clock.currentTimeMillis, (now) => {
-          const time = String(Math.floor(now / 1000))
-          const nonce = randomBytes(18).toString("base64url")
-          return { [MAC_HEADER]: macV2(audience, method, path, body, time, nonce), [TIME_HEADER]: time, [NONCE_HEADER]: nonce }
-        })
+        Effect.map(Clock.currentTimeMillis, (now) => signAt(audience, method, path, body, now))
       /** This node's own ledger of spent v2 nonces. */
       const ledger = yield* Effect.acquireRelease(
         Effect.sync(() => nonceLedger(config.dataDir)),
@@ -258,15 +271,49 @@ export class Coordination extends Context.Tag("portico/Coordination")<Coordinati
         if (!holdsUnderHeld(given, macOf(method, path, body, headers))) return MAC_UNHELD
         return v1 ? undefined : spent(headers)
       }
+      /** Node `nodeId`'s address, or why it is not called: it has none, or the membership says it is down. */
+      const addressed = (nodeId: string, url: string | undefined, down: "inactive" | "stopped" | undefined): Either.Either<string, PeerUnreachable> =>
+        url === undefined
+          ? Either.left(new PeerUnreachable({ nodeId, detail: "no such node: neither in PORTICO_PEERS nor registered with an internal URL" }))
+          : down !== undefined
+            ? Either.left(new PeerUnreachable({ nodeId, detail: `the node is ${down} in the cluster's membership` }))
+            : Either.right(url)
       /** Where node `nodeId` answers; unreachable when it has no address or the membership says it is down. */
       const baseOf = (nodeId: string) =>
         Effect.gen(function* () {
-          const base = yield* membership.urlOf(nodeId)
-          if (base === undefined) return yield* Effect.fail(new PeerUnreachable({ nodeId, detail: "no such node: neither in PORTICO_PEERS nor registered with an internal URL" }))
-          const down = yield* membership.downOf(nodeId)
-          if (down !== undefined) return yield* Effect.fail(new PeerUnreachable({ nodeId, detail: `the node is ${down} in the cluster's membership` }))
-          return base
+          const url = yield* membership.urlOf(nodeId)
+          const down = url === undefined ? undefined : yield* membership.downOf(nodeId)
+          return yield* addressed(nodeId, url, down)
         })
+      /** A JSON call whose canonical body is `body`. */
+      const postJson = (nodeId: string, path: string, body: string, timeout: Duration.DurationInput) =>
+        Effect.gen(function* () {
+          const base = yield* baseOf(nodeId)
+          const headers = yield* sign(nodeId, "POST", path, body)
+          return yield* Effect.tryPromise({
+            try: (signal) => postText(base + path, { ...headers, "content-type": "application/json" }, body, signal),
+            catch: (e) => new PeerUnreachable({ nodeId, detail: e instanceof Error ? e.message : String(e) })
+          }).pipe(Effect.timeoutFail({ duration: timeout, onTimeout: () => new PeerUnreachable({ nodeId, detail: "no answer in time" }) }))
+        })
+      const runCallback = Runtime.runCallback(yield* Effect.runtime<never>())
+      const postNow: CoordinationService["postNow"] = (nodeId, path, body, timeoutMs, done) => {
+        const address = membership.addressNow(nodeId)
+        if (address === undefined) {
+          // the membership must be read first: the effect's way
+          runCallback(Effect.either(postJson(nodeId, path, body, Duration.millis(timeoutMs))), {
+            onExit: (exit) => done(Exit.isSuccess(exit) ? exit.value : Either.left(new PeerUnreachable({ nodeId, detail: Cause.pretty(exit.cause) })))
+          })
+          return
+        }
+        const base = addressed(nodeId, address.url, address.down)
+        if (Either.isLeft(base)) return done(Either.left(base.left))
+        const signal = AbortSignal.timeout(timeoutMs)
+        postText(base.right + path, { ...signAt(nodeId, "POST", path, body, Date.now()), "content-type": "application/json" }, body, signal).then(
+          (answer) => done(Either.right(answer)),
+          (e: unknown) =>
+            done(Either.left(new PeerUnreachable({ nodeId, detail: signal.aborted ? "no answer in time" : e instanceof Error ? e.message : String(e) })))
+        )
+      }
       /**
        * One signed POST to a peer: `signed` is the text the MAC covers, `body` what is sent (the
        * same JSON, or a stream with `extra` headers); `read` takes the answer's body (it may fail
@@ -308,16 +355,8 @@ export class Coordination extends Context.Tag("portico/Coordination")<Coordinati
       }
 
       return {
-        post: (nodeId, path, payload, timeout) =>
-          Effect.gen(function* () {
-            const base = yield* baseOf(nodeId)
-            const body = canonicalJson(payload)
-            const headers = yield* sign(nodeId, "POST", path, body)
-            return yield* Effect.tryPromise({
-              try: (signal) => postText(base + path, { ...headers, "content-type": "application/json" }, body, signal),
-              catch: (e) => new PeerUnreachable({ nodeId, detail: e instanceof Error ? e.message : String(e) })
-            }).pipe(Effect.timeoutFail({ duration: timeout, onTimeout: () => new PeerUnreachable({ nodeId, detail: "no answer in time" }) }))
-          }),
+        post: (nodeId, path, payload, timeout) => Effect.suspend(() => postJson(nodeId, path, canonicalJson(payload), timeout)),
+        postNow,
         postStream: (nodeId, path, envelope, contentType, body, timeout) => {
           const signed = canonicalJson(envelope)
           return call(nodeId, path, signed, { body, headers: { [ENVELOPE_HEADER]: signed, "content-type": contentType } }, timeout, async (response) => response.text())

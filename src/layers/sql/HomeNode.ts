@@ -5,10 +5,10 @@
  * refusal, goes back to the client as it came; a home node that is not configured or does not
  * answer in time is the spec's 503 HOME_NODE_UNREACHABLE with Retry-After.
  */
-import { Duration, Effect, Schema } from "effect"
+import { Duration, Effect, Either, Schema } from "effect"
 import { Code, SqlRefusals, type SqlCode } from "../../domain/Errors.js"
 import { ForwardedPrincipal, forwardedPrincipal, type Principal, toPrincipal } from "../../domain/Principal.js"
-import type { CoordinationService } from "../coordination/Coordination.js"
+import type { CoordinationService, PeerAnswer } from "../coordination/Coordination.js"
 import { internalClient, type InternalPayload } from "../coordination/InternalClient.js"
 import { refuse, type SqlRefused } from "./SqlRefused.js"
 
@@ -30,6 +30,27 @@ const isSqlCode = (code: string): code is SqlCode => passable.has(code)
 const unreachable = (home: string) =>
   refuse(Code.HOME_NODE_UNREACHABLE, `the database's home node (${home}) is not reachable from this gateway`, "retry shortly", 30)
 
+/**
+ * The home node's answer as this gateway gives it: its body text on 200 or 201, its refusal of the
+ * SQL family as it came, anything else the retryable 503. `warn` gets a refusal of this gateway
+ * itself (COORDINATION_REFUSED): a cluster misconfiguration (peer address, secret, clock) for the
+ * operator's log, while the client hears the node is unreachable.
+ */
+const fromHome = (home: string, answer: PeerAnswer, warn: (message: string) => void): Either.Either<string, SqlRefused> => {
+  if (answer.status === 200 || answer.status === 201) return Either.right(answer.text)
+  const envelope = decodeEnvelope(answer.text)
+  if (envelope._tag === "None") return Either.left(unreachable(home))
+  if (envelope.value.code === Code.COORDINATION_REFUSED) {
+    warn(`the home node ${home} refused this gateway's coordination call: ${envelope.value.error}`)
+    return Either.left(unreachable(home))
+  }
+  const code = envelope.value.code
+  // anything else (a 500, a code of another family) is not an answer about the database
+  if (!isSqlCode(code)) return Either.left(unreachable(home))
+  const retry = Number(answer.retryAfter)
+  return Either.left(refuse(code, envelope.value.error, envelope.value.hint, Number.isFinite(retry) && retry > 0 ? retry : undefined))
+}
+
 /** Runs `op` on the home node and answers its body text on 200; its refusal otherwise. */
 export const forwardToHome = <Op extends keyof ForwardRoutes>(
   coordination: CoordinationService,
@@ -43,23 +64,24 @@ export const forwardToHome = <Op extends keyof ForwardRoutes>(
     // the spread of a payload generic in `Op` is not narrowed to the endpoint's type, though it is one
     .call(home, FORWARD_ROUTES[op], { ...payload, principal: forwardedPrincipal(caller) } as InternalPayload<ForwardRoutes[Op]>, Duration.millis(timeoutMs))
     .pipe(
-    Effect.mapError(() => unreachable(home)),
-    Effect.flatMap((answer) => {
-      if (answer.status === 200 || answer.status === 201) return Effect.succeed(answer.text)
-      const envelope = decodeEnvelope(answer.text)
-      if (envelope._tag === "None") return Effect.fail(unreachable(home))
-      if (envelope.value.code === Code.COORDINATION_REFUSED) {
-        // the home node refused this gateway, not the client: a cluster misconfiguration (peer
-        // address, secret, clock) for the operator's log; the client hears the node is unreachable
-        return Effect.zipRight(
-          Effect.logWarning(`the home node ${home} refused this gateway's coordination call: ${envelope.value.error}`),
-          Effect.fail(unreachable(home))
-        )
-      }
-      const code = envelope.value.code
-      // anything else (a 500, a code of another family) is not an answer about the database
-      if (!isSqlCode(code)) return Effect.fail(unreachable(home))
-      const retry = Number(answer.retryAfter)
-      return Effect.fail(refuse(code, envelope.value.error, envelope.value.hint, Number.isFinite(retry) && retry > 0 ? retry : undefined))
-    })
+      Effect.mapError(() => unreachable(home)),
+      Effect.flatMap((answer) => {
+        let warning: string | undefined
+        const given = fromHome(home, answer, (message) => (warning = message))
+        return warning === undefined ? given : Effect.zipRight(Effect.logWarning(warning), given)
+      })
+    )
+
+/** `forwardToHome` of a query for a caller outside the Effect runtime (the fast lane): `done` gets the outcome once. */
+export const forwardQueryNow = (
+  coordination: CoordinationService,
+  home: string,
+  caller: Principal,
+  payload: ForwardPayload<"query">,
+  timeoutMs: number,
+  warn: (message: string) => void,
+  done: (outcome: Either.Either<string, SqlRefused>) => void
+): void =>
+  internalClient(coordination).callNow(home, "sqliteQuery", { ...payload, principal: forwardedPrincipal(caller) }, timeoutMs, (answer) =>
+    done(Either.isLeft(answer) ? Either.left(unreachable(home)) : fromHome(home, answer.right, warn))
   )

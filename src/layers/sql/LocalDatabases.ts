@@ -15,7 +15,7 @@ import { PorticoConfig } from "../config/PorticoConfig.js"
 import { Coordination } from "../coordination/Coordination.js"
 import { type Page, type PageRequest, readPage } from "../registry/Keyset.js"
 import { RegistryStore, type StoreError } from "../registry/RegistryStore.js"
-import { forwardToHome } from "./HomeNode.js"
+import { forwardQueryNow, forwardToHome } from "./HomeNode.js"
 import type { BindValue } from "./SqliteProtocol.js"
 import { SqliteWorkers } from "./SqliteWorkers.js"
 import { fromGuard, fromSqlite, refuse, registryDown, type SqlRefused } from "./SqlRefused.js"
@@ -53,8 +53,9 @@ export interface LocalDatabasesService {
   readonly homeOf: (namespace: string, name: string) => Effect.Effect<string, SqlRefused>
   /**
    * `query` for a caller outside the Effect runtime (the fast lane): a database homed here whose
-   * record is known goes straight to its worker; anything else runs `query`. `done` gets the
-   * outcome once.
+   * record is known goes straight to its worker, one homed elsewhere whose record is recent
+   * straight to its home node (HomeNode.ts `forwardQueryNow`); anything else runs `query`. `done`
+   * gets the outcome once.
    */
   readonly queryNow: (
     caller: Principal,
@@ -237,15 +238,30 @@ export class LocalDatabases extends Context.Tag("portico/LocalDatabases")<LocalD
           const checked = guardLocalSql(sql)
           if (!checked.ok) return yield* Effect.fail(fromGuard(checked.refusal))
           const home = (yield* record(caller.namespace, name)).homeNode
-          if (home !== config.nodeId) {
-            return yield* forwardToHome(coordination, home, "query", caller, { database_name: name, query: sql, params }, forwardTimeoutMs).pipe(
-              // the home may have moved (a node left): the next request reads the registry again
-              Effect.tapError((e) => Effect.sync(() => e.code === Code.HOME_NODE_UNREACHABLE && elsewhere.delete(knownKey(caller.namespace, name))))
-            )
-          }
+          if (home !== config.nodeId) return yield* Effect.async<string, SqlRefused>((resume) => forwardQuery(home, caller, name, sql, params, resume))
           return yield* queryHere(caller, name, sql, params)
         })
 
+      const warn = (message: string) => runCallback(Effect.logWarning(message))
+      /**
+       * A query forwarded to the database's home node (HomeNode.ts), outside any fiber: the
+       * forward is one call per client request, and the effect's timeout fiber, membership reads
+       * and signing steps cost as much CPU as the call itself (bench/cluster).
+       */
+      const forwardQuery = (
+        home: string,
+        caller: Principal,
+        name: string,
+        sql: string,
+        params: ReadonlyArray<BindValue>,
+        done: (exit: Exit.Exit<string, SqlRefused>) => void
+      ): void =>
+        forwardQueryNow(coordination, home, caller, { database_name: name, query: sql, params }, forwardTimeoutMs, warn, (outcome) => {
+          if (Either.isRight(outcome)) return done(Exit.succeed(outcome.right))
+          // the home may have moved (a node left): the next request reads the registry again
+          if (outcome.left.code === Code.HOME_NODE_UNREACHABLE) elsewhere.delete(knownKey(caller.namespace, name))
+          done(Exit.fail(outcome.left))
+        })
       /**
        * A statement on a database homed here whose record is known, straight to its worker;
        * anything else (a guard refusal, a record not read yet, a database elsewhere) through
@@ -324,7 +340,13 @@ export class LocalDatabases extends Context.Tag("portico/LocalDatabases")<LocalD
 
         query,
 
-        queryNow: (caller, name, sql, params, done) => runNow(query, caller, name, sql, params, done),
+        queryNow: (caller, name, sql, params, done) => {
+          // a database homed elsewhere whose record is recent: forwarded without the effect
+          const key = knownKey(caller.namespace, name)
+          const away = known.has(key) || fenced(caller.namespace, name) ? undefined : recentElsewhere(key)
+          if (away === undefined || away.homeNode === config.nodeId || !guardLocalSql(sql).ok) return runNow(query, caller, name, sql, params, done)
+          forwardQuery(away.homeNode, caller, name, sql, params, done)
+        },
 
         queryHereNow: (caller, name, sql, params, done) => runNow(queryHere, caller, name, sql, params, done),
 
