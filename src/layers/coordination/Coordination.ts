@@ -308,11 +308,14 @@ export class Coordination extends Context.Tag("portico/Coordination")<Coordinati
         const base = addressed(nodeId, address.url, address.down)
         if (Either.isLeft(base)) return done(Either.left(base.left))
         const signal = AbortSignal.timeout(timeoutMs)
-        postText(base.right + path, { ...signAt(nodeId, "POST", path, body, Date.now()), "content-type": "application/json" }, body, signal).then(
-          (answer) => done(Either.right(answer)),
-          (e: unknown) =>
-            done(Either.left(new PeerUnreachable({ nodeId, detail: signal.aborted ? "no answer in time" : e instanceof Error ? e.message : String(e) })))
-        )
+        postText(base.right + path, { ...signAt(nodeId, "POST", path, body, Date.now()), "content-type": "application/json" }, body, signal)
+          .then(
+            (answer) => done(Either.right(answer)),
+            (e: unknown) =>
+              done(Either.left(new PeerUnreachable({ nodeId, detail: signal.aborted ? "no answer in time" : e instanceof Error ? e.message : String(e) })))
+          )
+          // `done` is the caller's: a throw of its own is logged, never an unhandled rejection
+          .catch((e: unknown) => runCallback(Effect.logError("a peer's answer could not be handled", e)))
       }
       /**
        * One signed POST to a peer: `signed` is the text the MAC covers, `body` what is sent (the
