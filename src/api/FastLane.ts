@@ -198,8 +198,8 @@ const sqlRoutes = (sql: ClusterSqlService, maxBodyBytes: number, log: (defect: C
 
 /**
  * The node-local database query route (`LocalDatabases.queryNow`): a database homed here goes
- * straight to its SQLite worker, anything else (forwarding, a record not read yet) through the
- * service's effect; the answer or refusal as the app writes it.
+ * straight to its SQLite worker, one homed elsewhere to its home node, a record not read yet
+ * through the service's effect; the answer or refusal as the app writes it.
  */
 const localSqlRoutes = (local: LocalDatabasesService, maxBodyBytes: number, log: (defect: Cause.Cause<unknown>) => void): Partial<Record<LaneName, Route>> => {
   const query = jsonPayload(maxBodyBytes)(QueryRequest)
