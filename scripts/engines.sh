@@ -2,7 +2,7 @@
 # Installs the pinned engine binaries that the engine test suites run against.
 #
 #   scripts/engines.sh            # every engine implemented below
-#   scripts/engines.sh rqlite     # only the named ones (rqlite, redis, kubo, ipfs-cluster, sandbox, socks, wrk, nftables)
+#   scripts/engines.sh rqlite     # only the named ones (rqlite, redis, kubo, ipfs-cluster, sandbox, socks, wrk, nftables, edge)
 #   scripts/engines.sh --for-tests  # every engine; `npm test` runs this first: one line when all are
 #                                   # present, else says what it builds and why it takes minutes
 #
@@ -41,7 +41,15 @@ KUBO_VERSION="v0.40.1"
 CLUSTER_MODULE="github.com/ipfs-cluster/ipfs-cluster"
 CLUSTER_VERSION="v1.1.0"
 
-IMPLEMENTED=(rqlite redis kubo ipfs-cluster sandbox socks wrk nftables)
+# The TLS edge (docs/edge.md): Caddy with Portico's storage module and DNS provider, built from
+# engines/caddy (its go.mod pins Caddy; its go.sum is complete), and Pebble, Let's Encrypt's ACME
+# test server, for the edge's tests. The edge's stamp is its sources' hash.
+EDGE_DIR="$REPO_ROOT/engines/caddy"
+PEBBLE_MODULE="github.com/letsencrypt/pebble/v2"
+PEBBLE_VERSION="v2.10.3"
+edge_stamp() { (cd "$EDGE_DIR" && cat go.mod go.sum main.go portico/*.go | sha256sum | cut -c1-16); }
+
+IMPLEMENTED=(rqlite redis kubo ipfs-cluster sandbox socks wrk nftables edge)
 
 # The deployment sandbox (src/layers/deployments/sandbox): bwrap from the Debian package, and two
 # helpers compiled from their C sources (the socket-rules loader, and the last step before the app:
@@ -161,6 +169,34 @@ install_ipfs_cluster() {
   log "built ipfs-cluster-service and ipfs-cluster-ctl $CLUSTER_VERSION in $((SECONDS - started)) s"
 }
 
+# --- the TLS edge ---------------------------------------------------------------------------
+install_edge() {
+  local want
+  want="$(edge_stamp)"
+  if is_current portico-caddy "$want"; then
+    log "portico-caddy (the edge) already built from these sources"
+  else
+    need go "install Go (https://go.dev) to build the edge (Caddy)"
+    log "building portico-caddy: Caddy with Portico's storage module and DNS provider (first build takes a few minutes)"
+    local started=$SECONDS
+    mkdir -p "$BIN"
+    (
+      cd "$EDGE_DIR"
+      GOFLAGS="-mod=readonly -buildvcs=false" go build -trimpath -ldflags "-s -w" -o "$BIN/portico-caddy.tmp" .
+    ) || die "go build of portico-caddy failed"
+    mv -f "$BIN/portico-caddy.tmp" "$BIN/portico-caddy"
+    stamp portico-caddy "$want"
+    log "built portico-caddy in $((SECONDS - started)) s"
+  fi
+  if is_current pebble "$PEBBLE_MODULE@$PEBBLE_VERSION"; then
+    log "pebble $PEBBLE_VERSION already installed"
+    return 0
+  fi
+  need go "install Go (https://go.dev) to build pebble"
+  log "building pebble $PEBBLE_VERSION (Let's Encrypt's ACME test server, for the edge's tests)"
+  build_in_module "$PEBBLE_MODULE" "$PEBBLE_VERSION" "-mod=readonly" "-s -w" pebble=./cmd/pebble
+}
+
 # --- redis ----------------------------------------------------------------------------------
 install_redis() {
   if command -v redis-server >/dev/null 2>&1; then
@@ -273,6 +309,7 @@ missing_engines() {
       socks) command -v microsocks >/dev/null 2>&1 || printf '%s\n' "socks" ;;
       wrk) command -v wrk >/dev/null 2>&1 || printf '%s\n' "wrk" ;;
       nftables) command -v nft >/dev/null 2>&1 || printf '%s\n' "nftables" ;;
+      edge) { is_current portico-caddy "$(edge_stamp)" && is_current pebble "$PEBBLE_MODULE@$PEBBLE_VERSION"; } || printf '%s\n' "edge" ;;
       ipfs-cluster)
         { is_current ipfs-cluster-service "$CLUSTER_MODULE@$CLUSTER_VERSION" &&
           is_current ipfs-cluster-ctl "$CLUSTER_MODULE@$CLUSTER_VERSION"; } || printf '%s\n' "ipfs-cluster" ;;
@@ -294,12 +331,12 @@ main() {
     local missing
     missing="$(missing_engines "${engines[@]}" | tr '\n' ' ')"
     if [[ -z "$missing" ]]; then
-      log "test engines present in $BIN (rqlited, ipfs, ipfs-cluster, portico-sandbox-bpf, portico-sandbox-exec) and on PATH (redis-server, bwrap, microsocks, nft)"
+      log "test engines present in $BIN (rqlited, ipfs, ipfs-cluster, portico-sandbox-bpf, portico-sandbox-exec, portico-caddy, pebble) and on PATH (redis-server, bwrap, microsocks, nft)"
       return 0
     fi
     log "npm test runs its suites against the real engines: rqlited, redis-server, Kubo (ipfs) and IPFS Cluster."
     log "missing here: ${missing% }. Installing them now; later runs find them and skip this step."
-    log "the first time takes minutes: rqlited, ipfs and ipfs-cluster are compiled from source with Go"
+    log "the first time takes minutes: rqlited, ipfs, ipfs-cluster, the edge (Caddy) and pebble are compiled from source with Go"
     log "(the module proxy is the only source reachable from CI), and redis-server comes from apt-get."
   fi
   for engine in "${engines[@]}"; do
@@ -312,6 +349,7 @@ main() {
       socks) install_socks ;;
       wrk) install_wrk ;;
       nftables) install_nftables ;;
+      edge) install_edge ;;
       *) die "unknown engine '$engine' (implemented: ${IMPLEMENTED[*]})" ;;
     esac
   done
@@ -326,6 +364,7 @@ main() {
       socks) command -v microsocks ;;
       wrk) command -v wrk ;;
       nftables) command -v nft ;;
+      edge) printf '%s\n' "$BIN/portico-caddy" "$BIN/pebble" ;;
     esac
   done
 }

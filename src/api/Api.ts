@@ -24,6 +24,7 @@ import { OperatorGroup } from "./groups/OperatorGroup.js"
 import { NetworkGroup } from "./groups/NetworkGroup.js"
 import { JoinGroup } from "./groups/JoinGroup.js"
 import { NodeStampGroup } from "./groups/NodeStampGroup.js"
+import { EdgeGroup } from "./groups/EdgeGroup.js"
 import { NodeGroup } from "./groups/NodeGroup.js"
 import { DatabaseGroup } from "./groups/DatabaseGroup.js"
 import { SqlGroup } from "./groups/SqlGroup.js"
@@ -50,6 +51,7 @@ export class PorticoApi extends HttpApi.make("portico")
   .add(NodeGroup)
   .add(JoinGroup)
   .add(NodeStampGroup)
+  .add(EdgeGroup)
   .add(CorsGroup)
   .add(AuditGroup)
   .add(DeviceGroup)

@@ -62,6 +62,7 @@ import { OperatorHandlers } from "./handlers/OperatorHandlers.js"
 import { NetworkHandlers } from "./handlers/NetworkHandlers.js"
 import { JoinHandlers } from "./handlers/JoinHandlers.js"
 import { NodeStampHandlers } from "./handlers/NodeStampHandlers.js"
+import { EdgeHandlers } from "./handlers/EdgeHandlers.js"
 import { NodeHandlers } from "./handlers/NodeHandlers.js"
 import { SystemHandlers } from "./handlers/SystemHandlers.js"
 import { logParserRefusal, logRequest } from "./AccessLog.js"
@@ -97,6 +98,7 @@ const HandlersLive = Layer.mergeAll(
   NodeHandlers,
   JoinHandlers,
   NodeStampHandlers,
+  EdgeHandlers,
   CorsHandlers,
   AuditHandlers,
   DeviceHandlers,

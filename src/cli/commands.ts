@@ -191,6 +191,38 @@ export const commands: ReadonlyArray<Command> = [
     run: async (parsed) => (await import("./serve.js")).serve(parsed)
   },
   {
+    words: ["edge", "config"],
+    summary: "Print the Caddy configuration of this node's TLS edge (run Caddy with it: docs/edge.md).",
+    synopsis: "[--acme-ca URL] [--email E] [--wildcard] [--https-port N] [--http-port N] [--listen HOST] [--gateway URL] [--trusted-roots a.pem,b.pem] [--resolvers host:port,...] [--data-dir DIR]",
+    details: [
+      ["--acme-ca URL", "the ACME CA's directory (default Let's Encrypt's)"],
+      ["--email E", "the ACME account's contact address"],
+      ["--wildcard", "one certificate for the base domain and *.<base> by DNS-01 through this gateway (its DNS answers _acme-challenge: docs/edge.md)"],
+      ["--https-port N", "HTTPS port (default 443)"],
+      ["--http-port N", "plain HTTP port: ACME HTTP-01 challenges and redirects (default 80)"],
+      ["--listen HOST", "the address the edge listens on (default every address)"],
+      ["--gateway URL", "the gateway as the edge reaches it (default http://<PORTICO_HOST>:<PORTICO_PORT>)"],
+      ["--trusted-roots FILES", "PEM files of roots to trust for the ACME CA's own HTTPS"],
+      ["--resolvers LIST", "DNS servers to check DNS-01 records with"],
+      dataDirDetail
+    ],
+    notes: ["The node's edge token (<data dir>/edge.token, mode 0600) is made if absent; the edge reads it, so run the edge as a user who may."],
+    options: {
+      "acme-ca": { type: "string" },
+      email: { type: "string" },
+      wildcard: { type: "boolean" },
+      "https-port": { type: "string" },
+      "http-port": { type: "string" },
+      listen: { type: "string" },
+      gateway: { type: "string" },
+      "trusted-roots": { type: "string" },
+      resolvers: { type: "string" },
+      ...dataDir
+    },
+    maxPositionals: 0,
+    run: async (parsed) => (await import("./edge.js")).edgeConfig(parsed)
+  },
+  {
     words: ["namespace", "create"],
     summary: "Create a namespace and print its owner-level admin API key (works with or without a running gateway).",
     synopsis: "NAME [--owner WALLET] [--print FIELD] [--data-dir DIR]",

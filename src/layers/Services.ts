@@ -2,6 +2,10 @@
  * The platform services wired together, each on the engine the settings select. The CLI uses
  * this without the HTTP stack; the gateway puts its routes on top.
  */
+import { AcmeChallenges } from "./edge/AcmeChallenges.js"
+import { EdgeAccess } from "./edge/EdgeAccess.js"
+import { TlsCheck } from "./edge/TlsCheck.js"
+import { TlsStore } from "./edge/TlsStore.js"
 import { Layer } from "effect"
 import { Audit } from "./audit/Audit.js"
 import { Cache } from "./cache/Cache.js"
@@ -179,6 +183,8 @@ export const gatewayServicesLayer = (settings: PorticoSettings, options: Service
     // what operators see of this gateway's health (its checks over the services below), and of
     // the cluster's network (connecting nodes by address)
     Layer.provideMerge(Layer.mergeAll(OperatorHealth.Live, Network.Live)),
+    // the TLS edge's calls on this node: its token, its certificate storage, its challenge records
+    Layer.provideMerge(Layer.mergeAll(EdgeAccess.Live, TlsStore.Live, TlsCheck.Live, AcmeChallenges.Live)),
     // namespace deletion, over every service a namespace holds something in (its apps too)
     Layer.provideMerge(NamespaceTeardown.Live),
     // namespace backup and restore, over the stores a namespace's data is in

@@ -4,7 +4,7 @@
  * answers truncated (TC) so the resolver asks again over TCP as it would of a real server.
  * Packets are encoded and decoded by `dns-packet`.
  *
- * It answers TXT questions from a table the test sets; a name the table does not hold is NXDOMAIN,
+ * It answers TXT and A questions from a table the test sets; a name the table does not hold is NXDOMAIN,
  * another record type of a held name is an empty NOERROR answer (no data). A name can be set to
  * fail with an rcode (SERVFAIL, REFUSED), and the whole server can go silent (every question
  * dropped, as an unreachable server looks). Every question received is recorded.
@@ -19,7 +19,13 @@ export interface DnsQuestion {
   readonly transport: "udp" | "tcp"
 }
 
-type Entry = { readonly kind: "txt"; readonly records: ReadonlyArray<ReadonlyArray<string>> } | { readonly kind: "fail"; readonly rcode: number }
+type Entry =
+  | {
+      readonly kind: "records"
+      readonly txt: ReadonlyArray<ReadonlyArray<string>> | undefined
+      readonly a: ReadonlyArray<string> | undefined
+    }
+  | { readonly kind: "fail"; readonly rcode: number }
 
 export interface DnsStandIn {
   readonly port: number
@@ -30,6 +36,8 @@ export interface DnsStandIn {
    * undefined removes the name (NXDOMAIN again).
    */
   readonly setTxt: (name: string, records: ReadonlyArray<string | ReadonlyArray<string>> | undefined) => void
+  /** The IPv4 addresses of `name` (A records); undefined removes them. */
+  readonly setA: (name: string, addresses: ReadonlyArray<string> | undefined) => void
   /** Answers every question about `name` with this rcode (2 SERVFAIL, 5 REFUSED). */
   readonly fail: (name: string, rcode: number) => void
   /** While silent, every question is dropped unanswered. */
@@ -67,7 +75,11 @@ export const startDnsStandIn = async (): Promise<DnsStandIn> => {
     if (q === undefined || entry === undefined) return dnsPacket.encode({ ...base, flags: flags | NXDOMAIN })
     if (entry.kind === "fail") return dnsPacket.encode({ ...base, flags: flags | entry.rcode })
     const answers: Array<dnsPacket.Answer> =
-      q.type === "TXT" ? entry.records.map((data) => ({ type: "TXT", name: q.name, ttl: 60, class: "IN", data: [...data] })) : []
+      q.type === "TXT"
+        ? (entry.txt ?? []).map((data) => ({ type: "TXT", name: q.name, ttl: 60, class: "IN", data: [...data] }))
+        : q.type === "A"
+          ? (entry.a ?? []).map((data) => ({ type: "A", name: q.name, ttl: 60, class: "IN", data }))
+          : []
     const whole = dnsPacket.encode({ ...base, flags, answers })
     if (transport === "tcp") return whole
     const opt = (query.additionals ?? []).find((a) => a.type === "OPT") as { udpPayloadSize?: number } | undefined
@@ -144,13 +156,24 @@ export const startDnsStandIn = async (): Promise<DnsStandIn> => {
     if (attempt === 20) throw new Error("no free port for both UDP and TCP")
   }
 
+  /** Replaces one kind of a name's records (undefined: none of that kind); a name left with neither is gone (NXDOMAIN). */
+  const set = (key: string, kind: "txt" | "a", records: ReadonlyArray<ReadonlyArray<string>> | ReadonlyArray<string> | undefined) => {
+    const held = table.get(key)
+    const before = held?.kind === "records" ? held : { txt: undefined, a: undefined }
+    const next = { kind: "records" as const, txt: before.txt, a: before.a, [kind]: records }
+    if (next.txt === undefined && next.a === undefined) table.delete(key)
+    else table.set(key, next as Entry)
+  }
+
   return {
     port,
     server: `127.0.0.1:${port}`,
     setTxt: (name, records) => {
       const key = name.toLowerCase().replace(/\.$/, "")
-      if (records === undefined) table.delete(key)
-      else table.set(key, { kind: "txt", records: records.map((r) => (typeof r === "string" ? chunked(r) : [...r])) })
+      set(key, "txt", records === undefined ? undefined : records.map((r) => (typeof r === "string" ? chunked(r) : [...r])))
+    },
+    setA: (name, addresses) => {
+      set(name.toLowerCase().replace(/\.$/, ""), "a", addresses)
     },
     fail: (name, rcode) => {
       table.set(name.toLowerCase().replace(/\.$/, ""), { kind: "fail", rcode })

@@ -234,6 +234,10 @@ export type WorkloadCode = (typeof WorkloadRefusals)[number]
  */
 export const ListenerRefusals = family("ROUTE_NOT_FOUND", "METHOD_NOT_ALLOWED", "REQUEST_TIMEOUT", "HEADERS_TOO_LARGE", "APP_UNREACHABLE")
 
+/** The TLS edge's routes (src/layers/edge, docs/edge.md): its token, its storage and its DNS-01 records. */
+export const EdgeRefusals = family("VALIDATION_FAILED", "UNAUTHORIZED", "FORBIDDEN", "NOT_FOUND", "CONFLICT", "PAYLOAD_TOO_LARGE", "UNAVAILABLE")
+export type EdgeCode = (typeof EdgeRefusals)[number]
+
 /** Node administration: invites and joins, status, logs, commands, leaving (src/layers/nodes). */
 export const NodeRefusals = family("VALIDATION_FAILED", "UNAUTHORIZED", "COORDINATION_REFUSED", "NOT_FOUND", "CONFLICT", "UNAVAILABLE")
 export type NodeCode = (typeof NodeRefusals)[number]

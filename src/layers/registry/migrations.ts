@@ -2,6 +2,7 @@
  * The registry schema, ordered migrations shared by both engines (SQLite through `@effect/sql`'s
  * Migrator; rqlite one atomic batch each, in `portico_migrations`). Never edit one that shipped.
  */
+import { edgeMigration } from "./EdgeMigration.js"
 import { clusterMigrations } from "./ClusterMigration.js"
 import { functionTriggersMigration, functionsMigration } from "./FunctionsMigration.js"
 
@@ -496,5 +497,6 @@ export const migrations: ReadonlyArray<Migration> = [
   },
   functionsMigration,
   functionTriggersMigration,
-  ...clusterMigrations
+  ...clusterMigrations,
+  edgeMigration
 ]

@@ -49,7 +49,9 @@ export const SEALED_COLUMNS: ReadonlyArray<SealedColumn> = [
   // src/layers/tokens/KeyRing.ts: the token signing keys' private halves
   { table: "signing_keys", column: "sealed_private", purpose: "signing-keys", ownerColumns: ["kid"], owner: (r) => s(r.kid) },
   // src/layers/deployments/DeploymentStore.ts: a deployment's environment
-  { table: "deployments", column: "env_sealed", purpose: "deployment-env", ownerColumns: ["namespace", "id"], owner: (r) => `${s(r.namespace)}/${s(r.id)}` }
+  { table: "deployments", column: "env_sealed", purpose: "deployment-env", ownerColumns: ["namespace", "id"], owner: (r) => `${s(r.namespace)}/${s(r.id)}` },
+  // src/layers/edge/TlsStore.ts: the edge's certificates, keys and ACME accounts
+  { table: "tls_store", column: "sealed", purpose: "tls-store", ownerColumns: ["key"], owner: (r) => s(r.key) }
 ]
 
 export interface ResealCount {

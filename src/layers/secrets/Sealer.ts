@@ -35,6 +35,7 @@ export type Purpose =
   | "namespace-backup-attest"
   | "node-invite"
   | "root-secret"
+  | "tls-store"
 
 export interface SealerService {
   /** Encrypts `plaintext` for `purpose`, bound to `owner` (e.g. `namespace/id`). */
