@@ -3,6 +3,7 @@
  * this without the HTTP stack; the gateway puts its routes on top.
  */
 import { AcmeChallenges } from "./edge/AcmeChallenges.js"
+import { AcmeDns } from "./edge/AcmeDns.js"
 import { EdgeAccess } from "./edge/EdgeAccess.js"
 import { TlsCheck } from "./edge/TlsCheck.js"
 import { TlsStore } from "./edge/TlsStore.js"
@@ -184,7 +185,7 @@ export const gatewayServicesLayer = (settings: PorticoSettings, options: Service
     // the cluster's network (connecting nodes by address)
     Layer.provideMerge(Layer.mergeAll(OperatorHealth.Live, Network.Live)),
     // the TLS edge's calls on this node: its token, its certificate storage, its challenge records
-    Layer.provideMerge(Layer.mergeAll(EdgeAccess.Live, TlsStore.Live, TlsCheck.Live, AcmeChallenges.Live)),
+    Layer.provideMerge(Layer.mergeAll(EdgeAccess.Live, TlsStore.Live, TlsCheck.Live, AcmeDns.Live.pipe(Layer.provideMerge(AcmeChallenges.Live)))),
     // namespace deletion, over every service a namespace holds something in (its apps too)
     Layer.provideMerge(NamespaceTeardown.Live),
     // namespace backup and restore, over the stores a namespace's data is in

@@ -12,7 +12,9 @@
  * holds every value sealed; the edge routes refuse what they must.
  */
 import { Effect, Redacted } from "effect"
+import * as dnsPacket from "dns-packet"
 import * as crypto from "node:crypto"
+import * as dgram from "node:dgram"
 import * as fs from "node:fs"
 import * as http from "node:http"
 import * as https from "node:https"
@@ -91,9 +93,21 @@ describe("the TLS edge: on-demand certificates from Pebble, shared by two nodes'
   let tokenA: string
   let tokenB: string
   let ownerKey: string
+  let acmeDnsPort: number
 
   const store = (gw: Gateway, token: string | undefined, json: unknown) =>
     gw.request("POST", "/v1/internal/tls-store", { json, ...(token === undefined ? {} : { headers: { authorization: `Bearer ${token}` } }) })
+  /** Rows of the shared registry, read from rqlited directly. */
+  const registryRows = (sql: string) =>
+    new Promise<ReadonlyArray<ReadonlyArray<unknown>>>((resolve, reject) => {
+      const req = http.request(`${rqlited.url}/db/query?level=strong`, { method: "POST", headers: { "content-type": "application/json" } }, (res) => {
+        let text = ""
+        res.on("data", (c: Buffer) => (text += c.toString()))
+        res.on("end", () => resolve(JSON.parse(text).results[0].values ?? []))
+      })
+      req.on("error", reject)
+      req.end(JSON.stringify([[sql]]))
+    })
   const check = (gw: Gateway, domain: string) => gw.request("GET", `/v1/internal/tls/check?domain=${encodeURIComponent(domain)}`)
 
   beforeAll(async () => {
@@ -121,7 +135,10 @@ describe("the TLS edge: on-demand certificates from Pebble, shared by two nodes'
         }).pipe(Effect.provide(servicesLayer(testSettings(dataA, { baseDomain: BASE, registry, secret: Redacted.make(SECRET) }), { sqliteWorkers: "in-process" })))
       )
     )
-    a = await startGateway({ dataDir: dataA, env: { ...env, PORTICO_NODE_ID: "node-a" } })
+    // node-a also answers DNS for the challenge name, delegated to it in the (stand-in) parent zone
+    acmeDnsPort = await portFreeOn(["127.0.0.1"])
+    a = await startGateway({ dataDir: dataA, env: { ...env, PORTICO_NODE_ID: "node-a", PORTICO_ACME_DNS: `127.0.0.1:${acmeDnsPort}` } })
+    dns.delegate(`_acme-challenge.${BASE}`, "127.0.0.1", acmeDnsPort)
     b = await startGateway({ dataDir: dataB, env: { ...env, PORTICO_NODE_ID: "node-b" } })
     ownerKey = (await a.cli(["namespace", "create", "shop"])).api_key
 
@@ -141,9 +158,10 @@ describe("the TLS edge: on-demand certificates from Pebble, shared by two nodes'
 
     tokenA = fs.readFileSync(path.join(dataA, "edge.token"), "utf8").trim()
     tokenB = fs.readFileSync(path.join(dataB, "edge.token"), "utf8").trim()
-    const config = async (gw: Gateway, listen: string) =>
-      gw.cli(["edge", "config", "--gateway", gw.url, "--acme-ca", pebble.directory, "--trusted-roots", pebble.listenerCaFile, "--https-port", String(httpsPort), "--http-port", String(httpPort), "--listen", listen])
-    edgeA = await startEdge(await config(a, EDGE_A), { host: EDGE_A, port: httpsPort })
+    // node-a's edge holds the wildcard certificate of the base domain (DNS-01), node-b's does not
+    const config = async (gw: Gateway, listen: string, wildcard: ReadonlyArray<string> = []) =>
+      gw.cli(["edge", "config", ...wildcard, "--gateway", gw.url, "--acme-ca", pebble.directory, "--trusted-roots", pebble.listenerCaFile, "--https-port", String(httpsPort), "--http-port", String(httpPort), "--listen", listen])
+    edgeA = await startEdge(await config(a, EDGE_A, ["--wildcard", "--resolvers", dns.server]), { host: EDGE_A, port: httpsPort })
     edgeB = await startEdge(await config(b, EDGE_B), { host: EDGE_B, port: httpsPort })
     issuingRoot = await pebble.issuingRoot()
   }, 180_000)
@@ -197,6 +215,61 @@ describe("the TLS edge: on-demand certificates from Pebble, shared by two nodes'
     expect(edgeB.logs()).not.toMatch(/"msg":"certificate obtained successfully","identifier":"www\.shop-example\.test"/)
   }, 120_000)
 
+  it("holds the base domain's wildcard certificate, obtained by DNS-01 through the gateway's records and its DNS answer", async () => {
+    // Caddy orders both at its start; a handshake before its certificate is stored gets none
+    const served = async (host: string, san: string) => {
+      const deadline = Date.now() + 60_000
+      for (;;) {
+        const answer = await overTls(EDGE_A, httpsPort, host, "/", issuingRoot).catch(() => undefined)
+        if (answer?.certificate.subjectaltname?.split(", ").includes(san) === true || Date.now() > deadline) return answer
+        await new Promise((resolve) => setTimeout(resolve, 250))
+      }
+    }
+    const answer = await served(`blog-abc123.${BASE}`, `DNS:*.${BASE}`)
+    expect(answer?.certificate.subjectaltname).toContain(`DNS:*.${BASE}`)
+    expect(answer?.status).toBe(200)
+    expect(answer?.body).toContain("shop over https")
+    // the base domain's own certificate, obtained the same way (Caddy keeps one per name)
+    expect((await served(BASE, `DNS:${BASE}`))?.certificate.subjectaltname).toBe(`DNS:${BASE}`)
+    // by DNS-01: Pebble read the TXT record from node-a's DNS answer, through the delegation
+    expect(edgeA.logs()).toMatch(/"identifier":"\*\.edge\.test","challenge_type":"dns-01"/)
+    expect(pebble.logs()).toMatch(/Value:"edge\.test"\}[^\n]*Wildcard:true/)
+    expect(dns.questions().some((q) => q.name === `_acme-challenge.${BASE}` && q.type === "TXT")).toBe(true)
+    // the challenges' records are gone once the orders are done
+    const deadline = Date.now() + 30_000
+    while ((await registryRows("SELECT fqdn, value FROM acme_challenges")).length > 0 && Date.now() < deadline) {
+      await new Promise((resolve) => setTimeout(resolve, 250))
+    }
+    expect(await registryRows("SELECT fqdn, value FROM acme_challenges")).toEqual([])
+  }, 90_000)
+
+  it("answers DNS only for challenge names: any other name is refused, so it is no open resolver", async () => {
+    const ask = (name: string, type: "TXT" | "A" | "SOA") =>
+      new Promise<dnsPacket.DecodedPacket & { readonly rcode?: string }>((resolve, reject) => {
+        const socket = dgram.createSocket("udp4")
+        const timer = setTimeout(() => {
+          socket.close()
+          reject(new Error("no answer"))
+        }, 3000)
+        socket.once("message", (reply) => {
+          clearTimeout(timer)
+          socket.close()
+          resolve(dnsPacket.decode(reply))
+        })
+        socket.send(dnsPacket.encode({ type: "query", id: 7, flags: dnsPacket.RECURSION_DESIRED, questions: [{ type, name, class: "IN" }] }), acmeDnsPort, "127.0.0.1")
+      })
+    for (const name of ["example.com", BASE, `ns-shop.${BASE}`, `_acme-challenge.example.com`]) {
+      expect((await ask(name, "A")).rcode, name).toBe("REFUSED")
+    }
+    const soa = await ask(`_acme-challenge.${BASE}`, "SOA")
+    expect(soa.rcode).toBe("NOERROR")
+    expect(soa.flags! & dnsPacket.AUTHORITATIVE_ANSWER).toBeTruthy()
+    expect(soa.answers?.[0]?.type).toBe("SOA")
+    const txt = await ask(`_acme-challenge.${BASE}`, "TXT")
+    expect(txt.rcode).toBe("NOERROR")
+    expect(txt.answers ?? []).toEqual([])
+  })
+
   it("gets no certificate for a name the platform does not serve, nor for a custom domain still pending", async () => {
     for (const name of [PENDING, "stranger.example.test"]) {
       await expect(overTls(EDGE_A, httpsPort, name, "/", issuingRoot)).rejects.toThrow()
@@ -217,16 +290,7 @@ describe("the TLS edge: on-demand certificates from Pebble, shared by two nodes'
   }, 60_000)
 
   it("keeps every stored value sealed in the registry: no key or certificate in the clear", async () => {
-    const rows = await new Promise<ReadonlyArray<ReadonlyArray<unknown>>>((resolve, reject) => {
-      const body = JSON.stringify([["SELECT key, sealed FROM tls_store"]])
-      const req = http.request(`${rqlited.url}/db/query?level=strong`, { method: "POST", headers: { "content-type": "application/json" } }, (res) => {
-        let text = ""
-        res.on("data", (c: Buffer) => (text += c.toString()))
-        res.on("end", () => resolve(JSON.parse(text).results[0].values ?? []))
-      })
-      req.on("error", reject)
-      req.end(body)
-    })
+    const rows = await registryRows("SELECT key, sealed FROM tls_store")
     const keys = rows.map((row) => String(row[0]))
     expect(keys.some((key) => key.startsWith("certificates/") && key.endsWith(`${CUSTOM}.key`))).toBe(true)
     expect(keys.some((key) => key.startsWith("certificates/") && key.endsWith(`${CUSTOM}.crt`))).toBe(true)

@@ -38,6 +38,8 @@ export interface DnsStandIn {
   readonly setTxt: (name: string, records: ReadonlyArray<string | ReadonlyArray<string>> | undefined) => void
   /** The IPv4 addresses of `name` (A records); undefined removes them. */
   readonly setA: (name: string, addresses: ReadonlyArray<string> | undefined) => void
+  /** Questions about `zone` and names below it go to the server at `host:port` (an NS delegation). */
+  readonly delegate: (zone: string, host: string, port: number) => void
   /** Answers every question about `name` with this rcode (2 SERVFAIL, 5 REFUSED). */
   readonly fail: (name: string, rcode: number) => void
   /** While silent, every question is dropped unanswered. */
@@ -62,6 +64,36 @@ export const startDnsStandIn = async (): Promise<DnsStandIn> => {
   const table = new Map<string, Entry>()
   const asked: Array<DnsQuestion> = []
   let silent = false
+
+  /** Zones handed to another server (`delegate`): its address by the zone's name. */
+  const delegated = new Map<string, { readonly host: string; readonly port: number }>()
+  const delegateOf = (name: string) => {
+    const lower = name.toLowerCase().replace(/\.$/, "")
+    for (const [zone, server] of delegated) if (lower === zone || lower.endsWith(`.${zone}`)) return server
+    return undefined
+  }
+  /** Asks the zone's server over UDP, as a resolver following the delegation would; undefined when it is silent. */
+  const forward = (message: Buffer, server: { readonly host: string; readonly port: number }) =>
+    new Promise<Buffer | undefined>((resolve) => {
+      const socket = dgram.createSocket("udp4")
+      const timer = setTimeout(() => {
+        socket.close()
+        resolve(undefined)
+      }, 3000)
+      socket.once("message", (reply) => {
+        clearTimeout(timer)
+        socket.close()
+        resolve(reply)
+      })
+      socket.send(message, server.port, server.host)
+    })
+  const respond = async (message: Buffer, query: dnsPacket.DecodedPacket, transport: "udp" | "tcp"): Promise<Buffer | undefined> => {
+    const q = (query.questions ?? [])[0]
+    const server = q === undefined || silent ? undefined : delegateOf(q.name)
+    if (server === undefined || q === undefined) return answer(query, transport)
+    asked.push({ name: q.name.toLowerCase(), type: q.type, transport })
+    return forward(message, server)
+  }
 
   const answer = (query: dnsPacket.DecodedPacket, transport: "udp" | "tcp"): Buffer | undefined => {
     const questions = query.questions ?? []
@@ -94,8 +126,9 @@ export const startDnsStandIn = async (): Promise<DnsStandIn> => {
     } catch {
       return // not DNS: dropped, as a server would
     }
-    const reply = answer(query, "udp")
-    if (reply !== undefined) socket.send(reply, peer.port, peer.address)
+    void respond(message, query, "udp").then((reply) => {
+      if (reply !== undefined) socket.send(reply, peer.port, peer.address)
+    })
   }
 
   const tcp = net.createServer((socket) => {
@@ -115,11 +148,12 @@ export const startDnsStandIn = async (): Promise<DnsStandIn> => {
           socket.destroy()
           return
         }
-        const reply = answer(query, "tcp")
-        if (reply === undefined) continue
-        const prefix = Buffer.alloc(2)
-        prefix.writeUInt16BE(reply.length)
-        socket.write(Buffer.concat([prefix, reply]))
+        void respond(message, query, "tcp").then((reply) => {
+          if (reply === undefined) return
+          const prefix = Buffer.alloc(2)
+          prefix.writeUInt16BE(reply.length)
+          socket.write(Buffer.concat([prefix, reply]))
+        })
       }
     })
   })
@@ -171,6 +205,9 @@ export const startDnsStandIn = async (): Promise<DnsStandIn> => {
     setTxt: (name, records) => {
       const key = name.toLowerCase().replace(/\.$/, "")
       set(key, "txt", records === undefined ? undefined : records.map((r) => (typeof r === "string" ? chunked(r) : [...r])))
+    },
+    delegate: (zone, host, port) => {
+      delegated.set(zone.toLowerCase().replace(/\.$/, ""), { host, port })
     },
     setA: (name, addresses) => {
       set(name.toLowerCase().replace(/\.$/, ""), "a", addresses)

@@ -28,9 +28,19 @@ type Storage struct {
 	TokenFile string `json:"token_file,omitempty"`
 
 	gateway *gateway
-	owner   string
-	mu      sync.Mutex
-	held    map[string]context.CancelFunc
+	locks   *lockTable
+}
+
+// lockTable is this process's held locks, by name.
+type lockTable struct {
+	mu   sync.Mutex
+	held map[string]heldLock
+}
+
+// heldLock is one acquisition of a lock: its owner id at the gateway, and the stop of its renewal.
+type heldLock struct {
+	owner string
+	stop  context.CancelFunc
 }
 
 func (Storage) CaddyModule() caddy.ModuleInfo {
@@ -43,12 +53,7 @@ func (s *Storage) Provision(caddy.Context) error {
 		return err
 	}
 	s.gateway = g
-	id := make([]byte, 12)
-	if _, err := rand.Read(id); err != nil {
-		return err
-	}
-	s.owner = hex.EncodeToString(id)
-	s.held = map[string]context.CancelFunc{}
+	s.locks = &lockTable{held: map[string]heldLock{}}
 	return nil
 }
 
@@ -125,11 +130,18 @@ func (s *Storage) Stat(ctx context.Context, key string) (certmagic.KeyInfo, erro
 // lockRenewal is how often a held lock's lease (60 s at the gateway) is renewed.
 const lockRenewal = 20 * time.Second
 
-// Lock takes the named lock for this process, waiting while another holds it. A held lock is
-// renewed until Unlock, so a crashed holder's lock lapses within the gateway's lease.
+// Lock takes the named lock, waiting while anyone else holds it: another node's edge, or another
+// goroutine of this one (certmagic locks from many at once), since each acquisition has an owner
+// id of its own. A held lock is renewed until Unlock, so a crashed holder's lock lapses within the
+// gateway's lease.
 func (s *Storage) Lock(ctx context.Context, name string) error {
+	id := make([]byte, 12)
+	if _, err := rand.Read(id); err != nil {
+		return err
+	}
+	owner := hex.EncodeToString(id)
 	for {
-		err := s.gateway.post(ctx, "/v1/internal/tls-store", storeOp{Op: "lock", Key: name, Owner: s.owner}, nil)
+		err := s.gateway.post(ctx, "/v1/internal/tls-store", storeOp{Op: "lock", Key: name, Owner: owner}, nil)
 		if err == nil {
 			break
 		}
@@ -144,12 +156,9 @@ func (s *Storage) Lock(ctx context.Context, name string) error {
 		}
 	}
 	renewing, stop := context.WithCancel(context.Background())
-	s.mu.Lock()
-	if previous, ok := s.held[name]; ok {
-		previous()
-	}
-	s.held[name] = stop
-	s.mu.Unlock()
+	s.locks.mu.Lock()
+	s.locks.held[name] = heldLock{owner: owner, stop: stop}
+	s.locks.mu.Unlock()
 	go func() {
 		for {
 			select {
@@ -157,7 +166,7 @@ func (s *Storage) Lock(ctx context.Context, name string) error {
 				return
 			case <-time.After(lockRenewal):
 				call, cancel := context.WithTimeout(renewing, 10*time.Second)
-				_ = s.gateway.post(call, "/v1/internal/tls-store", storeOp{Op: "lock", Key: name, Owner: s.owner}, nil)
+				_ = s.gateway.post(call, "/v1/internal/tls-store", storeOp{Op: "lock", Key: name, Owner: owner}, nil)
 				cancel()
 			}
 		}
@@ -166,13 +175,17 @@ func (s *Storage) Lock(ctx context.Context, name string) error {
 }
 
 func (s *Storage) Unlock(ctx context.Context, name string) error {
-	s.mu.Lock()
-	if stop, ok := s.held[name]; ok {
-		stop()
-		delete(s.held, name)
+	s.locks.mu.Lock()
+	held, ok := s.locks.held[name]
+	if ok {
+		held.stop()
+		delete(s.locks.held, name)
 	}
-	s.mu.Unlock()
-	return s.gateway.post(ctx, "/v1/internal/tls-store", storeOp{Op: "unlock", Key: name, Owner: s.owner}, nil)
+	s.locks.mu.Unlock()
+	if !ok {
+		return nil
+	}
+	return s.gateway.post(ctx, "/v1/internal/tls-store", storeOp{Op: "unlock", Key: name, Owner: held.owner}, nil)
 }
 
 var (

@@ -80,3 +80,15 @@ export const parseDnsServers = (text: string) =>
     }
     return servers as ReadonlyArray<string>
   })
+
+/** An address to listen on: `ip:port` or `[ipv6]:port`, the port required. */
+export const parseListenAddress = (path: ReadonlyArray<string>, text: string) =>
+  Effect.gen(function* () {
+    const entry = text.trim()
+    const bracketed = /^\[([^\]]+)\]:(\d{1,5})$/.exec(entry)
+    const v4 = /^([0-9.]+):(\d{1,5})$/.exec(entry)
+    const [host, port] = bracketed !== null ? [bracketed[1] ?? "", bracketed[2]] : v4 !== null ? [v4[1] ?? "", v4[2]] : ["", undefined]
+    const ok = (bracketed !== null ? isIP(host) === 6 : isIP(host) === 4) && Number(port) >= 1 && Number(port) <= 65535
+    if (!ok) return yield* Effect.fail(ConfigError.InvalidData([...path], `expected ip:port or [ipv6]:port, got "${entry}"`))
+    return { host, port: Number(port) }
+  })

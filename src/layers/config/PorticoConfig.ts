@@ -17,7 +17,7 @@ import { defaultMembershipSettings, membershipConfig, type MembershipSettings } 
 import { backupConfig, defaultBackupSettings, type BackupSettings } from "./BackupSettings.js"
 import { defaultDeploymentSettings, deploymentConfig, type DeploymentSettings } from "./DeploymentSettings.js"
 import { noTestPauses, testPausesConfig, type TestPauses } from "./TestPauses.js"
-import { parseDnsServers, parseRedisMap, parseUrlMap } from "./AddressLists.js"
+import { parseDnsServers, parseListenAddress, parseRedisMap, parseUrlMap } from "./AddressLists.js"
 
 export interface RateLimitSetting {
   /** Sustained requests per second. */
@@ -129,6 +129,12 @@ export interface PorticoSettings {
    * (docs/deployments.md, "Custom domains").
    */
   readonly dnsServers: ReadonlyArray<string>
+  /**
+   * Where this node answers DNS for the edge's DNS-01 challenges (`PORTICO_ACME_DNS`, `ip:port` or
+   * `[ipv6]:port`, UDP and TCP; docs/edge.md "The wildcard certificate"); unset, the default, it
+   * does not.
+   */
+  readonly acmeDns: { readonly host: string; readonly port: number } | undefined
   /**
    * Unverified custom domain claims one namespace may hold at once
    * (`PORTICO_DOMAINS_PENDING_PER_NAMESPACE`, default 50): an add past it is refused with 400.
@@ -275,6 +281,7 @@ const load = (overrides: Partial<Pick<PorticoSettings, "host" | "port" | "dataDi
     const relayUrl = yield* env(Config.option(Config.url("PUSH_RELAY_URL")))
     const relayToken = yield* env(Config.option(Config.string("PUSH_RELAY_TOKEN")))
     const dnsServers = yield* env(Config.string("DNS_SERVERS")).pipe(Config.withDefault(""))
+    const acmeDns = yield* env(Config.option(Config.string("ACME_DNS")))
     const domainsPending = yield* env(positiveInteger("DOMAINS_PENDING_PER_NAMESPACE")).pipe(
       Config.withDefault(DEFAULT_PENDING_DOMAINS_PER_NAMESPACE)
     )
@@ -358,6 +365,7 @@ const load = (overrides: Partial<Pick<PorticoSettings, "host" | "port" | "dataDi
       deployments: yield* deploymentConfig,
       testPauses: yield* testPausesConfig,
       dnsServers: yield* parseDnsServers(dnsServers),
+      acmeDns: Option.isNone(acmeDns) ? undefined : yield* parseListenAddress(["PORTICO", "ACME_DNS"], acmeDns.value),
       domainsPendingPerNamespace: domainsPending
     }
     return settings
@@ -462,6 +470,7 @@ export const testSettings = (dataDir: string, patch: Partial<PorticoSettings> = 
   deployments: defaultDeploymentSettings,
   testPauses: noTestPauses,
   dnsServers: [],
+  acmeDns: undefined,
   domainsPendingPerNamespace: DEFAULT_PENDING_DOMAINS_PER_NAMESPACE,
   ...patch
 })
