@@ -15,6 +15,8 @@
  * answer has already gone out). A reservation is given back when the request is done with (node's
  * `close` on the request, which also fires when the connection is lost).
  */
+import { isLoopbackSource } from "../layers/nodes/NodeEnrolment.js"
+import { clientAddressOf } from "./node/ClientAddress.js"
 import type * as http from "node:http"
 import type * as net from "node:net"
 import { setFlagsFromString } from "node:v8"
@@ -172,12 +174,19 @@ class Guard {
   }
 
   readonly admit: Admission = (req, res, kind, cap) => {
-    const address = req.socket.remoteAddress
-    // a peer gateway's call on behalf of clients it charged already; from anywhere else an
-    // internal path is charged like every other request (its route refuses it, 403)
-    const internal = (req.url ?? "/").startsWith(INTERNAL_PREFIX) && isOverlaySource(address)
+    const address = clientAddressOf(req)
+    // a peer gateway's call on behalf of clients it charged already, or a call from this node's
+    // own machine that no proxy relayed (the edge's storage and checks, the node's stamped calls;
+    // deployed apps cannot reach loopback); from anywhere else an internal path is charged like
+    // every other request (its route refuses it, 403)
+    const peer = req.socket.remoteAddress
+    const internal =
+      (req.url ?? "/").startsWith(INTERNAL_PREFIX) &&
+      (isOverlaySource(peer) || (isLoopbackSource(peer) && req.headers["x-forwarded-for"] === undefined))
     const now = Date.now()
-    if (!internal && this.limiter !== undefined) {
+    // exempt: no route's gate charges it either
+    if (internal) RequestMeta.markClientCharged(req)
+    else if (this.limiter !== undefined) {
       const decision = this.limiter.checkClientNow(address, now)
       RequestMeta.markClientCharged(req)
       if (!decision.allowed) {

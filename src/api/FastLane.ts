@@ -22,6 +22,7 @@
  * request (RequestMeta `setGated`), so the app's gate takes it as it is: nothing is charged twice,
  * and the app writes the refusal or the decode error as it always does.
  */
+import { clientAddressOf } from "./node/ClientAddress.js"
 import { Cause, Effect, Either, Exit, Option, Runtime, Schema } from "effect"
 import type * as http from "node:http"
 import { type ApiError, CoordinationRefused, type DomainRefusal, type ErrorCode, fromRefusal } from "../domain/Errors.js"
@@ -362,7 +363,7 @@ export const makeFastLane = Effect.gen(function* () {
       route.policy,
       {
         authorization: req.headers["authorization"],
-        remoteAddress: req.socket.remoteAddress,
+        remoteAddress: clientAddressOf(req),
         clientCharged: RequestMeta.clientChargedSource(req),
         noteNamespace: logRequests ? (namespace) => RequestMeta.setNamespaceOfSource(req, namespace) : undefined
       },

@@ -3,10 +3,12 @@
  * the error envelope, the access log, and a node:http listener. `serveGateway` is what
  * `portico serve` and the end-to-end tests run.
  */
+import { noteClient } from "./node/ClientAddress.js"
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpRouter from "@effect/platform/HttpRouter"
 import { Context, Effect, Layer, Option, Scope } from "effect"
 import * as http from "node:http"
+import type { Duplex } from "node:stream"
 import type { AddressInfo } from "node:net"
 import { Code, envelopeText } from "../domain/Errors.js"
 import type { PorticoSettings } from "../layers/config/PorticoConfig.js"
@@ -244,7 +246,8 @@ export const gatewayListener = (settings: PorticoSettings) =>
       storage: Context.get(context, Storage),
       nodeId: settings.nodeId,
       ownPort: () => ownPort,
-      onAnswered
+      onAnswered,
+      proxies: settings.trustedProxies
     })
     yield* Scope.addFinalizer(scope, Effect.sync(routing.close))
     // every long-lived socket's credential, read again every few seconds (SocketRevocation.ts)
@@ -284,9 +287,24 @@ export const gatewayListener = (settings: PorticoSettings) =>
       isApiHost: (host) => Context.get(context, AppHosts).route(host).kind === "api",
       onAnswered
     })
-    return Object.assign(routing.listener(api), {
+    // behind a trusted proxy (the edge) the client is who it names (config/TrustedProxies.ts)
+    const proxies = settings.trustedProxies
+    const serve = routing.listener(api)
+    const upgrade = upgrades.inFront(routing.upgrade(api))
+    const entry: typeof serve = proxies.any
+      ? (req, res) => {
+          noteClient(proxies, req)
+          serve(req, res)
+        }
+      : serve
+    return Object.assign(entry, {
       /** The server's `upgrade` listener: apps' WebSockets, and the API's hosts answered as requests. */
-      upgrade: upgrades.inFront(routing.upgrade(api)),
+      upgrade: proxies.any
+        ? (req: http.IncomingMessage, socket: Duplex, head: Buffer) => {
+            noteClient(proxies, req)
+            upgrade(req, socket, head)
+          }
+        : upgrade,
       /** Dynamic apps' connections are taken before node's server parses them (AppConnections.ts). */
       takeConnections: routing.takeConnections,
       closeIdleAppConnections: routing.closeIdleConnections,

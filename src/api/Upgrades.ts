@@ -11,6 +11,7 @@
  * carry the credential as `?jwt=` (docs/api.md "WebSocket routes"); the route's query schema
  * declares `jwt` where the route takes it, so elsewhere it is an unknown member.
  */
+import { clientAddressOf } from "./node/ClientAddress.js"
 import * as HttpApiDecodeError from "@effect/platform/HttpApiError"
 import type * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import type * as HttpApiGroup from "@effect/platform/HttpApiGroup"
@@ -140,7 +141,7 @@ export const makeUpgrades = (options: {
     const jwt = url.searchParams.get("jwt")
     const authorization = req.headers.authorization ?? (jwt === null ? undefined : `Bearer ${jwt}`)
     const admitted = await Effect.runPromise(
-      Effect.either(options.gate.run(route.policy, { authorization, remoteAddress: req.socket.remoteAddress, clientCharged: false }))
+      Effect.either(options.gate.run(route.policy, { authorization, remoteAddress: clientAddressOf(req), clientCharged: false }))
     )
     if (Either.isLeft(admitted)) return refuse(asRefusal(admitted.left))
     const query = decodeQuery(route, url.searchParams)

@@ -84,9 +84,12 @@ const reader = (socket: net.Socket, headRequests: ReadonlySet<number> = new Set(
   }
 }
 
-const connect = (port: number) =>
+/** The proxy the gateway trusts for who the client is (PORTICO_TRUSTED_PROXIES): connect from it to be one. */
+const PROXY = "127.0.0.2"
+
+const connect = (port: number, from?: string) =>
   new Promise<net.Socket>((resolve, reject) => {
-    const socket = net.connect({ host: "127.0.0.1", port }, () => resolve(socket))
+    const socket = net.connect({ host: "127.0.0.1", port, ...(from === undefined ? {} : { localAddress: from }) }, () => resolve(socket))
     socket.once("error", reject)
   })
 
@@ -172,7 +175,7 @@ describe.each(["sqlite", "rqlite"] as const)("app connections through host routi
     )
     host = record.domain
     app = await startApp(record.port as number, seen)
-    gw = await startSeededGateway(f, [record])
+    gw = await startSeededGateway(f, [record], { PORTICO_TRUSTED_PROXIES: PROXY })
     await waitFor("the app served on its host", async () => (await getOnHost(gw.port, host, "/ready")).status === 200, 20_000)
     owner = (await gw.cli(["namespace", "create", "conns"])).api_key
   }, 60_000)
@@ -186,6 +189,34 @@ describe.each(["sqlite", "rqlite"] as const)("app connections through host routi
 
   beforeEach(() => {
     seen.length = 0
+  })
+
+  it("behind a trusted proxy, passes the client and scheme it names, on the fast path and the request-level proxy alike", async () => {
+    const socket = await connect(gw.port, PROXY)
+    const read = reader(socket, new Set())
+    socket.write(
+      `GET /p1 HTTP/1.1\r\nHost: ${host}\r\nX-Forwarded-For: 6.6.6.6, 198.51.100.7\r\nX-Forwarded-Proto: https\r\n\r\n` +
+        `GET /p2 HTTP/1.1\r\nHost: ${host}\r\n\r\n`
+    )
+    await read.until(2)
+    socket.destroy()
+    // a connection that began with the API's host goes through node's server and the request-level proxy
+    const other = await connect(gw.port, PROXY)
+    const readOther = reader(other, new Set())
+    other.write(
+      `GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n` +
+        `GET /p3 HTTP/1.1\r\nHost: ${host}\r\nX-Forwarded-For: 203.0.113.4\r\nX-Forwarded-Proto: https\r\n\r\n`
+    )
+    await readOther.until(2)
+    other.destroy()
+    const byUrl = new Map(seen.map((s) => [s.url, s.headers]))
+    expect(byUrl.get("/p1")?.["x-forwarded-for"]).toBe("198.51.100.7")
+    expect(byUrl.get("/p1")?.["x-forwarded-proto"]).toBe("https")
+    // the proxy's own request: it is the client
+    expect(byUrl.get("/p2")?.["x-forwarded-for"]).toBe(PROXY)
+    expect(byUrl.get("/p2")?.["x-forwarded-proto"]).toBe("http")
+    expect(byUrl.get("/p3")?.["x-forwarded-for"]).toBe("203.0.113.4")
+    expect(byUrl.get("/p3")?.["x-forwarded-proto"]).toBe("https")
   })
 
   it("answers pipelined requests in order, bodies by length and chunked, HEAD, each with the gateway's X-Forwarded-*", async () => {

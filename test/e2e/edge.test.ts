@@ -48,10 +48,10 @@ interface Answer {
 }
 
 /** An HTTPS request to the edge at `address`, naming `host` (SNI and Host), trusting only `ca`. */
-const overTls = (address: string, port: number, host: string, urlPath: string, ca: string) =>
+const overTls = (address: string, port: number, host: string, urlPath: string, ca: string, from?: string) =>
   new Promise<Answer>((resolve, reject) => {
     const req = https.request(
-      { host: address, port, servername: host, path: urlPath, headers: { host }, ca, agent: false, timeout: 60_000 },
+      { host: address, port, servername: host, path: urlPath, headers: { host }, ca, agent: false, timeout: 60_000, ...(from === undefined ? {} : { localAddress: from }) },
       (res) => {
         const certificate = (res.socket as tls.TLSSocket).getPeerCertificate()
         let body = ""
@@ -139,7 +139,18 @@ describe("the TLS edge: on-demand certificates from Pebble, shared by two nodes'
     acmeDnsPort = await portFreeOn(["127.0.0.1"])
     a = await startGateway({ dataDir: dataA, env: { ...env, PORTICO_NODE_ID: "node-a", PORTICO_ACME_DNS: `127.0.0.1:${acmeDnsPort}` } })
     dns.delegate(`_acme-challenge.${BASE}`, "127.0.0.1", acmeDnsPort)
-    b = await startGateway({ dataDir: dataB, env: { ...env, PORTICO_NODE_ID: "node-b" } })
+    // node-b trusts its edge for who the client is, and limits each client network to a burst of 3
+    b = await startGateway({
+      dataDir: dataB,
+      env: {
+        ...env,
+        PORTICO_NODE_ID: "node-b",
+        PORTICO_TRUSTED_PROXIES: "127.0.0.1",
+        PORTICO_RATE_LIMIT: "true",
+        PORTICO_RATE_LIMIT_CLIENT_RPS: "1",
+        PORTICO_RATE_LIMIT_CLIENT_BURST: "3"
+      }
+    })
     ownerKey = (await a.cli(["namespace", "create", "shop"])).api_key
 
     // the custom domain, verified over DNS as a tenant does it; another one added, never verified
@@ -287,6 +298,23 @@ describe("the TLS edge: on-demand certificates from Pebble, shared by two nodes'
     const plain = await overPlain(EDGE_A, httpPort, CUSTOM, "/a/b?c=1")
     expect(plain.status).toBe(308)
     expect(plain.headers.location).toBe(`https://${CUSTOM}:${httpsPort}/a/b?c=1`)
+  }, 60_000)
+
+  it("behind its edge a gateway that trusts it limits each client by the address the edge names, not the edge's own", async () => {
+    // clients on networks of their own, away from the test's and the edge's own calls (127.0.0.1)
+    const health = (from: string) => overTls(EDGE_B, httpsPort, `ns-shop.${BASE}`, "/health", issuingRoot, from)
+    // the first asks obtain node-b's certificate for the name; then a burst of 3 per client network
+    expect((await health("127.0.5.55")).status).toBe(200)
+    let limited: Answer | undefined
+    for (let i = 0; i < 10 && limited === undefined; i++) {
+      const answer = await health("127.0.5.55")
+      if (answer.status === 429) limited = answer
+      else expect(answer.status).toBe(200)
+    }
+    expect(limited?.status).toBe(429)
+    expect(JSON.parse(limited?.body ?? "{}").code).toBe("RATE_LIMITED")
+    // another client network through the same edge has a bucket of its own
+    expect((await health("127.0.6.55")).status).toBe(200)
   }, 60_000)
 
   it("keeps every stored value sealed in the registry: no key or certificate in the clear", async () => {

@@ -63,7 +63,8 @@ export const deploymentFixture = async (engine: "sqlite" | "rqlite", options: { 
 /** A gateway on the fixture's data directory; `unresumed` (dynamic apps seeded active) are active again when it answers. */
 export const startSeededGateway = async (
   fixture: DeploymentFixture,
-  unresumed: ReadonlyArray<DeploymentRecord>
+  unresumed: ReadonlyArray<DeploymentRecord>,
+  env: Readonly<Record<string, string>> = {}
 ): Promise<Gateway> => {
   const registry = fixture.settings.registry
   const gw = await startGateway({
@@ -71,7 +72,8 @@ export const startSeededGateway = async (
     env: {
       PORTICO_BASE_DOMAIN: fixture.settings.baseDomain,
       PORTICO_NODE_ID: fixture.settings.nodeId,
-      ...(registry.engine === "rqlite" ? { PORTICO_RQLITE_URL: registry.url } : {})
+      ...(registry.engine === "rqlite" ? { PORTICO_RQLITE_URL: registry.url } : {}),
+      ...env
     }
   })
   for (const record of unresumed) {

@@ -3,6 +3,7 @@
  * surface (headers, url, method, remote address, text/json/urlencoded/multipart/stream bodies),
  * its body read once with a cap and as strict UTF-8.
  */
+import { clientAddressOf } from "./ClientAddress.js"
 import * as Cookies from "@effect/platform/Cookies"
 import type * as FileSystem from "@effect/platform/FileSystem"
 import * as Headers from "@effect/platform/Headers"
@@ -147,7 +148,7 @@ export class LeanServerRequest extends Inspectable.Class implements ServerReques
     return this.cachedCookies ??= Cookies.parseHeader(this.headers.cookie ?? "")
   }
   get remoteAddress(): Option.Option<string> {
-    return Option.fromNullable(this.remoteAddressOverride ?? this.exchange.source.socket.remoteAddress)
+    return Option.fromNullable(this.remoteAddressOverride ?? clientAddressOf(this.exchange.source))
   }
 
   private readonly decodeError = (cause: unknown) =>

@@ -18,6 +18,7 @@ import { backupConfig, defaultBackupSettings, type BackupSettings } from "./Back
 import { defaultDeploymentSettings, deploymentConfig, type DeploymentSettings } from "./DeploymentSettings.js"
 import { noTestPauses, testPausesConfig, type TestPauses } from "./TestPauses.js"
 import { parseDnsServers, parseListenAddress, parseRedisMap, parseUrlMap } from "./AddressLists.js"
+import { NO_TRUSTED_PROXIES, parseTrustedProxies, type TrustedProxies } from "./TrustedProxies.js"
 
 export interface RateLimitSetting {
   /** Sustained requests per second. */
@@ -135,6 +136,12 @@ export interface PorticoSettings {
    * does not.
    */
   readonly acmeDns: { readonly host: string; readonly port: number } | undefined
+  /**
+   * Proxies whose `X-Forwarded-For` and `X-Forwarded-Proto` name the client
+   * (`PORTICO_TRUSTED_PROXIES`, comma-separated addresses or CIDR ranges; none by default): the
+   * edge in front of the gateway (config/TrustedProxies.ts, docs/edge.md).
+   */
+  readonly trustedProxies: TrustedProxies
   /**
    * Unverified custom domain claims one namespace may hold at once
    * (`PORTICO_DOMAINS_PENDING_PER_NAMESPACE`, default 50): an add past it is refused with 400.
@@ -282,6 +289,11 @@ const load = (overrides: Partial<Pick<PorticoSettings, "host" | "port" | "dataDi
     const relayToken = yield* env(Config.option(Config.string("PUSH_RELAY_TOKEN")))
     const dnsServers = yield* env(Config.string("DNS_SERVERS")).pipe(Config.withDefault(""))
     const acmeDns = yield* env(Config.option(Config.string("ACME_DNS")))
+    const trustedText = yield* env(Config.string("TRUSTED_PROXIES")).pipe(Config.withDefault(""))
+    const trustedProxies = parseTrustedProxies(trustedText.split(","))
+    if (typeof trustedProxies === "string") {
+      return yield* Effect.fail(ConfigError.InvalidData(["PORTICO", "TRUSTED_PROXIES"], `expected comma-separated addresses or CIDR ranges: ${trustedProxies}`))
+    }
     const domainsPending = yield* env(positiveInteger("DOMAINS_PENDING_PER_NAMESPACE")).pipe(
       Config.withDefault(DEFAULT_PENDING_DOMAINS_PER_NAMESPACE)
     )
@@ -366,6 +378,7 @@ const load = (overrides: Partial<Pick<PorticoSettings, "host" | "port" | "dataDi
       testPauses: yield* testPausesConfig,
       dnsServers: yield* parseDnsServers(dnsServers),
       acmeDns: Option.isNone(acmeDns) ? undefined : yield* parseListenAddress(["PORTICO", "ACME_DNS"], acmeDns.value),
+      trustedProxies,
       domainsPendingPerNamespace: domainsPending
     }
     return settings
@@ -471,6 +484,7 @@ export const testSettings = (dataDir: string, patch: Partial<PorticoSettings> = 
   testPauses: noTestPauses,
   dnsServers: [],
   acmeDns: undefined,
+  trustedProxies: NO_TRUSTED_PROXIES,
   domainsPendingPerNamespace: DEFAULT_PENDING_DOMAINS_PER_NAMESPACE,
   ...patch
 })

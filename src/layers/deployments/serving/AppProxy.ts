@@ -14,6 +14,7 @@
  *
  * The proxy never connects to the gateway's own port: a record naming it would loop.
  */
+import { clientAddressOf, clientProtoOf } from "../../../api/node/ClientAddress.js"
 import * as http from "node:http"
 import type * as net from "node:net"
 import type { Duplex } from "node:stream"
@@ -55,10 +56,9 @@ export const endToEnd = (raw: ReadonlyArray<string>, connection: string | string
 /** The request's headers as the app receives them. */
 const forwardedHeaders = (req: http.IncomingMessage, upgrade: string | undefined): Array<string> => {
   const headers = endToEnd(req.rawHeaders, req.headers["connection"])
-  const socket = req.socket as net.Socket & { encrypted?: boolean }
   headers.push(
-    "X-Forwarded-For", socket.remoteAddress ?? "",
-    "X-Forwarded-Proto", socket.encrypted === true ? "https" : "http",
+    "X-Forwarded-For", clientAddressOf(req) ?? "",
+    "X-Forwarded-Proto", clientProtoOf(req),
     "X-Forwarded-Host", req.headers.host ?? ""
   )
   if (upgrade !== undefined) headers.push("Connection", "Upgrade", "Upgrade", upgrade)

@@ -8,6 +8,7 @@
  * that is not the app's home node answers 503 for it (a static site is served by any gateway
  * that reaches its content).
  */
+import type { TrustedProxies } from "../../config/TrustedProxies.js"
 import * as http from "node:http"
 import type { Duplex } from "node:stream"
 import type { StorageService } from "../../storage/Storage.js"
@@ -27,6 +28,8 @@ export interface HostRoutingOptions {
   /** The access log's call for app requests, when request logging is on. */
   readonly onAnswered?: ((req: http.IncomingMessage, status: number, ms: number) => void) | undefined
   readonly answerTimeoutMs?: number | undefined
+  /** Proxies whose `X-Forwarded-For`/`-Proto` name the client (the edge). */
+  readonly proxies?: TrustedProxies | undefined
 }
 
 type Listener = (req: http.IncomingMessage, res: http.ServerResponse) => void
@@ -52,6 +55,7 @@ export const makeHostRouting = (options: HostRoutingOptions) => {
       return app
     },
     answerTimeoutMs: options.answerTimeoutMs ?? ANSWER_TIMEOUT_MS,
+    proxies: options.proxies,
     onAnswered
   })
 

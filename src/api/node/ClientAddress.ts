@@ -1,0 +1,38 @@
+/**
+ * A request's client, decided once at the listener (src/layers/config/TrustedProxies.ts) and kept
+ * on node's request, so every later reader (rate limits, body budgets, the gate, the access log,
+ * the app proxy) takes the same answer without the settings. Without trusted proxies nothing is
+ * kept and the socket's peer is read, as before.
+ */
+import type * as http from "node:http"
+import type * as net from "node:net"
+import { clientBehind, protoBehind, type TrustedProxies } from "../../layers/config/TrustedProxies.js"
+
+const CLIENT = Symbol("portico.request.client")
+const PROTO = Symbol("portico.request.proto")
+interface Noted {
+  [CLIENT]?: string | undefined
+  [PROTO]?: "http" | "https"
+}
+
+const joined = (value: string | ReadonlyArray<string> | undefined) => (typeof value === "string" || value === undefined ? value : value.join(","))
+
+/** Decides the request's client and scheme when its peer is a trusted proxy. */
+export const noteClient = (proxies: TrustedProxies, req: http.IncomingMessage): void => {
+  if (!proxies.any) return
+  const peer = req.socket.remoteAddress
+  if (!proxies.trusts(peer)) return
+  const noted = req as http.IncomingMessage & Noted
+  noted[CLIENT] = clientBehind(proxies, peer, joined(req.headers["x-forwarded-for"]))
+  noted[PROTO] = protoBehind(proxies, peer, joined(req.headers["x-forwarded-proto"]), (req.socket as net.Socket & { encrypted?: boolean }).encrypted === true)
+}
+
+/** The request's client address: as a trusted proxy named it, else its peer's. */
+export const clientAddressOf = (req: http.IncomingMessage): string | undefined => {
+  const noted = req as http.IncomingMessage & Noted
+  return CLIENT in noted ? noted[CLIENT] : req.socket.remoteAddress
+}
+
+/** The scheme the client used. */
+export const clientProtoOf = (req: http.IncomingMessage): "http" | "https" =>
+  (req as http.IncomingMessage & Noted)[PROTO] ?? ((req.socket as net.Socket & { encrypted?: boolean }).encrypted === true ? "https" : "http")
