@@ -176,13 +176,12 @@ class Guard {
   readonly admit: Admission = (req, res, kind, cap) => {
     const address = clientAddressOf(req)
     // a peer gateway's call on behalf of clients it charged already, or a call from this node's
-    // own machine that no proxy relayed (the edge's storage and checks, the node's stamped calls;
-    // deployed apps cannot reach loopback); from anywhere else an internal path is charged like
-    // every other request (its route refuses it, 403)
+    // own machine (the edge's storage and checks, the node's stamped calls; deployed apps cannot
+    // reach loopback), either one no proxy relayed; from anywhere else an internal path is
+    // charged like every other request (its route refuses it, 403)
     const peer = req.socket.remoteAddress
     const internal =
-      (req.url ?? "/").startsWith(INTERNAL_PREFIX) &&
-      (isOverlaySource(peer) || (isLoopbackSource(peer) && req.headers["x-forwarded-for"] === undefined))
+      (req.url ?? "/").startsWith(INTERNAL_PREFIX) && req.headers["x-forwarded-for"] === undefined && (isOverlaySource(peer) || isLoopbackSource(peer))
     const now = Date.now()
     // exempt: no route's gate charges it either
     if (internal) RequestMeta.markClientCharged(req)

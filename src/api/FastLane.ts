@@ -331,7 +331,7 @@ export const makeFastLane = Effect.gen(function* () {
     // path and the JSON body (no v1 here), then the nonce spent. A MAC that only a root
     // generation not held yet could tell is the app's: PeerGate reads the newer ones first.
     const headers = req.headers as Readonly<Record<string, string | undefined>>
-    const refusal = coordination.value.verifyNow("POST", req.url ?? "", text, headers, req.socket.remoteAddress, false, Date.now())
+    const refusal = coordination.value.verifyNow("POST", req.url ?? "", text, headers, clientAddressOf(req), false, Date.now())
     if (refusal === MAC_UNHELD) return undefined
     if (refusal !== undefined) {
       const answer = refused(new CoordinationRefused({ error: refusal }))
