@@ -193,10 +193,11 @@ export const commands: ReadonlyArray<Command> = [
   {
     words: ["edge", "config"],
     summary: "Print the Caddy configuration of this node's TLS edge (run Caddy with it: docs/edge.md).",
-    synopsis: "[--acme-ca URL] [--email E] [--wildcard] [--https-port N] [--http-port N] [--listen HOST] [--gateway URL] [--trusted-roots a.pem,b.pem] [--resolvers host:port,...] [--data-dir DIR]",
+    synopsis: "[--acme-ca URL | --internal-ca] [--email E] [--wildcard] [--https-port N] [--http-port N] [--listen HOST] [--gateway URL] [--trusted-roots a.pem,b.pem] [--resolvers host:port,...] [--data-dir DIR]",
     details: [
       ["--acme-ca URL", "the ACME CA's directory (default Let's Encrypt's)"],
       ["--email E", "the ACME account's contact address"],
+      ["--internal-ca", "certificates from Caddy's own local CA, shared by the nodes, instead of an ACME CA (a cluster on one machine; scripts/cluster-up.sh --edge)"],
       ["--wildcard", "one certificate for the base domain and *.<base> by DNS-01 through this gateway (its DNS answers _acme-challenge: docs/edge.md)"],
       ["--https-port N", "HTTPS port (default 443)"],
       ["--http-port N", "plain HTTP port: ACME HTTP-01 challenges and redirects (default 80)"],
@@ -209,6 +210,7 @@ export const commands: ReadonlyArray<Command> = [
     notes: ["The node's edge token (<data dir>/edge.token, mode 0600) is made if absent; the edge reads it, so run the edge as a user who may."],
     options: {
       "acme-ca": { type: "string" },
+      "internal-ca": { type: "boolean" },
       email: { type: "string" },
       wildcard: { type: "boolean" },
       "https-port": { type: "string" },

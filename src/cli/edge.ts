@@ -23,6 +23,9 @@ const list = (raw: string | undefined): ReadonlyArray<string> | undefined =>
 export const edgeConfig = (parsed: Parsed): Promise<void> =>
   runCommand(
     Effect.gen(function* () {
+      if (parsed.values["internal-ca"] === true && stringOption(parsed, "acme-ca") !== undefined) {
+        throw usageError("--internal-ca and --acme-ca name two certificate authorities: give one")
+      }
       const dataDirOption = stringOption(parsed, "data-dir")
       const settings = yield* PorticoConfig.pipe(Effect.provide(PorticoConfig.fromEnv(dataDirOption === undefined ? {} : { dataDir: dataDirOption })))
       const dataDir = path.resolve(settings.dataDir)
@@ -33,6 +36,7 @@ export const edgeConfig = (parsed: Parsed): Promise<void> =>
         dataDir,
         baseDomain: settings.baseDomain,
         acmeDirectory: stringOption(parsed, "acme-ca") ?? LETS_ENCRYPT,
+        internalCa: parsed.values["internal-ca"] === true,
         email: stringOption(parsed, "email"),
         trustedRoots: list(stringOption(parsed, "trusted-roots")),
         wildcard: parsed.values["wildcard"] === true,

@@ -27,6 +27,13 @@ export interface EdgeSettings {
   readonly baseDomain: string
   /** The ACME CA's directory URL (Let's Encrypt's production one by default). */
   readonly acmeDirectory: string
+  /**
+   * Certificates from Caddy's own local CA instead of an ACME CA: for a cluster on one machine,
+   * which no public CA can reach. Its root lives in the shared store (`pki/authorities/local/`),
+   * so every node's edge issues under the same one; it is never installed into the system's
+   * trust store.
+   */
+  readonly internalCa?: boolean | undefined
   /** The ACME account's contact address, if any. */
   readonly email?: string | undefined
   /** PEM files of roots to trust for the ACME CA's own HTTPS (a test CA, a private CA). */
@@ -52,14 +59,14 @@ export const caddyConfig = (settings: EdgeSettings): Record<string, unknown> => 
   const tokenFile = `${settings.dataDir.replace(/\/+$/, "")}/edge.token`
   const listen = (port: number) => `${settings.listenHost ?? ""}:${port}`
   const base = settings.baseDomain.toLowerCase()
-  const acme = (challenges?: Record<string, unknown>) => ({
+  const acme = (challenges?: Record<string, unknown>): Record<string, unknown> => settings.internalCa === true ? { module: "internal" } : {
     module: "acme",
     ca: settings.acmeDirectory,
     ...(settings.email === undefined ? {} : { email: settings.email }),
     ...(settings.trustedRoots === undefined || settings.trustedRoots.length === 0 ? {} : { trusted_roots_pem_files: settings.trustedRoots }),
     // the challenge listeners on the edge's own address, beside its servers
     ...(challenges === undefined && settings.listenHost === undefined ? {} : { challenges: { ...(settings.listenHost === undefined ? {} : { bind_host: settings.listenHost }), ...challenges } })
-  })
+  }
   const wildcardSubjects = [base, `*.${base}`]
   const policies: Array<Record<string, unknown>> = []
   if (settings.wildcard === true) {
@@ -81,6 +88,7 @@ export const caddyConfig = (settings: EdgeSettings): Record<string, unknown> => 
     admin: { disabled: true, config: { persist: false } },
     storage: { module: "portico", endpoint, token_file: tokenFile },
     apps: {
+      ...(settings.internalCa === true ? { pki: { certificate_authorities: { local: { install_trust: false } } } } : {}),
       tls: {
         ...(settings.wildcard === true ? { certificates: { automate: wildcardSubjects } } : {}),
         automation: {
