@@ -17,7 +17,11 @@
  * Each side goes first in turn. Needs root (the sandbox), wrk, taskset, two CPUs and nginx
  * (Debian's nginx-light).
  *
- * Knobs: DEPLOY_LAYOUT (one-cpu), DEPLOY_REFERENCE (nginx; none leaves it out), DEPLOY_ROUNDS (5), DEPLOY_DURATION (10 s per measurement),
+ * Two more sides, the edge's Caddy over plain HTTP (edge.ts): the edge → the gateway → the app
+ * (production's path today) and the edge → the app (what routing app hosts straight from the edge
+ * would cost at best); reported, issue 38's numbers to choose by.
+ *
+ * Knobs: DEPLOY_LAYOUT (one-cpu), DEPLOY_REFERENCE (nginx; none leaves it out), DEPLOY_EDGE (none leaves the edge sides out), DEPLOY_ROUNDS (5), DEPLOY_DURATION (10 s per measurement),
  * DEPLOY_CONNECTIONS (64), DEPLOY_STATIC_ROUNDS (3), DEPLOY_PIN_APP (1; 0 leaves the app's
  * processes where the gateway started them, one-cpu layout only),
  * DEPLOY_GATEWAY_NODE_ARGS (extra node flags for the gateway only, e.g. "--cpu-prof
@@ -34,6 +38,7 @@ import { freePort, logTail, startPinned, stopAll, waitUntil } from "../support/c
 import { startBackgroundLoad } from "../support/load.js"
 import { median } from "../support/stats.js"
 import { atLeast, reported, rounds as roundsText, writeSummary } from "../support/summary.js"
+import { caddyBinary, startEdgeSide } from "./edge.js"
 import { startReference } from "./reference.js"
 
 const here = path.dirname(fileURLToPath(import.meta.url))
@@ -222,12 +227,18 @@ const main = async () => {
       if (answer.status !== 200) throw new Error(`${label} ${target} answered ${answer.status}: ${answer.body}\n${logTail(gateway)}`)
     }
     const reference = process.env.DEPLOY_REFERENCE === "none" ? undefined : await startReference(dir, await freePort(), appPort, layout)
+    const withEdge = process.env.DEPLOY_EDGE !== "none" && fs.existsSync(caddyBinary)
+    const edge = withEdge ? await startEdgeSide(dir, "edge", await freePort(), `127.0.0.1:${port}`, layout) : undefined
+    const edgeApp = withEdge ? await startEdgeSide(dir, "edge-app", await freePort(), `127.0.0.1:${appPort}`, layout) : undefined
     const gatewayPids = [String(gateway.process.pid)]
     const appProcesses = appPids(String(app["id"]))
     const sides: ReadonlyArray<Side> = [
       { name: "gateway", url: through, headers: { Host: host }, pids: () => gatewayPids },
       { name: "direct", url: direct, headers: {}, pids: () => [] },
-      ...(reference === undefined ? [] : [{ name: "nginx", url: `${reference.url}/items`, headers: { Host: host }, pids: reference.pids }])
+      ...(reference === undefined ? [] : [{ name: "nginx", url: `${reference.url}/items`, headers: { Host: host }, pids: reference.pids }]),
+      // the edge's hop is charged with the gateway's behind it
+      ...(edge === undefined ? [] : [{ name: "edge", url: `${edge.url}/items`, headers: { Host: host }, pids: () => [...edge.pids(), ...gatewayPids] }]),
+      ...(edgeApp === undefined ? [] : [{ name: "edge-app", url: `${edgeApp.url}/items`, headers: { Host: host }, pids: edgeApp.pids }])
     ]
     // rates, and CPU microseconds per request of the app and of the proxy in front of it
     const samples = new Map(sides.map((side) => [side.name, { rps: [] as Array<number>, app: [] as Array<number>, proxy: [] as Array<number> }]))
@@ -285,6 +296,8 @@ const main = async () => {
         sides.map((side) => `${side.name} ${median(rps(side.name)).toFixed(0)} req/s`).join(", ") + "\n" +
         `${line("gateway", "direct")} (target >= ${TARGET}: ${ratio >= TARGET ? "met" : "MISSED"})\n` +
         (reference === undefined ? "" : `${line("nginx", "direct")}; ${line("gateway", "nginx")}\n`) +
+        (edge === undefined ? "" : `${line("edge", "direct")}; ${line("edge-app", "direct")}\n`) +
+        (edge === undefined || reference === undefined ? "" : `${line("edge", "nginx")}; ${line("edge-app", "nginx")}\n`) +
         `CPU µs per request (medians): ${sides.map((side) => cpuOf(side.name)).join("; ")}\n` +
         `10 MB static site, command to first 200: median ${median(deployMs).toFixed(0)} ms (${deployMs.map((m) => m.toFixed(0)).join(", ")})\n`
     )
@@ -293,6 +306,12 @@ const main = async () => {
       ...(reference === undefined
         ? []
         : [reported(`nginx in front of the same app, ${layout}`, "the app called directly on its port", median(ratiosOf("nginx", "direct")), "ratio", `rounds ${roundsText(ratiosOf("nginx", "direct"))}`)]),
+      ...(edge === undefined
+        ? []
+        : [
+            reported(`the edge, then the gateway, in front of the same app, ${layout} (38)`, "the app called directly on its port", median(ratiosOf("edge", "direct")), "ratio", `rounds ${roundsText(ratiosOf("edge", "direct"))}`),
+            reported(`the edge straight to the app, ${layout} (38)`, "the app called directly on its port", median(ratiosOf("edge-app", "direct")), "ratio", `rounds ${roundsText(ratiosOf("edge-app", "direct"))}`)
+          ]),
       reported("10 MB static site, deploy to first 200 (23)", "-", median(deployMs) / 1000, "s", `runs ${roundsText(deployMs.map((m) => m / 1000))}`)
     ])
   } finally {
