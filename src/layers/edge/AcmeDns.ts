@@ -28,6 +28,7 @@ const SERVFAIL = 2
 const TTL = 0
 /** A DNS message over TCP is at most this long (its length prefix is 16 bits); a question is far shorter. */
 const MAX_TCP_QUERY = 4096
+const MAX_TCP_CONNECTIONS = 256
 
 /** The answer to one query, encoded; undefined when the query is not one to answer at all. */
 export const answerQuery = async (
@@ -99,6 +100,8 @@ const listen = (challenges: AcmeChallengesService, host: string, port: number) =
         }
       })
     })
+    // a CA's resolver opens a few at a time; more are refused, each idle one closed after 10 s
+    tcp.maxConnections = MAX_TCP_CONNECTIONS
     const udp = dgram.createSocket(net.isIPv6(host) ? "udp6" : "udp4")
     udp.on("message", (message, peer) => {
       void reply(message).then((answer) => {
