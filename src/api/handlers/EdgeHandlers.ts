@@ -1,10 +1,9 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
 import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import { Effect, Option } from "effect"
-import { type Refused, refuse } from "../../layers/Refused.js"
+import type { Refused } from "../../layers/Refused.js"
 import { AcmeChallenges } from "../../layers/edge/AcmeChallenges.js"
 import { EdgeAccess } from "../../layers/edge/EdgeAccess.js"
-import { isLoopbackSource } from "../../layers/nodes/NodeEnrolment.js"
 import { TlsCheck } from "../../layers/edge/TlsCheck.js"
 import { TlsStore, type TlsStoreService } from "../../layers/edge/TlsStore.js"
 import { PorticoApi } from "../Api.js"
@@ -51,15 +50,10 @@ export const EdgeHandlers = HttpApiBuilder.group(PorticoApi, "edge", (handlers) 
     const check = yield* TlsCheck
     return handlers
       .handle("tlsCheck", ({ urlParams }) =>
-        Effect.gen(function* () {
-          const request = yield* HttpServerRequest.HttpServerRequest
-          if (!isLoopbackSource(Option.getOrUndefined(request.remoteAddress))) {
-            return yield* Effect.fail(refuse("FORBIDDEN", "the TLS check is served to this node's own machine only"))
-          }
-          const verdict = yield* check.check(urlParams.domain)
-          if (!verdict.allowed) return yield* Effect.fail(refuse("NOT_FOUND", `${urlParams.domain} is not a host this platform serves`))
-          return { domain: urlParams.domain.toLowerCase().replace(/\.$/, ""), allowed: true as const, kind: verdict.kind }
-        }).pipe(Effect.mapError(refusedOrDown))
+        Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) => check.ask(urlParams.domain, Option.getOrUndefined(request.remoteAddress))).pipe(
+          Effect.map((allowed) => ({ ...allowed, allowed: true as const })),
+          Effect.mapError(refusedOrDown)
+        )
       )
       .handle("tlsStore", ({ payload }) => Effect.zipRight(fromEdge(access), storeCall(store, payload)).pipe(Effect.mapError(refusedOrDown)))
       .handle("acmePresent", ({ payload }) =>

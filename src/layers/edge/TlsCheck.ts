@@ -11,7 +11,10 @@
  * gateway must not be refused for lack of a refresh.
  */
 import { Context, Effect, Layer } from "effect"
+import type { EdgeCode } from "../../domain/Errors.js"
 import { PorticoConfig } from "../config/PorticoConfig.js"
+import { isLoopbackSource } from "../nodes/NodeEnrolment.js"
+import { type Refused, refuse } from "../Refused.js"
 import { RegistryStore, type StoreError } from "../registry/RegistryStore.js"
 import { SqliteRegistryStore } from "../registry/SqliteRegistryStore.js"
 
@@ -22,6 +25,14 @@ export type TlsVerdict =
 export interface TlsCheckService {
   /** Whether the edge may obtain a certificate for `domain` (a host name, lowercase, no port). */
   readonly check: (domain: string) => Effect.Effect<TlsVerdict, StoreError>
+  /**
+   * The edge's ask from `remote`: the name as checked and its kind, or FORBIDDEN from another
+   * machine and NOT_FOUND for a name the platform does not serve.
+   */
+  readonly ask: (
+    domain: string,
+    remote: string | undefined
+  ) => Effect.Effect<{ readonly domain: string; readonly kind: Extract<TlsVerdict, { allowed: true }>["kind"] }, Refused<EdgeCode> | StoreError>
 }
 
 const NO: TlsVerdict = { allowed: false }
@@ -31,26 +42,34 @@ export const makeTlsCheck = Effect.gen(function* () {
   const base = (yield* PorticoConfig).baseDomain.toLowerCase()
   const exists = (sql: string, value: string) => Effect.map(store.query({ sql, params: [value] }), (rows) => rows.length > 0)
 
-  const service: TlsCheckService = {
-    check: (asked) =>
-      Effect.gen(function* () {
-        const domain = asked.toLowerCase().replace(/\.$/, "")
-        if (domain === base || domain === `api.${base}`) return { allowed: true, kind: "platform" } as const
-        if (domain.endsWith(`.${base}`)) {
-          const label = domain.slice(0, -(base.length + 1))
-          if (label.startsWith("ns-") && !label.includes(".")) {
-            const known = yield* exists("SELECT 1 FROM namespaces WHERE name = ?", label.slice(3))
-            return known ? ({ allowed: true, kind: "namespace" } as const) : NO
-          }
+  const check: TlsCheckService["check"] = (asked) =>
+    Effect.gen(function* () {
+      const domain = asked.toLowerCase().replace(/\.$/, "")
+      if (domain === base || domain === `api.${base}`) return { allowed: true, kind: "platform" } as const
+      if (domain.endsWith(`.${base}`)) {
+        const label = domain.slice(0, -(base.length + 1))
+        if (label.startsWith("ns-") && !label.includes(".")) {
+          const known = yield* exists("SELECT 1 FROM namespaces WHERE name = ?", label.slice(3))
+          return known ? ({ allowed: true, kind: "namespace" } as const) : NO
         }
-        if (yield* exists("SELECT 1 FROM deployments WHERE domain = ?", domain)) return { allowed: true, kind: "deployment" } as const
-        if (yield* exists("SELECT 1 FROM deployment_domains WHERE domain = ? AND verified_at IS NOT NULL", domain)) {
-          return { allowed: true, kind: "custom-domain" } as const
-        }
-        return NO
-      })
-  }
-  return service
+      }
+      if (yield* exists("SELECT 1 FROM deployments WHERE domain = ?", domain)) return { allowed: true, kind: "deployment" } as const
+      if (yield* exists("SELECT 1 FROM deployment_domains WHERE domain = ? AND verified_at IS NOT NULL", domain)) {
+        return { allowed: true, kind: "custom-domain" } as const
+      }
+      return NO
+    })
+  return {
+    check,
+    ask: (domain, remote) =>
+      isLoopbackSource(remote)
+        ? Effect.flatMap(check(domain), (verdict) =>
+            verdict.allowed
+              ? Effect.succeed({ domain: domain.toLowerCase().replace(/\.$/, ""), kind: verdict.kind })
+              : Effect.fail(refuse("NOT_FOUND", `${domain} is not a host this platform serves`))
+          )
+        : Effect.fail(refuse("FORBIDDEN", "the TLS check is served to this node's own machine only"))
+  } satisfies TlsCheckService
 })
 
 export class TlsCheck extends Context.Tag("portico/TlsCheck")<TlsCheck, TlsCheckService>() {
