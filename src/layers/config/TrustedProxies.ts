@@ -75,3 +75,19 @@ export const protoBehind = (proxies: TrustedProxies, peer: string | undefined, f
   }
   return encrypted ? "https" : "http"
 }
+
+/**
+ * The client and scheme of a request from `peer` whose headers are `raw` (name, value, …, as a
+ * parser gives them): `clientBehind` and `protoBehind` over its `X-Forwarded-For` (repeats
+ * joined) and first `X-Forwarded-Proto`.
+ */
+export const forwardedIn = (proxies: TrustedProxies, peer: string | undefined, raw: ReadonlyArray<string>, encrypted: boolean): readonly [string, "http" | "https"] => {
+  let forwardedFor: string | undefined
+  let forwardedProto: string | undefined
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    const name = (raw[i] as string).toLowerCase()
+    if (name === "x-forwarded-for") forwardedFor = forwardedFor === undefined ? raw[i + 1] : `${forwardedFor},${raw[i + 1]}`
+    else if (name === "x-forwarded-proto") forwardedProto ??= raw[i + 1]
+  }
+  return [clientBehind(proxies, peer, forwardedFor) ?? "", protoBehind(proxies, peer, forwardedProto, encrypted)]
+}
