@@ -6,7 +6,8 @@
  * - `edge-app`: the edge → the app on its port, what routing app hosts from the edge straight to
  *   the node that runs the app (issue 38) would cost at best.
  * Pinned as the gateway is (`one-cpu`: CPU 0, GOMAXPROCS 1, as nginx's one worker; `free`: both
- * CPUs). DEPLOY_EDGE=none leaves them out; they are left out when the binary is not built.
+ * CPUs; DEPLOY_EDGE_GOMAXPROCS overrides). DEPLOY_EDGE=none leaves them out; they are left out
+ * when the binary is not built.
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
@@ -33,14 +34,25 @@ export const startEdgeSide = async (dir: string, name: string, port: number, ups
             listen: [`127.0.0.1:${port}`],
             protocols: ["h1"],
             automatic_https: { disable: true },
-            routes: [{ handle: [{ handler: "reverse_proxy", upstreams: [{ dial: upstream }] }] }]
+            // kept-alive connections to the upstream for every client connection, as nginx's `keepalive 128`
+            routes: [
+              {
+                handle: [
+                  {
+                    handler: "reverse_proxy",
+                    upstreams: [{ dial: upstream }],
+                    transport: { protocol: "http", keep_alive: { max_idle_conns_per_host: 128 } }
+                  }
+                ]
+              }
+            ]
           }
         }
       }
     }
   }
   fs.writeFileSync(path.join(home, "caddy.json"), JSON.stringify(config))
-  const env = { ...process.env, HOME: home, XDG_CONFIG_HOME: home, XDG_DATA_HOME: home, GOMAXPROCS: layout === "free" ? "2" : "1" }
+  const env = { ...process.env, HOME: home, XDG_CONFIG_HOME: home, XDG_DATA_HOME: home, GOMAXPROCS: process.env.DEPLOY_EDGE_GOMAXPROCS ?? (layout === "free" ? "2" : "1") }
   const child = startPinned(name, dir, caddyBinary, ["run", "--config", path.join(home, "caddy.json")], { env })
   const url = `http://127.0.0.1:${port}`
   await waitUntil(child, async () => (await fetch(url).catch(() => undefined)) !== undefined, 10_000)
