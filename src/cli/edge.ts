@@ -20,12 +20,15 @@ const port = (parsed: Parsed, name: string, fallback: number): number => {
 const list = (raw: string | undefined): ReadonlyArray<string> | undefined =>
   raw === undefined ? undefined : raw.split(",").map((s) => s.trim()).filter((s) => s !== "")
 
-export const edgeConfig = (parsed: Parsed): Promise<void> =>
-  runCommand(
+export const edgeConfig = (parsed: Parsed): Promise<void> => {
+  // the command line's mistakes first, as usage errors (exit 2), before any setting is read
+  if (parsed.values["internal-ca"] === true && stringOption(parsed, "acme-ca") !== undefined) {
+    throw usageError("--internal-ca and --acme-ca name two certificate authorities: give one")
+  }
+  const httpsPort = port(parsed, "https-port", 443)
+  const httpPort = port(parsed, "http-port", 80)
+  return runCommand(
     Effect.gen(function* () {
-      if (parsed.values["internal-ca"] === true && stringOption(parsed, "acme-ca") !== undefined) {
-        throw usageError("--internal-ca and --acme-ca name two certificate authorities: give one")
-      }
       const dataDirOption = stringOption(parsed, "data-dir")
       const settings = yield* PorticoConfig.pipe(Effect.provide(PorticoConfig.fromEnv(dataDirOption === undefined ? {} : { dataDir: dataDirOption })))
       const dataDir = path.resolve(settings.dataDir)
@@ -41,10 +44,11 @@ export const edgeConfig = (parsed: Parsed): Promise<void> =>
         trustedRoots: list(stringOption(parsed, "trusted-roots")),
         wildcard: parsed.values["wildcard"] === true,
         resolvers: list(stringOption(parsed, "resolvers")),
-        httpsPort: port(parsed, "https-port", 443),
-        httpPort: port(parsed, "http-port", 80),
+        httpsPort,
+        httpPort,
         listenHost: stringOption(parsed, "listen")
       })
       process.stdout.write(`${JSON.stringify(config)}\n`)
     })
   )
+}

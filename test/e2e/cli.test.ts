@@ -81,7 +81,10 @@ describe("portico errors", () => {
     [["keys", "delete"], 'portico: unknown command "keys delete" (see portico keys --help)'],
     [["frobnicate"], 'portico: unknown command "frobnicate" (see portico --help)'],
     [["wallet", "new"], "portico: wallet new needs --out FILE (the private key goes there, never to the terminal)"],
-    [["login", "--namespace", "acme"], "portico: login needs --wallet-key-file FILE (make one with `portico wallet new --out FILE`)"]
+    [["login", "--namespace", "acme"], "portico: login needs --wallet-key-file FILE (make one with `portico wallet new --out FILE`)"],
+    [["edge", "config", "--internal-ca", "--acme-ca", "https://ca.test/dir"], "portico: --internal-ca and --acme-ca name two certificate authorities: give one"],
+    [["edge", "config", "--https-port", "70000"], "portico: --https-port must be a port, 1-65535"],
+    [["edge", "config", "--http-port", "eighty"], 'portico: --http-port must be a whole number, not "eighty"']
   ])("`portico %j` prints one line and exits 2", async (args, line) => {
     const ran = await runPortico([...args, ...(args[0] === "namespace" || args[0] === "keys" ? ["--data-dir", dataDir()] : [])])
     expect(ran.code, ran.stderr).toBe(2)
