@@ -6,7 +6,7 @@
  */
 import type * as http from "node:http"
 import type * as net from "node:net"
-import { clientBehind, protoBehind, type TrustedProxies } from "../../layers/config/TrustedProxies.js"
+import { forwardedIn, type TrustedProxies } from "../../layers/config/TrustedProxies.js"
 
 const CLIENT = Symbol("portico.request.client")
 const PROTO = Symbol("portico.request.proto")
@@ -15,7 +15,7 @@ interface Noted {
   [PROTO]?: "http" | "https"
 }
 
-const joined = (value: string | ReadonlyArray<string> | undefined) => (typeof value === "string" || value === undefined ? value : value.join(","))
+const encrypted = (req: http.IncomingMessage) => (req.socket as net.Socket & { encrypted?: boolean }).encrypted === true
 
 /** Decides the request's client and scheme when its peer is a trusted proxy. */
 export const noteClient = (proxies: TrustedProxies, req: http.IncomingMessage): void => {
@@ -23,8 +23,7 @@ export const noteClient = (proxies: TrustedProxies, req: http.IncomingMessage): 
   const peer = req.socket.remoteAddress
   if (!proxies.trusts(peer)) return
   const noted = req as http.IncomingMessage & Noted
-  noted[CLIENT] = clientBehind(proxies, peer, joined(req.headers["x-forwarded-for"]))
-  noted[PROTO] = protoBehind(proxies, peer, joined(req.headers["x-forwarded-proto"]), (req.socket as net.Socket & { encrypted?: boolean }).encrypted === true)
+  ;[noted[CLIENT], noted[PROTO]] = forwardedIn(proxies, peer, req.rawHeaders, encrypted(req))
 }
 
 /** The request's client address: as a trusted proxy named it, else its peer's. */
@@ -35,4 +34,4 @@ export const clientAddressOf = (req: http.IncomingMessage): string | undefined =
 
 /** The scheme the client used. */
 export const clientProtoOf = (req: http.IncomingMessage): "http" | "https" =>
-  (req as http.IncomingMessage & Noted)[PROTO] ?? ((req.socket as net.Socket & { encrypted?: boolean }).encrypted === true ? "https" : "http")
+  (req as http.IncomingMessage & Noted)[PROTO] ?? (encrypted(req) ? "https" : "http")

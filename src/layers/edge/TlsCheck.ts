@@ -42,9 +42,11 @@ export const makeTlsCheck = Effect.gen(function* () {
   const base = (yield* PorticoConfig).baseDomain.toLowerCase()
   const exists = (sql: string, value: string) => Effect.map(store.query({ sql, params: [value] }), (rows) => rows.length > 0)
 
+  /** The name as checked: lowercase, no trailing dot. */
+  const normal = (domain: string) => domain.toLowerCase().replace(/\.$/, "")
   const check: TlsCheckService["check"] = (asked) =>
     Effect.gen(function* () {
-      const domain = asked.toLowerCase().replace(/\.$/, "")
+      const domain = normal(asked)
       if (domain === base || domain === `api.${base}`) return { allowed: true, kind: "platform" } as const
       if (domain.endsWith(`.${base}`)) {
         const label = domain.slice(0, -(base.length + 1))
@@ -65,7 +67,7 @@ export const makeTlsCheck = Effect.gen(function* () {
       isLoopbackSource(remote)
         ? Effect.flatMap(check(domain), (verdict) =>
             verdict.allowed
-              ? Effect.succeed({ domain: domain.toLowerCase().replace(/\.$/, ""), kind: verdict.kind })
+              ? Effect.succeed({ domain: normal(domain), kind: verdict.kind })
               : Effect.fail(refuse("NOT_FOUND", `${domain} is not a host this platform serves`))
           )
         : Effect.fail(refuse("FORBIDDEN", "the TLS check is served to this node's own machine only"))
