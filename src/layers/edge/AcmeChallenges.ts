@@ -12,6 +12,7 @@ import { Context, Effect, Layer } from "effect"
 import type { EdgeCode } from "../../domain/Errors.js"
 import { REGISTRY_NOW } from "../cluster/Membership.js"
 import { PorticoConfig } from "../config/PorticoConfig.js"
+import { canonicalName } from "./Names.js"
 import { type Refused, refuse } from "../Refused.js"
 import { RegistryStore, type StoreError } from "../registry/RegistryStore.js"
 import { SqliteRegistryStore } from "../registry/SqliteRegistryStore.js"
@@ -31,18 +32,16 @@ export interface AcmeChallengesService {
   readonly isChallengeName: (fqdn: string) => boolean
 }
 
-const normal = (fqdn: string) => fqdn.toLowerCase().replace(/\.$/, "")
-
 export const makeAcmeChallenges = Effect.gen(function* () {
   const store = yield* RegistryStore
   const base = (yield* PorticoConfig).baseDomain.toLowerCase()
   const isChallengeName = (fqdn: string) => {
-    const name = normal(fqdn)
+    const name = canonicalName(fqdn)
     return name.startsWith("_acme-challenge.") && (name === `_acme-challenge.${base}` || name.endsWith(`.${base}`))
   }
   const checked = (fqdn: string) =>
     isChallengeName(fqdn)
-      ? Effect.succeed(normal(fqdn))
+      ? Effect.succeed(canonicalName(fqdn))
       : Effect.fail(refuse("FORBIDDEN", `${fqdn} is not a challenge name of this platform's domain`, `present records at _acme-challenge.${base} or below it`))
 
   const service: AcmeChallengesService = {
@@ -67,7 +66,7 @@ export const makeAcmeChallenges = Effect.gen(function* () {
       Effect.map(
         store.query({
           sql: `SELECT value FROM acme_challenges WHERE fqdn = ? AND created_at >= ${REGISTRY_NOW} - ? ORDER BY created_at`,
-          params: [normal(fqdn), CHALLENGE_LIFE_MS]
+          params: [canonicalName(fqdn), CHALLENGE_LIFE_MS]
         }),
         (rows) => rows.map((row) => String(row.value))
       )

@@ -16,6 +16,7 @@ import * as dgram from "node:dgram"
 import * as net from "node:net"
 import { PorticoConfig } from "../config/PorticoConfig.js"
 import { AcmeChallenges, type AcmeChallengesService } from "./AcmeChallenges.js"
+import { canonicalName } from "./Names.js"
 
 export interface AcmeDnsService {
   /** Where the server listens (its port once bound), or undefined when it is off. */
@@ -44,7 +45,7 @@ export const answerQuery = async (
   if (q === undefined || questions.length !== 1 || q.class !== "IN" || !challenges.isChallengeName(q.name)) {
     return dnsPacket.encode({ ...base, flags: REFUSED })
   }
-  const name = q.name.toLowerCase().replace(/\.$/, "")
+  const name = canonicalName(q.name)
   const soa: dnsPacket.Answer = {
     type: "SOA",
     name,

@@ -13,6 +13,7 @@
 import { Context, Effect, Layer } from "effect"
 import type { EdgeCode } from "../../domain/Errors.js"
 import { PorticoConfig } from "../config/PorticoConfig.js"
+import { canonicalName } from "./Names.js"
 import { isLoopbackSource } from "../nodes/NodeEnrolment.js"
 import { type Refused, refuse } from "../Refused.js"
 import { RegistryStore, type StoreError } from "../registry/RegistryStore.js"
@@ -42,11 +43,9 @@ export const makeTlsCheck = Effect.gen(function* () {
   const base = (yield* PorticoConfig).baseDomain.toLowerCase()
   const exists = (sql: string, value: string) => Effect.map(store.query({ sql, params: [value] }), (rows) => rows.length > 0)
 
-  /** The name as checked: lowercase, no trailing dot. */
-  const normal = (domain: string) => domain.toLowerCase().replace(/\.$/, "")
   const check: TlsCheckService["check"] = (asked) =>
     Effect.gen(function* () {
-      const domain = normal(asked)
+      const domain = canonicalName(asked)
       if (domain === base || domain === `api.${base}`) return { allowed: true, kind: "platform" } as const
       if (domain.endsWith(`.${base}`)) {
         const label = domain.slice(0, -(base.length + 1))
@@ -67,7 +66,7 @@ export const makeTlsCheck = Effect.gen(function* () {
       isLoopbackSource(remote)
         ? Effect.flatMap(check(domain), (verdict) =>
             verdict.allowed
-              ? Effect.succeed({ domain: normal(domain), kind: verdict.kind })
+              ? Effect.succeed({ domain: canonicalName(domain), kind: verdict.kind })
               : Effect.fail(refuse("NOT_FOUND", `${domain} is not a host this platform serves`))
           )
         : Effect.fail(refuse("FORBIDDEN", "the TLS check is served to this node's own machine only"))
