@@ -13,6 +13,7 @@ import { type ApiError, Code, type ErrorBody, envelopeText, isApiError, statusOf
 import { BodyNotUtf8 } from "./node/LeanServerRequest.js"
 import { routeIndex } from "./gate/RouteIndex.js"
 import { MAX_PATH_PARAM_LENGTH } from "./Wire.js"
+import { replicaAnswerOf } from "./groups/ReplicaWire.js"
 
 /** A refusal as it goes on the wire, whichever request path answers it (the app or the fast lane). */
 export interface Refusal {
@@ -134,6 +135,9 @@ export const renderFailure = (
         if (fixed.length > 0 && !fixed.includes(request.method)) return methodNotAllowed(request.method, path, fixed)
       }
       if (isApiError(error)) return asResponse(refusalOf(error))
+      // the replica routes' refusals are `{error}` alone (spec §4.8)
+      const replica = replicaAnswerOf(error)
+      if (replica !== undefined) return HttpServerResponse.text(replica.body, { status: replica.status, contentType: "application/json" })
       if (error instanceof HttpApiError.HttpApiDecodeError) {
         return errorResponse(400, {
           error: describeDecodeError(error),

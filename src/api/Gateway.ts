@@ -81,7 +81,8 @@ import { AppHosts } from "../layers/deployments/serving/AppHosts.js"
 import { AppRuntime } from "../layers/deployments/runtime/AppRuntime.js"
 import { DEFAULT_ARCHIVE_LIMITS } from "../layers/deployments/Archive.js"
 import { sealedSize } from "../layers/namespaces/backup/SealedStream.js"
-import { makeHostRouting } from "../layers/deployments/serving/HostRouting.js"
+import { makeHostRouting, peerAddressOf } from "../layers/deployments/serving/HostRouting.js"
+import { Membership } from "../layers/cluster/Membership.js"
 import { Storage } from "../layers/storage/Storage.js"
 import { SessionLiveness } from "../layers/auth/Authenticator.js"
 import { Gate } from "./gate/Gate.js"
@@ -247,7 +248,8 @@ export const gatewayListener = (settings: PorticoSettings) =>
       nodeId: settings.nodeId,
       ownPort: () => ownPort,
       onAnswered,
-      proxies: settings.trustedProxies
+      proxies: settings.trustedProxies,
+      peerAddress: peerAddressOf(Context.get(context, Membership))
     })
     yield* Scope.addFinalizer(scope, Effect.sync(routing.close))
     // every long-lived socket's credential, read again every few seconds (SocketRevocation.ts)

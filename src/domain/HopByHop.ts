@@ -14,3 +14,10 @@ export const HOP_BY_HOP_HEADERS: ReadonlyArray<string> = [
   "transfer-encoding",
   "upgrade"
 ]
+
+/**
+ * The marker on a request one gateway relays to another that runs the app (spec §4.8's
+ * `X-Svc-Proxy-Node`, named for Portico): its value is the relaying node. Honoured only from an
+ * internal source (src/layers/deployments/serving/HostRouting.ts); never passed to an app.
+ */
+export const PROXY_NODE_HEADER = "x-portico-proxy-node"

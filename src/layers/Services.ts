@@ -74,6 +74,7 @@ import { Network } from "./network/Network.js"
 import { NodeHeartbeat } from "./cluster/NodeHeartbeat.js"
 import { NodeEnrolment } from "./nodes/NodeEnrolment.js"
 import { NodeInvites } from "./nodes/NodeInvites.js"
+import { Replicas } from "./deployments/replicas/Replicas.js"
 import { AppRepair } from "./deployments/AppRepair.js"
 import { NodeRepair } from "./nodes/NodeRepair.js"
 import { NodeAdmin } from "./nodes/NodeAdmin.js"
@@ -193,6 +194,8 @@ export const gatewayServicesLayer = (settings: PorticoSettings, options: Service
     // the deployments service, over the host table it refreshes after each change, and the repair
     // of a namespace's apps on this node
     Layer.provideMerge(Layer.mergeAll(Deployments.Live, AppRepair.Live)),
+    // replicas of dynamic apps: this node's part as a replica and as a home node
+    Layer.provideMerge(Replicas.Live),
     // the deployed apps' host table, beside the services so deployment routes can refresh it
     Layer.provideMerge(AppHosts.Live),
     Layer.provideMerge(servicesLayer(settings, options))

@@ -181,7 +181,8 @@ export const startGateway = async (options: GatewayOptions = {}): Promise<Gatewa
     cli: (args) => cliIn(dataDir, args, env),
     stop: () =>
       new Promise<number | null>((resolve) => {
-        if (child.exitCode !== null) return resolve(child.exitCode)
+        // ended already: by itself, or by a signal (a test's SIGKILL of a lost machine)
+        if (child.exitCode !== null || child.signalCode !== null) return resolve(child.exitCode)
         child.once("exit", (code) => resolve(code))
         child.kill("SIGTERM")
       })

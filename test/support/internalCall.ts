@@ -13,8 +13,16 @@ import { makeSealer } from "../../src/layers/secrets/Sealer.js"
 import type { Gateway, Reply } from "./gateway.js"
 
 /** The coordination headers (MAC v2, a fresh nonce) of a call to node `audience`'s `route` with `body`, under `gw`'s newest root. */
-export const coordinationHeaders = (gw: Gateway, audience: string, route: string, body: string, time = Math.floor(Date.now() / 1000)): Record<string, string> => {
-  const root = Buffer.from(fs.readFileSync(path.join(gw.dataDir, "secret.key"), "utf8").trim(), "base64")
+export const coordinationHeaders = (
+  gw: Gateway,
+  audience: string,
+  route: string,
+  body: string,
+  time = Math.floor(Date.now() / 1000),
+  secretHex?: string
+): Record<string, string> => {
+  // the root: PORTICO_SECRET when the cluster was given one, else the data dir's own
+  const root = secretHex !== undefined ? Buffer.from(secretHex, "hex") : Buffer.from(fs.readFileSync(path.join(gw.dataDir, "secret.key"), "utf8").trim(), "base64")
   const sealer = makeSealer([root, ...readLaterRootsSync(gw.dataDir)])
   const nonce = randomBytes(18).toString("base64url")
   const text = ["POST", route, audience, String(time), nonce, createHash("sha256").update(body, "utf8").digest("hex")].join("\n")
@@ -25,7 +33,7 @@ export const coordinationHeaders = (gw: Gateway, audience: string, route: string
   }
 }
 
-export const internalCall = (gw: Gateway, audience: string, route: string, payload: unknown): Promise<Reply> => {
+export const internalCall = (gw: Gateway, audience: string, route: string, payload: unknown, secretHex?: string): Promise<Reply> => {
   const body = canonicalJson(payload)
-  return gw.request("POST", route, { body, headers: { "content-type": "application/json", ...coordinationHeaders(gw, audience, route, body) } })
+  return gw.request("POST", route, { body, headers: { "content-type": "application/json", ...coordinationHeaders(gw, audience, route, body, undefined, secretHex) } })
 }

@@ -17,11 +17,15 @@ export interface NetnsRun {
   readonly passed: number
 }
 
-/** Runs `vitest run <file> -t <filter>` in a loopback-only network namespace. */
-export const runInLoopbackNetns = async (file: string, filter: string): Promise<NetnsRun> => {
+/**
+ * Runs `vitest run <file> -t <filter>` in a loopback-only network namespace. `asRoot`: without a
+ * user namespace of its own (the test runs as root), so the deployment sandbox works in it
+ * (bubblewrap, cgroups and the apps' uids need the real root).
+ */
+export const runInLoopbackNetns = async (file: string, filter: string, options: { readonly asRoot?: boolean } = {}): Promise<NetnsRun> => {
   const vitest = path.join(root, "node_modules", "vitest", "vitest.mjs")
   const script = `ip link set lo up && exec "${process.execPath}" "${vitest}" run ${file} -t "${filter}"`
-  const child = spawn("unshare", ["--map-root-user", "--net", "sh", "-c", script], {
+  const child = spawn("unshare", [...(options.asRoot === true ? [] : ["--map-root-user"]), "--net", "sh", "-c", script], {
     cwd: root,
     env: { ...process.env, [IN_NETNS]: "1", CI: "1", NO_COLOR: "1", FORCE_COLOR: "0" },
     stdio: ["ignore", "pipe", "pipe"]

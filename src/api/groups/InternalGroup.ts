@@ -34,6 +34,7 @@ import { NodeSnapshot } from "./OperatorGroup.js"
 import { SocketEntry } from "../../domain/FunctionSockets.js"
 import { NODE_LOG_LINES, SPAWN_ACTIONS } from "../../domain/NodeAdmin.js"
 import { NamespaceRepaired, NodeLogLines } from "./NodeGroup.js"
+import { ReplicaApplied, ReplicaEnvApplied, ReplicaEnvOrder, ReplicaOrder, replicaRefusals, ReplicaRemoved, ReplicaTeardownOrder } from "./ReplicaWire.js"
 
 const SocketId = Schema.String.pipe(Schema.maxLength(256))
 
@@ -66,6 +67,17 @@ export const NamespaceSpawned = Schema.Struct({
   name: Schema.String,
   state: Schema.Literal("running", "started").annotations({ description: "running: it ran already (a start); started: started now" })
 }).annotations({ identifier: "NamespaceSpawned" })
+
+/** A replica route's refusals: `{error}` bodies, one class per status. */
+const replicaRoute = <Name extends string, Payload, Success, Error, R, RE>(
+  endpoint: HttpApiEndpoint.HttpApiEndpoint<Name, "POST", never, never, Payload, never, Success, Error, R, RE>
+) =>
+  endpoint
+    .addError(replicaRefusals[0])
+    .addError(replicaRefusals[1])
+    .addError(replicaRefusals[2])
+    .addError(replicaRefusals[3])
+    .addError(replicaRefusals[4])
 
 export class InternalGroup extends HttpApiGroup.make("internal")
   .add(
@@ -174,6 +186,23 @@ export class InternalGroup extends HttpApiGroup.make("internal")
     HttpApiEndpoint.post("deploymentDelete", "/v1/internal/deployments/delete")
       .setPayload(strict(Schema.Struct(ForwardedDeployment)))
       .addSuccess(DeploymentDeleted)
+  )
+  .add(
+    // a dynamic deployment's replicas (docs/deployments.md, "Replicas"), called by its home node
+    // and the cluster's worker; refusals are `{error}` with a fitting status (spec §4.8)
+    replicaRoute(HttpApiEndpoint.post("replicaSetup", "/v1/internal/deployments/replica/setup").setPayload(ReplicaOrder).addSuccess(ReplicaApplied))
+  )
+  .add(
+    replicaRoute(HttpApiEndpoint.post("replicaUpdate", "/v1/internal/deployments/replica/update").setPayload(ReplicaOrder).addSuccess(ReplicaApplied))
+  )
+  .add(
+    replicaRoute(HttpApiEndpoint.post("replicaRollback", "/v1/internal/deployments/replica/rollback").setPayload(ReplicaOrder).addSuccess(ReplicaApplied))
+  )
+  .add(
+    replicaRoute(HttpApiEndpoint.post("replicaEnv", "/v1/internal/deployments/replica/env").setPayload(ReplicaEnvOrder).addSuccess(ReplicaEnvApplied))
+  )
+  .add(
+    replicaRoute(HttpApiEndpoint.post("replicaTeardown", "/v1/internal/deployments/replica/teardown").setPayload(ReplicaTeardownOrder).addSuccess(ReplicaRemoved))
   )
   .add(
     // a namespace's apps on this node brought back to what the registry says (docs/cluster.md,

@@ -5,6 +5,10 @@ import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import { createReadStream } from "node:fs"
 import { fromRefusal, refusal } from "../../domain/Errors.js"
 import { AppRepair } from "../../layers/deployments/AppRepair.js"
+import { type ReplicaApplied, type ReplicaOrder as ReplicaOrderInput, type ReplicaRefused } from "../../layers/deployments/replicas/ReplicaHost.js"
+import { Replicas } from "../../layers/deployments/replicas/Replicas.js"
+import { stampText } from "../../layers/deployments/replicas/ReplicaRows.js"
+import { type ReplicaOrder, replicaRefusal } from "../groups/ReplicaWire.js"
 import { Deployments } from "../../layers/deployments/Deployments.js"
 import { DatabaseBackups } from "../../layers/sql/DatabaseBackups.js"
 import { toPrincipal } from "../../layers/sql/HomeNode.js"
@@ -26,6 +30,11 @@ import { rawJson } from "./RawJson.js"
 import { refusedOrDown } from "./Refusals.js"
 
 const unavailable = (error: string) => refusal("UNAVAILABLE", error, "retry shortly", 5)
+
+const toReplicaRefusal = (e: ReplicaRefused) => replicaRefusal(e.status, e.reason)
+const targetOf = (p: { readonly deployment_id: string; readonly namespace: string; readonly name: string }) => ({ deploymentId: p.deployment_id, namespace: p.namespace, name: p.name })
+const orderOf = (p: typeof ReplicaOrder.Type): ReplicaOrderInput => ({ ...targetOf(p), version: p.version, artifactVersion: p.artifact_version, cid: p.cid })
+const replicaApplied = (applied: Effect.Effect<ReplicaApplied, ReplicaRefused>) => Effect.mapError(applied, toReplicaRefusal)
 
 /**
  * The node-to-node routes. PeerGate has verified each call (overlay source, coordination MAC,
@@ -51,6 +60,7 @@ export const InternalHandlers = HttpApiBuilder.group(PorticoApi, "internal", (ha
     }))
     const rotation = yield* SecretRotation
     const apps = yield* AppRepair
+    const replicas = yield* Replicas
 
     return handlers
       .handle("ping", () => Effect.succeed({ status: "ok" as const, node: config.nodeId }))
@@ -143,6 +153,16 @@ export const InternalHandlers = HttpApiBuilder.group(PorticoApi, "internal", (ha
       .handle("deploymentDelete", ({ payload }) =>
         Effect.as(Effect.mapError(deployments.remove(payload.namespace, payload.name), refusedOrDown), { name: payload.name, deleted: true as const })
       )
+      .handle("replicaSetup", ({ payload }) => replicaApplied(replicas.host.apply(orderOf(payload), true)))
+      .handle("replicaUpdate", ({ payload }) => replicaApplied(replicas.host.apply(orderOf(payload), false)))
+      .handle("replicaRollback", ({ payload }) => replicaApplied(replicas.host.apply(orderOf(payload), false)))
+      .handle("replicaEnv", ({ payload }) =>
+        Effect.map(Effect.mapError(replicas.host.env(targetOf(payload), BigInt(payload.env_version)), toReplicaRefusal), (done) => ({
+          node: done.node,
+          env_version: stampText(done.envVersion)
+        }))
+      )
+      .handle("replicaTeardown", ({ payload }) => Effect.as(Effect.mapError(replicas.host.teardown(targetOf(payload)), toReplicaRefusal), { node: config.nodeId, removed: true as const }))
       .handle("sqliteBackup", ({ payload }) =>
         Effect.gen(function* () {
           return backupWire(yield* Effect.mapError(backups.backupHere(toPrincipal(payload.principal), payload.database_name), fromRefusal))

@@ -35,3 +35,17 @@ export const clientAddressOf = (req: http.IncomingMessage): string | undefined =
 /** The scheme the client used. */
 export const clientProtoOf = (req: http.IncomingMessage): "http" | "https" =>
   (req as http.IncomingMessage & Noted)[PROTO] ?? (encrypted(req) ? "https" : "http")
+
+/**
+ * A request another gateway of the cluster relayed to this one for the app it runs here (the
+ * relay marker, from an internal source: HostRouting.ts): its client is the one that gateway
+ * named in the one `X-Forwarded-For` value it set, and so is its scheme.
+ */
+export const noteRelayed = (req: http.IncomingMessage): void => {
+  const noted = req as http.IncomingMessage & Noted
+  const forwardedFor = req.headers["x-forwarded-for"]
+  const last = (Array.isArray(forwardedFor) ? forwardedFor.join(",") : forwardedFor ?? "").split(",").pop()?.trim()
+  if (last !== undefined && last !== "") noted[CLIENT] = last
+  const proto = req.headers["x-forwarded-proto"]
+  if (proto === "https" || proto === "http") noted[PROTO] = proto
+}

@@ -140,6 +140,8 @@ export class PushProviderRefused extends Schema.TaggedError<PushProviderRefused>
 export class AppUnreachable extends Schema.TaggedError<AppUnreachable>()("AppUnreachable", envelope("APP_UNREACHABLE"), status(502)) {}
 /** A deployed app did not answer 200 on its health path within 60 s of its start (docs/deployments.md, "The runtime"). */
 export class AppStartFailed extends Schema.TaggedError<AppStartFailed>()("AppStartFailed", envelope("APP_START_FAILED"), status(502)) {}
+/** An update, rollback or environment change applied on the home node but not on every active replica (spec §4.8: 502, how many applied and each failing node). */
+export class ReplicasFailed extends Schema.TaggedError<ReplicasFailed>()("ReplicasFailed", envelope("REPLICAS_FAILED"), status(502)) {}
 /** A function trapped, exited non-zero, wrote more than its output cap, or could not be linked (docs/functions.md, "Answers"). */
 export class FunctionFailed extends Schema.TaggedError<FunctionFailed>()("FunctionFailed", envelope("FUNCTION_FAILED"), status(502)) {}
 /** A tunnel's destination did not accept the stream through the anonymity network (spec §7: 502, a generic message). */
@@ -242,6 +244,7 @@ export const catalogue = {
   FunctionUnavailable,
   FunctionTimeout,
   AppStartFailed,
+  ReplicasFailed,
   RelayDestinationUnreachable,
   PeerDialFailed,
   PeerDialTimeout,

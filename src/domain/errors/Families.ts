@@ -179,6 +179,7 @@ export const DeploymentRouteRefusals = family(
   "ENV_CHANGED",
   "PAYLOAD_TOO_LARGE",
   "APP_START_FAILED",
+  "REPLICAS_FAILED",
   "DEPENDENCY_REFUSED",
   "INSTALL_FAILED",
   "INTERNAL",

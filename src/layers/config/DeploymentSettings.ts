@@ -1,6 +1,7 @@
 /**
  * The deployments' settings (`PORTICO_APP_PORTS`, `PORTICO_DEPLOYMENTS_PER_NAMESPACE`,
- * `PORTICO_PUBLIC_URL`, `PORTICO_APP_HEALTH_INTERVAL_MS`, `PORTICO_APP_START_TIMEOUT_MS`;
+ * `PORTICO_PUBLIC_URL`, `PORTICO_APP_HEALTH_INTERVAL_MS`, `PORTICO_APP_START_TIMEOUT_MS`,
+ * `PORTICO_DEPLOYMENT_REPLICAS`, `PORTICO_REPLICA_CHECK_MS`;
  * docs/deployments.md): where a node's app ports come from, how many deployments one namespace
  * may hold, the URL an app is told the gateway has, and the supervisor's timings.
  */
@@ -25,6 +26,10 @@ export interface DeploymentSettings {
   readonly healthIntervalMs: number
   /** How long a starting app has to answer its health path. */
   readonly startTimeoutMs: number
+  /** `PORTICO_DEPLOYMENT_REPLICAS` (default 1): nodes besides its home that run each dynamic app, when the cluster has them (0: none). */
+  readonly replicas: number
+  /** `PORTICO_REPLICA_CHECK_MS` (default 5 minutes, spec §8): how often the cluster's worker re-creates missing or failed replicas. */
+  readonly replicaCheckMs: number
 }
 
 export const DEFAULT_DEPLOYMENTS_PER_NAMESPACE = 100
@@ -34,7 +39,9 @@ export const defaultDeploymentSettings: DeploymentSettings = {
   perNamespace: DEFAULT_DEPLOYMENTS_PER_NAMESPACE,
   publicUrl: undefined,
   healthIntervalMs: 30_000,
-  startTimeoutMs: 60_000
+  startTimeoutMs: 60_000,
+  replicas: 1,
+  replicaCheckMs: 300_000
 }
 
 const appPorts = Config.string("APP_PORTS").pipe(
@@ -60,7 +67,11 @@ export const deploymentConfig = Effect.gen(function* () {
     perNamespace: yield* env(positive("DEPLOYMENTS_PER_NAMESPACE", DEFAULT_DEPLOYMENTS_PER_NAMESPACE, "expected a positive integer")),
     publicUrl: Option.getOrUndefined(Option.map(publicUrl, (url) => url.toString().replace(/\/$/, ""))),
     healthIntervalMs: yield* env(positive("APP_HEALTH_INTERVAL_MS", defaultDeploymentSettings.healthIntervalMs, "expected a positive number of milliseconds")),
-    startTimeoutMs: yield* env(positive("APP_START_TIMEOUT_MS", defaultDeploymentSettings.startTimeoutMs, "expected a positive number of milliseconds"))
+    startTimeoutMs: yield* env(positive("APP_START_TIMEOUT_MS", defaultDeploymentSettings.startTimeoutMs, "expected a positive number of milliseconds")),
+    replicas: yield* env(
+      Config.integer("DEPLOYMENT_REPLICAS").pipe(Config.validate({ message: "expected 0 to 8", validation: (n) => n >= 0 && n <= 8 }), Config.withDefault(defaultDeploymentSettings.replicas))
+    ),
+    replicaCheckMs: yield* env(positive("REPLICA_CHECK_MS", defaultDeploymentSettings.replicaCheckMs, "expected a positive number of milliseconds"))
   }
   return settings
 })

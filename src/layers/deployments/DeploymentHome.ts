@@ -32,8 +32,11 @@ type Failure = Refused<DeploymentRouteCode> | StoreError
 /** A stored deployment's namespace: a valid name when the deployment was made. */
 const namespaceOf = (record: DeploymentRecord) => record.namespace as NamespaceName
 
-/** An update or rollback starts the app (a Node.js install alone may take 4 minutes). */
-const CHANGE_TIMEOUT = Duration.minutes(10)
+/**
+ * An update or rollback starts the app (a Node.js install alone may take 4 minutes), then the
+ * replicas (ReplicaFanout's REPLICAS_TOTAL): the forwarding hop holds both.
+ */
+export const CHANGE_TIMEOUT = Duration.minutes(11)
 /** A delete stops a process and removes a directory. */
 const DELETE_TIMEOUT = Duration.seconds(60)
 /** How often a gateway looks for teardowns owed to its node (and once at its start). */
@@ -129,7 +132,11 @@ export const makeDeploymentHome = (tools: DeploymentHomeTools): DeploymentHomeSe
         Effect.gen(function* () {
           yield* tools.runtime.stop(row.deployment_id)
           yield* tools.instances.release({ id: row.deployment_id, namespace: row.namespace, name: row.name })
-          yield* tools.registry.exec({ sql: "DELETE FROM deployment_teardowns WHERE deployment_id = ?", params: [row.deployment_id] })
+          yield* tools.registry.batch([
+            { sql: "DELETE FROM deployment_teardowns WHERE deployment_id = ? AND home_node = ?", params: [row.deployment_id, config.nodeId] },
+            // a replica's row goes with it (its record is gone)
+            { sql: "DELETE FROM deployment_replicas WHERE deployment_id = ? AND node_id = ?", params: [row.deployment_id, config.nodeId] }
+          ])
         })
       )
       .pipe(Effect.catchAll((e) => Effect.logWarning(`owed teardown of deployment ${row.deployment_id} not done yet: ${"detail" in e ? e.detail : e.reason}`)))

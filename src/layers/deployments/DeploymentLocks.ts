@@ -27,8 +27,11 @@ interface Entry {
   users: number
 }
 
+/** Spec §8: the lock and the local work share 120 s; waiting longer is a 503. */
+export const LOCK_WAIT = Duration.seconds(120)
+
 export const makeDeploymentLocks = (options: { readonly wait?: Duration.DurationInput | undefined } = {}): DeploymentLocksService => {
-  const wait = Duration.decode(options.wait ?? Duration.seconds(120))
+  const wait = Duration.decode(options.wait ?? LOCK_WAIT)
   const entries = new Map<string, Entry>()
 
   const enter = (id: string): Entry => {

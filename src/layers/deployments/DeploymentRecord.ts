@@ -114,7 +114,8 @@ export interface VersionRecord {
 
 /**
  * Event types. The store writes the life-cycle ones in the same batch as the change; the others
- * come from the process supervisor and (later) replicas (spec §6.1).
+ * come from the process supervisor and the replicas (spec §6.1; `home_moved`: the home role went
+ * to a replica when the home node was retired).
  */
 export const DeploymentEventType = Schema.Literal(
   "created",
@@ -132,7 +133,8 @@ export const DeploymentEventType = Schema.Literal(
   "health_check_failed",
   "replica_setup_failed",
   "replica_update_failed",
-  "replica_env_failed"
+  "replica_env_failed",
+  "home_moved"
 )
 export type DeploymentEventType = typeof DeploymentEventType.Type
 

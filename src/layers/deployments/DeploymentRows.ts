@@ -22,6 +22,15 @@ import {
 export const DEPLOYMENT_COLUMNS = `id, namespace, name, type, status, version, domain, home_node, port, artifact, memory_bytes,
   cpu_millis, pids, restart_policy, health_path, grants, env_version, created_at, updated_at`
 
+/**
+ * The lowest free app port of a node's range, NULL when the range is full: six parameters, the
+ * node, the first port twice, the node, the first and the last port. Over `app_ports`, every
+ * port a home or a replica holds on a node (migration 25), so both allocations pick from one set.
+ */
+export const FREE_PORT_SQL = `CASE WHEN NOT EXISTS (SELECT 1 FROM app_ports WHERE node = ? AND port = ?) THEN ? ELSE (
+    SELECT MIN(d.port + 1) FROM app_ports d WHERE d.node = ? AND d.port >= ? AND d.port < ?
+      AND NOT EXISTS (SELECT 1 FROM app_ports e WHERE e.node = d.node AND e.port = d.port + 1)) END`
+
 const Stamp = Schema.String.pipe(Schema.pattern(/^\d{1,20}$/))
 
 const DeploymentRow = Schema.Struct({

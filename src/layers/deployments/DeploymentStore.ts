@@ -42,6 +42,7 @@ import {
   decodeDeployments,
   decodeVersions,
   DEPLOYMENT_COLUMNS,
+  FREE_PORT_SQL,
   toDeployment,
   toVersion
 } from "./DeploymentRows.js"
@@ -188,9 +189,7 @@ export const makeDeploymentStore = (store: RegistryStoreService, sealer: SealerS
     )
 
   // The lowest free port of the node's range, NULL when the range is full (ports are unique per node).
-  const freePortSql = `CASE WHEN NOT EXISTS (SELECT 1 FROM deployments WHERE home_node = ? AND port = ?) THEN ? ELSE (
-      SELECT MIN(d.port + 1) FROM deployments d WHERE d.home_node = ? AND d.port >= ? AND d.port < ?
-        AND NOT EXISTS (SELECT 1 FROM deployments e WHERE e.home_node = d.home_node AND e.port = d.port + 1)) END`
+  const freePortSql = FREE_PORT_SQL
 
   /** Why a create wrote nothing: the first rule its predicate found broken. */
   const createRefusal = (input: NewDeployment) =>
@@ -450,8 +449,17 @@ export const makeDeploymentStore = (store: RegistryStoreService, sealer: SealerS
                 params: [teardownOwedBy, yield* Clock.currentTimeMillis, namespace, id]
               }
             ]
+      // every replica node owes a teardown too (done at once by the delete's own calls, else by its sweep)
+      const replicasOwe: Statement = {
+        sql: `INSERT INTO deployment_teardowns (deployment_id, home_node, namespace, name, created_at)
+          SELECT r.deployment_id, r.node_id, d.namespace, d.name, ? FROM deployment_replicas r JOIN deployments d ON d.id = r.deployment_id
+          WHERE d.namespace = ? AND d.id = ? ON CONFLICT DO NOTHING`,
+        params: [yield* Clock.currentTimeMillis, namespace, id]
+      }
       const written = yield* store.batch([
         ...owed,
+        replicasOwe,
+        { sql: "DELETE FROM deployment_replicas WHERE deployment_id = ?", params: [id] },
         { sql: "DELETE FROM deployment_domains WHERE deployment_id = ?", params: [id] },
         { sql: "DELETE FROM deployment_events WHERE deployment_id = ?", params: [id] },
         { sql: "DELETE FROM deployment_versions WHERE deployment_id = ?", params: [id] },

@@ -35,6 +35,8 @@ import type { DeploymentStoreService } from "./DeploymentStore.js"
 import type { AppBuildsService } from "./build/AppBuilds.js"
 import { type InstanceDirError, type InstanceDirsService } from "./InstanceDirs.js"
 import type { AppRuntimeService } from "./runtime/AppRuntime.js"
+import type { ReplicaFanoutService } from "./replicas/ReplicaFanout.js"
+import type { ReplicaRowsService } from "./replicas/ReplicaRows.js"
 import type { AppHostsService } from "./serving/AppHosts.js"
 import { storeSiteDirectory } from "./serving/SiteManifest.js"
 
@@ -57,6 +59,9 @@ export interface DeploymentTooling {
   readonly builds: AppBuildsService
   /** Forwarding to a dynamic app's home node (DeploymentHome.ts); absent, every change runs here. */
   readonly home?: DeploymentHomeService | undefined
+  /** A dynamic app's replicas (replicas/ReplicaFanout.ts); absent, it runs on its home node alone. */
+  readonly replicas?: ReplicaFanoutService | undefined
+  readonly replicaRows?: ReplicaRowsService | undefined
 }
 
 /** What the operator of a gateway that cannot run apps does (docs/operations.md); static sites deploy meanwhile. */
@@ -338,9 +343,15 @@ export const makeDeploymentUploads = (tools: DeploymentTooling) => {
           return yield* Effect.failCause(started.cause)
         }
         yield* store.setStatus(namespace, id, "active", { reason: "version 1 started" }).pipe(Effect.onError(() => undo))
-        return yield* reread(record)
+        const active = yield* reread(record)
+        // the replicas' setup is reported by its events and rows, never the upload's failure
+        if (tools.replicas !== undefined) yield* tools.replicas.created(active)
+        return active
       })
     )
+
+  /** The version applied here sent on to every active replica (502 REPLICAS_FAILED when not all applied it). */
+  const onReplicas = (record: DeploymentRecord, kind: "update" | "rollback") => (tools.replicas === undefined ? Effect.void : tools.replicas.changed(record, kind))
 
   /**
    * Under the lock: version current + 1 from the archive, started in place of the running one.
@@ -358,7 +369,7 @@ export const makeDeploymentUploads = (tools: DeploymentTooling) => {
         const healthPath = form.fields.healthCheck ?? current.healthPath
         const next = { ...current, version: n, artifact, healthPath }
         const commit = store.addVersion(current.namespace, current.id, current.version, artifact, form.fields.healthCheck)
-        return yield* switchTo(restore, current, next, instanceDir, commit, abandon)
+        return yield* Effect.tap(switchTo(restore, current, next, instanceDir, commit, abandon), (done) => onReplicas(done, "update"))
       })
     )
 
@@ -370,7 +381,9 @@ export const makeDeploymentUploads = (tools: DeploymentTooling) => {
         if (target === undefined) return yield* Effect.fail(refuse("NOT_FOUND", `deployment ${current.name} has no version ${version}`, "list them with GET /v1/deployments/versions"))
         const instanceDir = yield* restore(instanceDirOf(current))
         const next = { ...current, version: current.version + 1, artifact: target.artifact }
-        return yield* switchTo(restore, current, next, instanceDir, store.rollback(current.namespace, current.id, current.version, version))
+        return yield* Effect.tap(switchTo(restore, current, next, instanceDir, store.rollback(current.namespace, current.id, current.version, version)), (done) =>
+          onReplicas(done, "rollback")
+        )
       })
     )
 

@@ -17,7 +17,7 @@ import { RegistryStore, type StoreError } from "../registry/RegistryStore.js"
 import { ContentIndex } from "../storage/ContentIndex.js"
 import { Storage } from "../storage/Storage.js"
 import { type DeploymentEvent, type DeploymentRecord, type DeploymentType, isDynamic, type VersionRecord } from "./DeploymentRecord.js"
-import { makeDeploymentHome, SWEEP_EVERY } from "./DeploymentHome.js"
+import { type DeploymentHomeService, makeDeploymentHome, SWEEP_EVERY } from "./DeploymentHome.js"
 import { DeploymentLocks } from "./DeploymentLocks.js"
 import { DeploymentStore } from "./DeploymentStore.js"
 import { type DeploymentTooling, makeDeploymentUploads, releaseSiteContent } from "./DeploymentUploads.js"
@@ -25,6 +25,7 @@ import { InstanceDirs } from "./InstanceDirs.js"
 import { AppBuilds } from "./build/AppBuilds.js"
 import { AppRuntime } from "./runtime/AppRuntime.js"
 import { AppHosts } from "./serving/AppHosts.js"
+import { Replicas } from "./replicas/Replicas.js"
 import { SqliteRegistryStore } from "../registry/SqliteRegistryStore.js"
 
 export type DeploymentsRefused = Refused<DeploymentRouteCode>
@@ -94,15 +95,31 @@ export const makeDeployments = (tools: DeploymentTooling): DeploymentsService =>
     locked(namespace, name, (record) =>
       Effect.uninterruptible(
         Effect.gen(function* () {
-          // the process first, so its port is free when the record goes
+          // the process first, so its port is free when the record goes; each replica owes a
+          // teardown from the same batch that removes the record, and is asked for it at once
+          const replicaNodes = tools.replicaRows === undefined ? [] : (yield* tools.replicaRows.of(record.id)).map((r) => r.node)
           yield* uploads.stop(record)
           yield* store.remove(namespace, record.id)
-          if (record.type === "static") yield* releaseSiteContent(tools, namespace, record.name)
-          else yield* Effect.ignore(Effect.tapError(instances.release({ id: record.id, namespace, name: record.name }), (e) => Effect.logWarning(`instance directory of ${record.id} not removed: ${e.detail}`)))
+          // a static site's files, a dynamic app's stored versions
+          yield* releaseSiteContent(tools, namespace, record.name)
+          if (record.type !== "static") yield* Effect.ignore(Effect.tapError(instances.release({ id: record.id, namespace, name: record.name }), (e) => Effect.logWarning(`instance directory of ${record.id} not removed: ${e.detail}`)))
+          if (tools.replicas !== undefined && replicaNodes.length > 0) yield* tools.replicas.removed(record, replicaNodes)
           yield* refreshHosts
         })
       )
     )
+
+  /**
+   * The delete on the home node (DeploymentHome.ts); its replicas are asked to tear down from here
+   * too, which is no work when the home node did it, and at once when it did not answer.
+   */
+  const removeElsewhere = (homeNode: DeploymentHomeService, record: DeploymentRecord) =>
+    Effect.gen(function* () {
+      const replicaNodes = tools.replicaRows === undefined ? [] : (yield* tools.replicaRows.of(record.id)).map((r) => r.node)
+      yield* homeNode.remove(record)
+      if (tools.replicas !== undefined && replicaNodes.length > 0) yield* tools.replicas.removed(record, replicaNodes)
+      yield* refreshHosts
+    })
 
   return {
     upload: (namespace, type, contentType, body) => thenRefresh(uploads.upload(namespace, type, contentType, body)),
@@ -111,7 +128,7 @@ export const makeDeployments = (tools: DeploymentTooling): DeploymentsService =>
     get: named,
     // a dynamic app's delete runs on its home node (DeploymentHome.ts), any other here
     remove: (namespace, name) =>
-      Effect.flatMap(named(namespace, name), (found) => (home?.elsewhere(found) === true ? Effect.zipRight(home.remove(found), refreshHosts) : removeHere(namespace, name))),
+      Effect.flatMap(named(namespace, name), (found) => (home !== undefined && home.elsewhere(found) ? removeElsewhere(home, found) : removeHere(namespace, name))),
     versions: (namespace, name) =>
       Effect.gen(function* () {
         const record = yield* named(namespace, name)
@@ -141,6 +158,7 @@ export const makeDeployments = (tools: DeploymentTooling): DeploymentsService =>
           // out of a failed start is changing what it lacked); a stopped app and a static site only record it
           const restarted = isDynamic(record.type) && (record.status === "active" || record.status === "failed")
           if (restarted) yield* uploads.restart(namespace, record, applied.right.env)
+          if (isDynamic(record.type) && tools.replicas !== undefined) yield* tools.replicas.envChanged(record, envVersion)
           return { names: Object.keys(applied.right.env).sort(), envVersion, restarted }
         }))
       ))),
@@ -164,8 +182,11 @@ export class Deployments extends Context.Tag("portico/Deployments")<Deployments,
       }
       const home = makeDeploymentHome({ ...base, internal: internalClient(yield* Coordination) })
       yield* Effect.forkScoped(Effect.repeat(home.sweep, Schedule.spaced(SWEEP_EVERY)))
+      const replicas = yield* Replicas
       return makeDeployments({
         ...base,
+        replicas: replicas.fanout,
+        replicaRows: replicas.rows,
         hosts: yield* AppHosts,
         storage: yield* Storage,
         index: yield* ContentIndex,
@@ -185,6 +206,7 @@ export class Deployments extends Context.Tag("portico/Deployments")<Deployments,
           AppHosts.Test,
           AppRuntime.Test,
           ContentIndex.Test,
+          Replicas.Test,
           DeploymentLocks.Test,
           DeploymentStore.Test,
           InstanceDirs.Test,

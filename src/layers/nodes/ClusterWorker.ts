@@ -10,6 +10,8 @@
  * The tasks: the sweep of a shared content store (the IPFS Cluster engine: one sweep for the
  * cluster, where the embedded engine's blocks are each node's own and each node sweeps them), the
  * registry's housekeeping (function schedules' spent claims, spent and expired node invites), and
+ * the replica check of dynamic deployments (replicas/ReplicaCheck.ts: homes of retired nodes
+ * moved, missing and failed replicas set up again, every PORTICO_REPLICA_CHECK_MS), and
  * after a root-secret rotation the re-sealing of values sealed under an older generation
  * (secrets/Reseal.ts): each heartbeat until a pass finds none left, then every ten minutes (a
  * node that had not yet taken the rotation may have sealed one meanwhile).
@@ -24,6 +26,9 @@ import { Sealer } from "../secrets/Sealer.js"
 import { Storage } from "../storage/Storage.js"
 import { Membership, REGISTRY_NOW } from "../cluster/Membership.js"
 import { SqliteRegistryStore } from "../registry/SqliteRegistryStore.js"
+import { DeploymentStore } from "../deployments/DeploymentStore.js"
+import { replicaCheck } from "../deployments/replicas/ReplicaCheck.js"
+import { Replicas } from "../deployments/replicas/Replicas.js"
 
 const LEASE = "worker"
 /** How long after a complete re-seal pass the next looks again. */
@@ -100,7 +105,12 @@ export class ClusterWorker extends Context.Tag("portico/ClusterWorker")<ClusterW
             ])
           ).pipe(Effect.catchAll((e) => Effect.logWarning(`registry housekeeping failed: ${e.detail}`)), Effect.asVoid)
         },
-        { name: "re-seal", everyMs: config.membership.heartbeatMs, run: reseal }
+        { name: "re-seal", everyMs: config.membership.heartbeatMs, run: reseal },
+        {
+          name: "replica check",
+          everyMs: config.deployments.replicaCheckMs,
+          run: replicaCheck({ registry: store, store: yield* DeploymentStore, fanout: (yield* Replicas).fanout, membership: yield* Membership })
+        }
       ]
       /** When each task last ran on this node while it held the lease. */
       const lastRun = new Map<string, number>()
@@ -155,7 +165,7 @@ export class ClusterWorker extends Context.Tag("portico/ClusterWorker")<ClusterW
   /** Over its collaborators' test doubles: it takes the lease of its own registry. */
   static readonly Test = Layer.suspend(() =>
     ClusterWorker.Live.pipe(
-      Layer.provide(Layer.mergeAll(PorticoConfig.Test, SqliteRegistryStore.Test, Sealer.Test, Membership.Test, FunctionStore.Test, Storage.Test))
+      Layer.provide(Layer.mergeAll(PorticoConfig.Test, SqliteRegistryStore.Test, Sealer.Test, Membership.Test, FunctionStore.Test, Storage.Test, DeploymentStore.Test, Replicas.Test))
     )
   )
 }

@@ -23,6 +23,8 @@ import { NodeHeartbeat } from "../cluster/NodeHeartbeat.js"
 import { NodeLogs } from "../cluster/NodeLogs.js"
 import { DatabaseMoves } from "../sql/DatabaseMoves.js"
 import { ClusterWorker } from "./ClusterWorker.js"
+import { DeploymentStore } from "../deployments/DeploymentStore.js"
+import { moveHomesOff } from "../deployments/replicas/ReplicaCheck.js"
 import { SqliteRegistryStore } from "../registry/SqliteRegistryStore.js"
 
 /** Another node's log arrives within this, or it is unreachable. */
@@ -65,6 +67,7 @@ export class NodeAdmin extends Context.Tag("portico/NodeAdmin")<NodeAdmin, NodeA
       const logs = yield* NodeLogs
       const moves = yield* DatabaseMoves
       const worker = yield* ClusterWorker
+      const deploymentStore = yield* DeploymentStore
       const self = membership.self.id
 
       const find = (id: string) =>
@@ -94,11 +97,18 @@ export class NodeAdmin extends Context.Tag("portico/NodeAdmin")<NodeAdmin, NodeA
           if (node.status === "retired") return yield* Effect.fail(refuse("NOT_FOUND", `node ${id} has left already`))
           const databases = yield* store.query({ sql: "SELECT namespace, name FROM local_databases WHERE home_node = ? ORDER BY namespace, name", params: [id] })
           const [apps] = yield* store.query({ sql: "SELECT COUNT(*) AS n FROM deployments WHERE home_node = ?", params: [id] })
+          // an app with an active replica elsewhere is not lost: its home role moves there
+          const [replicated] = yield* store.query({
+            sql: `SELECT COUNT(DISTINCT d.id) AS n FROM deployments d JOIN deployment_replicas r ON r.deployment_id = d.id
+                  WHERE d.home_node = ? AND r.status = 'active' AND r.port IS NOT NULL`,
+            params: [id]
+          })
           const deployments = Number(apps?.n ?? 0)
+          const unreplicated = deployments - Number(replicated?.n ?? 0)
           const reachable = node.status === "active"
-          if (!force && deployments > 0) {
+          if (!force && unreplicated > 0) {
             return yield* Effect.fail(
-              refuse("CONFLICT", `node ${id} is the home of ${deployments} deployment(s), whose apps run there`, "delete them or deploy them again through another node, or send force: true to retire it with them")
+              refuse("CONFLICT", `node ${id} is the home of ${unreplicated} deployment(s) that run nowhere else`, "delete them or deploy them again through another node, or send force: true to retire it with them")
             )
           }
           if (!force && !reachable && databases.length > 0) {
@@ -125,9 +135,11 @@ export class NodeAdmin extends Context.Tag("portico/NodeAdmin")<NodeAdmin, NodeA
           yield* mark(id, "node.leave", actor, `UPDATE cluster_nodes SET retired_at = ${REGISTRY_NOW} WHERE id = ? AND retired_at IS NULL`, [id], {
             moved: moved.length,
             lost_databases: lostDatabases,
-            lost_deployments: deployments
+            lost_deployments: unreplicated
           })
-          return { moved, lostDatabases, lostDeployments: deployments }
+          // the apps with a replica get their home role there now (the replica check catches any left)
+          const movedApps = yield* moveHomesOff(store, deploymentStore.addEvent, id)
+          return { moved, lostDatabases, lostDeployments: deployments - movedApps }
         })
 
       return NodeAdmin.of({
@@ -192,7 +204,8 @@ export class NodeAdmin extends Context.Tag("portico/NodeAdmin")<NodeAdmin, NodeA
           NodeHeartbeat.Test,
           NodeLogs.Test,
           DatabaseMoves.Test,
-          ClusterWorker.Test
+          ClusterWorker.Test,
+          DeploymentStore.Test
         )
       )
     )

@@ -5,6 +5,7 @@
 import { clusterMigrations } from "./ClusterMigration.js"
 import { customDomainClaimsMigration, deploymentTeardownsMigration } from "./DeploymentsMigration.js"
 import { edgeMigration } from "./EdgeMigration.js"
+import { replicasMigration } from "./ReplicasMigration.js"
 import { functionTriggersMigration, functionsMigration } from "./FunctionsMigration.js"
 
 export interface Migration {
@@ -456,5 +457,6 @@ export const migrations: ReadonlyArray<Migration> = [
   functionTriggersMigration,
   // 18 on: one module per family beside this one
   ...clusterMigrations,
-  edgeMigration
+  edgeMigration,
+  replicasMigration
 ]

@@ -36,6 +36,11 @@ export interface StartInput {
   readonly instanceDir: string
   /** The tenant's environment (the platform's names are added here). */
   readonly env: Readonly<Record<string, string>>
+  /**
+   * Where the supervisor writes what became of the process: the deployment's status by default;
+   * a replica's own row on a replica node (replicas/ReplicaHost.ts).
+   */
+  readonly setStatus?: DeploymentStoreService["setStatus"] | undefined
 }
 
 export interface AppStats {
@@ -63,11 +68,15 @@ export interface AppRuntimeService {
   readonly logs: (id: string, lines: number, instanceDir?: string) => Effect.Effect<ReadonlyArray<string>>
   /** undefined when this gateway has not started the deployment. */
   readonly stats: (id: string) => Effect.Effect<AppStats | undefined>
+  /** The deployments whose supervisor runs here now, each with when its process was first started (Unix ms). */
+  readonly running: Effect.Effect<ReadonlyArray<{ readonly id: string; readonly since: number }>>
   /**
    * The gateway listens on `port`: the default PORTICO_GATEWAY_URL is known from now on, and the
    * first call resumes this node's active deployments in the background.
    */
   readonly listening: (port: number) => Effect.Effect<void>
+  /** Done once the gateway listens (`listening`): apps started from then on know its URL. */
+  readonly ready: Effect.Effect<void>
   /** Starts every active dynamic deployment of this node; one that fails is marked `failed`. */
   readonly resume: Effect.Effect<void>
   /**
@@ -122,8 +131,11 @@ export const makeAppRuntime = (
     const sandbox = options.sandbox ?? defaultSandboxOptions()
     const timing: SupervisorTiming = { ...defaultTiming, ...options.timing }
     const entries = new Map<string, Entry>()
+    /** When each deployment's process was first started here since its last stop (the orphan sweep's age). */
+    const startedAt = new Map<string, number>()
     let gatewayUrl = options.publicUrl
     let resumed = false
+    const listened = yield* Deferred.make<void>()
     let closing = false
 
     const entryOf = (id: string): Effect.Effect<Entry> =>
@@ -174,10 +186,12 @@ export const makeAppRuntime = (
             }
             entry.state = state
             entry.instanceDir = input.instanceDir
+            if (!startedAt.has(record.id)) startedAt.set(record.id, Date.now())
             const launch = () => launchApp({ record, instanceDir: input.instanceDir, env: input.env, gatewayUrl, tokens, sandbox })
             // interruptible whatever the caller's region (a fork inherits it): a stop or the next
             // start must be able to end it, and its health race to drop the loser
-            entry.fiber = yield* Effect.forkIn(Effect.interruptible(supervise(state, { launch, store, timing }, started)), scope)
+            const statusTo = input.setStatus === undefined ? store : { addEvent: store.addEvent, setStatus: input.setStatus }
+            entry.fiber = yield* Effect.forkIn(Effect.interruptible(supervise(state, { launch, store: statusTo, timing }, started)), scope)
           })
         )
         yield* Effect.mapError(Deferred.await(started), (reason) =>
@@ -188,6 +202,7 @@ export const makeAppRuntime = (
     const stop: AppRuntimeService["stop"] = (id) =>
       Effect.suspend(() => {
         const entry = entries.get(id)
+        startedAt.delete(id)
         return entry === undefined ? Effect.void : entry.turn.withPermits(1)(halt(entry))
       })
 
@@ -213,6 +228,10 @@ export const makeAppRuntime = (
           uptimeSeconds: state.launchedAt === undefined ? 0 : Math.max(0, Math.floor((Date.now() - state.launchedAt) / 1000))
         }
       })
+
+    const running: AppRuntimeService["running"] = Effect.sync(() =>
+      [...entries].flatMap(([id, entry]) => (entry.fiber !== undefined && entry.fiber.unsafePoll() === null ? [{ id, since: startedAt.get(id) ?? Date.now() }] : []))
+    )
 
     const revive: AppRuntimeService["revive"] = (record) =>
       Effect.gen(function* () {
@@ -254,7 +273,7 @@ export const makeAppRuntime = (
         if (options.publicUrl === undefined) gatewayUrl = `http://${loopbackOf(options.listenHost)}:${port}`
         if (resumed) return Effect.void
         resumed = true
-        return Effect.asVoid(Effect.forkIn(resume, scope))
+        return Effect.zipRight(Deferred.succeed(listened, undefined), Effect.asVoid(Effect.forkIn(resume, scope)))
       })
 
     // the gateway's end stops every app at once (each within its grace), before the stores close
@@ -265,7 +284,7 @@ export const makeAppRuntime = (
       })
     )
 
-    return { available, start, stop, logs, stats, listening, resume, revive }
+    return { available, start, stop, logs, stats, running, listening, ready: Deferred.await(listened), resume, revive }
   })
 
 export class AppRuntime extends Context.Tag("portico/AppRuntime")<AppRuntime, AppRuntimeService>() {

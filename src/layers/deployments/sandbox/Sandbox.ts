@@ -130,7 +130,10 @@ function launchSync(spec: SandboxSpec, options: SandboxOptions): SandboxHandle {
     chownSync(dir, spec.uid, gid)
     chmodSync(dir, 0o700)
   }
-  const runtime = path.join(options.runtimeRoot, spec.deploymentId)
+  // the machine's own names for this process: a deployment runs on several nodes (its home and
+  // replicas), which on one machine (a test cluster) differ by port, unique on the machine as the uid is
+  const slot = `${spec.deploymentId}-${spec.port}`
+  const runtime = path.join(options.runtimeRoot, slot)
   rmSync(runtime, { recursive: true, force: true })
   mkdirSync(runtime, { recursive: true, mode: 0o755 })
   // Lookups of the app's own user work (getpwuid) without a host account; `use-vc` sends the
@@ -144,7 +147,7 @@ function launchSync(spec: SandboxSpec, options: SandboxOptions): SandboxHandle {
   writeFileSync(envFile, renderEnvironment({ PATH: "/usr/local/bin:/usr/bin:/bin", HOME: sandboxPaths.state, ...spec.env }), { mode: 0o400 })
   chownSync(envFile, spec.uid, gid)
 
-  const cgroup = DeploymentCgroup.create(options.cgroupParent, spec.deploymentId, spec.limits)
+  const cgroup = DeploymentCgroup.create(options.cgroupParent, slot, spec.limits)
   const programs = socketPrograms({
     port: spec.port,
     refuse: spec.refuse ?? internalRanges,

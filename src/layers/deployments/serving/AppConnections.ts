@@ -18,7 +18,7 @@ import { forwardedIn, type TrustedProxies } from "../../config/TrustedProxies.js
 import type * as http from "node:http"
 import * as net from "node:net"
 import { Code } from "../../../domain/Errors.js"
-import { HOP_BY_HOP_HEADERS } from "../../../domain/HopByHop.js"
+import { HOP_BY_HOP_HEADERS, PROXY_NODE_HEADER } from "../../../domain/HopByHop.js"
 import { answerRefusalOnSocket, type AppRefusal, appUnreachable } from "./AppAnswers.js"
 import type { AppTarget } from "./AppHosts.js"
 import { makeParser, methods, type Parser, PARSE_ON, SKIP_BODY, STOP_AFTER_HEAD } from "./Llhttp.js"
@@ -51,7 +51,7 @@ interface Pending {
 }
 
 /** Hop-by-hop (RFC 9110 §7.6.1) and the forwarding headers only the gateway sets. */
-const DROPPED = new Set([...HOP_BY_HOP_HEADERS, "forwarded", "x-forwarded-for", "x-forwarded-proto", "x-forwarded-host", "x-forwarded-port"])
+const DROPPED = new Set([...HOP_BY_HOP_HEADERS, "forwarded", "x-forwarded-for", "x-forwarded-proto", "x-forwarded-host", "x-forwarded-port", PROXY_NODE_HEADER])
 
 export const makeAppConnections = (options: AppConnectionsOptions) => {
   const live = new Set<AppConnection>()
@@ -169,7 +169,7 @@ export const makeAppConnections = (options: AppConnectionsOptions) => {
       let hosts = 0
       let connection: string | undefined
       let upgradeTo = ""
-      let chunked = false
+      let [chunked, relayed] = [false, false]
       for (let i = 0; i + 1 < headers.length; i += 2) {
         const name = (headers[i] as string).toLowerCase()
         if (name === "host") {
@@ -178,8 +178,10 @@ export const makeAppConnections = (options: AppConnectionsOptions) => {
         } else if (name === "connection") connection = connection === undefined ? headers[i + 1] : `${connection},${headers[i + 1]}`
         else if (name === "upgrade") upgradeTo = headers[i + 1] as string
         else if (name === "transfer-encoding") chunked = true
+        else if (name === PROXY_NODE_HEADER) relayed = true
       }
-      const app = hosts === 1 && method !== "CONNECT" ? options.appOf(host) : undefined
+      // a request relayed by another gateway goes to node's server (HostRouting), which honours it
+      const app = hosts === 1 && method !== "CONNECT" && !relayed ? options.appOf(host) : undefined
       if (app === undefined || (this.app !== undefined && (app.id !== this.app.id || app.port !== this.app.port))) {
         if (this.app === undefined) {
           this.stop = "node"

@@ -42,6 +42,8 @@ export interface AppTarget {
   readonly port: number | undefined
   /** Static sites: the manifest's CID (SiteManifest.ts). */
   readonly artifact: string
+  /** Dynamic apps: the nodes besides the home running it now (active replica rows), each with its port there. */
+  readonly replicas: ReadonlyArray<{ readonly node: string; readonly port: number }>
 }
 
 export type HostRoute =
@@ -96,7 +98,11 @@ export const isPlatformHost = (host: string, baseDomain: string): boolean => {
   return label === "api" || reservedSubdomains.has(label) || label.startsWith("ns-")
 }
 
-const toTarget = (row: AppRow): AppTarget => ({
+/** Active replicas with their ports (migration 25): where else an app answers. */
+const REPLICAS_SQL = "SELECT deployment_id, node_id, port FROM deployment_replicas WHERE status = 'active' AND port IS NOT NULL ORDER BY node_id"
+const ReplicaRow = Schema.Struct({ deployment_id: Schema.String, node_id: Schema.String, port: Schema.Number })
+
+const toTarget = (row: AppRow, replicas: ReadonlyArray<{ readonly node: string; readonly port: number }>): AppTarget => ({
   id: row.id,
   namespace: row.namespace,
   name: row.name,
@@ -104,7 +110,8 @@ const toTarget = (row: AppRow): AppTarget => ({
   status: row.status,
   homeNode: row.home_node,
   port: row.port ?? undefined,
-  artifact: row.artifact
+  artifact: row.artifact,
+  replicas
 })
 
 const API: HostRoute = { kind: "api" }
@@ -124,8 +131,17 @@ const readTable = (store: RegistryStoreService) =>
     const decoded = yield* Schema.decodeUnknown(Schema.Array(AppRow))(rows).pipe(
       Effect.mapError((e) => new StoreError({ reason: "statement", detail: `a deployment row is not of its shape: ${e.message}` }))
     )
+    const replicaRows = yield* Schema.decodeUnknown(Schema.Array(ReplicaRow))(yield* store.query({ sql: REPLICAS_SQL, params: [] })).pipe(
+      Effect.mapError((e) => new StoreError({ reason: "statement", detail: `a replica row is not of its shape: ${e.message}` }))
+    )
+    const replicas = new Map<string, Array<{ readonly node: string; readonly port: number }>>()
+    for (const r of replicaRows) {
+      const held = replicas.get(r.deployment_id) ?? []
+      held.push({ node: r.node_id, port: r.port })
+      replicas.set(r.deployment_id, held)
+    }
     const table = new Map<string, HostRoute>()
-    for (const row of decoded) table.set(row.host.toLowerCase(), { kind: "app", app: toTarget(row) })
+    for (const row of decoded) table.set(row.host.toLowerCase(), { kind: "app", app: toTarget(row, replicas.get(row.id) ?? []) })
     return table
   })
 

@@ -18,7 +18,7 @@ import { clientAddressOf, clientProtoOf } from "../../../api/node/ClientAddress.
 import * as http from "node:http"
 import type * as net from "node:net"
 import type { Duplex } from "node:stream"
-import { HOP_BY_HOP_HEADERS } from "../../../domain/HopByHop.js"
+import { HOP_BY_HOP_HEADERS, PROXY_NODE_HEADER } from "../../../domain/HopByHop.js"
 import { answerRefusal, answerRefusalOnSocket, type AppRefusal, appUnreachable } from "./AppAnswers.js"
 import type { AppTarget } from "./AppHosts.js"
 
@@ -33,7 +33,8 @@ const HOP_BY_HOP = new Set([
   "x-forwarded-for",
   "x-forwarded-proto",
   "x-forwarded-host",
-  "x-forwarded-port"
+  "x-forwarded-port",
+  PROXY_NODE_HEADER
 ])
 
 /** Headers named by `Connection` (`Connection: keep-alive, X-Foo`) are hop-by-hop too. */
@@ -53,17 +54,31 @@ export const endToEnd = (raw: ReadonlyArray<string>, connection: string | string
   return kept
 }
 
-/** The request's headers as the app receives them. */
-const forwardedHeaders = (req: http.IncomingMessage, upgrade: string | undefined): Array<string> => {
+export { PROXY_NODE_HEADER }
+
+/** Where a request goes: the app's port on this machine, or another node's gateway (`relayedBy`: this node's id). */
+export interface Upstream {
+  readonly host: string
+  readonly port: number
+  readonly relayedBy?: string | undefined
+}
+
+/** The request's headers as the app (or the gateway relayed to) receives them. */
+const forwardedHeaders = (req: http.IncomingMessage, upgrade: string | undefined, relayedBy: string | undefined): Array<string> => {
   const headers = endToEnd(req.rawHeaders, req.headers["connection"])
   headers.push(
     "X-Forwarded-For", clientAddressOf(req) ?? "",
     "X-Forwarded-Proto", clientProtoOf(req),
     "X-Forwarded-Host", req.headers.host ?? ""
   )
+  if (relayedBy !== undefined) headers.push("X-Portico-Proxy-Node", relayedBy)
   if (upgrade !== undefined) headers.push("Connection", "Upgrade", "Upgrade", upgrade)
   return headers
 }
+
+/** No body follows the head: such a request may be sent again elsewhere when its first target refused the connection. */
+export const bodyless = (req: http.IncomingMessage): boolean =>
+  req.headers["transfer-encoding"] === undefined && (req.headers["content-length"] === undefined || req.headers["content-length"] === "0")
 
 /** The answer's headers as the client receives them. */
 const answerHeaders = (answer: http.IncomingMessage): Array<string> => {
@@ -87,6 +102,8 @@ export const makeAppProxy = (options: AppProxyOptions) => {
   // kept-alive connections to the apps: a new TCP connection per request would cost more than
   // the proxying itself; LIFO keeps the warm ones busy and lets the rest time out
   const agent = new http.Agent({ keepAlive: true, maxSockets: 1024, maxFreeSockets: 64, scheduling: "lifo" })
+  // and to the other gateways an app's requests are relayed to
+  const peers = new http.Agent({ keepAlive: true, maxSockets: 1024, maxFreeSockets: 64, scheduling: "lifo" })
 
   /** A port the proxy may not use: none, or the gateway's own. */
   const refusedTarget = (app: AppTarget): AppRefusal | undefined => {
@@ -95,16 +112,21 @@ export const makeAppProxy = (options: AppProxyOptions) => {
     return undefined
   }
 
-  const request = (req: http.IncomingMessage, res: http.ServerResponse, app: AppTarget): void => {
-    const refused = refusedTarget(app)
+  /**
+   * `to`: another node's gateway, else the app's port here. `unreached`: called instead of the
+   * 502 when the connection was refused before anything was sent (a bodyless request), so the
+   * caller may try another node.
+   */
+  const request = (req: http.IncomingMessage, res: http.ServerResponse, app: AppTarget, to?: Upstream, unreached?: () => void): void => {
+    const refused = to === undefined ? refusedTarget(app) : undefined
     if (refused !== undefined) return answerRefusal(res, refused, req.method)
     const upstream = http.request({
-      host: "127.0.0.1",
-      port: app.port,
+      host: to?.host ?? "127.0.0.1",
+      port: to?.port ?? app.port,
       method: req.method,
       path: req.url,
-      headers: forwardedHeaders(req, undefined),
-      agent,
+      headers: forwardedHeaders(req, undefined, to?.relayedBy),
+      agent: to === undefined ? agent : peers,
       setHost: false
     })
     const timer = setTimeout(() => upstream.destroy(new AnswerTimeout()), answerTimeoutMs)
@@ -116,33 +138,42 @@ export const makeAppProxy = (options: AppProxyOptions) => {
       // the app cut its answer short: the client must see it cut, not a short body as whole
       answer.once("aborted", () => res.destroy())
     })
+    let settled = false
     upstream.once("error", (error) => {
       clearTimeout(timer)
+      settled = true
       if (res.headersSent) {
         res.destroy()
         return
       }
-      answerRefusal(res, appUnreachable(app.name, error instanceof AnswerTimeout ? `did not answer within ${answerTimeoutMs / 1000} s` : "is not answering on its port"), req.method)
+      const refusedConnection = (error as NodeJS.ErrnoException).code === "ECONNREFUSED" || (error as NodeJS.ErrnoException).code === "EHOSTUNREACH"
+      if (unreached !== undefined && refusedConnection) return unreached()
+      const why = error instanceof AnswerTimeout ? `did not answer within ${answerTimeoutMs / 1000} s` : to === undefined ? "is not answering on its port" : "is not answering on the node that runs it"
+      answerRefusal(res, appUnreachable(app.name, why), req.method)
     })
     // the client left: the app's request goes too
     res.once("close", () => {
       clearTimeout(timer)
-      if (!res.writableFinished) upstream.destroy()
+      if (!res.writableFinished && !settled) upstream.destroy()
     })
-    req.pipe(upstream)
+    if (unreached !== undefined && bodyless(req)) {
+      // nothing to stream: the head alone, so another node can be asked the same if this one refuses
+      req.resume()
+      upstream.end()
+    } else req.pipe(upstream)
   }
 
-  const upgrade = (req: http.IncomingMessage, socket: Duplex, head: Buffer, app: AppTarget): void => {
-    const refused = refusedTarget(app)
+  const upgrade = (req: http.IncomingMessage, socket: Duplex, head: Buffer, app: AppTarget, to?: Upstream): void => {
+    const refused = to === undefined ? refusedTarget(app) : undefined
     if (refused !== undefined) return answerRefusalOnSocket(socket, refused)
     const protocol = req.headers["upgrade"] ?? "websocket"
     // its own connection, not the agent's: an upgraded socket never returns to a pool
     const upstream = http.request({
-      host: "127.0.0.1",
-      port: app.port,
+      host: to?.host ?? "127.0.0.1",
+      port: to?.port ?? app.port,
       method: req.method,
       path: req.url,
-      headers: forwardedHeaders(req, protocol),
+      headers: forwardedHeaders(req, protocol, to?.relayedBy),
       agent: false,
       setHost: false
     })
@@ -203,7 +234,14 @@ export const makeAppProxy = (options: AppProxyOptions) => {
     upstream.end()
   }
 
-  return { request, upgrade, close: () => agent.destroy() }
+  return {
+    request,
+    upgrade,
+    close: () => {
+      agent.destroy()
+      peers.destroy()
+    }
+  }
 }
 
 export type AppProxy = ReturnType<typeof makeAppProxy>
