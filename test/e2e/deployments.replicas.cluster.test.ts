@@ -16,7 +16,9 @@ import * as fs from "node:fs"
 import * as net from "node:net"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { Wallet } from "ethers"
 import { deployForm } from "../support/deploymentFixture.js"
+import { deployForm as functionForm, watModule } from "../support/functions.js"
 import { type Gateway, getOnHost, type Reply, startGateway } from "../support/gateway.js"
 import { internalCall } from "../support/internalCall.js"
 import { hasKubo, type KuboPeer, kuboMissingMessage, startKuboPeers } from "../support/kubo.js"
@@ -28,7 +30,7 @@ import { tarOf } from "../support/tarball.js"
 import { waitFor } from "../support/wait.js"
 
 const SUITE = "a deployment's replicas on three nodes"
-const CASES = 6
+const CASES = 8
 const BASE = "replicas.test"
 const SECRET = "7a".repeat(32)
 
@@ -71,6 +73,7 @@ http.createServer((req, res) => {
     let admin = ""
     let domain = ""
     let replicaPort = 0
+    const operator = Wallet.createRandom()
     let blocker: net.Server | undefined
 
     const startNode = async (i: number) => {
@@ -117,6 +120,7 @@ http.createServer((req, res) => {
       const shared = {
         PORTICO_RQLITE_URL: registry.url,
         PORTICO_SECRET: SECRET,
+        PORTICO_OPERATORS: operator.address.toLowerCase(),
         PORTICO_BASE_DOMAIN: BASE,
         PORTICO_NODE_HEARTBEAT_MS: "200",
         PORTICO_NODE_TTL_MS: "1500",
@@ -240,5 +244,53 @@ http.createServer((req, res) => {
       await waitFor("node 1's directory removed", async () => !fs.existsSync(path.join(nodes[0]!.dataDir, "deployments", "shop-api")), 60_000)
       for (const i of [1, 2]) expect(fs.existsSync(path.join(nodes[i]!.dataDir, "deployments", "shop-api"))).toBe(false)
     }, 180_000)
+
+    it("runs a function through node 1 while node 2 dies, and node 3's first invoke fetches its module by CID (scenario 10)", async () => {
+      // reads its input and writes it back
+      const echo = await watModule(`(module
+        (import "wasi_snapshot_preview1" "fd_read" (func $read (param i32 i32 i32 i32) (result i32)))
+        (import "wasi_snapshot_preview1" "fd_write" (func $write (param i32 i32 i32 i32) (result i32)))
+        (memory (export "memory") 1)
+        (func (export "_start")
+          (i32.store (i32.const 0) (i32.const 64)) (i32.store (i32.const 4) (i32.const 4096))
+          (drop (call $read (i32.const 0) (i32.const 0) (i32.const 1) (i32.const 8)))
+          (i32.store (i32.const 16) (i32.const 64)) (i32.store (i32.const 20) (i32.load (i32.const 8)))
+          (drop (call $write (i32.const 1) (i32.const 16) (i32.const 1) (i32.const 24)))))`)
+      const deployed = await fetch(`${nodes[0]!.url}/v1/functions`, { method: "POST", headers: { authorization: `Bearer ${admin}` }, body: functionForm({ name: "echo" }, echo) })
+      expect(deployed.status, await deployed.clone().text()).toBe(201)
+      const invoke = async (gw: Gateway, n: number) => {
+        const res = await fetch(`${gw.url}/v1/functions/echo/invoke`, { method: "POST", headers: { authorization: `Bearer ${admin}` }, body: JSON.stringify({ n }) })
+        return { status: res.status, text: await res.text() }
+      }
+      // node 3 never saw the module: it reads it from content storage by its CID
+      expect(await invoke(nodes[2]!, 0)).toEqual({ status: 200, text: '{"n":0}' })
+      const during = Array.from({ length: 20 }, (_, i) => invoke(nodes[0]!, i + 1))
+      await kill(1)
+      for (const [i, answer] of (await Promise.all(during)).entries()) expect(answer).toEqual({ status: 200, text: JSON.stringify({ n: i + 1 }) })
+      expect(await invoke(nodes[0]!, 99)).toEqual({ status: 200, text: '{"n":99}' })
+      await startNode(1)
+    }, 120_000)
+
+    it("moves a retired home node's app to its replica: leave counts nothing lost, the app keeps serving from the new home", async () => {
+      const created = await upload(nodes[0]!, "upload", { name: "moved", skip_install: "true" }, tarOf({ "index.js": appSource("m1") }))
+      expect(created.status, created.text).toBe(201)
+      const movedDomain = created.body.domain as string
+      await waitFor("its replica active", async () => (await replicas()).some((r) => r.status === "active"), 30_000)
+      const replicaNode = (await replicas())[0]!.node
+      const challenged = await nodes[2]!.request("POST", "/v1/auth/challenge", { json: { wallet: operator.address } })
+      const verified = await nodes[2]!.request("POST", "/v1/auth/verify", { json: { message: challenged.body.message, signature: await operator.signMessage(challenged.body.message) } })
+      const left = await nodes[2]!.request("POST", "/v1/node/leave", { token: verified.body.access_token, json: { node: "node-1" } })
+      expect(left.status, left.text).toBe(200)
+      expect(left.body.lost).toEqual({ databases: 0, deployments: 0 })
+      const record = (await get(nodes[2]!, "get?name=moved")).body
+      expect(record).toMatchObject({ status: "active" })
+      expect(await replicas()).toEqual([])
+      const moved = ((await get(nodes[2]!, "events?name=moved")).body.events as Array<{ type: string; detail: Record<string, unknown> }>).find((e) => e.type === "home_moved")
+      expect(moved?.detail).toEqual({ from: "node-1", to: replicaNode })
+      for (const i of [1, 2]) {
+        await waitFor(`served through node-${i + 1} from the new home`, async () => (await getOnHost(nodes[i]!.port, movedDomain, "/")).status === 200, 15_000)
+        expect(JSON.parse((await getOnHost(nodes[i]!.port, movedDomain, "/")).body)).toMatchObject({ version: "m1" })
+      }
+    }, 120_000)
   })
 }
