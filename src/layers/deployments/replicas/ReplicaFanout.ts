@@ -132,13 +132,16 @@ export const makeReplicaFanout = (tools: ReplicaFanoutTools): ReplicaFanoutServi
       { discard: true }
     )
 
-  /** `kind` on every node of `nodes` at once, within REPLICAS_TOTAL; a call still running then counts as timed out. */
+  /** `kind` on every node of `nodes` at once (so all within REPLICAS_TOTAL); a call still running then counts as timed out. */
   const fanOut = (record: DeploymentRecord, nodes: ReadonlyArray<string>, kind: Kind, order: { readonly cid: string; readonly artifactVersion: number } | bigint) =>
     Effect.forEach(
       nodes,
-      (node) => Effect.map(Effect.timeout(send(record, node, kind, order), REPLICAS_TOTAL), (o) => o).pipe(
-        Effect.catchAll(() => Effect.succeed<Outcome>({ node, ok: false, reason: "timed out" }))
-      ),
+      (node) =>
+        Effect.timeoutTo(send(record, node, kind, order), {
+          duration: REPLICAS_TOTAL,
+          onSuccess: (outcome): Outcome => outcome,
+          onTimeout: (): Outcome => ({ node, ok: false, reason: "timed out" })
+        }),
       { concurrency: "unbounded" }
     )
 

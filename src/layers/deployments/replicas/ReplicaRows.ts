@@ -56,6 +56,13 @@ export const stampText = (stamp: bigint): string => stamp.toString().padStart(20
 
 const nowSeconds = () => Math.floor(Date.now() / 1000)
 
+/**
+ * A row may be written only for a deployment that exists and is not homed on that node (two
+ * parameters: the id, the node): a late failure report never outlives a delete, and never makes
+ * a replica of a node that took the home role meanwhile.
+ */
+const REPLICA_OF = "EXISTS (SELECT 1 FROM deployments WHERE id = ? AND home_node <> ?)"
+
 export interface ReplicaRowsService {
   /** Every replica of a deployment, by node. */
   readonly of: (deploymentId: string) => Effect.Effect<ReadonlyArray<ReplicaRow>, StoreError>
@@ -97,9 +104,9 @@ export const makeReplicaRows = (store: RegistryStoreService): ReplicaRowsService
         if (held?.port !== undefined) return held.port
         yield* store.exec({
           sql: `INSERT INTO deployment_replicas (deployment_id, node_id, status, port, version, env_version, reason, updated_at)
-                SELECT ?, ?, 'failed', p.port, 0, ?, 'setting up', ? FROM (SELECT ${FREE_PORT_SQL} AS port) p WHERE p.port IS NOT NULL
+                SELECT ?, ?, 'failed', p.port, 0, ?, 'setting up', ? FROM (SELECT ${FREE_PORT_SQL} AS port) p WHERE p.port IS NOT NULL AND ${REPLICA_OF}
                 ON CONFLICT (deployment_id, node_id) DO UPDATE SET port = excluded.port, status = 'failed', reason = 'setting up', updated_at = excluded.updated_at`,
-          params: [id, node, stampText(0n), nowSeconds(), node, range.first, range.first, node, range.first, range.last]
+          params: [id, node, stampText(0n), nowSeconds(), node, range.first, range.first, node, range.first, range.last, id, node]
         })
         const [claimed] = yield* select("WHERE deployment_id = ? AND node_id = ?", [id, node])
         return claimed?.port !== undefined && claimed.port <= range.last ? claimed.port : undefined
@@ -115,18 +122,18 @@ export const makeReplicaRows = (store: RegistryStoreService): ReplicaRowsService
       Effect.asVoid(
         store.exec({
           sql: `INSERT INTO deployment_replicas (deployment_id, node_id, status, port, version, env_version, reason, updated_at)
-                VALUES (?, ?, 'failed', NULL, 0, ?, ?, ?)
+                SELECT ?, ?, 'failed', NULL, 0, ?, ?, ? WHERE ${REPLICA_OF}
                 ON CONFLICT (deployment_id, node_id) DO UPDATE SET status = 'failed', reason = excluded.reason, updated_at = excluded.updated_at${dropPort ? ", port = NULL" : ""}`,
-          params: [id, node, stampText(0n), reason.slice(0, 500), nowSeconds()]
+          params: [id, node, stampText(0n), reason.slice(0, 500), nowSeconds(), id, node]
         })
       ),
     noteUnreached: (id, node, reason) =>
       Effect.asVoid(
         store.exec({
           sql: `INSERT INTO deployment_replicas (deployment_id, node_id, status, port, version, env_version, reason, updated_at)
-                SELECT ?, ?, 'failed', NULL, 0, ?, ?, ? WHERE EXISTS (SELECT 1 FROM deployments WHERE id = ?)
+                SELECT ?, ?, 'failed', NULL, 0, ?, ?, ? WHERE ${REPLICA_OF}
                 ON CONFLICT (deployment_id, node_id) DO UPDATE SET status = 'failed', reason = excluded.reason, updated_at = excluded.updated_at`,
-          params: [id, node, stampText(0n), reason.slice(0, 500), nowSeconds(), id]
+          params: [id, node, stampText(0n), reason.slice(0, 500), nowSeconds(), id, node]
         })
       ),
     remove: (id, node) =>
