@@ -5,6 +5,7 @@
  */
 import { Schema } from "effect"
 import { decodeRows } from "../registry/RegistryRows.js"
+import type { Statement } from "../registry/RegistryStore.js"
 import {
   type CustomDomainRecord,
   type DeploymentEvent,
@@ -30,6 +31,29 @@ export const DEPLOYMENT_COLUMNS = `id, namespace, name, type, status, version, d
 export const FREE_PORT_SQL = `CASE WHEN NOT EXISTS (SELECT 1 FROM app_ports WHERE node = ? AND port = ?) THEN ? ELSE (
     SELECT MIN(d.port + 1) FROM app_ports d WHERE d.node = ? AND d.port >= ? AND d.port < ?
       AND NOT EXISTS (SELECT 1 FROM app_ports e WHERE e.node = d.node AND e.port = d.port + 1)) END`
+
+/**
+ * The teardowns a delete owes (`deployment_teardowns`), written in the batch that removes the
+ * record and only if it does: one by each replica node (done at once by the delete's own calls,
+ * else by that node's sweep), and one by the home node when it did not answer (`homeOwes`).
+ */
+export const owedTeardowns = (namespace: string, id: string, now: number, homeOwes: string | undefined): ReadonlyArray<Statement> => [
+  ...(homeOwes === undefined
+    ? []
+    : [
+        {
+          sql: `INSERT INTO deployment_teardowns (deployment_id, home_node, namespace, name, created_at)
+                SELECT id, ?, namespace, name, ? FROM deployments WHERE namespace = ? AND id = ? ON CONFLICT DO NOTHING`,
+          params: [homeOwes, now, namespace, id]
+        }
+      ]),
+  {
+    sql: `INSERT INTO deployment_teardowns (deployment_id, home_node, namespace, name, created_at)
+          SELECT r.deployment_id, r.node_id, d.namespace, d.name, ? FROM deployment_replicas r JOIN deployments d ON d.id = r.deployment_id
+          WHERE d.namespace = ? AND d.id = ? ON CONFLICT DO NOTHING`,
+    params: [now, namespace, id]
+  }
+]
 
 const Stamp = Schema.String.pipe(Schema.pattern(/^\d{1,20}$/))
 

@@ -43,6 +43,7 @@ import {
   decodeVersions,
   DEPLOYMENT_COLUMNS,
   FREE_PORT_SQL,
+  owedTeardowns,
   toDeployment,
   toVersion
 } from "./DeploymentRows.js"
@@ -438,27 +439,10 @@ export const makeDeploymentStore = (store: RegistryStoreService, sealer: SealerS
     Effect.gen(function* () {
       const found = yield* byId(namespace, id)
       if (Option.isNone(found)) return false
-      // the owed teardown is written only if this batch removes the record (its predicate)
-      const owed: ReadonlyArray<Statement> =
-        teardownOwedBy === undefined
-          ? []
-          : [
-              {
-                sql: `INSERT INTO deployment_teardowns (deployment_id, home_node, namespace, name, created_at)
-                  SELECT id, ?, namespace, name, ? FROM deployments WHERE namespace = ? AND id = ? ON CONFLICT DO NOTHING`,
-                params: [teardownOwedBy, yield* Clock.currentTimeMillis, namespace, id]
-              }
-            ]
-      // every replica node owes a teardown too (done at once by the delete's own calls, else by its sweep)
-      const replicasOwe: Statement = {
-        sql: `INSERT INTO deployment_teardowns (deployment_id, home_node, namespace, name, created_at)
-          SELECT r.deployment_id, r.node_id, d.namespace, d.name, ? FROM deployment_replicas r JOIN deployments d ON d.id = r.deployment_id
-          WHERE d.namespace = ? AND d.id = ? ON CONFLICT DO NOTHING`,
-        params: [yield* Clock.currentTimeMillis, namespace, id]
-      }
+      // written only if this batch removes the record (their predicate)
+      const owed = owedTeardowns(namespace, id, yield* Clock.currentTimeMillis, teardownOwedBy)
       const written = yield* store.batch([
         ...owed,
-        replicasOwe,
         { sql: "DELETE FROM deployment_replicas WHERE deployment_id = ?", params: [id] },
         { sql: "DELETE FROM deployment_domains WHERE deployment_id = ?", params: [id] },
         { sql: "DELETE FROM deployment_events WHERE deployment_id = ?", params: [id] },

@@ -15,6 +15,7 @@ import { Duration, Effect, Either } from "effect"
 import * as path from "node:path"
 import type { MembershipService } from "../../cluster/Membership.js"
 import type { PorticoSettings } from "../../config/PorticoConfig.js"
+import type { PeerAnswer, PeerUnreachable } from "../../coordination/Coordination.js"
 import type { InternalClient } from "../../coordination/InternalClient.js"
 import type { NamespaceName } from "../../../domain/Names.js"
 import { refuse, type Refused } from "../../Refused.js"
@@ -39,7 +40,12 @@ const ROUTE = { setup: "replicaSetup", update: "replicaUpdate", rollback: "repli
 const EVENT: Record<Exclude<Kind, "setup">, DeploymentEventType> = { update: "replica_update_failed", rollback: "replica_update_failed", env: "replica_env_failed" }
 
 /** How one replica call ended, in the generic words a client is given. */
-type Outcome = { readonly node: string; readonly ok: true } | { readonly node: string; readonly ok: false; readonly reason: string }
+type Failed = { readonly node: string; readonly ok: false; readonly reason: string }
+type Outcome = { readonly node: string; readonly ok: true } | Failed
+/** A version for replicas: the CID of its directory, and which version's directory it is. */
+type VersionOrder = { readonly cid: string; readonly artifactVersion: number }
+/** One replica route called on one node. */
+type Call = (node: string) => Effect.Effect<PeerAnswer, PeerUnreachable>
 
 export interface ReplicaFanoutTools {
   readonly config: PorticoSettings
@@ -77,7 +83,7 @@ export const makeReplicaFanout = (tools: ReplicaFanoutTools): ReplicaFanoutServi
     Effect.catchAll(Effect.asVoid(effect), (e) => Effect.logWarning(`${what}: ${"detail" in e ? e.detail : e.reason}`))
 
   /** The CID of the record's current version's directory: stored now when this node prepared it and no CID is known yet. */
-  const cidOf = (record: DeploymentRecord): Effect.Effect<{ readonly cid: string; readonly artifactVersion: number } | undefined, StoreError | Refused> =>
+  const cidOf = (record: DeploymentRecord): Effect.Effect<VersionOrder | undefined, StoreError | Refused> =>
     Effect.gen(function* () {
       const artifactVersion = artifactVersionOf(record.artifact)
       if (artifactVersion === undefined) return undefined
@@ -94,15 +100,16 @@ export const makeReplicaFanout = (tools: ReplicaFanoutTools): ReplicaFanoutServi
       return { cid, artifactVersion }
     })
 
-  /** Sends `kind` to `node`; the answer in generic words, the details to the log. */
-  const send = (record: DeploymentRecord, node: string, kind: Kind, order: { readonly cid: string; readonly artifactVersion: number } | bigint): Effect.Effect<Outcome> => {
-    const target = { deployment_id: record.id, namespace: record.namespace as NamespaceName, name: record.name }
-    const call =
-      kind === "env"
-        ? internal.call(node, "replicaEnv", { ...target, env_version: stampText(order as bigint) }, REPLICA_CALL)
-        : internal.call(node, ROUTE[kind], { ...target, version: record.version, ...artifactOf(order) }, REPLICA_CALL)
-    return Effect.gen(function* () {
-      const answer = yield* Effect.either(Effect.timeout(call, REPLICA_CALL))
+  const targetOf = (record: DeploymentRecord) => ({ deployment_id: record.id, namespace: record.namespace as NamespaceName, name: record.name })
+
+  /** The call that makes `node` run `record`'s version from `order` (setup, update and rollback alike on the replica). */
+  const versionCall = (record: DeploymentRecord, kind: Exclude<Kind, "env">, order: VersionOrder): Call => (node) =>
+    internal.call(node, ROUTE[kind], { ...targetOf(record), version: record.version, cid: order.cid, artifact_version: order.artifactVersion }, REPLICA_CALL)
+
+  /** Runs `call` on `node`; the answer in generic words, the details to the log. */
+  const send = (record: DeploymentRecord, node: string, kind: Kind, call: Call): Effect.Effect<Outcome> =>
+    Effect.gen(function* () {
+      const answer = yield* Effect.either(Effect.timeout(call(node), REPLICA_CALL))
       if (Either.isLeft(answer)) {
         const timedOut = answer.left._tag === "TimeoutException"
         yield* Effect.logWarning(`replica ${kind} of ${record.id} on ${node}: ${timedOut ? "timed out" : answer.left.detail}`)
@@ -112,13 +119,9 @@ export const makeReplicaFanout = (tools: ReplicaFanoutTools): ReplicaFanoutServi
       yield* Effect.logWarning(`replica ${kind} of ${record.id} on ${node}: ${answer.right.status} ${answer.right.text.slice(0, 500)}`)
       return { node, ok: false, reason: `refused with status ${answer.right.status}` } as const
     })
-  }
-
-  const artifactOf = (order: { readonly cid: string; readonly artifactVersion: number } | bigint) =>
-    typeof order === "bigint" ? { cid: "", artifact_version: 1 } : { cid: order.cid, artifact_version: order.artifactVersion }
 
   /** What failed, noted: a failed row (nothing routed to it) and the kind's event, one per node. */
-  const noteFailures = (record: DeploymentRecord, kind: Kind, failed: ReadonlyArray<Outcome & { ok: false }>) =>
+  const noteFailures = (record: DeploymentRecord, kind: Kind, failed: ReadonlyArray<Failed>) =>
     Effect.forEach(
       failed,
       (f) =>
@@ -132,12 +135,12 @@ export const makeReplicaFanout = (tools: ReplicaFanoutTools): ReplicaFanoutServi
       { discard: true }
     )
 
-  /** `kind` on every node of `nodes` at once (so all within REPLICAS_TOTAL); a call still running then counts as timed out. */
-  const fanOut = (record: DeploymentRecord, nodes: ReadonlyArray<string>, kind: Kind, order: { readonly cid: string; readonly artifactVersion: number } | bigint) =>
+  /** `call` on every node of `nodes` at once (so all within REPLICAS_TOTAL); a call still running then counts as timed out. */
+  const fanOut = (record: DeploymentRecord, nodes: ReadonlyArray<string>, kind: Kind, call: Call) =>
     Effect.forEach(
       nodes,
       (node) =>
-        Effect.timeoutTo(send(record, node, kind, order), {
+        Effect.timeoutTo(send(record, node, kind, call), {
           duration: REPLICAS_TOTAL,
           onSuccess: (outcome): Outcome => outcome,
           onTimeout: (): Outcome => ({ node, ok: false, reason: "timed out" })
@@ -177,8 +180,9 @@ export const makeReplicaFanout = (tools: ReplicaFanoutTools): ReplicaFanoutServi
         ]
         if (extra.length > 0) yield* removeFrom(record, extra.map((r) => r.node))
         if (targets.length === 0) return
-        const outcomes = yield* fanOut(record, targets, "setup", order)
-        yield* noteFailures(record, "setup", outcomes.filter((o): o is Outcome & { ok: false } => !o.ok))
+        const outcomes = yield* fanOut(record, targets, "setup", versionCall(record, "setup", order))
+        // a 409 is a replica already past this version (a change raced the check): no failure of it
+        yield* noteFailures(record, "setup", outcomes.filter((o): o is Failed => !o.ok && o.reason !== "refused with status 409"))
       })
     )
 
@@ -187,29 +191,34 @@ export const makeReplicaFanout = (tools: ReplicaFanoutTools): ReplicaFanoutServi
     Effect.forEach(
       nodes,
       (node) =>
-        Effect.ignore(
-          Effect.timeout(internal.call(node, "replicaTeardown", { deployment_id: record.id, namespace: record.namespace as NamespaceName, name: record.name }, "30 seconds"), "30 seconds")
-        ),
+        Effect.ignore(Effect.timeout(internal.call(node, "replicaTeardown", targetOf(record), "30 seconds"), "30 seconds")),
       { concurrency: "unbounded", discard: true }
     )
 
-  /**
-   * The change on every replica that holds a process (active, or failed after its setup: a rerun
-   * reaches a replica an earlier change missed, spec §4.8); 502 naming what did not apply.
-   */
-  const toActive = (record: DeploymentRecord, kind: "update" | "rollback" | "env", order: { readonly cid: string; readonly artifactVersion: number } | bigint) =>
-    Effect.gen(function* () {
-      const active = (yield* Effect.orElseSucceed(rows.of(record.id), () => [])).filter((r) => r.status === "active" || r.port !== undefined).map((r) => r.node)
-      if (active.length === 0) return
-      const outcomes = yield* fanOut(record, active, kind, order)
-      const failed = outcomes.filter((o): o is Outcome & { ok: false } => !o.ok)
-      if (failed.length === 0) return
-      yield* noteFailures(record, kind, failed)
-      const applied = 1 + outcomes.length - failed.length
-      const detail = failed.map((f) => `${f.node}: ${f.reason}`).join(", ")
-      return yield* Effect.fail(
-        refuse("REPLICAS_FAILED", `applied on ${applied} of ${1 + outcomes.length} nodes; not on ${detail}`, "the home node runs the change; rerun it to send it to every replica again")
+  /** The replicas that hold a process: active, or failed after their setup (a rerun reaches one an earlier change missed, spec §4.8). */
+  const running = (record: DeploymentRecord) =>
+    Effect.map(Effect.orElseSucceed(rows.of(record.id), () => []), (held) => held.filter((r) => r.status === "active" || r.port !== undefined).map((r) => r.node))
+
+  /** 502 naming how many of the nodes applied the change and each that did not. */
+  const partial = (record: DeploymentRecord, kind: Exclude<Kind, "setup">, total: number, failed: ReadonlyArray<Failed>) =>
+    Effect.zipRight(
+      noteFailures(record, kind, failed),
+      Effect.fail(
+        refuse(
+          "REPLICAS_FAILED",
+          `applied on ${total - failed.length} of ${total} nodes; not on ${failed.map((f) => `${f.node}: ${f.reason}`).join(", ")}`,
+          "the home node runs the change; rerun it to send it to every replica again"
+        )
       )
+    )
+
+  /** The change on every replica that holds a process, after the home node. */
+  const toReplicas = (record: DeploymentRecord, kind: Exclude<Kind, "setup">, call: Call) =>
+    Effect.gen(function* () {
+      const nodes = yield* running(record)
+      if (nodes.length === 0) return
+      const failed = (yield* fanOut(record, nodes, kind, call)).filter((o): o is Failed => !o.ok)
+      if (failed.length > 0) return yield* partial(record, kind, 1 + nodes.length, failed)
     })
 
   return {
@@ -219,13 +228,12 @@ export const makeReplicaFanout = (tools: ReplicaFanoutTools): ReplicaFanoutServi
         const order = yield* Effect.catchAll(cidOf(record), (e) =>
           Effect.as(Effect.logWarning(`version ${record.version} of ${record.id} not stored for its replicas: ${"detail" in e ? e.detail : e.reason}`), undefined)
         )
-        if (order !== undefined) return yield* toActive(record, kind, order)
-        const active = (yield* Effect.orElseSucceed(rows.of(record.id), () => [])).filter((r) => r.status === "active" || r.port !== undefined)
-        if (active.length === 0) return
-        yield* noteFailures(record, kind, active.map((r) => ({ node: r.node, ok: false, reason: "the version was not stored for it" }) as const))
-        return yield* Effect.fail(refuse("REPLICAS_FAILED", `applied on 1 of ${1 + active.length} nodes: the version could not be stored for its replicas`, "retry; the operator has the log"))
+        if (order !== undefined) return yield* toReplicas(record, kind, versionCall(record, kind, order))
+        const nodes = yield* running(record)
+        if (nodes.length > 0) yield* partial(record, kind, 1 + nodes.length, nodes.map((node) => ({ node, ok: false, reason: "the version was not stored" }) as const))
       }),
-    envChanged: (record, envVersion) => toActive(record, "env", envVersion),
+    envChanged: (record, envVersion) =>
+      toReplicas(record, "env", (node) => internal.call(node, "replicaEnv", { ...targetOf(record), env_version: stampText(envVersion) }, REPLICA_CALL)),
     removed: removeFrom,
     ensure
   }

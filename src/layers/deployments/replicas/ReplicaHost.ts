@@ -105,6 +105,12 @@ export const makeReplicaHost = (tools: ReplicaHostTools): ReplicaHostService => 
       return record
     })
 
+  /** The deployment's instance directory on this node, claimed by the rules of InstanceDirs (another's is 409). */
+  const claimDir = (record: DeploymentRecord) =>
+    Effect.mapError(tools.instances.claim({ id: record.id, namespace: record.namespace, name: record.name }), (e) =>
+      e._tag === "Refused" ? new ReplicaRefused(409, e.reason) : new ReplicaRefused(503, e.detail)
+    )
+
   const ownRow = (id: string) => Effect.map(Effect.mapError(rows.of(id), storeFailed), (all) => all.find((r) => r.node === self))
 
   /** The version's directory in place: kept when it holds `cid` already, else fetched, retrying what is not retrievable yet. */
@@ -157,14 +163,9 @@ export const makeReplicaHost = (tools: ReplicaHostTools): ReplicaHostService => 
           return yield* Effect.fail(new ReplicaRefused(409, `version ${order.version} is older than version ${row.version}, which this replica runs`))
         }
         if (record.version > order.version) return yield* Effect.fail(new ReplicaRefused(409, `version ${order.version} is older than the deployment's version ${record.version}`))
-        const claim = yield* Effect.mapError(tools.instances.claim({ id: record.id, namespace: record.namespace, name: record.name }), (e) =>
-          e._tag === "Refused" ? new ReplicaRefused(409, e.reason) : new ReplicaRefused(503, e.detail)
-        )
-        const failed = (reason: string) =>
-          Effect.zipRight(
-            Effect.ignore(rows.markFailed(record.id, self, reason, first)),
-            Effect.zipRight(first ? runtime.stop(record.id) : Effect.void, Effect.void)
-          )
+        const claim = yield* claimDir(record)
+        // a failed setup stops what it started and gives its port back; a failed update keeps its port
+        const failed = (reason: string) => Effect.zipRight(Effect.ignore(rows.markFailed(record.id, self, reason, first)), first ? runtime.stop(record.id) : Effect.void)
         return yield* Effect.gen(function* () {
           yield* placeVersion(claim.dir, order)
           const port = yield* Effect.mapError(rows.claimPort(record.id, self, config.deployments.appPorts), storeFailed)
@@ -188,9 +189,7 @@ export const makeReplicaHost = (tools: ReplicaHostTools): ReplicaHostService => 
         const artifact = versions.find((v) => v.version === row.version)?.artifact
         const artifactVersion = artifact === undefined ? undefined : artifactVersionOf(artifact)
         if (artifactVersion === undefined) return yield* Effect.fail(new ReplicaRefused(409, `this replica runs no version the registry holds (${row.version})`))
-        const claim = yield* Effect.mapError(tools.instances.claim({ id: record.id, namespace: record.namespace, name: record.name }), (e) =>
-          e._tag === "Refused" ? new ReplicaRefused(409, e.reason) : new ReplicaRefused(503, e.detail)
-        )
+        const claim = yield* claimDir(record)
         const started = yield* startHere(record, claim.dir, row.port, row.version, artifactVersion).pipe(
           Effect.tapError((e) => Effect.ignore(rows.markFailed(record.id, self, e.reason, false)))
         )
@@ -212,7 +211,7 @@ export const makeReplicaHost = (tools: ReplicaHostTools): ReplicaHostService => 
       })
     ).pipe(Effect.catchTag("Refused", (e) => Effect.fail(new ReplicaRefused(503, e.reason))))
 
-  /** This node's replica rows with their records; a row whose deployment went is torn down. */
+  /** This node's replica rows with their records; a row whose deployment went is dropped (its owed teardown stops the app). */
   const mine = Effect.gen(function* () {
     const held = yield* rows.onNode(self)
     const found: Array<{ readonly row: (typeof held)[number]; readonly record: DeploymentRecord }> = []
