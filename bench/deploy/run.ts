@@ -107,18 +107,18 @@ const wrk = (url: string, headers: Readonly<Record<string, string>>, seconds: nu
   }
 }
 
-/** The pids of the deployment's cgroup. */
-const appPids = (deploymentId: string) => {
+/** The pids of the deployment's cgroup (`<deployment id>-<port>`: the sandbox names it by both). */
+const appPids = (deploymentId: string, port: number) => {
   const procs = ["/sys/fs/cgroup/portico", "/sys/fs/cgroup/pids/portico", "/sys/fs/cgroup/memory/portico"]
-    .map((base) => path.join(base, deploymentId, "cgroup.procs"))
+    .map((base) => path.join(base, `${deploymentId}-${port}`, "cgroup.procs"))
     .find((file) => fs.existsSync(file))
   if (procs === undefined) throw new Error(`no cgroup found for ${deploymentId}`)
   return fs.readFileSync(procs, "utf8").split("\n").filter((l) => l !== "")
 }
 
 /** Moves every process of the deployment's cgroup onto `cpus` (CPU 0: beside the gateway). */
-const pinApp = (deploymentId: string, cpus: string) => {
-  for (const pid of appPids(deploymentId)) spawnSync("taskset", ["-a", "-p", "-c", cpus, pid])
+const pinApp = (deploymentId: string, port: number, cpus: string) => {
+  for (const pid of appPids(deploymentId, port)) spawnSync("taskset", ["-a", "-p", "-c", cpus, pid])
 }
 
 /**
@@ -216,8 +216,8 @@ const main = async () => {
     const app = await get("/v1/deployments/get?name=api")
     const host = String(app["domain"])
     const appPort = Number(app["port"])
-    if (layout === "free") pinApp(String(app["id"]), "0,1")
-    else if (process.env.DEPLOY_PIN_APP !== "0") pinApp(String(app["id"]), "0")
+    if (layout === "free") pinApp(String(app["id"]), Number(app["port"]), "0,1")
+    else if (process.env.DEPLOY_PIN_APP !== "0") pinApp(String(app["id"]), Number(app["port"]), "0")
     const through = `${url}/items`
     const direct = `http://127.0.0.1:${appPort}/items`
 
@@ -231,7 +231,7 @@ const main = async () => {
     const edge = withEdge ? await startEdgeSide(dir, "edge", await freePort(), `127.0.0.1:${port}`, layout) : undefined
     const edgeApp = withEdge ? await startEdgeSide(dir, "edge-app", await freePort(), `127.0.0.1:${appPort}`, layout) : undefined
     const gatewayPids = [String(gateway.process.pid)]
-    const appProcesses = appPids(String(app["id"]))
+    const appProcesses = appPids(String(app["id"]), Number(app["port"]))
     const sides: ReadonlyArray<Side> = [
       { name: "gateway", url: through, headers: { Host: host }, pids: () => gatewayPids },
       { name: "direct", url: direct, headers: {}, pids: () => [] },
