@@ -225,6 +225,9 @@ export const makeReplicaFanout = (tools: ReplicaFanoutTools): ReplicaFanoutServi
     created: (record) => ensure(record),
     changed: (record, kind) =>
       Effect.gen(function* () {
+        // a version is stored only where replicas are wanted (the replica check sets them up
+        // from it later too): without, an update costs its namespace no stored archive
+        if (wanted === 0) return
         const order = yield* Effect.catchAll(cidOf(record), (e) =>
           Effect.as(Effect.logWarning(`version ${record.version} of ${record.id} not stored for its replicas: ${"detail" in e ? e.detail : e.reason}`), undefined)
         )
