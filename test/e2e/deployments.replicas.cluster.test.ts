@@ -190,7 +190,7 @@ http.createServer((req, res) => {
       for (const i of [0, 1]) expect((await served(i)).body).toMatchObject({ version: "v2", greeting: "everywhere" })
     }, 180_000)
 
-    it("answers a change the replica missed with 502 REPLICAS_FAILED and replica_env_failed; the replica comes back, a rerun applies everywhere, an older version is 409", async () => {
+    it("answers changes the replica missed with 502 REPLICAS_FAILED, replica_env_failed and replica_update_failed; the replica comes back at the registry's version, a rerun applies everywhere, an older version is 409", async () => {
       await kill(1)
       const set = await post(nodes[2]!, "env/set", { name: "api", set: { GREETING: "half" } })
       expect(set.status, set.text).toBe(502)
@@ -198,11 +198,19 @@ http.createServer((req, res) => {
       expect(set.body.error).toMatch(/applied on 1 of 2 nodes.*node-2: unreachable/)
       expect(await events("replica_env_failed")).toHaveLength(1)
       expect((await served(0)).body).toMatchObject({ greeting: "half" })
+      // an update it misses too: the home node runs version 3
+      const updated = await upload(nodes[2]!, "update", { name: "api" }, tarOf({ "index.js": appSource("v3") }))
+      expect(updated.status, updated.text).toBe(502)
+      expect(updated.body.code).toBe("REPLICAS_FAILED")
+      expect(updated.body.error).toMatch(/node-2: unreachable/)
+      expect(await events("replica_update_failed")).not.toHaveLength(0)
+      expect((await served(0)).body).toMatchObject({ version: "v3" })
+      // back, node 2 runs the version the registry holds, never the one it ran before
       await startNode(1)
-      await waitFor("node 2's replica back at the registry's version", async () => (await replicas()).some((r) => r.node === "node-2" && r.status === "active"), 60_000)
+      await waitFor("node 2's replica back at the registry's version", async () => (await replicas()).some((r) => r.node === "node-2" && r.status === "active" && r.version === 3), 60_000)
       // a rerun applies on every replica (the others may not see node 2 back for a moment)
       await waitFor("a rerun applied everywhere", async () => (await post(nodes[2]!, "env/set", { name: "api", set: { GREETING: "whole" } })).status === 200, 30_000)
-      for (const i of [0, 1, 2]) expect((await served(i)).body).toMatchObject({ version: "v2", greeting: "whole" })
+      for (const i of [0, 1, 2]) expect((await served(i)).body).toMatchObject({ version: "v3", greeting: "whole" })
       // the check set up another replica while node 2 was gone; the wanted count is kept
       await waitFor("one replica again", async () => (await replicas()).length === 1, 30_000)
       // a replica refuses a version older than the one it runs, with the spec's {error} body
@@ -224,7 +232,7 @@ http.createServer((req, res) => {
       const killedAt = Date.now()
       for (const i of [1, 2]) await waitFor(`served through node-${i + 1} without node 1`, async () => (await served(i)).status === 200, 15_000)
       console.log(`TIMING replica serving after the home node's death ${Date.now() - killedAt}`)
-      expect((await served(2)).body).toMatchObject({ version: "v2", greeting: "whole" })
+      expect((await served(2)).body).toMatchObject({ version: "v3", greeting: "whole" })
       for (const reply of [await post(nodes[2]!, "env/set", { name: "api", set: { GREETING: "lost" } }), await post(nodes[1]!, "rollback", { name: "api", version: 1 })]) {
         expect(reply.status, reply.text).toBe(503)
         expect(reply.body.code).toBe("HOME_NODE_UNREACHABLE")
