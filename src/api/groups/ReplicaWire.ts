@@ -2,8 +2,9 @@
  * The wire of the replica routes (spec §4.10 `/v1/internal/deployments/replica/{setup,update,
  * rollback,env,teardown}`; docs/deployments.md, "Replicas"): what the home node sends a replica,
  * what the replica answers, and its refusals, which the spec gives as `{error: <reason>}` with a
- * fitting status (no `code`, unlike every other route). Each status is a class of its own so that
- * encoding picks the one the handler failed with; the wire carries only the reason.
+ * fitting status (no `code`, unlike every other route). Each status is a class of its own: the
+ * OpenAPI document shows one answer per status, and the API's error answer (ErrorResponses.ts)
+ * writes a failure of that class with its status and the reason alone.
  */
 import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import { Schema } from "effect"
@@ -29,7 +30,7 @@ export const ReplicaEnvApplied = Schema.Struct({ node: Schema.String, env_versio
 export const ReplicaRemoved = Schema.Struct({ node: Schema.String, removed: Schema.Literal(true) }).annotations({ identifier: "ReplicaRemoved" })
 
 /** Every replica refusal class, with its status: the API's error answer (ErrorResponses.ts) writes them as `{error}`. */
-const statusOfClass = new Map<Function, number>()
+const statusOfClass = new Map<unknown, number>()
 
 const refusalOf = <const T extends string>(tag: T, status: number) => {
   class Refusal extends Schema.TaggedError<Refusal>()(tag, { error: Schema.String }) {}
