@@ -294,6 +294,11 @@ http.createServer((req, res) => {
       const replicaNode = (await replicas())[0]!.node
       const challenged = await nodes[2]!.request("POST", "/v1/auth/challenge", { json: { wallet: operator.address } })
       const verified = await nodes[2]!.request("POST", "/v1/auth/verify", { json: { message: challenged.body.message, signature: await operator.signMessage(challenged.body.message) } })
+      // operators see the replica's port on its node, with the replica's status
+      const health = await nodes[2]!.request("GET", "/v1/operator/health", { token: verified.body.access_token })
+      expect(health.status, health.text).toBe(200)
+      const onReplica = (health.body.nodes as Array<{ node: string; apps: Array<{ deployment: string; status: string }> }>).find((n) => n.node === replicaNode)
+      expect(onReplica?.apps).toContainEqual(expect.objectContaining({ deployment: "moved", status: "active" }))
       const left = await nodes[2]!.request("POST", "/v1/node/leave", { token: verified.body.access_token, json: { node: "node-1" } })
       expect(left.status, left.text).toBe(200)
       expect(left.body.lost).toEqual({ databases: 0, deployments: 0 })

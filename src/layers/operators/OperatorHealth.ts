@@ -201,12 +201,15 @@ export class OperatorHealth extends Context.Tag("portico/OperatorHealth")<Operat
         status: String(row.status)
       })
 
-      // Ports are unique per node (the deployments_port index on (home_node, port)), so the rows
+      // Ports are unique per node (homes' and replicas' together, the `app_ports` view), so the rows
       // are bounded by the port space whatever the registry holds; the range bounds them in practice.
+      // A replica's row carries its own status (docs/deployments.md, "Replicas").
       const appPorts = Effect.map(
         store.query({
-          sql: "SELECT port, namespace, name, id, status FROM deployments WHERE home_node = ? AND port IS NOT NULL ORDER BY port",
-          params: [settings.nodeId]
+          sql: `SELECT port, namespace, name, id, status FROM deployments WHERE home_node = ? AND port IS NOT NULL
+                UNION ALL SELECT r.port, d.namespace, d.name, d.id, r.status FROM deployment_replicas r JOIN deployments d ON d.id = r.deployment_id
+                WHERE r.node_id = ? AND r.port IS NOT NULL ORDER BY port`,
+          params: [settings.nodeId, settings.nodeId]
         }),
         (rows) => rows.map(appOf)
       )
@@ -217,11 +220,15 @@ export class OperatorHealth extends Context.Tag("portico/OperatorHealth")<Operat
           [
             membership.nodes,
             store.query({
-              sql: "SELECT home_node, namespace FROM local_databases UNION SELECT home_node, namespace FROM deployments ORDER BY home_node, namespace LIMIT ?",
+              sql: `SELECT home_node, namespace FROM local_databases UNION SELECT home_node, namespace FROM deployments
+                    UNION SELECT r.node_id, d.namespace FROM deployment_replicas r JOIN deployments d ON d.id = r.deployment_id
+                    ORDER BY home_node, namespace LIMIT ?`,
               params: [NODE_LISTING_MAX_ROWS]
             }),
             store.query({
-              sql: "SELECT home_node, port, namespace, name, id, status FROM deployments WHERE port IS NOT NULL ORDER BY home_node, port LIMIT ?",
+              sql: `SELECT home_node, port, namespace, name, id, status FROM deployments WHERE port IS NOT NULL
+                    UNION ALL SELECT r.node_id, r.port, d.namespace, d.name, d.id, r.status FROM deployment_replicas r JOIN deployments d ON d.id = r.deployment_id
+                    WHERE r.port IS NOT NULL ORDER BY home_node, port LIMIT ?`,
               params: [NODE_LISTING_MAX_ROWS]
             })
           ],
