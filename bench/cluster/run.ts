@@ -8,7 +8,10 @@
  *   - a node-local database read (`SELECT … WHERE id = ?`) sent to a gateway that is not the
  *     database's home, >= 0.5 of the same read sent to the home gateway (the forward hop);
  *   - `whoami` (an API key) on a gateway of the running cluster >= 0.9 of the same gateway running
- *     alone (the other two gateways stopped; the registry's voters stay).
+ *     alone (the other two gateways stopped; the registry's voters stay);
+ *   - a deployed Node.js app's host sent to a gateway that does not run the app (it relays the
+ *     request to the one that does, docs/deployments.md "Replicas") >= 0.5 of the same request
+ *     sent to the gateway that runs it (next-wave 6f). Needs root (the sandbox).
  * Reported: from killing a node's gateway to it being `inactive` in `/v1/network/peers`; from
  * killing the rqlite leader's node (its voter and its gateway) to the next successful registry
  * write through another node.
@@ -41,6 +44,15 @@ const GATEWAY_PORT = 6101
 const hosts = ["127.0.0.31", "127.0.0.32", "127.0.0.33"]
 const secret = "6b".repeat(32)
 const operator = Wallet.createRandom()
+
+/** The deployed app: a small JSON answer (bench/deploy's). */
+const APP = `const http = require("node:http")
+const body = JSON.stringify({ ok: true, service: "bench", items: [1, 2, 3] })
+http.createServer((req, res) => {
+  res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(body) })
+  res.end(body)
+}).listen(Number(process.env.PORT), "0.0.0.0")
+`
 
 for (const signal of ["SIGINT", "SIGTERM"] as const) process.once(signal, () => void stopAll().then(() => process.exit(130)))
 
@@ -184,6 +196,33 @@ const main = async () => {
       process.stderr.write(`[cluster] round ${round + 1}: read home ${homeRps.toFixed(0)}/s, forwarded ${b.toFixed(0)}/s\n`)
     }
 
+    // a deployed app's host through the gateway that runs it and through one that relays to it
+    // (docs/deployments.md, "Replicas": embedded storage here, so the app runs on its home alone)
+    const appDir = path.join(dir, "app")
+    fs.mkdirSync(appDir)
+    fs.writeFileSync(path.join(appDir, "index.js"), APP)
+    fs.writeFileSync(path.join(appDir, "package.json"), JSON.stringify({ name: "bench-app", version: "1.0.0", main: "index.js" }))
+    const deploy = spawnSync(process.execPath, ["bin/portico.mjs", "deploy", appDir, "--name", "api", "--type", "nodejs", "--health-check", "/", "--json"], {
+      cwd: root,
+      env: { ...process.env, PORTICO_URL: home.url, PORTICO_TOKEN: key, PORTICO_SKIP_BUILD: "1" },
+      encoding: "utf8"
+    })
+    if (deploy.status !== 0) throw new Error(`deploy failed: ${deploy.stderr}${deploy.stdout}`)
+    const appHost = { host: String((JSON.parse(deploy.stdout) as { domain: string }).domain) }
+    const appGet = (node: Node) => () => ({ url: `${node.url}/items`, method: "GET" })
+    await waitUntil(home.gateway!, async () => (await request(`${other.url}/items`, "GET", undefined, appHost).catch(() => ({ status: 0 }))).status === 200, 30_000)
+    await load(appGet(home), appHost)
+    await load(appGet(other), appHost)
+    const relayRatios: Array<number> = []
+    for (let round = 0; round < rounds; round++) {
+      const first = round % 2 === 0
+      const a = first ? await load(appGet(home), appHost) : 0
+      const b = await load(appGet(other), appHost)
+      const homeRps = first ? a : await load(appGet(home), appHost)
+      relayRatios.push(b / homeRps)
+      process.stderr.write(`[cluster] round ${round + 1}: app host on its node ${homeRps.toFixed(0)}/s, relayed ${b.toFixed(0)}/s\n`)
+    }
+
     // whoami in the running cluster and alone (the other gateways stopped cleanly, the voters kept)
     const aloneRatios: Array<number> = []
     for (let round = 0; round < rounds; round++) {
@@ -245,6 +284,7 @@ const main = async () => {
     const results = [
       atLeast("node-local read through a gateway that is not the home", "the same read sent to the home gateway", median(hopRatios), 0.5, `rounds ${roundsText(hopRatios)}`),
       atLeast("whoami on a gateway of a running 3-node cluster", "the same gateway running alone", median(aloneRatios), 0.9, `rounds ${roundsText(aloneRatios)}`),
+      atLeast("an app host through a gateway that does not run the app", "the same through the gateway that runs it", median(relayRatios), 0.5, `rounds ${roundsText(relayRatios)}`),
       reported("killed node inactive in /v1/network/peers", `TTL ${TTL_MS} ms`, median(inactiveMs), "ms", `tries ${roundsText(inactiveMs, 0)}`),
       reported("rqlite leader's node killed to the next registry write", "-", median(writeBackMs), "ms", `tries ${roundsText(writeBackMs, 0)}`)
     ]
