@@ -6,6 +6,7 @@
  */
 import type * as http from "node:http"
 import type * as net from "node:net"
+import { relayedClientOf } from "../../domain/HopByHop.js"
 import { forwardedIn, type TrustedProxies } from "../../layers/config/TrustedProxies.js"
 
 const CLIENT = Symbol("portico.request.client")
@@ -43,9 +44,5 @@ export const clientProtoOf = (req: http.IncomingMessage): "http" | "https" =>
  */
 export const noteRelayed = (req: http.IncomingMessage): void => {
   const noted = req as http.IncomingMessage & Noted
-  const forwardedFor = req.headers["x-forwarded-for"]
-  const last = (Array.isArray(forwardedFor) ? forwardedFor.join(",") : forwardedFor ?? "").split(",").pop()?.trim()
-  if (last !== undefined && last !== "") noted[CLIENT] = last
-  const proto = req.headers["x-forwarded-proto"]
-  if (proto === "https" || proto === "http") noted[PROTO] = proto
+  ;[noted[CLIENT], noted[PROTO]] = relayedClientOf(req.rawHeaders)
 }

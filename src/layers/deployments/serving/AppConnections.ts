@@ -15,10 +15,11 @@
  * and the app on one CPU, that cost twice the app's own work (bench/deploy: 0.30 of direct).
  */
 import { forwardedIn, type TrustedProxies } from "../../config/TrustedProxies.js"
+import { isOverlaySource } from "../../coordination/Coordination.js"
 import type * as http from "node:http"
 import * as net from "node:net"
 import { Code } from "../../../domain/Errors.js"
-import { HOP_BY_HOP_HEADERS, PROXY_NODE_HEADER } from "../../../domain/HopByHop.js"
+import { DROPPED_TOWARD_APPS, PROXY_NODE_HEADER, relayedClientOf } from "../../../domain/HopByHop.js"
 import { answerRefusalOnSocket, type AppRefusal, appUnreachable } from "./AppAnswers.js"
 import type { AppTarget } from "./AppHosts.js"
 import { makeParser, methods, type Parser, PARSE_ON, SKIP_BODY, STOP_AFTER_HEAD } from "./Llhttp.js"
@@ -49,9 +50,6 @@ interface Pending {
   answered: boolean
   status: number
 }
-
-/** Hop-by-hop (RFC 9110 §7.6.1) and the forwarding headers only the gateway sets. */
-const DROPPED = new Set([...HOP_BY_HOP_HEADERS, "forwarded", "x-forwarded-for", "x-forwarded-proto", "x-forwarded-host", "x-forwarded-port", PROXY_NODE_HEADER])
 
 export const makeAppConnections = (options: AppConnectionsOptions) => {
   const live = new Set<AppConnection>()
@@ -180,8 +178,9 @@ export const makeAppConnections = (options: AppConnectionsOptions) => {
         else if (name === "transfer-encoding") chunked = true
         else if (name === PROXY_NODE_HEADER) relayed = true
       }
-      // a request relayed by another gateway goes to node's server (HostRouting), which honours it
-      const app = hosts === 1 && method !== "CONNECT" && !relayed ? options.appOf(host) : undefined
+      // a relayed request only from another gateway, its client the relay's (HostRouting's rule; else node's server refuses it)
+      const fromPeer = relayed && !this.behindProxy && isOverlaySource(this.client.remoteAddress)
+      const app = hosts === 1 && method !== "CONNECT" && (!relayed || fromPeer) ? options.appOf(host) : undefined
       if (app === undefined || (this.app !== undefined && (app.id !== this.app.id || app.port !== this.app.port))) {
         if (this.app === undefined) {
           this.stop = "node"
@@ -200,11 +199,12 @@ export const makeAppConnections = (options: AppConnectionsOptions) => {
       for (let i = 0; i + 1 < headers.length; i += 2) {
         const name = headers[i] as string
         const lower = name.toLowerCase()
-        if (DROPPED.has(lower) || (named !== undefined && named.includes(lower))) continue
+        if (DROPPED_TOWARD_APPS.has(lower) || (named !== undefined && named.includes(lower))) continue
         head += `${name}: ${headers[i + 1]}\r\n`
       }
-      const [clientFor, clientProto] =
-        this.behindProxy && options.proxies !== undefined
+      const [clientFor, clientProto] = relayed
+        ? relayedClientOf(headers)
+        : this.behindProxy && options.proxies !== undefined
           ? forwardedIn(options.proxies, this.client.remoteAddress, headers, this.proto === "https")
           : [this.forwardedFor, this.proto]
       head += `X-Forwarded-For: ${clientFor}\r\nX-Forwarded-Proto: ${clientProto}\r\nX-Forwarded-Host: ${host}\r\n`

@@ -18,24 +18,15 @@ import { clientAddressOf, clientProtoOf } from "../../../api/node/ClientAddress.
 import * as http from "node:http"
 import type * as net from "node:net"
 import type { Duplex } from "node:stream"
-import { HOP_BY_HOP_HEADERS, PROXY_NODE_HEADER } from "../../../domain/HopByHop.js"
+import { DROPPED_TOWARD_APPS, PROXY_NODE_HEADER } from "../../../domain/HopByHop.js"
 import { answerRefusal, answerRefusalOnSocket, type AppRefusal, appUnreachable } from "./AppAnswers.js"
 import type { AppTarget } from "./AppHosts.js"
 
 /** How long an app has to start answering (its status line) before the client is told 502. */
 export const ANSWER_TIMEOUT_MS = 30_000
 
-const HOP_BY_HOP = new Set([
-  ...HOP_BY_HOP_HEADERS,
-  // the gateway answered the client's 100-continue itself (Gateway.ts)
-  "expect",
-  "forwarded",
-  "x-forwarded-for",
-  "x-forwarded-proto",
-  "x-forwarded-host",
-  "x-forwarded-port",
-  PROXY_NODE_HEADER
-])
+// and `expect`: the gateway answered the client's 100-continue itself (Gateway.ts)
+const HOP_BY_HOP = new Set([...DROPPED_TOWARD_APPS, "expect"])
 
 /** Headers named by `Connection` (`Connection: keep-alive, X-Foo`) are hop-by-hop too. */
 const connectionTokens = (value: string | undefined): ReadonlySet<string> =>
