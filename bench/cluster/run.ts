@@ -30,6 +30,7 @@ import { rqlitedPath } from "../../test/support/rqlited.js"
 import { type Child, logTail, sleep, startPinned, stop, stopAll, waitUntil } from "../support/children.js"
 import { startBackgroundLoad } from "../support/load.js"
 import { pinSelf } from "../support/processes.js"
+import { BENCH_APP } from "../support/app.js"
 import { median } from "../support/stats.js"
 import { atLeast, reported, rounds as roundsText, writeSummary } from "../support/summary.js"
 
@@ -45,14 +46,7 @@ const hosts = ["127.0.0.31", "127.0.0.32", "127.0.0.33"]
 const secret = "6b".repeat(32)
 const operator = Wallet.createRandom()
 
-/** The deployed app: a small JSON answer (bench/deploy's). */
-const APP = `const http = require("node:http")
-const body = JSON.stringify({ ok: true, service: "bench", items: [1, 2, 3] })
-http.createServer((req, res) => {
-  res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(body) })
-  res.end(body)
-}).listen(Number(process.env.PORT), "0.0.0.0")
-`
+const APP = BENCH_APP
 
 for (const signal of ["SIGINT", "SIGTERM"] as const) process.once(signal, () => void stopAll().then(() => process.exit(130)))
 

@@ -36,6 +36,7 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { freePort, logTail, startPinned, stopAll, waitUntil } from "../support/children.js"
 import { startBackgroundLoad } from "../support/load.js"
+import { BENCH_APP } from "../support/app.js"
 import { median } from "../support/stats.js"
 import { atLeast, reported, rounds as roundsText, writeSummary } from "../support/summary.js"
 import { caddyBinary, startEdgeSide } from "./edge.js"
@@ -136,13 +137,7 @@ const cpuSeconds = (pids: ReadonlyArray<string>) =>
     }
   }, 0)
 
-const APP = `const http = require("node:http")
-const body = JSON.stringify({ ok: true, service: "bench", items: [1, 2, 3] })
-http.createServer((req, res) => {
-  res.writeHead(200, { "content-type": "application/json", "content-length": Buffer.byteLength(body) })
-  res.end(body)
-}).listen(Number(process.env.PORT), "0.0.0.0")
-`
+const APP = BENCH_APP
 
 /** A 10 MB static site: an index page and 40 files of 256 KiB of incompressible bytes. */
 const writeStaticSite = (dir: string) => {
