@@ -32,6 +32,7 @@ import { InternalGroup } from "./groups/InternalGroup.js"
 import { PushGroup } from "./groups/PushGroup.js"
 import { ProxyGroup } from "./groups/ProxyGroup.js"
 import { PubSubGroup } from "./groups/PubSubGroup.js"
+import { VaultGroup } from "./groups/VaultGroup.js"
 import { FunctionsGroup, InvokeGroup } from "./groups/FunctionsGroup.js"
 import { PushRegistrationGroup } from "./groups/PushRegistrationGroup.js"
 import { PushRelayGroup } from "./groups/PushRelayGroup.js"
@@ -65,6 +66,7 @@ export class PorticoApi extends HttpApi.make("portico")
   .add(PushRelayGroup)
   .add(ProxyGroup)
   .add(PubSubGroup)
+  .add(VaultGroup)
   .add(FunctionsGroup)
   .add(InvokeGroup)
   .add(DeploymentsGroup)

@@ -37,6 +37,7 @@ import { InternalHandlers } from "./handlers/InternalHandlers.js"
 import { PushHandlers } from "./handlers/PushHandlers.js"
 import { ProxyHandlers } from "./handlers/ProxyHandlers.js"
 import { PubSubHandlers } from "./handlers/PubSubHandlers.js"
+import { VaultHandlers } from "./handlers/VaultHandlers.js"
 import { FunctionsHandlers, InvokeHandlers } from "./handlers/FunctionsHandlers.js"
 import { pubSubSocketHandlers } from "./handlers/PubSubSocketHandlers.js"
 import { makePubSubSockets } from "../layers/pubsub/PubSubSockets.js"
@@ -115,6 +116,7 @@ const HandlersLive = Layer.mergeAll(
   PushSendHandlers,
   ProxyHandlers,
   PubSubHandlers,
+  VaultHandlers,
   FunctionsHandlers,
   InvokeHandlers,
   DeploymentsHandlers,
@@ -180,6 +182,11 @@ const bodyCapOf = (settings: PorticoSettings, name: BodyCapName): number => {
       return Math.ceil(settings.functions.maxInputBytes / 3) * 4 + 4096
     case "networkConnect":
       return NETWORK_BODY_MAX_BYTES
+    // the envelope at its cap in base64 (its exact cap is the service's, 413 too) and the push's hex fields
+    case "vaultPush":
+      return Math.ceil(settings.vault.maxEnvelopeBytes / 3) * 4 + 4096
+    case "vaultPull":
+      return 4096
   }
 }
 

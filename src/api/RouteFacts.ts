@@ -18,7 +18,8 @@ export class RoutePolicy extends Context.Tag("portico/RoutePolicy")<RoutePolicy,
  * `relayMessage` ntfy's default message size limit (the platform relay's fan-out, 4096 bytes),
  * `deployUpload` a deployment's archive cap plus room for the multipart framing and its fields,
  * `socketFrame` a function socket's frame at its cap in base64, inside its JSON, `networkConnect`
- * the network routes' 4 KiB (spec §4.9: connect is 413 over 4 KiB).
+ * the network routes' 4 KiB (spec §4.9: connect is 413 over 4 KiB), `vaultPush` a vault envelope at
+ * its cap in base64 with the push's other fields, `vaultPull` a pull's 4 KiB.
  */
 export type BodyCapName =
   | "sqlImport"
@@ -33,6 +34,8 @@ export type BodyCapName =
   | "functionInvoke"
   | "socketFrame"
   | "networkConnect"
+  | "vaultPush"
+  | "vaultPull"
 export class BodyCap extends Context.Tag("portico/BodyCap")<BodyCap, BodyCapName>() {}
 
 /**

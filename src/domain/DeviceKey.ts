@@ -104,16 +104,24 @@ const ed25519Y = (encoded: Uint8Array): bigint => {
  * to an honest key) are refused too: no honest key generator makes one, and refusing them means
  * cofactored and cofactorless verifiers agree on every signature we accept.
  */
-const checkEd25519 = (encoded: Uint8Array): Effect.Effect<void, DeviceKeyInvalid> =>
-  Effect.gen(function* () {
-    if (ed25519Y(encoded) >= ED25519_P) return yield* keyInvalid("Ed25519 key is not canonically encoded (y >= p)")
-    const point = yield* Effect.try({
-      try: () => ed25519.Point.fromBytes(encoded, false),
-      catch: () => keyInvalid("Ed25519 key is not a point on the curve")
-    })
-    if (point.isSmallOrder()) return yield* keyInvalid("Ed25519 key has small order")
-    if (!point.isTorsionFree()) return yield* keyInvalid("Ed25519 key is not in the prime-order subgroup")
-  })
+export const ed25519KeyProblem = (encoded: Uint8Array): string | undefined => {
+  if (encoded.length !== 32) return "an Ed25519 key is 32 bytes"
+  if (ed25519Y(encoded) >= ED25519_P) return "Ed25519 key is not canonically encoded (y >= p)"
+  let point: ReturnType<typeof ed25519.Point.fromBytes>
+  try {
+    point = ed25519.Point.fromBytes(encoded, false)
+  } catch {
+    return "Ed25519 key is not a point on the curve"
+  }
+  if (point.isSmallOrder()) return "Ed25519 key has small order"
+  if (!point.isTorsionFree()) return "Ed25519 key is not in the prime-order subgroup"
+  return undefined
+}
+
+const checkEd25519 = (encoded: Uint8Array): Effect.Effect<void, DeviceKeyInvalid> => {
+  const problem = ed25519KeyProblem(encoded)
+  return problem === undefined ? Effect.void : Effect.fail(keyInvalid(problem))
+}
 
 /** P-256 public point 0x04||x||y, refused unless on the curve (noble checks the equation and x, y < p). */
 const checkP256 = (x: Uint8Array, y: Uint8Array): Effect.Effect<Uint8Array, DeviceKeyInvalid> => {

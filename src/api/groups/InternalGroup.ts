@@ -34,6 +34,7 @@ import { NodeSnapshot } from "./OperatorGroup.js"
 import { SocketEntry } from "../../domain/FunctionSockets.js"
 import { NODE_LOG_LINES, SPAWN_ACTIONS } from "../../domain/NodeAdmin.js"
 import { NamespaceRepaired, NodeLogLines } from "./NodeGroup.js"
+import { ShareCount, ShareGetAnswer, ShareGetOrder, ShareNamespaceOrder, SharePutAnswer, SharePutOrder, SharesDropped } from "./VaultWire.js"
 import { ReplicaApplied, ReplicaEnvApplied, ReplicaEnvOrder, ReplicaOrder, replicaRefusals, ReplicaRemoved, ReplicaTeardownOrder } from "./ReplicaWire.js"
 
 const SocketId = Schema.String.pipe(Schema.maxLength(256))
@@ -242,6 +243,14 @@ export class InternalGroup extends HttpApiGroup.make("internal")
       .setPayload(strict(Schema.Struct({ namespace: NamespaceName, id: SocketId })))
       .addSuccess(Schema.Struct({ closed: Schema.Boolean }))
   )
+  .add(
+    // the vault's guardian on this node (docs/vault.md, "Guardians"): it checks the client's
+    // signature again, so a share is stored or given out only for the identity's key
+    HttpApiEndpoint.post("vaultSharePut", "/v1/internal/vault/share/put").setPayload(SharePutOrder).addSuccess(SharePutAnswer)
+  )
+  .add(HttpApiEndpoint.post("vaultShareGet", "/v1/internal/vault/share/get").setPayload(ShareGetOrder).addSuccess(ShareGetAnswer))
+  .add(HttpApiEndpoint.post("vaultShareCount", "/v1/internal/vault/share/count").setPayload(ShareNamespaceOrder).addSuccess(ShareCount))
+  .add(HttpApiEndpoint.post("vaultShareDrop", "/v1/internal/vault/share/drop").setPayload(ShareNamespaceOrder).addSuccess(SharesDropped))
   .annotateEndpoints(OpenApi.Override, internalOnly)
   .addError(wiresOf(SqlRefusals))
   .addError(wiresOf(StorageRefusals))

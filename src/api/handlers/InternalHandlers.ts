@@ -22,6 +22,7 @@ import { Storage } from "../../layers/storage/Storage.js"
 import { NodeLogs } from "../../layers/cluster/NodeLogs.js"
 import { DatabaseMoves } from "../../layers/sql/DatabaseMoves.js"
 import { SecretRotation } from "../../layers/nodes/SecretRotation.js"
+import { Vault } from "../../layers/vault/Vault.js"
 import { PorticoApi } from "../Api.js"
 import { bodyOf } from "../NodeAdapter.js"
 import { backupWire, bind } from "./DatabaseHandlers.js"
@@ -53,6 +54,7 @@ export const InternalHandlers = HttpApiBuilder.group(PorticoApi, "internal", (ha
     const config = yield* PorticoConfig
     const nodeLogs = yield* NodeLogs
     const moves = yield* DatabaseMoves
+    const guardian = (yield* Vault).guardian
     // this node's telemetry snapshot, under the spec's path and the one of releases before it
     const nodeSnapshot = Effect.map(Effect.mapError(health.here, () => unavailable("no check of this node answered")), (here) => ({
       ...here,
@@ -124,6 +126,15 @@ export const InternalHandlers = HttpApiBuilder.group(PorticoApi, "internal", (ha
         Effect.succeed({ sent: sockets.here.send(payload.namespace, payload.id, new Uint8Array(Buffer.from(payload.data_base64, "base64"))) })
       )
       .handle("wsClose", ({ payload }) => Effect.succeed({ closed: sockets.here.close(payload.namespace, payload.id) }))
+      .handle("vaultSharePut", ({ payload }) => Effect.sync(() => guardian.put({ ...payload, share: new Uint8Array(Buffer.from(payload.share, "base64")) })))
+      .handle("vaultShareGet", ({ payload }) =>
+        Effect.sync(() => {
+          const answer = guardian.get(payload)
+          return answer.outcome === "found" ? { ...answer, share: Buffer.from(answer.share).toString("base64") } : answer
+        })
+      )
+      .handle("vaultShareCount", ({ payload }) => Effect.sync(() => ({ shares: guardian.count(payload.namespace) })))
+      .handle("vaultShareDrop", ({ payload }) => Effect.sync(() => ({ dropped: guardian.drop(payload.namespace) })))
       .handle("cacheDropNamespace", ({ payload }) =>
         Effect.gen(function* () {
           return { dropped: yield* Effect.mapError(cache.dropNamespace(payload.namespace), () => unavailable("this node's cache did not answer")) }

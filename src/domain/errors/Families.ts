@@ -242,3 +242,15 @@ export type EdgeCode = (typeof EdgeRefusals)[number]
 /** Node administration: invites and joins, status, logs, commands, leaving (src/layers/nodes). */
 export const NodeRefusals = family("VALIDATION_FAILED", "UNAUTHORIZED", "COORDINATION_REFUSED", "NOT_FOUND", "CONFLICT", "UNAVAILABLE")
 export type NodeCode = (typeof NodeRefusals)[number]
+
+/** The vault's rules (src/layers/vault/Vault.ts): the signed request, its limits and the guardians' quorum. */
+export const VaultRefusals = family(
+  "VALIDATION_FAILED",
+  "SIGNATURE_INVALID",
+  "NOT_FOUND",
+  "CONFLICT",
+  "PAYLOAD_TOO_LARGE",
+  "RATE_LIMITED",
+  "UNAVAILABLE"
+)
+export type VaultCode = (typeof VaultRefusals)[number]

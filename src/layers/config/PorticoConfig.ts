@@ -13,6 +13,7 @@ import { testDirectory } from "../TestLayer.js"
 import { defaultProxySettings, proxyConfig, type ProxySettings } from "./ProxySettings.js"
 import { defaultPubSubSettings, pubSubConfig, type PubSubSettings } from "./PubSubSettings.js"
 import { defaultFunctionSettings, functionConfig, type FunctionSettings } from "./FunctionSettings.js"
+import { defaultVaultSettings, vaultConfig, type VaultSettings } from "./VaultSettings.js"
 import { defaultMembershipSettings, membershipConfig, type MembershipSettings } from "./MembershipSettings.js"
 import { backupConfig, defaultBackupSettings, type BackupSettings } from "./BackupSettings.js"
 import { defaultDeploymentSettings, deploymentConfig, type DeploymentSettings } from "./DeploymentSettings.js"
@@ -116,6 +117,8 @@ export interface PorticoSettings {
   readonly pubsub: PubSubSettings
   /** Functions: the runner and their limits (`PORTICO_FUNCTIONS_*`, docs/functions.md). */
   readonly functions: FunctionSettings
+  /** The vault: its limits and deadlines (`PORTICO_VAULT_*`, docs/vault.md). */
+  readonly vault: VaultSettings
   /** The cluster's membership: heartbeats and this node's internal URL (`PORTICO_NODE_*`, docs/cluster.md). */
   readonly membership: MembershipSettings
   /** Namespace backup caps (`PORTICO_BACKUP_*`, docs/namespaces.md "Backup and restore"). */
@@ -372,6 +375,7 @@ const load = (overrides: Partial<Pick<PorticoSettings, "host" | "port" | "dataDi
       proxy: yield* proxyConfig,
       pubsub: yield* pubSubConfig(joined?.redis_url),
       functions: yield* functionConfig,
+      vault: yield* vaultConfig,
       membership: yield* membershipConfig,
       backup: yield* backupConfig,
       deployments: yield* deploymentConfig,
@@ -478,6 +482,7 @@ export const testSettings = (dataDir: string, patch: Partial<PorticoSettings> = 
   proxy: defaultProxySettings,
   pubsub: defaultPubSubSettings,
   functions: defaultFunctionSettings,
+  vault: defaultVaultSettings,
   membership: defaultMembershipSettings,
   backup: defaultBackupSettings,
   deployments: defaultDeploymentSettings,

@@ -17,6 +17,7 @@ import type { TeardownCode } from "../../domain/Errors.js"
 import { reservedNamespaces } from "../../domain/Names.js"
 import { Cache } from "../cache/Cache.js"
 import { PubSub } from "../pubsub/PubSub.js"
+import { Vault } from "../vault/Vault.js"
 import { Membership } from "../cluster/Membership.js"
 import { Coordination } from "../coordination/Coordination.js"
 import { PorticoConfig } from "../config/PorticoConfig.js"
@@ -99,7 +100,8 @@ export class NamespaceTeardown extends Context.Tag("portico/NamespaceTeardown")<
         engine: yield* ContentEngine,
         evictor: yield* Evictor,
         coordination: yield* Coordination,
-        membership: yield* Membership
+        membership: yield* Membership,
+        vault: yield* Vault
       }
       // Test-only: a pause before each part, so a test can stop the gateway mid-deletion.
       const partDelayMs = config.testPauses.teardownPartMs

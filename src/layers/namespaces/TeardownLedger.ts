@@ -16,7 +16,7 @@ import { SqliteRegistryStore } from "../registry/SqliteRegistryStore.js"
  * What a deletion removes, in this order: its access first (no credential of it works after),
  * then its data; the rest of its registry rows go in the last batch with the namespace row.
  */
-export const TEARDOWN_PARTS = ["access", "deployments", "functions", "databases", "cluster_sql", "storage", "cache", "push", "pubsub"] as const
+export const TEARDOWN_PARTS = ["access", "deployments", "functions", "databases", "cluster_sql", "storage", "cache", "push", "pubsub", "vault"] as const
 export type TeardownPart = (typeof TEARDOWN_PARTS)[number]
 
 export interface TeardownRow {

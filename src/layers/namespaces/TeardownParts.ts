@@ -28,6 +28,7 @@ import type { ContentIndexService } from "../storage/ContentIndex.js"
 import type { EvictorService } from "../storage/Evictor.js"
 import type { TeardownPart } from "./TeardownLedger.js"
 import { functionRowDeletes } from "../functions/FunctionStore.js"
+import type { VaultService } from "../vault/Vault.js"
 
 /** A part could not be removed now; `detail` goes to the ledger and the log. */
 export class PartFailed {
@@ -49,6 +50,7 @@ export interface PartTools {
   readonly evictor: EvictorService
   readonly coordination: CoordinationService
   readonly membership: MembershipService
+  readonly vault: VaultService
 }
 
 const PEER_TIMEOUT = Duration.seconds(10)
@@ -81,6 +83,9 @@ export const removePart = (tools: PartTools, namespace: string, part: TeardownPa
       return Effect.asVoid(orFail("functions", tools.registry.batch(functionRowDeletes(namespace))))
     case "pubsub":
       return orFail("pubsub", tools.pubsub.withinDeadline(tools.pubsub.engine.dropNamespace(namespace)))
+    // each node's guardian holds its shares in its own store: every node that may hold one must confirm
+    case "vault":
+      return Effect.mapError(tools.vault.dropNamespace(namespace), (detail) => new PartFailed(detail))
     case "push":
       return Effect.asVoid(
         orFail(
