@@ -230,7 +230,7 @@ export const makeVault = (deps: {
       return yield* unavailable(
         found.length === 0
           ? `${answered} of the ${members.all.length} nodes answered; too few to tell whether this identity is held`
-          : `${found.length} shares answered, too few of one version to give the envelope back`,
+          : `${found.length} shares answered; no version has enough that combine to the envelope it was pushed with`,
         "retry once the nodes are back"
       )
     })
