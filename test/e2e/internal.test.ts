@@ -15,7 +15,10 @@ const routes = [
   "/v1/internal/deployments/update",
   "/v1/internal/deployments/rollback",
   "/v1/internal/deployments/env/set",
-  "/v1/internal/deployments/delete"
+  "/v1/internal/deployments/delete",
+  // the vault's guardian: its shares are given out only to a peer whose MAC holds
+  "/v1/internal/vault/share/put",
+  "/v1/internal/vault/share/get"
 ]
 
 const bodies: ReadonlyArray<readonly [string, string]> = [

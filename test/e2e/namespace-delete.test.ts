@@ -29,6 +29,8 @@ import { hasRedisServer, type RedisServer, redisMissingMessage, startRedis } fro
 import { hasRqlited, type RqlitedServer, rqlitedMissingMessage, startRqlited } from "../support/rqlited.js"
 import { type StorageEngine, storageEngines } from "../support/storageEngines.js"
 import { tarOf } from "../support/tarball.js"
+import { newIdentity, pushBody } from "../support/vault.js"
+import Database from "better-sqlite3"
 
 /** A tar.gz of `files` made by GNU tar. */
 const parse = (text: string) => {
@@ -174,6 +176,8 @@ for (const setup of setups) describe(`namespace deletion: ${setup.label}`, () =>
     site.append("name", "site")
     site.append("archive", new Blob([tarOf({ "index.html": `<h1>${namespace}</h1>` })]), "site.tar.gz")
     const deployment = ok(await form(gw, "/v1/deployments/static/upload", ownerKey, site), 201)
+    ok(await post("/v1/vault/push", pushBody(newIdentity(), 1, new Uint8Array(Buffer.from(`${namespace}'s backup`)))))
+    expect(vaultShares(namespace)).toBe(1)
     // every capability holds something now
     const before = await leftInRegistry(namespace)
     for (const table of ["members", "api_keys", "audit", "sessions", "devices", "local_databases", "content_refs", "push_credentials", "push_devices", "push_topics", "deployments"]) {
@@ -185,6 +189,16 @@ for (const setup of setups) describe(`namespace deletion: ${setup.label}`, () =>
     return { own, shared, session, deploymentId: deployment.id as string }
   }
 
+  /** The namespace's vault shares this node's guardian holds (docs/vault.md: its own store, not the registry). */
+  const vaultShares = (namespace: string): number => {
+    const db = new Database(path.join(gw.dataDir, "vault.db"), { readonly: true })
+    try {
+      return (db.prepare("SELECT COUNT(*) AS n FROM shares WHERE namespace = ?").get(namespace) as { n: number }).n
+    } finally {
+      db.close()
+    }
+  }
+
   /** Nothing of `namespace` is left on any engine; `shared` (also keeper's) stays. */
   const expectGone = async (namespace: string, filled: { own: string; shared: string; deploymentId: string }) => {
     expect(await leftInRegistry(namespace)).toEqual({})
@@ -192,6 +206,7 @@ for (const setup of setups) describe(`namespace deletion: ${setup.label}`, () =>
       expect(await rows(`SELECT deployment_id FROM ${table} WHERE deployment_id = ?`, [filled.deploymentId])).toEqual([])
     }
     expect(await clusterTables(namespace)).toEqual([])
+    expect(vaultShares(namespace)).toBe(0)
     expect(fs.existsSync(path.join(gw.dataDir, "databases", namespace, "notes.db"))).toBe(false)
     expect(await redisKeys(namespace)).toBe(0)
     expect(await rows("SELECT cid FROM content_pins WHERE cid = ?", [filled.own])).toEqual([])
