@@ -5,15 +5,7 @@
  */
 import { createHash, createPublicKey, type KeyObject, verify } from "node:crypto"
 import { ed25519KeyProblem } from "./DeviceKey.js"
-
-/** An identity: the lowercase hex SHA-256 of the raw 32-byte Ed25519 public key. */
-export const IDENTITY_PATTERN = /^[0-9a-f]{64}$/
-/** A public key: its 32 raw bytes, lowercase hex. */
-export const PUBLIC_KEY_PATTERN = /^[0-9a-f]{64}$/
-/** A signature: its 64 raw bytes, lowercase hex. */
-export const SIGNATURE_PATTERN = /^[0-9a-f]{128}$/
-/** A digest: SHA-256, lowercase hex. */
-export const DIGEST_PATTERN = /^[0-9a-f]{64}$/
+import { PUBLIC_KEY_PATTERN, SIGNATURE_PATTERN } from "./VaultShapes.js"
 
 /** How far a pull's timestamp may be from the node's clock, either way (seconds). */
 export const PULL_WINDOW_SECONDS = 120

@@ -4,7 +4,7 @@
  */
 import { Schema } from "effect"
 import { NamespaceName } from "../../domain/Names.js"
-import { DIGEST_PATTERN, IDENTITY_PATTERN, PUBLIC_KEY_PATTERN, SIGNATURE_PATTERN } from "../../domain/VaultRules.js"
+import { DIGEST_PATTERN, IDENTITY_PATTERN, PUBLIC_KEY_PATTERN, SIGNATURE_PATTERN } from "../../domain/VaultShapes.js"
 import { strict } from "../Wire.js"
 
 const hex = (pattern: RegExp, what: string) =>

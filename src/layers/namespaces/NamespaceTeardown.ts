@@ -269,7 +269,8 @@ export class NamespaceTeardown extends Context.Tag("portico/NamespaceTeardown")<
           OperatorAudit.Test,
           PorticoConfig.Test,
           SqliteRegistryStore.Test,
-          SqliteWorkers.Test
+          SqliteWorkers.Test,
+          Vault.Test
         )
       )
     )

@@ -19,7 +19,7 @@
 import { Clock, Effect } from "effect"
 import type { RateLimitSetting } from "../config/PorticoConfig.js"
 import type { SharedBucketsService } from "./SharedBuckets.js"
-import { allowed, type Decision, refusedFor, TokenBuckets } from "./TokenBuckets.js"
+import { allowed, type Decision, refusedFor, TokenBuckets } from "../../domain/TokenBuckets.js"
 
 /** How long leased tokens may be spent after Redis granted them. */
 export const LEASE_MS = 500

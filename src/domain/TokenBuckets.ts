@@ -1,9 +1,15 @@
 /**
  * Token buckets held in this process: one per key, refilled at `rps` up to `burst`, answered on
  * the spot. The gateway's own budgets (every budget without Redis; the client networks always),
- * and the fallback of the shared ones while Redis does not answer (SharedBuckets.ts).
+ * the fallback of the shared ones while Redis does not answer (src/layers/ratelimit/SharedBuckets.ts),
+ * and the vault's per-network and per-identity buckets. Pure: no clock of its own.
  */
-import type { RateLimitSetting } from "../config/PorticoConfig.js"
+
+/** A bucket's refill rate (tokens per second) and its size; the settings' RateLimitSetting is one. */
+export interface BucketLimit {
+  readonly rps: number
+  readonly burst: number
+}
 
 export interface Decision {
   readonly allowed: boolean
@@ -27,7 +33,7 @@ export class TokenBuckets {
   private readonly buckets = new Map<string, Bucket>()
 
   /** Takes one token from `key`'s bucket at `now` (Unix ms), or says how long until one is there. */
-  take(key: string, limit: RateLimitSetting, now: number): Decision {
+  take(key: string, limit: BucketLimit, now: number): Decision {
     let bucket = this.buckets.get(key)
     if (bucket === undefined) {
       // Bounded memory: when full, drop the oldest buckets (a Map iterates in insertion order).
