@@ -1,7 +1,7 @@
 /**
  * The bench guard (issue 34): runs every bench in a short mode, one after the other, and prints one
  * table of every target of docs/performance.md (and the push, deploy, proxy, pub/sub and start-up
- * targets of issues 22, 23, 24, 35, 36, 37 and 34) with its value and met / not met, then the numbers reported beside
+ * targets of issues 22, 23, 24, 35, 36, 37, 39 and 34) with its value and met / not met, then the numbers reported beside
  * them. Run it before resolving an issue and put its table in the note.
  *
  *   npm run bench                   short mode, quiet machine
@@ -75,6 +75,11 @@ const benches: ReadonlyArray<Bench> = [
   {
     name: "cluster",
     short: { CLUSTER_ROUNDS: "3", CLUSTER_DURATION: "3" },
+    missing: () => [...need("taskset")(), ...(hasRqlited() ? [] : ["rqlited (bash scripts/engines.sh rqlite)"])]
+  },
+  {
+    name: "vault",
+    short: { VAULT_ROUNDS: "3", VAULT_DURATION: "3" },
     missing: () => [...need("taskset")(), ...(hasRqlited() ? [] : ["rqlited (bash scripts/engines.sh rqlite)"])]
   },
   { name: "auth", short: { AUTH_N: "200" }, missing: () => [] },

@@ -76,5 +76,15 @@ export const signatureProblem = (
   return ok ? undefined : { field: "signature", reason: "the signature does not verify over the message for this key" }
 }
 
+/**
+ * The bytes of `text` when it is canonical standard base64 with padding (as `btoa()` writes it),
+ * else undefined: decoded, and refused unless it encodes back to itself, so every envelope has one
+ * spelling. A round trip through node's codec is several times faster than a pattern over the text.
+ */
+export const canonicalBase64 = (text: string): Uint8Array | undefined => {
+  const bytes = Buffer.from(text, "base64")
+  return bytes.toString("base64") === text ? new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength) : undefined
+}
+
 /** Whether `timestamp` (Unix seconds) is within the pull window of `nowMs`. */
 export const isFresh = (timestamp: number, nowMs: number): boolean => Math.abs(nowMs / 1000 - timestamp) <= PULL_WINDOW_SECONDS

@@ -38,8 +38,12 @@ export type GetOutcome =
   | { readonly outcome: "refused"; readonly reason: string; readonly replayed: boolean }
 
 export interface Guardian {
-  readonly put: (offer: ShareOffer) => PutOutcome
-  readonly get: (ask: ShareAsk) => GetOutcome
+  /**
+   * `verified`: the signature was checked in this process a moment ago (the vault's own call to
+   * this node's guardian), so it is not checked twice; a call from another node always is.
+   */
+  readonly put: (offer: ShareOffer, verified?: boolean) => PutOutcome
+  readonly get: (ask: ShareAsk, verified?: boolean) => GetOutcome
   readonly count: (namespace: string) => number
   readonly drop: (namespace: string) => number
 }
@@ -48,14 +52,14 @@ export interface Guardian {
 const wellFormed = (share: Uint8Array): boolean => share.length >= 2 && share[share.length - 1] !== 0
 
 export const makeGuardian = (store: ShareStore, now: () => number = Date.now): Guardian => ({
-  put: (offer) => {
-    const problem = signatureProblem(offer, pushMessage(offer.identity, offer.version, offer.digest))
+  put: (offer, verified = false) => {
+    const problem = verified ? undefined : signatureProblem(offer, pushMessage(offer.identity, offer.version, offer.digest))
     if (problem !== undefined) return { outcome: "refused", reason: problem.reason }
     if (!wellFormed(offer.share)) return { outcome: "refused", reason: "the share is malformed" }
     return store.write(offer.namespace, offer.identity, offer, now())
   },
-  get: (ask) => {
-    const problem = signatureProblem(ask, pullMessage(ask.identity, ask.timestamp))
+  get: (ask, verified = false) => {
+    const problem = verified ? undefined : signatureProblem(ask, pullMessage(ask.identity, ask.timestamp))
     if (problem !== undefined) return { outcome: "refused", reason: problem.reason, replayed: false }
     const at = now()
     if (!isFresh(ask.timestamp, at)) {

@@ -1,6 +1,7 @@
 /**
- * How the vault reaches each node's guardian: this node's in-process, every other node's through
- * its `/v1/internal/vault/*` routes (the one internal client, signed for that node). A guardian
+ * How the vault reaches each node's guardian: this node's in-process (the vault checked the
+ * request's signature already, so the guardian does not again), every other node's through its
+ * `/v1/internal/vault/*` routes (the one internal client, signed for that node). A guardian
  * that does not answer in time, or answers anything but its outcome, is `failed` with a generic
  * reason, never an error: the vault counts outcomes against its quorum.
  */
@@ -80,11 +81,18 @@ export const makeGuardianCalls = (deps: {
   // a namespace the gateway admitted is a valid name
   const ns = (namespace: string) => namespace as NamespaceName
 
+  /**
+   * This node's guardian, after the calls to the others are on their way: its share write waits
+   * for the disk (synchronous SQLite), and the event loop it holds would otherwise hold back
+   * those calls too.
+   */
+  const afterSends = <A,>(run: () => A): Effect.Effect<A> => Effect.async<A>((resume) => void setImmediate(() => resume(Effect.sync(run))))
+
   return {
     members,
     put: (node, offer) =>
       node === self
-        ? Effect.sync(() => guardian.put(offer))
+        ? afterSends(() => guardian.put(offer, true))
         : putAnswer(
             internal.call(
               node,
@@ -95,7 +103,7 @@ export const makeGuardianCalls = (deps: {
           ),
     get: (node, ask) =>
       node === self
-        ? Effect.sync(() => guardian.get(ask))
+        ? afterSends(() => guardian.get(ask, true))
         : Effect.map(getAnswer(internal.call(node, "vaultShareGet", { ...ask, namespace: ns(ask.namespace) }, timeout)), (answer) =>
             answer.outcome === "found" ? { ...answer, share: new Uint8Array(Buffer.from(answer.share, "base64")) } : answer
           ),

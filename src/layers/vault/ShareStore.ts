@@ -1,9 +1,13 @@
 /**
  * This node's vault shares (docs/vault.md, "Where shares live"): a SQLite file of its own in its
  * data directory (`<dataDir>/vault.db`), never the shared registry, where one database holding
- * every node's share would undo the sharing. Writes are synchronous (`synchronous = FULL`): a
- * guardian that acknowledged a share still holds it after a crash. It also keeps the pull
- * signatures it has honoured until they are stale, so a captured pull is answered once.
+ * every node's share would undo the sharing. Share writes are synchronous (`synchronous = FULL`):
+ * a guardian that acknowledged a share still holds it after a crash of the machine.
+ *
+ * It also keeps the pull signatures it has honoured until they are stale, so a captured pull is
+ * answered once. Those go through a second connection at `synchronous = NORMAL` (WAL: a spend
+ * survives a crash of the process, and only a crash of the machine within the signature's two
+ * minutes could forget one), so a pull costs no flush to disk on every guardian.
  */
 import Database from "better-sqlite3"
 import { mkdirSync } from "node:fs"
@@ -42,6 +46,7 @@ const PRUNE_EVERY = 500
 
 interface Statements {
   readonly db: Database.Database
+  readonly spends: Database.Database
   readonly read: Database.Statement
   readonly upsert: Database.Statement
   readonly spend: Database.Statement
@@ -79,12 +84,15 @@ export const shareStore = (dataDir: string): ShareStore => {
       upsert.run(namespace, identity, share.version, share.threshold, share.digest, Buffer.from(share.share.buffer, share.share.byteOffset, share.share.byteLength), at)
       return { outcome: "stored" }
     })
+    const spends = new Database(path.join(dataDir, "vault.db"))
+    spends.pragma("synchronous = NORMAL")
     opened = {
       db,
+      spends,
       read,
       upsert,
-      spend: db.prepare("INSERT INTO spent (key, expires_at) VALUES (?, ?) ON CONFLICT DO NOTHING"),
-      prune: db.prepare("DELETE FROM spent WHERE expires_at < ?"),
+      spend: spends.prepare("INSERT INTO spent (key, expires_at) VALUES (?, ?) ON CONFLICT DO NOTHING"),
+      prune: spends.prepare("DELETE FROM spent WHERE expires_at < ?"),
       count: db.prepare("SELECT COUNT(*) AS n FROM shares WHERE namespace = ?"),
       drop: db.prepare("DELETE FROM shares WHERE namespace = ?"),
       write
@@ -105,6 +113,7 @@ export const shareStore = (dataDir: string): ShareStore => {
     count: (namespace) => (open().count.get(namespace) as { n: number }).n,
     drop: (namespace) => open().drop.run(namespace).changes,
     close: () => {
+      opened?.spends.close()
       opened?.db.close()
       opened = undefined
     }

@@ -7,9 +7,8 @@
  */
 import { Context, Effect, Layer } from "effect"
 import type { VaultCode } from "../../domain/Errors.js"
-import { base64Bytes } from "../../domain/PubSubRules.js"
 import { combine, split } from "../../domain/Shamir.js"
-import { isFresh, PULL_WINDOW_SECONDS, pullMessage, pushMessage, sha256Hex, sharingOf, signatureProblem } from "../../domain/VaultRules.js"
+import { canonicalBase64, isFresh, PULL_WINDOW_SECONDS, pullMessage, pushMessage, sha256Hex, sharingOf, signatureProblem } from "../../domain/VaultRules.js"
 import { Membership } from "../cluster/Membership.js"
 import { PorticoConfig, type PorticoSettings } from "../config/PorticoConfig.js"
 import { Coordination } from "../coordination/Coordination.js"
@@ -157,14 +156,13 @@ export const makeVault = (deps: {
   const push: VaultService["push"] = (namespace, client, input) =>
     Effect.gen(function* () {
       yield* charge(`push:${clientNetwork(client)}`, perMinute(limits.clientPushesPerMinute), "pushes from your network")
-      const size = base64Bytes(input.envelope)
-      if (size === undefined || size === 0) {
+      const envelope = canonicalBase64(input.envelope)
+      if (envelope === undefined || envelope.length === 0) {
         return yield* refuse("VALIDATION_FAILED", "envelope is not canonical, non-empty base64", "standard alphabet with = padding, as btoa() writes it")
       }
-      if (size > limits.maxEnvelopeBytes) {
-        return yield* refuse("PAYLOAD_TOO_LARGE", `the envelope is ${size} bytes; the vault holds at most ${limits.maxEnvelopeBytes}`, "back up a smaller secret")
+      if (envelope.length > limits.maxEnvelopeBytes) {
+        return yield* refuse("PAYLOAD_TOO_LARGE", `the envelope is ${envelope.length} bytes; the vault holds at most ${limits.maxEnvelopeBytes}`, "back up a smaller secret")
       }
-      const envelope = new Uint8Array(Buffer.from(input.envelope, "base64"))
       const digest = sha256Hex(envelope)
       yield* signed(input, pushMessage(input.identity, input.version, digest))
       yield* charge(`push:${namespace}:${input.identity}`, perHour(limits.identityPushesPerHour), "pushes of this identity")
