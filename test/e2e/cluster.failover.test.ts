@@ -10,9 +10,9 @@
 import { createHash, randomBytes } from "node:crypto"
 import { Wallet } from "ethers"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
-import { type Cluster, CLUSTER_SECRET, type ClusterNode, startCluster } from "../support/cluster.js"
+import { type Cluster, CLUSTER_SECRET, type ClusterNode, pastElection, retryable, startCluster } from "../support/cluster.js"
 import { newDevice } from "../support/device.js"
-import type { Reply } from "../support/gateway.js"
+import { type Reply, requestTo } from "../support/gateway.js"
 import { runInLoopbackNetns } from "../support/netns.js"
 import { isSubscriber, openSubscriber } from "../support/pubsubSocket.js"
 import { IN_NETNS } from "../support/storageEngines.js"
@@ -34,42 +34,8 @@ if (process.env[IN_NETNS] !== "1") {
   const timing = (what: string, ms: number) => console.log(`TIMING ${what} ${Math.round(ms)}`)
 
   /** One request that gives up after `ms` (a paused node answers nothing). */
-  const send = async (node: ClusterNode, method: string, path: string, options: { token?: string; json?: unknown; headers?: Record<string, string>; ms?: number } = {}): Promise<Reply> => {
-    const headers: Record<string, string> = { ...options.headers }
-    if (options.token !== undefined) headers["authorization"] = `Bearer ${options.token}`
-    if (options.json !== undefined) headers["content-type"] = "application/json"
-    const res = await fetch(node.url + path, {
-      method,
-      headers,
-      ...(options.json === undefined ? {} : { body: JSON.stringify(options.json) }),
-      signal: AbortSignal.timeout(options.ms ?? 30_000)
-    })
-    const text = await res.text()
-    let body: any
-    try {
-      body = JSON.parse(text)
-    } catch {
-      body = undefined
-    }
-    return { status: res.status, headers: res.headers, text, body }
-  }
-
-  /** A refusal a client may retry: 503 with Retry-After. */
-  const retryable = (reply: Reply) => reply.status === 503 && reply.headers.get("retry-after") !== null
-
-  /**
-   * Asks until the answer is something other than the registry's own 503 (it is electing a leader
-   * when the lost node held the leadership): that refusal must be retryable, and gone within 15 s.
-   */
-  const pastElection = async (ask: () => Promise<Reply>): Promise<Reply> => {
-    const until = Date.now() + 15_000
-    for (;;) {
-      const answer = await ask()
-      if (!(answer.status === 503 && answer.body?.code === "UNAVAILABLE") || Date.now() > until) return answer
-      expect(retryable(answer), answer.text).toBe(true)
-      await new Promise((r) => setTimeout(r, 200))
-    }
-  }
+  const send = (node: ClusterNode, method: string, path: string, options: { token?: string; json?: unknown; headers?: Record<string, string>; ms?: number } = {}): Promise<Reply> =>
+    requestTo(node.url, method, path, { ...options, ms: options.ms ?? 30_000 })
 
   describe(SUITE, () => {
     let cluster: Cluster

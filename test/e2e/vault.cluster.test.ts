@@ -8,8 +8,8 @@
  */
 import { Wallet } from "ethers"
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from "vitest"
-import { type Cluster, type ClusterNode, startCluster } from "../support/cluster.js"
-import type { Reply } from "../support/gateway.js"
+import { type Cluster, type ClusterNode, pastElection, startCluster } from "../support/cluster.js"
+import { type Reply, requestTo } from "../support/gateway.js"
 import { runInLoopbackNetns } from "../support/netns.js"
 import { IN_NETNS } from "../support/storageEngines.js"
 import { newIdentity, pullBody, pushBody } from "../support/vault.js"
@@ -26,35 +26,11 @@ if (process.env[IN_NETNS] !== "1") {
     expect(output).not.toMatch(/\d+ failed/)
   }, 600_000)
 } else {
-  const send = async (node: ClusterNode, method: string, path: string, options: { token?: string; json?: unknown; ms?: number } = {}): Promise<Reply> => {
-    const headers: Record<string, string> = {}
-    if (options.token !== undefined) headers["authorization"] = `Bearer ${options.token}`
-    if (options.json !== undefined) headers["content-type"] = "application/json"
-    const res = await fetch(node.url + path, {
-      method,
-      headers,
-      ...(options.json === undefined ? {} : { body: JSON.stringify(options.json) }),
-      signal: AbortSignal.timeout(options.ms ?? 30_000)
-    })
-    const text = await res.text()
-    let body: any
-    try {
-      body = JSON.parse(text)
-    } catch {
-      body = undefined
-    }
-    return { status: res.status, headers: res.headers, text, body }
-  }
-  /** Asks until the answer is not the credential store's own 503 (a registry election), at most 15 s. */
-  const pastElection = async (ask: () => Promise<Reply>): Promise<Reply> => {
-    const until = Date.now() + 15_000
-    for (;;) {
-      const answer = await ask()
-      if (!(answer.status === 503 && /credential store/.test(answer.text)) || Date.now() > until) return answer
-      expect(answer.headers.get("retry-after"), answer.text).not.toBeNull()
-      await new Promise((r) => setTimeout(r, 200))
-    }
-  }
+  /** One request that gives up after `ms` (a paused node answers nothing). */
+  const send = (node: ClusterNode, method: string, path: string, options: { token?: string; json?: unknown; ms?: number } = {}): Promise<Reply> =>
+    requestTo(node.url, method, path, { ...options, ms: options.ms ?? 30_000 })
+  /** The registry electing a leader: its credential store's 503, not the vault's own. */
+  const electing = (reply: Reply) => reply.status === 503 && /credential store/.test(reply.text)
   const bytes = (text: string) => new Uint8Array(Buffer.from(text))
   const envelopeOf = (reply: Reply) => {
     expect(reply.status, reply.text).toBe(200)
@@ -140,11 +116,11 @@ if (process.env[IN_NETNS] !== "1") {
         expect((await push(n[0]!, pushBody(id, 1, bytes("before the loss")))).status).toBe(200)
         await n[2]!.kill()
         // the registry may be electing a leader (the lost node may have held it): a retryable 503 meanwhile
-        const pulled = await pastElection(() => pull(n[1]!, freshPull(id)))
+        const pulled = await pastElection(() => pull(n[1]!, freshPull(id)), electing)
         expect(pulled.status, pulled.text).toBe(200)
         expect(envelopeOf(pulled)).toBe("before the loss")
         expect(pulled.body.collected).toBe(2)
-        const refused = await pastElection(() => push(n[0]!, pushBody(id, 2, bytes("while one is lost"))))
+        const refused = await pastElection(() => push(n[0]!, pushBody(id, 2, bytes("while one is lost"))), electing)
         expect([refused.status, refused.body?.code], refused.text).toEqual([503, "UNAVAILABLE"])
         expect(refused.headers.get("retry-after")).toBe("5")
         expect(refused.body.error).toMatch(/a push needs 3/)

@@ -13,7 +13,7 @@ import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { Effect } from "effect"
-import { type Gateway, startGateway, testTmp } from "./gateway.js"
+import { type Gateway, type Reply, startGateway, testTmp } from "./gateway.js"
 import { type RedisServer, startRedis } from "./redis.js"
 import { rqlitedPath } from "./rqlited.js"
 import { nodeAddress, REDIS_ADDRESS, startClusterNetwork } from "./clusterNetwork.js"
@@ -238,4 +238,25 @@ export const startCluster = async (options: ClusterOptions = {}): Promise<Cluste
   }
 
   return { nodes, redis, partition: network.partition, heal: network.heal, leaderNode, stop }
+}
+
+/** A refusal a client may retry: 503 with Retry-After. */
+export const retryable = (reply: Reply) => reply.status === 503 && reply.headers.get("retry-after") !== null
+
+/**
+ * Asks until the answer is something other than the registry's own 503 while it elects a leader
+ * (the lost node held the leadership), at most 15 s: that refusal must be retryable. `isElection`
+ * tells that 503 from the route's own (by default any 503 `UNAVAILABLE`).
+ */
+export const pastElection = async (
+  ask: () => Promise<Reply>,
+  isElection: (reply: Reply) => boolean = (reply) => reply.status === 503 && reply.body?.code === "UNAVAILABLE"
+): Promise<Reply> => {
+  const until = Date.now() + 15_000
+  for (;;) {
+    const answer = await ask()
+    if (!isElection(answer) || Date.now() > until) return answer
+    if (!retryable(answer)) throw new Error(`a refusal during the election is not retryable: ${answer.status} ${answer.text}`)
+    await new Promise((r) => setTimeout(r, 200))
+  }
 }

@@ -75,6 +75,38 @@ export const mintKey = async (gw: Gateway, token: string, body: unknown): Promis
   return minted.body.api_key as string
 }
 
+/** A fetch answer as a Reply: its text, and its parsed body when that is JSON. */
+export const replyOf = async (res: Response): Promise<Reply> => {
+  const text = await res.text()
+  let body: unknown = undefined
+  try {
+    body = JSON.parse(text)
+  } catch {
+    body = undefined
+  }
+  return { status: res.status, headers: res.headers, text, body }
+}
+
+/**
+ * One request to the server at `baseUrl`: a bearer token, a JSON body or a raw one, more headers;
+ * given up after `ms` when set (a paused node answers nothing).
+ */
+export const requestTo = async (
+  baseUrl: string,
+  method: string,
+  p: string,
+  opts: { readonly token?: string; readonly json?: unknown; readonly body?: string; readonly headers?: Record<string, string>; readonly ms?: number } = {}
+): Promise<Reply> => {
+  const headers: Record<string, string> = { ...opts.headers }
+  if (opts.token !== undefined) headers["authorization"] = `Bearer ${opts.token}`
+  let body: string | undefined = opts.body
+  if (opts.json !== undefined) {
+    body = JSON.stringify(opts.json)
+    headers["content-type"] ??= "application/json"
+  }
+  return replyOf(await fetch(baseUrl + p, { method, headers, body, ...(opts.ms === undefined ? {} : { signal: AbortSignal.timeout(opts.ms) }) }))
+}
+
 export const testTmp = (): string => process.env["PORTICO_TEST_TMP"] ?? os.tmpdir()
 
 /**
@@ -160,24 +192,7 @@ export const startGateway = async (options: GatewayOptions = {}): Promise<Gatewa
     pid: child.pid ?? 0,
     dataDir,
     logs: () => output,
-    request: async (method, p, opts = {}) => {
-      const headers: Record<string, string> = { ...opts.headers }
-      if (opts.token !== undefined) headers["authorization"] = `Bearer ${opts.token}`
-      let body: string | undefined = opts.body
-      if (opts.json !== undefined) {
-        body = JSON.stringify(opts.json)
-        headers["content-type"] ??= "application/json"
-      }
-      const res = await fetch(url + p, { method, headers, body })
-      const text = await res.text()
-      let parsed: unknown = undefined
-      try {
-        parsed = JSON.parse(text)
-      } catch {
-        parsed = undefined
-      }
-      return { status: res.status, headers: res.headers, text, body: parsed }
-    },
+    request: (method, p, opts = {}) => requestTo(url, method, p, opts),
     cli: (args) => cliIn(dataDir, args, env),
     stop: () =>
       new Promise<number | null>((resolve) => {
