@@ -6,15 +6,15 @@
  * different splits never come back as silent garbage.
  */
 import { Context, Effect, Layer } from "effect"
+import { clientNetwork } from "../../domain/ClientNetwork.js"
 import type { VaultCode } from "../../domain/Errors.js"
 import { combine, split } from "../../domain/Shamir.js"
+import { TokenBuckets } from "../../domain/TokenBuckets.js"
 import { canonicalBase64, isFresh, PULL_WINDOW_SECONDS, pullMessage, pushMessage, sha256Hex, sharingOf, signatureProblem } from "../../domain/VaultRules.js"
 import { Membership } from "../cluster/Membership.js"
 import { PorticoConfig, type PorticoSettings } from "../config/PorticoConfig.js"
 import { Coordination } from "../coordination/Coordination.js"
 import { internalClient } from "../coordination/InternalClient.js"
-import { clientNetwork } from "../../domain/ClientNetwork.js"
-import { TokenBuckets } from "../../domain/TokenBuckets.js"
 import { type Refused, refuse } from "../Refused.js"
 import { SqliteRegistryStore } from "../registry/SqliteRegistryStore.js"
 import { type GetOutcome, type Guardian, makeGuardian } from "./Guardian.js"
@@ -195,7 +195,11 @@ export const makeVault = (deps: {
           "pull the newest version, then push with a higher version; the same version again only with the same envelope"
         )
       }
-      const missed = members.live.flatMap((node, i) => (outcomes[i]!.outcome === "stored" ? [] : [`${node}: ${outcomes[i]!.outcome === "failed" ? (outcomes[i] as { reason: string }).reason : "refused"}`]))
+      // generic reasons only ("unreachable", "answered 500"); a guardian's refusal says no more
+      const missed = members.live.flatMap((node, i) => {
+        const o = outcomes[i]!
+        return o.outcome === "stored" ? [] : [`${node}: ${o.outcome === "failed" ? o.reason : "refused"}`]
+      })
       return yield* unavailable(
         `stored on ${acks} of ${members.all.length} nodes; a push needs ${quorum}; not on ${missed.join(", ")}`,
         "retry the same push: with the same version and envelope it is idempotent"
