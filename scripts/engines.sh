@@ -49,7 +49,7 @@ PEBBLE_MODULE="github.com/letsencrypt/pebble/v2"
 PEBBLE_VERSION="v2.10.3"
 edge_stamp() { (cd "$EDGE_DIR" && cat go.mod go.sum main.go portico/*.go | sha256sum | cut -c1-16); }
 
-IMPLEMENTED=(rqlite redis kubo ipfs-cluster sandbox socks wrk nftables edge)
+IMPLEMENTED=(rqlite redis kubo ipfs-cluster sandbox socks wrk nftables edge coturn)
 
 # The deployment sandbox (src/layers/deployments/sandbox): bwrap from the Debian package, and two
 # helpers compiled from their C sources (the socket-rules loader, and the last step before the app:
@@ -274,6 +274,24 @@ install_debian_tool() {
 # started by test/support/socksServer.ts on loopback. Never tor: its defaults contact the network.
 install_socks() { install_debian_tool microsocks; }
 
+# --- coturn -------------------------------------------------------------------------------
+# The TURN server of real-time media (docs/webrtc.md, "TURN"): the Debian package, onto PATH
+# (`turnserver`, and `turnutils_uclient`, which the tests relay through it with). Installing it
+# starts nothing: the package's service is off by default and this machine has no systemd.
+install_coturn() {
+  if command -v turnserver >/dev/null 2>&1 && command -v turnutils_uclient >/dev/null 2>&1; then
+    log "coturn already installed"
+    return 0
+  fi
+  need apt-get "turnserver comes from the Debian package (apt-get install coturn)"
+  [[ $EUID -eq 0 ]] || die "installing coturn needs root (or: sudo apt-get install -y coturn)"
+  log "installing coturn from the Debian archive"
+  { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq coturn >/dev/null 2>&1 ||
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq coturn >/dev/null; }; } ||
+    die "apt-get install coturn failed"
+  command -v turnserver >/dev/null 2>&1 || die "turnserver is not on PATH after installing coturn"
+}
+
 # --- wrk ------------------------------------------------------------------------------------
 # The HTTP load generator of the benches (bench/floor, cache, sql, deploy; `npm run bench`): the
 # Debian package, onto PATH.
@@ -309,6 +327,7 @@ missing_engines() {
       socks) command -v microsocks >/dev/null 2>&1 || printf '%s\n' "socks" ;;
       wrk) command -v wrk >/dev/null 2>&1 || printf '%s\n' "wrk" ;;
       nftables) command -v nft >/dev/null 2>&1 || printf '%s\n' "nftables" ;;
+      coturn) { command -v turnserver >/dev/null 2>&1 && command -v turnutils_uclient >/dev/null 2>&1; } || printf '%s\n' "coturn" ;;
       edge) { is_current portico-caddy "$(edge_stamp)" && is_current pebble "$PEBBLE_MODULE@$PEBBLE_VERSION"; } || printf '%s\n' "edge" ;;
       ipfs-cluster)
         { is_current ipfs-cluster-service "$CLUSTER_MODULE@$CLUSTER_VERSION" &&
@@ -331,13 +350,13 @@ main() {
     local missing
     missing="$(missing_engines "${engines[@]}" | tr '\n' ' ')"
     if [[ -z "$missing" ]]; then
-      log "test engines present in $BIN (rqlited, ipfs, ipfs-cluster, portico-sandbox-bpf, portico-sandbox-exec, portico-caddy, pebble) and on PATH (redis-server, bwrap, microsocks, nft)"
+      log "test engines present in $BIN (rqlited, ipfs, ipfs-cluster, portico-sandbox-bpf, portico-sandbox-exec, portico-caddy, pebble) and on PATH (redis-server, bwrap, microsocks, nft, turnserver)"
       return 0
     fi
     log "npm test runs its suites against the real engines: rqlited, redis-server, Kubo (ipfs) and IPFS Cluster."
     log "missing here: ${missing% }. Installing them now; later runs find them and skip this step."
     log "the first time takes minutes: rqlited, ipfs, ipfs-cluster, the edge (Caddy) and pebble are compiled from source with Go"
-    log "(the module proxy is the only source reachable from CI), and redis-server comes from apt-get."
+    log "(the module proxy is the only source reachable from CI), and redis-server and coturn come from apt-get."
   fi
   for engine in "${engines[@]}"; do
     case "$engine" in
@@ -350,6 +369,7 @@ main() {
       wrk) install_wrk ;;
       nftables) install_nftables ;;
       edge) install_edge ;;
+      coturn) install_coturn ;;
       *) die "unknown engine '$engine' (implemented: ${IMPLEMENTED[*]})" ;;
     esac
   done
@@ -365,6 +385,7 @@ main() {
       wrk) command -v wrk ;;
       nftables) command -v nft ;;
       edge) printf '%s\n' "$BIN/portico-caddy" "$BIN/pebble" ;;
+      coturn) command -v turnserver ;;
     esac
   done
 }

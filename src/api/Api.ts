@@ -33,6 +33,7 @@ import { PushGroup } from "./groups/PushGroup.js"
 import { ProxyGroup } from "./groups/ProxyGroup.js"
 import { PubSubGroup } from "./groups/PubSubGroup.js"
 import { VaultGroup } from "./groups/VaultGroup.js"
+import { WebRtcGroup, WebRtcNamespaceGroup } from "./groups/WebRtcGroup.js"
 import { FunctionsGroup, InvokeGroup } from "./groups/FunctionsGroup.js"
 import { PushRegistrationGroup } from "./groups/PushRegistrationGroup.js"
 import { PushRelayGroup } from "./groups/PushRelayGroup.js"
@@ -67,6 +68,8 @@ export class PorticoApi extends HttpApi.make("portico")
   .add(ProxyGroup)
   .add(PubSubGroup)
   .add(VaultGroup)
+  .add(WebRtcNamespaceGroup)
+  .add(WebRtcGroup)
   .add(FunctionsGroup)
   .add(InvokeGroup)
   .add(DeploymentsGroup)

@@ -38,6 +38,7 @@ import { PushHandlers } from "./handlers/PushHandlers.js"
 import { ProxyHandlers } from "./handlers/ProxyHandlers.js"
 import { PubSubHandlers } from "./handlers/PubSubHandlers.js"
 import { VaultHandlers } from "./handlers/VaultHandlers.js"
+import { WebRtcHandlers, WebRtcNamespaceHandlers } from "./handlers/WebRtcHandlers.js"
 import { FunctionsHandlers, InvokeHandlers } from "./handlers/FunctionsHandlers.js"
 import { pubSubSocketHandlers } from "./handlers/PubSubSocketHandlers.js"
 import { makePubSubSockets } from "../layers/pubsub/PubSubSockets.js"
@@ -117,6 +118,8 @@ const HandlersLive = Layer.mergeAll(
   ProxyHandlers,
   PubSubHandlers,
   VaultHandlers,
+  WebRtcNamespaceHandlers,
+  WebRtcHandlers,
   FunctionsHandlers,
   InvokeHandlers,
   DeploymentsHandlers,

@@ -7,6 +7,18 @@ export const strict = <S extends Schema.Schema.Any>(schema: S): S =>
   schema.annotations({ parseOptions: { onExcessProperty: "error" } }) as S
 
 /**
+ * A body with no members (`{}`, or an empty body, which is read as `{}`). Schema's empty struct
+ * takes any object whatever it holds, so `strict` alone would let `{"force": true}` through
+ * silently: this refuses every member, as a 400 naming it.
+ */
+export const NoMembers = Schema.Struct({}).pipe(
+  Schema.filter((o) => {
+    const extra = Object.keys(o)
+    return extra.length === 0 || `["${extra[0]}"]: is unexpected; this route takes no members`
+  })
+)
+
+/**
  * The router's cap on one path parameter, counted decoded. find-my-way's default (100) would
  * refuse a sha2-512 CID (110); past this cap a parameter never reaches its route's own check.
  */

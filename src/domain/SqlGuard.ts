@@ -272,6 +272,7 @@ export const RESERVED_TABLES: ReadonlySet<string> = new Set([
   "app_ports",
   "tls_store",
   "acme_challenges",
+  "webrtc_settings",
   "operator_audit",
   "operator_invites",
   "namespace_creators",

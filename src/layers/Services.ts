@@ -87,6 +87,7 @@ import { Invocations } from "./functions/Invocations.js"
 import { FunctionSchedules } from "./functions/Schedules.js"
 import { FunctionTopicTriggers } from "./functions/TopicTriggers.js"
 import { Vault } from "./vault/Vault.js"
+import { WebRtc } from "./webrtc/WebRtc.js"
 
 export interface ServicesOptions {
   /**
@@ -190,8 +191,9 @@ export const gatewayServicesLayer = (settings: PorticoSettings, options: Service
     Layer.provideMerge(Layer.mergeAll(EdgeAccess.Live, TlsStore.Live, TlsCheck.Live, AcmeDns.Live.pipe(Layer.provideMerge(AcmeChallenges.Live)))),
     // namespace deletion, over every service a namespace holds something in (its apps too)
     Layer.provideMerge(NamespaceTeardown.Live),
-    // the vault: this node's guardian and the push and pull over every node's (docs/vault.md)
-    Layer.provideMerge(Vault.Live),
+    // the vault: this node's guardian and the push and pull over every node's (docs/vault.md);
+    // real-time media's settings and TURN credentials (docs/webrtc.md)
+    Layer.provideMerge(Layer.mergeAll(Vault.Live, WebRtc.Live)),
     // namespace backup and restore, over the stores a namespace's data is in
     Layer.provideMerge(NamespaceBackups.Live),
     // the deployments service, over the host table it refreshes after each change, and the repair

@@ -71,7 +71,8 @@ const NAMESPACE_TABLES = [
   "push_topics",
   "deployments",
   "portico_teardowns",
-  "portico_teardown_parts"
+  "portico_teardown_parts",
+  "webrtc_settings"
 ]
 
 interface Setup {
@@ -176,11 +177,12 @@ for (const setup of setups) describe(`namespace deletion: ${setup.label}`, () =>
     site.append("name", "site")
     site.append("archive", new Blob([tarOf({ "index.html": `<h1>${namespace}</h1>` })]), "site.tar.gz")
     const deployment = ok(await form(gw, "/v1/deployments/static/upload", ownerKey, site), 201)
+    ok(await post("/v1/namespace/webrtc/enable", {}))
     ok(await post("/v1/vault/push", pushBody(newIdentity(), 1, new Uint8Array(Buffer.from(`${namespace}'s backup`)))))
     expect(vaultShares(namespace)).toBe(1)
     // every capability holds something now
     const before = await leftInRegistry(namespace)
-    for (const table of ["members", "api_keys", "audit", "sessions", "devices", "local_databases", "content_refs", "push_credentials", "push_devices", "push_topics", "deployments"]) {
+    for (const table of ["members", "api_keys", "audit", "sessions", "devices", "local_databases", "content_refs", "push_credentials", "push_devices", "push_topics", "deployments", "webrtc_settings"]) {
       expect(before[table], `${table} filled`).toBeGreaterThan(0)
     }
     expect(await clusterTables(namespace)).not.toEqual([])

@@ -19,7 +19,7 @@ import { PeerGate } from "../Gates.js"
 import { internalOnly } from "../OpenApiFacts.js"
 import { internal } from "../Policy.js"
 import { BodyCap, FastLaneRoute, RoutePolicy } from "../RouteFacts.js"
-import { strict } from "../Wire.js"
+import { NoMembers, strict } from "../Wire.js"
 import { BackupRecord, DatabaseDeleted, DatabaseName, QueryAnswer, SqlArgs } from "./DatabaseGroup.js"
 import {
   Deployment,
@@ -84,7 +84,7 @@ export class InternalGroup extends HttpApiGroup.make("internal")
   .add(
     // is this node there, and is it the node it was asked as (spec §4.10: "answers a status ok object")
     HttpApiEndpoint.post("ping", "/v1/internal/ping")
-      .setPayload(strict(Schema.Struct({})))
+      .setPayload(NoMembers)
       .addSuccess(Schema.Struct({ status: Schema.Literal("ok"), node: Schema.String }))
   )
   .add(
@@ -146,14 +146,14 @@ export class InternalGroup extends HttpApiGroup.make("internal")
   .add(
     // this node's part of the operator telemetry snapshot (spec §6.2, §4.10 `/v1/internal/telemetry`)
     HttpApiEndpoint.post("telemetry", "/v1/internal/telemetry")
-      .setPayload(strict(Schema.Struct({})))
+      .setPayload(NoMembers)
       .addSuccess(NodeSnapshot)
   )
   .add(
     // the same, under the path of releases before the spec's: kept for one release, so a node not
     // yet upgraded still answers its peers' snapshots; nothing of this release calls it
     HttpApiEndpoint.post("nodeSnapshot", "/v1/internal/operator/snapshot")
-      .setPayload(strict(Schema.Struct({})))
+      .setPayload(NoMembers)
       .addSuccess(NodeSnapshot)
   )
   .add(

@@ -13,7 +13,7 @@ import { OpenGate } from "../Gates.js"
 import { internalOnly } from "../OpenApiFacts.js"
 import { open } from "../Policy.js"
 import { RoutePolicy } from "../RouteFacts.js"
-import { strict } from "../Wire.js"
+import { NoMembers, strict } from "../Wire.js"
 
 const stampNote =
   "From the node's own machine only (a loopback source), stamped with its key: X-Portico-Node-Id, X-Portico-Node-Stamp (v1=<Ed25519 signature, base64url>), X-Portico-Node-Time (Unix seconds, within 60 s), X-Portico-Node-Nonce (spent once). A refused stamp or source is 403 COORDINATION_REFUSED."
@@ -78,7 +78,7 @@ export class NodeStampGroup extends HttpApiGroup.make("nodeStamp")
   )
   .add(
     HttpApiEndpoint.post("heartbeat", "/v1/internal/node/heartbeat")
-      .setPayload(strict(Schema.Struct({})))
+      .setPayload(NoMembers)
       .addSuccess(NodeBeatAnswer)
       .addError(wiresOf(NodeRefusals))
       .middleware(OpenGate)

@@ -16,7 +16,7 @@ import { Authentication } from "../Gates.js"
 import { operator, wallet } from "../Policy.js"
 import { RoutePolicy } from "../RouteFacts.js"
 import { NameKeyedPage, NextCursor } from "../Paging.js"
-import { strict, UnixSeconds } from "../Wire.js"
+import { NoMembers, strict, UnixSeconds } from "../Wire.js"
 
 /** rotate-secrets' answer (docs/cluster.md, "Root-secret rotation"). */
 export const SecretsRotated = Schema.Struct({
@@ -206,7 +206,7 @@ export class OperatorGroup extends HttpApiGroup.make("operator")
   .add(updateWindow[1])
   .add(releaseRepo[0])
   .add(releaseRepo[1])
-  .add(HttpApiEndpoint.post("rotateSecrets", "/v1/operator/rotate-secrets").setPayload(strict(Schema.Struct({}))).addSuccess(SecretsRotated))
+  .add(HttpApiEndpoint.post("rotateSecrets", "/v1/operator/rotate-secrets").setPayload(NoMembers).addSuccess(SecretsRotated))
   .add(HttpApiEndpoint.get("operatorAudit", "/v1/operator/audit").setUrlParams(AuditQuery).addSuccess(OperatorAuditPage))
   .add(HttpApiEndpoint.get("operatorHealth", "/v1/operator/health").setUrlParams(NameKeyedPage).addSuccess(OperatorHealthView))
   .add(

@@ -254,3 +254,7 @@ export const VaultRefusals = family(
   "UNAVAILABLE"
 )
 export type VaultCode = (typeof VaultRefusals)[number]
+
+/** Real-time media's settings and TURN credentials (src/layers/webrtc/WebRtc.ts). */
+export const WebRtcRefusals = family("VALIDATION_FAILED", "FORBIDDEN", "UNAVAILABLE")
+export type WebRtcCode = (typeof WebRtcRefusals)[number]

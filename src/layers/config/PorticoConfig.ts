@@ -14,6 +14,7 @@ import { defaultProxySettings, proxyConfig, type ProxySettings } from "./ProxySe
 import { defaultPubSubSettings, pubSubConfig, type PubSubSettings } from "./PubSubSettings.js"
 import { defaultFunctionSettings, functionConfig, type FunctionSettings } from "./FunctionSettings.js"
 import { defaultVaultSettings, vaultConfig, type VaultSettings } from "./VaultSettings.js"
+import { defaultWebRtcSettings, webRtcConfig, type WebRtcSettings } from "./WebRtcSettings.js"
 import { defaultMembershipSettings, membershipConfig, type MembershipSettings } from "./MembershipSettings.js"
 import { backupConfig, defaultBackupSettings, type BackupSettings } from "./BackupSettings.js"
 import { defaultDeploymentSettings, deploymentConfig, type DeploymentSettings } from "./DeploymentSettings.js"
@@ -119,6 +120,8 @@ export interface PorticoSettings {
   readonly functions: FunctionSettings
   /** The vault: its limits and deadlines (`PORTICO_VAULT_*`, docs/vault.md). */
   readonly vault: VaultSettings
+  /** Real-time media: the TURN servers and their shared secret (`PORTICO_TURN_*`, docs/webrtc.md). */
+  readonly webrtc: WebRtcSettings
   /** The cluster's membership: heartbeats and this node's internal URL (`PORTICO_NODE_*`, docs/cluster.md). */
   readonly membership: MembershipSettings
   /** Namespace backup caps (`PORTICO_BACKUP_*`, docs/namespaces.md "Backup and restore"). */
@@ -376,6 +379,7 @@ const load = (overrides: Partial<Pick<PorticoSettings, "host" | "port" | "dataDi
       pubsub: yield* pubSubConfig(joined?.redis_url),
       functions: yield* functionConfig,
       vault: yield* vaultConfig,
+      webrtc: yield* webRtcConfig,
       membership: yield* membershipConfig,
       backup: yield* backupConfig,
       deployments: yield* deploymentConfig,
@@ -483,6 +487,7 @@ export const testSettings = (dataDir: string, patch: Partial<PorticoSettings> = 
   pubsub: defaultPubSubSettings,
   functions: defaultFunctionSettings,
   vault: defaultVaultSettings,
+  webrtc: defaultWebRtcSettings,
   membership: defaultMembershipSettings,
   backup: defaultBackupSettings,
   deployments: defaultDeploymentSettings,

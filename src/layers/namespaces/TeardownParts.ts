@@ -247,5 +247,7 @@ export const accessStatements = (namespace: string): ReadonlyArray<Statement> =>
 export const finalStatements = (namespace: string): ReadonlyArray<Statement> => [
   { sql: "DELETE FROM local_database_backups WHERE namespace = ?", params: [namespace] },
   { sql: "DELETE FROM audit WHERE namespace = ?", params: [namespace] },
+  // its settings go with the namespace row: real-time media's (with its relay secret)
+  { sql: "DELETE FROM webrtc_settings WHERE namespace = ?", params: [namespace] },
   { sql: "DELETE FROM namespaces WHERE name = ?", params: [namespace] }
 ]

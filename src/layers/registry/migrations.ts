@@ -6,6 +6,7 @@ import { clusterMigrations } from "./ClusterMigration.js"
 import { customDomainClaimsMigration, deploymentTeardownsMigration } from "./DeploymentsMigration.js"
 import { edgeMigration } from "./EdgeMigration.js"
 import { replicasMigration } from "./ReplicasMigration.js"
+import { webRtcMigration } from "./WebRtcMigration.js"
 import { functionTriggersMigration, functionsMigration } from "./FunctionsMigration.js"
 
 export interface Migration {
@@ -458,5 +459,6 @@ export const migrations: ReadonlyArray<Migration> = [
   // 18 on: one module per family beside this one
   ...clusterMigrations,
   edgeMigration,
-  replicasMigration
+  replicasMigration,
+  webRtcMigration
 ]

@@ -51,7 +51,9 @@ export const SEALED_COLUMNS: ReadonlyArray<SealedColumn> = [
   // src/layers/deployments/DeploymentStore.ts: a deployment's environment
   { table: "deployments", column: "env_sealed", purpose: "deployment-env", ownerColumns: ["namespace", "id"], owner: (r) => `${s(r.namespace)}/${s(r.id)}` },
   // src/layers/edge/TlsStore.ts: the edge's certificates, keys and ACME accounts
-  { table: "tls_store", column: "sealed", purpose: "tls-store", ownerColumns: ["key"], owner: (r) => s(r.key) }
+  { table: "tls_store", column: "sealed", purpose: "tls-store", ownerColumns: ["key"], owner: (r) => s(r.key) },
+  // src/layers/webrtc/WebRtc.ts: a namespace's relay secret
+  { table: "webrtc_settings", column: "relay_secret_sealed", purpose: "webrtc-relay", ownerColumns: ["namespace"], owner: (r) => s(r.namespace) }
 ]
 
 export interface ResealCount {

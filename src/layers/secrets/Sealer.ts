@@ -36,6 +36,7 @@ export type Purpose =
   | "node-invite"
   | "root-secret"
   | "tls-store"
+  | "webrtc-relay"
 
 export interface SealerService {
   /** Encrypts `plaintext` for `purpose`, bound to `owner` (e.g. `namespace/id`). */

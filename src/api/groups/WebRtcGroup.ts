@@ -1,0 +1,59 @@
+/**
+ * Real-time media's control plane (spec §4.9; docs/webrtc.md): the namespace's settings (owners
+ * and admins change them; anyone of the namespace reads them) and TURN credentials for a signed-in
+ * user or a deployed app (grant `webrtc`; an API key alone is refused, as on every data-plane
+ * route a browser or device uses directly).
+ */
+import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
+import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
+import * as OpenApi from "@effect/platform/OpenApi"
+import { Schema } from "effect"
+import { WebRtcRefusals, wiresOf } from "../../domain/Errors.js"
+import { Authentication } from "../Gates.js"
+import { authenticated, namespaceWrite, sessionOrWorkload } from "../Policy.js"
+import { RoutePolicy } from "../RouteFacts.js"
+import { NoMembers, strict } from "../Wire.js"
+
+
+export const WebRtcStatus = Schema.Struct({
+  namespace: Schema.String,
+  enabled: Schema.Boolean,
+  stealth: Schema.Boolean.annotations({ description: "clients are given the stealth TURN URI (a turns: URI on port 443) where the operator set one" }),
+  require_admission: Schema.Boolean,
+  turn_uris: Schema.Array(Schema.String).annotations({ description: "the TURN URIs this namespace's clients are given; the relay secret is never shown" })
+}).annotations({ identifier: "WebRtcStatus" })
+
+export const WebRtcConfig = Schema.Struct({ require_admission: Schema.Boolean }).annotations({ identifier: "WebRtcConfig" })
+
+export const TurnCredentials = Schema.Struct({
+  username: Schema.String.annotations({ description: "<expiry>:<namespace>, the TURN REST scheme coturn checks with use-auth-secret" }),
+  password: Schema.String.annotations({ description: "base64 HMAC-SHA1 of the username under the TURN servers' shared secret" }),
+  ttl: Schema.Int.annotations({ description: "seconds the credential lasts" }),
+  expires_at: Schema.Int.annotations({ description: "Unix seconds" }),
+  uris: Schema.Array(Schema.String)
+}).annotations({ identifier: "TurnCredentials" })
+
+export class WebRtcNamespaceGroup extends HttpApiGroup.make("webrtcNamespace")
+  .add(HttpApiEndpoint.post("enable", "/v1/namespace/webrtc/enable").setPayload(NoMembers).addSuccess(WebRtcStatus))
+  .add(HttpApiEndpoint.post("disable", "/v1/namespace/webrtc/disable").setPayload(NoMembers).addSuccess(WebRtcStatus))
+  .add(HttpApiEndpoint.post("stealthEnable", "/v1/namespace/webrtc/stealth/enable").setPayload(NoMembers).addSuccess(WebRtcStatus))
+  .add(HttpApiEndpoint.post("stealthDisable", "/v1/namespace/webrtc/stealth/disable").setPayload(NoMembers).addSuccess(WebRtcStatus))
+  .add(HttpApiEndpoint.get("status", "/v1/namespace/webrtc/status").addSuccess(WebRtcStatus).annotate(RoutePolicy, authenticated))
+  .addError(wiresOf(WebRtcRefusals))
+  .middleware(Authentication)
+  .annotate(RoutePolicy, namespaceWrite) {}
+
+export class WebRtcGroup extends HttpApiGroup.make("webrtc")
+  .add(HttpApiEndpoint.get("config", "/v1/webrtc/config").addSuccess(WebRtcConfig).annotate(RoutePolicy, authenticated))
+  .add(HttpApiEndpoint.put("setConfig", "/v1/webrtc/config").setPayload(strict(WebRtcConfig)).addSuccess(WebRtcConfig).annotate(RoutePolicy, namespaceWrite))
+  .add(
+    HttpApiEndpoint.post("turnCredentials", "/v1/webrtc/turn/credentials")
+      .setPayload(NoMembers)
+      .addSuccess(TurnCredentials)
+      .annotate(RoutePolicy, sessionOrWorkload("webrtc"))
+      // the document names the session scheme, as for storage's session-or-workload routes
+      .annotate(OpenApi.Override, { security: [{ session: [] }] })
+  )
+  .addError(wiresOf(WebRtcRefusals))
+  .middleware(Authentication)
+  .annotate(RoutePolicy, authenticated) {}

@@ -1,0 +1,56 @@
+import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import { Effect } from "effect"
+import { fromRefusal } from "../../domain/Errors.js"
+import { CurrentPrincipal } from "../../domain/Principal.js"
+import type { Refused } from "../../layers/Refused.js"
+import { type WebRtcStatus, WebRtc } from "../../layers/webrtc/WebRtc.js"
+import type { WebRtcCode } from "../../domain/Errors.js"
+import { PorticoApi } from "../Api.js"
+
+const statusWire = (namespace: string, s: WebRtcStatus) => ({
+  namespace,
+  enabled: s.enabled,
+  stealth: s.stealth,
+  require_admission: s.requireAdmission,
+  turn_uris: [...s.turnUris]
+})
+
+/** `change` for the caller's namespace, as its caller, answered with the namespace's status. */
+const statusOf = (change: (namespace: string, actor: string) => Effect.Effect<WebRtcStatus, Refused<WebRtcCode>>) =>
+  Effect.flatMap(CurrentPrincipal, (p) => Effect.mapBoth(change(p.namespace, p.subject), { onFailure: fromRefusal, onSuccess: (s) => statusWire(p.namespace, s) }))
+
+export const WebRtcNamespaceHandlers = HttpApiBuilder.group(PorticoApi, "webrtcNamespace", (handlers) =>
+  Effect.map(WebRtc, (webrtc) =>
+    handlers
+      .handle("enable", () => statusOf(webrtc.enable))
+      .handle("disable", () => statusOf(webrtc.disable))
+      .handle("stealthEnable", () => statusOf((ns, actor) => webrtc.setStealth(ns, true, actor)))
+      .handle("stealthDisable", () => statusOf((ns, actor) => webrtc.setStealth(ns, false, actor)))
+      .handle("status", () => statusOf((ns) => webrtc.status(ns)))
+  )
+)
+
+export const WebRtcHandlers = HttpApiBuilder.group(PorticoApi, "webrtc", (handlers) =>
+  Effect.map(WebRtc, (webrtc) =>
+    handlers
+      .handle("config", () =>
+        Effect.flatMap(CurrentPrincipal, (p) => Effect.mapBoth(webrtc.status(p.namespace), { onFailure: fromRefusal, onSuccess: (s) => ({ require_admission: s.requireAdmission }) }))
+      )
+      .handle("setConfig", ({ payload }) =>
+        Effect.flatMap(CurrentPrincipal, (p) =>
+          Effect.mapBoth(webrtc.setRequireAdmission(p.namespace, payload.require_admission, p.subject), {
+            onFailure: fromRefusal,
+            onSuccess: (s) => ({ require_admission: s.requireAdmission })
+          })
+        )
+      )
+      .handle("turnCredentials", () =>
+        Effect.flatMap(CurrentPrincipal, (p) =>
+          Effect.mapBoth(webrtc.turnCredentials(p.namespace), {
+            onFailure: fromRefusal,
+            onSuccess: (c) => ({ username: c.username, password: c.password, ttl: c.ttl, expires_at: c.expiresAt, uris: [...c.uris] })
+          })
+        )
+      )
+  )
+)

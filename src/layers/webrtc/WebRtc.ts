@@ -1,0 +1,162 @@
+/**
+ * Real-time media's control plane (spec §4.9; docs/webrtc.md): a namespace turns it on and off,
+ * with stealth and admission as settings of its own, and its members get TURN credentials for the
+ * servers the operator runs. Enabling makes the namespace's relay secret (32 random bytes, sealed
+ * in the registry), which keys what its media server signs (spec §6.4); disabling drops it.
+ */
+import { Clock, Context, Effect, Layer, Redacted } from "effect"
+import { randomBytes } from "node:crypto"
+import type { WebRtcCode } from "../../domain/Errors.js"
+import { turnCredential } from "../../domain/TurnCredentials.js"
+import { Audit } from "../audit/Audit.js"
+import { PorticoConfig } from "../config/PorticoConfig.js"
+import { type Refused, refuse } from "../Refused.js"
+import { RegistryStore } from "../registry/RegistryStore.js"
+import { SqliteRegistryStore } from "../registry/SqliteRegistryStore.js"
+import { Sealer } from "../secrets/Sealer.js"
+
+export interface WebRtcStatus {
+  readonly enabled: boolean
+  readonly stealth: boolean
+  readonly requireAdmission: boolean
+  /** The TURN URIs a client of this namespace is given (the stealth one when stealth is on and one is set). */
+  readonly turnUris: ReadonlyArray<string>
+}
+
+export interface TurnCredentials {
+  readonly username: string
+  readonly password: string
+  readonly ttl: number
+  readonly expiresAt: number
+  readonly uris: ReadonlyArray<string>
+}
+
+export interface WebRtcService {
+  /** Turns real-time media on (idempotent: the relay secret made the first time stays). */
+  readonly enable: (namespace: string, actor: string) => Effect.Effect<WebRtcStatus, Refused<WebRtcCode>>
+  /** Turns it off and drops the relay secret; stealth and admission are kept for a later enable. */
+  readonly disable: (namespace: string, actor: string) => Effect.Effect<WebRtcStatus, Refused<WebRtcCode>>
+  readonly setStealth: (namespace: string, on: boolean, actor: string) => Effect.Effect<WebRtcStatus, Refused<WebRtcCode>>
+  readonly status: (namespace: string) => Effect.Effect<WebRtcStatus, Refused<WebRtcCode>>
+  readonly setRequireAdmission: (namespace: string, on: boolean, actor: string) => Effect.Effect<WebRtcStatus, Refused<WebRtcCode>>
+  /** Credentials for the TURN servers, for a namespace with real-time media on. */
+  readonly turnCredentials: (namespace: string) => Effect.Effect<TurnCredentials, Refused<WebRtcCode>>
+  /** The namespace's relay secret; undefined while real-time media is off. */
+  readonly relaySecret: (namespace: string) => Effect.Effect<Uint8Array | undefined, Refused<WebRtcCode>>
+}
+
+interface Row {
+  readonly enabled: boolean
+  readonly stealth: boolean
+  readonly requireAdmission: boolean
+  readonly sealed: string | undefined
+}
+
+const off: Row = { enabled: false, stealth: false, requireAdmission: false, sealed: undefined }
+const storeDown = () => refuse("UNAVAILABLE", "the registry did not answer", "retry shortly", 5)
+const notEnabled = () =>
+  refuse("FORBIDDEN", "real-time media is not enabled for this namespace", "an owner or admin enables it: POST /v1/namespace/webrtc/enable")
+
+export class WebRtc extends Context.Tag("portico/WebRtc")<WebRtc, WebRtcService>() {
+  static readonly Live = Layer.effect(
+    WebRtc,
+    Effect.gen(function* () {
+      const config = yield* PorticoConfig
+      const store = yield* RegistryStore
+      const sealer = yield* Sealer
+      const audit = yield* Audit
+      const turn = config.webrtc
+
+      const read = (namespace: string) =>
+        Effect.mapError(
+          Effect.map(
+            store.query({ sql: "SELECT enabled, stealth, require_admission, relay_secret_sealed FROM webrtc_settings WHERE namespace = ?", params: [namespace] }),
+            (rows): Row => {
+              const row = rows[0]
+              if (row === undefined) return off
+              const sealed = row["relay_secret_sealed"]
+              return {
+                enabled: Number(row["enabled"]) === 1,
+                stealth: Number(row["stealth"]) === 1,
+                requireAdmission: Number(row["require_admission"]) === 1,
+                sealed: typeof sealed === "string" ? sealed : undefined
+              }
+            }
+          ),
+          storeDown
+        )
+
+      const view = (row: Row): WebRtcStatus => ({
+        enabled: row.enabled,
+        stealth: row.stealth,
+        requireAdmission: row.requireAdmission,
+        turnUris: row.stealth && turn.stealthUri !== undefined ? [turn.stealthUri] : turn.turnUris
+      })
+
+      /** Writes `row` for the namespace with its audit row, in one batch. */
+      const write = (namespace: string, row: Row, action: string, actor: string, detail: Readonly<Record<string, unknown>>) =>
+        Effect.gen(function* () {
+          const now = Math.floor((yield* Clock.currentTimeMillis) / 1000)
+          const entry = yield* audit.entry(namespace, action, actor, namespace, detail)
+          yield* Effect.mapError(
+            store.batch([
+              {
+                sql: `INSERT INTO webrtc_settings (namespace, enabled, stealth, require_admission, relay_secret_sealed, updated_at) VALUES (?, ?, ?, ?, ?, ?)
+                      ON CONFLICT (namespace) DO UPDATE SET enabled = excluded.enabled, stealth = excluded.stealth,
+                      require_admission = excluded.require_admission, relay_secret_sealed = excluded.relay_secret_sealed, updated_at = excluded.updated_at`,
+                params: [namespace, row.enabled ? 1 : 0, row.stealth ? 1 : 0, row.requireAdmission ? 1 : 0, row.sealed ?? null, now]
+              },
+              entry
+            ]),
+            storeDown
+          )
+          return view(row)
+        })
+
+      const enable: WebRtcService["enable"] = (namespace, actor) =>
+        Effect.flatMap(read(namespace), (row) =>
+          row.enabled && row.sealed !== undefined
+            ? Effect.succeed(view(row))
+            : write(namespace, { ...row, enabled: true, sealed: sealer.seal("webrtc-relay", namespace, randomBytes(32)) }, "webrtc.enable", actor, {})
+        )
+
+      const disable: WebRtcService["disable"] = (namespace, actor) =>
+        Effect.flatMap(read(namespace), (row) =>
+          !row.enabled ? Effect.succeed(view(row)) : write(namespace, { ...row, enabled: false, sealed: undefined }, "webrtc.disable", actor, {})
+        )
+
+      const setStealth: WebRtcService["setStealth"] = (namespace, on, actor) =>
+        Effect.flatMap(read(namespace), (row): Effect.Effect<WebRtcStatus, Refused<WebRtcCode>> => {
+          if (!row.enabled) return Effect.fail(notEnabled())
+          return row.stealth === on ? Effect.succeed(view(row)) : write(namespace, { ...row, stealth: on }, on ? "webrtc.stealth.enable" : "webrtc.stealth.disable", actor, {})
+        })
+
+      const setRequireAdmission: WebRtcService["setRequireAdmission"] = (namespace, on, actor) =>
+        Effect.flatMap(read(namespace), (row) =>
+          row.requireAdmission === on ? Effect.succeed(view(row)) : write(namespace, { ...row, requireAdmission: on }, "webrtc.config", actor, { require_admission: on })
+        )
+
+      const turnCredentials: WebRtcService["turnCredentials"] = (namespace) =>
+        Effect.gen(function* () {
+          const row = yield* read(namespace)
+          if (!row.enabled) return yield* notEnabled()
+          if (turn.turnSecret === undefined || turn.turnUris.length === 0) {
+            return yield* refuse("UNAVAILABLE", "this gateway has no TURN servers configured", "the operator sets PORTICO_TURN_URIS and PORTICO_TURN_SECRET (docs/webrtc.md)", 60)
+          }
+          const now = (yield* Clock.currentTimeMillis) / 1000
+          const credential = turnCredential(Redacted.value(turn.turnSecret), namespace, now, turn.credentialTtlSeconds)
+          return { ...credential, ttl: turn.credentialTtlSeconds, uris: view(row).turnUris }
+        })
+
+      const relaySecret: WebRtcService["relaySecret"] = (namespace) =>
+        Effect.flatMap(read(namespace), (row) =>
+          row.enabled && row.sealed !== undefined ? Effect.mapError(sealer.open("webrtc-relay", namespace, row.sealed), storeDown) : Effect.succeed(undefined)
+        )
+
+      return { enable, disable, setStealth, status: (namespace) => Effect.map(read(namespace), view), setRequireAdmission, turnCredentials, relaySecret }
+    })
+  )
+
+  /** The Live layer over the test doubles of what it reads (docs/architecture.md "Test doubles"). */
+  static readonly Test = Layer.suspend(() => WebRtc.Live.pipe(Layer.provide(Layer.mergeAll(PorticoConfig.Test, SqliteRegistryStore.Test, Sealer.Test, Audit.Test))))
+}

@@ -1,0 +1,141 @@
+/**
+ * Real-time media's control plane through a real gateway and a real TURN server (docs/webrtc.md):
+ * enabling and disabling with the namespace's relay secret sealed (never shown), stealth and
+ * admission settings, who may change and read them, and TURN credentials that coturn, run from
+ * the shipped configuration, accepts for an allocation and a relay, while a tampered one is refused.
+ */
+import { Wallet } from "ethers"
+import Database from "better-sqlite3"
+import * as path from "node:path"
+import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { call, signIn } from "../support/client.js"
+import { hasTurnServer, startTurnServer, type TurnServer } from "../support/coturn.js"
+import { type Gateway, mintKey, type Reply, startGateway } from "../support/gateway.js"
+
+const SECRET = "turn-secret-" + "7".repeat(20)
+const STEALTH = "turns:cdn.portico.test:443?transport=tcp"
+
+const expectRefused = (reply: Reply, status: number, code: string) => {
+  expect([reply.status, reply.body?.code], reply.text).toEqual([status, code])
+  expect(typeof reply.body.error).toBe("string")
+}
+
+describe("real-time media's settings and TURN credentials", () => {
+  let turn: TurnServer
+  let gw: Gateway
+  let owner: string
+  let runtimeKey: string
+  let session: string
+  const member = Wallet.createRandom()
+  const post = (route: string, token: string, json: unknown = {}) => gw.request("POST", route, { token, json })
+  const registryRow = (namespace: string) => {
+    const db = new Database(path.join(gw.dataDir, "registry.db"), { readonly: true })
+    try {
+      return db.prepare("SELECT * FROM webrtc_settings WHERE namespace = ?").get(namespace) as Record<string, unknown> | undefined
+    } finally {
+      db.close()
+    }
+  }
+
+  beforeAll(async () => {
+    if (!hasTurnServer()) throw new Error("coturn is missing: bash scripts/engines.sh coturn")
+    turn = await startTurnServer(SECRET)
+    gw = await startGateway({ env: { PORTICO_TURN_URIS: turn.uri, PORTICO_TURN_SECRET: SECRET, PORTICO_TURN_STEALTH_URI: STEALTH } })
+    owner = (await gw.cli(["namespace", "create", "calls"])).api_key
+    runtimeKey = await mintKey(gw, owner, { profile: "runtime", label: "app" })
+    const added = await gw.request("POST", "/v1/namespace/members", { token: owner, json: { wallet: member.address, role: "runtime" } })
+    expect(added.status, added.text).toBe(200)
+    session = (await signIn(gw, "calls", member)).access_token
+  }, 60_000)
+  afterAll(async () => {
+    await gw?.stop()
+    await turn?.stop()
+  })
+
+  it("is off until an owner or admin enables it, and then makes the relay secret, sealed and never shown", async () => {
+    const before = await gw.request("GET", "/v1/namespace/webrtc/status", { token: runtimeKey })
+    expect(before.body, before.text).toEqual({ namespace: "calls", enabled: false, stealth: false, require_admission: false, turn_uris: [turn.uri] })
+    expectRefused(await post("/v1/webrtc/turn/credentials", session), 403, "FORBIDDEN")
+    expectRefused(await post("/v1/namespace/webrtc/enable", runtimeKey), 403, "CONTROL_PLANE_REQUIRED")
+    const enabled = await post("/v1/namespace/webrtc/enable", owner)
+    expect(enabled.body, enabled.text).toEqual({ namespace: "calls", enabled: true, stealth: false, require_admission: false, turn_uris: [turn.uri] })
+    const sealed = String(registryRow("calls")?.["relay_secret_sealed"])
+    expect(sealed.length).toBeGreaterThan(40)
+    // enabling again keeps the secret
+    expect((await post("/v1/namespace/webrtc/enable", owner)).status).toBe(200)
+    expect(registryRow("calls")?.["relay_secret_sealed"]).toBe(sealed)
+    for (const token of [owner, runtimeKey, session]) {
+      const status = await gw.request("GET", "/v1/namespace/webrtc/status", { token })
+      expect(status.body.enabled, status.text).toBe(true)
+      expect(status.text).not.toContain(sealed)
+      expect(Object.keys(status.body).sort()).toEqual(["enabled", "namespace", "require_admission", "stealth", "turn_uris"])
+    }
+    const audit = await gw.request("GET", "/v1/audit?action=webrtc.enable", { token: owner })
+    expect(audit.status, audit.text).toBe(200)
+    expect(audit.text).toContain("webrtc.enable")
+  })
+
+  it("gives a signed-in member TURN credentials that coturn relays with, and refuses an API key", async () => {
+    await post("/v1/namespace/webrtc/enable", owner)
+    expectRefused(await post("/v1/webrtc/turn/credentials", runtimeKey), 403, "SESSION_REQUIRED")
+    const minted = await post("/v1/webrtc/turn/credentials", session)
+    expect(minted.status, minted.text).toBe(200)
+    const now = Math.floor(Date.now() / 1000)
+    expect(minted.body.username).toMatch(/^\d+:calls$/)
+    expect(Number(minted.body.username.split(":")[0])).toBeGreaterThanOrEqual(now + 86_400 - 5)
+    expect(minted.body).toMatchObject({ ttl: 86_400, uris: [turn.uri], expires_at: Number(minted.body.username.split(":")[0]) })
+    // through the typed client too
+    const typed = await call(gw, session, (c) => c.webrtc.turnCredentials({ payload: {} }))
+    expect(typed.username).toMatch(/:calls$/)
+    const relayed = await turn.relay(minted.body.username, minted.body.password)
+    expect(relayed.sent, relayed.output).toBeGreaterThan(0)
+    expect(relayed.received, relayed.output).toBe(relayed.sent)
+    // a password for another username, or a tampered one, allocates nothing
+    const tampered = await turn.relay(minted.body.username.replace(":calls", ":other"), minted.body.password)
+    expect(tampered.received, tampered.output.slice(-500)).toBe(0)
+    expect(tampered.output).toMatch(/Cannot complete Allocation/)
+  })
+
+  it("keeps stealth and admission as settings of their own; bad bodies are 400", async () => {
+    await post("/v1/namespace/webrtc/enable", owner)
+    expectRefused(await post("/v1/namespace/webrtc/stealth/enable", runtimeKey), 403, "CONTROL_PLANE_REQUIRED")
+    const stealth = await post("/v1/namespace/webrtc/stealth/enable", owner)
+    expect(stealth.body, stealth.text).toMatchObject({ stealth: true, turn_uris: [STEALTH] })
+    expect((await post("/v1/webrtc/turn/credentials", session)).body.uris).toEqual([STEALTH])
+    expect((await post("/v1/namespace/webrtc/stealth/disable", owner)).body.turn_uris).toEqual([turn.uri])
+    expect((await gw.request("GET", "/v1/webrtc/config", { token: runtimeKey })).body).toEqual({ require_admission: false })
+    expectRefused(await gw.request("PUT", "/v1/webrtc/config", { token: runtimeKey, json: { require_admission: true } }), 403, "CONTROL_PLANE_REQUIRED")
+    const set = await gw.request("PUT", "/v1/webrtc/config", { token: owner, json: { require_admission: true } })
+    expect(set.body, set.text).toEqual({ require_admission: true })
+    expect((await gw.request("GET", "/v1/namespace/webrtc/status", { token: session })).body.require_admission).toBe(true)
+    for (const body of [{ require_admission: "yes" }, { require_admission: true, extra: 1 }, {}]) {
+      expectRefused(await gw.request("PUT", "/v1/webrtc/config", { token: owner, json: body }), 400, "VALIDATION_FAILED")
+    }
+    expectRefused(await post("/v1/namespace/webrtc/enable", owner, { now: true }), 400, "VALIDATION_FAILED")
+  })
+
+  it("disables: the relay secret goes, credentials stop, stealth needs it on; settings stay for the next enable", async () => {
+    await post("/v1/namespace/webrtc/enable", owner)
+    const disabled = await post("/v1/namespace/webrtc/disable", owner)
+    expect(disabled.body, disabled.text).toMatchObject({ enabled: false, require_admission: true })
+    expect(registryRow("calls")?.["relay_secret_sealed"]).toBeNull()
+    expectRefused(await post("/v1/webrtc/turn/credentials", session), 403, "FORBIDDEN")
+    expectRefused(await post("/v1/namespace/webrtc/stealth/enable", owner), 403, "FORBIDDEN")
+    const again = await post("/v1/namespace/webrtc/enable", owner)
+    expect(again.body).toMatchObject({ enabled: true, require_admission: true })
+    expect(registryRow("calls")?.["relay_secret_sealed"]).not.toBeNull()
+  })
+
+  it("answers 503 naming the settings on a gateway with no TURN server configured", async () => {
+    const bare = await startGateway({ dataDir: gw.dataDir })
+    try {
+      await post("/v1/namespace/webrtc/enable", owner)
+      const refused = await bare.request("POST", "/v1/webrtc/turn/credentials", { token: session, json: {} })
+      expectRefused(refused, 503, "UNAVAILABLE")
+      expect(refused.body.hint).toMatch(/PORTICO_TURN_URIS/)
+      expect(refused.headers.get("retry-after")).not.toBeNull()
+    } finally {
+      await bare.stop()
+    }
+  })
+})
