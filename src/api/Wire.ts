@@ -14,7 +14,7 @@ export const strict = <S extends Schema.Schema.Any>(schema: S): S =>
 export const NoMembers = Schema.Struct({}).pipe(
   Schema.filter((o) => {
     const extra = Object.keys(o)
-    return extra.length === 0 || `["${extra[0]}"]: is unexpected; this route takes no members`
+    return extra.length === 0 || `${extra[0]}: is unexpected; this route takes no members`
   })
 )
 
