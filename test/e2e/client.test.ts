@@ -80,7 +80,8 @@ describe("the typed client on the control plane", () => {
     const groups = await Effect.runPromise(Effect.map(PorticoClient, Object.keys).pipe(Effect.provide(layer)))
     expect(groups.sort()).toEqual([
       "audit", "auth", "cache", "cors", "databases", "deploymentDomains", "deploymentRuntime", "deployments", "devices", "functions", "invoke", "namespace",
-      "namespaceBackup", "namespaceCreate", "namespaceDelete", "network", "node", "operator", "proxy", "pubsub", "push", "pushRegistrations", "pushSend", "sql", "storage", "system"
+      "namespaceBackup", "namespaceCreate", "namespaceDelete", "network", "node", "operator", "proxy", "pubsub", "push", "pushRegistrations", "pushSend", "sql", "storage", "system",
+      "vault", "webrtc", "webrtcNamespace"
     ])
   })
 
