@@ -40,7 +40,8 @@
  * for the gateway process (e.g. "--cpu-prof --cpu-prof-dir=/tmp/p").
  * Everything it writes goes to a temp dir under os.tmpdir(), removed at the end (kept on failure).
  */
-import { spawn, spawnSync } from "node:child_process"
+import { spawnSync } from "node:child_process"
+import { millis, wrk as runWrk, type WrkSample } from "../support/wrk.js"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -78,13 +79,8 @@ const sqlWorkers = 2
 /** Counts to 1e12: runs until the statement timeout stops it. */
 const runawaySql = "WITH RECURSIVE c(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM c WHERE x < 1000000000000) SELECT count(*) FROM c"
 
-interface Sample {
-  readonly rps: number
-  readonly p50: string
-  readonly p99: string
-  /** Non-2xx answers plus socket errors: a run with any is not a fair number. */
-  readonly errors: number
-}
+/** One wrk run: a run with any error (non-2xx answers, socket errors) is not a fair number. */
+type Sample = WrkSample
 
 /** One side of a comparison: where wrk sends which body with which headers. */
 interface Target {
@@ -290,45 +286,13 @@ const check = async (target: Target) => {
 
 // ---- wrk ---------------------------------------------------------------------------------
 
-const luaScript = (dir: string, target: Target) => {
-  const file = path.join(dir, `${target.name.replace(/\W+/g, "-")}.lua`)
-  const lines = [`wrk.method = "POST"`, `wrk.body = ${JSON.stringify(target.body)}`, `wrk.headers["Content-Type"] = "application/json"`]
-  if (target.authorization !== undefined) lines.push(`wrk.headers["Authorization"] = ${JSON.stringify(target.authorization)}`)
-  fs.writeFileSync(file, lines.join("\n") + "\n")
-  return file
-}
-
-/** Runs wrk without blocking this process: a row's background load (`during`) keeps going. */
-const wrk = async (dir: string, target: Target, seconds: number): Promise<Sample> => {
-  const args = ["-c", "1", "wrk", "-t1", "-c64", `-d${seconds}s`, "--latency", "-s", luaScript(dir, target), target.url]
-  const run = await new Promise<{ status: number | null; signal: string | null; stdout: string; stderr: string }>((resolve, reject) => {
-    const child = spawn("taskset", args, { stdio: ["ignore", "pipe", "pipe"] })
-    let stdout = ""
-    let stderr = ""
-    child.stdout.on("data", (c: Buffer) => (stdout += c.toString("utf8")))
-    child.stderr.on("data", (c: Buffer) => (stderr += c.toString("utf8")))
-    child.on("error", reject)
-    child.on("close", (status, signal) => resolve({ status, signal, stdout, stderr }))
-  })
-  if (run.status !== 0) throw new Error(`wrk failed on ${target.name} (${run.status ?? run.signal}): ${run.stderr}`)
-  const out = run.stdout
-  const socket = /Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)/.exec(out)
-  const socketErrors = socket === null ? 0 : socket.slice(1).reduce((sum, n) => sum + Number(n), 0)
-  return {
-    rps: Number(/Requests\/sec:\s+([\d.]+)/.exec(out)?.[1] ?? 0),
-    p50: /^\s+50%\s+(\S+)/m.exec(out)?.[1] ?? "?",
-    p99: /^\s+99%\s+(\S+)/m.exec(out)?.[1] ?? "?",
-    errors: Number(/Non-2xx or 3xx responses:\s+(\d+)/.exec(out)?.[1] ?? 0) + socketErrors
-  }
-}
-
-/** wrk's latency text (`850.00us`, `1.23ms`, `1.02s`) in milliseconds; NaN when unreadable. */
-const millis = (text: string): number => {
-  const m = /^([\d.]+)(us|ms|s|m)$/.exec(text)
-  if (m === null) return NaN
-  const scale = { us: 0.001, ms: 1, s: 1000, m: 60_000 }[m[2] as "us" | "ms" | "s" | "m"]
-  return Number(m[1]) * scale
-}
+/** Runs wrk (bench/support/wrk.ts) with the target's POST: a row's background load (`during`) keeps going. */
+const wrk = (dir: string, target: Target, seconds: number): Promise<Sample> =>
+  runWrk(
+    dir,
+    { name: target.name, url: target.url, method: "POST", body: target.body, headers: target.authorization === undefined ? {} : { Authorization: target.authorization } },
+    seconds
+  )
 
 // ---- main --------------------------------------------------------------------------------
 

@@ -114,8 +114,10 @@ export const makeGuardianCalls = (deps: {
     dropEverywhere: (namespace) =>
       Effect.gen(function* () {
         guardian.drop(namespace)
-        // every node that may hold a share, live or not: a silent one keeps the part owed
-        const others = yield* membership.known
+        // every node that has not stopped cleanly: a silent one keeps the part owed; one that
+        // stopped cleanly drops the shares of namespaces that are gone when it starts again
+        // (Vault.ts, `sweepGone`)
+        const others = yield* membership.unstopped
         const missed = yield* Effect.forEach(
           others,
           (peer) => Effect.map(dropAnswer(internal.call(peer.id, "vaultShareDrop", { namespace: ns(namespace) }, timeout)), (a) => ("dropped" in a ? [] : [`${peer.id}: ${a.reason}`])),

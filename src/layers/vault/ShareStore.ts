@@ -38,6 +38,8 @@ export interface ShareStore {
   readonly count: (namespace: string) => number
   /** Removes the namespace's shares: how many there were. */
   readonly drop: (namespace: string) => number
+  /** The namespaces this node holds shares of. */
+  readonly namespaces: () => ReadonlyArray<string>
   readonly close: () => void
 }
 
@@ -53,6 +55,7 @@ interface Statements {
   readonly prune: Database.Statement
   readonly count: Database.Statement
   readonly drop: Database.Statement
+  readonly namespaces: Database.Statement
   readonly write: (namespace: string, identity: string, share: StoredShare, at: number) => WriteOutcome
 }
 
@@ -95,6 +98,7 @@ export const shareStore = (dataDir: string): ShareStore => {
       prune: spends.prepare("DELETE FROM spent WHERE expires_at < ?"),
       count: db.prepare("SELECT COUNT(*) AS n FROM shares WHERE namespace = ?"),
       drop: db.prepare("DELETE FROM shares WHERE namespace = ?"),
+      namespaces: db.prepare("SELECT DISTINCT namespace FROM shares"),
       write
     }
     return opened
@@ -112,6 +116,7 @@ export const shareStore = (dataDir: string): ShareStore => {
     },
     count: (namespace) => (open().count.get(namespace) as { n: number }).n,
     drop: (namespace) => open().drop.run(namespace).changes,
+    namespaces: () => (open().namespaces.all() as Array<{ namespace: string }>).map((r) => r.namespace),
     close: () => {
       opened?.spends.close()
       opened?.db.close()

@@ -5,17 +5,22 @@
  * against unavailable, replayed and stale pulls, the limits. Through real gateways:
  * test/e2e/vault.test.ts (one node) and vault.cluster.test.ts (three).
  */
-import { Effect, Either } from "effect"
+import { Effect, Either, Layer } from "effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, describe, expect, it } from "vitest"
-import { testSettings } from "../../../src/layers/config/PorticoConfig.js"
+import { PorticoConfig, testSettings } from "../../../src/layers/config/PorticoConfig.js"
+import { Membership } from "../../../src/layers/cluster/Membership.js"
+import { Coordination } from "../../../src/layers/coordination/Coordination.js"
+import { RegistryStore } from "../../../src/layers/registry/RegistryStore.js"
+import { registryLayer } from "../../../src/layers/registry/registryLayer.js"
+import { Sealer } from "../../../src/layers/secrets/Sealer.js"
 import { defaultVaultSettings, type VaultSettings } from "../../../src/layers/config/VaultSettings.js"
 import { type GetOutcome, type Guardian, makeGuardian, type PutOutcome } from "../../../src/layers/vault/Guardian.js"
 import type { GuardianCalls } from "../../../src/layers/vault/GuardianCalls.js"
 import { shareStore } from "../../../src/layers/vault/ShareStore.js"
-import { makeVault, type VaultService } from "../../../src/layers/vault/Vault.js"
+import { makeVault, Vault, type VaultService } from "../../../src/layers/vault/Vault.js"
 import { combine } from "../../../src/domain/Shamir.js"
 import { newIdentity, pullBody, pushBody } from "../../support/vault.js"
 
@@ -211,5 +216,40 @@ describe("the vault over three guardians", () => {
     expect(codeOf(await run(f.vault.push("ns", "198.51.100.1", pushBody(id, 3, bytes("x")))))).toBe("RATE_LIMITED")
     // one node: a copy, said plainly
     expect(await Effect.runPromise(f.vault.health)).toMatchObject({ status: "ok", mode: "local", threshold: 1, quorum: 1 })
+  })
+})
+
+describe("a node that was stopped while a namespace was deleted", () => {
+  it("drops that namespace's shares when it starts, and keeps those of namespaces that exist", async () => {
+    const dir = path.join(root, "sweep")
+    const settings = testSettings(dir)
+    const store = shareStore(dir)
+    const share = { version: 1, threshold: 1, digest: "ab".repeat(32), share: Uint8Array.of(1, 1) }
+    store.write("kept", "id1", share, Date.now())
+    store.write("gone", "id1", share, Date.now())
+    store.write("gone", "id2", share, Date.now())
+    store.close()
+    // the registry first, with the namespace that still exists: the sweep runs as the vault starts
+    const registry = registryLayer(settings).pipe(Layer.provide(PorticoConfig.layer(settings)))
+    await Effect.runPromise(
+      Effect.scoped(Effect.flatMap(RegistryStore, (r) => r.exec({ sql: "INSERT INTO namespaces (name, owner, created_at) VALUES ('kept', NULL, 0)" }))).pipe(
+        Effect.provide(registry)
+      )
+    )
+    const layer = Vault.Live.pipe(
+      Layer.provide(Layer.mergeAll(Coordination.Test, Membership.Test, Sealer.Test)),
+      Layer.provideMerge(registryLayer(settings)),
+      Layer.provideMerge(PorticoConfig.layer(settings))
+    )
+    await Effect.runPromise(
+      Effect.scoped(
+        Effect.gen(function* () {
+          const vault = yield* Vault
+          for (let i = 0; i < 50 && vault.guardian.count("gone") > 0; i++) yield* Effect.sleep("20 millis")
+          expect(vault.guardian.count("gone")).toBe(0)
+          expect(vault.guardian.count("kept")).toBe(1)
+        })
+      ).pipe(Effect.provide(layer))
+    )
   })
 })
