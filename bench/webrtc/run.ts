@@ -7,7 +7,8 @@
  * The signalling and media rows of next-wave §3f wait for the SFU (docs/webrtc.md, "Not built yet").
  *
  * Layout: the gateway (the bundle, embedded engines) on CPU 0, wrk -t1 -c64 on CPU 1. Knobs:
- * WEBRTC_ROUNDS (5), WEBRTC_DURATION (seconds per side per round, 5).
+ * WEBRTC_ROUNDS (5), WEBRTC_DURATION (seconds per side per round, 5), WEBRTC_GATEWAY_NODE_ARGS (more
+ * node arguments for the gateway, e.g. `--cpu-prof`).
  */
 import { spawnSync } from "node:child_process"
 import { Wallet } from "ethers"
@@ -27,6 +28,8 @@ const root = path.resolve(here, "../..")
 const int = (name: string, fallback: number) => Math.max(1, Math.round(Number(process.env[name] ?? fallback)))
 const rounds = int("WEBRTC_ROUNDS", 5)
 const durationS = int("WEBRTC_DURATION", 5)
+/** More node arguments for the gateway (`--cpu-prof --cpu-prof-dir=…` to profile it). */
+const gatewayNodeArgs = (process.env["WEBRTC_GATEWAY_NODE_ARGS"] ?? "").split(" ").filter((a) => a !== "")
 const TARGET = 0.8
 
 for (const signal of ["SIGINT", "SIGTERM"] as const) process.once(signal, () => void stopAll().then(() => process.exit(130)))
@@ -62,7 +65,7 @@ const main = async () => {
     if (created.status !== 0) throw new Error(`namespace create failed: ${created.stderr}`)
     const owner = { authorization: `Bearer ${String(JSON.parse(created.stdout).api_key)}`, "content-type": "application/json" }
     const port = await freePort()
-    const gateway = startPinned("gateway", dir, process.execPath, ["--enable-source-maps", "bin/portico.mjs", "serve", "--port", String(port), "--data-dir", dataDir], { env })
+    const gateway = startPinned("gateway", dir, process.execPath, ["--enable-source-maps", ...gatewayNodeArgs, "bin/portico.mjs", "serve", "--port", String(port), "--data-dir", dataDir], { env })
     await waitUntil(gateway, () => fs.readFileSync(gateway.log, "utf8").includes('"msg":"listening"'), 60_000)
     const url = `http://127.0.0.1:${port}`
     const member = Wallet.createRandom()

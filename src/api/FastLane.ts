@@ -4,9 +4,10 @@
  * endpoint carries a `FastLaneRoute` annotation (RouteFacts.ts): whoami, the cache's put, get,
  * delete and mget on the embedded engine, the cluster SQL store's query and exec (answered when the
  * store has: its statements leave in batches, RqliteSqlEngine.ts), the node-local database query
- * (answered when its SQLite worker has: WorkerPool.ts), and that query as another gateway forwards
+ * (answered when its SQLite worker has: WorkerPool.ts), that query as another gateway forwards
  * it to the database's home node (`/v1/internal/sqlite/query`, PeerGate's checks made here), so a
- * forwarded read pays for one app path, not two.
+ * forwarded read pays for one app path, not two, and TURN credentials (a keyed hash over settings
+ * read in the last seconds; WebRtc.ts).
  *
  * Why: through the HttpApi app these routes cost ~50 µs of CPU each in fibers, context copies and
  * schema plumbing around a few microseconds of work (docs/performance.md), and they are what an
@@ -37,6 +38,7 @@ import { RegistryStore } from "../layers/registry/RegistryStore.js"
 import type { Refused } from "../layers/Refused.js"
 import { ClusterSql, type ClusterSqlService } from "../layers/sql/ClusterSql.js"
 import { LocalDatabases, type LocalDatabasesService } from "../layers/sql/LocalDatabases.js"
+import { WebRtc, type WebRtcService } from "../layers/webrtc/WebRtc.js"
 import { laneCors } from "./Cors.js"
 import { type Refusal, refusalOf } from "./ErrorResponses.js"
 import { type Decision, Gate } from "./gate/Gate.js"
@@ -46,8 +48,10 @@ import { changedText, KeyRequest, MgetRequest, PutRequest, valuesText, valueText
 import { QueryRequest } from "./groups/DatabaseGroup.js"
 import { ForwardedQuery } from "./groups/InternalGroup.js"
 import { StatementRequest } from "./groups/SqlGroup.js"
+import { turnCredentialsWire } from "./groups/WebRtcGroup.js"
 import { bind } from "./handlers/DatabaseHandlers.js"
 import { jsonValue, utf8Text } from "./JsonBody.js"
+import { NoMembers } from "./Wire.js"
 import { internalBody } from "./node/DirectAnswers.js"
 import type { Policy } from "./Policy.js"
 import { RequestMeta } from "./RequestMeta.js"
@@ -233,6 +237,41 @@ const peerSqlRoutes = (local: LocalDatabasesService, maxBodyBytes: number, log: 
   }
 }
 
+/**
+ * TURN credentials: on the spot from the namespace's settings read in the last seconds, else
+ * through the service's effect (which reads them), answered once it has.
+ */
+const webRtcRoutes = (webrtc: WebRtcService, maxBodyBytes: number, runCallback: ReturnType<typeof Runtime.runCallback<never>>): Partial<Record<LaneName, Route>> => {
+  const nothing = jsonPayload(maxBodyBytes)(NoMembers)
+  // a namespace's credentials are the same for a whole second (their expiry counts seconds): the
+  // answer's text is made once per namespace and second
+  const lastText = new Map<string, { readonly username: string; readonly text: string }>()
+  const textOf = (namespace: string, c: Parameters<typeof turnCredentialsWire>[0]): string => {
+    const last = lastText.get(namespace)
+    if (last !== undefined && last.username === c.username) return last.text
+    const text = JSON.stringify(turnCredentialsWire(c))
+    if (lastText.size >= 10_000) lastText.clear()
+    lastText.set(namespace, { username: c.username, text })
+    return text
+  }
+  const answerOf = (namespace: string, result: Either.Either<Parameters<typeof turnCredentialsWire>[0], DomainRefusal<ErrorCode>>): Answer =>
+    fromCache(result, (c) => textOf(namespace, c))
+  return {
+    "webrtc.turn": (text) => {
+      // the body every client sends ({} or none) needs no parse; anything else goes through the reader
+      if (text !== "{}" && text !== "" && nothing(text) === undefined) return undefined
+      return (caller, now) => {
+        const known = webrtc.turnCredentialsNow(caller.namespace, now)
+        if (known !== undefined) return answerOf(caller.namespace, known)
+        return (done) =>
+          runCallback(Effect.either(webrtc.turnCredentials(caller.namespace)), {
+            onExit: (exit) => done(Exit.isSuccess(exit) ? answerOf(caller.namespace, exit.value) : internalError)
+          })
+      }
+    }
+  }
+}
+
 /** The lane over the gateway's services: whoami always, the cache routes where the engine answers on the spot, SQL statements where the service is. */
 export const makeFastLane = Effect.gen(function* () {
   const gate = yield* Gate
@@ -242,6 +281,7 @@ export const makeFastLane = Effect.gen(function* () {
   const sql = yield* Effect.serviceOption(ClusterSql)
   const local = yield* Effect.serviceOption(LocalDatabases)
   const coordination = yield* Effect.serviceOption(Coordination)
+  const webrtc = yield* Effect.serviceOption(WebRtc)
   const corsOf = yield* laneCors
   const runtime = yield* Effect.runtime<never>()
   const runCallback = Runtime.runCallback(runtime)
@@ -256,7 +296,8 @@ export const makeFastLane = Effect.gen(function* () {
     whoami: () => answerWhoami,
     ...(cache.now === undefined ? {} : cacheRoutes(cache.now, config.maxBodyBytes)),
     ...(Option.isNone(sql) ? {} : sqlRoutes(sql.value, config.maxBodyBytes, logDefect)),
-    ...(Option.isNone(local) ? {} : localSqlRoutes(local.value, config.maxBodyBytes, logDefect))
+    ...(Option.isNone(local) ? {} : localSqlRoutes(local.value, config.maxBodyBytes, logDefect)),
+    ...(Option.isNone(webrtc) ? {} : webRtcRoutes(webrtc.value, config.maxBodyBytes, runCallback))
   }
   const peerImplementations: Partial<Record<LaneName, PeerRoute>> =
     Option.isNone(local) || Option.isNone(coordination) ? {} : peerSqlRoutes(local.value, config.maxBodyBytes, logDefect)

@@ -63,6 +63,7 @@ export type LaneName =
   | "sql.exec"
   | "db.query"
   | "internal.sqlite.query"
+  | "webrtc.turn"
 export class FastLaneRoute extends Context.Tag("portico/FastLaneRoute")<FastLaneRoute, LaneName>() {}
 
 /**

@@ -52,7 +52,7 @@ describe("route index", () => {
     expect(index.bodyRoute("POST", "/v1/internal/sqlite/query")).toMatchObject({ bodyCap: "forwarded", streamed: undefined })
     expect(index.bodyRoute("POST", "/v1/cache/put")).toBeUndefined()
     expect(entries.filter((e) => e.lane !== undefined).map((e) => e.lane).sort()).toEqual(
-      ["cache.delete", "cache.get", "cache.mget", "cache.put", "db.query", "internal.sqlite.query", "sql.exec", "sql.query", "whoami"]
+      ["cache.delete", "cache.get", "cache.mget", "cache.put", "db.query", "internal.sqlite.query", "sql.exec", "sql.query", "webrtc.turn", "whoami"]
     )
     expect(index.allowedMethods("/v1/namespace/members/transfer")).toEqual(["POST", "GET", "HEAD"])
     expect(index.allowedMethods("/v1/namespace/members/0xabc")).toEqual(["DELETE"])

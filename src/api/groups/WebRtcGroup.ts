@@ -11,7 +11,7 @@ import { Schema } from "effect"
 import { WebRtcRefusals, wiresOf } from "../../domain/Errors.js"
 import { Authentication } from "../Gates.js"
 import { authenticated, namespaceWrite, sessionOrWorkload } from "../Policy.js"
-import { RoutePolicy } from "../RouteFacts.js"
+import { FastLaneRoute, RoutePolicy } from "../RouteFacts.js"
 import { NoMembers, strict } from "../Wire.js"
 
 
@@ -33,6 +33,15 @@ export const TurnCredentials = Schema.Struct({
   uris: Schema.Array(Schema.String)
 }).annotations({ identifier: "TurnCredentials" })
 
+/** TURN credentials as the route answers them, from the handler and the fast lane alike. */
+export const turnCredentialsWire = (c: {
+  readonly username: string
+  readonly password: string
+  readonly ttl: number
+  readonly expiresAt: number
+  readonly uris: ReadonlyArray<string>
+}): typeof TurnCredentials.Type => ({ username: c.username, password: c.password, ttl: c.ttl, expires_at: c.expiresAt, uris: [...c.uris] })
+
 export class WebRtcNamespaceGroup extends HttpApiGroup.make("webrtcNamespace")
   .add(HttpApiEndpoint.post("enable", "/v1/namespace/webrtc/enable").setPayload(NoMembers).addSuccess(WebRtcStatus))
   .add(HttpApiEndpoint.post("disable", "/v1/namespace/webrtc/disable").setPayload(NoMembers).addSuccess(WebRtcStatus))
@@ -51,6 +60,7 @@ export class WebRtcGroup extends HttpApiGroup.make("webrtc")
       .setPayload(NoMembers)
       .addSuccess(TurnCredentials)
       .annotate(RoutePolicy, sessionOrWorkload("webrtc"))
+      .annotate(FastLaneRoute, "webrtc.turn")
       // the document names the session scheme, as for storage's session-or-workload routes
       .annotate(OpenApi.Override, { security: [{ session: [] }] })
   )

@@ -6,6 +6,7 @@ import type { Refused } from "../../layers/Refused.js"
 import { type WebRtcStatus, WebRtc } from "../../layers/webrtc/WebRtc.js"
 import type { WebRtcCode } from "../../domain/Errors.js"
 import { PorticoApi } from "../Api.js"
+import { turnCredentialsWire } from "../groups/WebRtcGroup.js"
 
 const statusWire = (namespace: string, s: WebRtcStatus) => ({
   namespace,
@@ -46,10 +47,7 @@ export const WebRtcHandlers = HttpApiBuilder.group(PorticoApi, "webrtc", (handle
       )
       .handle("turnCredentials", () =>
         Effect.flatMap(CurrentPrincipal, (p) =>
-          Effect.mapBoth(webrtc.turnCredentials(p.namespace), {
-            onFailure: fromRefusal,
-            onSuccess: (c) => ({ username: c.username, password: c.password, ttl: c.ttl, expires_at: c.expiresAt, uris: [...c.uris] })
-          })
+          Effect.mapBoth(webrtc.turnCredentials(p.namespace), { onFailure: fromRefusal, onSuccess: turnCredentialsWire })
         )
       )
   )

@@ -4,7 +4,7 @@
  * servers the operator runs. Enabling makes the namespace's relay secret (32 random bytes, sealed
  * in the registry), which keys what its media server signs (spec §6.4); disabling drops it.
  */
-import { Clock, Context, Effect, Layer, Redacted } from "effect"
+import { Clock, Context, Effect, Either, Layer, Redacted } from "effect"
 import { randomBytes } from "node:crypto"
 import type { WebRtcCode } from "../../domain/Errors.js"
 import { turnCredential } from "../../domain/TurnCredentials.js"
@@ -41,6 +41,11 @@ export interface WebRtcService {
   readonly setRequireAdmission: (namespace: string, on: boolean, actor: string) => Effect.Effect<WebRtcStatus, Refused<WebRtcCode>>
   /** Credentials for the TURN servers, for a namespace with real-time media on. */
   readonly turnCredentials: (namespace: string) => Effect.Effect<TurnCredentials, Refused<WebRtcCode>>
+  /**
+   * `turnCredentials` on the spot (`now` in Unix ms), for the fast lane: undefined when the
+   * namespace's settings were not read in the last KEPT_MS, and the effectful call must read them.
+   */
+  readonly turnCredentialsNow: (namespace: string, now: number) => Either.Either<TurnCredentials, Refused<WebRtcCode>> | undefined
   /** The namespace's relay secret; undefined while real-time media is off. */
   readonly relaySecret: (namespace: string) => Effect.Effect<Uint8Array | undefined, Refused<WebRtcCode>>
 }
@@ -53,6 +58,13 @@ interface Row {
 }
 
 const off: Row = { enabled: false, stealth: false, requireAdmission: false, sealed: undefined }
+
+/**
+ * How long a namespace's settings read from the registry answer credentials on the spot. A change
+ * made on this gateway is seen at once; one made on another gateway within this long (media turned
+ * off, or stealth changed, there).
+ */
+const KEPT_MS = 5_000
 const storeDown = () => refuse("UNAVAILABLE", "the registry did not answer", "retry shortly", 5)
 const notEnabled = () =>
   refuse("FORBIDDEN", "real-time media is not enabled for this namespace", "an owner or admin enables it: POST /v1/namespace/webrtc/enable")
@@ -67,6 +79,14 @@ export class WebRtc extends Context.Tag("portico/WebRtc")<WebRtc, WebRtcService>
       const audit = yield* Audit
       const turn = config.webrtc
 
+      /** Each namespace's settings as last read or written here, with when. */
+      const kept = new Map<string, { readonly row: Row; readonly at: number }>()
+      const keep = (namespace: string, row: Row) => {
+        if (kept.size >= 10_000) kept.clear()
+        kept.set(namespace, { row, at: Date.now() })
+        return row
+      }
+
       const read = (namespace: string) =>
         Effect.mapError(
           Effect.map(
@@ -75,12 +95,12 @@ export class WebRtc extends Context.Tag("portico/WebRtc")<WebRtc, WebRtcService>
               const row = rows[0]
               if (row === undefined) return off
               const sealed = row["relay_secret_sealed"]
-              return {
+              return keep(namespace, {
                 enabled: Number(row["enabled"]) === 1,
                 stealth: Number(row["stealth"]) === 1,
                 requireAdmission: Number(row["require_admission"]) === 1,
                 sealed: typeof sealed === "string" ? sealed : undefined
-              }
+              })
             }
           ),
           storeDown
@@ -110,7 +130,7 @@ export class WebRtc extends Context.Tag("portico/WebRtc")<WebRtc, WebRtcService>
             ]),
             storeDown
           )
-          return view(row)
+          return view(keep(namespace, row))
         })
 
       const enable: WebRtcService["enable"] = (namespace, actor) =>
@@ -136,24 +156,38 @@ export class WebRtc extends Context.Tag("portico/WebRtc")<WebRtc, WebRtcService>
           row.requireAdmission === on ? Effect.succeed(view(row)) : write(namespace, { ...row, requireAdmission: on }, "webrtc.config", actor, { require_admission: on })
         )
 
+      /** The last credentials made for each namespace: the same for a whole second (their expiry counts seconds). */
+      const minted = new Map<string, { readonly expiresAt: number; readonly stealth: boolean; readonly credentials: TurnCredentials }>()
+      /** Credentials for a namespace whose settings are `row`, at `now` (Unix ms). */
+      const credentialsFor = (namespace: string, row: Row, now: number): Either.Either<TurnCredentials, Refused<WebRtcCode>> => {
+        if (!row.enabled) return Either.left(notEnabled())
+        if (turn.turnSecret === undefined || turn.turnUris.length === 0) {
+          return Either.left(refuse("UNAVAILABLE", "this gateway has no TURN servers configured", "the operator sets PORTICO_TURN_URIS and PORTICO_TURN_SECRET (docs/webrtc.md)", 60))
+        }
+        const expiresAt = Math.floor(now / 1000) + turn.credentialTtlSeconds
+        const last = minted.get(namespace)
+        if (last !== undefined && last.expiresAt === expiresAt && last.stealth === row.stealth) return Either.right(last.credentials)
+        const credential = turnCredential(Redacted.value(turn.turnSecret), namespace, now / 1000, turn.credentialTtlSeconds)
+        const credentials = { ...credential, ttl: turn.credentialTtlSeconds, uris: view(row).turnUris }
+        if (minted.size >= 10_000) minted.clear()
+        minted.set(namespace, { expiresAt, stealth: row.stealth, credentials })
+        return Either.right(credentials)
+      }
+
       const turnCredentials: WebRtcService["turnCredentials"] = (namespace) =>
-        Effect.gen(function* () {
-          const row = yield* read(namespace)
-          if (!row.enabled) return yield* notEnabled()
-          if (turn.turnSecret === undefined || turn.turnUris.length === 0) {
-            return yield* refuse("UNAVAILABLE", "this gateway has no TURN servers configured", "the operator sets PORTICO_TURN_URIS and PORTICO_TURN_SECRET (docs/webrtc.md)", 60)
-          }
-          const now = (yield* Clock.currentTimeMillis) / 1000
-          const credential = turnCredential(Redacted.value(turn.turnSecret), namespace, now, turn.credentialTtlSeconds)
-          return { ...credential, ttl: turn.credentialTtlSeconds, uris: view(row).turnUris }
-        })
+        Effect.flatMap(Effect.zip(read(namespace), Clock.currentTimeMillis), ([row, now]) => credentialsFor(namespace, row, now))
+
+      const turnCredentialsNow: WebRtcService["turnCredentialsNow"] = (namespace, now) => {
+        const known = kept.get(namespace)
+        return known === undefined || now - known.at >= KEPT_MS ? undefined : credentialsFor(namespace, known.row, now)
+      }
 
       const relaySecret: WebRtcService["relaySecret"] = (namespace) =>
         Effect.flatMap(read(namespace), (row) =>
           row.enabled && row.sealed !== undefined ? Effect.mapError(sealer.open("webrtc-relay", namespace, row.sealed), storeDown) : Effect.succeed(undefined)
         )
 
-      return { enable, disable, setStealth, status: (namespace) => Effect.map(read(namespace), view), setRequireAdmission, turnCredentials, relaySecret }
+      return { enable, disable, setStealth, status: (namespace) => Effect.map(read(namespace), view), setRequireAdmission, turnCredentials, turnCredentialsNow, relaySecret }
     })
   )
 
