@@ -93,7 +93,7 @@ export class WebRtc extends Context.Tag("portico/WebRtc")<WebRtc, WebRtcService>
             store.query({ sql: "SELECT enabled, stealth, require_admission, relay_secret_sealed FROM webrtc_settings WHERE namespace = ?", params: [namespace] }),
             (rows): Row => {
               const row = rows[0]
-              if (row === undefined) return off
+              if (row === undefined) return keep(namespace, off)
               const sealed = row["relay_secret_sealed"]
               return keep(namespace, {
                 enabled: Number(row["enabled"]) === 1,
