@@ -32,6 +32,9 @@ import { refusedOrDown } from "./Refusals.js"
 
 const unavailable = (error: string) => refusal("UNAVAILABLE", error, "retry shortly", 5)
 
+/** This node's vault store at work; its failure (a full disk) is 503, which the calling node counts as this one failing. */
+const shareStore = <A,>(run: () => A) => Effect.try({ try: run, catch: () => unavailable("this node's vault store failed") })
+
 const toReplicaRefusal = (e: ReplicaRefused) => replicaRefusal(e.status, e.reason)
 const targetOf = (p: { readonly deployment_id: string; readonly namespace: string; readonly name: string }) => ({ deploymentId: p.deployment_id, namespace: p.namespace, name: p.name })
 const orderOf = (p: typeof ReplicaOrder.Type): ReplicaOrderInput => ({ ...targetOf(p), version: p.version, artifactVersion: p.artifact_version, cid: p.cid })
@@ -126,15 +129,15 @@ export const InternalHandlers = HttpApiBuilder.group(PorticoApi, "internal", (ha
         Effect.succeed({ sent: sockets.here.send(payload.namespace, payload.id, new Uint8Array(Buffer.from(payload.data_base64, "base64"))) })
       )
       .handle("wsClose", ({ payload }) => Effect.succeed({ closed: sockets.here.close(payload.namespace, payload.id) }))
-      .handle("vaultSharePut", ({ payload }) => Effect.sync(() => guardian.put({ ...payload, share: new Uint8Array(Buffer.from(payload.share, "base64")) })))
+      .handle("vaultSharePut", ({ payload }) => shareStore(() => guardian.put({ ...payload, share: new Uint8Array(Buffer.from(payload.share, "base64")) })))
       .handle("vaultShareGet", ({ payload }) =>
-        Effect.sync(() => {
+        shareStore(() => {
           const answer = guardian.get(payload)
           return answer.outcome === "found" ? { ...answer, share: Buffer.from(answer.share).toString("base64") } : answer
         })
       )
-      .handle("vaultShareCount", ({ payload }) => Effect.sync(() => ({ shares: guardian.count(payload.namespace) })))
-      .handle("vaultShareDrop", ({ payload }) => Effect.sync(() => ({ dropped: guardian.drop(payload.namespace) })))
+      .handle("vaultShareCount", ({ payload }) => shareStore(() => ({ shares: guardian.count(payload.namespace) })))
+      .handle("vaultShareDrop", ({ payload }) => shareStore(() => ({ dropped: guardian.drop(payload.namespace) })))
       .handle("cacheDropNamespace", ({ payload }) =>
         Effect.gen(function* () {
           return { dropped: yield* Effect.mapError(cache.dropNamespace(payload.namespace), () => unavailable("this node's cache did not answer")) }

@@ -86,7 +86,15 @@ export const makeGuardianCalls = (deps: {
    * for the disk (synchronous SQLite), and the event loop it holds would otherwise hold back
    * those calls too.
    */
-  const afterSends = <A,>(run: () => A): Effect.Effect<A> => Effect.async<A>((resume) => void setImmediate(() => resume(Effect.sync(run))))
+  const afterSends = <A,>(run: () => A): Effect.Effect<A | Failed> =>
+    Effect.async<A | Failed>((resume) => void setImmediate(() => resume(local(run))))
+
+  /** This node's store, whose failure (a full disk) is this node failing, as a peer's would be. */
+  const local = <A,>(run: () => A): Effect.Effect<A | Failed> =>
+    Effect.catchAll(
+      Effect.try({ try: run, catch: (e) => e }),
+      (e) => Effect.as(Effect.logWarning(`vault: this node's share store failed: ${String(e)}`), { outcome: "failed" as const, reason: "its store failed" })
+    )
 
   return {
     members,
@@ -109,11 +117,12 @@ export const makeGuardianCalls = (deps: {
           ),
     count: (node, namespace) =>
       node === self
-        ? Effect.sync(() => guardian.count(namespace))
+        ? Effect.map(local(() => guardian.count(namespace)), (n) => (typeof n === "number" ? n : null))
         : Effect.map(countAnswer(internal.call(node, "vaultShareCount", { namespace: ns(namespace) }, timeout)), (a) => ("shares" in a ? a.shares : null)),
     dropEverywhere: (namespace) =>
       Effect.gen(function* () {
-        guardian.drop(namespace)
+        const here = yield* local(() => guardian.drop(namespace))
+        if (typeof here !== "number") return yield* Effect.fail(`vault shares on this node: ${here.reason}`)
         // every node that has not stopped cleanly: a silent one keeps the part owed; one that
         // stopped cleanly drops the shares of namespaces that are gone when it starts again
         // (Vault.ts, `sweepGone`)

@@ -274,7 +274,7 @@ export const makeVault = (deps: {
  */
 const sweepGone = (store: ShareStore, registry: RegistryStore["Type"]) =>
   Effect.gen(function* () {
-    const held = store.namespaces()
+    const held = yield* Effect.try(() => store.namespaces())
     const present = new Set<string>()
     // a few hundred names a statement: well under either engine's limit on parameters
     for (let i = 0; i < held.length; i += 500) {
@@ -283,7 +283,10 @@ const sweepGone = (store: ShareStore, registry: RegistryStore["Type"]) =>
       for (const row of rows) present.add(String(row["name"]))
     }
     for (const namespace of held) {
-      if (!present.has(namespace)) yield* Effect.logInfo(`vault: dropped ${store.drop(namespace)} shares of ${namespace}, deleted while this node was stopped`)
+      if (!present.has(namespace)) {
+        const dropped = yield* Effect.try(() => store.drop(namespace))
+        yield* Effect.logInfo(`vault: dropped ${dropped} shares of ${namespace}, deleted while this node was stopped`)
+      }
     }
   }).pipe(Effect.catchAll((e) => Effect.logWarning(`vault: the sweep of deleted namespaces' shares did not run: ${String(e)}`)))
 
