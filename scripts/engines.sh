@@ -252,21 +252,21 @@ install_sandbox() {
 }
 
 # --- Debian packages ------------------------------------------------------------------------
-# A tool that comes as a Debian package of the same name, onto PATH: installed once (as root),
-# with one `apt-get update` retry for a stale package list.
+# A tool that comes as a Debian package (of the same name unless given), onto PATH: installed once
+# (as root), with one `apt-get update` retry for a stale package list.
 install_debian_tool() {
-  local tool=$1
+  local tool=$1 package=${2:-$1}
   if command -v "$tool" >/dev/null 2>&1; then
     log "$tool already installed"
     return 0
   fi
-  need apt-get "$tool comes from the Debian package (apt-get install $tool)"
-  [[ $EUID -eq 0 ]] || die "installing $tool needs root (or: sudo apt-get install -y $tool)"
-  log "installing $tool from the Debian archive"
-  { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$tool" >/dev/null 2>&1 ||
-    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$tool" >/dev/null; }; } ||
-    die "apt-get install $tool failed"
-  command -v "$tool" >/dev/null 2>&1 || die "$tool is not on PATH after installing the package"
+  need apt-get "$tool comes from the Debian package (apt-get install $package)"
+  [[ $EUID -eq 0 ]] || die "installing $package needs root (or: sudo apt-get install -y $package)"
+  log "installing $package from the Debian archive"
+  { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$package" >/dev/null 2>&1 ||
+    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$package" >/dev/null; }; } ||
+    die "apt-get install $package failed"
+  command -v "$tool" >/dev/null 2>&1 || die "$tool is not on PATH after installing $package"
 }
 
 # --- socks ----------------------------------------------------------------------------------
@@ -279,17 +279,8 @@ install_socks() { install_debian_tool microsocks; }
 # (`turnserver`, and `turnutils_uclient`, which the tests relay through it with). Installing it
 # starts nothing: the package's service is off by default and this machine has no systemd.
 install_coturn() {
-  if command -v turnserver >/dev/null 2>&1 && command -v turnutils_uclient >/dev/null 2>&1; then
-    log "coturn already installed"
-    return 0
-  fi
-  need apt-get "turnserver comes from the Debian package (apt-get install coturn)"
-  [[ $EUID -eq 0 ]] || die "installing coturn needs root (or: sudo apt-get install -y coturn)"
-  log "installing coturn from the Debian archive"
-  { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq coturn >/dev/null 2>&1 ||
-    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq coturn >/dev/null; }; } ||
-    die "apt-get install coturn failed"
-  command -v turnserver >/dev/null 2>&1 || die "turnserver is not on PATH after installing coturn"
+  install_debian_tool turnserver coturn
+  command -v turnutils_uclient >/dev/null 2>&1 || die "turnutils_uclient is not on PATH after installing coturn"
 }
 
 # --- wrk ------------------------------------------------------------------------------------
@@ -300,19 +291,7 @@ install_wrk() { install_debian_tool wrk; }
 # --- nftables -------------------------------------------------------------------------------
 # `nft` cuts two nodes of the 3-node harness apart (test/support/clusterNetwork.ts), inside the
 # suite's own network namespace: the Debian package, onto PATH.
-install_nftables() {
-  if command -v nft >/dev/null 2>&1; then
-    log "nft already installed"
-    return 0
-  fi
-  need apt-get "nft comes from the Debian package (apt-get install nftables)"
-  [[ $EUID -eq 0 ]] || die "installing nftables needs root (or: sudo apt-get install -y nftables)"
-  log "installing nftables from the Debian archive"
-  { DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nftables >/dev/null 2>&1 ||
-    { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nftables >/dev/null; }; } ||
-    die "apt-get install nftables failed"
-  command -v nft >/dev/null 2>&1 || die "nft is not on PATH after installing the package"
-}
+install_nftables() { install_debian_tool nft nftables; }
 
 # --- main -----------------------------------------------------------------------------------
 # Prints the named engines that are absent or built from another pin.
