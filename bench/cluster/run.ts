@@ -27,7 +27,7 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { Wallet } from "ethers"
 import { rqlitedPath } from "../../test/support/rqlited.js"
-import { type Child, logTail, sleep, startPinned, stop, stopAll, waitUntil } from "../support/children.js"
+import { buildBundle, type Child, logTail, sleep, startPinned, stop, stopAll, waitUntil } from "../support/children.js"
 import { startBackgroundLoad } from "../support/load.js"
 import { pinSelf } from "../support/processes.js"
 import { BENCH_APP } from "../support/app.js"
@@ -94,9 +94,7 @@ interface Node {
 
 const main = async () => {
   if (!fs.existsSync(rqlitedPath())) throw new Error("rqlited is missing: bash scripts/engines.sh rqlite")
-  // the bundle the gateways run, built once before any starts (they start with PORTICO_SKIP_BUILD)
-  const build = spawnSync(process.execPath, ["scripts/build.mjs"], { cwd: root, encoding: "utf8" })
-  if (build.status !== 0) throw new Error(`the bundle did not build: ${build.stderr}`)
+  buildBundle()
   pinSelf("1")
   startBackgroundLoad()
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "portico-bench-cluster-"))

@@ -23,7 +23,7 @@ import * as readline from "node:readline"
 import { fileURLToPath } from "node:url"
 import { combine, split } from "../../src/domain/Shamir.js"
 import { rqlitedPath } from "../../test/support/rqlited.js"
-import { type Child, freePort, logTail, startPinned, stopAll, waitUntil } from "../support/children.js"
+import { buildBundle, type Child, freePort, logTail, startPinned, stopAll, waitUntil } from "../support/children.js"
 import { startBackgroundLoad } from "../support/load.js"
 import { pinSelf } from "../support/processes.js"
 import { median } from "../support/stats.js"
@@ -115,8 +115,7 @@ const readyLine = async (child: Child) => {
 
 const main = async () => {
   if (!fs.existsSync(rqlitedPath())) throw new Error("rqlited is missing: bash scripts/engines.sh rqlite")
-  const build = spawnSync(process.execPath, ["scripts/build.mjs"], { cwd: root, encoding: "utf8" })
-  if (build.status !== 0) throw new Error(`the bundle did not build: ${build.stderr}`)
+  buildBundle()
   pinSelf("1")
   startBackgroundLoad()
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "portico-bench-vault-"))

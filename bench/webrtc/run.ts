@@ -16,7 +16,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
-import { freePort, logTail, startPinned, stopAll, waitUntil } from "../support/children.js"
+import { buildBundle, freePort, logTail, startPinned, stopAll, waitUntil } from "../support/children.js"
 import { startBackgroundLoad } from "../support/load.js"
 import { pinSelf } from "../support/processes.js"
 import { median } from "../support/stats.js"
@@ -42,8 +42,7 @@ const json = async (url: string, init: RequestInit) => {
 }
 
 const main = async () => {
-  const build = spawnSync(process.execPath, ["scripts/build.mjs"], { cwd: root, encoding: "utf8" })
-  if (build.status !== 0) throw new Error(`the bundle did not build: ${build.stderr}`)
+  buildBundle()
   pinSelf("1")
   startBackgroundLoad()
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "portico-bench-webrtc-"))
