@@ -2,7 +2,7 @@
 # Installs the pinned engine binaries that the engine test suites run against.
 #
 #   scripts/engines.sh            # every engine implemented below
-#   scripts/engines.sh rqlite     # only the named ones (rqlite, redis, kubo, ipfs-cluster, sandbox, socks, wrk, nftables, edge)
+#   scripts/engines.sh rqlite     # only the named ones (rqlite, redis, kubo, ipfs-cluster, sandbox, socks, wrk, nftables, edge, coturn, sfu)
 #   scripts/engines.sh --for-tests  # every engine; `npm test` runs this first: one line when all are
 #                                   # present, else says what it builds and why it takes minutes
 #
@@ -49,7 +49,12 @@ PEBBLE_MODULE="github.com/letsencrypt/pebble/v2"
 PEBBLE_VERSION="v2.10.3"
 edge_stamp() { (cd "$EDGE_DIR" && cat go.mod go.sum main.go portico/*.go | sha256sum | cut -c1-16); }
 
-IMPLEMENTED=(rqlite redis kubo ipfs-cluster sandbox socks wrk nftables edge coturn)
+# The SFU of real-time media (docs/webrtc.md): a pion/webrtc program built from engines/sfu (its
+# go.mod pins pion; its go.sum is complete). Its stamp is its sources' hash, as the edge's is.
+SFU_DIR="$REPO_ROOT/engines/sfu"
+sfu_stamp() { (cd "$SFU_DIR" && cat go.mod go.sum *.go | sha256sum | cut -c1-16); }
+
+IMPLEMENTED=(rqlite redis kubo ipfs-cluster sandbox socks wrk nftables edge coturn sfu)
 
 # The deployment sandbox (src/layers/deployments/sandbox): bwrap from the Debian package, and two
 # helpers compiled from their C sources (the socket-rules loader, and the last step before the app:
@@ -197,6 +202,27 @@ install_edge() {
   build_in_module "$PEBBLE_MODULE" "$PEBBLE_VERSION" "-mod=readonly" "-s -w" pebble=./cmd/pebble
 }
 
+# --- the SFU --------------------------------------------------------------------------------
+install_sfu() {
+  local want
+  want="$(sfu_stamp)"
+  if is_current portico-sfu "$want"; then
+    log "portico-sfu (the SFU) already built from these sources"
+    return 0
+  fi
+  need go "install Go (https://go.dev) to build the SFU (pion/webrtc)"
+  log "building portico-sfu: the SFU of real-time media, on pion/webrtc (first build takes a minute)"
+  local started=$SECONDS
+  mkdir -p "$BIN"
+  (
+    cd "$SFU_DIR"
+    GOFLAGS="-mod=readonly -buildvcs=false" go build -trimpath -ldflags "-s -w" -o "$BIN/portico-sfu.tmp" .
+  ) || die "go build of portico-sfu failed"
+  mv -f "$BIN/portico-sfu.tmp" "$BIN/portico-sfu"
+  stamp portico-sfu "$want"
+  log "built portico-sfu in $((SECONDS - started)) s"
+}
+
 # --- redis ----------------------------------------------------------------------------------
 install_redis() {
   if command -v redis-server >/dev/null 2>&1; then
@@ -308,6 +334,7 @@ missing_engines() {
       nftables) command -v nft >/dev/null 2>&1 || printf '%s\n' "nftables" ;;
       coturn) { command -v turnserver >/dev/null 2>&1 && command -v turnutils_uclient >/dev/null 2>&1; } || printf '%s\n' "coturn" ;;
       edge) { is_current portico-caddy "$(edge_stamp)" && is_current pebble "$PEBBLE_MODULE@$PEBBLE_VERSION"; } || printf '%s\n' "edge" ;;
+      sfu) is_current portico-sfu "$(sfu_stamp)" || printf '%s\n' "sfu" ;;
       ipfs-cluster)
         { is_current ipfs-cluster-service "$CLUSTER_MODULE@$CLUSTER_VERSION" &&
           is_current ipfs-cluster-ctl "$CLUSTER_MODULE@$CLUSTER_VERSION"; } || printf '%s\n' "ipfs-cluster" ;;
@@ -329,12 +356,12 @@ main() {
     local missing
     missing="$(missing_engines "${engines[@]}" | tr '\n' ' ')"
     if [[ -z "$missing" ]]; then
-      log "test engines present in $BIN (rqlited, ipfs, ipfs-cluster, portico-sandbox-bpf, portico-sandbox-exec, portico-caddy, pebble) and on PATH (redis-server, bwrap, microsocks, nft, turnserver)"
+      log "test engines present in $BIN (rqlited, ipfs, ipfs-cluster, portico-sandbox-bpf, portico-sandbox-exec, portico-caddy, pebble, portico-sfu) and on PATH (redis-server, bwrap, microsocks, nft, turnserver)"
       return 0
     fi
     log "npm test runs its suites against the real engines: rqlited, redis-server, Kubo (ipfs) and IPFS Cluster."
     log "missing here: ${missing% }. Installing them now; later runs find them and skip this step."
-    log "the first time takes minutes: rqlited, ipfs, ipfs-cluster, the edge (Caddy) and pebble are compiled from source with Go"
+    log "the first time takes minutes: rqlited, ipfs, ipfs-cluster, the edge (Caddy), pebble and the SFU are compiled from source with Go"
     log "(the module proxy is the only source reachable from CI), and redis-server and coturn come from apt-get."
   fi
   for engine in "${engines[@]}"; do
@@ -349,6 +376,7 @@ main() {
       nftables) install_nftables ;;
       edge) install_edge ;;
       coturn) install_coturn ;;
+      sfu) install_sfu ;;
       *) die "unknown engine '$engine' (implemented: ${IMPLEMENTED[*]})" ;;
     esac
   done
@@ -365,6 +393,7 @@ main() {
       nftables) command -v nft ;;
       edge) printf '%s\n' "$BIN/portico-caddy" "$BIN/pebble" ;;
       coturn) command -v turnserver ;;
+      sfu) printf '%s\n' "$BIN/portico-sfu" ;;
     esac
   done
 }
