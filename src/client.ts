@@ -56,12 +56,13 @@ type Plain<F> = F extends (...args: never) => Effect.Effect<infer A, infer E, in
  * The client's type: the derived one without the node-to-node groups (`internal` and `pushRelay`:
  * only gateways call them, with the cluster's coordination MAC; `join`: a joining node's first
  * call, made by `portico serve --join`; `nodeStamp`: a node's own calls on its machine, stamped
- * with its key; `edge`: the TLS edge's calls on its machine, with the node's edge token), and with the routes whose bodies
+ * with its key; `edge`: the TLS edge's calls on its machine, with the node's edge token; `webrtcEvents`: a
+ * node's media server reporting its participants, with a MAC), and with the routes whose bodies
  * the server streams typed (their endpoints declare no payload schema, so the derived methods
  * would take none): `storage.upload`, `deployments.upload`/`update` and `functions.deploy` take
  * their multipart forms, `sql.import` the SQLite file's bytes, `invoke.*` the function's input.
  */
-export type Client = Omit<Derived, "storage" | "sql" | "deployments" | "functions" | "invoke" | "internal" | "pushRelay" | "join" | "nodeStamp" | "edge"> & {
+export type Client = Omit<Derived, "storage" | "sql" | "deployments" | "functions" | "invoke" | "internal" | "pushRelay" | "join" | "nodeStamp" | "edge" | "webrtcEvents"> & {
   readonly storage: Omit<StorageMethods, "upload"> & {
     /** `POST /v1/storage/upload`: a form with one file part (`form.append("file", blob, name)`). */
     readonly upload: (request: { readonly payload: FormData }) => Plain<StorageMethods["upload"]>
@@ -144,7 +145,7 @@ export const makeClient = (options: ClientOptions): Effect.Effect<Client, never,
           httpClient: HttpClient.mapRequest(http, HttpClientRequest.bodyUint8Array(bytes, "application/octet-stream"))
         }).pipe(Effect.flatMap((send) => send({ path: request.path, withResponse: request.withResponse === true } as never)))
       }
-    const { internal: _nodeToNode, pushRelay: _relayFanOut, join: _joining, nodeStamp: _nodeOwn, edge: _edge, ...forUsers } = derived
+    const { internal: _nodeToNode, pushRelay: _relayFanOut, join: _joining, nodeStamp: _nodeOwn, edge: _edge, webrtcEvents: _mediaServer, ...forUsers } = derived
     return {
       ...forUsers,
       sql: { ...derived.sql, import: importFile },

@@ -33,7 +33,7 @@ import { PushGroup } from "./groups/PushGroup.js"
 import { ProxyGroup } from "./groups/ProxyGroup.js"
 import { PubSubGroup } from "./groups/PubSubGroup.js"
 import { VaultGroup } from "./groups/VaultGroup.js"
-import { WebRtcGroup, WebRtcNamespaceGroup } from "./groups/WebRtcGroup.js"
+import { WebRtcEventsGroup, WebRtcGroup, WebRtcNamespaceGroup } from "./groups/WebRtcGroup.js"
 import { FunctionsGroup, InvokeGroup } from "./groups/FunctionsGroup.js"
 import { PushRegistrationGroup } from "./groups/PushRegistrationGroup.js"
 import { PushRelayGroup } from "./groups/PushRelayGroup.js"
@@ -70,6 +70,7 @@ export class PorticoApi extends HttpApi.make("portico")
   .add(VaultGroup)
   .add(WebRtcNamespaceGroup)
   .add(WebRtcGroup)
+  .add(WebRtcEventsGroup)
   .add(FunctionsGroup)
   .add(InvokeGroup)
   .add(DeploymentsGroup)

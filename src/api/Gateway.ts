@@ -38,7 +38,13 @@ import { PushHandlers } from "./handlers/PushHandlers.js"
 import { ProxyHandlers } from "./handlers/ProxyHandlers.js"
 import { PubSubHandlers } from "./handlers/PubSubHandlers.js"
 import { VaultHandlers } from "./handlers/VaultHandlers.js"
-import { WebRtcHandlers, WebRtcNamespaceHandlers } from "./handlers/WebRtcHandlers.js"
+import { WebRtcEventsHandlers, WebRtcHandlers, WebRtcNamespaceHandlers } from "./handlers/WebRtcHandlers.js"
+import { webRtcSocketHandlers } from "./handlers/WebRtcSocketHandlers.js"
+import { makeSignalSockets } from "../layers/webrtc/SignalSockets.js"
+import { MediaServer } from "../layers/webrtc/MediaServer.js"
+import { Rooms } from "../layers/webrtc/Rooms.js"
+import { WebRtc } from "../layers/webrtc/WebRtc.js"
+import { Coordination, ENVELOPE_HEADER } from "../layers/coordination/Coordination.js"
 import { FunctionsHandlers, InvokeHandlers } from "./handlers/FunctionsHandlers.js"
 import { pubSubSocketHandlers } from "./handlers/PubSubSocketHandlers.js"
 import { makePubSubSockets } from "../layers/pubsub/PubSubSockets.js"
@@ -120,6 +126,7 @@ const HandlersLive = Layer.mergeAll(
   VaultHandlers,
   WebRtcNamespaceHandlers,
   WebRtcHandlers,
+  WebRtcEventsHandlers,
   FunctionsHandlers,
   InvokeHandlers,
   DeploymentsHandlers,
@@ -189,6 +196,7 @@ const bodyCapOf = (settings: PorticoSettings, name: BodyCapName): number => {
     case "vaultPush":
       return Math.ceil(settings.vault.maxEnvelopeBytes / 3) * 4 + 4096
     case "vaultPull":
+    case "webrtcEvent":
       return 4096
   }
 }
@@ -291,13 +299,37 @@ export const gatewayListener = (settings: PorticoSettings) =>
       settings: settings.functions
     })
     yield* Scope.addFinalizer(scope, Effect.sync(functionSockets.close))
+    // real-time media's signalling, relayed to the room's media server (docs/webrtc.md, "Signalling")
+    const coordination = Context.get(context, Coordination)
+    const signalSockets = makeSignalSockets({
+      self: settings.nodeId,
+      webrtc: Context.get(context, WebRtc),
+      rooms: Context.get(context, Rooms),
+      media: Context.get(context, MediaServer),
+      coordination,
+      membership: Context.get(context, Membership),
+      revocation,
+      joinsPerMinute: settings.webrtc.joinsPerMinute
+    })
+    yield* Scope.addFinalizer(scope, Effect.sync(signalSockets.close))
     // the API's WebSocket routes on the API's hosts, each through its endpoint's gate and query schema
     const upgrades = makeUpgrades({
       index,
       gate: Context.get(context, Gate),
-      handlers: [...proxySocketHandlers(proxySockets), ...pubSubSocketHandlers(pubSubSockets), ...functionSocketHandlers(functionSockets)],
+      handlers: [
+        ...proxySocketHandlers(proxySockets),
+        ...pubSubSocketHandlers(pubSubSockets),
+        ...functionSocketHandlers(functionSockets),
+        ...webRtcSocketHandlers(signalSockets)
+      ],
       isApiHost: (host) => Context.get(context, AppHosts).route(host).kind === "api",
-      onAnswered
+      onAnswered,
+      peerRefusal: (req, path) => {
+        const envelope = req.headers[ENVELOPE_HEADER]
+        if (typeof envelope !== "string") return Promise.resolve("the call's envelope is missing")
+        const headers = Object.fromEntries(Object.entries(req.headers).map(([k, v]) => [k, Array.isArray(v) ? v[0] : v]))
+        return Effect.runPromise(coordination.verify("GET", path, envelope, headers, req.socket.remoteAddress, false))
+      }
     })
     // behind a trusted proxy (the edge) the client is who it names (config/TrustedProxies.ts)
     const proxies = settings.trustedProxies
@@ -332,6 +364,9 @@ export const gatewayListener = (settings: PorticoSettings) =>
         Effect.runSync(Context.get(context, OperatorHealth).listening(port))
         Effect.runFork(Context.get(context, NodeHeartbeat).listening(port))
         Effect.runFork(Context.get(context, AppRuntime).listening(port))
+        // this node's media server reports its participants to this gateway
+        const host = settings.host === "0.0.0.0" || settings.host === "::" ? "127.0.0.1" : settings.host.includes(":") ? `[${settings.host}]` : settings.host
+        Context.get(context, MediaServer).start(`http://${host}:${port}`)
       }
     })
   })

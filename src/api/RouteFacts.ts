@@ -19,7 +19,8 @@ export class RoutePolicy extends Context.Tag("portico/RoutePolicy")<RoutePolicy,
  * `deployUpload` a deployment's archive cap plus room for the multipart framing and its fields,
  * `socketFrame` a function socket's frame at its cap in base64, inside its JSON, `networkConnect`
  * the network routes' 4 KiB (spec §4.9: connect is 413 over 4 KiB), `vaultPush` a vault envelope at
- * its cap in base64 with the push's other fields, `vaultPull` a pull's 4 KiB.
+ * its cap in base64 with the push's other fields, `vaultPull` a pull's 4 KiB, `webrtcEvent` a media server's
+ * participant event's 4 KiB.
  */
 export type BodyCapName =
   | "sqlImport"
@@ -36,6 +37,7 @@ export type BodyCapName =
   | "networkConnect"
   | "vaultPush"
   | "vaultPull"
+  | "webrtcEvent"
 export class BodyCap extends Context.Tag("portico/BodyCap")<BodyCap, BodyCapName>() {}
 
 /**

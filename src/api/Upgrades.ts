@@ -19,6 +19,7 @@ import { Effect, Either, Schema } from "effect"
 import type * as http from "node:http"
 import type { Duplex } from "node:stream"
 import { Code, statusOfCode } from "../domain/Errors.js"
+import type { Principal } from "../domain/Principal.js"
 import type { Handshake } from "../layers/deployments/serving/SocketHandshake.js"
 import { type AppRefusal, answerRefusalOnSocket } from "../layers/deployments/serving/AppAnswers.js"
 import { describeDecodeError } from "./ErrorResponses.js"
@@ -112,6 +113,12 @@ export const makeUpgrades = (options: {
   readonly handlers: ReadonlyArray<UpgradeHandler>
   readonly isApiHost: (host: string | undefined) => boolean
   readonly onAnswered?: ((req: http.IncomingMessage, status: number, ms: number) => void) | undefined
+  /**
+   * Why a node-to-node handshake (a route of policy `internal`) is refused, or undefined: its
+   * coordination MAC covers the envelope it carries in X-Portico-Forward-Envelope, as PeerGate
+   * checks a streamed call's.
+   */
+  readonly peerRefusal?: ((req: http.IncomingMessage, path: string) => Promise<string | undefined>) | undefined
 }) => {
   const byRoute = new Map(options.handlers.map((h) => [h.route, h]))
   const routes = options.index.entries.filter((e) => e.webSocket).map((e) => e.name)
@@ -138,18 +145,25 @@ export const makeUpgrades = (options: {
     }
     const shape = handshakeRefusal(req, url.pathname)
     if (shape !== undefined) return refuse(shape)
-    const jwt = url.searchParams.get("jwt")
-    const authorization = req.headers.authorization ?? (jwt === null ? undefined : `Bearer ${jwt}`)
-    const admitted = await Effect.runPromise(
-      Effect.either(options.gate.run(route.policy, { authorization, remoteAddress: clientAddressOf(req), clientCharged: false }))
-    )
-    if (Either.isLeft(admitted)) return refuse(asRefusal(admitted.left))
+    let caller: Principal | undefined
+    if (route.policy.kind === "internal") {
+      const refused = options.peerRefusal === undefined ? "no peer is taken here" : await options.peerRefusal(req, route.path)
+      if (refused !== undefined) return refuse({ code: Code.COORDINATION_REFUSED, error: refused })
+    } else {
+      const jwt = url.searchParams.get("jwt")
+      const authorization = req.headers.authorization ?? (jwt === null ? undefined : `Bearer ${jwt}`)
+      const admitted = await Effect.runPromise(
+        Effect.either(options.gate.run(route.policy, { authorization, remoteAddress: clientAddressOf(req), clientCharged: false }))
+      )
+      if (Either.isLeft(admitted)) return refuse(asRefusal(admitted.left))
+      caller = admitted.right
+    }
     const query = decodeQuery(route, url.searchParams)
     if (Either.isLeft(query)) return refuse(query.left)
     const params = paramsOf(route.path, url.pathname)
     if (params === undefined) return refuse({ code: Code.BAD_REQUEST, error: "the path does not decode", hint: "percent-encode the path's segments" })
     try {
-      await handler.handle({ req, socket, head, query: query.right, params, caller: admitted.right, refuse, answered })
+      await handler.handle({ req, socket, head, query: query.right, params, caller, refuse, answered })
     } catch {
       // a bug in the handler: a handshake not yet answered still hears the envelope, never a dropped socket
       if (!logged && socket.writable) refuse({ code: Code.INTERNAL, error: "internal error" })

@@ -63,6 +63,12 @@ export const HOST_CALLS = {
   ws_send: call(["s", "s"], "i32"),
   ws_disconnect: call(["s"], "i32"),
   ws_list_clients: call([], "p64"),
+  // real-time media (docs/webrtc.md, "From functions"): admissions, kicks and mutes on every node, TURN credentials
+  webrtc_admit: call(["s", "s", "i64"], "i32"),
+  webrtc_kick: call(["s", "s"], "p64"),
+  webrtc_mute: call(["s", "s"], "p64"),
+  webrtc_unmute: call(["s", "s"], "p64"),
+  webrtc_turn_credentials: call([], "p64"),
   // composition and logging
   function_invoke: call(["s", "s"], "p64"),
   log_info: call(["s"], "void", "local"),

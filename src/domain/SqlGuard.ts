@@ -273,6 +273,7 @@ export const RESERVED_TABLES: ReadonlySet<string> = new Set([
   "tls_store",
   "acme_challenges",
   "webrtc_settings",
+  "webrtc_admissions",
   "operator_audit",
   "operator_invites",
   "namespace_creators",

@@ -88,6 +88,9 @@ import { FunctionSchedules } from "./functions/Schedules.js"
 import { FunctionTopicTriggers } from "./functions/TopicTriggers.js"
 import { Vault } from "./vault/Vault.js"
 import { WebRtc } from "./webrtc/WebRtc.js"
+import { MediaServer } from "./webrtc/MediaServer.js"
+import { RoomEvents } from "./webrtc/RoomEvents.js"
+import { Rooms } from "./webrtc/Rooms.js"
 
 export interface ServicesOptions {
   /**
@@ -158,15 +161,18 @@ export const servicesLayer = (settings: PorticoSettings, options: ServicesOption
   const deploymentRecords = Layer.mergeAll(InstanceDirs.Live, DeploymentLocks.Live).pipe(Layer.provideMerge(DeploymentStore.Live))
   // the app runtime (supervisors of this node's apps) over the records, directories and tokens
   const runtime = AppRuntime.Live.pipe(Layer.provideMerge(deploymentRecords), Layer.provide(WorkloadTokens.Live))
+  // real-time media: the settings and TURN credentials, this node's media server (started by the
+  // gateway once it listens) and the rooms on every node's (docs/webrtc.md)
+  const media = Layer.mergeAll(WebRtc.Live, Rooms.Live).pipe(Layer.provideMerge(MediaServer.Live))
   // functions: the control plane over the registry and content storage, and invocations over the
   // runner and the services their host calls reach
   const functions = Invocations.Live.pipe(
     Layer.provideMerge(SocketDirectory.Live),
     Layer.provideMerge(Functions.Live),
     Layer.provideMerge(FunctionStore.Live),
-    Layer.provide(Layer.mergeAll(FunctionRunner.Live, cacheStore, pubsub, sql, storage, push))
+    Layer.provide(Layer.mergeAll(FunctionRunner.Live, cacheStore, pubsub, sql, storage, push, media))
   )
-  return Layer.mergeAll(Authenticator.Live, WorkloadTokens.Live, cache, pubsub, sql, storage, push, domains, runtime, AppBuilds.Live, functions).pipe(
+  return Layer.mergeAll(Authenticator.Live, WorkloadTokens.Live, cache, pubsub, sql, storage, push, domains, runtime, AppBuilds.Live, media, functions).pipe(
     // pub/sub charges each message to the namespace budget the gates draw on: one limiter for both
     Layer.provideMerge(RateLimiter.Live.pipe(Layer.provideMerge(liveness)))
   )
@@ -192,8 +198,8 @@ export const gatewayServicesLayer = (settings: PorticoSettings, options: Service
     // namespace deletion, over every service a namespace holds something in (its apps too)
     Layer.provideMerge(NamespaceTeardown.Live),
     // the vault: this node's guardian and the push and pull over every node's (docs/vault.md);
-    // real-time media's settings and TURN credentials (docs/webrtc.md)
-    Layer.provideMerge(Layer.mergeAll(Vault.Live, WebRtc.Live)),
+    // real-time media's participant events (docs/webrtc.md)
+    Layer.provideMerge(Layer.mergeAll(Vault.Live, RoomEvents.Live)),
     // namespace backup and restore, over the stores a namespace's data is in
     Layer.provideMerge(NamespaceBackups.Live),
     // the deployments service, over the host table it refreshes after each change, and the repair

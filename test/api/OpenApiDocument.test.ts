@@ -127,7 +127,14 @@ describe("the OpenAPI document", () => {
 
   it("describes each WebSocket route as a GET with its query parameters and the 101 answer", () => {
     const sockets = routeEntries(PorticoApi).filter((e) => e.webSocket)
-    expect(sockets.map((e) => e.path).sort()).toEqual(["/v1/functions/:name/ws", "/v1/proxy/relay", "/v1/proxy/tunnel", "/v1/pubsub/ws"])
+    expect(sockets.map((e) => e.path).sort()).toEqual([
+      "/v1/functions/:name/ws",
+      "/v1/internal/webrtc/signal",
+      "/v1/proxy/relay",
+      "/v1/proxy/tunnel",
+      "/v1/pubsub/ws",
+      "/v1/webrtc/signal"
+    ])
     for (const route of sockets) {
       const documented = route.path.replace(/:(\w+)/g, "{$1}")
       expect(Object.keys(doc.paths[documented])).toEqual(["get"])
@@ -137,6 +144,7 @@ describe("the OpenAPI document", () => {
     expect(op("get", "/v1/proxy/relay").parameters.map((p: any) => p.name)).toEqual(["host", "port", "circuit"])
     expect(op("get", "/v1/functions/{name}/ws").parameters.map((p: any) => p.name)).toEqual(["name", "jwt"])
     expect(op("get", "/v1/pubsub/ws").parameters.map((p: any) => p.name)).toEqual(["topic", "since", "presence", "member_id", "member_meta", "jwt"])
+    expect(op("get", "/v1/webrtc/signal").parameters.map((p: any) => p.name)).toEqual(["room", "jwt"])
     expect(new RegExp(param("get", "/v1/proxy/tunnel", "port").schema.pattern).test("0443")).toBe(false)
     expect(new RegExp(param("get", "/v1/proxy/tunnel", "port").schema.pattern).test("443")).toBe(true)
   })

@@ -8,7 +8,7 @@ import { describe, expect, it } from "vitest"
 import { PorticoApi } from "../../src/api/Api.js"
 import { makeRouteIndex, routeEntries } from "../../src/api/gate/RouteIndex.js"
 import { Authentication, OpenGate, SessionAuthentication } from "../../src/api/Gates.js"
-import { authenticated, grant, open, session, sessionOrWorkload } from "../../src/api/Policy.js"
+import { authenticated, grant, internal, open, session, sessionOrWorkload } from "../../src/api/Policy.js"
 import { RoutePolicy, WebSocketRoute } from "../../src/api/RouteFacts.js"
 import { makeUpgrades, type UpgradeHandler } from "../../src/api/Upgrades.js"
 
@@ -62,13 +62,15 @@ describe("route index", () => {
 
   it("finds the WebSocket routes, with their policies and query schemas, by path whatever the method", () => {
     const index = makeRouteIndex(entries)
-    expect(entries.filter((e) => e.webSocket).map((e) => e.name).sort()).toEqual(["invoke.ws", "proxy.relay", "proxy.tunnel", "pubsub.ws"])
+    expect(entries.filter((e) => e.webSocket).map((e) => e.name).sort()).toEqual(["internal.webrtcSignal", "invoke.ws", "proxy.relay", "proxy.tunnel", "pubsub.ws", "webrtc.signal"])
     expect(index.webSocketRoute("/v1/functions/chat/ws")).toMatchObject({ name: "invoke.ws", policy: grant("invoke") })
     expect(index.webSocketRoute("/v1/pubsub/ws")).toMatchObject({ policy: grant("pubsub") })
     const tunnel = index.webSocketRoute("/v1/proxy/tunnel")
     expect(tunnel).toMatchObject({ name: "proxy.tunnel", method: "GET", policy: session("proxy"), gate: "session" })
     expect(tunnel?.query).toBeDefined()
     expect(index.webSocketRoute("/v1/proxy/relay")?.gate).toBe("open")
+    expect(index.webSocketRoute("/v1/webrtc/signal")).toMatchObject({ policy: sessionOrWorkload("webrtc"), gate: "authentication" })
+    expect(index.webSocketRoute("/v1/internal/webrtc/signal")).toMatchObject({ policy: internal, gate: "peer" })
     expect(index.webSocketRoute("/v1/proxy/anon")).toBeUndefined()
     expect(index.webSocketRoute("/v1/proxy/tunnel/x")).toBeUndefined()
   })
@@ -85,7 +87,7 @@ describe("route index", () => {
     const handler = (route: string): UpgradeHandler => ({ route, handle: async () => {} })
     const upgrades = (handlers: ReadonlyArray<UpgradeHandler>) => () =>
       makeUpgrades({ index, gate: { now: () => ({ _tag: "Admitted", principal: undefined }), run: () => Effect.succeed(undefined) }, handlers, isApiHost: () => true })
-    const all = ["proxy.tunnel", "proxy.relay", "pubsub.ws", "invoke.ws"].map(handler)
+    const all = ["proxy.tunnel", "proxy.relay", "pubsub.ws", "invoke.ws", "webrtc.signal", "internal.webrtcSignal"].map(handler)
     expect(upgrades(all.slice(0, 1))).toThrow(/proxy\.relay has no handler/)
     expect(upgrades(all.slice(0, 2))).toThrow(/pubsub\.ws has no handler/)
     expect(upgrades([...all, handler("proxy.anon")])).toThrow(/proxy\.anon is no WebSocket route/)

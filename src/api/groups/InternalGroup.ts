@@ -13,13 +13,14 @@ import { Schema } from "effect"
 import { CidParam } from "../../domain/ContentId.js"
 import { NamespaceName } from "../../domain/Names.js"
 import { BackupRefusals } from "../../domain/NamespaceBackup.js"
-import { DeploymentRouteRefusals, SqlRefusals, StorageRefusals, wiresOf } from "../../domain/Errors.js"
+import { DeploymentRouteRefusals, SqlRefusals, StorageRefusals, Wire, wiresOf } from "../../domain/Errors.js"
 import { ForwardedPrincipal } from "../../domain/Principal.js"
 import { PeerGate } from "../Gates.js"
 import { internalOnly } from "../OpenApiFacts.js"
 import { internal } from "../Policy.js"
-import { BodyCap, FastLaneRoute, RoutePolicy } from "../RouteFacts.js"
+import { BodyCap, FastLaneRoute, RoutePolicy, WebSocketRoute } from "../RouteFacts.js"
 import { NoMembers, strict } from "../Wire.js"
+import { ControlAnswer, ControlOrder, MediaHealth, NodeRoomsAnswer, NodeRoomsOrder } from "./WebRtcWire.js"
 import { BackupRecord, DatabaseDeleted, DatabaseName, QueryAnswer, SqlArgs } from "./DatabaseGroup.js"
 import {
   Deployment,
@@ -251,6 +252,20 @@ export class InternalGroup extends HttpApiGroup.make("internal")
   .add(HttpApiEndpoint.post("vaultShareGet", "/v1/internal/vault/share/get").setPayload(ShareGetOrder).addSuccess(ShareGetAnswer))
   .add(HttpApiEndpoint.post("vaultShareCount", "/v1/internal/vault/share/count").setPayload(ShareNamespaceOrder).addSuccess(ShareCount))
   .add(HttpApiEndpoint.post("vaultShareDrop", "/v1/internal/vault/share/drop").setPayload(ShareNamespaceOrder).addSuccess(SharesDropped))
+  // this node's media server (docs/webrtc.md, "Rooms across the cluster"): whether it is up, a
+  // namespace's rooms on it, a kick or mute; 503 when it is not up
+  .add(HttpApiEndpoint.post("webrtcHealth", "/v1/internal/webrtc/health").setPayload(NoMembers).addSuccess(MediaHealth).addError(Wire.Unavailable))
+  .add(HttpApiEndpoint.post("webrtcRooms", "/v1/internal/webrtc/rooms").setPayload(NodeRoomsOrder).addSuccess(NodeRoomsAnswer).addError(Wire.Unavailable))
+  .add(HttpApiEndpoint.post("webrtcControl", "/v1/internal/webrtc/control").setPayload(ControlOrder).addSuccess(ControlAnswer).addError(Wire.Unavailable))
+  .add(
+    // a participant another gateway placed in a room on this node: its envelope (JoinEnvelope, in
+    // X-Portico-Forward-Envelope) is what the coordination MAC covers
+    HttpApiEndpoint.get("webrtcSignal", "/v1/internal/webrtc/signal")
+      .addSuccess(Schema.Void.annotations({ description: "101 Switching Protocols: the participant's signalling, relayed to this node's media server" }), { status: 101 })
+      .addError(Wire.Unavailable)
+      .addError(Wire.BadRequest)
+      .annotate(WebSocketRoute, true)
+  )
   .annotateEndpoints(OpenApi.Override, internalOnly)
   .addError(wiresOf(SqlRefusals))
   .addError(wiresOf(StorageRefusals))

@@ -8,11 +8,13 @@ import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
-import { WebRtcRefusals, wiresOf } from "../../domain/Errors.js"
-import { Authentication } from "../Gates.js"
-import { authenticated, namespaceWrite, sessionOrWorkload } from "../Policy.js"
-import { FastLaneRoute, RoutePolicy } from "../RouteFacts.js"
+import { Wire, WebRtcEventRefusals, WebRtcRefusals, wiresOf } from "../../domain/Errors.js"
+import { Authentication, OpenGate } from "../Gates.js"
+import { internalOnly } from "../OpenApiFacts.js"
+import { authenticated, grant, namespaceWrite, open, sessionOrWorkload } from "../Policy.js"
+import { BodyCap, FastLaneRoute, RoutePolicy, WebSocketRoute } from "../RouteFacts.js"
 import { NoMembers, strict } from "../Wire.js"
+import { EventAccepted, ParticipantEvent, RoomsAnswer, SignalQuery } from "./WebRtcWire.js"
 
 
 export const WebRtcStatus = Schema.Struct({
@@ -42,6 +44,11 @@ export const turnCredentialsWire = (c: {
   readonly uris: ReadonlyArray<string>
 }): typeof TurnCredentials.Type => ({ username: c.username, password: c.password, ttl: c.ttl, expires_at: c.expiresAt, uris: [...c.uris] })
 
+const Signalling = Schema.Void.annotations({
+  description:
+    "101 Switching Protocols: text frames, JSON (docs/webrtc.md \"Signalling\"): welcome, offer, candidate, participant-joined, participant-left, muted, kicked, error from the server; answer, candidate, leave from the client"
+})
+
 export class WebRtcNamespaceGroup extends HttpApiGroup.make("webrtcNamespace")
   .add(HttpApiEndpoint.post("enable", "/v1/namespace/webrtc/enable").setPayload(NoMembers).addSuccess(WebRtcStatus))
   .add(HttpApiEndpoint.post("disable", "/v1/namespace/webrtc/disable").setPayload(NoMembers).addSuccess(WebRtcStatus))
@@ -64,6 +71,36 @@ export class WebRtcGroup extends HttpApiGroup.make("webrtc")
       // the document names the session scheme, as for storage's session-or-workload routes
       .annotate(OpenApi.Override, { security: [{ session: [] }] })
   )
+  .add(HttpApiEndpoint.get("rooms", "/v1/webrtc/rooms").addSuccess(RoomsAnswer).annotate(RoutePolicy, grant("webrtc")))
+  .add(
+    HttpApiEndpoint.get("signal", "/v1/webrtc/signal")
+      .setUrlParams(SignalQuery)
+      .addSuccess(Signalling, { status: 101 })
+      .addError(Wire.BadRequest)
+      .annotate(RoutePolicy, sessionOrWorkload("webrtc"))
+      .annotate(WebSocketRoute, true)
+      .annotate(OpenApi.Override, { security: [{ session: [] }] })
+  )
   .addError(wiresOf(WebRtcRefusals))
   .middleware(Authentication)
   .annotate(RoutePolicy, authenticated) {}
+
+/**
+ * A node's media server reporting a participant joining or leaving a room (spec §6.4): no
+ * credential, a MAC under a key made from the namespace's relay secret (401 otherwise), seen once.
+ */
+export class WebRtcEventsGroup extends HttpApiGroup.make("webrtcEvents")
+  .add(
+    HttpApiEndpoint.post("event", "/v1/internal/webrtc/events")
+      .setPayload(ParticipantEvent)
+      .addSuccess(EventAccepted)
+      .annotate(BodyCap, "webrtcEvent")
+      .annotate(
+        OpenApi.Description,
+        "From a node's media server: a participant joined or left a room, published on _portico/webrtc/<room>. Header X-Portico-Webrtc-Mac: hex HMAC-SHA256 of the raw body under the namespace's event key (docs/webrtc.md, \"Events\"); 401 UNAUTHORIZED without it, with a wrong one, a stale `at` or a nonce seen before."
+      )
+  )
+  .annotateEndpoints(OpenApi.Override, internalOnly)
+  .addError(wiresOf(WebRtcEventRefusals))
+  .middleware(OpenGate)
+  .annotate(RoutePolicy, open) {}

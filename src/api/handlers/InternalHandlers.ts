@@ -23,6 +23,8 @@ import { NodeLogs } from "../../layers/cluster/NodeLogs.js"
 import { DatabaseMoves } from "../../layers/sql/DatabaseMoves.js"
 import { SecretRotation } from "../../layers/nodes/SecretRotation.js"
 import { Vault } from "../../layers/vault/Vault.js"
+import { MediaServer } from "../../layers/webrtc/MediaServer.js"
+import { socketOnly } from "./Refusals.js"
 import { PorticoApi } from "../Api.js"
 import { bodyOf } from "../NodeAdapter.js"
 import { backupWire, bind } from "./DatabaseHandlers.js"
@@ -58,6 +60,10 @@ export const InternalHandlers = HttpApiBuilder.group(PorticoApi, "internal", (ha
     const nodeLogs = yield* NodeLogs
     const moves = yield* DatabaseMoves
     const guardian = (yield* Vault).guardian
+    const media = yield* MediaServer
+    /** This node's media server's answer, or 503 when it is not up. */
+    const mediaAnswer = <A,>(answer: Effect.Effect<A | undefined>) =>
+      Effect.flatMap(answer, (a) => (a === undefined ? Effect.fail(unavailable("this node's media server is not up")) : Effect.succeed(a)))
     // this node's telemetry snapshot, under the spec's path and the one of releases before it
     const nodeSnapshot = Effect.map(Effect.mapError(health.here, () => unavailable("no check of this node answered")), (here) => ({
       ...here,
@@ -138,6 +144,12 @@ export const InternalHandlers = HttpApiBuilder.group(PorticoApi, "internal", (ha
       )
       .handle("vaultShareCount", ({ payload }) => shareStore(() => ({ shares: guardian.count(payload.namespace) })))
       .handle("vaultShareDrop", ({ payload }) => shareStore(() => ({ dropped: guardian.drop(payload.namespace) })))
+      .handle("webrtcHealth", () => mediaAnswer(media.health))
+      .handle("webrtcRooms", ({ payload }) => Effect.map(mediaAnswer(media.rooms(payload.namespace)), (rooms) => ({ rooms: [...rooms] })))
+      .handle("webrtcControl", ({ payload }) =>
+        Effect.map(mediaAnswer(media.control({ ns: payload.namespace, room: payload.room, user: payload.user, peer: payload.peer, action: payload.action })), (affected) => ({ affected }))
+      )
+      .handle("webrtcSignal", () => socketOnly("/v1/internal/webrtc/signal"))
       .handle("cacheDropNamespace", ({ payload }) =>
         Effect.gen(function* () {
           return { dropped: yield* Effect.mapError(cache.dropNamespace(payload.namespace), () => unavailable("this node's cache did not answer")) }

@@ -1,11 +1,15 @@
 import * as HttpApiBuilder from "@effect/platform/HttpApiBuilder"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import { Effect } from "effect"
 import { fromRefusal } from "../../domain/Errors.js"
 import { CurrentPrincipal } from "../../domain/Principal.js"
 import type { Refused } from "../../layers/Refused.js"
 import { type WebRtcStatus, WebRtc } from "../../layers/webrtc/WebRtc.js"
 import type { WebRtcCode } from "../../domain/Errors.js"
+import { RoomEvents } from "../../layers/webrtc/RoomEvents.js"
+import { Rooms } from "../../layers/webrtc/Rooms.js"
 import { PorticoApi } from "../Api.js"
+import { socketOnly } from "./Refusals.js"
 import { turnCredentialsWire } from "../groups/WebRtcGroup.js"
 
 const statusWire = (namespace: string, s: WebRtcStatus) => ({
@@ -32,7 +36,7 @@ export const WebRtcNamespaceHandlers = HttpApiBuilder.group(PorticoApi, "webrtcN
 )
 
 export const WebRtcHandlers = HttpApiBuilder.group(PorticoApi, "webrtc", (handlers) =>
-  Effect.map(WebRtc, (webrtc) =>
+  Effect.map(Effect.zip(WebRtc, Rooms), ([webrtc, rooms]) =>
     handlers
       .handle("config", () =>
         Effect.flatMap(CurrentPrincipal, (p) => Effect.mapBoth(webrtc.status(p.namespace), { onFailure: fromRefusal, onSuccess: (s) => ({ require_admission: s.requireAdmission }) }))
@@ -50,5 +54,23 @@ export const WebRtcHandlers = HttpApiBuilder.group(PorticoApi, "webrtc", (handle
           Effect.mapBoth(webrtc.turnCredentials(p.namespace), { onFailure: fromRefusal, onSuccess: turnCredentialsWire })
         )
       )
+      .handle("rooms", () =>
+        Effect.flatMap(CurrentPrincipal, (p) =>
+          Effect.map(rooms.list(p.namespace), (found) => ({ namespace: p.namespace, rooms: [...found.rooms], unreachable: [...found.unreachable] }))
+        )
+      )
+      .handle("signal", () => socketOnly("/v1/webrtc/signal"))
+  )
+)
+
+export const WebRtcEventsHandlers = HttpApiBuilder.group(PorticoApi, "webrtcEvents", (handlers) =>
+  Effect.map(RoomEvents, (events) =>
+    handlers.handle("event", ({ payload }) =>
+      Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
+        Effect.flatMap(Effect.orDie(request.text), (raw) =>
+          Effect.mapBoth(events.report(payload, raw, request.headers["x-portico-webrtc-mac"]), { onFailure: fromRefusal, onSuccess: () => ({ published: true }) })
+        )
+      )
+    )
   )
 )

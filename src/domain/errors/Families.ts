@@ -256,5 +256,8 @@ export const VaultRefusals = family(
 export type VaultCode = (typeof VaultRefusals)[number]
 
 /** Real-time media's settings and TURN credentials (src/layers/webrtc/WebRtc.ts). */
-export const WebRtcRefusals = family("VALIDATION_FAILED", "FORBIDDEN", "UNAVAILABLE")
+export const WebRtcRefusals = family("VALIDATION_FAILED", "FORBIDDEN", "RATE_LIMITED", "UNAVAILABLE")
 export type WebRtcCode = (typeof WebRtcRefusals)[number]
+/** A media server's participant events (src/layers/webrtc/RoomEvents.ts). */
+export const WebRtcEventRefusals = family("VALIDATION_FAILED", "UNAUTHORIZED", "UNAVAILABLE")
+export type WebRtcEventCode = (typeof WebRtcEventRefusals)[number]

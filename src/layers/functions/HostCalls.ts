@@ -22,10 +22,15 @@ import type { StorageService } from "../storage/Storage.js"
 import type { FunctionStoreService } from "./FunctionStore.js"
 import type { SocketDirectoryService } from "./SocketDirectory.js"
 import type { HostAnswer, HostArg } from "./runner/Protocol.js"
+import type { RoomsService } from "../webrtc/Rooms.js"
+import type { WebRtcService } from "../webrtc/WebRtc.js"
+import { ROOM_NAME } from "../../domain/SfuTicket.js"
 
 /** The function's map in the namespace's cache: under `_portico/`, which no HTTP grant reaches. */
 export const FUNCTION_CACHE_MAP = `${PLATFORM_PREFIX}functions`
 const TEN_YEARS_S = 10 * 365 * 24 * 3600
+/** An admission lasts 1 s to 7 days. */
+const ADMISSION_MAX_S = 7 * 86_400
 const PUBLISHES_PER_INVOCATION = 1000
 
 export interface HostServices {
@@ -38,6 +43,8 @@ export interface HostServices {
   readonly store: FunctionStoreService
   readonly sealer: SealerService
   readonly sockets: SocketDirectoryService
+  readonly webrtc: WebRtcService
+  readonly rooms: RoomsService
   readonly maxAnswerBytes: number
   /** A socket frame's cap, both ways. */
   readonly maxFrameBytes: number
@@ -119,6 +126,21 @@ export const makeHostCalls = (services: HostServices) => (context: InvocationCon
   }
 
   const cacheKey = (key: string) => (key.length === 0 || key.length > 200 ? undefined : key)
+
+  /**
+   * A kick or mute of `user` in `room` on every node's media server: a kick also revokes the
+   * user's admission, so they do not join again on it. The envelope names how many peers it reached.
+   */
+  const control = async (call: string, action: "kick" | "mute" | "unmute", room: string, user: string): Promise<HostAnswer> => {
+    if (!ROOM_NAME.test(room) || user === "" || user.length > 256) return refused(call, "a room (1-64 of A-Z a-z 0-9 _ . -) and a user are needed")
+    const status = await run(Effect.either(services.webrtc.status(namespace)))
+    if (status._tag === "Left") return refused(call, status.left.reason)
+    if (!status.right.enabled) return refused(call, "real-time media is not enabled for this namespace")
+    const revoked = action === "kick" ? await run(Effect.either(services.webrtc.revoke(namespace, room, user))) : undefined
+    if (revoked?._tag === "Left") return refused(call, revoked.left.reason)
+    const reached = await run(services.rooms.control({ ns: namespace, room, user, peer: "", action }))
+    return json({ affected: reached.affected, ...(revoked === undefined ? {} : { revoked: revoked.right }), unreachable: reached.unreachable })
+  }
 
   const calls: Partial<Record<HostCallName, (args: ReadonlyArray<HostArg>) => Promise<HostAnswer>>> = {
     get_secret: async ([key]) => {
@@ -241,6 +263,22 @@ export const makeHostCalls = (services: HostServices) => (context: InvocationCon
       return ok((await run(services.sockets.close(namespace, target))) ? 1 : 0)
     },
     ws_list_clients: async () => capped(encoder.encode(JSON.stringify(await run(services.sockets.list(namespace, context.functionName)))), "ws_list_clients"),
+    webrtc_admit: async ([room, user, ttl]) => {
+      const seconds = Number(ttl)
+      if (!ROOM_NAME.test(text(room)) || text(user) === "" || text(user).length > 256) return refused("webrtc_admit", "a room (1-64 of A-Z a-z 0-9 _ . -) and a user are needed")
+      if (!Number.isInteger(seconds) || seconds < 1 || seconds > ADMISSION_MAX_S) return refused("webrtc_admit", `the admission's seconds are 1 to ${ADMISSION_MAX_S}`)
+      const admitted = await run(Effect.either(services.webrtc.admit(namespace, text(room), text(user), seconds, false)))
+      return admitted._tag === "Left" ? refused("webrtc_admit", admitted.left.reason) : ok(1)
+    },
+    webrtc_kick: ([room, user]) => control("webrtc_kick", "kick", text(room), text(user)),
+    webrtc_mute: ([room, user]) => control("webrtc_mute", "mute", text(room), text(user)),
+    webrtc_unmute: ([room, user]) => control("webrtc_unmute", "unmute", text(room), text(user)),
+    webrtc_turn_credentials: async () => {
+      const credentials = await run(Effect.either(services.webrtc.turnCredentials(namespace)))
+      if (credentials._tag === "Left") return refused("webrtc_turn_credentials", credentials.left.reason)
+      const c = credentials.right
+      return json({ username: c.username, password: c.password, ttl: c.ttl, expires_at: c.expiresAt, uris: c.uris })
+    },
     function_invoke: async ([name, payload]) => {
       const answer = await context.invoke(text(name), payload instanceof Uint8Array ? payload : new Uint8Array())
       return answer === undefined ? fail : capped(answer, "function_invoke")
@@ -248,7 +286,7 @@ export const makeHostCalls = (services: HostServices) => (context: InvocationCon
   }
 
   return (name: string, args: ReadonlyArray<HostArg>): Promise<HostAnswer> => {
-    const call = calls[name as HostCallName]
+    const call = calls[name as HostCallName] as ((args: ReadonlyArray<HostArg>) => Promise<HostAnswer>) | undefined
     if (call === undefined) return Promise.resolve(fail)
     return call(args).catch((e: unknown) => refused(name, e instanceof Error ? e.message : "failed"))
   }

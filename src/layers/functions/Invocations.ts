@@ -33,6 +33,8 @@ import { SocketDirectory } from "./SocketDirectory.js"
 import { Functions } from "./Functions.js"
 import { FunctionStore } from "./FunctionStore.js"
 import { makeHostCalls } from "./HostCalls.js"
+import { Rooms } from "../webrtc/Rooms.js"
+import { WebRtc } from "../webrtc/WebRtc.js"
 
 export type InvokeRefused = Refused<InvokeCode>
 
@@ -125,6 +127,8 @@ export class Invocations extends Context.Tag("portico/Invocations")<Invocations,
           GuardedFetch.Test,
           Storage.Test,
           Sealer.Test,
+          WebRtc.Test,
+          Rooms.Test,
           PorticoConfig.Test
         )
       )
@@ -170,6 +174,8 @@ const makeInvocations = Effect.gen(function* () {
       store,
       sealer: yield* Sealer,
       sockets: yield* SocketDirectory,
+      webrtc: yield* WebRtc,
+      rooms: yield* Rooms,
       maxAnswerBytes: settings.maxHostAnswerBytes,
       maxFrameBytes: settings.maxInputBytes
     })

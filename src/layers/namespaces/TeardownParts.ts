@@ -247,7 +247,8 @@ export const accessStatements = (namespace: string): ReadonlyArray<Statement> =>
 export const finalStatements = (namespace: string): ReadonlyArray<Statement> => [
   { sql: "DELETE FROM local_database_backups WHERE namespace = ?", params: [namespace] },
   { sql: "DELETE FROM audit WHERE namespace = ?", params: [namespace] },
-  // its settings go with the namespace row: real-time media's (with its relay secret)
+  // its settings go with the namespace row: real-time media's (with its relay secret) and its rooms' admissions
   { sql: "DELETE FROM webrtc_settings WHERE namespace = ?", params: [namespace] },
+  { sql: "DELETE FROM webrtc_admissions WHERE namespace = ?", params: [namespace] },
   { sql: "DELETE FROM namespaces WHERE name = ?", params: [namespace] }
 ]

@@ -21,3 +21,25 @@ export const webRtcMigration: Migration = {
     )`
   ]
 }
+
+/**
+ * Migration 27: admissions to rooms (docs/webrtc.md, "Admission"), written by a function's
+ * `webrtc_admit` host call and read at each join of a namespace that requires admission. A row
+ * lets `user` join `room` until `expires_at` (Unix seconds); `revoked_at` is set by a kick, so a
+ * kicked user does not join again on the same admission.
+ */
+export const webRtcAdmissionsMigration: Migration = {
+  id: 27,
+  name: "webrtc_admissions",
+  statements: [
+    `CREATE TABLE IF NOT EXISTS webrtc_admissions (
+      namespace TEXT NOT NULL,
+      room TEXT NOT NULL,
+      user_id TEXT NOT NULL,
+      muted INTEGER NOT NULL DEFAULT 0,
+      expires_at INTEGER NOT NULL,
+      revoked_at INTEGER,
+      PRIMARY KEY (namespace, room, user_id)
+    )`
+  ]
+}

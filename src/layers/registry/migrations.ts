@@ -6,7 +6,7 @@ import { clusterMigrations } from "./ClusterMigration.js"
 import { customDomainClaimsMigration, deploymentTeardownsMigration } from "./DeploymentsMigration.js"
 import { edgeMigration } from "./EdgeMigration.js"
 import { replicasMigration } from "./ReplicasMigration.js"
-import { webRtcMigration } from "./WebRtcMigration.js"
+import { webRtcAdmissionsMigration, webRtcMigration } from "./WebRtcMigration.js"
 import { functionTriggersMigration, functionsMigration } from "./FunctionsMigration.js"
 
 export interface Migration {
@@ -460,5 +460,6 @@ export const migrations: ReadonlyArray<Migration> = [
   ...clusterMigrations,
   edgeMigration,
   replicasMigration,
-  webRtcMigration
+  webRtcMigration,
+  webRtcAdmissionsMigration
 ]

@@ -48,6 +48,15 @@ export interface WebRtcService {
   readonly turnCredentialsNow: (namespace: string, now: number) => Either.Either<TurnCredentials, Refused<WebRtcCode>> | undefined
   /** The namespace's relay secret; undefined while real-time media is off. */
   readonly relaySecret: (namespace: string) => Effect.Effect<Uint8Array | undefined, Refused<WebRtcCode>>
+  /**
+   * Whether `user` may join `room` now, and muted or not: media on, and an admission that is
+   * current and not revoked where the namespace requires one (403 otherwise, saying which).
+   */
+  readonly mayJoin: (namespace: string, room: string, user: string) => Effect.Effect<{ readonly muted: boolean }, Refused<WebRtcCode>>
+  /** Lets `user` join `room` for `ttlSeconds` (a function's `webrtc_admit`), replacing an earlier admission. */
+  readonly admit: (namespace: string, room: string, user: string, ttlSeconds: number, muted: boolean) => Effect.Effect<{ readonly expiresAt: number }, Refused<WebRtcCode>>
+  /** Revokes `user`'s admission to `room`, if one is held (a kick): whether one was. */
+  readonly revoke: (namespace: string, room: string, user: string) => Effect.Effect<boolean, Refused<WebRtcCode>>
 }
 
 interface Row {
@@ -187,7 +196,71 @@ export class WebRtc extends Context.Tag("portico/WebRtc")<WebRtc, WebRtcService>
           row.enabled && row.sealed !== undefined ? Effect.mapError(sealer.open("webrtc-relay", namespace, row.sealed), storeDown) : Effect.succeed(undefined)
         )
 
-      return { enable, disable, setStealth, status: (namespace) => Effect.map(read(namespace), view), setRequireAdmission, turnCredentials, turnCredentialsNow, relaySecret }
+      const mayJoin: WebRtcService["mayJoin"] = (namespace, room, user) =>
+        Effect.gen(function* () {
+          const row = yield* read(namespace)
+          if (!row.enabled) return yield* Effect.fail(notEnabled())
+          if (!row.requireAdmission) return { muted: false }
+          const rows = yield* Effect.mapError(
+            store.query({
+              sql: "SELECT muted, expires_at, revoked_at FROM webrtc_admissions WHERE namespace = ? AND room = ? AND user_id = ?",
+              params: [namespace, room, user]
+            }),
+            storeDown
+          )
+          const admission = rows[0]
+          const hint = "an admission is made by the namespace's function (host call webrtc_admit)"
+          if (admission === undefined) return yield* Effect.fail(refuse("FORBIDDEN", `room ${room} requires an admission, and you hold none`, hint))
+          if (admission["revoked_at"] !== null && admission["revoked_at"] !== undefined) {
+            return yield* Effect.fail(refuse("FORBIDDEN", `your admission to room ${room} was revoked`, hint))
+          }
+          const now = Math.floor((yield* Clock.currentTimeMillis) / 1000)
+          if (Number(admission["expires_at"]) <= now) return yield* Effect.fail(refuse("FORBIDDEN", `your admission to room ${room} expired`, hint))
+          return { muted: Number(admission["muted"]) === 1 }
+        })
+
+      const admit: WebRtcService["admit"] = (namespace, room, user, ttlSeconds, muted) =>
+        Effect.gen(function* () {
+          const row = yield* read(namespace)
+          if (!row.enabled) return yield* Effect.fail(notEnabled())
+          const expiresAt = Math.floor((yield* Clock.currentTimeMillis) / 1000) + ttlSeconds
+          yield* Effect.mapError(
+            store.exec({
+              sql: `INSERT INTO webrtc_admissions (namespace, room, user_id, muted, expires_at, revoked_at) VALUES (?, ?, ?, ?, ?, NULL)
+                    ON CONFLICT (namespace, room, user_id) DO UPDATE SET muted = excluded.muted, expires_at = excluded.expires_at, revoked_at = NULL`,
+              params: [namespace, room, user, muted ? 1 : 0, expiresAt]
+            }),
+            storeDown
+          )
+          return { expiresAt }
+        })
+
+      const revoke: WebRtcService["revoke"] = (namespace, room, user) =>
+        Effect.gen(function* () {
+          const now = Math.floor((yield* Clock.currentTimeMillis) / 1000)
+          const result = yield* Effect.mapError(
+            store.exec({
+              sql: "UPDATE webrtc_admissions SET revoked_at = ? WHERE namespace = ? AND room = ? AND user_id = ? AND revoked_at IS NULL",
+              params: [now, namespace, room, user]
+            }),
+            storeDown
+          )
+          return result.rowsAffected > 0
+        })
+
+      return {
+        enable,
+        disable,
+        setStealth,
+        status: (namespace) => Effect.map(read(namespace), view),
+        setRequireAdmission,
+        turnCredentials,
+        turnCredentialsNow,
+        relaySecret,
+        mayJoin,
+        admit,
+        revoke
+      }
     })
   )
 

@@ -1,0 +1,184 @@
+/**
+ * This node's media server (docs/webrtc.md, "The media server"): the SFU built from engines/sfu,
+ * run by the gateway as its child on a loopback port, so that only this gateway reaches it. The
+ * gateway makes its key (32 random bytes, per start): the SFU opens the join tickets sealed under
+ * it and takes its control calls with it as a bearer. The child watches its stdin, which the
+ * gateway holds open, and exits when the gateway is gone, however the gateway stopped. A child that
+ * exits is started again after a pause; its rooms' peers rejoin.
+ */
+import { type ChildProcess, spawn } from "node:child_process"
+import { randomBytes } from "node:crypto"
+import * as net from "node:net"
+import { Context, Effect, Layer, Redacted } from "effect"
+import { PorticoConfig } from "../config/PorticoConfig.js"
+
+export interface Participant {
+  readonly peer_id: string
+  readonly user: string
+  readonly device: string
+  readonly muted: boolean
+  readonly joined_at: number
+}
+
+export interface RoomView {
+  readonly room: string
+  readonly participants: ReadonlyArray<Participant>
+}
+
+export interface ControlOrder {
+  readonly ns: string
+  readonly room: string
+  readonly user: string
+  readonly peer: string
+  readonly action: "kick" | "mute" | "unmute"
+}
+
+export interface MediaServerService {
+  /** Whether this node runs a media server (`PORTICO_SFU_BINARY` is set). */
+  readonly configured: boolean
+  /** Starts it, once the gateway listens at `gatewayUrl` (its events go there). */
+  readonly start: (gatewayUrl: string) => void
+  /** Where it listens and its key, while it is up. */
+  readonly current: () => { readonly url: string; readonly key: Buffer } | undefined
+  /** Its counts, or undefined when it is not up or does not answer. */
+  readonly health: Effect.Effect<{ readonly rooms: number; readonly peers: number } | undefined>
+  /** The namespace's rooms on this node; undefined when the media server does not answer. */
+  readonly rooms: (namespace: string) => Effect.Effect<ReadonlyArray<RoomView> | undefined>
+  /** Kicks or mutes matching peers here: how many; undefined when it does not answer. */
+  readonly control: (order: ControlOrder) => Effect.Effect<number | undefined>
+}
+
+const RESTART_MS = 1_000
+const CALL_MS = 1_500
+
+const freePort = (host: string): Promise<number> =>
+  new Promise((resolve, reject) => {
+    const server = net.createServer()
+    server.once("error", reject)
+    server.listen(0, host, () => {
+      const port = (server.address() as net.AddressInfo).port
+      server.close(() => resolve(port))
+    })
+  })
+
+export class MediaServer extends Context.Tag("portico/MediaServer")<MediaServer, MediaServerService>() {
+  static readonly Live = Layer.scoped(
+    MediaServer,
+    Effect.gen(function* () {
+      const config = yield* PorticoConfig
+      const settings = config.webrtc
+      const key = randomBytes(32)
+      let child: ChildProcess | undefined
+      let url: string | undefined
+      let up = false
+      let stopped = false
+      let started = false
+
+      const run = async (gatewayUrl: string) => {
+        if (stopped || settings.sfuBinary === undefined) return
+        const port = settings.sfuPort !== 0 ? settings.sfuPort : await freePort("127.0.0.1").catch(() => 0)
+        if (port === 0 || stopped) return void setTimeout(() => void run(gatewayUrl), RESTART_MS).unref()
+        const env: Record<string, string> = {
+          PATH: process.env["PATH"] ?? "/usr/bin:/bin",
+          SFU_LISTEN: `127.0.0.1:${port}`,
+          SFU_KEY: key.toString("hex"),
+          SFU_NODE: config.nodeId,
+          SFU_EVENTS_URL: `${gatewayUrl}/v1/internal/webrtc/events`,
+          SFU_MAX_PEERS: String(settings.roomPeers),
+          SFU_MAX_ROOMS: String(settings.rooms),
+          SFU_PARENT_STDIN: "1",
+          ...(process.env["PION_LOG_DEBUG"] === undefined ? {} : { PION_LOG_DEBUG: process.env["PION_LOG_DEBUG"] })
+        }
+        if (settings.turnSecret !== undefined && settings.turnUris.length > 0) {
+          env["SFU_TURN_URIS"] = settings.turnUris.join(",")
+          env["SFU_TURN_SECRET"] = Redacted.value(settings.turnSecret)
+        }
+        const proc = spawn(settings.sfuBinary, [], { env, stdio: ["pipe", "ignore", "pipe"] })
+        child = proc
+        let said = ""
+        // its log lines go to the gateway's, named
+        let partial = ""
+        proc.stderr!.on("data", (chunk: Buffer) => {
+          const lines = (partial + chunk.toString()).split("\n")
+          partial = lines.pop()!.slice(-4096)
+          for (const line of lines) {
+            if (line.trim() !== "") console.error(`media server: ${line}`)
+            said = line
+            if (!up && line.includes("sfu listening")) {
+              up = true
+              url = `http://127.0.0.1:${port}`
+            }
+          }
+        })
+        proc.stdin!.on("error", () => {})
+        proc.on("error", (e) => console.error(`media server: ${settings.sfuBinary} did not start: ${e.message}`))
+        proc.on("exit", (code, signal) => {
+          up = false
+          url = undefined
+          child = undefined
+          if (stopped) return
+          console.error(`media server exited (${signal ?? code}); starting it again in ${RESTART_MS} ms${said === "" ? "" : `: ${said.trim()}`}`)
+          setTimeout(() => void run(gatewayUrl), RESTART_MS).unref()
+        })
+      }
+
+      yield* Effect.addFinalizer(() =>
+        Effect.sync(() => {
+          stopped = true
+          child?.kill("SIGTERM")
+        })
+      )
+
+      const call = (path: string, init?: { readonly method: string; readonly body: string }) =>
+        Effect.promise(async (): Promise<unknown> => {
+          if (!up || url === undefined) return undefined
+          try {
+            const answer = await fetch(`${url}${path}`, {
+              method: init?.method ?? "GET",
+              headers: { authorization: `Bearer ${key.toString("hex")}`, ...(init === undefined ? {} : { "content-type": "application/json" }) },
+              body: init?.body,
+              signal: AbortSignal.timeout(CALL_MS)
+            })
+            return answer.ok ? await answer.json() : undefined
+          } catch {
+            return undefined
+          }
+        })
+
+      const service: MediaServerService = {
+        configured: settings.sfuBinary !== undefined,
+        start: (gatewayUrl) => {
+          if (started) return
+          started = true
+          void run(gatewayUrl)
+        },
+        current: () => (up && url !== undefined ? { url, key } : undefined),
+        health: Effect.map(call("/health"), (body) => {
+          const b = body as { rooms?: unknown; peers?: unknown } | undefined
+          return typeof b?.rooms === "number" && typeof b.peers === "number" ? { rooms: b.rooms, peers: b.peers } : undefined
+        }),
+        rooms: (namespace) =>
+          Effect.map(call(`/rooms?ns=${encodeURIComponent(namespace)}`), (body) => {
+            const rooms = (body as { rooms?: unknown } | undefined)?.rooms
+            return Array.isArray(rooms) ? (rooms as ReadonlyArray<RoomView>) : undefined
+          }),
+        control: (order) =>
+          Effect.map(call("/control", { method: "POST", body: JSON.stringify(order) }), (body) => {
+            const affected = (body as { affected?: unknown } | undefined)?.affected
+            return typeof affected === "number" ? affected : undefined
+          })
+      }
+      return service
+    })
+  )
+
+  /** No media server: what a gateway without `PORTICO_SFU_BINARY` has. */
+  static readonly Test = Layer.succeed(MediaServer, {
+    configured: false,
+    start: () => {},
+    current: () => undefined,
+    health: Effect.succeed(undefined),
+    rooms: () => Effect.succeed(undefined),
+    control: () => Effect.succeed(undefined)
+  })
+}

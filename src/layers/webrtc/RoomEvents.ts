@@ -1,0 +1,78 @@
+/**
+ * Participants joining and leaving rooms (spec §6.4; docs/webrtc.md, "Events"): a media server
+ * reports each one to its own node's gateway, which checks the report and publishes it on the
+ * room's platform topic `_portico/webrtc/<room>` of the namespace.
+ *
+ * A report is taken when its MAC (hex HMAC-SHA256 of the raw body, under the event key made from
+ * the namespace's relay secret) holds, its `at` is within 60 s of now, it names this node, and its
+ * nonce was not seen in that window: anything else is 401, and nothing is published. Naming the
+ * node keeps a report captured on one gateway from being published again through another.
+ */
+import { Context, Effect, Layer } from "effect"
+import type { ParticipantEvent } from "../../api/groups/WebRtcWire.js"
+import type { WebRtcEventCode } from "../../domain/Errors.js"
+import { eventKeyOf, eventMacHolds } from "../../domain/SfuTicket.js"
+import { PorticoConfig } from "../config/PorticoConfig.js"
+import { PubSub } from "../pubsub/PubSub.js"
+import { type Refused, refuse } from "../Refused.js"
+import { WebRtc } from "./WebRtc.js"
+
+export const EVENT_WINDOW_MS = 60_000
+
+export interface RoomEventsService {
+  /** Checks the report (`raw` is its body as sent, `mac` its header) and publishes it. */
+  readonly report: (event: typeof ParticipantEvent.Type, raw: string, mac: string | undefined) => Effect.Effect<void, Refused<WebRtcEventCode>>
+}
+
+const unauthorized = (why: string) => refuse("UNAUTHORIZED", `participant event refused: ${why}`, "only a node's media server reports participants")
+
+export class RoomEvents extends Context.Tag("portico/RoomEvents")<RoomEvents, RoomEventsService>() {
+  static readonly Live = Layer.effect(
+    RoomEvents,
+    Effect.gen(function* () {
+      const config = yield* PorticoConfig
+      const webrtc = yield* WebRtc
+      const pubsub = yield* PubSub
+      /** Nonces seen in the window, with when they stop mattering. */
+      const seen = new Map<string, number>()
+      const spend = (nonce: string, now: number): boolean => {
+        if (seen.size > 100_000 || seen.size % 1024 === 0) for (const [n, until] of seen) if (until < now) seen.delete(n)
+        if (seen.has(nonce)) return false
+        seen.set(nonce, now + 2 * EVENT_WINDOW_MS)
+        return true
+      }
+
+      const report: RoomEventsService["report"] = (event, raw, mac) =>
+        Effect.gen(function* () {
+          const secret = yield* Effect.mapError(webrtc.relaySecret(event.namespace), () =>
+            refuse("UNAVAILABLE", "the registry did not answer", "the media server tries again", 1)
+          )
+          // a namespace without media on has no key: no report for it can hold
+          if (secret === undefined || !eventMacHolds(eventKeyOf(secret), raw, mac)) return yield* Effect.fail(unauthorized("the MAC does not hold"))
+          const now = Date.now()
+          if (Math.abs(now - event.at) > EVENT_WINDOW_MS) return yield* Effect.fail(unauthorized("it is stale"))
+          if (event.node !== config.nodeId) return yield* Effect.fail(unauthorized("it names another node"))
+          if (!spend(event.nonce, now)) return yield* Effect.fail(unauthorized("it was seen before"))
+          const body = JSON.stringify({
+            room: event.room,
+            peer_id: event.peer_id,
+            user: event.user,
+            device: event.device,
+            node: event.node,
+            at: event.at,
+            reason: event.reason
+          })
+          yield* pubsub.publishPlatform(event.namespace, `_portico/webrtc/${event.room}`, `webrtc.${event.event}`, body).pipe(
+            // not published: the media server's retry of the same report is taken
+            Effect.tapError(() => Effect.sync(() => seen.delete(event.nonce))),
+            Effect.mapError((e) => refuse("UNAVAILABLE", `the event was not published: ${e.reason}`, "the media server tries again", e.retryAfterSeconds ?? 1))
+          )
+        })
+
+      return { report }
+    })
+  )
+
+  /** The Live layer over the test doubles of what it reads (docs/architecture.md "Test doubles"). */
+  static readonly Test = Layer.suspend(() => RoomEvents.Live.pipe(Layer.provide(Layer.mergeAll(PorticoConfig.Test, WebRtc.Test, PubSub.Test))))
+}
