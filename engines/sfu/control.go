@@ -71,7 +71,8 @@ type controlRequest struct {
 	Action string `json:"action"`
 }
 
-// serveControl kicks, mutes or unmutes the peers of one room that match user or peer.
+// serveControl kicks, mutes or unmutes the peers of one room that match user or peer, or ends
+// every room of a namespace.
 func (s *sfu) serveControl(w http.ResponseWriter, r *http.Request) {
 	if !s.authorized(r) {
 		httpError(w, http.StatusUnauthorized, "UNAUTHORIZED", "bearer token required")
@@ -84,6 +85,18 @@ func (s *sfu) serveControl(w http.ResponseWriter, r *http.Request) {
 	var req controlRequest
 	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, controlMaxBody)).Decode(&req); err != nil {
 		httpError(w, http.StatusBadRequest, "VALIDATION_FAILED", "body must be a JSON object of at most 4 KiB")
+		return
+	}
+	// "end" closes every peer of the namespace, in every room: its media turned off or the
+	// namespace deleted
+	if req.Action == "end" && req.NS != "" && req.Room == "" && req.User == "" && req.Peer == "" {
+		peers := s.rooms.ofNamespace(req.NS)
+		for _, p := range peers {
+			p.send(typeFrame{Type: "ended"})
+			p.close(reasonKicked, 1000, "ended")
+		}
+		log.Printf("sfu control ns=%q action=end affected=%d", req.NS, len(peers))
+		writeJSON(w, http.StatusOK, map[string]int{"affected": len(peers)})
 		return
 	}
 	switch {

@@ -244,6 +244,25 @@ func (g *registry) match(key roomKey, user, peerID string) []*peer {
 	return out
 }
 
+// ofNamespace returns every peer of namespace ns, in every room: media turned off, or the
+// namespace deleted, ends its calls.
+func (g *registry) ofNamespace(ns string) []*peer {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var out []*peer
+	for key, r := range g.rooms {
+		if key.ns != ns {
+			continue
+		}
+		r.mu.Lock()
+		for _, p := range r.peers {
+			out = append(out, p)
+		}
+		r.mu.Unlock()
+	}
+	return out
+}
+
 // closeAll stops admissions and returns every peer, for shutdown.
 func (g *registry) closeAll() []*peer {
 	g.mu.Lock()

@@ -219,6 +219,19 @@ describe("rooms through the gateway, its media server and coturn", () => {
     }
   })
 
+  it("ends the namespace's calls when media is turned off", async () => {
+    await post("/v1/namespace/webrtc/enable", owner)
+    const a = await join(alice, "late-night")
+    const b = await join(bob, "other-room")
+    expect((await post("/v1/namespace/webrtc/disable", owner)).status).toBe(200)
+    for (const peer of [a, b]) {
+      await peer.next("ended")
+      expect(await peer.closed).toBe(1000)
+    }
+    expect((await gw.request("GET", "/v1/webrtc/rooms", { token: owner })).body.rooms).toEqual([])
+    expect((await refusalOf(joinRoom(gw.url, alice, "late-night"))).status).toBe(403)
+  })
+
   it("refuses participant events without the namespace's MAC", async () => {
     await post("/v1/namespace/webrtc/enable", owner)
     const base = { namespace: "calls", room: "standup", event: "join", peer_id: "p1", user: "0xabc", device: "", reason: "" }

@@ -45,11 +45,12 @@ export const MediaHealth = Schema.Struct({ rooms: Schema.Int, peers: Schema.Int 
 export const NodeRoomsOrder = strict(Schema.Struct({ namespace: NamespaceName }))
 export const NodeRoomsAnswer = Schema.Struct({ rooms: Schema.Array(NodeRoom) })
 
-export const CONTROL_ACTIONS = ["kick", "mute", "unmute"] as const
+/** `end` closes every peer of the namespace, in every room (room, user and peer empty). */
+export const CONTROL_ACTIONS = ["kick", "mute", "unmute", "end"] as const
 export const ControlOrder = strict(
   Schema.Struct({
     namespace: NamespaceName,
-    room: RoomName,
+    room: Schema.String.pipe(Schema.pattern(/^[A-Za-z0-9_.-]{0,64}$/)),
     user: Id,
     peer: Id,
     action: Schema.Literal(...CONTROL_ACTIONS)

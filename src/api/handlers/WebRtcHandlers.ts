@@ -25,10 +25,13 @@ const statusOf = (change: (namespace: string, actor: string) => Effect.Effect<We
   Effect.flatMap(CurrentPrincipal, (p) => Effect.mapBoth(change(p.namespace, p.subject), { onFailure: fromRefusal, onSuccess: (s) => statusWire(p.namespace, s) }))
 
 export const WebRtcNamespaceHandlers = HttpApiBuilder.group(PorticoApi, "webrtcNamespace", (handlers) =>
-  Effect.map(WebRtc, (webrtc) =>
+  Effect.map(Effect.zip(WebRtc, Rooms), ([webrtc, rooms]) =>
     handlers
       .handle("enable", () => statusOf(webrtc.enable))
-      .handle("disable", () => statusOf(webrtc.disable))
+      // turning media off ends the namespace's calls on every node that answers
+      .handle("disable", () =>
+        statusOf((ns, actor) => Effect.tap(webrtc.disable(ns, actor), () => rooms.control({ ns, room: "", user: "", peer: "", action: "end" })))
+      )
       .handle("stealthEnable", () => statusOf((ns, actor) => webrtc.setStealth(ns, true, actor)))
       .handle("stealthDisable", () => statusOf((ns, actor) => webrtc.setStealth(ns, false, actor)))
       .handle("status", () => statusOf((ns) => webrtc.status(ns)))

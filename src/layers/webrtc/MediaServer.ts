@@ -30,7 +30,8 @@ export interface ControlOrder {
   readonly room: string
   readonly user: string
   readonly peer: string
-  readonly action: "kick" | "mute" | "unmute"
+  /** `end`: every peer of the namespace, in every room (room, user and peer empty). */
+  readonly action: "kick" | "mute" | "unmute" | "end"
 }
 
 export interface MediaServerService {
