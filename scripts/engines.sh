@@ -2,7 +2,7 @@
 # Installs the pinned engine binaries that the engine test suites run against.
 #
 #   scripts/engines.sh            # every engine implemented below
-#   scripts/engines.sh rqlite     # only the named ones (rqlite, redis, kubo, ipfs-cluster, sandbox, socks, wrk, nftables, edge, coturn, sfu)
+#   scripts/engines.sh rqlite     # only the named ones (rqlite, redis, kubo, ipfs-cluster, sandbox, socks, wrk, nftables, edge, coturn, sfu, chromium)
 #   scripts/engines.sh --for-tests  # every engine; `npm test` runs this first: one line when all are
 #                                   # present, else says what it builds and why it takes minutes
 #
@@ -54,7 +54,7 @@ edge_stamp() { (cd "$EDGE_DIR" && cat go.mod go.sum main.go portico/*.go | sha25
 SFU_DIR="$REPO_ROOT/engines/sfu"
 sfu_stamp() { (cd "$SFU_DIR" && cat go.mod go.sum *.go | sha256sum | cut -c1-16); }
 
-IMPLEMENTED=(rqlite redis kubo ipfs-cluster sandbox socks wrk nftables edge coturn sfu)
+IMPLEMENTED=(rqlite redis kubo ipfs-cluster sandbox socks wrk nftables edge coturn sfu chromium)
 
 # The deployment sandbox (src/layers/deployments/sandbox): bwrap from the Debian package, and two
 # helpers compiled from their C sources (the socket-rules loader, and the last step before the app:
@@ -309,6 +309,12 @@ install_coturn() {
   command -v turnutils_uclient >/dev/null 2>&1 || die "turnutils_uclient is not on PATH after installing coturn"
 }
 
+# --- chromium -----------------------------------------------------------------------------
+# The browser of real-time media's browser test (test/e2e/webrtc.browser.test.ts): Debian's
+# package, onto PATH, run headless with fake camera and microphone by test/support/chromium.ts.
+# Installing it starts nothing. The package is large (about 100 MB with its libraries).
+install_chromium() { install_debian_tool chromium; }
+
 # --- wrk ------------------------------------------------------------------------------------
 # The HTTP load generator of the benches (bench/floor, cache, sql, deploy; `npm run bench`): the
 # Debian package, onto PATH.
@@ -332,6 +338,7 @@ missing_engines() {
       socks) command -v microsocks >/dev/null 2>&1 || printf '%s\n' "socks" ;;
       wrk) command -v wrk >/dev/null 2>&1 || printf '%s\n' "wrk" ;;
       nftables) command -v nft >/dev/null 2>&1 || printf '%s\n' "nftables" ;;
+      chromium) command -v chromium >/dev/null 2>&1 || printf '%s\n' "chromium" ;;
       coturn) { command -v turnserver >/dev/null 2>&1 && command -v turnutils_uclient >/dev/null 2>&1; } || printf '%s\n' "coturn" ;;
       edge) { is_current portico-caddy "$(edge_stamp)" && is_current pebble "$PEBBLE_MODULE@$PEBBLE_VERSION"; } || printf '%s\n' "edge" ;;
       sfu) is_current portico-sfu "$(sfu_stamp)" || printf '%s\n' "sfu" ;;
@@ -356,13 +363,13 @@ main() {
     local missing
     missing="$(missing_engines "${engines[@]}" | tr '\n' ' ')"
     if [[ -z "$missing" ]]; then
-      log "test engines present in $BIN (rqlited, ipfs, ipfs-cluster, portico-sandbox-bpf, portico-sandbox-exec, portico-caddy, pebble, portico-sfu) and on PATH (redis-server, bwrap, microsocks, nft, turnserver)"
+      log "test engines present in $BIN (rqlited, ipfs, ipfs-cluster, portico-sandbox-bpf, portico-sandbox-exec, portico-caddy, pebble, portico-sfu) and on PATH (redis-server, bwrap, microsocks, nft, turnserver, chromium)"
       return 0
     fi
     log "npm test runs its suites against the real engines: rqlited, redis-server, Kubo (ipfs) and IPFS Cluster."
     log "missing here: ${missing% }. Installing them now; later runs find them and skip this step."
     log "the first time takes minutes: rqlited, ipfs, ipfs-cluster, the edge (Caddy), pebble and the SFU are compiled from source with Go"
-    log "(the module proxy is the only source reachable from CI), and redis-server and coturn come from apt-get."
+    log "(the module proxy is the only source reachable from CI), and redis-server, coturn and chromium come from apt-get."
   fi
   for engine in "${engines[@]}"; do
     case "$engine" in
@@ -376,6 +383,7 @@ main() {
       nftables) install_nftables ;;
       edge) install_edge ;;
       coturn) install_coturn ;;
+      chromium) install_chromium ;;
       sfu) install_sfu ;;
       *) die "unknown engine '$engine' (implemented: ${IMPLEMENTED[*]})" ;;
     esac
@@ -393,6 +401,7 @@ main() {
       nftables) command -v nft ;;
       edge) printf '%s\n' "$BIN/portico-caddy" "$BIN/pebble" ;;
       coturn) command -v turnserver ;;
+      chromium) command -v chromium ;;
       sfu) printf '%s\n' "$BIN/portico-sfu" ;;
     esac
   done
