@@ -84,42 +84,44 @@ export class Rooms extends Context.Tag("portico/Rooms")<Rooms, RoomsService>() {
 
       const ns = (namespace: string) => namespace as NamespaceName
 
-      const list: RoomsService["list"] = (namespace) =>
+      /**
+       * `here` on this node and `there` on every other member, at once: each member with its answer
+       * (undefined when it gave none), and the members that did not answer. A node without a
+       * media server configured has no rooms, and is not unreachable.
+       */
+      const onEveryNode = <A,>(here: Effect.Effect<A | undefined>, there: (node: string) => Effect.Effect<A | undefined>) =>
         Effect.gen(function* () {
           const all = yield* members
-          const answers = yield* Effect.forEach(
-            all,
-            (node) =>
-              node === self
-                ? media.rooms(namespace)
-                : Effect.map(roomsOf(internal.call(node, "webrtcRooms", { namespace: ns(namespace) }, timeout)), (a) => a?.rooms),
-            { concurrency: "unbounded" }
-          )
-          const rooms = answers.flatMap((found, i) => (found ?? []).map((r): ClusterRoom => ({ ...r, node: all[i]! })))
-          // a node without a media server configured has no rooms, and is not unreachable
-          const unreachable = all.filter((node, i) => answers[i] === undefined && (node !== self || media.configured))
-          return { rooms: rooms.sort((a, b) => (a.room < b.room ? -1 : a.room > b.room ? 1 : a.node < b.node ? -1 : 1)), unreachable }
-        })
-
-      const control: RoomsService["control"] = (order) =>
-        Effect.gen(function* () {
-          const all = yield* members
-          const answers = yield* Effect.forEach(
-            all,
-            (node) =>
-              node === self
-                ? media.control(order)
-                : Effect.map(
-                    controlOf(internal.call(node, "webrtcControl", { namespace: ns(order.ns), room: order.room, user: order.user, peer: order.peer, action: order.action }, timeout)),
-                    (a) => a?.affected
-                  ),
-            { concurrency: "unbounded" }
-          )
+          const answers = yield* Effect.forEach(all, (node) => (node === self ? here : there(node)), { concurrency: "unbounded" })
           return {
-            affected: answers.reduce<number>((sum, n) => sum + (n ?? 0), 0),
+            answered: all.map((node, i) => ({ node, answer: answers[i] })),
             unreachable: all.filter((node, i) => answers[i] === undefined && (node !== self || media.configured))
           }
         })
+
+      const list: RoomsService["list"] = (namespace) =>
+        Effect.map(
+          onEveryNode(media.rooms(namespace), (node) =>
+            Effect.map(roomsOf(internal.call(node, "webrtcRooms", { namespace: ns(namespace) }, timeout)), (a) => a?.rooms)
+          ),
+          ({ answered, unreachable }) => ({
+            rooms: answered
+              .flatMap(({ node, answer }) => (answer ?? []).map((r): ClusterRoom => ({ ...r, node })))
+              .sort((a, b) => (a.room < b.room ? -1 : a.room > b.room ? 1 : a.node < b.node ? -1 : 1)),
+            unreachable
+          })
+        )
+
+      const control: RoomsService["control"] = (order) =>
+        Effect.map(
+          onEveryNode(media.control(order), (node) =>
+            Effect.map(
+              controlOf(internal.call(node, "webrtcControl", { namespace: ns(order.ns), room: order.room, user: order.user, peer: order.peer, action: order.action }, timeout)),
+              (a) => a?.affected
+            )
+          ),
+          ({ answered, unreachable }) => ({ affected: answered.reduce((sum, { answer }) => sum + (answer ?? 0), 0), unreachable })
+        )
 
       return {
         place: (namespace, room) => Effect.map(upNodes, (nodes) => placeRoom(namespace, room, nodes)),
