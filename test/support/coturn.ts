@@ -2,9 +2,10 @@
  * A real TURN server for real-time media's tests: coturn (Debian's package, installed by
  * scripts/engines.sh) on 127.0.0.1 at a free port, run from the shipped configuration
  * (engines/coturn/turnserver.conf) with what a loopback-only test needs on top: one listening and
- * relay address, a small relay port range, and loopback peers allowed (the shipped file denies
- * them). `relay` runs coturn's own client (`turnutils_uclient`), which allocates with a credential
- * and sends messages between two allocations through the server.
+ * relay address (`host`, 127.0.0.1 unless given: the cluster's nodes reach another one), a small
+ * relay port range, and loopback peers allowed (the shipped file denies them). `relay` runs
+ * coturn's own client (`turnutils_uclient`), which allocates with a credential and sends messages
+ * between two allocations through the server.
  */
 import { type ChildProcess, execFile, spawn } from "node:child_process"
 import * as fs from "node:fs"
@@ -33,7 +34,7 @@ export interface TurnServer {
 export const hasTurnServer = (): boolean =>
   ["turnserver", "turnutils_uclient"].every((tool) => (process.env["PATH"] ?? "").split(":").some((dir) => fs.existsSync(path.join(dir, tool))))
 
-export const startTurnServer = async (secret: string): Promise<TurnServer> => {
+export const startTurnServer = async (secret: string, host = "127.0.0.1"): Promise<TurnServer> => {
   const port = await Effect.runPromise(freePort)
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "portico-coturn-"))
   const config = path.join(dir, "turnserver.conf")
@@ -43,13 +44,13 @@ export const startTurnServer = async (secret: string): Promise<TurnServer> => {
     [
       fs.readFileSync(SHIPPED_CONFIG, "utf8"),
       "# the test's own, on loopback",
-      "listening-ip=127.0.0.1",
-      "relay-ip=127.0.0.1",
+      `listening-ip=${host}`,
+      `relay-ip=${host}`,
       `listening-port=${port}`,
       `min-port=${relayBase}`,
       `max-port=${relayBase + 40}`,
       "allow-loopback-peers",
-      "allowed-peer-ip=127.0.0.1",
+      `allowed-peer-ip=${host}`,
       "no-tls",
       "no-dtls",
       "log-file=stdout",
@@ -68,13 +69,13 @@ export const startTurnServer = async (secret: string): Promise<TurnServer> => {
   }
   return {
     port,
-    uri: `turn:127.0.0.1:${port}?transport=udp`,
+    uri: `turn:${host}:${port}?transport=udp`,
     logs: () => output,
     relay: (username, password, messages = 5) =>
       new Promise((resolve) => {
         execFile(
           "turnutils_uclient",
-          ["-u", username, "-w", password, "-p", String(port), "-n", String(messages), "-m", "1", "-l", "120", "-y", "-e", "127.0.0.1", "127.0.0.1"],
+          ["-u", username, "-w", password, "-p", String(port), "-n", String(messages), "-m", "1", "-l", "120", "-y", "-e", host, host],
           { timeout: 20_000 },
           (_error, stdout, stderr) => {
             const text = `${stdout}${stderr}`
