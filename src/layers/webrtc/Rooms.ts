@@ -60,10 +60,17 @@ export class Rooms extends Context.Tag("portico/Rooms")<Rooms, RoomsService>() {
       const roomsOf = decoded(NodeRoomsAnswer)
       const controlOf = decoded(ControlAnswer)
 
-      /** Every node still a member (registered, not retired), this one first. */
-      const members = Effect.map(
-        Effect.orElseSucceed(membership.nodes, () => []),
-        (nodes) => [self, ...nodes.filter((n) => n.id !== self && (n.status === "active" || n.status === "inactive")).map((n) => n.id)]
+      /**
+       * Every node still a member (registered, not retired), this one first. While the registry
+       * does not answer (an election), the list last read stands: this node alone would place a
+       * room here that other gateways place elsewhere. Before any list was read, none: a join
+       * is then 503 rather than placed blind.
+       */
+      let lastMembers: ReadonlyArray<string> = []
+      const members = membership.nodes.pipe(
+        Effect.map((nodes) => [self, ...nodes.filter((n) => n.id !== self && (n.status === "active" || n.status === "inactive")).map((n) => n.id)]),
+        Effect.tap((read) => Effect.sync(() => (lastMembers = read))),
+        Effect.orElse(() => Effect.sync(() => lastMembers))
       )
 
       const healthy = (node: string) =>
