@@ -82,7 +82,7 @@ const benches: ReadonlyArray<Bench> = [
     short: { VAULT_ROUNDS: "3", VAULT_DURATION: "3" },
     missing: () => [...need("taskset")(), ...(hasRqlited() ? [] : ["rqlited (bash scripts/engines.sh rqlite)"])]
   },
-  { name: "webrtc", short: { WEBRTC_ROUNDS: "3", WEBRTC_DURATION: "3" }, missing: need("wrk", "taskset") },
+  { name: "webrtc", short: { WEBRTC_ROUNDS: "3", WEBRTC_DURATION: "3", WEBRTC_JOINS: "100" }, missing: need("wrk", "taskset", "turnserver") },
   { name: "auth", short: { AUTH_N: "200" }, missing: () => [] },
   { name: "startup", short: { STARTUP_RUNS: "3" }, missing: () => [] }
 ]

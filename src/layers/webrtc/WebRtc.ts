@@ -191,14 +191,39 @@ export class WebRtc extends Context.Tag("portico/WebRtc")<WebRtc, WebRtcService>
         return known === undefined || now - known.at >= KEPT_MS ? undefined : credentialsFor(namespace, known.row, now)
       }
 
+      /**
+       * The settings as this gateway read them in the last KEPT_MS, else read now: what each join
+       * and each participant event reads, as credentials do (a change made on another gateway is
+       * seen here within KEPT_MS).
+       */
+      const recent = (namespace: string) =>
+        Effect.suspend(() => {
+          const known = kept.get(namespace)
+          return known !== undefined && Date.now() - known.at < KEPT_MS ? Effect.succeed(known.row) : read(namespace)
+        })
+
+      /** Relay secrets opened, by their sealed text: a join and an event each need one. */
+      const opened = new Map<string, Uint8Array>()
       const relaySecret: WebRtcService["relaySecret"] = (namespace) =>
-        Effect.flatMap(read(namespace), (row) =>
-          row.enabled && row.sealed !== undefined ? Effect.mapError(sealer.open("webrtc-relay", namespace, row.sealed), storeDown) : Effect.succeed(undefined)
-        )
+        Effect.flatMap(recent(namespace), (row) => {
+          if (!row.enabled || row.sealed === undefined) return Effect.succeed(undefined)
+          const known = opened.get(row.sealed)
+          if (known !== undefined) return Effect.succeed(known)
+          const sealed = row.sealed
+          return Effect.mapError(
+            Effect.tap(sealer.open("webrtc-relay", namespace, sealed), (secret) =>
+              Effect.sync(() => {
+                if (opened.size >= 10_000) opened.clear()
+                opened.set(sealed, secret)
+              })
+            ),
+            storeDown
+          )
+        })
 
       const mayJoin: WebRtcService["mayJoin"] = (namespace, room, user) =>
         Effect.gen(function* () {
-          const row = yield* read(namespace)
+          const row = yield* recent(namespace)
           if (!row.enabled) return yield* Effect.fail(notEnabled())
           if (!row.requireAdmission) return { muted: false }
           const rows = yield* Effect.mapError(
