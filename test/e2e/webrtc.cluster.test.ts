@@ -1,5 +1,5 @@
 /**
- * Real-time media on three real nodes (docs/webrtc.md, "Placement" and "Rooms across the cluster";
+ * Real-time media on three real nodes (docs/webrtc.md, "Signalling" and "Rooms across the cluster";
  * test/support/cluster.ts: each node a gateway, its media server and a voter of a three-voter
  * rqlite registry in a network namespace of its own), relay-only through one real coturn: two
  * users joining a room through two different gateways meet on the node the rendezvous hash names,

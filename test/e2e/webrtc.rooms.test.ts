@@ -18,7 +18,7 @@ import { connected, JoinRefused, joinRoom, type MediaPeer, until } from "../supp
 
 const SECRET = "turn-secret-" + "9".repeat(20)
 const bin = process.env["PORTICO_ENGINES_DIR"] ?? path.resolve(import.meta.dirname, "../../.engines/bin")
-export const sfuBinary = path.join(bin, "portico-sfu")
+const sfuBinary = path.join(bin, "portico-sfu")
 
 const expectRefused = (reply: Reply, status: number, code: string) => {
   expect([reply.status, reply.body?.code], reply.text).toEqual([status, code])

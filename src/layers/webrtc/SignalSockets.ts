@@ -118,6 +118,11 @@ export const makeSignalSockets = (deps: {
       upstream.once("open", () => {
         if (settled) return void upstream.close(1001)
         settled = true
+        // the client went away while the media server took the join: nothing to upgrade
+        if (handshake.socket.destroyed) {
+          upstream.close(1001)
+          return done()
+        }
         server.handleUpgrade(handshake.req, handshake.socket, handshake.head, (client) => {
           handshake.answered(101)
           open.add(client)
