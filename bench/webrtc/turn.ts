@@ -13,10 +13,8 @@
  */
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { fileURLToPath } from "node:url"
+import { loopbackTurnConfig } from "../../test/support/coturn.js"
 import { type Child, freePort, startPinned, waitUntil } from "../support/children.js"
-
-const SHIPPED_CONFIG = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../engines/coturn/turnserver.conf")
 
 export interface BenchTurn {
   readonly child: Child
@@ -32,23 +30,7 @@ export const startBenchTurn = async (dir: string, secret: string): Promise<Bench
   const relayBase = 20000 + Math.floor(Math.random() * 20000)
   fs.writeFileSync(
     config,
-    [
-      fs.readFileSync(SHIPPED_CONFIG, "utf8"),
-      "# bench/webrtc's own, on loopback",
-      "listening-ip=127.0.0.1",
-      "relay-ip=127.0.0.1",
-      `listening-port=${port}`,
-      `min-port=${relayBase}`,
-      `max-port=${relayBase + 4000}`,
-      "allow-loopback-peers",
-      "allowed-peer-ip=127.0.0.1",
-      "max-bps=0",
-      "no-tls",
-      "no-dtls",
-      "log-file=stdout",
-      `pidfile=${path.join(dir, "turnserver.pid")}`,
-      ""
-    ].join("\n")
+    loopbackTurnConfig({ host: "127.0.0.1", port, relayPorts: { min: relayBase, max: relayBase + 4000 }, dir, extra: ["max-bps=0"] })
   )
   const child = startPinned("coturn", dir, "turnserver", ["-c", config, "--static-auth-secret", secret])
   await waitUntil(child, () => /Total General servers|listener opened on/i.test(fs.readFileSync(child.log, "utf8")), 10_000)

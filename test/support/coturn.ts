@@ -34,30 +34,41 @@ export interface TurnServer {
 export const hasTurnServer = (): boolean =>
   ["turnserver", "turnutils_uclient"].every((tool) => (process.env["PATH"] ?? "").split(":").some((dir) => fs.existsSync(path.join(dir, tool))))
 
+/**
+ * The shipped configuration with what a loopback run adds: one listening and relay address,
+ * a relay port range, loopback peers allowed, no TLS, the log on stdout, and `extra` lines.
+ */
+export const loopbackTurnConfig = (options: {
+  readonly host: string
+  readonly port: number
+  readonly relayPorts: { readonly min: number; readonly max: number }
+  readonly dir: string
+  readonly extra?: ReadonlyArray<string>
+}): string =>
+  [
+    fs.readFileSync(SHIPPED_CONFIG, "utf8"),
+    "# the run's own, on loopback",
+    `listening-ip=${options.host}`,
+    `relay-ip=${options.host}`,
+    `listening-port=${options.port}`,
+    `min-port=${options.relayPorts.min}`,
+    `max-port=${options.relayPorts.max}`,
+    "allow-loopback-peers",
+    `allowed-peer-ip=${options.host}`,
+    ...(options.extra ?? []),
+    "no-tls",
+    "no-dtls",
+    "log-file=stdout",
+    `pidfile=${path.join(options.dir, "turnserver.pid")}`,
+    ""
+  ].join("\n")
+
 export const startTurnServer = async (secret: string, host = "127.0.0.1"): Promise<TurnServer> => {
   const port = await Effect.runPromise(freePort)
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "portico-coturn-"))
   const config = path.join(dir, "turnserver.conf")
   const relayBase = 40000 + Math.floor(Math.random() * 20000)
-  fs.writeFileSync(
-    config,
-    [
-      fs.readFileSync(SHIPPED_CONFIG, "utf8"),
-      "# the test's own, on loopback",
-      `listening-ip=${host}`,
-      `relay-ip=${host}`,
-      `listening-port=${port}`,
-      `min-port=${relayBase}`,
-      `max-port=${relayBase + 40}`,
-      "allow-loopback-peers",
-      `allowed-peer-ip=${host}`,
-      "no-tls",
-      "no-dtls",
-      "log-file=stdout",
-      `pidfile=${path.join(dir, "turnserver.pid")}`,
-      ""
-    ].join("\n")
-  )
+  fs.writeFileSync(config, loopbackTurnConfig({ host, port, relayPorts: { min: relayBase, max: relayBase + 40 }, dir }))
   let output = ""
   const child: ChildProcess = spawn("turnserver", ["-c", config, "--static-auth-secret", secret], { stdio: ["ignore", "pipe", "pipe"] })
   child.stdout!.on("data", (c: Buffer) => (output += c.toString()))
