@@ -46,13 +46,22 @@ func (s *sfu) authorized(r *http.Request) bool {
 	return err == nil && subtle.ConstantTimeCompare(token, s.cfg.key) == 1
 }
 
-func (s *sfu) serveRooms(w http.ResponseWriter, r *http.Request) {
+// gatewayCall answers a call without the bearer (401, checked first) or with another method than
+// method (405), and says whether the call may go on.
+func (s *sfu) gatewayCall(w http.ResponseWriter, r *http.Request, method string) bool {
 	if !s.authorized(r) {
 		httpError(w, http.StatusUnauthorized, "UNAUTHORIZED", "bearer token required")
-		return
+		return false
 	}
-	if r.Method != http.MethodGet {
-		httpError(w, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", "GET only")
+	if r.Method != method {
+		httpError(w, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", method+" only")
+		return false
+	}
+	return true
+}
+
+func (s *sfu) serveRooms(w http.ResponseWriter, r *http.Request) {
+	if !s.gatewayCall(w, r, http.MethodGet) {
 		return
 	}
 	ns := r.URL.Query().Get("ns")
@@ -74,12 +83,7 @@ type controlRequest struct {
 // serveControl kicks, mutes or unmutes the peers of one room that match user or peer, or ends
 // every room of a namespace.
 func (s *sfu) serveControl(w http.ResponseWriter, r *http.Request) {
-	if !s.authorized(r) {
-		httpError(w, http.StatusUnauthorized, "UNAUTHORIZED", "bearer token required")
-		return
-	}
-	if r.Method != http.MethodPost {
-		httpError(w, http.StatusMethodNotAllowed, "METHOD_NOT_ALLOWED", "POST only")
+	if !s.gatewayCall(w, r, http.MethodPost) {
 		return
 	}
 	var req controlRequest
