@@ -174,6 +174,20 @@ install_ipfs_cluster() {
   log "built ipfs-cluster-service and ipfs-cluster-ctl $CLUSTER_VERSION in $((SECONDS - started)) s"
 }
 
+# Builds one of Portico's own Go programs (engines/<dir>, its go.mod pinning its modules and its
+# go.sum complete) into $BIN/<name>, stamped with the sources' hash `want`.
+build_own() {
+  local dir="$1" name="$2" want="$3" started=$SECONDS
+  mkdir -p "$BIN"
+  (
+    cd "$dir"
+    GOFLAGS="-mod=readonly -buildvcs=false" go build -trimpath -ldflags "-s -w" -o "$BIN/$name.tmp" .
+  ) || die "go build of $name failed"
+  mv -f "$BIN/$name.tmp" "$BIN/$name"
+  stamp "$name" "$want"
+  log "built $name in $((SECONDS - started)) s"
+}
+
 # --- the TLS edge ---------------------------------------------------------------------------
 install_edge() {
   local want
@@ -183,15 +197,7 @@ install_edge() {
   else
     need go "install Go (https://go.dev) to build the edge (Caddy)"
     log "building portico-caddy: Caddy with Portico's storage module and DNS provider (first build takes a few minutes)"
-    local started=$SECONDS
-    mkdir -p "$BIN"
-    (
-      cd "$EDGE_DIR"
-      GOFLAGS="-mod=readonly -buildvcs=false" go build -trimpath -ldflags "-s -w" -o "$BIN/portico-caddy.tmp" .
-    ) || die "go build of portico-caddy failed"
-    mv -f "$BIN/portico-caddy.tmp" "$BIN/portico-caddy"
-    stamp portico-caddy "$want"
-    log "built portico-caddy in $((SECONDS - started)) s"
+    build_own "$EDGE_DIR" portico-caddy "$want"
   fi
   if is_current pebble "$PEBBLE_MODULE@$PEBBLE_VERSION"; then
     log "pebble $PEBBLE_VERSION already installed"
@@ -212,15 +218,7 @@ install_sfu() {
   fi
   need go "install Go (https://go.dev) to build the SFU (pion/webrtc)"
   log "building portico-sfu: the SFU of real-time media, on pion/webrtc (first build takes a minute)"
-  local started=$SECONDS
-  mkdir -p "$BIN"
-  (
-    cd "$SFU_DIR"
-    GOFLAGS="-mod=readonly -buildvcs=false" go build -trimpath -ldflags "-s -w" -o "$BIN/portico-sfu.tmp" .
-  ) || die "go build of portico-sfu failed"
-  mv -f "$BIN/portico-sfu.tmp" "$BIN/portico-sfu"
-  stamp portico-sfu "$want"
-  log "built portico-sfu in $((SECONDS - started)) s"
+  build_own "$SFU_DIR" portico-sfu "$want"
 }
 
 # --- redis ----------------------------------------------------------------------------------
