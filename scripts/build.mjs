@@ -5,7 +5,8 @@
 // runs: one file per entry (the command, the SQLite worker) and a chunk per lazily imported part,
 // instead of about 1,200 ES modules to resolve, read and compile, which took half of a gateway's
 // start (docs/performance.md "Start-up"). dist/'s own modules stay for the typed client and the
-// start-up bench's phases. Run by scripts/ensure-deps.mjs (the install step) and by
+// start-up bench's phases. It also bundles the web console (console/, docs/console.md) into
+// dist/console/ for the browser. Run by scripts/ensure-deps.mjs (the install step) and by
 // bin/portico.mjs when stale.
 //
 //   node scripts/build.mjs          # build when stale
@@ -22,6 +23,9 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
 export const distDir = path.join(root, "dist")
 export const bundleDir = path.join(distDir, "bundle")
 const stampFile = path.join(distDir, ".build-stamp")
+export const consoleDir = path.join(distDir, "console")
+const consoleSources = path.join(root, "console")
+const consoleManifest = path.join(consoleDir, "manifest.json")
 // Inputs whose change can change the output; directories count too, since removing a file
 // changes only its directory's mtime.
 const configFiles = ["tsconfig.json", "tsconfig.build.json", "package-lock.json"].map((f) => path.join(root, f))
@@ -48,6 +52,17 @@ export const staleReason = () => {
   return undefined
 }
 
+/**
+ * Why dist/console/ needs a build when dist/ itself is current: the console's own sources changed
+ * (a change under src/ rebuilds everything, the console with it, since it bundles the typed client).
+ */
+export const consoleStaleReason = () => {
+  if (!existsSync(consoleSources)) return undefined
+  if (!existsSync(consoleManifest)) return "dist/console/ has not been built yet"
+  if (newestMtime(consoleSources) > statSync(consoleManifest).mtimeMs) return "console/ changed since the last build"
+  return undefined
+}
+
 /** Runs tsc; throws when it emits nothing (its output is on stderr by then). */
 export const build = (reason) => {
   process.stderr.write(`[build] compiling src/ to dist/ with tsc (${reason}; about 20 s the first time, less after)\n`)
@@ -70,6 +85,7 @@ export const build = (reason) => {
     throw new Error(`tsc failed (exit ${result.status ?? result.signal}); dist/ was not updated`)
   }
   bundle()
+  bundleConsoleOrSay()
   writeFileSync(stampFile, startedAt.toISOString() + "\n")
   utimesSync(stampFile, startedAt, startedAt)
   process.stderr.write(`[build] done in ${((Date.now() - started) / 1000).toFixed(1)} s\n`)
@@ -109,6 +125,59 @@ const bundle = () => {
     logLevel: "silent"
   })
   for (const warning of result.warnings) process.stderr.write(`[build] esbuild: ${warning.text}\n`)
+}
+
+/**
+ * dist/console/: the web console for the browser (console/main.tsx with Preact, its JSX compiled
+ * by esbuild, and the typed client it calls the API through; console/console.css), minified, each
+ * file named by its content hash so the gateway can let browsers keep it for good
+ * (src/api/ConsolePage.ts). manifest.json names the script, the stylesheet and every file there is
+ * to serve; it is written last, so a gateway never reads a manifest naming files not yet written.
+ */
+export const bundleConsole = () => {
+  if (!existsSync(consoleSources)) return
+  const esbuild = createRequire(import.meta.url)("esbuild")
+  rmSync(consoleDir, { recursive: true, force: true })
+  const result = esbuild.buildSync({
+    entryPoints: [path.join(consoleSources, "main.tsx"), path.join(consoleSources, "console.css")],
+    outdir: consoleDir,
+    entryNames: "[name]-[hash]",
+    bundle: true,
+    minify: true,
+    format: "esm",
+    platform: "browser",
+    target: "es2022",
+    jsx: "automatic",
+    jsxImportSource: "preact",
+    tsconfig: path.join(consoleSources, "tsconfig.json"),
+    sourcemap: "linked",
+    sourcesContent: false,
+    legalComments: "linked",
+    metafile: true,
+    logLevel: "silent"
+  })
+  for (const warning of result.warnings) process.stderr.write(`[build] esbuild (console): ${warning.text}\n`)
+  const outputs = Object.keys(result.metafile.outputs).map((file) => path.basename(file))
+  const entry = (ext) => {
+    const found = Object.entries(result.metafile.outputs).find(([file, output]) => output.entryPoint !== undefined && file.endsWith(ext))
+    if (found === undefined) throw new Error(`the console's ${ext} entry was not built`)
+    return path.basename(found[0])
+  }
+  writeFileSync(consoleManifest, JSON.stringify({ script: entry(".js"), style: entry(".css"), files: outputs }, null, 2) + "\n")
+}
+
+/**
+ * The console is not what the gateway needs to run: a console that does not bundle is said, and
+ * the gateway starts without it (`/console` answers 503 saying so); with no manifest written, the
+ * next build tries again.
+ */
+const bundleConsoleOrSay = () => {
+  try {
+    bundleConsole()
+  } catch (error) {
+    rmSync(consoleDir, { recursive: true, force: true })
+    process.stderr.write(`[build] the console (console/) could not be bundled, the gateway runs without it: ${error.message}\n`)
+  }
 }
 
 const lockDir = path.join(distDir, ".build-lock")
@@ -160,11 +229,16 @@ const withLock = (run) => {
 }
 
 export const ensureBuilt = () => {
-  if (staleReason() === undefined) return
+  if (staleReason() === undefined && consoleStaleReason() === undefined) return
   withLock(() => {
     // another process may have built while this one waited
     const reason = staleReason()
-    if (reason !== undefined) build(reason)
+    if (reason !== undefined) return build(reason)
+    const consoleReason = consoleStaleReason()
+    if (consoleReason !== undefined) {
+      process.stderr.write(`[build] bundling the console (${consoleReason})\n`)
+      bundleConsoleOrSay()
+    }
   })
 }
 

@@ -83,6 +83,7 @@ import { RateLimiter } from "../layers/ratelimit/RateLimiter.js"
 import { OperatorHealth } from "../layers/operators/OperatorHealth.js"
 import { openApiRoute } from "./OpenApiRoute.js"
 import { docsRoute } from "./DocsPage.js"
+import { consoleRoute } from "./ConsolePage.js"
 // the module itself, not the package index, which loads the cluster, RPC and worker modules too
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { AppHosts } from "../layers/deployments/serving/AppHosts.js"
@@ -139,7 +140,8 @@ const ApiLive = HttpApiBuilder.api(PorticoApi).pipe(Layer.provide(HandlersLive),
 
 const DocsLive = Layer.mergeAll(
   openApiRoute("/v1/openapi.json"),
-  docsRoute("/v1/docs")
+  docsRoute("/v1/docs"),
+  consoleRoute
 ).pipe(Layer.provide(ApiLive))
 
 // One middleware, so the order is certain: failures become the envelope first, then every

@@ -5,7 +5,7 @@
  * against the list's key shape on the way in, so a cursor not of this list's form is a 400 like
  * any other bad parameter.
  */
-import { Schema } from "effect"
+import { Either, Encoding, Schema } from "effect"
 import type { KeyValues, Page, PageRequest } from "../domain/Page.js"
 import { QueryInteger, strict } from "./Wire.js"
 
@@ -53,14 +53,25 @@ export const Cursor = (parts: ReadonlyArray<KeyPart>) => {
     {
       strict: true,
       decode: (text) =>
-        text.split(".").map((piece, i) => (parts[i] === "int" ? Number(piece) : Buffer.from(piece, "base64url").toString("utf8"))),
+        text.split(".").map((piece, i) => (parts[i] === "int" ? Number(piece) : textOfPiece(piece))),
       encode: (values) => encodeCursor(values)
     }
   ).annotations({ description: "next_cursor of the previous page; absent for the first page" })
 }
 
 export const encodeCursor = (values: KeyValues): string =>
-  values.map((v) => (typeof v === "number" ? String(v) : Buffer.from(v, "utf8").toString("base64url"))).join(".")
+  values.map((v) => (typeof v === "number" ? String(v) : Encoding.encodeBase64Url(v))).join(".")
+
+/**
+ * A text part's UTF-8, decoded as node's Buffer does (a lone last character, which holds no whole
+ * byte, is ignored), with Effect's Encoding rather than Buffer: the typed client encodes and
+ * decodes cursors in a browser too (the web console, console/).
+ */
+const textOfPiece = (piece: string): string =>
+  Either.match(Encoding.decodeBase64Url(piece.length % 4 === 1 ? piece.slice(0, -1) : piece), {
+    onLeft: () => "",
+    onRight: (bytes) => new TextDecoder().decode(bytes)
+  })
 
 /** The answer member naming the next page. */
 export const NextCursor = Schema.NullOr(Schema.String).annotations({

@@ -95,6 +95,14 @@ const FLAGS = [
   "--v=0"
 ]
 
+/**
+ * The flags for a browser started by a CDP client of its own (puppeteer-core, which adds its
+ * DevTools connection and headless mode): the same offline, container and no-throttling ones.
+ */
+export const clientLaunchFlags: ReadonlyArray<string> = FLAGS.filter(
+  (flag) => flag !== "--headless=new" && !flag.startsWith("--remote-debugging-") && flag !== "--enable-logging=stderr" && flag !== "--v=0"
+)
+
 const running = new Set<ChildProcess>()
 process.once("exit", () => {
   for (const proc of running) killGroup(proc, "SIGKILL")

@@ -1,0 +1,68 @@
+/** The signed-in wallet's sessions, a page at a time, and ending one (the current one is signing out). */
+import { TimeAndText } from "../../src/api/Paging.js"
+import { call, cursorOf } from "../api.js"
+import type { Credential } from "../session.js"
+import { ConfirmButton, PageTitle, RefusalNote, useAction, usePaged, when } from "../ui.js"
+
+export const Sessions = (props: { readonly credential: Credential }) => {
+  const token = props.credential.token
+  const list = usePaged(async (cursor) => {
+    const page = await call(token, (c) => c.auth.sessions({ urlParams: { limit: 20, cursor: cursorOf(TimeAndText, cursor) } }))
+    return { items: page.sessions, next: page.next_cursor }
+  })
+  const end = useAction()
+  return (
+    <main>
+      <PageTitle>Sessions</PageTitle>
+      {props.credential.kind === "wallet" ? null : <p class="hint">Sessions are a signed-in wallet's; an API key has none (the gateway says so below).</p>}
+      <RefusalNote refusal={list.refusal} />
+      <RefusalNote refusal={end.refusal} />
+      <div class="table-wrap">
+        <table>
+          <thead>
+            <tr>
+              <th scope="col">Session</th>
+              <th scope="col">Device</th>
+              <th scope="col">Started</th>
+              <th scope="col">Last refreshed</th>
+              <th scope="col">
+                <span class="visually-hidden">Actions</span>
+              </th>
+            </tr>
+          </thead>
+          <tbody>
+            {list.items.map((s) => (
+              <tr data-session={s.id}>
+                <td>
+                  <code>{s.id}</code>
+                  {s.current ? " (this one)" : ""}
+                </td>
+                <td>{s.device_id ?? "none"}</td>
+                <td>{when(s.created_at)}</td>
+                <td>{when(s.refreshed_at)}</td>
+                <td>
+                  {s.current ? (
+                    <span class="hint">sign out to end it</span>
+                  ) : (
+                    <ConfirmButton
+                      label="End"
+                      confirm={`End ${s.id.slice(0, 12)}…`}
+                      disabled={end.busy}
+                      onConfirm={() =>
+                        void end.run(async () => {
+                          await call(token, (c) => c.auth.endSession({ path: { id: s.id }, payload: {} }))
+                          list.reload()
+                        })
+                      }
+                    />
+                  )}
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </div>
+      {list.pager}
+    </main>
+  )
+}
