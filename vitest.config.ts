@@ -1,4 +1,5 @@
 import { readdirSync, readFileSync } from "node:fs"
+import { availableParallelism } from "node:os"
 import * as path from "node:path"
 import { defineConfig } from "vitest/config"
 
@@ -26,17 +27,27 @@ const all = testFiles("test")
 const unit = all.filter(
   (file) => /^test\/(domain|api|layers)\//.test(file) && !startsProcesses.test(readFileSync(path.join(root, file), "utf8"))
 )
-const integration = all.filter((file) => !unit.includes(file))
+// The three-node suites (each runs its cluster in a network namespace of its own, test/support/netns.ts)
+// run one at a time, after the others: each starts three gateways and their engines and holds
+// failover deadlines that a second cluster beside it on two cores would eat into.
+const oneAtATime = all.filter((file) => file.endsWith(".cluster.test.ts"))
+const integration = all.filter((file) => !unit.includes(file) && !oneAtATime.includes(file))
 
 export default defineConfig({
   test: {
     testTimeout: 30_000,
     hookTimeout: 60_000,
     pool: "forks",
+    // At least two suites at once, even on two cores (where vitest's default is one): an
+    // integration suite spends most of its time waiting on processes it started, so a second
+    // one beside it keeps the cores busy. Suites never share a port, an app port block
+    // (test/support/gateway.ts) or a data directory.
+    maxWorkers: Math.max(2, availableParallelism() - 1),
     globalSetup: ["test/support/globalSetup.ts"],
     projects: [
       { extends: true, test: { name: "unit", include: unit } },
-      { extends: true, test: { name: "integration", include: integration } }
+      { extends: true, test: { name: "integration", include: integration } },
+      { extends: true, test: { name: "cluster", include: oneAtATime, poolOptions: { forks: { singleFork: true } } } }
     ]
   }
 })

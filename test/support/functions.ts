@@ -4,7 +4,7 @@
  */
 import { spawnSync } from "node:child_process"
 import { createHash } from "node:crypto"
-import { existsSync, mkdirSync, readdirSync, readFileSync } from "node:fs"
+import { existsSync, mkdirSync, readdirSync, readFileSync, renameSync } from "node:fs"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
@@ -25,12 +25,15 @@ export const goFunction = (name: string, options: { readonly reactor?: boolean }
   const out = path.join(tmpdir(), "portico-fn-fixtures", `${name}-${hash.digest("hex").slice(0, 16)}.wasm`)
   if (!existsSync(out)) {
     mkdirSync(path.dirname(out), { recursive: true })
-    const built = spawnSync("go", ["build", ...(options.reactor === true ? ["-buildmode=c-shared"] : []), "-o", out, "."], {
+    // built beside it and renamed into place: a suite running at the same time reads a whole module or none
+    const building = `${out}.${process.pid}`
+    const built = spawnSync("go", ["build", ...(options.reactor === true ? ["-buildmode=c-shared"] : []), "-o", building, "."], {
       cwd: dir,
       env: { ...process.env, GOOS: "wasip1", GOARCH: "wasm", GOFLAGS: "-mod=mod", GOTOOLCHAIN: "local" },
       encoding: "utf8"
     })
     if (built.status !== 0) throw new Error(`go build of ${name} failed: ${built.stderr}`)
+    renameSync(building, out)
   }
   return readFileSync(out)
 }
