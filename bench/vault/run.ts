@@ -11,7 +11,13 @@
  * Layout: every server (the three gateways, rqlited, the anchor's front and stores) on CPU 0; this
  * driver, the client, signing every request, on CPU 1. Knobs: VAULT_ROUNDS (5), VAULT_DURATION
  * (seconds per side per round, 5), VAULT_CONCURRENCY (8), VAULT_ENVELOPE_KIB (64),
- * VAULT_GATEWAY_NODE_ARGS (more node arguments for the gateways, e.g. `--cpu-prof`).
+ * VAULT_GATEWAY_NODE_ARGS (more node arguments for the gateways, e.g. `--cpu-prof`), VAULT_ACTIONS
+ * (`push,pull`; one alone to profile it).
+ *
+ * Beside the rates: the servers' CPU per operation (utime + stime from /proc over each counted
+ * round, divided by the operations done), for the front gateway, the other two gateways together,
+ * rqlited, and the anchor's front and stores. Steadier than the rates when other work shares the
+ * machine, since it counts only the servers' own CPU.
  */
 import { spawnSync } from "node:child_process"
 import { createHash, generateKeyPairSync, type KeyObject, randomBytes, sign } from "node:crypto"
@@ -36,6 +42,8 @@ const rounds = int("VAULT_ROUNDS", 5)
 const durationS = int("VAULT_DURATION", 5)
 const concurrency = int("VAULT_CONCURRENCY", 8)
 const envelopeKiB = int("VAULT_ENVELOPE_KIB", 64)
+/** Which measures run (`push,pull`; one alone to profile it). */
+const actions = (process.env["VAULT_ACTIONS"] ?? "push,pull").split(",").filter((a): a is "push" | "pull" => a === "push" || a === "pull")
 /** More node arguments for the gateways (`--cpu-prof --cpu-prof-dir=…` to profile them). */
 const gatewayNodeArgs = (process.env["VAULT_GATEWAY_NODE_ARGS"] ?? "").split(" ").filter((a) => a !== "")
 const TARGET = 0.5
@@ -91,7 +99,7 @@ const pullBody = (ids: ReadonlyArray<Identity>, turn: number) => {
   throw new Error("every identity has signed a pull for every second in the window")
 }
 
-/** `concurrency` clients sending `next()` bodies to `url` for the round: requests per second. */
+/** `concurrency` clients sending `next()` bodies to `url` for the round: requests per second, and how many were done. */
 const load = async (url: string, next: (worker: number) => string, headers: Record<string, string>) => {
   let done = 0
   const until = performance.now() + durationS * 1000
@@ -105,8 +113,21 @@ const load = async (url: string, next: (worker: number) => string, headers: Reco
       }
     })
   )
-  return done / ((performance.now() - started) / 1000)
+  return { rate: done / ((performance.now() - started) / 1000), done }
 }
+
+/** A process's CPU time so far in ms (user + system, or system alone with `sys`; from /proc/<pid>/stat). */
+const cpuMsOf = (pid: number | undefined, sys = false): number => {
+  if (pid === undefined) return 0
+  try {
+    const stat = fs.readFileSync(`/proc/${pid}/stat`, "utf8")
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+    return ((sys ? 0 : Number(fields[11])) + Number(fields[12])) * 1000 / CLOCK_TICKS
+  } catch {
+    return 0
+  }
+}
+const CLOCK_TICKS = Number(spawnSync("getconf", ["CLK_TCK"], { encoding: "utf8" }).stdout.trim()) || 100
 
 const readyLine = async (child: Child) => {
   const line = await readline.createInterface({ input: child.process.stdout! })[Symbol.asyncIterator]().next()
@@ -155,18 +176,25 @@ const main = async () => {
     }, 60_000)
 
     const storeUrls: Array<string> = []
+    const stores: Array<Child> = []
     for (let i = 0; i < 3; i++) {
       const port = await freePort()
       const storeDir = path.join(dir, `store-${i + 1}`)
       fs.mkdirSync(storeDir)
       const store = startPinned(`store-${i + 1}`, dir, process.execPath, ["--import", "tsx", path.join(here, "anchor.ts"), "store", "127.0.0.1", String(port), storeDir], { pipeStdout: true })
       await readyLine(store)
+      stores.push(store)
       storeUrls.push(`http://127.0.0.1:${port}`)
     }
     const anchorPort = await freePort()
     const anchor = startPinned("anchor", dir, process.execPath, ["--import", "tsx", path.join(here, "anchor.ts"), "front", String(anchorPort), ...storeUrls], { pipeStdout: true })
     await readyLine(anchor)
     const anchorUrl = `http://127.0.0.1:${anchorPort}`
+    /** The processes whose CPU a round of each side counts, by role. */
+    const roles = {
+      gateway: { front: [gateways[0]!.child], peers: [gateways[1]!.child, gateways[2]!.child], rqlited: [rqlited] },
+      anchor: { front: [anchor], stores: stores }
+    }
 
     const sides = {
       gateway: { push: `${front}/v1/vault/push`, pull: `${front}/v1/vault/pull`, headers: auth, pushers: [] as Array<Identity>, pulled: [] as Array<Identity> },
@@ -181,14 +209,26 @@ const main = async () => {
       }
     }
     let turn = 0
-    const run = (which: "gateway" | "anchor", action: "push" | "pull") => {
+    type Cpu = Record<string, number>
+    /** Each role's CPU ms so far, and the front's system time alone (`front sys`: its socket writes and reads, its flushes). */
+    const cpuNow = (which: "gateway" | "anchor"): Cpu => ({
+      ...Object.fromEntries(Object.entries(roles[which]).map(([role, children]) => [role, children.reduce((sum, c) => sum + cpuMsOf(c.process.pid), 0)])),
+      "front sys": cpuMsOf(roles[which].front[0]!.process.pid, true)
+    })
+    /** One side's round: its rate, and its servers' CPU ms per operation by role. */
+    const run = async (which: "gateway" | "anchor", action: "push" | "pull") => {
       const side = sides[which]
-      return action === "push"
+      const before = cpuNow(which)
+      const { rate, done } = await (action === "push"
         ? load(side.push, (worker) => pushBody(side.pushers[worker]!), side.headers)
-        : load(side.pull, () => pullBody(side.pulled, turn++), side.headers)
+        : load(side.pull, () => pullBody(side.pulled, turn++), side.headers))
+      const after = cpuNow(which)
+      const cpu: Cpu = Object.fromEntries(Object.keys(after).map((role) => [role, (after[role]! - before[role]!) / Math.max(1, done)]))
+      return { rate, cpu }
     }
-    const results: Record<"push" | "pull", Array<{ g: number; a: number }>> = { push: [], pull: [] }
-    for (const action of ["push", "pull"] as const) {
+    const cpuText = (cpu: Cpu) => Object.entries(cpu).map(([role, ms]) => `${role} ${ms.toFixed(2)}`).join(", ")
+    const results: Record<"push" | "pull", Array<{ g: number; a: number; gCpu: Cpu; aCpu: Cpu }>> = { push: [], pull: [] }
+    for (const action of actions) {
       // one uncounted pass of each side: the first seconds of a path measure its JIT warming up
       await run("gateway", action)
       await run("anchor", action)
@@ -197,8 +237,11 @@ const main = async () => {
         const one = await run(gatewayFirst ? "gateway" : "anchor", action)
         const two = await run(gatewayFirst ? "anchor" : "gateway", action)
         const [g, a] = gatewayFirst ? [one, two] : [two, one]
-        results[action].push({ g, a })
-        console.error(`${action} round ${r + 1}: gateway ${g.toFixed(0)}/s, anchor ${a.toFixed(0)}/s, ratio ${(g / a).toFixed(2)}`)
+        results[action].push({ g: g.rate, a: a.rate, gCpu: g.cpu, aCpu: a.cpu })
+        console.error(
+          `${action} round ${r + 1}: gateway ${g.rate.toFixed(0)}/s, anchor ${a.rate.toFixed(0)}/s, ratio ${(g.rate / a.rate).toFixed(2)}; ` +
+            `CPU ms/op gateway: ${cpuText(g.cpu)}; anchor: ${cpuText(a.cpu)}`
+        )
       }
     }
 
@@ -219,13 +262,21 @@ const main = async () => {
     console.log(`bench/vault: ${rounds} rounds of ${durationS} s per side, ${concurrency} in flight, ${envelopeKiB} KiB envelope, 3 nodes`)
     console.log("| measure | gateway /s | anchor /s | ratio | target | met |")
     console.log("|---|---:|---:|---:|---|---|")
-    for (const action of ["push", "pull"] as const) {
+    for (const action of actions) {
       const ratio = ratioOf(action)
       console.log(`| ${action} (median) | ${median(results[action].map((x) => x.g)).toFixed(0)} | ${median(results[action].map((x) => x.a)).toFixed(0)} | ${ratio.toFixed(2)} | >= ${TARGET} | ${ratio >= TARGET ? "yes" : "no"} |`)
     }
+    const medianCpu = (cpus: ReadonlyArray<Cpu>): Cpu => Object.fromEntries(Object.keys(cpus[0] ?? {}).map((role) => [role, median(cpus.map((c) => c[role]!))]))
+    for (const action of actions) {
+      console.log(
+        `${action} CPU ms per operation (medians): gateway ${cpuText(medianCpu(results[action].map((x) => x.gCpu)))}; ` +
+          `anchor ${cpuText(medianCpu(results[action].map((x) => x.aCpu)))}`
+      )
+    }
     console.log(`split of 512 KiB into 3: ${median(splits).toFixed(1)} ms; combine of 2: ${median(combines).toFixed(1)} ms (medians of 7)`)
     const anchorText = "a bare front: node:crypto verify, the same split/combine, POSTs to three SQLite share stores"
-    writeSummary("vault", `VAULT_ROUNDS=${rounds} VAULT_DURATION=${durationS} VAULT_CONCURRENCY=${concurrency} VAULT_ENVELOPE_KIB=${envelopeKiB}`, [
+    // the summary holds both measures: a run of one alone (to profile it) writes none
+    if (actions.length === 2) writeSummary("vault", `VAULT_ROUNDS=${rounds} VAULT_DURATION=${durationS} VAULT_CONCURRENCY=${concurrency} VAULT_ENVELOPE_KIB=${envelopeKiB}`, [
       atLeast("vault push, 3 nodes (39)", anchorText, ratioOf("push"), TARGET, `rounds ${roundsText(results.push.map((x) => x.g / x.a))}`),
       atLeast("vault pull, 3 nodes (39)", anchorText, ratioOf("pull"), TARGET, `rounds ${roundsText(results.pull.map((x) => x.g / x.a))}`),
       reported("vault split of 512 KiB into 3 shares (39)", "-", median(splits), "ms", `combine of 2: ${median(combines).toFixed(1)} ms`)

@@ -6,8 +6,9 @@
  * store has: its statements leave in batches, RqliteSqlEngine.ts), the node-local database query
  * (answered when its SQLite worker has: WorkerPool.ts), that query as another gateway forwards
  * it to the database's home node (`/v1/internal/sqlite/query`, PeerGate's checks made here), so a
- * forwarded read pays for one app path, not two, and TURN credentials (a keyed hash over settings
- * read in the last seconds; WebRtc.ts).
+ * forwarded read pays for one app path, not two, TURN credentials (a keyed hash over settings
+ * read in the last seconds; WebRtc.ts), and the vault's push and pull with the guardians' share
+ * routes they call on the other nodes (lane/VaultLane.ts).
  *
  * Why: through the HttpApi app these routes cost ~50 µs of CPU each in fibers, context copies and
  * schema plumbing around a few microseconds of work (docs/performance.md), and they are what an
@@ -24,23 +25,22 @@
  * and the app writes the refusal or the decode error as it always does.
  */
 import { clientAddressOf } from "./node/ClientAddress.js"
-import { Cause, Effect, Either, Exit, Option, Runtime, Schema } from "effect"
+import { Cause, Effect, Either, Exit, Option, Runtime } from "effect"
 import type * as http from "node:http"
-import { type ApiError, CoordinationRefused, type DomainRefusal, type ErrorCode, fromRefusal } from "../domain/Errors.js"
-import { decoderOf } from "../domain/FastDecode.js"
+import { CoordinationRefused, type DomainRefusal, type ErrorCode, fromRefusal } from "../domain/Errors.js"
 import { oncePerObject } from "../domain/Memo.js"
 import { type Principal, toPrincipal } from "../domain/Principal.js"
 import { memberSource } from "../domain/StrictJson.js"
 import { Cache, type CacheNow } from "../layers/cache/Cache.js"
 import { PorticoConfig } from "../layers/config/PorticoConfig.js"
-import { Coordination, type CoordinationService, MAC_UNHELD } from "../layers/coordination/Coordination.js"
+import { bytesSigned, Coordination, ENVELOPE_HEADER, MAC_UNHELD } from "../layers/coordination/Coordination.js"
 import { RegistryStore } from "../layers/registry/RegistryStore.js"
 import type { Refused } from "../layers/Refused.js"
 import { ClusterSql, type ClusterSqlService } from "../layers/sql/ClusterSql.js"
 import { LocalDatabases, type LocalDatabasesService } from "../layers/sql/LocalDatabases.js"
+import { Vault } from "../layers/vault/Vault.js"
 import { WebRtc, type WebRtcService } from "../layers/webrtc/WebRtc.js"
 import { laneCors } from "./Cors.js"
-import { type Refusal, refusalOf } from "./ErrorResponses.js"
 import { type Decision, Gate } from "./gate/Gate.js"
 import { routeIndex } from "./gate/RouteIndex.js"
 import { whoamiOf } from "./groups/AuthGroup.js"
@@ -50,9 +50,10 @@ import { ForwardedQuery } from "./groups/InternalGroup.js"
 import { StatementRequest } from "./groups/SqlGroup.js"
 import { turnCredentialsWire } from "./groups/WebRtcGroup.js"
 import { bind } from "./handlers/DatabaseHandlers.js"
-import { jsonValue, utf8Text } from "./JsonBody.js"
+import { utf8Text } from "./JsonBody.js"
+import { type Answer, internalError, jsonPayload, ok, type Pending, type PeerRoute, refused, type Route, type Work } from "./lane/LaneAnswer.js"
+import { vaultPeerRoutes, vaultRoutes } from "./lane/VaultLane.js"
 import { NoMembers } from "./Wire.js"
-import { internalBody } from "./node/DirectAnswers.js"
 import type { Policy } from "./Policy.js"
 import { RequestMeta } from "./RequestMeta.js"
 import type { LaneName } from "./RouteFacts.js"
@@ -79,21 +80,7 @@ export interface FastLane {
   readonly turn: <A>(answerAll: () => A) => A
 }
 
-interface Answer {
-  readonly status: number
-  readonly body: string
-  /** Seconds, sent as `Retry-After`. */
-  readonly retryAfter?: number | undefined
-}
-
-/** An answer that comes later: `done` gets it once (a refusal is an answer too). */
-type Pending = (done: (answer: Answer) => void) => void
-
-/** The route's work for one request, its payload decoded and ready: the caller in, the answer out, or its pending answer. */
-type Work = (caller: Principal, now: number) => Answer | Pending
-
-/** A route of the lane, as written: its work for a body text, or undefined when the body does not decode. */
-type Route = (text: string) => Work | undefined
+const NO_BYTES = new Uint8Array(0)
 
 /** A route of the lane with who may call it. */
 interface LaneRoute {
@@ -102,42 +89,8 @@ interface LaneRoute {
   readonly prepare: Route
 }
 
-/**
- * A node-to-node route of the lane (policy `internal`): no client credential, the caller is the
- * one the front gateway admitted, carried in the payload the coordination MAC covers.
- */
-type PeerRoute = (text: string) => (() => Answer | Pending) | undefined
-
-const ok = (body: string): Answer => ({ status: 200, body })
-
-/** A refusal as the app writes it: the one encoder (ErrorResponses.ts). */
-const refused = (error: ApiError): Refusal => refusalOf(error)
-
-/** The app's answer to a defect. */
-const internalError: Answer = { status: 500, body: internalBody }
-
 const fromCache = <A, E extends DomainRefusal<ErrorCode>>(result: Either.Either<A, E>, then: (a: A) => string): Answer =>
   Either.isRight(result) ? ok(then(result.right)) : refused(fromRefusal(result.left))
-
-/** A schema's decoder that says undefined instead of why (the app says why). */
-const payloadDecoder = <A, I>(schema: Schema.Schema<A, I>) => {
-  const decode = decoderOf(schema)
-  return (value: unknown): A | undefined => {
-    const decoded = decode(value)
-    return Either.isRight(decoded) ? decoded.right : undefined
-  }
-}
-
-/** The body as the app reads it (JsonBody.ts), then the schema. */
-const jsonPayload = (maxBodyBytes: number) => {
-  return <A, I>(schema: Schema.Schema<A, I>) => {
-    const decode = payloadDecoder(schema)
-    return (text: string): A | undefined => {
-      const value = jsonValue(text, maxBodyBytes)
-      return Either.isRight(value) ? decode(value.right) : undefined
-    }
-  }
-}
 
 const cacheRoutes = (cache: CacheNow, maxBodyBytes: number): Partial<Record<LaneName, Route>> => {
   const json = jsonPayload(maxBodyBytes)
@@ -228,11 +181,14 @@ const peerSqlRoutes = (local: LocalDatabasesService, maxBodyBytes: number, log: 
   const query = jsonPayload(maxBodyBytes)(ForwardedQuery)
   const answerOf = statementAnswer(log)
   return {
-    "internal.sqlite.query": (text) => {
-      const payload = query(text)
-      if (payload === undefined) return undefined
-      const caller = toPrincipal(payload.principal)
-      return () => (done) => local.queryHereNow(caller, payload.database_name, payload.query, bind(payload.params), (exit) => done(answerOf(exit)))
+    "internal.sqlite.query": {
+      signs: "body",
+      prepare: (text) => {
+        const payload = query(text)
+        if (payload === undefined) return undefined
+        const caller = toPrincipal(payload.principal)
+        return () => (done) => local.queryHereNow(caller, payload.database_name, payload.query, bind(payload.params), (exit) => done(answerOf(exit)))
+      }
     }
   }
 }
@@ -282,6 +238,7 @@ export const makeFastLane = Effect.gen(function* () {
   const local = yield* Effect.serviceOption(LocalDatabases)
   const coordination = yield* Effect.serviceOption(Coordination)
   const webrtc = yield* Effect.serviceOption(WebRtc)
+  const vault = yield* Effect.serviceOption(Vault)
   const corsOf = yield* laneCors
   const runtime = yield* Effect.runtime<never>()
   const runCallback = Runtime.runCallback(runtime)
@@ -297,10 +254,15 @@ export const makeFastLane = Effect.gen(function* () {
     ...(cache.now === undefined ? {} : cacheRoutes(cache.now, config.maxBodyBytes)),
     ...(Option.isNone(sql) ? {} : sqlRoutes(sql.value, config.maxBodyBytes, logDefect)),
     ...(Option.isNone(local) ? {} : localSqlRoutes(local.value, config.maxBodyBytes, logDefect)),
-    ...(Option.isNone(webrtc) ? {} : webRtcRoutes(webrtc.value, config.maxBodyBytes, runCallback))
+    ...(Option.isNone(webrtc) ? {} : webRtcRoutes(webrtc.value, config.maxBodyBytes, runCallback)),
+    ...(Option.isNone(vault) ? {} : vaultRoutes(vault.value, config.maxBodyBytes, runCallback))
   }
-  const peerImplementations: Partial<Record<LaneName, PeerRoute>> =
-    Option.isNone(local) || Option.isNone(coordination) ? {} : peerSqlRoutes(local.value, config.maxBodyBytes, logDefect)
+  const peerImplementations: Partial<Record<LaneName, PeerRoute>> = Option.isNone(coordination)
+    ? {}
+    : {
+        ...(Option.isNone(local) ? {} : peerSqlRoutes(local.value, config.maxBodyBytes, logDefect)),
+        ...(Option.isNone(vault) ? {} : vaultPeerRoutes(vault.value.guardian, config.maxBodyBytes))
+      }
   // the routes the endpoints mark for the lane, by their exact request line (the lane takes fixed paths)
   const routes = new Map<string, LaneRoute>()
   const peerRoutes = new Map<string, PeerRoute>()
@@ -314,7 +276,12 @@ export const makeFastLane = Effect.gen(function* () {
   }
 
   const write = (res: http.ServerResponse, answer: Answer): void => {
-    const length = Buffer.byteLength(answer.body)
+    const length = typeof answer.body === "string" ? Buffer.byteLength(answer.body) : answer.body.byteLength
+    if (answer.headers !== undefined) {
+      res.writeHead(answer.status, { ...answer.headers, "content-length": length })
+      res.end(answer.body)
+      return
+    }
     res.writeHead(
       answer.status,
       answer.retryAfter === undefined
@@ -366,20 +333,22 @@ export const makeFastLane = Effect.gen(function* () {
     answered?: (status: number) => void
   ): number | "later" | undefined => {
     if (coordination._tag === "None" || req.headers["origin"] !== undefined) return undefined
-    const text = body === undefined ? "" : utf8Text(body)
+    const headers = req.headers as Readonly<Record<string, string | undefined>>
+    const bytes = body ?? NO_BYTES
+    const text = route.signs === "envelope" ? (headers[ENVELOPE_HEADER] ?? "") : utf8Text(bytes)
     if (text === undefined) return undefined
     // PeerGate's checks (src/api/gate/GatesLive.ts): source, headers, the MAC over the fixed
-    // path and the JSON body (no v1 here), then the nonce spent. A MAC that only a root
+    // path and what the route signs (no v1 here), then the nonce spent. A MAC that only a root
     // generation not held yet could tell is the app's: PeerGate reads the newer ones first.
-    const headers = req.headers as Readonly<Record<string, string | undefined>>
-    const refusal = coordination.value.verifyNow("POST", req.url ?? "", text, headers, clientAddressOf(req), false, Date.now())
+    const covered = route.signs === "envelope" ? bytesSigned(text, bytes) : text
+    const refusal = coordination.value.verifyNow("POST", req.url ?? "", covered, headers, clientAddressOf(req), false, Date.now())
     if (refusal === MAC_UNHELD) return undefined
     if (refusal !== undefined) {
       const answer = refused(new CoordinationRefused({ error: refusal }))
       write(res, answer)
       return answer.status
     }
-    const work = route(text)
+    const work = route.prepare(text, bytes)
     // the nonce is spent: the app takes the call as verified and says what is wrong with the body
     if (work === undefined) return leave(req, { _tag: "Admitted", principal: undefined })
     return respond(res, work(), answered)
@@ -400,11 +369,12 @@ export const makeFastLane = Effect.gen(function* () {
       return peer === undefined ? undefined : answerPeer(peer, req, res, body, answered)
     }
     const now = Date.now()
+    const client = clientAddressOf(req)
     const decision = gate.now(
       route.policy,
       {
         authorization: req.headers["authorization"],
-        remoteAddress: clientAddressOf(req),
+        remoteAddress: client,
         clientCharged: RequestMeta.clientChargedSource(req),
         noteNamespace: logRequests ? (namespace) => RequestMeta.setNamespaceOfSource(req, namespace) : undefined
       },
@@ -433,7 +403,7 @@ export const makeFastLane = Effect.gen(function* () {
     if (work === undefined) return leave(req, decision)
 
     for (const name in cors) res.setHeader(name, cors[name]!)
-    return respond(res, work(caller, now), answered)
+    return respond(res, work(caller, now, client), answered)
   }
   const lane: FastLane = Object.assign(answerNow, {
     takes: (req: http.IncomingMessage) => {

@@ -65,6 +65,10 @@ export type LaneName =
   | "sql.exec"
   | "db.query"
   | "internal.sqlite.query"
+  | "internal.vault.share.put"
+  | "internal.vault.share.get"
+  | "vault.push"
+  | "vault.pull"
   | "webrtc.turn"
 export class FastLaneRoute extends Context.Tag("portico/FastLaneRoute")<FastLaneRoute, LaneName>() {}
 

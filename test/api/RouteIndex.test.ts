@@ -51,9 +51,24 @@ describe("route index", () => {
     expect(index.bodyRoute("POST", "/v1/rqlite/import")?.bodyCap).toBe("sqlImport")
     expect(index.bodyRoute("POST", "/v1/internal/sqlite/query")).toMatchObject({ bodyCap: "forwarded", streamed: undefined })
     expect(index.bodyRoute("POST", "/v1/cache/put")).toBeUndefined()
-    expect(entries.filter((e) => e.lane !== undefined).map((e) => e.lane).sort()).toEqual(
-      ["cache.delete", "cache.get", "cache.mget", "cache.put", "db.query", "internal.sqlite.query", "sql.exec", "sql.query", "webrtc.turn", "whoami"]
-    )
+    // a vault share's bytes, read whole within the push's cap (its MAC covers them)
+    expect(index.bodyRoute("POST", "/v1/internal/vault/share/put")).toMatchObject({ bodyCap: "vaultPush", streamed: undefined })
+    expect(entries.filter((e) => e.lane !== undefined).map((e) => e.lane).sort()).toEqual([
+      "cache.delete",
+      "cache.get",
+      "cache.mget",
+      "cache.put",
+      "db.query",
+      "internal.sqlite.query",
+      "internal.vault.share.get",
+      "internal.vault.share.put",
+      "sql.exec",
+      "sql.query",
+      "vault.pull",
+      "vault.push",
+      "webrtc.turn",
+      "whoami"
+    ])
     expect(index.allowedMethods("/v1/namespace/members/transfer")).toEqual(["POST", "GET", "HEAD"])
     expect(index.allowedMethods("/v1/namespace/members/0xabc")).toEqual(["DELETE"])
     expect(index.allowedMethods("/nope")).toEqual([])

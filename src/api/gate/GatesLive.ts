@@ -8,9 +8,10 @@ import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import { Clock, Effect, Layer, Option } from "effect"
 import { CoordinationRefused, internal } from "../../domain/Errors.js"
 import { asSession, type Principal, type Session } from "../../domain/Principal.js"
-import { Coordination, coordinationHeadersRefusal, ENVELOPE_HEADER } from "../../layers/coordination/Coordination.js"
+import { bytesSigned, Coordination, coordinationHeadersRefusal, ENVELOPE_HEADER } from "../../layers/coordination/Coordination.js"
 import { internalPath } from "../../layers/coordination/InternalClient.js"
 import { isRelayCallPath, relayedHeadersOf, relaySignedBody } from "../../layers/push/RelayCall.js"
+import { wholeBody } from "../node/LeanServerRequest.js"
 import { Authentication, OpenGate, OptionalAuthentication, PeerGate, SessionAuthentication } from "../Gates.js"
 import { open } from "../Policy.js"
 import { RequestMeta } from "../RequestMeta.js"
@@ -85,17 +86,25 @@ export const OpenGateLive = Layer.effect(
 
 /** The streamed route: its MAC covers its envelope header, as the body is still arriving. */
 const UPDATE_PATH = internalPath("deploymentUpdate")
+/** A vault share's put: its body is bytes, and its MAC covers its envelope header and their SHA-256. */
+const SHARE_PUT_PATH = internalPath("vaultSharePut")
 /** Eviction is idempotent: the one route that still takes a v1 MAC, from a node not yet upgraded (spec §9.4). */
 const EVICT_PATH = internalPath("evict")
 
 /**
  * The path and text a route's MAC covers. A platform relay call signs its own path (the topic is
  * a parameter) and, as its body, the text with the three headers it relays (RelayCall.ts); a
- * forwarded deployment update its envelope header; every other internal route its fixed path
- * and its JSON body, read whole within the route's cap.
+ * forwarded deployment update its envelope header; a vault share's put its envelope header and
+ * the SHA-256 of its bytes (`bytesSigned`); every other internal route its fixed path and its
+ * JSON body, read whole within the route's cap.
  */
 const signed = (routePath: string, request: HttpServerRequest.HttpServerRequest): Effect.Effect<readonly [string, string] | undefined> => {
   if (routePath === UPDATE_PATH) return Effect.succeed([routePath, request.headers[ENVELOPE_HEADER] ?? ""] as const)
+  if (routePath === SHARE_PUT_PATH) {
+    return Effect.map(Effect.orElseSucceed(wholeBody(request), () => undefined), (bytes) =>
+      bytes === undefined ? undefined : ([routePath, bytesSigned(request.headers[ENVELOPE_HEADER] ?? "", bytes)] as const)
+    )
+  }
   const body = Effect.orElseSucceed(request.text, () => undefined)
   return isRelayCallPath(routePath)
     ? Effect.map(body, (text) => (text === undefined ? undefined : ([request.url, relaySignedBody(text, relayedHeadersOf(request.headers))] as const)))

@@ -35,7 +35,7 @@ import { NodeSnapshot } from "./OperatorGroup.js"
 import { SocketEntry } from "../../domain/FunctionSockets.js"
 import { NODE_LOG_LINES, SPAWN_ACTIONS } from "../../domain/NodeAdmin.js"
 import { NamespaceRepaired, NodeLogLines } from "./NodeGroup.js"
-import { ShareCount, ShareGetAnswer, ShareGetOrder, ShareNamespaceOrder, SharePutAnswer, SharePutOrder, SharesDropped } from "./VaultWire.js"
+import { ShareCount, ShareGetAnswer, ShareGetOrder, ShareNamespaceOrder, SharePutAnswer, SharePutHeaders, SharesDropped } from "./VaultWire.js"
 import { ReplicaApplied, ReplicaEnvApplied, ReplicaEnvOrder, ReplicaOrder, replicaRefusals, ReplicaRemoved, ReplicaTeardownOrder } from "./ReplicaWire.js"
 
 const SocketId = Schema.String.pipe(Schema.maxLength(256))
@@ -246,10 +246,22 @@ export class InternalGroup extends HttpApiGroup.make("internal")
   )
   .add(
     // the vault's guardian on this node (docs/vault.md, "Guardians"): it checks the client's
-    // signature again, so a share is stored or given out only for the identity's key
-    HttpApiEndpoint.post("vaultSharePut", "/v1/internal/vault/share/put").setPayload(SharePutOrder).addSuccess(SharePutAnswer)
+    // signature again, so a share is stored or given out only for the identity's key. A share
+    // goes as bytes: the put's body (its order in the envelope header, which the MAC covers with
+    // the bytes' SHA-256), a get's found answer (its facts in X-Portico-Vault-Share), within the
+    // push's cap. Both answered in the fast lane when it can (src/api/lane/VaultLane.ts).
+    HttpApiEndpoint.post("vaultSharePut", "/v1/internal/vault/share/put")
+      .setHeaders(SharePutHeaders)
+      .addSuccess(SharePutAnswer)
+      .annotate(BodyCap, "vaultPush")
+      .annotate(FastLaneRoute, "internal.vault.share.put")
   )
-  .add(HttpApiEndpoint.post("vaultShareGet", "/v1/internal/vault/share/get").setPayload(ShareGetOrder).addSuccess(ShareGetAnswer))
+  .add(
+    HttpApiEndpoint.post("vaultShareGet", "/v1/internal/vault/share/get")
+      .setPayload(ShareGetOrder)
+      .addSuccess(ShareGetAnswer.annotations({ description: "none or refused; a share found is its bytes (application/octet-stream), its facts in X-Portico-Vault-Share" }))
+      .annotate(FastLaneRoute, "internal.vault.share.get")
+  )
   .add(HttpApiEndpoint.post("vaultShareCount", "/v1/internal/vault/share/count").setPayload(ShareNamespaceOrder).addSuccess(ShareCount))
   .add(HttpApiEndpoint.post("vaultShareDrop", "/v1/internal/vault/share/drop").setPayload(ShareNamespaceOrder).addSuccess(SharesDropped))
   // this node's media server (docs/webrtc.md, "Rooms across the cluster"): whether it is up, a

@@ -18,8 +18,6 @@ export const VaultVersion = Schema.Int.pipe(Schema.between(1, Number.MAX_SAFE_IN
   description: "the envelope's version: each push must name a higher one than the vault holds (the same one again only with the same envelope)"
 })
 const Threshold = Schema.Int.pipe(Schema.between(1, 255))
-/** A share in standard base64: its y bytes, then its x coordinate. */
-const ShareText = Schema.String.pipe(Schema.maxLength(4 * 1024 * 1024))
 
 export const PushRequest = strict(
   Schema.Struct({
@@ -87,19 +85,34 @@ export const VaultStatus = Schema.Struct({
   )
 }).annotations({ identifier: "VaultStatus" })
 
-/** A share given to node `x`'s guardian, with the client's signature it checks again. */
-export const SharePutOrder = strict(
+/**
+ * The header that carries a share call's JSON beside a body of bytes: the order of a share put
+ * (`SharePutEnvelope`), and the share's facts in a `found` answer (`ShareFound`). The bytes are
+ * the share itself (its y bytes, then its x coordinate), never base64 inside JSON: a 64 KiB
+ * envelope's share was 87 KB of base64 that both nodes encoded, hashed, parsed and decoded.
+ */
+export const SHARE_ENVELOPE_HEADER = "x-portico-forward-envelope"
+export const SHARE_FOUND_HEADER = "x-portico-vault-share"
+export const SHARE_BYTES_TYPE = "application/octet-stream"
+
+/**
+ * A share given to node `x`'s guardian, with the client's signature it checks again: this order
+ * in `SHARE_ENVELOPE_HEADER` as canonical JSON, the share's bytes as the body. The coordination
+ * MAC covers the order's text and the SHA-256 of the bytes (Coordination.ts `bytesSigned`).
+ */
+export const SharePutEnvelope = strict(
   Schema.Struct({
     namespace: NamespaceName,
     identity: Identity,
     version: VaultVersion,
     threshold: Threshold,
     digest: Digest,
-    share: ShareText,
     pubkey: PublicKeyHex,
     signature: SignatureHex
   })
 )
+/** The put's headers, as the route decodes them (the lane with the very same schema). */
+export const SharePutHeaders = Schema.Struct({ [SHARE_ENVELOPE_HEADER]: Schema.parseJson(SharePutEnvelope) })
 export const SharePutAnswer = Schema.Union(
   Schema.Struct({ outcome: Schema.Literal("stored") }),
   Schema.Struct({ outcome: Schema.Literal("conflict"), version: Schema.Int }),
@@ -109,8 +122,10 @@ export const SharePutAnswer = Schema.Union(
 export const ShareGetOrder = strict(
   Schema.Struct({ namespace: NamespaceName, identity: Identity, timestamp: Schema.Int, pubkey: PublicKeyHex, signature: SignatureHex })
 )
+/** A share found: these facts in `SHARE_FOUND_HEADER` as JSON, the share's bytes as the body (`SHARE_BYTES_TYPE`). */
+export const ShareFound = Schema.Struct({ version: VaultVersion, threshold: Threshold, digest: Digest })
+/** What a get answers in JSON: no share held, or a refusal. */
 export const ShareGetAnswer = Schema.Union(
-  Schema.Struct({ outcome: Schema.Literal("found"), version: Schema.Int, threshold: Threshold, digest: Schema.String, share: ShareText }),
   Schema.Struct({ outcome: Schema.Literal("none") }),
   Schema.Struct({ outcome: Schema.Literal("refused"), reason: Schema.String, replayed: Schema.Boolean })
 )

@@ -27,6 +27,10 @@ import { MediaServer } from "../../layers/webrtc/MediaServer.js"
 import { socketOnly } from "./Refusals.js"
 import { PorticoApi } from "../Api.js"
 import { bodyOf } from "../NodeAdapter.js"
+import { SHARE_ENVELOPE_HEADER } from "../groups/VaultWire.js"
+import { shareGetResponse, storeFailed } from "../lane/VaultLane.js"
+import { wholeBody } from "../node/LeanServerRequest.js"
+import type { PutOutcome } from "../../layers/vault/Guardian.js"
 import { backupWire, bind } from "./DatabaseHandlers.js"
 import { deploymentView } from "./DeploymentsHandlers.js"
 import { rawJson } from "./RawJson.js"
@@ -35,7 +39,7 @@ import { refusedOrDown } from "./Refusals.js"
 const unavailable = (error: string) => refusal("UNAVAILABLE", error, "retry shortly", 5)
 
 /** This node's vault store at work; its failure (a full disk) is 503, which the calling node counts as this one failing. */
-const shareStore = <A,>(run: () => A) => Effect.try({ try: run, catch: () => unavailable("this node's vault store failed") })
+const shareStore = <A,>(run: () => A) => Effect.try({ try: run, catch: storeFailed })
 
 const toReplicaRefusal = (e: ReplicaRefused) => replicaRefusal(e.status, e.reason)
 const targetOf = (p: { readonly deployment_id: string; readonly namespace: string; readonly name: string }) => ({ deploymentId: p.deployment_id, namespace: p.namespace, name: p.name })
@@ -135,13 +139,19 @@ export const InternalHandlers = HttpApiBuilder.group(PorticoApi, "internal", (ha
         Effect.succeed({ sent: sockets.here.send(payload.namespace, payload.id, new Uint8Array(Buffer.from(payload.data_base64, "base64"))) })
       )
       .handle("wsClose", ({ payload }) => Effect.succeed({ closed: sockets.here.close(payload.namespace, payload.id) }))
-      .handle("vaultSharePut", ({ payload }) => shareStore(() => guardian.put({ ...payload, share: new Uint8Array(Buffer.from(payload.share, "base64")) })))
-      .handle("vaultShareGet", ({ payload }) =>
-        shareStore(() => {
-          const answer = guardian.get(payload)
-          return answer.outcome === "found" ? { ...answer, share: Buffer.from(answer.share).toString("base64") } : answer
-        })
+      // a share's bytes are the body, its order the envelope header (PeerGate checked the MAC over both)
+      .handle("vaultSharePut", ({ headers }) =>
+        Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
+          Effect.flatMap(Effect.orElseFail(wholeBody(request), storeFailed), (share) =>
+            Effect.async<PutOutcome, ReturnType<typeof storeFailed>>((resume) =>
+              guardian.putSoon({ ...headers[SHARE_ENVELOPE_HEADER], share }, false, (outcome) =>
+                resume(outcome.outcome === "store failed" ? Effect.fail(storeFailed()) : Effect.succeed(outcome))
+              )
+            )
+          )
+        )
       )
+      .handle("vaultShareGet", ({ payload }) => Effect.map(shareStore(() => guardian.get(payload)), shareGetResponse))
       .handle("vaultShareCount", ({ payload }) => shareStore(() => ({ shares: guardian.count(payload.namespace) })))
       .handle("vaultShareDrop", ({ payload }) => shareStore(() => ({ dropped: guardian.drop(payload.namespace) })))
       .handle("webrtcHealth", () => mediaAnswer(media.health))

@@ -3,8 +3,30 @@ import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
 import { Effect, Option } from "effect"
 import { fromRefusal } from "../../domain/Errors.js"
 import { CurrentPrincipal } from "../../domain/Principal.js"
-import { Vault } from "../../layers/vault/Vault.js"
+import { type PullDone, type PullInput, type PushDone, type PushInput, Vault } from "../../layers/vault/Vault.js"
 import { PorticoApi } from "../Api.js"
+import type { Pulled, Pushed } from "../groups/VaultWire.js"
+
+/** A push that stood, as the route answers it (here and in the fast lane, lane/VaultLane.ts). */
+export const pushedWire = (payload: PushInput, done: PushDone): typeof Pushed.Type => ({
+  status: "ok",
+  identity: payload.identity,
+  version: payload.version,
+  mode: done.mode,
+  ack_count: done.acks,
+  total: done.total,
+  quorum: done.quorum,
+  threshold: done.threshold
+})
+
+/** A pull's envelope, as the route answers it (here and in the fast lane). */
+export const pulledWire = (payload: PullInput, done: PullDone): typeof Pulled.Type => ({
+  identity: payload.identity,
+  version: done.version,
+  envelope: Buffer.from(done.envelope.buffer, done.envelope.byteOffset, done.envelope.byteLength).toString("base64"),
+  collected: done.collected,
+  threshold: done.threshold
+})
 
 /** The caller's namespace and address: the vault charges the address's network before the signature. */
 const caller = Effect.zip(CurrentPrincipal, HttpServerRequest.HttpServerRequest, { concurrent: false })
@@ -17,16 +39,7 @@ export const VaultHandlers = HttpApiBuilder.group(PorticoApi, "vault", (handlers
         Effect.flatMap(caller, ([principal, request]) =>
           Effect.mapBoth(vault.push(principal.namespace, Option.getOrUndefined(request.remoteAddress), payload), {
             onFailure: fromRefusal,
-            onSuccess: (done) => ({
-              status: "ok" as const,
-              identity: payload.identity,
-              version: payload.version,
-              mode: done.mode,
-              ack_count: done.acks,
-              total: done.total,
-              quorum: done.quorum,
-              threshold: done.threshold
-            })
+            onSuccess: (done) => pushedWire(payload, done)
           })
         )
       )
@@ -34,13 +47,7 @@ export const VaultHandlers = HttpApiBuilder.group(PorticoApi, "vault", (handlers
         Effect.flatMap(caller, ([principal, request]) =>
           Effect.mapBoth(vault.pull(principal.namespace, Option.getOrUndefined(request.remoteAddress), payload), {
             onFailure: fromRefusal,
-            onSuccess: (done) => ({
-              identity: payload.identity,
-              version: done.version,
-              envelope: Buffer.from(done.envelope).toString("base64"),
-              collected: done.collected,
-              threshold: done.threshold
-            })
+            onSuccess: (done) => pulledWire(payload, done)
           })
         )
       )

@@ -114,6 +114,18 @@ class PayloadTooLarge extends Error {
 export const bodyOf = (request: ServerRequest.HttpServerRequest): AsyncIterable<Uint8Array> =>
   request instanceof LeanServerRequest ? request.body() : Stream.toAsyncIterable(request.stream)
 
+/**
+ * The whole body's bytes: those the listener read before the app ran (every route whose body is
+ * not streamed), else read now and kept. The gate and the handler can both read them (a vault
+ * share's MAC covers its bytes), where a second read of the stream would find it spent.
+ */
+export const wholeBody = (request: ServerRequest.HttpServerRequest): Effect.Effect<Uint8Array, ServerError.RequestError> => {
+  if (!(request instanceof LeanServerRequest)) return Effect.map(request.arrayBuffer, (bytes) => new Uint8Array(bytes))
+  const ex = request.exchange
+  if (ex.prebuffered !== undefined) return Effect.succeed(ex.prebuffered)
+  return Effect.map(request.arrayBuffer, (bytes) => (ex.prebuffered = Buffer.from(bytes)))
+}
+
 export class LeanServerRequest extends Inspectable.Class implements ServerRequest.HttpServerRequest {
   readonly [ServerRequest.TypeId]: ServerRequest.TypeId = ServerRequest.TypeId
   readonly [IncomingMessage.TypeId]: IncomingMessage.TypeId = IncomingMessage.TypeId

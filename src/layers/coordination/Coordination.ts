@@ -23,7 +23,7 @@ import { pipeline } from "node:stream/promises"
 import { Membership } from "../cluster/Membership.js"
 import { PorticoConfig } from "../config/PorticoConfig.js"
 import { nonceLedger } from "./NonceLedger.js"
-import { postText } from "./PeerHttp.js"
+import { type PeerBytesAnswer, postBytes as postBytesHttp, postText } from "./PeerHttp.js"
 import { RegistryStore } from "../registry/RegistryStore.js"
 import { catchUp } from "../secrets/RootChain.js"
 import { safeEqual, Sealer } from "../secrets/Sealer.js"
@@ -37,6 +37,12 @@ export const NONCE_HEADER = "x-portico-coordination-nonce"
  * MAC is made, so the MAC covers this header's text in the body's place.
  */
 export const ENVELOPE_HEADER = "x-portico-forward-envelope"
+/**
+ * What the MAC of a call whose body is bytes (a vault share) covers in the body's place: its
+ * envelope header's text and the SHA-256 of the bytes, so neither can be changed under it.
+ */
+export const bytesSigned = (envelope: string, bytes: Uint8Array): string => `${envelope}\n${createHash("sha256").update(bytes).digest("hex")}`
+
 const SKEW_SECONDS = 60
 /** How often a MAC that holds under no generation held may make this node read newer ones. */
 const CATCH_UP_EVERY_MS = 3000
@@ -131,6 +137,17 @@ export interface CoordinationService {
     body: AsyncIterable<Uint8Array>,
     timeout: Duration.DurationInput
   ) => Effect.Effect<PeerAnswer, PeerUnreachable>
+  /**
+   * A signed POST whose answer is kept as bytes, with its headers (a route that answers bytes): a
+   * `json` payload sent and signed as `post` sends it, or `bytes` with `envelope` (canonical JSON
+   * in `ENVELOPE_HEADER`), the MAC over `bytesSigned(envelope, bytes)`.
+   */
+  readonly postBytes: (
+    nodeId: string,
+    path: string,
+    send: { readonly json: unknown } | { readonly envelope: unknown; readonly bytes: Uint8Array },
+    timeout: Duration.DurationInput
+  ) => Effect.Effect<PeerBytesAnswer, PeerUnreachable>
   /** Headers (MAC v2, single-use) that let node `audience` accept `method path` with `body`. */
   readonly sign: (audience: string, method: string, path: string, body: string) => Effect.Effect<Record<string, string>>
   /**
@@ -295,6 +312,53 @@ export class Coordination extends Context.Tag("portico/Coordination")<Coordinati
             catch: (e) => new PeerUnreachable({ nodeId, detail: e instanceof Error ? e.message : String(e) })
           }).pipe(Effect.timeoutFail({ duration: timeout, onTimeout: () => new PeerUnreachable({ nodeId, detail: "no answer in time" }) }))
         })
+      /**
+       * `postBytes`: a vault share's call, one per node per push or pull. With the node's address
+       * read in the last seconds (`addressNow`), the call is made at once, with one `async` and a
+       * timer instead of an effect for each step; otherwise the membership is read first.
+       */
+      const postBytes: CoordinationService["postBytes"] = (nodeId, path, send, timeout) =>
+        Effect.suspend(() => {
+          let signed: string
+          let body: string | Uint8Array
+          let headers: Record<string, string>
+          if ("json" in send) {
+            signed = body = canonicalJson(send.json)
+            headers = { "content-type": "application/json" }
+          } else {
+            const envelope = canonicalJson(send.envelope)
+            signed = bytesSigned(envelope, send.bytes)
+            body = send.bytes
+            headers = { "content-type": "application/octet-stream", [ENVELOPE_HEADER]: envelope }
+          }
+          const address = membership.addressNow(nodeId)
+          const base = address === undefined ? baseOf(nodeId) : addressed(nodeId, address.url, address.down)
+          return Effect.flatMap(base, (url) =>
+            Effect.async<PeerBytesAnswer, PeerUnreachable>((resume) => {
+              const controller = new AbortController()
+              let late = false
+              const timer = setTimeout(() => {
+                late = true
+                controller.abort()
+              }, Duration.toMillis(timeout))
+              postBytesHttp(url + path, { ...signAt(nodeId, "POST", path, signed, Date.now()), ...headers }, body, controller.signal).then(
+                (answer) => {
+                  clearTimeout(timer)
+                  resume(Effect.succeed(answer))
+                },
+                (e: unknown) => {
+                  clearTimeout(timer)
+                  resume(Effect.fail(new PeerUnreachable({ nodeId, detail: late ? "no answer in time" : e instanceof Error ? e.message : String(e) })))
+                }
+              )
+              // an interrupted caller (its push answered, or gone) ends the call
+              return Effect.sync(() => {
+                clearTimeout(timer)
+                controller.abort()
+              })
+            })
+          )
+        })
       const runCallback = Runtime.runCallback(yield* Effect.runtime<never>())
       const postNow: CoordinationService["postNow"] = (nodeId, path, body, timeoutMs, done) => {
         const address = membership.addressNow(nodeId)
@@ -360,6 +424,7 @@ export class Coordination extends Context.Tag("portico/Coordination")<Coordinati
       return {
         post: (nodeId, path, payload, timeout) => Effect.suspend(() => postJson(nodeId, path, canonicalJson(payload), timeout)),
         postNow,
+        postBytes,
         postStream: (nodeId, path, envelope, contentType, body, timeout) => {
           const signed = canonicalJson(envelope)
           return call(nodeId, path, signed, { body, headers: { [ENVELOPE_HEADER]: signed, "content-type": contentType } }, timeout, async (response) => response.text())

@@ -2,7 +2,8 @@
  * The JSON calls between nodes, on `node:http` with connections kept alive: a node-local
  * database's forward is one such call per client request, and `fetch` (undici) costs several
  * times a plain request's CPU on that path (bench/cluster, the forward hop). Streams and files
- * stay on `fetch` (Coordination.ts), where the bytes, not the call, dominate.
+ * stay on `fetch` (Coordination.ts), where the bytes, not the call, dominate. A vault share goes
+ * as bytes both ways (`postBytes`): it is held whole, and its call is one per node per push or pull.
  */
 import * as http from "node:http"
 import * as https from "node:https"
@@ -22,8 +23,15 @@ export interface PeerTextAnswer {
   readonly retryAfter: string | undefined
 }
 
-/** POSTs `body` to `url`; the answer's status, text and Retry-After. Rejects on a transport failure or `signal`. */
-export const postText = (url: string, headers: Record<string, string>, body: string, signal: AbortSignal): Promise<PeerTextAnswer> =>
+/** A peer's answer kept as bytes, with its headers: for a route that answers bytes (a vault share). */
+export interface PeerBytesAnswer {
+  readonly status: number
+  readonly bytes: Buffer
+  readonly headers: http.IncomingHttpHeaders
+}
+
+/** POSTs `body` to `url`; the answer's status, bytes and headers. Rejects on a transport failure or `signal`. */
+export const postBytes = (url: string, headers: Record<string, string>, body: string | Uint8Array, signal: AbortSignal): Promise<PeerBytesAnswer> =>
   new Promise((resolve, reject) => {
     const target = new URL(url)
     const secure = target.protocol === "https:"
@@ -32,7 +40,7 @@ export const postText = (url: string, headers: Record<string, string>, body: str
       {
         method: "POST",
         agent: secure ? agents.https : agents.http,
-        headers: { ...headers, "content-length": String(Buffer.byteLength(body)) },
+        headers: { ...headers, "content-length": String(typeof body === "string" ? Buffer.byteLength(body) : body.byteLength) },
         signal
       },
       (response) => {
@@ -44,12 +52,16 @@ export const postText = (url: string, headers: Record<string, string>, body: str
           else chunks.push(chunk)
         })
         response.on("error", reject)
-        response.on("end", () => {
-          const retryAfter = response.headers["retry-after"]
-          resolve({ status: response.statusCode ?? 0, text: Buffer.concat(chunks).toString("utf8"), retryAfter: typeof retryAfter === "string" ? retryAfter : undefined })
-        })
+        response.on("end", () => resolve({ status: response.statusCode ?? 0, bytes: chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks, size), headers: response.headers }))
       }
     )
     request.on("error", reject)
     request.end(body)
+  })
+
+/** POSTs `body` to `url`; the answer's status, text and Retry-After. Rejects on a transport failure or `signal`. */
+export const postText = (url: string, headers: Record<string, string>, body: string, signal: AbortSignal): Promise<PeerTextAnswer> =>
+  postBytes(url, headers, body, signal).then((answer) => {
+    const retryAfter = answer.headers["retry-after"]
+    return { status: answer.status, text: answer.bytes.toString("utf8"), retryAfter: typeof retryAfter === "string" ? retryAfter : undefined }
   })

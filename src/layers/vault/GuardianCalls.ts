@@ -1,16 +1,28 @@
 /**
  * How the vault reaches each node's guardian: this node's in-process (the vault checked the
  * request's signature already, so the guardian does not again), every other node's through its
- * `/v1/internal/vault/*` routes (the one internal client, signed for that node). A guardian
- * that does not answer in time, or answers anything but its outcome, is `failed` with a generic
- * reason, never an error: the vault counts outcomes against its quorum.
+ * `/v1/internal/vault/*` routes, signed for that node. A share goes as bytes both ways (its order
+ * or its facts in a header, VaultWire.ts); the count and the drop through the one internal
+ * client. A guardian that does not answer in time, or answers anything but its outcome, is
+ * `failed` with a generic reason, never an error: the vault counts outcomes against its quorum.
  */
 import { Effect, Schema } from "effect"
-import { ShareCount, ShareGetAnswer, SharePutAnswer, SharesDropped } from "../../api/groups/VaultWire.js"
+import {
+  SHARE_BYTES_TYPE,
+  SHARE_FOUND_HEADER,
+  ShareCount,
+  ShareFound,
+  ShareGetAnswer,
+  ShareGetOrder,
+  SharePutAnswer,
+  SharePutEnvelope,
+  SharesDropped
+} from "../../api/groups/VaultWire.js"
 import type { NamespaceName } from "../../domain/Names.js"
 import type { MembershipService } from "../cluster/Membership.js"
-import type { PeerAnswer, PeerUnreachable } from "../coordination/Coordination.js"
-import type { InternalClient } from "../coordination/InternalClient.js"
+import type { CoordinationService, PeerAnswer, PeerUnreachable } from "../coordination/Coordination.js"
+import { type InternalClient, internalPath } from "../coordination/InternalClient.js"
+import type { PeerBytesAnswer } from "../coordination/PeerHttp.js"
 import { refuse, type Refused } from "../Refused.js"
 import type { GetOutcome, Guardian, PutOutcome, ShareAsk, ShareOffer } from "./Guardian.js"
 
@@ -39,9 +51,10 @@ export const makeGuardianCalls = (deps: {
   readonly guardian: Guardian
   readonly membership: MembershipService
   readonly internal: InternalClient
+  readonly coordination: CoordinationService
   readonly timeoutMs: number
 }): GuardianCalls => {
-  const { self, guardian, membership, internal } = deps
+  const { self, guardian, membership, internal, coordination } = deps
   const timeout = `${deps.timeoutMs} millis` as const
   let kept: { readonly at: number; readonly members: Members } | undefined
 
@@ -74,18 +87,58 @@ export const makeGuardianCalls = (deps: {
         Effect.catchAll(() => Effect.succeed({ outcome: "failed" as const, reason: "unreachable" }))
       )
   }
-  const putAnswer = decoded(SharePutAnswer)
-  const getAnswer = decoded(ShareGetAnswer)
   const countAnswer = decoded(ShareCount)
   const dropAnswer = decoded(SharesDropped)
   // a namespace the gateway admitted is a valid name
   const ns = (namespace: string) => namespace as NamespaceName
 
+  const putPath = internalPath("vaultSharePut")
+  const getPath = internalPath("vaultShareGet")
+  const encodePut = Schema.encodeSync(SharePutEnvelope)
+  const encodeGet = Schema.encodeSync(ShareGetOrder)
+  const putAnswer = Schema.decodeUnknownEither(Schema.parseJson(SharePutAnswer))
+  const getAnswer = Schema.decodeUnknownEither(Schema.parseJson(ShareGetAnswer))
+  const foundFacts = Schema.decodeUnknownEither(Schema.parseJson(ShareFound))
+  /** A peer's bytes answer as `read` makes it out, else a generic reason. */
+  const bytesAnswer = <A,>(call: Effect.Effect<PeerBytesAnswer, PeerUnreachable>, read: (answer: PeerBytesAnswer) => A | undefined): Effect.Effect<A | Failed> =>
+    call.pipe(
+      Effect.map((answer): A | Failed => {
+        if (answer.status !== 200) return { outcome: "failed", reason: `answered ${answer.status}` }
+        return read(answer) ?? { outcome: "failed", reason: "answered something else" }
+      }),
+      Effect.catchAll(() => Effect.succeed({ outcome: "failed" as const, reason: "unreachable" }))
+    )
+  const json = <A,>(decode: (text: string) => { readonly _tag: "Left" } | { readonly _tag: "Right"; readonly right: A }) => (answer: PeerBytesAnswer): A | undefined => {
+    if (answer.headers["content-type"]?.startsWith("application/json") !== true) return undefined
+    const value = decode(answer.bytes.toString("utf8"))
+    return value._tag === "Right" ? value.right : undefined
+  }
+  const putJson = json(putAnswer)
+  const getJson = json(getAnswer)
+  /** A get's answer: a share's bytes with its facts in a header, or an outcome in JSON. */
+  const readGet = (answer: PeerBytesAnswer): GetOutcome | undefined => {
+    if (answer.headers["content-type"] !== SHARE_BYTES_TYPE) return getJson(answer)
+    const facts = answer.headers[SHARE_FOUND_HEADER]
+    const found = typeof facts === "string" ? foundFacts(facts) : undefined
+    return found?._tag === "Right" ? { outcome: "found", ...found.right, share: new Uint8Array(answer.bytes.buffer, answer.bytes.byteOffset, answer.bytes.byteLength) } : undefined
+  }
+
   /**
-   * This node's guardian, after the calls to the others are on their way: its share write waits
-   * for the disk (synchronous SQLite), and the event loop it holds would otherwise hold back
-   * those calls too.
+   * This node's guardian, its write joined to the turn's others (Guardian.ts `putSoon`), made
+   * once the calls to the others are on their way: its flush to disk holds the event loop, which
+   * would otherwise hold back those calls too.
    */
+  const putHere = (offer: ShareOffer): Effect.Effect<PutOutcome | Failed> =>
+    Effect.async<PutOutcome | Failed>((resume) =>
+      guardian.putSoon(offer, true, (outcome) =>
+        resume(
+          outcome.outcome === "store failed"
+            ? Effect.as(Effect.logWarning(`vault: this node's share store failed: ${String(outcome.error)}`), { outcome: "failed" as const, reason: "its store failed" })
+            : Effect.succeed(outcome)
+        )
+      )
+    )
+  /** This node's guardian, after the calls to the others are on their way (see `putHere`). */
   const afterSends = <A,>(run: () => A): Effect.Effect<A | Failed> =>
     Effect.async<A | Failed>((resume) => void setImmediate(() => resume(local(run))))
 
@@ -98,23 +151,16 @@ export const makeGuardianCalls = (deps: {
 
   return {
     members,
-    put: (node, offer) =>
-      node === self
-        ? afterSends(() => guardian.put(offer, true))
-        : putAnswer(
-            internal.call(
-              node,
-              "vaultSharePut",
-              { ...offer, namespace: ns(offer.namespace), share: Buffer.from(offer.share.buffer, offer.share.byteOffset, offer.share.byteLength).toString("base64") },
-              timeout
-            )
-          ),
+    put: (node, offer) => {
+      if (node === self) return putHere(offer)
+      const { namespace, identity, version, threshold, digest, pubkey, signature } = offer
+      const envelope = encodePut({ namespace: ns(namespace), identity, version, threshold, digest, pubkey, signature })
+      return bytesAnswer(coordination.postBytes(node, putPath, { envelope, bytes: offer.share }, timeout), putJson)
+    },
     get: (node, ask) =>
       node === self
         ? afterSends(() => guardian.get(ask, true))
-        : Effect.map(getAnswer(internal.call(node, "vaultShareGet", { ...ask, namespace: ns(ask.namespace) }, timeout)), (answer) =>
-            answer.outcome === "found" ? { ...answer, share: new Uint8Array(Buffer.from(answer.share, "base64")) } : answer
-          ),
+        : bytesAnswer(coordination.postBytes(node, getPath, { json: encodeGet({ ...ask, namespace: ns(ask.namespace) }) }, timeout), readGet),
     count: (node, namespace) =>
       node === self
         ? Effect.map(local(() => guardian.count(namespace)), (n) => (typeof n === "number" ? n : null))

@@ -2,7 +2,8 @@
  * This node's vault shares (docs/vault.md, "Where shares live"): a SQLite file of its own in its
  * data directory (`<dataDir>/vault.db`), never the shared registry, where one database holding
  * every node's share would undo the sharing. Share writes are synchronous (`synchronous = FULL`):
- * a guardian that acknowledged a share still holds it after a crash of the machine.
+ * a guardian that acknowledged a share still holds it after a crash of the machine. A burst's
+ * writes share one transaction and its one flush (`writeMany`), none acknowledged before it.
  *
  * It also keeps the pull signatures it has honoured until they are stale, so a captured pull is
  * answered once. Those go through a second connection at `synchronous = NORMAL` (WAL: a spend
@@ -24,6 +25,19 @@ export interface StoredShare {
 
 export type WriteOutcome = { readonly outcome: "stored" } | { readonly outcome: "conflict"; readonly version: number }
 
+/** One write of a batch (`writeMany`). */
+export interface ShareWrite {
+  readonly namespace: string
+  readonly identity: string
+  readonly share: StoredShare
+}
+
+/** A write of a batch that failed on its own (the batch's others stand): why. */
+export interface WriteFailed {
+  readonly outcome: "failed"
+  readonly error: unknown
+}
+
 export interface ShareStore {
   readonly read: (namespace: string, identity: string) => StoredShare | undefined
   /**
@@ -32,6 +46,12 @@ export interface ShareStore {
    * push retried: its new split replaces the old one.
    */
   readonly write: (namespace: string, identity: string, share: StoredShare, at: number) => WriteOutcome
+  /**
+   * `write` for each of `writes`, in order, in one transaction: one flush to disk for all of
+   * them. Each is decided as it would be alone, after the ones before it; one that fails is
+   * undone alone. Throws when the transaction does not commit (nothing of it was written).
+   */
+  readonly writeMany: (writes: ReadonlyArray<ShareWrite>, at: number) => ReadonlyArray<WriteOutcome | WriteFailed>
   /** Spends `key` until `expiresAt` (Unix ms): false when it was spent before. */
   readonly spend: (key: string, expiresAt: number) => boolean
   /** The namespace's identities held here. */
@@ -57,6 +77,7 @@ interface Statements {
   readonly drop: Database.Statement
   readonly namespaces: Database.Statement
   readonly write: (namespace: string, identity: string, share: StoredShare, at: number) => WriteOutcome
+  readonly writeMany: (writes: ReadonlyArray<ShareWrite>, at: number) => ReadonlyArray<WriteOutcome | WriteFailed>
 }
 
 /** The store of the node whose data directory is `dataDir`, opened at its first use. */
@@ -87,6 +108,16 @@ export const shareStore = (dataDir: string): ShareStore => {
       upsert.run(namespace, identity, share.version, share.threshold, share.digest, Buffer.from(share.share.buffer, share.share.byteOffset, share.share.byteLength), at)
       return { outcome: "stored" }
     })
+    // each write a savepoint of its own inside the batch's transaction: a failure undoes it alone
+    const writeMany = db.transaction((writes: ReadonlyArray<ShareWrite>, at: number) =>
+      writes.map((w): WriteOutcome | WriteFailed => {
+        try {
+          return write(w.namespace, w.identity, w.share, at)
+        } catch (error) {
+          return { outcome: "failed", error }
+        }
+      })
+    )
     const spends = new Database(path.join(dataDir, "vault.db"))
     spends.pragma("synchronous = NORMAL")
     opened = {
@@ -99,7 +130,8 @@ export const shareStore = (dataDir: string): ShareStore => {
       count: db.prepare("SELECT COUNT(*) AS n FROM shares WHERE namespace = ?"),
       drop: db.prepare("DELETE FROM shares WHERE namespace = ?"),
       namespaces: db.prepare("SELECT DISTINCT namespace FROM shares"),
-      write
+      write,
+      writeMany
     }
     return opened
   }
@@ -109,6 +141,7 @@ export const shareStore = (dataDir: string): ShareStore => {
       return row === undefined ? undefined : { ...row, share: new Uint8Array(row.share.buffer, row.share.byteOffset, row.share.byteLength) }
     },
     write: (namespace, identity, share, at) => open().write(namespace, identity, share, at),
+    writeMany: (writes, at) => open().writeMany(writes, at),
     spend: (key, expiresAt) => {
       const s = open()
       if (++spends % PRUNE_EVERY === 0) s.prune.run(Date.now())

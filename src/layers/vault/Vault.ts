@@ -297,13 +297,16 @@ export class Vault extends Context.Tag("portico/Vault")<Vault, VaultService>() {
       const settings = yield* PorticoConfig
       const store = shareStore(settings.dataDir)
       yield* Effect.addFinalizer(() => Effect.sync(() => store.close()))
-      const guardian = makeGuardian(store)
+      // a share is the envelope's length plus its x byte
+      const guardian = makeGuardian(store, Date.now, settings.vault.maxEnvelopeBytes + 1)
       yield* Effect.forkScoped(sweepGone(store, yield* RegistryStore))
+      const coordination = yield* Coordination
       const calls = makeGuardianCalls({
         self: settings.nodeId,
         guardian,
         membership: yield* Membership,
-        internal: internalClient(yield* Coordination),
+        internal: internalClient(coordination),
+        coordination,
         timeoutMs: settings.vault.guardianTimeoutMs
       })
       return makeVault({ settings, guardian, calls })

@@ -6,6 +6,7 @@
  * test/e2e/vault.test.ts (one node) and vault.cluster.test.ts (three).
  */
 import { Effect, Either, Layer } from "effect"
+import { createHash } from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -256,5 +257,53 @@ describe("a node that was stopped while a namespace was deleted", () => {
         })
       ).pipe(Effect.provide(layer))
     )
+  })
+})
+
+describe("a guardian's writes of one turn", () => {
+  /** `putSoon` as a promise of its outcome. */
+  const putSoon = (guardian: Guardian, offer: Parameters<Guardian["put"]>[0], verified = false) =>
+    new Promise<Awaited<ReturnType<Guardian["put"]>> | { outcome: "store failed" }>((resolve) => guardian.putSoon(offer, verified, resolve))
+  const offerOf = (id: ReturnType<typeof newIdentity>, version: number, envelope: Uint8Array, share = Uint8Array.of(5, 6, 7)) => {
+    const signed = pushBody(id, version, envelope)
+    return { namespace: "ns", identity: id.identity, version, threshold: 2, digest: sha256(envelope), share, pubkey: id.pubkey, signature: signed.signature }
+  }
+  const sha256 = (b: Uint8Array) => createHash("sha256").update(b).digest("hex")
+
+  it("share one transaction, each decided as it would be alone after the ones before it", async () => {
+    const store = shareStore(path.join(root, `batch-${++fleets}`))
+    let batches = 0
+    const counted = { ...store, writeMany: (...args: Parameters<typeof store.writeMany>) => (batches++, store.writeMany(...args)) }
+    const guardian = makeGuardian(counted, Date.now, 16)
+    const id = newIdentity()
+    const other = newIdentity()
+    const outcomes = await Promise.all([
+      putSoon(guardian, offerOf(id, 2, bytes("two"))),
+      // the same version of another envelope, after the first in the same transaction: a conflict
+      putSoon(guardian, offerOf(id, 2, bytes("another"))),
+      putSoon(guardian, offerOf(id, 1, bytes("one"))),
+      putSoon(guardian, offerOf(other, 1, bytes("theirs"))),
+      // refused before any write: a signature that does not verify, a share over the largest made
+      putSoon(guardian, { ...offerOf(other, 3, bytes("x")), signature: "00".repeat(64) }),
+      putSoon(guardian, offerOf(other, 4, bytes("y"), new Uint8Array(17).fill(1)))
+    ])
+    expect(outcomes.map((o) => o.outcome)).toEqual(["stored", "conflict", "conflict", "stored", "refused", "refused"])
+    expect(batches).toBe(1)
+    expect(guardian.count("ns")).toBe(2)
+    // the next turn's writes are a transaction of their own
+    expect((await putSoon(guardian, offerOf(id, 3, bytes("three")))).outcome).toBe("stored")
+    expect(batches).toBe(2)
+    store.close()
+  })
+
+  it("answer every write of a transaction that does not commit as its store failing, and write none", async () => {
+    const store = shareStore(path.join(root, `batch-${++fleets}`))
+    const failing = { ...store, writeMany: () => { throw new Error("disk full") } }
+    const guardian = makeGuardian(failing)
+    const id = newIdentity()
+    const outcomes = await Promise.all([putSoon(guardian, offerOf(id, 1, bytes("a"))), putSoon(guardian, offerOf(newIdentity(), 1, bytes("b")))])
+    expect(outcomes.map((o) => o.outcome)).toEqual(["store failed", "store failed"])
+    expect(store.count("ns")).toBe(0)
+    store.close()
   })
 })
