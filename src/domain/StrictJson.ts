@@ -22,6 +22,11 @@ const DEFAULT_LIMITS: StrictJsonLimits = { maxChars: 65_536, maxDepth: 32 }
 // `keyText`.
 let failure = ""
 let keyText = ""
+// the next backslash at or after where a string scan last looked for one, in `backslashText`
+let backslashText = ""
+let backslashAt = 0
+// whether a number literal of 16 characters or more was read: only those can be integers past 2^53
+let longNumber = false
 const fail = (reason: string): number => {
   failure = reason
   return -1
@@ -33,6 +38,7 @@ const scanned = <A>(scan: () => A): A => {
     return scan()
   } finally {
     keyText = ""
+    backslashText = ""
   }
 }
 
@@ -91,7 +97,10 @@ const scanValue = (src: string, start: number, depth: number, limits: StrictJson
   if (c === LOWER_N && src.startsWith("null", pos)) return pos + 4
   NUMBER_RE.lastIndex = pos
   const m = NUMBER_RE.exec(src)
-  if (m !== null && m[0].length > 0) return pos + m[0].length
+  if (m !== null && m[0].length > 0) {
+    if (m[0].length >= 16) longNumber = true
+    return pos + m[0].length
+  }
   return fail(`unexpected character at ${pos}`)
 }
 
@@ -104,37 +113,56 @@ const skipWs = (src: string, pos: number): number => {
 /**
  * Scans a string literal at `pos` (the opening quote); with `wantText`, leaves its unescaped
  * text in `keyText`.
+ *
+ * It jumps from escape to escape with `indexOf` (the next backslash is found once per text and
+ * kept while it lies ahead) instead of reading every character: a long value, such as a vault
+ * envelope's 90 KB of base64, costs a few microseconds instead of a quarter of a millisecond.
+ * Control characters are not looked for here: `JSON.parse`, which every text that passes the
+ * scan goes through, refuses them, and `strictJson` then says where (`controlCharacterAt`).
  */
 const scanString = (src: string, pos: number, wantText: boolean): number => {
   let i = pos + 1
   let run = i
   let out = ""
-  while (i < src.length) {
-    const c = src.charCodeAt(i)
-    if (c === QUOTE) {
-      if (wantText) keyText = out + src.slice(run, i)
-      return i + 1
+  for (;;) {
+    const close = src.indexOf('"', i)
+    if (close < 0) return fail("unterminated string")
+    if (backslashText !== src || backslashAt < i) {
+      backslashText = src
+      const found = src.indexOf("\\", i)
+      backslashAt = found < 0 ? src.length : found
     }
-    if (c < 0x20) return fail(`control character in string at ${i}`)
-    if (c === BACKSLASH) {
-      const e = src.charCodeAt(i + 1)
-      const simple = simpleEscape(e)
-      if (simple !== undefined) {
-        if (wantText) out += src.slice(run, i) + simple
-        i += 2
-      } else if (e === LOWER_U && isHex(src.charCodeAt(i + 2)) && isHex(src.charCodeAt(i + 3)) && isHex(src.charCodeAt(i + 4)) && isHex(src.charCodeAt(i + 5))) {
-        // Keys compare by UTF-16 code units, exactly as JSON.parse builds property names.
-        if (wantText) out += src.slice(run, i) + String.fromCharCode(parseInt(src.slice(i + 2, i + 6), 16))
-        i += 6
-      } else {
-        return fail(`bad escape in string at ${i}`)
-      }
-      run = i
+    if (backslashAt > close) {
+      if (wantText) keyText = out + src.slice(run, close)
+      return close + 1
+    }
+    i = backslashAt
+    const e = src.charCodeAt(i + 1)
+    const simple = simpleEscape(e)
+    if (simple !== undefined) {
+      if (wantText) out += src.slice(run, i) + simple
+      i += 2
+    } else if (e === LOWER_U && isHex(src.charCodeAt(i + 2)) && isHex(src.charCodeAt(i + 3)) && isHex(src.charCodeAt(i + 4)) && isHex(src.charCodeAt(i + 5))) {
+      // Keys compare by UTF-16 code units, exactly as JSON.parse builds property names.
+      if (wantText) out += src.slice(run, i) + String.fromCharCode(parseInt(src.slice(i + 2, i + 6), 16))
+      i += 6
     } else {
-      i++
+      return fail(`bad escape in string at ${i}`)
     }
+    run = i
   }
-  return fail("unterminated string")
+}
+
+/** Where the first control character inside a string literal is, or -1: why a scanned text failed to parse. */
+const controlCharacterAt = (src: string): number => {
+  let inString = false
+  for (let i = 0; i < src.length; i++) {
+    const c = src.charCodeAt(i)
+    if (inString && c < 0x20) return i
+    if (inString && c === BACKSLASH) i++
+    else if (c === QUOTE) inString = !inString
+  }
+  return -1
 }
 
 const scanObject = (src: string, pos: number, depth: number, limits: StrictJsonLimits): number => {
@@ -180,16 +208,19 @@ const scanArray = (src: string, pos: number, depth: number, limits: StrictJsonLi
 /** JSON.parse that refuses duplicate keys at any depth, over-deep nesting and over-long input. */
 export const strictJson = (text: string, limits: StrictJsonLimits = DEFAULT_LIMITS): Either.Either<unknown, StrictJsonInvalid> => {
   if (text.length > limits.maxChars) return Either.left(new StrictJsonInvalid({ reason: "JSON text too long" }))
+  longNumber = false
   const end = scanned(() => scanValue(text, 0, 0, limits))
   if (end < 0) return Either.left(new StrictJsonInvalid({ reason: failure }))
   if (skipWs(text, end) !== text.length) {
     return Either.left(new StrictJsonInvalid({ reason: "trailing characters after the JSON value" }))
   }
   try {
-    // integers past 2^53 arrive as bigint, not rounded (SQL arguments, ExactJson.ts)
-    return Either.right(parseExactJson(text))
+    // integers past 2^53 arrive as bigint, not rounded (SQL arguments, ExactJson.ts); the scan
+    // has seen every number literal, so a text without a long one takes the native parser at once
+    return Either.right(longNumber ? parseExactJson(text) : JSON.parse(text))
   } catch {
-    return Either.left(new StrictJsonInvalid({ reason: "not valid JSON" }))
+    const at = controlCharacterAt(text)
+    return Either.left(new StrictJsonInvalid({ reason: at < 0 ? "not valid JSON" : `control character in string at ${at}` }))
   }
 }
 

@@ -24,6 +24,31 @@ describe("strictJson", () => {
     )
   })
 
+  it("gives what JSON.parse gives for values whose strings are full of escapes", () => {
+    // every control character, quote and backslash written escaped, long plain runs between them
+    const text = fc.string({ unit: fc.constantFrom("a", "b", '"', "\\", "\n", "\u0001", "\u2028", "é", "x".repeat(300)) })
+    fc.assert(
+      fc.property(fc.dictionary(text, fc.oneof(text, fc.array(text))), (value) => {
+        const json = JSON.stringify(value)
+        expect(strictJson(json, { maxChars: 1e7, maxDepth: 8 })).toEqual(Either.right(JSON.parse(json)))
+      }),
+      { numRuns: 300 }
+    )
+  })
+
+  it("finds what it refuses past long values: a repeated key, a control character, a bad escape", () => {
+    const long = "A".repeat(100_000)
+    const limits = { maxChars: 1e6, maxDepth: 8 }
+    expect(reason(`{"a":"${long}","b\\\\":"x\\"","\\u0061":1}`, limits)).toBe('duplicate key "a"')
+    expect(reason(`{"k":"${long}","a\\u0062":1,"ab":2}`, limits)).toBe('duplicate key "ab"')
+    expect(reason(`{"k":"${long}\u0001"}`, limits)).toBe(`control character in string at ${long.length + 6}`)
+    expect(reason(`{"k":"${long}","v":"\\q"}`, limits)).toBe(`bad escape in string at ${long.length + 13}`)
+    expect(reason(`{"k":"${long}`, limits)).toBe("unterminated string")
+    // a tab between members is whitespace, inside a string it is not
+    expect(reason('{"a":1,\t"b":2}')).toBeUndefined()
+    expect(reason('{"a":"\t"}')).toBe("control character in string at 6")
+  })
+
   it("refuses a repeated key at any depth, also spelled with an escape", () => {
     expect(reason('{"a":1,"a":2}')).toBe('duplicate key "a"')
     expect(reason('{"a":1,"\\u0061":2}')).toBe('duplicate key "a"')
