@@ -7,10 +7,12 @@
  *    -c64. Target: credentials' requests per second >= 0.8 of whoami's.
  * 2. **Signalling join**: from opening the WebSocket to the SFU's `welcome` frame, one join after
  *    another (each socket closed once welcomed, not timed), through the gateway
- *    (`/v1/webrtc/signal?room=…&jwt=…`: the gate, the room's placement, a sealed ticket, the relayed
- *    socket) against the same SFU process joined directly with a ticket sealed by the bench (sealed
- *    before the clock starts). Target: the gateway's p50 <= 1.5 × the direct p50 (median of the
- *    rounds' ratios).
+ *    (`/v1/webrtc/signal?room=…&jwt=…`: the gate, the room's placement, the join on the gateway's
+ *    channel to the SFU, the relayed socket) against the same SFU process joined directly with a
+ *    ticket sealed by the bench (sealed before the clock starts). Target: the gateway's p50 <= 1.5 ×
+ *    the direct p50 (median of the rounds' ratios). Each round also prints the CPU the gateway and
+ *    the SFU spent per join on each side (their participant events included), which is where the
+ *    gateway's time goes when the machine is busy.
  * 3. **RTP forwarded**: RTP packets per second one werift peer receives from another, both
  *    relay-only through the same coturn: through the SFU (both joined to a room through the
  *    gateway, test/support/mediaPeers.ts) against the same two kinds of werift peer connected to
@@ -444,23 +446,34 @@ const main = async () => {
           muted: false,
           ek: randomBytes(32).toString("hex")
         })}`
-      /** p50s of `n` joins one after another: to the upgrade, and to the welcome. */
+      /**
+       * p50s of `n` joins one after another: to the upgrade, and to the welcome; and the CPU ms
+       * the gateway and the SFU spent per join meanwhile (their participant events included).
+       */
       const joins = async (target: () => string, n: number) => {
         const times: Array<{ readonly upgraded: number; readonly welcomed: number }> = []
+        const before = { gateway: cpuSeconds(gateway.process.pid!), sfu: cpuSeconds(sfu.pid) }
         for (let i = 0; i < n; i++) times.push(await joinOnce(target()))
-        return { upgraded: med(times, (t) => t.upgraded), welcomed: med(times, (t) => t.welcomed) }
+        const perJoin = (now: number, then: number) => ((now - then) * 1000) / n
+        return {
+          upgraded: med(times, (t) => t.upgraded),
+          welcomed: med(times, (t) => t.welcomed),
+          gatewayCpu: perJoin(cpuSeconds(gateway.process.pid!), before.gateway),
+          sfuCpu: perJoin(cpuSeconds(sfu.pid), before.sfu)
+        }
       }
       await joins(viaGateway, Math.min(50, joinsPerSide))
       await joins(directly, Math.min(50, joinsPerSide))
-      const results: Array<{ g: number; d: number; gUp: number; dUp: number }> = []
+      const results: Array<{ g: number; d: number; gUp: number; dUp: number; gCpu: string; dCpu: string }> = []
+      const cpuText = (side: { readonly gatewayCpu: number; readonly sfuCpu: number }) => `gateway ${side.gatewayCpu.toFixed(2)} + SFU ${side.sfuCpu.toFixed(2)}`
       for (let r = 0; r < rounds; r++) {
         const gatewayFirst = r % 2 === 1
         const one = await joins(gatewayFirst ? viaGateway : directly, joinsPerSide)
         const two = await joins(gatewayFirst ? directly : viaGateway, joinsPerSide)
         const [g, d] = gatewayFirst ? [one, two] : [two, one]
-        results.push({ g: g.welcomed, d: d.welcomed, gUp: g.upgraded, dUp: d.upgraded })
+        results.push({ g: g.welcomed, d: d.welcomed, gUp: g.upgraded, dUp: d.upgraded, gCpu: cpuText(g), dCpu: cpuText(d) })
         console.error(
-          `signalling round ${r + 1}: gateway p50 ${g.welcomed.toFixed(2)} ms (upgraded ${g.upgraded.toFixed(2)}), direct p50 ${d.welcomed.toFixed(2)} ms (upgraded ${d.upgraded.toFixed(2)}), ${(g.welcomed / d.welcomed).toFixed(2)}×`
+          `signalling round ${r + 1}: gateway p50 ${g.welcomed.toFixed(2)} ms (upgraded ${g.upgraded.toFixed(2)}), direct p50 ${d.welcomed.toFixed(2)} ms (upgraded ${d.upgraded.toFixed(2)}), ${(g.welcomed / d.welcomed).toFixed(2)}×; CPU ms a join: through the gateway ${cpuText(g)}, direct ${cpuText(d)}`
         )
       }
       const ratios = results.map((x) => x.g / x.d)

@@ -1,7 +1,7 @@
 package main
 
 // The gateway's endpoints: /health (unauthenticated: it says nothing about any namespace), and
-// /rooms and /control, which take SFU_KEY as a bearer token. The SFU listens on loopback only; the
+// /rooms, /control and /mux (mux.go), which take SFU_KEY as a bearer token. The SFU listens on loopback only; the
 // gateway calls these on behalf of a namespace and passes its name, so each answer is confined to
 // the namespace the gateway asked about.
 

@@ -1,11 +1,13 @@
 // Portico's SFU: one pion/webrtc process per node that relays the real-time media of the rooms of
 // every namespace (docs/webrtc.md). The gateway starts it on loopback, hands browsers a ticket it
-// sealed with the shared key, and proxies their signalling sockets here; nothing else reaches it.
+// sealed with the shared key or passes their joins on its channel (mux.go), and relays their
+// signalling here; nothing else reaches it.
 //
 // The files are split by concept: ticket.go (admission), turn.go (relay credentials), room.go
 // (who is in which room), forward.go (whose media goes to whom), peer.go (one participant's
-// connection and its negotiation), signal.go (the signalling socket), control.go (the gateway's
-// endpoints) and events.go (participant reports to the gateway).
+// connection and its negotiation), signal.go (the signalling socket), mux.go (the gateway's channel,
+// its joins' signalling multiplexed on one socket), control.go (the gateway's endpoints) and
+// events.go (participant reports to the gateway).
 package main
 
 import (
@@ -25,6 +27,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -124,6 +127,8 @@ type sfu struct {
 	api    *webrtc.API
 	rooms  *registry
 	events *events
+	// the gateway's channel (mux.go) that reports go on, while one is open
+	channel atomic.Pointer[channel]
 }
 
 func newSFU(cfg *config) (*sfu, error) {
@@ -156,13 +161,14 @@ func newSFU(cfg *config) (*sfu, error) {
 	}
 	api := webrtc.NewAPI(webrtc.WithMediaEngine(media), webrtc.WithInterceptorRegistry(interceptors),
 		webrtc.WithSettingEngine(settings))
-	return &sfu{
+	s := &sfu{
 		cfg:    cfg,
 		ticket: aead,
 		api:    api,
 		rooms:  &registry{rooms: map[roomKey]*room{}, maxRooms: cfg.maxRooms, maxPeers: cfg.maxPeers},
-		events: newEvents(cfg.eventsURL, cfg.node),
-	}, nil
+	}
+	s.events = newEvents(cfg.eventsURL, cfg.node, s.channel.Load)
+	return s, nil
 }
 
 func (s *sfu) handler() http.Handler {
@@ -171,6 +177,7 @@ func (s *sfu) handler() http.Handler {
 	mux.HandleFunc("/signal", s.serveSignal)
 	mux.HandleFunc("/rooms", s.serveRooms)
 	mux.HandleFunc("/control", s.serveControl)
+	mux.HandleFunc("/mux", s.serveMux)
 	return mux
 }
 

@@ -12,7 +12,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/gorilla/websocket"
 	"github.com/pion/webrtc/v4"
 )
 
@@ -60,7 +59,7 @@ type peer struct {
 	// can be sent under locks without a slow client stalling anyone.
 	outMu     sync.Mutex
 	out       chan []byte
-	ws        *websocket.Conn
+	sock      signalSocket
 	offerSent bool     // the first offer is queued; until then local candidates are held,
 	held      [][]byte // since a client cannot add a candidate before it has the offer
 	closeCode int      // the close frame the writer ends with (0: none)
@@ -292,12 +291,12 @@ func (p *peer) close(reason string, code int, text string) {
 	}
 	p.outMu.Lock()
 	p.closeCode, p.closeText = code, text
-	ws := p.ws
+	sock := p.sock
 	p.outMu.Unlock()
 	close(p.done)
-	if ws != nil {
+	if sock != nil {
 		// The writer flushes and closes; this bounds a writer stuck on a client that stopped reading.
-		time.AfterFunc(2*time.Second, func() { _ = ws.Close() })
+		time.AfterFunc(2*time.Second, sock.forceClose)
 	}
 	for _, o := range renegotiate {
 		o.negotiate()

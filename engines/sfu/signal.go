@@ -91,7 +91,7 @@ type inFrame struct {
 var upgrader = websocket.Upgrader{
 	ReadBufferSize:  4096,
 	WriteBufferSize: 4096,
-	// Any origin: the ticket in the URL is the credential, and the gateway proxies the socket.
+	// Any origin: the ticket in the URL is the credential (the gateway's channel is bearer-checked first).
 	CheckOrigin: func(*http.Request) bool { return true },
 }
 
@@ -102,22 +102,12 @@ func (s *sfu) serveSignal(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusUnauthorized, "UNAUTHORIZED", "invalid or expired ticket")
 		return
 	}
-	p, ice, err := s.newPeer(tk)
-	if err != nil {
-		log.Printf("sfu peer connection for %s: %v", tk.Peer, err)
-		httpError(w, http.StatusInternalServerError, "INTERNAL", "could not create the peer connection")
-		return
-	}
-	if err := s.rooms.admit(p); err != nil {
-		p.closed.Store(true) // never in the room: nothing to undo or report
-		_ = p.pc.Close()
-		switch {
-		case errors.Is(err, errConflict):
-			httpError(w, http.StatusConflict, "CONFLICT", err.Error())
-		default:
+	p, ice, no := s.enter(tk)
+	if no != nil {
+		if no.Status == http.StatusServiceUnavailable {
 			w.Header().Set("Retry-After", "5")
-			httpError(w, http.StatusServiceUnavailable, "ROOM_FULL", err.Error())
 		}
+		httpError(w, no.Status, no.Code, no.Error)
 		return
 	}
 	ws, err := upgrader.Upgrade(w, r, nil)
@@ -127,40 +117,97 @@ func (s *sfu) serveSignal(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	ws.SetReadLimit(s.cfg.maxFrame)
+	sock := wsSocket{ws}
 	p.outMu.Lock()
-	p.ws = ws
+	p.sock = sock
 	p.outMu.Unlock()
-	go p.writer(ws)
+	go p.writer(sock)
 	if !s.join(p, ice) {
 		return // closed while upgrading (a kick, or shutdown): the writer closes the socket
 	}
-	log.Printf("sfu join ns=%q room=%q peer=%q user=%q device=%q muted=%t", p.key.ns, p.key.name, p.id, p.user,
-		p.device, p.muted.Load())
+	p.logJoin()
 	p.start()
 	p.readLoop(ws)
 }
 
+// refusal is why a join was not taken: an HTTP status and the API's code, as the signalling
+// socket answers its handshake and the gateway's channel answers a join (mux.go).
+type refusal struct {
+	Status int    `json:"status"`
+	Code   string `json:"code"`
+	Error  string `json:"error"`
+}
+
+// enter makes the ticket's peer connection and takes the peer into its room, or says why not.
+func (s *sfu) enter(tk *ticket) (*peer, []iceServer, *refusal) {
+	p, ice, err := s.newPeer(tk)
+	if err != nil {
+		log.Printf("sfu peer connection for %s: %v", tk.Peer, err)
+		return nil, nil, &refusal{http.StatusInternalServerError, "INTERNAL", "could not create the peer connection"}
+	}
+	if err := s.rooms.admit(p); err != nil {
+		p.closed.Store(true) // never in the room: nothing to undo or report
+		_ = p.pc.Close()
+		if errors.Is(err, errConflict) {
+			return nil, nil, &refusal{http.StatusConflict, "CONFLICT", err.Error()}
+		}
+		return nil, nil, &refusal{http.StatusServiceUnavailable, "ROOM_FULL", err.Error()}
+	}
+	return p, ice, nil
+}
+
+func (p *peer) logJoin() {
+	log.Printf("sfu join ns=%q room=%q peer=%q user=%q device=%q muted=%t", p.key.ns, p.key.name, p.id, p.user,
+		p.device, p.muted.Load())
+}
+
+// signalSocket is where a peer's frames go: its own WebSocket (wsSocket) or a stream of the
+// gateway's channel (mux.go). The peer's writer goroutine is its only writer.
+type signalSocket interface {
+	write(data []byte, deadline time.Time) error
+	// keepalive pings a WebSocket; a stream has none (the gateway keeps its client's socket alive).
+	keepalive() error
+	closeFrame(code int, text string, deadline time.Time)
+	forceClose()
+}
+
+type wsSocket struct{ ws *websocket.Conn }
+
+func (w wsSocket) write(data []byte, deadline time.Time) error {
+	_ = w.ws.SetWriteDeadline(deadline)
+	return w.ws.WriteMessage(websocket.TextMessage, data)
+}
+
+func (w wsSocket) keepalive() error {
+	return w.ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeWait))
+}
+
+func (w wsSocket) closeFrame(code int, text string, deadline time.Time) {
+	_ = w.ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, text), deadline)
+}
+
+func (w wsSocket) forceClose() { _ = w.ws.Close() }
+
 // writer is the socket's only writer: queued frames, pings, and at the end the close frame.
-func (p *peer) writer(ws *websocket.Conn) {
+func (p *peer) writer(sock signalSocket) {
 	ping := time.NewTicker(pingEvery)
 	defer ping.Stop()
 	for {
 		select {
 		case data := <-p.out:
-			_ = ws.SetWriteDeadline(time.Now().Add(writeWait))
-			if err := ws.WriteMessage(websocket.TextMessage, data); err != nil {
-				_ = ws.Close()
+			if err := sock.write(data, time.Now().Add(writeWait)); err != nil {
+				sock.forceClose()
 				p.close(reasonLeft, 0, "")
 				return
 			}
 		case <-ping.C:
-			if err := ws.WriteControl(websocket.PingMessage, nil, time.Now().Add(writeWait)); err != nil {
-				_ = ws.Close()
+			if err := sock.keepalive(); err != nil {
+				sock.forceClose()
 				p.close(reasonLeft, 0, "")
 				return
 			}
 		case <-p.done:
-			p.flushAndClose(ws)
+			p.flushAndClose(sock)
 			return
 		}
 	}
@@ -168,13 +215,12 @@ func (p *peer) writer(ws *websocket.Conn) {
 
 // flushAndClose writes what was queued before the close (a kicked or error frame), then the close
 // frame, within a second.
-func (p *peer) flushAndClose(ws *websocket.Conn) {
+func (p *peer) flushAndClose(sock signalSocket) {
 	deadline := time.Now().Add(time.Second)
-	_ = ws.SetWriteDeadline(deadline)
 	for flushing := true; flushing; {
 		select {
 		case data := <-p.out:
-			if ws.WriteMessage(websocket.TextMessage, data) != nil {
+			if sock.write(data, deadline) != nil {
 				flushing = false
 			}
 		default:
@@ -185,7 +231,7 @@ func (p *peer) flushAndClose(ws *websocket.Conn) {
 	code, text := p.closeCode, p.closeText
 	p.outMu.Unlock()
 	if code != 0 {
-		_ = ws.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, text), deadline)
+		sock.closeFrame(code, text, deadline)
 	}
 	// Closing while the client's frames are still unread would reset the connection, and the
 	// client would lose the close frame (it sees 1006): let the reader take the client's close
@@ -194,7 +240,7 @@ func (p *peer) flushAndClose(ws *websocket.Conn) {
 	case <-p.readDone:
 	case <-time.After(time.Second):
 	}
-	_ = ws.Close()
+	sock.forceClose()
 }
 
 // readLoop handles the client's frames until the socket ends. Once the peer is closed it reads on,
@@ -214,41 +260,47 @@ func (p *peer) readLoop(ws *websocket.Conn) {
 			}
 			return
 		}
-		if p.closed.Load() {
-			continue
+		p.handle(&limit, kind == websocket.TextMessage, data)
+	}
+}
+
+// handle acts on one client frame, from the peer's own socket or its stream of the gateway's
+// channel: the same checks and the same rate either way.
+func (p *peer) handle(limit *bucket, text bool, data []byte) {
+	if p.closed.Load() {
+		return
+	}
+	var f inFrame
+	if !text || json.Unmarshal(data, &f) != nil {
+		p.fail("VALIDATION_FAILED", "frames are JSON text objects", websocket.CloseUnsupportedData)
+		return
+	}
+	switch f.Type {
+	case "answer", "candidate", "offer":
+		if !limit.allow(time.Now()) {
+			p.fail("RATE_LIMITED", "too many signalling frames", websocket.ClosePolicyViolation)
+			return
 		}
-		var f inFrame
-		if kind != websocket.TextMessage || json.Unmarshal(data, &f) != nil {
-			p.fail("VALIDATION_FAILED", "frames are JSON text objects", websocket.CloseUnsupportedData)
-			continue
+	}
+	switch f.Type {
+	case "answer":
+		if f.SDP == "" {
+			p.sendError("VALIDATION_FAILED", "an answer needs sdp")
+		} else if err := p.answer(f.SDP); err != nil {
+			p.sendError("VALIDATION_FAILED", "answer refused: "+err.Error())
 		}
-		switch f.Type {
-		case "answer", "candidate", "offer":
-			if !limit.allow(time.Now()) {
-				p.fail("RATE_LIMITED", "too many signalling frames", websocket.ClosePolicyViolation)
-				continue
-			}
+	case "candidate":
+		if f.Candidate == nil {
+			p.sendError("VALIDATION_FAILED", "a candidate frame needs candidate")
+		} else if err := p.candidate(*f.Candidate); err != nil {
+			p.sendError("VALIDATION_FAILED", "candidate refused: "+err.Error())
 		}
-		switch f.Type {
-		case "answer":
-			if f.SDP == "" {
-				p.sendError("VALIDATION_FAILED", "an answer needs sdp")
-			} else if err := p.answer(f.SDP); err != nil {
-				p.sendError("VALIDATION_FAILED", "answer refused: "+err.Error())
-			}
-		case "candidate":
-			if f.Candidate == nil {
-				p.sendError("VALIDATION_FAILED", "a candidate frame needs candidate")
-			} else if err := p.candidate(*f.Candidate); err != nil {
-				p.sendError("VALIDATION_FAILED", "candidate refused: "+err.Error())
-			}
-		case "leave":
-			p.close(reasonLeft, websocket.CloseNormalClosure, "left")
-		case "offer":
-			p.sendError("VALIDATION_FAILED", "the SFU makes the offers; the client answers them")
-		default:
-			p.sendError("VALIDATION_FAILED", "unknown frame type")
-		}
+	case "leave":
+		p.close(reasonLeft, websocket.CloseNormalClosure, "left")
+	case "offer":
+		p.sendError("VALIDATION_FAILED", "the SFU makes the offers; the client answers them")
+	default:
+		p.sendError("VALIDATION_FAILED", "unknown frame type")
 	}
 }
 

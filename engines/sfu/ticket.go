@@ -62,13 +62,23 @@ func openTicket(aead cipher.AEAD, s string, now time.Time) (*ticket, error) {
 	if t.Exp < now.Unix() {
 		return nil, errors.New("ticket expired")
 	}
+	if err := t.check(); err != nil {
+		return nil, err
+	}
+	return &t, nil
+}
+
+// check refuses a ticket (sealed, or a join on the gateway's channel) that lacks ns, room or peer,
+// and decodes its event key.
+func (t *ticket) check() error {
 	if t.NS == "" || t.Room == "" || t.Peer == "" {
-		return nil, errors.New("ticket lacks ns, room or peer")
+		return errors.New("ticket lacks ns, room or peer")
 	}
 	// Only the gateway can seal a ticket, so a bad ek is the gateway's bug; refusing the ticket
 	// says so at once instead of as reports the gateway cannot verify.
+	var err error
 	if t.eventKey, err = hex.DecodeString(t.EK); err != nil || len(t.eventKey) != 32 {
-		return nil, errors.New("ticket ek is not 64 hex characters")
+		return errors.New("ticket ek is not 64 hex characters")
 	}
-	return &t, nil
+	return nil
 }

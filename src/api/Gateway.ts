@@ -42,6 +42,7 @@ import { WebRtcEventsHandlers, WebRtcHandlers, WebRtcNamespaceHandlers } from ".
 import { webRtcSocketHandlers } from "./handlers/WebRtcSocketHandlers.js"
 import { makeSignalSockets } from "../layers/webrtc/SignalSockets.js"
 import { MediaServer } from "../layers/webrtc/MediaServer.js"
+import { RoomEvents } from "../layers/webrtc/RoomEvents.js"
 import { Rooms } from "../layers/webrtc/Rooms.js"
 import { WebRtc } from "../layers/webrtc/WebRtc.js"
 import { Coordination, ENVELOPE_HEADER } from "../layers/coordination/Coordination.js"
@@ -311,7 +312,8 @@ export const gatewayListener = (settings: PorticoSettings) =>
       coordination,
       membership: Context.get(context, Membership),
       revocation,
-      joinsPerMinute: settings.webrtc.joinsPerMinute
+      joinsPerMinute: settings.webrtc.joinsPerMinute,
+      events: Context.get(context, RoomEvents)
     })
     yield* Scope.addFinalizer(scope, Effect.sync(signalSockets.close))
     // the API's WebSocket routes on the API's hosts, each through its endpoint's gate and query schema

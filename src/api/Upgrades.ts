@@ -152,11 +152,17 @@ export const makeUpgrades = (options: {
     } else {
       const jwt = url.searchParams.get("jwt")
       const authorization = req.headers.authorization ?? (jwt === null ? undefined : `Bearer ${jwt}`)
-      const admitted = await Effect.runPromise(
-        Effect.either(options.gate.run(route.policy, { authorization, remoteAddress: clientAddressOf(req), clientCharged: false }))
-      )
-      if (Either.isLeft(admitted)) return refuse(asRefusal(admitted.left))
-      caller = admitted.right
+      const request = { authorization, remoteAddress: clientAddressOf(req), clientCharged: false }
+      // decided at once when no store must be read (as the fast lane does); else the whole gate
+      // decides, the client network charged already
+      const decision = options.gate.now(route.policy, request, Date.now())
+      if (decision._tag === "Refused") return refuse(asRefusal(decision.error))
+      if (decision._tag === "Admitted") caller = decision.principal
+      else {
+        const admitted = await Effect.runPromise(Effect.either(options.gate.run(route.policy, { ...request, clientCharged: true })))
+        if (Either.isLeft(admitted)) return refuse(asRefusal(admitted.left))
+        caller = admitted.right
+      }
     }
     const query = decodeQuery(route, url.searchParams)
     if (Either.isLeft(query)) return refuse(query.left)

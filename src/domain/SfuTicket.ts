@@ -3,8 +3,9 @@
  * "The media server"):
  *
  * - A **join ticket**: who joins which room, for 30 s, sealed with AES-256-GCM under the node's
- *   SFU key. Sealed rather than signed because it carries the namespace's event key, which the
- *   client holding the ticket must not read.
+ *   SFU key, for a client that opens the media server's `/signal?ticket=` itself (the gateway
+ *   passes its own joins on its channel, MediaChannel.ts). Sealed rather than signed because it
+ *   carries the namespace's event key, which the client holding the ticket must not read.
  * - The **event key**: HMAC-SHA256 of a fixed label under the namespace's relay secret. The media
  *   server MACs each participant event with it, so an event is authenticated by a key only the
  *   namespace's relay secret makes (spec §6.4) and the relay secret itself never leaves the gateway.

@@ -1,10 +1,11 @@
 /**
  * This node's media server (docs/webrtc.md, "The media server"): the SFU built from engines/sfu,
  * run by the gateway as its child on a loopback port, so that only this gateway reaches it. The
- * gateway makes its key (32 random bytes, per start): the SFU opens the join tickets sealed under
- * it and takes its control calls with it as a bearer. The child watches its stdin, which the
- * gateway holds open, and exits when the gateway is gone, however the gateway stopped. A child that
- * exits is started again after a pause; its rooms' peers rejoin.
+ * gateway makes its key (32 random bytes, per start): the SFU takes its control calls and the
+ * gateway's channel (MediaChannel.ts) with it as a bearer, and opens join tickets sealed under it.
+ * The child watches its stdin, which the gateway holds open, and exits when the gateway is gone,
+ * however the gateway stopped. A child that exits is started again after a pause; its rooms'
+ * peers rejoin.
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
@@ -97,19 +98,22 @@ export class MediaServer extends Context.Tag("portico/MediaServer")<MediaServer,
         const proc = spawn(settings.sfuBinary, [], { env, stdio: ["pipe", "ignore", "pipe"] })
         child = proc
         let said = ""
-        // its log lines go to the gateway's, named
+        // its log lines go to the gateway's, named: one write for what one read brought (a line
+        // for each join and leave, so formatting each through console.error would be per-join work)
         let partial = ""
         proc.stderr!.on("data", (chunk: Buffer) => {
           const lines = (partial + chunk.toString()).split("\n")
           partial = lines.pop()!.slice(-4096)
+          let out = ""
           for (const line of lines) {
-            if (line.trim() !== "") console.error(`media server: ${line}`)
+            if (line.trim() !== "") out += `media server: ${line}\n`
             said = line
             if (!up && line.includes("sfu listening")) {
               up = true
               url = `http://127.0.0.1:${port}`
             }
           }
+          if (out !== "") process.stderr.write(out)
         })
         proc.stdin!.on("error", () => {})
         proc.on("error", (e) => console.error(`media server: ${settings.sfuBinary} did not start: ${e.message}`))

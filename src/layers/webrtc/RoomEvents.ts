@@ -1,7 +1,8 @@
 /**
  * Participants joining and leaving rooms (spec §6.4; docs/webrtc.md, "Events"): a media server
- * reports each one to its own node's gateway, which checks the report and publishes it on the
- * room's platform topic `_portico/webrtc/<room>` of the namespace.
+ * reports each one to its own node's gateway (on the gateway's channel to it, MediaChannel.ts, or
+ * by POST), which checks the report and publishes it on the room's platform topic
+ * `_portico/webrtc/<room>` of the namespace.
  *
  * A report is taken when its MAC (hex HMAC-SHA256 of the raw body, under the event key made from
  * the namespace's relay secret) holds, its `at` is within 60 s of now, it names this node, and its
@@ -42,13 +43,21 @@ export class RoomEvents extends Context.Tag("portico/RoomEvents")<RoomEvents, Ro
         return true
       }
 
+      /** Event keys by relay secret: WebRtc keeps each opened secret, so one HMAC per namespace. */
+      const keys = new WeakMap<Uint8Array, Buffer>()
+      const keyOf = (secret: Uint8Array) => {
+        let key = keys.get(secret)
+        if (key === undefined) keys.set(secret, (key = eventKeyOf(secret)))
+        return key
+      }
+
       const report: RoomEventsService["report"] = (event, raw, mac) =>
         Effect.gen(function* () {
           const secret = yield* Effect.mapError(webrtc.relaySecret(event.namespace), () =>
             refuse("UNAVAILABLE", "the registry did not answer", "the media server tries again", 1)
           )
           // a namespace without media on has no key: no report for it can hold
-          if (secret === undefined || !eventMacHolds(eventKeyOf(secret), raw, mac)) return yield* Effect.fail(unauthorized("the MAC does not hold"))
+          if (secret === undefined || !eventMacHolds(keyOf(secret), raw, mac)) return yield* Effect.fail(unauthorized("the MAC does not hold"))
           const now = Date.now()
           if (Math.abs(now - event.at) > EVENT_WINDOW_MS) return yield* Effect.fail(unauthorized("it is stale"))
           if (event.node !== config.nodeId) return yield* Effect.fail(unauthorized("it names another node"))
