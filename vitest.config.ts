@@ -27,10 +27,13 @@ const all = testFiles("test")
 const unit = all.filter(
   (file) => /^test\/(domain|api|layers)\//.test(file) && !startsProcesses.test(readFileSync(path.join(root, file), "utf8"))
 )
-// The three-node suites (each runs its cluster in a network namespace of its own, test/support/netns.ts)
-// run one at a time, after the others: each starts three gateways and their engines and holds
-// failover deadlines that a second cluster beside it on two cores would eat into.
-const oneAtATime = all.filter((file) => file.endsWith(".cluster.test.ts"))
+// Run one at a time, after the others: the three-node suites (each runs its cluster in a network
+// namespace of its own, test/support/netns.ts), which start three gateways and their engines and
+// hold failover deadlines that a second suite beside them on two cores would eat into; and the
+// suites that measure a gateway's memory going up and coming back down, which a busy neighbour
+// slows (its garbage collection and the pages it gives back).
+const measuresMemory = ["test/e2e/bodies.test.ts", "test/e2e/databases.test.ts", "test/e2e/deployments-connections.test.ts"]
+const oneAtATime = all.filter((file) => file.endsWith(".cluster.test.ts") || measuresMemory.includes(file))
 const integration = all.filter((file) => !unit.includes(file) && !oneAtATime.includes(file))
 
 export default defineConfig({
@@ -47,7 +50,7 @@ export default defineConfig({
     projects: [
       { extends: true, test: { name: "unit", include: unit } },
       { extends: true, test: { name: "integration", include: integration } },
-      { extends: true, test: { name: "cluster", include: oneAtATime, poolOptions: { forks: { singleFork: true } } } }
+      { extends: true, test: { name: "alone", include: oneAtATime, poolOptions: { forks: { singleFork: true } } } }
     ]
   }
 })
