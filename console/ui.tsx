@@ -2,6 +2,7 @@
 import type { ComponentChildren } from "preact"
 import { useCallback, useEffect, useRef, useState } from "preact/hooks"
 import { type Refusal, refusalOf } from "./api.js"
+import { percent } from "./upload.js"
 
 // ---- routing: paths under /console, kept in the history so back, reload and bookmarks work
 
@@ -200,3 +201,14 @@ export const ShownOnce = (props: { readonly label: string; readonly secret: stri
     <output class="secret">{props.secret}</output>
   </div>
 )
+
+/** An upload's progress, once it has started: how much of the body the browser has sent. */
+export const SentProgress = (props: { readonly fraction: number | undefined }) =>
+  props.fraction === undefined ? null : (
+    <label>
+      Sent
+      <progress max={1} value={props.fraction} aria-valuetext={percent(props.fraction)}>
+        {percent(props.fraction)}
+      </progress>
+    </label>
+  )

@@ -6,8 +6,8 @@
 import { useState } from "preact/hooks"
 import { Deployment } from "../../src/api/groups/DeploymentsGroup.js"
 import { RefusedError } from "../api.js"
-import { RefusalNote, useAction } from "../ui.js"
-import { percent, uploadForm } from "../upload.js"
+import { RefusalNote, SentProgress, useAction } from "../ui.js"
+import { uploadForm } from "../upload.js"
 
 const TYPES = ["static", "nodejs", "go", "nextjs"] as const
 
@@ -69,14 +69,7 @@ export const DeployForm = (props: { readonly token: string; readonly onDeployed:
         <button type="submit" disabled={deploy.busy}>
           {update ? "Deploy the new version" : "Deploy"}
         </button>
-        {fraction === undefined ? null : (
-          <label>
-            Sent
-            <progress max={1} value={fraction} aria-valuetext={percent(fraction)}>
-              {percent(fraction)}
-            </progress>
-          </label>
-        )}
+        <SentProgress fraction={fraction} />
       </form>
       <RefusalNote refusal={deploy.refusal} />
       {done === undefined ? null : (

@@ -5,9 +5,9 @@
 import { useState } from "preact/hooks"
 import { Uploaded } from "../../src/api/groups/StorageGroup.js"
 import { call } from "../api.js"
-import { percent, uploadForm } from "../upload.js"
+import { uploadForm } from "../upload.js"
 import type { Credential } from "../session.js"
-import { PageTitle, RefusalNote, useAction } from "../ui.js"
+import { PageTitle, RefusalNote, SentProgress, useAction } from "../ui.js"
 import { Pins } from "./Pins.js"
 
 type UploadedFile = typeof Uploaded.Type
@@ -50,14 +50,7 @@ export const Storage = (props: { readonly credential: Credential }) => {
         <button type="submit" disabled={send.busy || file === undefined}>
           Upload
         </button>
-        {fraction === undefined ? null : (
-          <label>
-            Sent
-            <progress max={1} value={fraction} aria-valuetext={percent(fraction)}>
-              {percent(fraction)}
-            </progress>
-          </label>
-        )}
+        <SentProgress fraction={fraction} />
       </form>
       <RefusalNote refusal={send.refusal} />
       {uploaded === undefined ? null : (
