@@ -5,17 +5,12 @@
  * the body byte for byte. Each gateway has its own embedded cache, and both see the same writes, so
  * their state stays the same. Which requests the lane itself takes is test/api/FastLane.test.ts.
  */
-import * as http from "node:http"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type Gateway, startGateway } from "../support/gateway.js"
+import { type RawExchange, sendRaw } from "../support/rawExchange.js"
 import { coordinationHeaders } from "../support/internalCall.js"
 
-interface Exchange {
-  readonly method: string
-  readonly path: string
-  readonly headers?: Readonly<Record<string, string>>
-  readonly body?: string | Buffer
-}
+type Exchange = RawExchange
 
 interface Answer {
   readonly status: number
@@ -23,40 +18,11 @@ interface Answer {
   readonly body: string
 }
 
-/** One request over a fresh connection, the body sent as given (no client-side JSON encoding). */
-const send = (port: number, exchange: Exchange): Promise<Answer> =>
-  new Promise((resolve, reject) => {
-    const body = exchange.body === undefined ? undefined : Buffer.isBuffer(exchange.body) ? exchange.body : Buffer.from(exchange.body)
-    const req = http.request(
-      {
-        host: "127.0.0.1",
-        port,
-        method: exchange.method,
-        path: exchange.path,
-        agent: false,
-        headers: { ...exchange.headers, ...(body === undefined ? {} : { "content-length": String(body.length) }) }
-      },
-      (res) => {
-        const chunks: Array<Buffer> = []
-        res.on("data", (c: Buffer) => chunks.push(c))
-        res.on("end", () =>
-          resolve({
-            status: res.statusCode ?? 0,
-            // every header but the clock's
-            headers: Object.fromEntries(
-              Object.entries(res.headers)
-                .filter(([name]) => name !== "date")
-                .map(([name, value]) => [name, Array.isArray(value) ? value.join(", ") : value])
-            ),
-            body: Buffer.concat(chunks).toString("latin1")
-          })
-        )
-        res.on("error", reject)
-      }
-    )
-    req.on("error", reject)
-    req.end(body)
-  })
+/** One request over a fresh connection, the body sent as given (no client-side JSON encoding), its answer's body as text. */
+const send = async (port: number, exchange: Exchange): Promise<Answer> => {
+  const answer = await sendRaw(port, exchange)
+  return { ...answer, body: answer.body.toString("latin1") }
+}
 
 /** Both gateways run as one node (they share a data directory, so its key): a peer's calls are addressed to it. */
 const NODE = `lane-node-${process.pid}`

@@ -8,60 +8,16 @@
  * not be honoured twice (a pull's signature, a peer call's nonce) is made afresh for each.
  */
 import { createHash, randomBytes } from "node:crypto"
-import * as http from "node:http"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { canonicalJson } from "../../src/layers/coordination/Coordination.js"
 import { type Gateway, startGateway } from "../support/gateway.js"
+import { type RawAnswer, type RawExchange, sendRaw } from "../support/rawExchange.js"
 import { coordinationHeaders } from "../support/internalCall.js"
 import { newIdentity, pullBody, pushBody, sha256Hex, type VaultIdentity } from "../support/vault.js"
 
-interface Exchange {
-  readonly method: string
-  readonly path: string
-  readonly headers?: Readonly<Record<string, string>>
-  readonly body?: string | Uint8Array
-}
-
-interface Answer {
-  readonly status: number
-  readonly headers: Readonly<Record<string, string | undefined>>
-  readonly body: Buffer
-}
-
-/** One request over a fresh connection, the body sent as given. */
-const send = (port: number, exchange: Exchange): Promise<Answer> =>
-  new Promise((resolve, reject) => {
-    const body = exchange.body === undefined ? undefined : typeof exchange.body === "string" ? Buffer.from(exchange.body) : Buffer.from(exchange.body)
-    const req = http.request(
-      {
-        host: "127.0.0.1",
-        port,
-        method: exchange.method,
-        path: exchange.path,
-        agent: false,
-        headers: { ...exchange.headers, ...(body === undefined ? {} : { "content-length": String(body.length) }) }
-      },
-      (res) => {
-        const chunks: Array<Buffer> = []
-        res.on("data", (c: Buffer) => chunks.push(c))
-        res.on("end", () =>
-          resolve({
-            status: res.statusCode ?? 0,
-            headers: Object.fromEntries(
-              Object.entries(res.headers)
-                .filter(([name]) => name !== "date")
-                .map(([name, value]) => [name, Array.isArray(value) ? value.join(", ") : value])
-            ),
-            body: Buffer.concat(chunks)
-          })
-        )
-        res.on("error", reject)
-      }
-    )
-    // a body over the cap is refused at its headers: the connection may close while it is sent
-    req.on("error", (e: NodeJS.ErrnoException) => (e.code === "EPIPE" || e.code === "ECONNRESET" ? undefined : reject(e)))
-    req.end(body)
-  })
+type Exchange = RawExchange
+type Answer = RawAnswer
+const send = sendRaw
 
 const NODE = `vault-lane-${process.pid}`
 const PUT = "/v1/internal/vault/share/put"
