@@ -1,106 +1,54 @@
 /**
- * The web console (docs/console.md) in a real browser: Debian's chromium, headless, driven by
- * puppeteer-core, against one gateway run as `npm start` runs it (the bundle in dist/, the console
- * built beside it). The wallet is an EIP-1193 provider put into each page before its scripts run,
- * backed by an ethers wallet in this process (what the other suites sign in with), so the console
- * signs in exactly as with a browser wallet: eth_requestAccounts, then personal_sign of the
- * gateway's EIP-4361 message.
+ * The web console (docs/console.md) in a real browser, through test/support/consoleBrowser.ts:
+ * Debian's chromium, headless, against one gateway run as `npm start` runs it, signed in with an
+ * injected EIP-1193 wallet. The first flows: sign-in, keys, members, SQL, storage, pub/sub,
+ * deployments, cache, audit, sessions, the operator's namespaces and cluster; the other
+ * `console.*.browser.test.ts` suites hold the rest.
  *
  * Each flow is checked through the API too (a minted key works and stops working once revoked, the
  * uploaded bytes are under the CID shown, a rolled-back site serves the old content, an ended
  * session's token is refused). Screenshots of each page go to test-output/console/ in the checkout
  * (gitignored), for a reviewer to look at.
  */
-import { Wallet } from "ethers"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import puppeteer, { type Browser, type Page } from "puppeteer-core"
+import type { Page } from "puppeteer-core"
 import { afterAll, afterEach, beforeAll, describe, expect, it } from "vitest"
-import { chromiumBinary, clientLaunchFlags } from "../support/chromium.js"
-import { ensureDist, repoRoot } from "../support/cli.js"
-import { operatorToken, signIn } from "../support/client.js"
-import { type Gateway, getOnHost, startGateway } from "../support/gateway.js"
+import { repoRoot } from "../support/cli.js"
+import { signIn } from "../support/client.js"
+import { type ConsoleHarness, openConsole, type PageElement } from "../support/consoleBrowser.js"
+import { type Gateway, getOnHost } from "../support/gateway.js"
 import { tarOf } from "../support/tarball.js"
 
-/**
- * The page's globals, as the functions run inside the browser (page.evaluate, waitForFunction)
- * use them: this project's TypeScript has no DOM library, and adding one would let server code
- * name `document` unnoticed. Declared here, in this module only.
- */
-interface PageElement {
-  readonly textContent: string | null
-  readonly value?: unknown
-  readonly disabled?: boolean
-  readonly getAttribute: (name: string) => string | null
-  readonly querySelector: (selector: string) => PageElement | null
-  readonly querySelectorAll: (selector: string) => ArrayLike<PageElement>
-}
 declare const document: {
   readonly querySelector: (selector: string) => PageElement | null
   readonly querySelectorAll: (selector: string) => ArrayLike<PageElement>
   readonly documentElement: { readonly scrollWidth: number }
 }
-declare const sessionStorage: { readonly getItem: (key: string) => string | null }
-declare const window: Record<string, unknown>
 
-const shots = path.join(repoRoot, "test-output", "console")
 const NAMESPACE = "shop"
 
 describe("the web console in a browser", () => {
+  let h: ConsoleHarness
   let gw: Gateway
-  let browser: Browser
   let page: Page
   let ownerKey: string
-  // the operator, and the owner of the namespace it creates
-  const wallet = Wallet.createRandom()
-
-  const shoot = (name: string) => page.screenshot({ path: path.join(shots, `${name}.png`), fullPage: true })
-  const click = (selector: string) => page.locator(selector).click()
-  const go = async (title: string, heading: string) => {
-    await click(`header nav a::-p-text(${title})`)
-    await page.waitForFunction((h) => document.querySelector("h1")?.textContent === h, {}, heading)
-  }
-  const text = (selector: string) => page.$eval(selector, (el) => el.textContent ?? "")
-  const waitText = (selector: string, pattern: RegExp, timeout = 10_000) =>
-    page.waitForFunction(
-      (s, source, flags) => Array.from(document.querySelectorAll(s)).some((el: PageElement) => new RegExp(source, flags).test(el.textContent ?? "")),
-      { timeout },
-      selector,
-      pattern.source,
-      pattern.flags
-    )
-  /** Replaces a field's text as a user does (select all, delete, type), so the page's state follows each keystroke. */
-  const fill = async (selector: string, value: string) => {
-    await page.focus(selector)
-    await page.$eval(selector, (el) => (el as unknown as { select: () => void }).select())
-    await page.keyboard.press("Backspace")
-    await page.type(selector, value)
-    await page.waitForFunction((s, v) => document.querySelector(s)?.value === v, {}, selector, value)
-  }
-  /** The credential the console keeps in this tab. */
-  const kept = async () =>
-    page.evaluate(() => JSON.parse(sessionStorage.getItem("portico.console.credential") ?? "null") as { token: string; kind: string } | null)
-  /** The console's refusal note, read as the API's envelope in words. */
-  const refusal = () => page.$eval(".refusal", (el) => ({ code: el.getAttribute("data-code"), text: el.textContent ?? "" }))
+  let wallet: ConsoleHarness["wallet"]
+  const shoot = (name: string) => h.shoot(name)
+  const click = (selector: string) => h.click(selector)
+  const go = (title: string, heading: string) => h.go(title, heading)
+  const text = (selector: string) => h.text(selector)
+  const waitText = (selector: string, pattern: RegExp, timeout?: number) => h.waitText(selector, pattern, timeout)
+  const fill = (selector: string, value: string) => h.fill(selector, value)
+  const kept = () => h.kept()
+  const refusal = () => h.refusal()
 
   beforeAll(async () => {
-    const binary = chromiumBinary()
-    if (binary === undefined) throw new Error("chromium is missing: bash scripts/engines.sh chromium")
-    fs.rmSync(shots, { recursive: true, force: true })
-    fs.mkdirSync(shots, { recursive: true })
-    ensureDist()
-    const [started, launched] = await Promise.all([
-      startGateway({ bundled: true }),
-      puppeteer.launch({ executablePath: binary, headless: true, args: [...clientLaunchFlags], defaultViewport: { width: 1100, height: 800 } })
-    ])
-    gw = started
-    browser = launched
-    // the operator bootstraps as the tour does, then makes the namespace it owns
-    await gw.cli(["operator", "add", wallet.address])
-    const platform = await operatorToken(gw, wallet)
-    const created = await gw.request("POST", "/v1/namespaces", { token: platform, json: { name: NAMESPACE } })
-    expect(created.status, created.text).toBe(201)
-    ownerKey = created.body.api_key
+    h = await openConsole({ namespace: NAMESPACE })
+    gw = h.gw
+    page = h.page
+    ownerKey = h.ownerKey
+    wallet = h.wallet
     // a static site deployed twice, to roll back from the console
     for (const [route, html] of [
       ["upload", "<h1>first</h1>"],
@@ -113,38 +61,13 @@ describe("the web console in a browser", () => {
       const res = await fetch(`${gw.url}/v1/deployments/static/${route}`, { method: "POST", body: form, headers: { authorization: `Bearer ${ownerKey}` } })
       expect(res.status, await res.text()).toBe(route === "upload" ? 201 : 200)
     }
-
-    page = await browser.newPage()
-    page.on("pageerror", (error) => process.stderr.write(`[console page] ${String(error)}\n`))
-    // the test's wallet, as a browser wallet extension would put it there
-    await page.exposeFunction("__porticoTestSign", (message: string) => wallet.signMessage(message))
-    await page.evaluateOnNewDocument((address: string) => {
-      const sign = window["__porticoTestSign"] as (m: string) => Promise<string>
-      const utf8 = (hex: string) => new TextDecoder().decode(Uint8Array.from((hex.slice(2).match(/../g) ?? []).map((b) => parseInt(b, 16))))
-      window["ethereum"] = {
-        request: async ({ method, params }: { method: string; params?: Array<unknown> }) => {
-          if (method === "eth_requestAccounts" || method === "eth_accounts") return [address]
-          if (method === "personal_sign") {
-            if (String(params?.[1]).toLowerCase() !== address.toLowerCase()) throw { code: 4100, message: "not this wallet's account" }
-            return sign(utf8(String(params?.[0])))
-          }
-          throw { code: 4200, message: `unsupported method ${method}` }
-        }
-      }
-    }, wallet.address)
   }, 120_000)
 
   // what the page showed when a test failed, beside the other screenshots
-  afterEach(async (context) => {
-    if (context.task.result?.state === "fail" && page !== undefined) {
-      await shoot(`failed-${context.task.name.slice(0, 40).replace(/[^a-z0-9]+/gi, "-")}`).catch(() => undefined)
-    }
-  })
+  afterEach(async (context) => h?.shootFailure(context))
 
   afterAll(async () => {
-    await browser?.close()
-    // a clean stop: the console's routes hold nothing open
-    expect(await gw?.stop()).toBe(0)
+    await h?.close()
   })
 
   it("is served with a strict CSP, no framing, the HTML uncached and the hashed files immutable; unknown paths get the app", async () => {
