@@ -165,7 +165,19 @@ export const makeRequestListener = <E, R>(
   const answerWaiting = (): void => {
     const turn = waiting
     waiting = []
-    for (const w of turn) laneOrApp(w.req, w.res, w.cap, w.capBody, w.body, w.startedAt)
+    for (const w of turn) {
+      if (w.announced === 0) {
+        laneOrApp(w.req, w.res, w.cap, w.capBody, w.body, w.startedAt)
+        continue
+      }
+      // A body the poll phase has read whole is in the request's buffer by now: taken from there
+      // at once, without putting the stream into flowing mode (a resume, a data and an end event,
+      // each a tick of their own). Anything still on its way is read as any other body.
+      const req = w.req
+      if (req.complete && req.readableLength === w.announced) laneOrApp(req, w.res, w.cap, w.capBody, req.read() as Buffer, w.startedAt)
+      else if (req.socket.destroyed) answeredHere(req, 499, w.startedAt)
+      else new JsonBodyRead(req, w.res, w.cap, w.capBody, w.startedAt, dispatch, answeredHere)
+    }
   }
   const endOfTurn = (): void => {
     fastLane?.turn(answerWaiting)
@@ -176,7 +188,7 @@ export const makeRequestListener = <E, R>(
       return
     }
     if (waiting.length === 0) setImmediate(endOfTurn)
-    waiting.push(new Waiting(req, res, cap, capBody, body, startedAt))
+    waiting.push(new Waiting(req, res, cap, capBody, body, startedAt, 0))
   }
 
   return (req, res) => {
@@ -224,12 +236,21 @@ export const makeRequestListener = <E, R>(
       dispatch(req, res, cap, capBody, undefined, startedAt)
       return
     }
-    // a JSON body within the cap: read it whole first (see `serve`)
+    // a JSON body within the cap: read it whole first (see `serve`); the lane's, of a stated
+    // length, at the end of the turn it came in (`answerWaiting`)
+    if (announced !== undefined && fastLane !== undefined && fastLane.takes(req)) {
+      if (waiting.length === 0) setImmediate(endOfTurn)
+      waiting.push(new Waiting(req, res, cap, capBody, undefined, startedAt, Number(announced)))
+      return
+    }
     new JsonBodyRead(req, res, cap, capBody, startedAt, dispatch, answeredHere)
   }
 }
 
-/** A request of the fast lane's routes, read whole, waiting for the end of the turn. */
+/**
+ * A request of the fast lane's routes waiting for the end of the turn: read whole (`body`, or no
+ * body), or with `announced` bytes of body (its Content-Length) not read yet.
+ */
 class Waiting {
   constructor(
     readonly req: http.IncomingMessage,
@@ -237,6 +258,7 @@ class Waiting {
     readonly cap: number,
     readonly capBody: string,
     readonly body: Buffer | undefined,
-    readonly startedAt: number
+    readonly startedAt: number,
+    readonly announced: number
   ) {}
 }
