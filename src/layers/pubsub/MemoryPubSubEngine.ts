@@ -172,6 +172,7 @@ export const makeMemoryPubSubEngine = (options: MemoryPubSubOptions) => {
 
   const service: PubSubEngineService = {
     engine: "memory",
+    immediate: true,
     publish: (namespace, topic, content, timestamp) => Effect.sync(() => append(namespace, topic, content, timestamp)),
     subscribe: (namespace, topic, listener) =>
       Effect.sync(() => {

@@ -92,8 +92,10 @@ export class PubSub extends Context.Tag("portico/PubSub")<PubSub, PubSubService>
         5
       )
 
+      // an engine that answers in the calling turn is not raced against a timer: the race would
+      // fork two fibers and a timeout for what cannot be late
       const withinDeadline = <A>(effect: Effect.Effect<A, PubSubUnavailable>): Effect.Effect<A, PubSubRefused> =>
-        effect.pipe(
+        engine.immediate ? Effect.mapError(effect, () => unavailable) : effect.pipe(
           Effect.timeoutFail({ duration: deadline, onTimeout: () => new PubSubUnavailable({ detail: "deadline" }) }),
           Effect.mapError(() => unavailable)
         )

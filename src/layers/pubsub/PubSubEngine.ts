@@ -83,6 +83,11 @@ export interface PresenceMember {
 export interface PubSubEngineService {
   readonly engine: "memory" | "redis"
   /**
+   * Its operations complete in the calling turn, with no I/O to wait for (the embedded engine): no
+   * deadline applies, so none is raced against them.
+   */
+  readonly immediate: boolean
+  /**
    * Appends `content` to the topic (the frame's members after the position, see Delivery) and
    * delivers it to every subscriber; resolves with its position once the engine holds it.
    */

@@ -197,6 +197,7 @@ export const makeRedisPubSubEngine = (config: RedisPubSubConfig) =>
 
     const service: PubSubEngineService = {
       engine: "redis",
+      immediate: false,
       publish: (namespace, topic, content, timestamp) =>
         Effect.map(
           call("publish", () => commands.pubsubPublish(...topicArgs(namespace, topic, timestamp), content)),

@@ -124,7 +124,7 @@ export const makeMediaChannel = (options: {
    * Takes a participant report the media server sends on the channel (`raw` its body, `mac` its
    * MAC), as `POST /v1/internal/webrtc/events` does: the HTTP status that route would answer.
    */
-  readonly report?: (raw: string, mac: string) => Promise<number>
+  readonly report?: (raw: string, mac: string) => number | Promise<number>
 }): MediaChannel => {
   const answerMs = options.answerMs ?? 5_000
   let socket: WebSocket | undefined
@@ -152,14 +152,20 @@ export const makeMediaChannel = (options: {
    * be taken. It is taken once the I/O already read is handled: a join's accept and welcome often
    * arrive in the same read as its report, and the client's upgrade goes first.
    */
+  const ack = (ws: WebSocket, id: number, status: number) => {
+    if (ws.readyState === WebSocket.OPEN) ws.send(encodeFrame(Kind.ack, id, Buffer.from([status >> 8, status & 0xff])))
+  }
   const onReport = (ws: WebSocket, id: number, payload: Buffer) =>
     setImmediate(() => {
-      const taken = options.report === undefined || payload.length < MAC_CHARS ? Promise.resolve(503) : options.report(payload.subarray(MAC_CHARS).toString("utf8"), payload.subarray(0, MAC_CHARS).toString("latin1"))
-      void taken
-        .catch(() => 503)
-        .then((status) => {
-          if (ws.readyState === WebSocket.OPEN) ws.send(encodeFrame(Kind.ack, id, Buffer.from([status >> 8, status & 0xff])))
-        })
+      if (options.report === undefined || payload.length < MAC_CHARS) return ack(ws, id, 503)
+      let taken: number | Promise<number>
+      try {
+        taken = options.report(payload.subarray(MAC_CHARS).toString("utf8"), payload.subarray(0, MAC_CHARS).toString("latin1"))
+      } catch {
+        taken = 503
+      }
+      if (typeof taken === "number") return ack(ws, id, taken)
+      void taken.catch(() => 503).then((status) => ack(ws, id, status))
     })
 
   const onMessage = (ws: WebSocket, data: Buffer) => {

@@ -71,6 +71,8 @@ const soon = <A, E>(effect: Effect.Effect<A, E>): Either.Either<A, E> | Promise<
   throw defect
 }
 
+const statusOfReport = (taken: Either.Either<void, Refused<ErrorCode>>): number => (Either.isLeft(taken) ? statusOfCode[taken.left.code] : 200)
+
 /** A close code that may be sent on: 1000, 3000-4999, or the RFC's application-visible ones. */
 const sendable = (code: number): number => (code === 1000 || (code >= 3000 && code <= 4999) || (code >= 1001 && code <= 1003) || (code >= 1007 && code <= 1014 && code !== 1010 && code !== 1012) ? code : 1011)
 
@@ -137,11 +139,12 @@ export const makeSignalSockets = (deps: {
       report:
         events === undefined
           ? undefined
-          : async (raw, mac) => {
+          : (raw, mac) => {
               const event = decodeEvent(raw)
               if (Either.isLeft(event)) return statusOfCode[Code.VALIDATION_FAILED]
-              const taken = await run(events.report(event.right, raw, mac))
-              return Either.isLeft(taken) ? statusOfCode[taken.left.code] : 200
+              // at once on the embedded engines, where nothing the report does waits
+              const taken = soon(events.report(event.right, raw, mac))
+              return taken instanceof Promise ? taken.then(statusOfReport) : statusOfReport(taken)
             }
     })
   const open = new Map<WebSocket, Client>()
