@@ -55,9 +55,13 @@ const clientFor = (token: string | undefined): Effect.Effect<Client> => {
 /** Forgets the clients made for a credential (on sign-out). */
 export const forgetClients = () => clients.clear()
 
-/** Runs `use` with the client for `token`; rejects with a RefusedError. */
-export const call = async <A, E>(token: string | undefined, use: (client: Client) => Effect.Effect<A, E>): Promise<A> => {
-  const exit = await Effect.runPromiseExit(Effect.flatMap(clientFor(token), use).pipe(Effect.provide(FetchHttpClient.layer)))
+/**
+ * Runs `use` with the client for `token`; rejects with a RefusedError. `init` is the fetch's own
+ * options (`{cache: "no-store"}` for an answer the browser's cache must not give back).
+ */
+export const call = async <A, E>(token: string | undefined, use: (client: Client) => Effect.Effect<A, E>, init?: RequestInit): Promise<A> => {
+  const run = Effect.flatMap(clientFor(token), use).pipe(Effect.provide(FetchHttpClient.layer))
+  const exit = await Effect.runPromiseExit(init === undefined ? run : Effect.provideService(run, FetchHttpClient.RequestInit, init))
   if (Exit.isSuccess(exit)) return exit.value
   const failure = Cause.failureOption(exit.cause)
   throw new RefusedError(refusalOf(Option.isSome(failure) ? failure.value : Cause.squash(exit.cause)))

@@ -20,6 +20,8 @@ import { Namespaces } from "./pages/Namespaces.js"
 import { Audit } from "./pages/Audit.js"
 import { Cache } from "./pages/Cache.js"
 import { Sessions } from "./pages/Sessions.js"
+import { Devices } from "./pages/Devices.js"
+import { Push } from "./pages/Push.js"
 import { Cluster } from "./pages/Cluster.js"
 import { Operators } from "./pages/Operators.js"
 
@@ -39,10 +41,12 @@ const NAMESPACE_PAGES: ReadonlyArray<PageEntry> = [
   { path: "/console/sql", title: "SQL", page: Sql },
   { path: "/console/storage", title: "Storage", page: Storage },
   { path: "/console/pubsub", title: "Pub/sub", page: PubSub },
+  { path: "/console/push", title: "Push", page: Push },
   { path: "/console/deployments", title: "Deployments", page: Deployments },
   { path: "/console/cache", title: "Cache", page: Cache },
   { path: "/console/audit", title: "Audit", page: Audit },
-  { path: "/console/sessions", title: "Sessions", page: Sessions }
+  { path: "/console/sessions", title: "Sessions", page: Sessions },
+  { path: "/console/devices", title: "Devices", page: Devices }
 ]
 const PLATFORM_PAGES: ReadonlyArray<PageEntry> = [
   { path: "/console", title: "Overview", page: Overview },

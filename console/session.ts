@@ -8,6 +8,7 @@
  */
 import { NamespaceName } from "../src/client.js"
 import { call, forgetClients, type Refusal, RefusedError, refusalOf } from "./api.js"
+import { deviceFor, type DeviceProof, forgetDevice, keptDevice, type ProofAction, proofOf } from "./device.js"
 import { connectWallet, personalSign } from "./wallet.js"
 
 export interface Whoami {
@@ -28,6 +29,8 @@ export type Credential =
       readonly expiresAt: number
       readonly refreshedAt: number
       readonly sessionId: string
+      /** This browser's device id, for a device-bound session (device.ts holds its key). */
+      readonly deviceId?: string | undefined
       readonly whoami: Whoami
     }
 
@@ -87,8 +90,13 @@ export const signInWithKey = async (token: string) => {
   set({ kind: "key", token: trimmed, whoami: await whoami(trimmed) })
 }
 
-/** Signs in with the browser's wallet: to `namespace`, or to the platform realm when it is empty. */
-export const signInWithWallet = async (namespace: string) => {
+/**
+ * Signs in with the browser's wallet: to `namespace`, or to the platform realm when it is empty.
+ * With `device`, the session is bound to this browser's device key (device.ts), made and enrolled
+ * at its first sign-in: the challenge names the device, and the device signs the very message the
+ * wallet signs.
+ */
+export const signInWithWallet = async (namespace: string, device?: { readonly label: string }) => {
   const wallet = await connectWallet()
   const name = namespace.trim()
   let realm: NamespaceName | undefined
@@ -97,9 +105,34 @@ export const signInWithWallet = async (namespace: string) => {
   } catch {
     throw new RefusedError({ error: `"${name}" is not a namespace name`, code: "VALIDATION_FAILED", hint: "3-63 of a-z, 0-9 and inner hyphens" })
   }
-  const challenge = await call(undefined, (c) => c.auth.challenge({ payload: { wallet, ...(realm === undefined ? {} : { namespace: realm }) } }))
+  if (device !== undefined && realm === undefined) {
+    throw new RefusedError({ error: "a device is bound to a namespace's account", code: "VALIDATION_FAILED", hint: "type the namespace, or sign in without binding a device" })
+  }
+  const key = device === undefined || realm === undefined ? undefined : await deviceFor(realm, wallet)
+  const challenge = await call(undefined, (c) =>
+    c.auth.challenge({ payload: { wallet, ...(realm === undefined ? {} : { namespace: realm }), ...(key === undefined ? {} : { device_id: key.id }) } })
+  )
   const signature = await personalSign(challenge.message, wallet)
-  const answer = await call(undefined, (c) => c.auth.verify({ payload: { message: challenge.message, signature } }))
+  const label = device?.label.trim() ?? ""
+  const deviceSignature = key === undefined ? undefined : await key.sign(challenge.message)
+  const answer = await call(undefined, (c) =>
+    c.auth.verify({
+      payload: {
+        message: challenge.message,
+        signature,
+        ...(key === undefined || deviceSignature === undefined
+          ? {}
+          : { device_key: key.jwk, device_signature: deviceSignature, ...(label === "" ? {} : { device_label: label }) })
+      }
+    })
+  ).catch(async (failure: unknown) => {
+    // a revoked device's key never signs in again: forget it, so the next sign-in enrols a new one
+    if (key !== undefined && realm !== undefined && refusalOf(failure).code === "DEVICE_REVOKED") {
+      await forgetDevice(realm, wallet)
+      throw new RefusedError({ ...refusalOf(failure), hint: "this browser's device key was revoked and is forgotten: sign in again to enrol a new one" })
+    }
+    throw failure
+  })
   if (!("access_token" in answer)) {
     throw new RefusedError({ error: "this sign-in waits for approval from one of the account's devices", code: "DEVICE_PENDING", hint: `user code ${answer.user_code}` })
   }
@@ -111,10 +144,26 @@ export const signInWithWallet = async (namespace: string) => {
     expiresAt: now + answer.expires_in * 1000,
     refreshedAt: now,
     sessionId: answer.session_id,
+    deviceId: answer.device_id,
     // a platform-realm token reaches no namespace route, whoami included (docs/namespaces.md): the
     // session's own answer says who it is
     whoami: answer.namespace === PLATFORM_REALM ? await platformWhoami(answer.access_token, answer.subject) : await whoami(answer.access_token)
   })
+}
+
+/**
+ * A proof by this browser's device for `action` on `binding`, when the signed-in session is
+ * device-bound; undefined for any other credential (which sends none). A device-bound session
+ * whose key this browser no longer holds cannot prove anything: said as DEVICE_KEY_MISSING.
+ */
+export const deviceProof = async (action: ProofAction, binding: string): Promise<DeviceProof | undefined> => {
+  const credential = current
+  if (credential === undefined || credential.kind !== "wallet" || credential.deviceId === undefined) return undefined
+  const key = await keptDevice(credential.whoami.namespace, credential.whoami.subject)
+  if (key === undefined || key.id !== credential.deviceId) {
+    throw new RefusedError({ error: "this browser no longer holds the session's device key", code: "DEVICE_KEY_MISSING", hint: "sign out and sign in again" })
+  }
+  return proofOf(key, action, credential.whoami.namespace, binding)
 }
 
 /** Refreshes a wallet session now: a new access token, and the refresh token rotated. */
@@ -122,7 +171,10 @@ export const refreshNow = async () => {
   const credential = current
   if (credential === undefined || credential.kind !== "wallet") return
   try {
-    const answer = await call(undefined, (c) => c.auth.refresh({ payload: { refresh_token: credential.refreshToken } }))
+    const proof = await deviceProof("refresh", credential.refreshToken)
+    const answer = await call(undefined, (c) =>
+      c.auth.refresh({ payload: { refresh_token: credential.refreshToken, ...(proof === undefined ? {} : { device_proof: proof }) } })
+    )
     const now = Date.now()
     forgetClients()
     set({ ...credential, token: answer.access_token, refreshToken: answer.refresh_token, expiresAt: now + answer.expires_in * 1000, refreshedAt: now })
@@ -155,13 +207,23 @@ export const signOut = async () => {
   let why: Refusal | undefined
   if (credential?.kind === "wallet" && credential.whoami.namespace !== PLATFORM_REALM) {
     try {
-      await call(credential.token, (c) => c.auth.logout({ payload: {} }))
+      const proof = await deviceProof("end-session", credential.sessionId)
+      await call(credential.token, (c) => c.auth.logout({ payload: proof === undefined ? {} : { device_proof: proof } }))
     } catch (failure) {
       const refusal = refusalOf(failure)
       // an expired or ended session is over anyway; anything else is said
       if (refusal.code !== "INVALID_TOKEN" && refusal.code !== "TOKEN_EXPIRED") why = refusal
     }
   }
+  forgetClients()
+  set(undefined, why)
+}
+
+/**
+ * Forgets the session here without calling the gateway: for a session the gateway has already
+ * ended (its device revoked from this very page), saying why on the sign-in page.
+ */
+export const endedElsewhere = (why: Refusal) => {
   forgetClients()
   set(undefined, why)
 }

@@ -1,7 +1,7 @@
 /** The signed-in wallet's sessions, a page at a time, and ending one (the current one is signing out). */
 import { TimeAndText } from "../../src/api/Paging.js"
 import { call, cursorOf } from "../api.js"
-import type { Credential } from "../session.js"
+import { type Credential, deviceProof } from "../session.js"
 import { ConfirmButton, PageTitle, RefusalNote, useAction, usePaged, when } from "../ui.js"
 
 export const Sessions = (props: { readonly credential: Credential }) => {
@@ -50,7 +50,9 @@ export const Sessions = (props: { readonly credential: Credential }) => {
                       disabled={end.busy}
                       onConfirm={() =>
                         void end.run(async () => {
-                          await call(token, (c) => c.auth.endSession({ path: { id: s.id }, payload: {} }))
+                          // from a device-bound session, with this browser's proof (action end-session)
+                          const proof = await deviceProof("end-session", s.id)
+                          await call(token, (c) => c.auth.endSession({ path: { id: s.id }, payload: proof === undefined ? {} : { device_proof: proof } }))
                           list.reload()
                         })
                       }

@@ -1,4 +1,8 @@
-/** Sign-in: a browser wallet (to a namespace, or to the platform realm for operators), or an API key pasted in. */
+/**
+ * Sign-in: a browser wallet (to a namespace, or to the platform realm for operators), optionally
+ * bound to this browser as a device (a WebCrypto key it cannot export, device.ts), or an API key
+ * pasted in.
+ */
 import { useState } from "preact/hooks"
 import type { Refusal } from "../api.js"
 import { signInWithKey, signInWithWallet } from "../session.js"
@@ -7,6 +11,8 @@ import { PageTitle, RefusalNote, useAction } from "../ui.js"
 export const SignIn = (props: { readonly notice: Refusal | undefined }) => {
   const [namespace, setNamespace] = useState("")
   const [key, setKey] = useState("")
+  const [bind, setBind] = useState(false)
+  const [label, setLabel] = useState("this browser")
   const wallet = useAction()
   const pasted = useAction()
   return (
@@ -23,7 +29,7 @@ export const SignIn = (props: { readonly notice: Refusal | undefined }) => {
         <form
           onSubmit={(event) => {
             event.preventDefault()
-            void wallet.run(() => signInWithWallet(namespace))
+            void wallet.run(() => signInWithWallet(namespace, bind ? { label } : undefined))
           }}
         >
           <label>
@@ -31,6 +37,21 @@ export const SignIn = (props: { readonly notice: Refusal | undefined }) => {
             <input name="namespace" value={namespace} onInput={(e) => setNamespace(e.currentTarget.value)} placeholder="acme" autoComplete="off" />
           </label>
           <p class="hint">Leave it empty to sign in to the platform: creating namespaces, and the operator's pages.</p>
+          <label class="inline">
+            <input name="bind-device" type="checkbox" checked={bind} onChange={(e) => setBind(e.currentTarget.checked)} /> Bind this browser as a device
+          </label>
+          {bind ? (
+            <>
+              <label>
+                Device label
+                <input name="device-label" value={label} onInput={(e) => setLabel(e.currentTarget.value)} autoComplete="off" />
+              </label>
+              <p class="hint">
+                The browser makes a P-256 key it cannot export and keeps it for this namespace and wallet; the session is bound to it (needed for
+                fetch capabilities, and where the namespace requires devices). Revoke it on the Devices page.
+              </p>
+            </>
+          ) : null}
           <button type="submit" disabled={wallet.busy}>
             {wallet.busy ? "Waiting for the wallet…" : "Sign in with wallet"}
           </button>

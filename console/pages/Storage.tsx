@@ -1,6 +1,6 @@
 /**
  * Content storage: upload a file with its progress shown (upload.ts), then its CID, size and pin
- * status; pins (Pins.tsx).
+ * status; pins (Pins.tsx); fetch capabilities (FetchCaps.tsx).
  */
 import { useState } from "preact/hooks"
 import { Uploaded } from "../../src/api/groups/StorageGroup.js"
@@ -8,6 +8,7 @@ import { call } from "../api.js"
 import { uploadForm } from "../upload.js"
 import type { Credential } from "../session.js"
 import { PageTitle, RefusalNote, SentProgress, useAction } from "../ui.js"
+import { FetchCaps } from "./FetchCaps.js"
 import { Pins } from "./Pins.js"
 
 type UploadedFile = typeof Uploaded.Type
@@ -84,6 +85,7 @@ export const Storage = (props: { readonly credential: Credential }) => {
         </section>
       )}
       <Pins token={token} cid={uploaded?.Cid} />
+      <FetchCaps credential={props.credential} cid={uploaded?.Cid} />
     </main>
   )
 }
