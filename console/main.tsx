@@ -16,6 +16,7 @@ import { Sql } from "./pages/Sql.js"
 import { Storage } from "./pages/Storage.js"
 import { PubSub } from "./pages/PubSub.js"
 import { Deployments } from "./pages/Deployments.js"
+import { Functions } from "./pages/Functions.js"
 import { Namespaces } from "./pages/Namespaces.js"
 import { Audit } from "./pages/Audit.js"
 import { Cache } from "./pages/Cache.js"
@@ -43,6 +44,7 @@ const NAMESPACE_PAGES: ReadonlyArray<PageEntry> = [
   { path: "/console/pubsub", title: "Pub/sub", page: PubSub },
   { path: "/console/push", title: "Push", page: Push },
   { path: "/console/deployments", title: "Deployments", page: Deployments },
+  { path: "/console/functions", title: "Functions", page: Functions },
   { path: "/console/cache", title: "Cache", page: Cache },
   { path: "/console/audit", title: "Audit", page: Audit },
   { path: "/console/sessions", title: "Sessions", page: Sessions },

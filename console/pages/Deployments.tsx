@@ -1,6 +1,8 @@
 /**
  * Deployments: the namespace's apps a page at a time; deploying one (DeployForm.tsx); one's
- * versions and a rollback to an earlier one; its environment and deletion (DeploymentSettings.tsx).
+ * versions and a rollback to an earlier one; its status and events (DeploymentStatus.tsx), its log
+ * followed live (DeploymentLogs.tsx), its custom domains (DeploymentDomains.tsx); its environment
+ * and deletion (DeploymentSettings.tsx).
  */
 import { useState } from "preact/hooks"
 import { TextKey } from "../../src/api/Paging.js"
@@ -8,7 +10,10 @@ import { call, cursorOf } from "../api.js"
 import type { Credential } from "../session.js"
 import { ConfirmButton, PageTitle, RefusalNote, useAction, usePaged, when } from "../ui.js"
 import { DeployForm } from "./DeployForm.js"
+import { DeploymentDomains } from "./DeploymentDomains.js"
+import { DeploymentLogs } from "./DeploymentLogs.js"
 import { DeploymentSettings } from "./DeploymentSettings.js"
+import { DeploymentStatus } from "./DeploymentStatus.js"
 
 interface Versions {
   readonly name: string
@@ -23,12 +28,17 @@ export const Deployments = (props: { readonly credential: Credential }) => {
     return { items: page.deployments, next: page.next_cursor }
   })
   const [versions, setVersions] = useState<Versions | undefined>(undefined)
+  /** The opened deployment's type: a static site runs no process, so it has no log to follow. */
+  const [openType, setOpenType] = useState<string | undefined>(undefined)
   const open = useAction()
   const rollback = useAction()
   const [done, setDone] = useState<string | undefined>(undefined)
-  const show = (name: string) =>
+  /** Bumped by a change made here, so the status and events are read again. */
+  const [changed, setChanged] = useState(0)
+  const show = (name: string, type: string) =>
     open.run(async () => {
       setDone(undefined)
+      setOpenType(type)
       setVersions(await call(token, (c) => c.deployments.versions({ urlParams: { name } })))
     })
   return (
@@ -66,8 +76,8 @@ export const Deployments = (props: { readonly credential: Credential }) => {
                 </td>
                 <td>{when(d.updated_at)}</td>
                 <td>
-                  <button type="button" onClick={() => void show(d.name)}>
-                    Versions and settings
+                  <button type="button" onClick={() => void show(d.name, d.type)}>
+                    Versions, status, logs and settings
                   </button>
                 </td>
               </tr>
@@ -120,6 +130,7 @@ export const Deployments = (props: { readonly credential: Credential }) => {
                               const after = await call(token, (c) => c.deployments.rollback({ payload: { name: versions.name, version: v.version } }))
                               setDone(`${after.name} is at version ${after.version}, serving version ${v.version}'s content`)
                               setVersions(await call(token, (c) => c.deployments.versions({ urlParams: { name: versions.name } })))
+                              setChanged((n) => n + 1)
                               list.reload()
                             })
                           }
@@ -133,6 +144,9 @@ export const Deployments = (props: { readonly credential: Credential }) => {
           </div>
         </section>
       )}
+      {versions === undefined ? null : <DeploymentStatus key={versions.name} token={token} name={versions.name} changed={changed} />}
+      {versions === undefined || openType === "static" ? null : <DeploymentLogs key={versions.name} token={token} name={versions.name} />}
+      {versions === undefined ? null : <DeploymentDomains key={versions.name} token={token} name={versions.name} onChanged={() => setChanged((n) => n + 1)} />}
       {versions === undefined ? null : (
         <DeploymentSettings
           key={versions.name}
