@@ -14,7 +14,7 @@ import * as Runtime from "effect/Runtime"
 import type * as Scope from "effect/Scope"
 import type * as http from "node:http"
 import type { Admission } from "../BodyGuard.js"
-import type { FastLane } from "../FastLane.js"
+import type { FastLane, LaneAnswered } from "../FastLane.js"
 import { answerDirect, internalBody, refuseOversize, tooLargeBody } from "./DirectAnswers.js"
 import { requestRuntime } from "./EffectInternals.js"
 import { hasBody, JsonBodyRead } from "./JsonBodyRead.js"
@@ -151,12 +151,11 @@ export const makeRequestListener = <E, R>(
   }
 
   /** The fast lane, then the app for whatever it declines. */
-  const laneOrApp = (req: http.IncomingMessage, res: http.ServerResponse, cap: number, capBody: string, body: Buffer | undefined, startedAt: number): void => {
-    // a lane route that waits for a store reports its status when it has answered
-    const later = onAnswered === undefined ? undefined : (status: number) => answeredHere(req, status, startedAt)
-    const status = fastLane === undefined ? undefined : fastLane(req, res, body, later)
-    if (status === undefined) serve(req, res, cap, capBody, body, startedAt)
-    else if (status !== "later") answeredHere(req, status, startedAt)
+  const laneOrApp = (w: Waiting): void => {
+    // a lane route that waits for a store reports its status to the request's record when it has answered
+    const status = fastLane === undefined ? undefined : fastLane(w.req, w.res, w.body, onAnswered === undefined ? undefined : w)
+    if (status === undefined) serve(w.req, w.res, w.cap, w.capBody, w.body, w.startedAt)
+    else if (status !== "later") answeredHere(w.req, status, w.startedAt)
   }
 
   // The lane's requests of one event-loop turn, answered together once the poll phase has read
@@ -165,7 +164,7 @@ export const makeRequestListener = <E, R>(
   const answerWaiting = (): void => {
     const turn = waiting
     waiting = []
-    for (const w of turn) laneOrApp(w.req, w.res, w.cap, w.capBody, w.body, w.startedAt)
+    for (const w of turn) laneOrApp(w)
   }
   const endOfTurn = (): void => {
     fastLane?.turn(answerWaiting)
@@ -176,7 +175,7 @@ export const makeRequestListener = <E, R>(
       return
     }
     if (waiting.length === 0) setImmediate(endOfTurn)
-    waiting.push(new Waiting(req, res, cap, capBody, body, startedAt))
+    waiting.push(new Waiting(req, res, cap, capBody, body, startedAt, answeredHere))
   }
 
   return (req, res) => {
@@ -229,14 +228,22 @@ export const makeRequestListener = <E, R>(
   }
 }
 
-/** A request of the fast lane's routes, read whole, waiting for the end of the turn. */
-class Waiting {
+/**
+ * A request of the fast lane's routes, read whole, waiting for the end of the turn; told the
+ * status of a lane answer written later (so nothing is allocated for it per request).
+ */
+class Waiting implements LaneAnswered {
   constructor(
     readonly req: http.IncomingMessage,
     readonly res: http.ServerResponse,
     readonly cap: number,
     readonly capBody: string,
     readonly body: Buffer | undefined,
-    readonly startedAt: number
+    readonly startedAt: number,
+    private readonly answeredHere: (req: http.IncomingMessage, status: number, startedAt: number) => void
   ) {}
+
+  laneAnswered(status: number): void {
+    this.answeredHere(this.req, status, this.startedAt)
+  }
 }
