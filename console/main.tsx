@@ -22,6 +22,7 @@ import { Cache } from "./pages/Cache.js"
 import { Sessions } from "./pages/Sessions.js"
 import { Cluster } from "./pages/Cluster.js"
 import { Operators } from "./pages/Operators.js"
+import { Settings } from "./pages/Settings.js"
 
 interface PageEntry {
   readonly path: string
@@ -48,7 +49,8 @@ const PLATFORM_PAGES: ReadonlyArray<PageEntry> = [
   { path: "/console", title: "Overview", page: Overview },
   { path: "/console/namespaces", title: "Namespaces", page: Namespaces },
   { path: "/console/cluster", title: "Cluster", page: Cluster, operators: true },
-  { path: "/console/operators", title: "Operators", page: Operators, operators: true }
+  { path: "/console/operators", title: "Operators", page: Operators, operators: true },
+  { path: "/console/settings", title: "Settings", page: Settings, operators: true }
 ]
 
 const NotFound = () => (
