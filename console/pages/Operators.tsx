@@ -41,10 +41,9 @@ export const Operators = (props: { readonly credential: Credential }) => {
           </thead>
           <tbody>
             {(listed?.operators ?? []).map((o) => (
-              <tr data-operator={o.wallet}>
+              <tr data-operator={o.wallet} aria-current={o.wallet === self ? "true" : undefined}>
                 <td>
                   <code>{o.wallet}</code>
-                  {o.wallet === self ? " (you)" : ""}
                 </td>
                 <td>{when(o.added_at)}</td>
                 <td>
