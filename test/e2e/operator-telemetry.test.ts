@@ -85,6 +85,6 @@ describe("requests in the operator's telemetry", () => {
   it("the health route and the stream are operators' only: the figures are no one else's", async () => {
     const refused = await fetch(`${gw.url}/v1/operator/telemetry/stream?interval=2`, { headers: { authorization: `Bearer ${key}` } })
     expect(refused.status).toBe(403)
-    expect((await refused.json()).code).toBe("NOT_AN_OPERATOR")
+    expect(((await refused.json()) as { code: string }).code).toBe("NOT_AN_OPERATOR")
   })
 })
