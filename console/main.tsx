@@ -25,6 +25,7 @@ import { Devices } from "./pages/Devices.js"
 import { Push } from "./pages/Push.js"
 import { Cluster } from "./pages/Cluster.js"
 import { Operators } from "./pages/Operators.js"
+import { Settings } from "./pages/Settings.js"
 
 interface PageEntry {
   readonly path: string
@@ -54,7 +55,8 @@ const PLATFORM_PAGES: ReadonlyArray<PageEntry> = [
   { path: "/console", title: "Overview", page: Overview },
   { path: "/console/namespaces", title: "Namespaces", page: Namespaces },
   { path: "/console/cluster", title: "Cluster", page: Cluster, operators: true },
-  { path: "/console/operators", title: "Operators", page: Operators, operators: true }
+  { path: "/console/operators", title: "Operators", page: Operators, operators: true },
+  { path: "/console/settings", title: "Settings", page: Settings, operators: true }
 ]
 
 const NotFound = () => (

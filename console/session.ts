@@ -4,7 +4,8 @@
  * sessionStorage, never a cookie: the gateway never receives it but as `Authorization` (or `?jwt=`
  * on a WebSocket), so there is nothing for another site to ride (no CSRF), and it is gone when
  * the tab closes. A wallet session is refreshed a minute before its access token expires; signing
- * out of one ends it at the gateway (`POST /v1/auth/logout`), its refresh token with it.
+ * out of one (a namespace's or the platform realm's) ends it at the gateway (`POST
+ * /v1/auth/logout`), its refresh token with it.
  */
 import { NamespaceName } from "../src/client.js"
 import { call, forgetClients, type Refusal, RefusedError, refusalOf } from "./api.js"
@@ -196,16 +197,14 @@ function scheduleRefresh() {
 }
 
 /**
- * Signs out: a namespace's wallet session is ended at the gateway first; a key is only forgotten
- * here (revoke it on the keys page). A platform-realm session is forgotten too: logout is a
- * namespace route, which the realm's token does not reach (403 NAMESPACE_REQUIRED,
- * docs/namespaces.md), so its access token lapses on its own (15 minutes) and its refresh token is
- * never used again.
+ * Signs out: a wallet's session, of a namespace or of the platform realm, is ended at the gateway
+ * first (`POST /v1/auth/logout`: its access and refresh tokens stop working); a key is only
+ * forgotten here (revoke it on the keys page).
  */
 export const signOut = async () => {
   const credential = current
   let why: Refusal | undefined
-  if (credential?.kind === "wallet" && credential.whoami.namespace !== PLATFORM_REALM) {
+  if (credential?.kind === "wallet") {
     try {
       const proof = await deviceProof("end-session", credential.sessionId)
       await call(credential.token, (c) => c.auth.logout({ payload: proof === undefined ? {} : { device_proof: proof } }))

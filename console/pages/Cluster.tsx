@@ -1,7 +1,8 @@
 /**
  * The cluster, for an operator: this node's health report (checks with their latency and error,
  * counts) and every node with what it holds; and the telemetry stream drawn live, per node:
- * memory, heap and the registry check's latency (telemetry.ts).
+ * the API's requests, errors and latency (ClusterRequests.tsx), memory, heap and the registry
+ * check's latency (telemetry.ts).
  */
 import { useEffect, useState } from "preact/hooks"
 import { call, type Refusal } from "../api.js"
@@ -9,6 +10,7 @@ import type { Credential } from "../session.js"
 import { type ClusterPoint, followTelemetry } from "../telemetry.js"
 import { DataTable, PageTitle, RefusalNote, useAction } from "../ui.js"
 import { LineChart, type Series } from "../chart.js"
+import { RequestCharts, RequestTotals } from "./ClusterRequests.js"
 
 /** Snapshots kept for the charts: five minutes at the 2-second interval. */
 const KEPT = 150
@@ -87,11 +89,13 @@ export const Cluster = (props: { readonly credential: Credential }) => {
         )}
         {points.length === 0 ? null : (
           <div class="charts">
+            <RequestCharts points={points} />
             <LineChart title="Memory (RSS)" unit="MiB" series={seriesOf(points, (n) => n.memory_rss_bytes / 1024 / 1024)} format={(v) => `${v.toFixed(1)} MiB`} />
             <LineChart title="Heap used" unit="MiB" series={seriesOf(points, (n) => n.heap_used_bytes / 1024 / 1024)} format={(v) => `${v.toFixed(1)} MiB`} />
             <LineChart title="Registry check latency" unit="ms" series={seriesOf(points, (n) => n.checks["registry"]?.latency_ms ?? 0)} format={(v) => `${v.toFixed(1)} ms`} />
           </div>
         )}
+        <RequestTotals latest={latest} />
         {latest === undefined ? null : <p class="hint">Latest: {[...latest.nodes.values()].map((n) => `${n.node} ${mib(n.memory_rss_bytes)}`).join("; ")}</p>}
       </section>
     </main>

@@ -1,13 +1,15 @@
 /**
  * Publish/subscribe: the topics with subscribers (a page at a time), a live view of one or more
  * topics over the socket (`/v1/pubsub/ws`, the access token as `?jwt=` since a browser cannot set
- * a handshake's headers; docs/pubsub.md), and publishing a text message.
+ * a handshake's headers; docs/pubsub.md), publishing a text message, and who is present on a
+ * topic, live (PubSubPresence.tsx).
  */
 import { useEffect, useRef, useState } from "preact/hooks"
 import { TextKey } from "../../src/api/Paging.js"
 import { call, cursorOf, type Refusal } from "../api.js"
 import { type Credential, socketToken } from "../session.js"
 import { PageTitle, RefusalNote, useAction, usePaged } from "../ui.js"
+import { Presence } from "./PubSubPresence.js"
 
 interface Frame {
   readonly type: string
@@ -50,6 +52,7 @@ export const PubSub = (props: { readonly credential: Credential }) => {
   const [published, setPublished] = useState<string | undefined>(undefined)
   const publish = useAction()
   const open = useAction()
+  const [presenceTopic, setPresenceTopic] = useState("")
 
   useEffect(() => () => socket.current?.close(1000), [])
 
@@ -161,13 +164,17 @@ export const PubSub = (props: { readonly credential: Credential }) => {
         </button>
         <ul>
           {topics.items.map((t) => (
-            <li>
-              <code>{t}</code>
+            <li data-topic={t}>
+              <code>{t}</code>{" "}
+              <button type="button" onClick={() => setPresenceTopic(t)}>
+                Who is present
+              </button>
             </li>
           ))}
         </ul>
         {topics.pager}
       </section>
+      <Presence token={token} topic={presenceTopic} onTopic={setPresenceTopic} />
     </main>
   )
 }

@@ -59,12 +59,20 @@ import { RequestMeta } from "./RequestMeta.js"
 import type { LaneName } from "./RouteFacts.js"
 
 /**
+ * Told the status of an answer written later. An object rather than a callback, so the listener
+ * passes the request's own record and allocates nothing per request (RequestListener.ts).
+ */
+export interface LaneAnswered {
+  readonly laneAnswered: (status: number) => void
+}
+
+/**
  * Answers a request and says with which status, or declines with undefined having written
  * nothing. `body` is the whole request body when it has one. A route that waits for a store says
- * "later" instead of a status, and calls `answered` with it once it has answered.
+ * "later" instead of a status, and tells `answered` the status once it has answered.
  */
 export interface FastLane {
-  (req: http.IncomingMessage, res: http.ServerResponse, body: Buffer | undefined, answered?: (status: number) => void): number | "later" | undefined
+  (req: http.IncomingMessage, res: http.ServerResponse, body: Buffer | undefined, answered?: LaneAnswered): number | "later" | undefined
   /** Whether the request's route is one the lane answers (it may still decline the request). */
   readonly takes: (req: http.IncomingMessage) => boolean
   /**
@@ -298,7 +306,7 @@ export const makeFastLane = Effect.gen(function* () {
   }
 
   /** Writes a work's answer now, or once it comes; says with which status, or "later". */
-  const respond = (res: http.ServerResponse, answer: Answer | Pending, answered?: (status: number) => void): number | "later" => {
+  const respond = (res: http.ServerResponse, answer: Answer | Pending, answered?: LaneAnswered): number | "later" => {
     if (typeof answer !== "function") {
       write(res, answer)
       return answer.status
@@ -307,16 +315,16 @@ export const makeFastLane = Effect.gen(function* () {
     // be on its way in a batch already. node drops an answer to a closed socket.
     answer((given) => {
       // a client gone meanwhile is logged as the app logs it, 499
-      if (res.destroyed || res.socket?.destroyed === true) return answered?.(499)
+      if (res.destroyed || res.socket?.destroyed === true) return answered?.laneAnswered(499)
       try {
         write(res, given)
       } catch (e) {
         // called from a batch's callback: the answer that could not be written is this request's alone
         runCallback(Effect.logError("request failed", e))
         res.destroy()
-        return answered?.(500)
+        return answered?.laneAnswered(500)
       }
-      answered?.(given.status)
+      answered?.laneAnswered(given.status)
     })
     return "later"
   }
@@ -330,7 +338,7 @@ export const makeFastLane = Effect.gen(function* () {
     req: http.IncomingMessage,
     res: http.ServerResponse,
     body: Buffer | undefined,
-    answered?: (status: number) => void
+    answered?: LaneAnswered
   ): number | "later" | undefined => {
     if (coordination._tag === "None" || req.headers["origin"] !== undefined) return undefined
     const headers = req.headers as Readonly<Record<string, string | undefined>>
@@ -358,7 +366,7 @@ export const makeFastLane = Effect.gen(function* () {
     req: http.IncomingMessage,
     res: http.ServerResponse,
     body: Buffer | undefined,
-    answered?: (status: number) => void
+    answered?: LaneAnswered
   ): number | "later" | undefined => {
     // the exact path only: a query string (refused as unknown members), a trailing slash or an
     // encoded character is the app's to answer

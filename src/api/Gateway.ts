@@ -82,6 +82,7 @@ import { makeFastLane } from "./FastLane.js"
 import { makeAdmission } from "./BodyGuard.js"
 import { RateLimiter } from "../layers/ratelimit/RateLimiter.js"
 import { OperatorHealth } from "../layers/operators/OperatorHealth.js"
+import { RequestStats } from "../layers/operators/RequestStats.js"
 import { openApiRoute } from "./OpenApiRoute.js"
 import { docsRoute } from "./DocsPage.js"
 import { consoleRoute } from "./ConsolePage.js"
@@ -238,7 +239,16 @@ export const gatewayListener = (settings: PorticoSettings) =>
       HttpRouter.withRouterConfig({ maxParamLength: MAX_PATH_PARAM_LENGTH })
     )
     const fastLane = settings.fastLane ? yield* makeFastLane.pipe(Effect.provide(context)) : undefined
-    const onAnswered = settings.logRequests ? logRequest : undefined
+    const logged = settings.logRequests ? logRequest : undefined
+    // every answer of the API is counted for the operator's telemetry (RequestStats.ts) and, when
+    // asked, logged; deployed apps' requests (their hosts) are only logged
+    const stats = Context.get(context, RequestStats)
+    const onAnswered = logged === undefined
+      ? (_req: http.IncomingMessage, status: number, ms: number) => stats.record(status, ms)
+      : (req: http.IncomingMessage, status: number, ms: number) => {
+          stats.record(status, ms)
+          logged(req, status, ms)
+        }
     // both request paths go through it: the client network's rate limit is charged here, at the
     // headers, and the routes' own gates then charge the namespace only
     const { admit } = makeAdmission(
@@ -268,7 +278,7 @@ export const gatewayListener = (settings: PorticoSettings) =>
       storage: Context.get(context, Storage),
       nodeId: settings.nodeId,
       ownPort: () => ownPort,
-      onAnswered,
+      onAnswered: logged,
       proxies: settings.trustedProxies,
       peerAddress: peerAddressOf(Context.get(context, Membership))
     })

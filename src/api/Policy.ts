@@ -42,9 +42,10 @@ export type Policy =
   /**
    * A signed-in user's session token, holding the grant when one is named; an API key, or a token
    * exchanged from one, is refused with 403 SESSION_REQUIRED (spec §5.6: storage; the routes that
-   * act for the session itself: its keys, sessions and devices).
+   * act for the session itself: its keys, sessions and devices). A platform realm session
+   * reaches it only with `anyRealm` (logout: a signed-in user's session is ended whatever its realm).
    */
-  | { readonly kind: "session"; readonly grant?: GrantName }
+  | { readonly kind: "session"; readonly grant?: GrantName; readonly anyRealm?: true }
   /**
    * A signed-in user's session token or a deployed app's workload token, holding the grant (spec
    * §5.6: storage). An API key, or a token exchanged from one, is refused with 403 SESSION_REQUIRED.
@@ -78,6 +79,8 @@ export const secretsControl: Policy = { kind: "control-plane", grant: "secrets:w
 export const operator: Policy = { kind: "operator" }
 export const wallet: Policy = { kind: "wallet" }
 export const session = (name?: GrantName): Policy => (name === undefined ? { kind: "session" } : { kind: "session", grant: name })
+/** A signed-in user's session of a namespace or of the platform realm: the session acting on itself (logout). */
+export const ownSession: Policy = { kind: "session", anyRealm: true }
 export const internal: Policy = { kind: "internal" }
 export const sessionOrWorkload = (name: GrantName): Policy => ({ kind: "session-or-workload", grant: name })
 export const workload: Policy = { kind: "workload" }

@@ -216,9 +216,11 @@ describe("the fast lane", () => {
       Effect.async<{ readonly returned: number | "later" | undefined; readonly answered: number; readonly written: Written }>((resume) => {
         const { req, res, written } = exchange("POST", url, token)
         let returned: number | "later" | undefined
-        returned = lane(req, res, Buffer.from(body), (answered) => {
-          // nothing was written before the answer came
-          resume(Effect.succeed({ returned, answered, written: { ...written } }))
+        returned = lane(req, res, Buffer.from(body), {
+          laneAnswered: (answered) => {
+            // nothing was written before the answer came
+            resume(Effect.succeed({ returned, answered, written: { ...written } }))
+          }
         })
         expect(written.status).toBe(0)
         if (returned !== "later") resume(Effect.succeed({ returned, answered: 0, written }))

@@ -138,6 +138,23 @@ describe.each(["sqlite", "rqlite"] as const)("operators and namespace creation, 
     expect((await gw.request("GET", "/v1/namespace/list", { token: refreshed.body.access_token })).status).toBe(200)
   })
 
+  it("a realm session logs out like any session: its access and refresh tokens stop working", async () => {
+    const c = await gw.request("POST", "/v1/auth/challenge", { json: { wallet: carol.address } })
+    const v = await gw.request("POST", "/v1/auth/verify", { json: { message: c.body.message, signature: await carol.signMessage(c.body.message) } })
+    expect(v.body.namespace).toBe("portico")
+    const access: string = v.body.access_token
+    expect((await gw.request("GET", "/v1/namespace/list", { token: access })).status).toBe(200)
+    const out = await gw.request("POST", "/v1/auth/logout", { token: access, json: {} })
+    expect(out.status, out.text).toBe(200)
+    expect(out.body).toEqual({ ended: v.body.session_id })
+    const after = await gw.request("GET", "/v1/namespace/list", { token: access })
+    expect(after.status, after.text).toBe(401)
+    const refreshed = await gw.request("POST", "/v1/auth/refresh", { json: { refresh_token: v.body.refresh_token } })
+    expect(refreshed.status, refreshed.text).toBe(401)
+    // the realm reaches nothing else of a session's: its sessions list stays a namespace's
+    expectError(await gw.request("GET", "/v1/auth/sessions", { token: tokens.alice }), 403, "NAMESPACE_REQUIRED")
+  })
+
   it("creation follows the setting: operators by default, then the allowlist, then open", async () => {
     expectError(await gw.request("POST", "/v1/namespaces", { token: tokens.alice, json: { name: "alice-shop" } }), 403, "FORBIDDEN")
     const opCreated = await gw.request("POST", "/v1/namespaces", { token: tokens.op, json: { name: "op-shop" } })

@@ -82,15 +82,16 @@ const notAnOperator = () =>
 
 /**
  * A platform realm session (src/domain/PlatformRealm.ts) reaches only the `wallet` and `operator`
- * routes. Elsewhere it is 403 NAMESPACE_REQUIRED, not 401: the token is valid and unexpired, it is
+ * routes, and logout (a `session` policy with `anyRealm`: it ends the session itself). Elsewhere
+ * it is 403 NAMESPACE_REQUIRED, not 401: the token is valid and unexpired, it is
  * the wrong kind for a namespace's route (spec §7 answers a credential whose namespace cannot be
  * resolved 403, as it answers a namespace credential on an operator route 403 NOT_AN_OPERATOR).
  * Signing in again with the same token kind cannot help; signing in to a namespace does.
  */
 const realmRefusal = (policy: Policy, principal: Principal): NamespaceRequired | undefined =>
-  isPlatformRealm(principal.namespace) && policy.kind !== "wallet" && policy.kind !== "operator"
+  isPlatformRealm(principal.namespace) && policy.kind !== "wallet" && policy.kind !== "operator" && !(policy.kind === "session" && policy.anyRealm === true)
     ? new NamespaceRequired({
-        error: "a platform sign-in token (no namespace) reaches only /v1/namespaces, /v1/namespace/list, /v1/namespace/status and /v1/operator/*",
+        error: "a platform sign-in token (no namespace) reaches only /v1/namespaces, /v1/namespace/list, /v1/namespace/status, /v1/operator/* and /v1/auth/logout",
         hint: "sign in to the namespace itself (POST /v1/auth/challenge with its namespace; portico login --namespace NAME)"
       })
     : undefined

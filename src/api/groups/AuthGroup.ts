@@ -8,7 +8,7 @@ import { Label, NamespaceName } from "../../domain/Names.js"
 import { grantStrings, type Principal } from "../../domain/Principal.js"
 import { NextCursor, TimeKeyedPage } from "../Paging.js"
 import { Authentication, OpenGate, SessionAuthentication } from "../Gates.js"
-import { authenticated, open, session, workload } from "../Policy.js"
+import { authenticated, open, ownSession, session, workload } from "../Policy.js"
 import { FastLaneRoute, RoutePolicy } from "../RouteFacts.js"
 import { strict, UnixSeconds } from "../Wire.js"
 
@@ -214,7 +214,7 @@ export class AuthGroup extends HttpApiGroup.make("auth")
   .add(HttpApiEndpoint.post("approveDevice", "/v1/auth/devices/approve").setPayload(ApproveRequest).addSuccess(Approved).middleware(SessionAuthentication).annotate(RoutePolicy, session()))
   .add(HttpApiEndpoint.post("answerLogin", "/v1/auth/device/approve").setPayload(AnswerLoginRequest).addSuccess(LoginAnswered).middleware(OpenGate))
   .add(HttpApiEndpoint.post("refresh", "/v1/auth/refresh").setPayload(RefreshRequest).addSuccess(SessionAnswer).middleware(OpenGate))
-  .add(HttpApiEndpoint.post("logout", "/v1/auth/logout").setPayload(EndSessionRequest).addSuccess(Ended).middleware(SessionAuthentication).annotate(RoutePolicy, session()))
+  .add(HttpApiEndpoint.post("logout", "/v1/auth/logout").setPayload(EndSessionRequest).addSuccess(Ended).middleware(SessionAuthentication).annotate(RoutePolicy, ownSession))
   .add(HttpApiEndpoint.get("sessions", "/v1/auth/sessions").setUrlParams(TimeKeyedPage).addSuccess(SessionList).middleware(SessionAuthentication).annotate(RoutePolicy, session()))
   .add(
     HttpApiEndpoint.del("endSession")`/v1/auth/sessions/${sessionParam}`

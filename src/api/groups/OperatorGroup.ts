@@ -169,12 +169,30 @@ export const OperatorHealthView = Schema.Struct({
   })
 }).annotations({ identifier: "OperatorHealth" })
 
+const Milliseconds = Schema.NullOr(Schema.Number)
+
+/** The API's requests one node answered (src/layers/operators/RequestStats.ts). */
+export const RequestFigures = Schema.Struct({
+  answered: Schema.Int.annotations({ description: "API requests answered since the gateway started, every status (a client that left first counts as 499)" }),
+  errors_4xx: Schema.Int.annotations({ description: "of them, answered 400-499" }),
+  errors_5xx: Schema.Int.annotations({ description: "of them, answered 500-599" }),
+  latency: Schema.Struct({
+    window_seconds: Schema.Int.annotations({ description: "the seconds the figures cover: this one and those before it" }),
+    answered: Schema.Int.annotations({ description: "answers within the window" }),
+    p50_ms: Milliseconds.annotations({ description: "median time from arrival to the end of the answer, within the window; at most 9% above the true figure; null when nothing was answered" }),
+    p99_ms: Milliseconds.annotations({ description: "99th percentile, as p50_ms" })
+  })
+}).annotations({ identifier: "RequestFigures" })
+
 /** One node's telemetry snapshot: its health report's checks and counts with the process's figures. */
 export const NodeSnapshot = Schema.Struct({
   ...healthSummary,
   at: Schema.Int.annotations({ description: "Unix milliseconds" }),
   memory_rss_bytes: Schema.Int,
-  heap_used_bytes: Schema.Int
+  heap_used_bytes: Schema.Int,
+  requests: Schema.optional(RequestFigures).annotations({
+    description: "the API's requests this node answered; absent only from a node of an earlier release (during a rolling upgrade)"
+  })
 }).annotations({ identifier: "NodeSnapshot" })
 
 export const TelemetryQuery = Schema.Struct({

@@ -14,7 +14,7 @@ import * as Runtime from "effect/Runtime"
 import type * as Scope from "effect/Scope"
 import type * as http from "node:http"
 import type { Admission } from "../BodyGuard.js"
-import type { FastLane } from "../FastLane.js"
+import type { FastLane, LaneAnswered } from "../FastLane.js"
 import { answerDirect, internalBody, refuseOversize, tooLargeBody } from "./DirectAnswers.js"
 import { requestRuntime } from "./EffectInternals.js"
 import { hasBody, JsonBodyRead } from "./JsonBodyRead.js"
@@ -151,12 +151,11 @@ export const makeRequestListener = <E, R>(
   }
 
   /** The fast lane, then the app for whatever it declines. */
-  const laneOrApp = (req: http.IncomingMessage, res: http.ServerResponse, cap: number, capBody: string, body: Buffer | undefined, startedAt: number): void => {
-    // a lane route that waits for a store reports its status when it has answered
-    const later = onAnswered === undefined ? undefined : (status: number) => answeredHere(req, status, startedAt)
-    const status = fastLane === undefined ? undefined : fastLane(req, res, body, later)
-    if (status === undefined) serve(req, res, cap, capBody, body, startedAt)
-    else if (status !== "later") answeredHere(req, status, startedAt)
+  const laneOrApp = (w: Waiting): void => {
+    // a lane route that waits for a store reports its status to the request's record when it has answered
+    const status = fastLane === undefined ? undefined : fastLane(w.req, w.res, w.body, onAnswered === undefined ? undefined : w)
+    if (status === undefined) serve(w.req, w.res, w.cap, w.capBody, w.body, w.startedAt)
+    else if (status !== "later") answeredHere(w.req, status, w.startedAt)
   }
 
   // The lane's requests of one event-loop turn, answered together once the poll phase has read
@@ -167,15 +166,17 @@ export const makeRequestListener = <E, R>(
     waiting = []
     for (const w of turn) {
       if (w.announced === 0) {
-        laneOrApp(w.req, w.res, w.cap, w.capBody, w.body, w.startedAt)
+        laneOrApp(w)
         continue
       }
       // A body the poll phase has read whole is in the request's buffer by now: taken from there
       // at once, without putting the stream into flowing mode (a resume, a data and an end event,
       // each a tick of their own). Anything still on its way is read as any other body.
       const req = w.req
-      if (req.complete && req.readableLength === w.announced) laneOrApp(req, w.res, w.cap, w.capBody, req.read() as Buffer, w.startedAt)
-      else if (req.socket.destroyed) answeredHere(req, 499, w.startedAt)
+      if (req.complete && req.readableLength === w.announced) {
+        w.body = req.read() as Buffer
+        laneOrApp(w)
+      } else if (req.socket.destroyed) answeredHere(req, 499, w.startedAt)
       else new JsonBodyRead(req, w.res, w.cap, w.capBody, w.startedAt, dispatch, answeredHere)
     }
   }
@@ -188,7 +189,7 @@ export const makeRequestListener = <E, R>(
       return
     }
     if (waiting.length === 0) setImmediate(endOfTurn)
-    waiting.push(new Waiting(req, res, cap, capBody, body, startedAt, 0))
+    waiting.push(new Waiting(req, res, cap, capBody, body, startedAt, 0, answeredHere))
   }
 
   return (req, res) => {
@@ -240,7 +241,7 @@ export const makeRequestListener = <E, R>(
     // length, at the end of the turn it came in (`answerWaiting`)
     if (announced !== undefined && fastLane !== undefined && fastLane.takes(req)) {
       if (waiting.length === 0) setImmediate(endOfTurn)
-      waiting.push(new Waiting(req, res, cap, capBody, undefined, startedAt, Number(announced)))
+      waiting.push(new Waiting(req, res, cap, capBody, undefined, startedAt, Number(announced), answeredHere))
       return
     }
     new JsonBodyRead(req, res, cap, capBody, startedAt, dispatch, answeredHere)
@@ -249,16 +250,23 @@ export const makeRequestListener = <E, R>(
 
 /**
  * A request of the fast lane's routes waiting for the end of the turn: read whole (`body`, or no
- * body), or with `announced` bytes of body (its Content-Length) not read yet.
+ * body), or with `announced` bytes of body (its Content-Length) not read yet; told the status of a
+ * lane answer written later (so nothing is allocated for it per request).
  */
-class Waiting {
+class Waiting implements LaneAnswered {
   constructor(
     readonly req: http.IncomingMessage,
     readonly res: http.ServerResponse,
     readonly cap: number,
     readonly capBody: string,
-    readonly body: Buffer | undefined,
+    /** Set at the end of the turn for a body read then. */
+    public body: Buffer | undefined,
     readonly startedAt: number,
-    readonly announced: number
+    readonly announced: number,
+    private readonly answeredHere: (req: http.IncomingMessage, status: number, startedAt: number) => void
   ) {}
+
+  laneAnswered(status: number): void {
+    this.answeredHere(this.req, status, this.startedAt)
+  }
 }

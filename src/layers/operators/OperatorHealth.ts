@@ -19,6 +19,7 @@ import { Health } from "../health/Health.js"
 import { readPage } from "../registry/Keyset.js"
 import { RegistryStore } from "../registry/RegistryStore.js"
 import { SqliteRegistryStore } from "../registry/SqliteRegistryStore.js"
+import { type RequestFigures, RequestStats } from "./RequestStats.js"
 
 /** A check answers within this or fails as timed out. */
 const CHECK_TIMEOUT = Duration.seconds(2)
@@ -103,6 +104,8 @@ export interface TelemetrySnapshot extends OperatorHealthReport {
   readonly at: number
   readonly memory_rss_bytes: number
   readonly heap_used_bytes: number
+  /** The API's requests this node answered, and their latency (RequestStats.ts). */
+  readonly requests: RequestFigures
 }
 
 /** A peer's own snapshot, or why it is missing. */
@@ -147,6 +150,7 @@ export class OperatorHealth extends Context.Tag("portico/OperatorHealth")<Operat
       const settings = yield* PorticoConfig
       const coordination = yield* Coordination
       const membership = yield* Membership
+      const requests = yield* RequestStats
       const appRange = settings.deployments.appPorts
       const gatewayPort = yield* Ref.make<number | undefined>(undefined)
 
@@ -268,7 +272,7 @@ export class OperatorHealth extends Context.Tag("portico/OperatorHealth")<Operat
         // nothing of the node could be read: no snapshot to send
         if (!r.checks["registry"]!.ok && !r.checks["cache"]!.ok) return yield* Effect.fail(new Error("no check answered"))
         const memory = process.memoryUsage()
-        return { ...r, at: yield* Clock.currentTimeMillis, memory_rss_bytes: memory.rss, heap_used_bytes: memory.heapUsed }
+        return { ...r, at: yield* Clock.currentTimeMillis, memory_rss_bytes: memory.rss, heap_used_bytes: memory.heapUsed, requests: yield* Effect.sync(requests.read) }
       })
 
       const peer = (node: string): Effect.Effect<PeerSnapshot> =>
@@ -305,7 +309,7 @@ export class OperatorHealth extends Context.Tag("portico/OperatorHealth")<Operat
         )
       }
     })
-  )
+  ).pipe(Layer.provideMerge(RequestStats.Live))
 
   /** The Live layer over the test doubles of what it reads (docs/architecture.md "Test doubles"). */
   static readonly Test = Layer.suspend(() =>
