@@ -13,7 +13,8 @@
  * A refusal is answered at once with `Connection: close`, so a client that already started
  * sending a body stops; a cut body's connection is closed after its 408 (or at once when an
  * answer has already gone out). A reservation is given back when the request is done with (node's
- * `close` on the request, which also fires when the connection is lost).
+ * `close` on the request, which also fires when the connection is lost), or, for a small JSON body
+ * that has come whole by the end of the turn it was admitted in, then (`SMALL_JSON_BYTES`).
  */
 import { isLoopbackSource } from "../layers/nodes/NodeEnrolment.js"
 import { clientAddressOf } from "./node/ClientAddress.js"
@@ -45,6 +46,14 @@ export type Admission = (req: http.IncomingMessage, res: http.ServerResponse, ki
 export const STREAM_READ_AHEAD_BYTES = 2 * 1024 * 1024
 
 const INTERNAL_PREFIX = "/v1/internal/"
+
+/**
+ * A JSON body this small is settled at the end of the turn it was admitted in (`settle`): whole by
+ * then, its reservation is given back at once, as what it holds is no longer in flight; still
+ * arriving, it is watched from then on. A larger one keeps its reservation until its request is
+ * done with, as it may be held while its handler works.
+ */
+const SMALL_JSON_BYTES = 16 * 1024
 
 const envelope = (error: string, code: string, hint: string): string => envelopeText({ error, code, hint })
 
@@ -126,9 +135,10 @@ class Watch {
     readonly kind: BodyKind,
     readonly network: string | undefined,
     readonly reserved: number,
+    startedAt: number,
     now: number
   ) {
-    this.startedAt = now
+    this.startedAt = startedAt
     this.windowStart = now
     this.windowBytes = req.socket.bytesRead
   }
@@ -144,6 +154,15 @@ class Watch {
 class Guard {
   readonly budget: BodyBudget
   private readonly watching = new Set<Watch>()
+  // Small JSON bodies admitted this turn, in columns reused from turn to turn: nearly every one has
+  // come whole with its headers by the end of the turn, and is then only given its reservation
+  // back; a watch, its set entry and its `close` listener are made for the others alone
+  private readonly youngReq: Array<http.IncomingMessage> = []
+  private readonly youngRes: Array<http.ServerResponse> = []
+  private readonly youngNetwork: Array<string | undefined> = []
+  private readonly youngBytes: Array<number> = []
+  private readonly youngAt: Array<number> = []
+  private readonly settleYoung = (): void => this.settle(Date.now())
   private timer: NodeJS.Timeout | undefined = undefined
   private readonly tickMs: number
   private readonly minWindowBytes: number
@@ -216,15 +235,43 @@ class Guard {
       answer(res, 503, envelope("the gateway is receiving too many request bodies", Code.UNAVAILABLE, `retry after ${this.retryAfter} s`), this.retryAfter, true)
       return 503
     }
-    const watch = new Watch(this, req, res, kind, network, bytes, now)
+    if (kind === "json" && bytes <= SMALL_JSON_BYTES) {
+      if (this.youngReq.length === 0) setImmediate(this.settleYoung)
+      this.youngReq.push(req)
+      this.youngRes.push(res)
+      this.youngNetwork.push(network)
+      this.youngBytes.push(bytes)
+      this.youngAt.push(now)
+    } else this.watch(new Watch(this, req, res, kind, network, bytes, now, now))
+    return undefined
+  }
+
+  private watch(watch: Watch): void {
     this.watching.add(watch)
-    ;(req as Watched)[WATCH] = watch
-    req.on("close", releaseOnClose)
+    ;(watch.req as Watched)[WATCH] = watch
+    watch.req.on("close", releaseOnClose)
     if (this.timer === undefined) {
       this.timer = setInterval(this.tick, this.tickMs)
       this.timer.unref()
     }
-    return undefined
+  }
+
+  /** The turn's JSON bodies: a whole one's reservation given back, one still arriving watched from now. */
+  private settle(now: number): void {
+    const count = this.youngReq.length
+    for (let i = 0; i < count; i++) {
+      const req = this.youngReq[i]!
+      if (req.complete) this.budget.release(this.youngNetwork[i], this.youngBytes[i]!)
+      else if (req.socket.destroyed) {
+        this.budget.release(this.youngNetwork[i], this.youngBytes[i]!)
+        this.abandonedBytes(this.youngBytes[i]!)
+      } else this.watch(new Watch(this, req, this.youngRes[i]!, "json", this.youngNetwork[i], this.youngBytes[i]!, this.youngAt[i]!, now))
+    }
+    this.youngReq.length = 0
+    this.youngRes.length = 0
+    this.youngNetwork.length = 0
+    this.youngBytes.length = 0
+    this.youngAt.length = 0
   }
 
   done(watch: Watch): void {
