@@ -18,6 +18,7 @@ import { createRequire } from "node:module"
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from "node:fs"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
+import { brotliCompressSync, constants as zlibConstants, gzipSync } from "node:zlib"
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
 export const distDir = path.join(root, "dist")
@@ -156,12 +157,25 @@ export const bundleConsole = () => {
     metafile: true,
     logLevel: "silent"
   })
-  for (const warning of result.warnings) process.stderr.write(`[build] esbuild (console): ${warning.text}\n`)
+  // a warning here is a broken source (esbuild recovers from a stylesheet's syntax errors, e.g. a
+  // merge's markers, and would ship it half applied): the console is not built
+  if (result.warnings.length > 0) {
+    const where = (w) => (w.location === null ? "" : ` (${w.location.file}:${w.location.line})`)
+    throw new Error(result.warnings.map((w) => `${w.text}${where(w)}`).join("; "))
+  }
   const outputs = Object.keys(result.metafile.outputs).map((file) => path.basename(file))
   const entry = (ext) => {
     const found = Object.entries(result.metafile.outputs).find(([file, output]) => output.entryPoint !== undefined && file.endsWith(ext))
     if (found === undefined) throw new Error(`the console's ${ext} entry was not built`)
     return path.basename(found[0])
+  }
+  // the script and the stylesheet also compressed, so the gateway answers a browser's
+  // Accept-Encoding without compressing on its path (the script is mostly the typed client and
+  // Effect: ~860 KB, ~240 KB as br; brotli's quality 9 takes a tenth of a second where 11 takes two)
+  for (const name of outputs.filter((file) => file.endsWith(".js") || file.endsWith(".css"))) {
+    const bytes = readFileSync(path.join(consoleDir, name))
+    writeFileSync(path.join(consoleDir, `${name}.br`), brotliCompressSync(bytes, { params: { [zlibConstants.BROTLI_PARAM_QUALITY]: 9, [zlibConstants.BROTLI_PARAM_SIZE_HINT]: bytes.length } }))
+    writeFileSync(path.join(consoleDir, `${name}.gz`), gzipSync(bytes, { level: 9 }))
   }
   writeFileSync(consoleManifest, JSON.stringify({ script: entry(".js"), style: entry(".css"), files: outputs }, null, 2) + "\n")
 }

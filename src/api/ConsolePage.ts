@@ -6,6 +6,9 @@
  * hashed files; like the docs page (DocsPage.ts) these are router routes beside the API, not API
  * endpoints, so they are not in the OpenAPI document.
  *
+ * The script and the stylesheet are answered compressed (brotli, else gzip) when the request's
+ * Accept-Encoding allows it, from files the build compressed beside them.
+ *
  * Headers: a strict Content-Security-Policy (scripts and styles from this origin only, never
  * inline; connections to this origin only, its WebSockets included), no framing
  * (`frame-ancestors 'none'` and `X-Frame-Options: DENY`); the HTML `no-cache`, so a rebuilt
@@ -38,10 +41,18 @@ const consoleDir = (): string | undefined => {
   }
 }
 
+/** A hashed file: its bytes, its content type, and the same bytes compressed when the build made them. */
+interface Asset {
+  readonly bytes: Uint8Array
+  readonly type: string
+  readonly br: Uint8Array | undefined
+  readonly gzip: Uint8Array | undefined
+}
+
 interface Built {
   readonly html: string
-  /** The hashed files by name: their bytes and content type. */
-  readonly assets: ReadonlyMap<string, { readonly bytes: Uint8Array; readonly type: string }>
+  /** The hashed files by name. */
+  readonly assets: ReadonlyMap<string, Asset>
 }
 
 const TYPES: Record<string, string> = {
@@ -77,9 +88,15 @@ const read = async (): Promise<Built | undefined> => {
     readonly style: string
     readonly files: ReadonlyArray<string>
   }
-  const assets = new Map<string, { readonly bytes: Uint8Array; readonly type: string }>()
+  const optional = (file: string) => fs.readFile(path.join(dir, file)).catch(() => undefined)
+  const assets = new Map<string, Asset>()
   for (const name of manifest.files) {
-    assets.set(name, { bytes: await fs.readFile(path.join(dir, name)), type: TYPES[path.extname(name)] ?? "application/octet-stream" })
+    assets.set(name, {
+      bytes: await fs.readFile(path.join(dir, name)),
+      type: TYPES[path.extname(name)] ?? "application/octet-stream",
+      br: await optional(`${name}.br`),
+      gzip: await optional(`${name}.gz`)
+    })
   }
   return { html: page(manifest.script, manifest.style), assets }
 }
@@ -126,6 +143,25 @@ const htmlAnswer = Effect.map(
         })
 )
 
+/**
+ * The encodings an Accept-Encoding allows (RFC 9110 §12.5.3: a coding listed with q=0 is refused,
+ * `*` stands for any not listed); brotli first, as it is the smaller.
+ */
+export const acceptedEncoding = (header: string | undefined, offered: { readonly br: boolean; readonly gzip: boolean }): "br" | "gzip" | undefined => {
+  if (header === undefined) return undefined
+  const weights = new Map<string, number>()
+  for (const part of header.split(",")) {
+    const [coding = "", ...params] = part.trim().toLowerCase().split(";")
+    const q = params.map((p) => p.trim()).find((p) => p.startsWith("q="))
+    const weight = q === undefined ? 1 : Number(q.slice(2))
+    weights.set(coding.trim(), Number.isFinite(weight) ? weight : 0)
+  }
+  const allows = (coding: string) => (weights.get(coding) ?? weights.get("*") ?? 0) > 0
+  if (offered.br && allows("br")) return "br"
+  if (offered.gzip && allows("gzip")) return "gzip"
+  return undefined
+}
+
 const assetAnswer = Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
   Effect.map(Effect.promise(load), (console) => {
     if (console === undefined) return notBuilt
@@ -139,10 +175,12 @@ const assetAnswer = Effect.flatMap(HttpServerRequest.HttpServerRequest, (request
         headers: SECURITY_HEADERS
       })
     }
-    return HttpServerResponse.uint8Array(asset.bytes, {
-      contentType: asset.type,
-      headers: { ...SECURITY_HEADERS, "cache-control": "public, max-age=31536000, immutable" }
-    })
+    const headers = { ...SECURITY_HEADERS, "cache-control": "public, max-age=31536000, immutable", vary: "accept-encoding" }
+    const encoding = acceptedEncoding(request.headers["accept-encoding"], { br: asset.br !== undefined, gzip: asset.gzip !== undefined })
+    const bytes = encoding === "br" ? asset.br : encoding === "gzip" ? asset.gzip : undefined
+    return bytes === undefined
+      ? HttpServerResponse.uint8Array(asset.bytes, { contentType: asset.type, headers })
+      : HttpServerResponse.uint8Array(bytes, { contentType: asset.type, headers: { ...headers, "content-encoding": encoding! } })
   })
 )
 

@@ -99,6 +99,19 @@ describe("the web console in a browser", () => {
       expect(answer.headers.get("x-content-type-options")).toBe("nosniff")
       expect((await answer.arrayBuffer()).byteLength).toBeGreaterThan(1000)
     }
+    // the script compressed as the request allows, the same bytes once decoded
+    const plain = await gw.request("GET", script!, { headers: { "accept-encoding": "identity" } })
+    expect(plain.headers.get("content-encoding")).toBeNull()
+    expect(plain.headers.get("vary")).toBe("accept-encoding")
+    for (const [accept, coding] of [
+      ["gzip, deflate, br", "br"],
+      ["gzip;q=1, br;q=0", "gzip"],
+      ["br;q=0, gzip;q=0", null]
+    ] as const) {
+      const answer = await gw.request("GET", script!, { headers: { "accept-encoding": accept } })
+      expect(answer.headers.get("content-encoding")).toBe(coding)
+      expect(answer.text).toBe(plain.text)
+    }
     const deep = await gw.request("GET", "/console/keys")
     expect(deep.status).toBe(200)
     expect(deep.text).toBe(html.text)
