@@ -171,7 +171,7 @@ export const makeRequestListener = <E, R>(
       }
       // A body the poll phase has read whole is in the request's buffer by now: taken from there
       // at once, without putting the stream into flowing mode (a resume, a data and an end event,
-      // each a tick of their own). Anything still on its way is read as any other body.
+      // each a tick of their own). A body still on its way is read as every other one is.
       const req = w.req
       if (req.complete && req.readableLength === w.announced) {
         w.body = req.read() as Buffer
