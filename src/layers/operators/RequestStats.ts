@@ -103,4 +103,7 @@ export class RequestCounters {
 /** This gateway's counters: the listener records into them, the telemetry snapshot reads them. */
 export class RequestStats extends Context.Tag("portico/RequestStats")<RequestStats, RequestCounters>() {
   static readonly Live = Layer.sync(RequestStats, () => new RequestCounters())
+
+  /** Counters of their own for a test: in memory, as in production (docs/architecture.md "Test doubles"). */
+  static readonly Test = Layer.sync(RequestStats, () => new RequestCounters())
 }
