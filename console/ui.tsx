@@ -138,17 +138,30 @@ export const cellText = (value: unknown): string => {
 
 export const when = (unixSeconds: number | null) => (unixSeconds === null ? "—" : new Date(unixSeconds * 1000).toISOString().replace("T", " ").slice(0, 19) + " UTC")
 
+/**
+ * A table's head: a column header for each name, then, with `actions`, one for the row's buttons,
+ * named for screen readers only ("Actions", or the name given).
+ */
+export const TableHead = (props: { readonly columns: ReadonlyArray<string>; readonly actions?: boolean | string }) => (
+  <thead>
+    <tr>
+      {props.columns.map((column) => (
+        <th scope="col">{column}</th>
+      ))}
+      {props.actions === undefined || props.actions === false ? null : (
+        <th scope="col">
+          <span class="visually-hidden">{props.actions === true ? "Actions" : props.actions}</span>
+        </th>
+      )}
+    </tr>
+  </thead>
+)
+
 export const DataTable = (props: { readonly columns: ReadonlyArray<string>; readonly rows: ReadonlyArray<ReadonlyArray<unknown>>; readonly caption?: string }) => (
   <div class="table-wrap">
     <table>
       {props.caption === undefined ? null : <caption>{props.caption}</caption>}
-      <thead>
-        <tr>
-          {props.columns.map((column) => (
-            <th scope="col">{column}</th>
-          ))}
-        </tr>
-      </thead>
+      <TableHead columns={props.columns} />
       <tbody>
         {props.rows.map((row) => (
           <tr>

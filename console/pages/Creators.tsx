@@ -6,7 +6,7 @@
  */
 import { useEffect, useState } from "preact/hooks"
 import { call } from "../api.js"
-import { ConfirmButton, RefusalNote, useAction, when } from "../ui.js"
+import { ConfirmButton, RefusalNote, TableHead, useAction, when } from "../ui.js"
 
 type Listed = Awaited<ReturnType<typeof listCreators>>
 const listCreators = (token: string) => call(token, (c) => c.operator.listCreators())
@@ -30,16 +30,7 @@ export const Creators = (props: { readonly token: string; readonly creation: str
       <RefusalNote refusal={load.refusal} />
       <div class="table-wrap">
         <table>
-          <thead>
-            <tr>
-              <th scope="col">wallet</th>
-              <th scope="col">added</th>
-              <th scope="col">by</th>
-              <th scope="col">
-                <span class="visually-hidden">remove</span>
-              </th>
-            </tr>
-          </thead>
+          <TableHead columns={["wallet", "added", "by"]} actions="remove" />
           <tbody>
             {(listed?.creators ?? []).map((c) => (
               <tr data-creator={c.wallet}>

@@ -7,7 +7,7 @@
 import { useEffect, useState } from "preact/hooks"
 import type { DeploymentDomain } from "../../src/api/groups/DeploymentDomainsGroup.js"
 import { call } from "../api.js"
-import { ConfirmButton, RefusalNote, useAction, when } from "../ui.js"
+import { ConfirmButton, RefusalNote, TableHead, useAction, when } from "../ui.js"
 
 export const DeploymentDomains = (props: { readonly token: string; readonly name: string; readonly onChanged: () => void }) => {
   const { token, name } = props
@@ -61,16 +61,7 @@ export const DeploymentDomains = (props: { readonly token: string; readonly name
       )}
       <div class="table-wrap">
         <table>
-          <thead>
-            <tr>
-              <th scope="col">Domain</th>
-              <th scope="col">State</th>
-              <th scope="col">Verification record (TXT)</th>
-              <th scope="col">
-                <span class="visually-hidden">Actions</span>
-              </th>
-            </tr>
-          </thead>
+          <TableHead columns={["Domain", "State", "Verification record (TXT)"]} actions />
           <tbody>
             {(domains ?? []).map((d) => (
               <tr data-domain={d.domain}>

@@ -9,7 +9,7 @@ import type { Deployment, DeploymentEvent } from "../../src/api/groups/Deploymen
 import type { DeploymentStats } from "../../src/api/groups/DeploymentRuntimeGroup.js"
 import { IdKey } from "../../src/api/Paging.js"
 import { call, cursorOf, type Refusal, refusalOf } from "../api.js"
-import { RefusalNote, usePaged, when } from "../ui.js"
+import { RefusalNote, TableHead, usePaged, when } from "../ui.js"
 
 /** How often the status facts are read again while they are shown. */
 const STATUS_EVERY_MS = 5_000
@@ -117,15 +117,7 @@ export const DeploymentStatus = (props: { readonly token: string; readonly name:
       </button>
       <div class="table-wrap">
         <table>
-          <thead>
-            <tr>
-              <th scope="col">#</th>
-              <th scope="col">Event</th>
-              <th scope="col">Version</th>
-              <th scope="col">At</th>
-              <th scope="col">Detail</th>
-            </tr>
-          </thead>
+          <TableHead columns={["#", "Event", "Version", "At", "Detail"]} />
           <tbody>
             {events.items.map((e) => (
               <tr data-event={e.type} data-seq={e.seq}>

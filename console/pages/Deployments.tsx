@@ -8,7 +8,7 @@ import { useState } from "preact/hooks"
 import { TextKey } from "../../src/api/Paging.js"
 import { call, cursorOf } from "../api.js"
 import type { Credential } from "../session.js"
-import { ConfirmButton, PageTitle, RefusalNote, useAction, usePaged, when } from "../ui.js"
+import { ConfirmButton, PageTitle, RefusalNote, TableHead, useAction, usePaged, when } from "../ui.js"
 import { DeployForm } from "./DeployForm.js"
 import { DeploymentDomains } from "./DeploymentDomains.js"
 import { DeploymentLogs } from "./DeploymentLogs.js"
@@ -47,19 +47,7 @@ export const Deployments = (props: { readonly credential: Credential }) => {
       <RefusalNote refusal={list.refusal} />
       <div class="table-wrap">
         <table>
-          <thead>
-            <tr>
-              <th scope="col">Name</th>
-              <th scope="col">Type</th>
-              <th scope="col">Status</th>
-              <th scope="col">Version</th>
-              <th scope="col">Served at</th>
-              <th scope="col">Updated</th>
-              <th scope="col">
-                <span class="visually-hidden">Actions</span>
-              </th>
-            </tr>
-          </thead>
+          <TableHead columns={["Name", "Type", "Status", "Version", "Served at", "Updated"]} actions />
           <tbody>
             {list.items.map((d) => (
               <tr data-deployment={d.name}>
@@ -101,16 +89,7 @@ export const Deployments = (props: { readonly credential: Credential }) => {
           {done === undefined ? null : <p role="status">{done}</p>}
           <div class="table-wrap">
             <table>
-              <thead>
-                <tr>
-                  <th scope="col">Version</th>
-                  <th scope="col">Made by</th>
-                  <th scope="col">Created</th>
-                  <th scope="col">
-                    <span class="visually-hidden">Actions</span>
-                  </th>
-                </tr>
-              </thead>
+              <TableHead columns={["Version", "Made by", "Created"]} actions />
               <tbody>
                 {versions.versions.map((v) => (
                   <tr data-version={v.version}>

@@ -9,7 +9,7 @@ import { TimeAndText } from "../../src/api/Paging.js"
 import { call, cursorOf } from "../api.js"
 import { forgetDevice } from "../device.js"
 import { type Credential, deviceProof, endedElsewhere } from "../session.js"
-import { ConfirmButton, PageTitle, RefusalNote, useAction, usePaged, when } from "../ui.js"
+import { ConfirmButton, PageTitle, RefusalNote, TableHead, useAction, usePaged, when } from "../ui.js"
 
 interface DeviceRow {
   readonly id: string
@@ -29,18 +29,7 @@ const DeviceTable = (props: {
 }) => (
   <div class="table-wrap">
     <table>
-      <thead>
-        <tr>
-          <th scope="col">Device</th>
-          <th scope="col">Label</th>
-          <th scope="col">Status</th>
-          <th scope="col">Enrolled</th>
-          <th scope="col">Revoked</th>
-          <th scope="col">
-            <span class="visually-hidden">Actions</span>
-          </th>
-        </tr>
-      </thead>
+      <TableHead columns={["Device", "Label", "Status", "Enrolled", "Revoked"]} actions />
       <tbody>
         {props.devices.map((d) => (
           <tr data-device={d.id} data-status={d.status}>

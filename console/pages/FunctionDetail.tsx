@@ -10,7 +10,7 @@ import type { Effect } from "effect"
 import { useEffect, useState } from "preact/hooks"
 import type { FunctionView } from "../../src/api/groups/FunctionsGroup.js"
 import { call } from "../api.js"
-import { ConfirmButton, RefusalNote, useAction, usePaged, when } from "../ui.js"
+import { ConfirmButton, RefusalNote, TableHead, useAction, usePaged, when } from "../ui.js"
 
 const LOGS_PAGE = 50
 const LOGS_EVERY_MS = 3_000
@@ -129,14 +129,7 @@ export const FunctionDetail = (props: { readonly token: string; readonly name: s
       <RefusalNote refusal={logs.refusal} />
       <div class="table-wrap">
         <table>
-          <thead>
-            <tr>
-              <th scope="col">At</th>
-              <th scope="col">Level</th>
-              <th scope="col">Request</th>
-              <th scope="col">Message</th>
-            </tr>
-          </thead>
+          <TableHead columns={["At", "Level", "Request", "Message"]} />
           <tbody>
             {logs.items.map((line) => (
               <tr data-log-seq={line.seq} data-request={line.request_id}>

@@ -7,7 +7,7 @@ import { useState } from "preact/hooks"
 import { TextKey } from "../../src/api/Paging.js"
 import { call, cursorOf } from "../api.js"
 import type { Credential } from "../session.js"
-import { PageTitle, RefusalNote, usePaged, when } from "../ui.js"
+import { PageTitle, RefusalNote, TableHead, usePaged, when } from "../ui.js"
 import { FunctionDeployForm } from "./FunctionDeployForm.js"
 import { FunctionDetail } from "./FunctionDetail.js"
 
@@ -29,19 +29,7 @@ export const Functions = (props: { readonly credential: Credential }) => {
       <RefusalNote refusal={list.refusal} />
       <div class="table-wrap">
         <table>
-          <thead>
-            <tr>
-              <th scope="col">Name</th>
-              <th scope="col">Version</th>
-              <th scope="col">Size</th>
-              <th scope="col">Limits</th>
-              <th scope="col">Public</th>
-              <th scope="col">Updated</th>
-              <th scope="col">
-                <span class="visually-hidden">Actions</span>
-              </th>
-            </tr>
-          </thead>
+          <TableHead columns={["Name", "Version", "Size", "Limits", "Public", "Updated"]} actions />
           <tbody>
             {list.items.map((f) => (
               <tr data-function={f.name}>

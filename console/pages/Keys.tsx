@@ -3,7 +3,7 @@ import { useState } from "preact/hooks"
 import { TimeAndText } from "../../src/api/Paging.js"
 import { call, cursorOf } from "../api.js"
 import type { Credential } from "../session.js"
-import { ConfirmButton, PageTitle, RefusalNote, ShownOnce, useAction, usePaged, when } from "../ui.js"
+import { ConfirmButton, PageTitle, RefusalNote, ShownOnce, TableHead, useAction, usePaged, when } from "../ui.js"
 
 const PAGE = 20
 
@@ -91,17 +91,7 @@ export const Keys = (props: { readonly credential: Credential }) => {
         <RefusalNote refusal={revoke.refusal} />
         <div class="table-wrap">
           <table class="keys">
-            <thead>
-              <tr>
-                <th scope="col">Id</th>
-                <th scope="col">Label</th>
-                <th scope="col">Role</th>
-                <th scope="col">Scopes</th>
-                <th scope="col">Created</th>
-                <th scope="col">Expires</th>
-                <th scope="col">State</th>
-              </tr>
-            </thead>
+            <TableHead columns={["Id", "Label", "Role", "Scopes", "Created", "Expires", "State"]} />
             <tbody>
               {list.items.map((key) => (
                 <tr data-key={key.id}>

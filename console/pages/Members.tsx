@@ -3,7 +3,7 @@ import { useState } from "preact/hooks"
 import { TimeAndText } from "../../src/api/Paging.js"
 import { call, cursorOf } from "../api.js"
 import type { Credential } from "../session.js"
-import { ConfirmButton, PageTitle, RefusalNote, useAction, usePaged, when } from "../ui.js"
+import { ConfirmButton, PageTitle, RefusalNote, TableHead, useAction, usePaged, when } from "../ui.js"
 
 const ROLES = ["admin", "developer", "runtime", "reader"] as const
 type AddableRole = (typeof ROLES)[number]
@@ -63,17 +63,7 @@ export const Members = (props: { readonly credential: Credential }) => {
         <RefusalNote refusal={remove.refusal} />
         <div class="table-wrap">
           <table>
-            <thead>
-              <tr>
-                <th scope="col">Wallet</th>
-                <th scope="col">Role</th>
-                <th scope="col">Added</th>
-                <th scope="col">By</th>
-                <th scope="col">
-                  <span class="visually-hidden">Actions</span>
-                </th>
-              </tr>
-            </thead>
+            <TableHead columns={["Wallet", "Role", "Added", "By"]} actions />
             <tbody>
               {list.items.map((member) => (
                 <tr data-wallet={member.wallet}>

@@ -7,7 +7,7 @@ import { useEffect, useState } from "preact/hooks"
 import { NamespaceName } from "../../src/client.js"
 import { call, RefusedError } from "../api.js"
 import type { Credential } from "../session.js"
-import { PageTitle, RefusalNote, ShownOnce, useAction, when } from "../ui.js"
+import { PageTitle, RefusalNote, ShownOnce, TableHead, useAction, when } from "../ui.js"
 
 interface Listed {
   readonly all: boolean
@@ -71,17 +71,7 @@ export const Namespaces = (props: { readonly credential: Credential }) => {
         {removed === undefined ? null : <p role="status">{removed}</p>}
         <div class="table-wrap">
           <table>
-            <thead>
-              <tr>
-                <th scope="col">Name</th>
-                <th scope="col">Owner</th>
-                <th scope="col">Your role</th>
-                <th scope="col">Created</th>
-                <th scope="col">
-                  <span class="visually-hidden">Actions</span>
-                </th>
-              </tr>
-            </thead>
+            <TableHead columns={["Name", "Owner", "Your role", "Created"]} actions />
             <tbody>
               {(listed?.namespaces ?? []).map((ns) => (
                 <tr data-namespace={ns.name}>

@@ -6,7 +6,7 @@
 import { useEffect, useState } from "preact/hooks"
 import { call } from "../api.js"
 import type { Credential } from "../session.js"
-import { ConfirmButton, PageTitle, RefusalNote, ShownOnce, useAction, when } from "../ui.js"
+import { ConfirmButton, PageTitle, RefusalNote, ShownOnce, TableHead, useAction, when } from "../ui.js"
 
 type Listed = Awaited<ReturnType<typeof listOperators>>
 const listOperators = (token: string) => call(token, (c) => c.operator.listOperators())
@@ -28,17 +28,7 @@ export const Operators = (props: { readonly credential: Credential }) => {
       <RefusalNote refusal={load.refusal} />
       <div class="table-wrap">
         <table>
-          <thead>
-            <tr>
-              <th scope="col">wallet</th>
-              <th scope="col">added</th>
-              <th scope="col">by</th>
-              <th scope="col">source</th>
-              <th scope="col">
-                <span class="visually-hidden">remove</span>
-              </th>
-            </tr>
-          </thead>
+          <TableHead columns={["wallet", "added", "by", "source"]} actions="remove" />
           <tbody>
             {(listed?.operators ?? []).map((o) => (
               <tr data-operator={o.wallet} aria-current={o.wallet === self ? "true" : undefined}>

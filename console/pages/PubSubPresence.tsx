@@ -8,7 +8,7 @@
 import { useEffect, useRef, useState } from "preact/hooks"
 import { call, type Refusal } from "../api.js"
 import { socketToken } from "../session.js"
-import { RefusalNote, useAction, when } from "../ui.js"
+import { RefusalNote, TableHead, useAction, when } from "../ui.js"
 
 type Listing = Awaited<ReturnType<typeof loadPresence>>
 const loadPresence = (token: string, topic: string) => call(token, (c) => c.pubsub.presence({ urlParams: { topic } }))
@@ -105,15 +105,7 @@ export const Presence = (props: { readonly token: string; readonly topic: string
         <div class="table-wrap">
           <table>
             <caption>present on {listing.topic}</caption>
-            <thead>
-              <tr>
-                <th scope="col">member</th>
-                <th scope="col">subject</th>
-                <th scope="col">since</th>
-                <th scope="col">connections</th>
-                <th scope="col">meta</th>
-              </tr>
-            </thead>
+            <TableHead columns={["member", "subject", "since", "connections", "meta"]} />
             <tbody>
               {listing.members.map((m) => (
                 <tr data-member={m.member_id}>

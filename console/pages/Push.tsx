@@ -10,7 +10,7 @@ import { useState } from "preact/hooks"
 import { TimeAndText } from "../../src/api/Paging.js"
 import { call, cursorOf } from "../api.js"
 import type { Credential } from "../session.js"
-import { ConfirmButton, PageTitle, RefusalNote, useAction, usePaged, when } from "../ui.js"
+import { ConfirmButton, PageTitle, RefusalNote, TableHead, useAction, usePaged, when } from "../ui.js"
 import { PushCredentials } from "./PushCredentials.js"
 import { PushSend } from "./PushSend.js"
 
@@ -51,18 +51,7 @@ const Registrations = (props: { readonly token: string }) => {
       </button>
       <div class="table-wrap">
         <table>
-          <thead>
-            <tr>
-              <th scope="col">Device</th>
-              <th scope="col">Provider</th>
-              <th scope="col">Token</th>
-              <th scope="col">Platform</th>
-              <th scope="col">Updated</th>
-              <th scope="col">
-                <span class="visually-hidden">Actions</span>
-              </th>
-            </tr>
-          </thead>
+          <TableHead columns={["Device", "Provider", "Token", "Platform", "Updated"]} actions />
           <tbody>
             {list.items.map((d) => (
               <tr data-push-device={d.device_id}>

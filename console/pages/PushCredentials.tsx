@@ -6,7 +6,7 @@
  */
 import { useState } from "preact/hooks"
 import { call } from "../api.js"
-import { ConfirmButton, RefusalNote, useAction, usePaged, when } from "../ui.js"
+import { ConfirmButton, RefusalNote, TableHead, useAction, usePaged, when } from "../ui.js"
 
 const PROVIDERS = ["ios_push", "ios_voip_push", "relay_push", "legacy_push"] as const
 type Provider = (typeof PROVIDERS)[number]
@@ -99,16 +99,7 @@ export const PushCredentials = (props: { readonly token: string }) => {
           </p>
           <div class="table-wrap">
             <table>
-              <thead>
-                <tr>
-                  <th scope="col">Provider</th>
-                  <th scope="col">Fields held (secrets never shown)</th>
-                  <th scope="col">Updated</th>
-                  <th scope="col">
-                    <span class="visually-hidden">Actions</span>
-                  </th>
-                </tr>
-              </thead>
+              <TableHead columns={["Provider", "Fields held (secrets never shown)", "Updated"]} actions />
               <tbody>
                 {current.configured.map((p) => (
                   <Stored key={p} token={token} provider={p} onRemoved={summary.reload} />

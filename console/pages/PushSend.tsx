@@ -6,7 +6,7 @@
  */
 import { useEffect, useState } from "preact/hooks"
 import { call } from "../api.js"
-import { RefusalNote, useAction } from "../ui.js"
+import { RefusalNote, TableHead, useAction } from "../ui.js"
 
 interface Envelope {
   readonly ok: boolean
@@ -28,15 +28,7 @@ export const EnvelopeView = (props: { readonly envelope: Envelope }) => (
     </p>
     <div class="table-wrap">
       <table>
-        <thead>
-          <tr>
-            <th scope="col">Device</th>
-            <th scope="col">Provider</th>
-            <th scope="col">Status</th>
-            <th scope="col">Reason</th>
-            <th scope="col">Unregistered</th>
-          </tr>
-        </thead>
+        <TableHead columns={["Device", "Provider", "Status", "Reason", "Unregistered"]} />
         <tbody>
           {props.envelope.results.map((r, i) => (
             <tr data-result={r.device_id ?? `#${i}`} data-provider={r.provider ?? ""} data-status={String(r.status)}>

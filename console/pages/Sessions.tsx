@@ -2,7 +2,7 @@
 import { TimeAndText } from "../../src/api/Paging.js"
 import { call, cursorOf } from "../api.js"
 import { type Credential, deviceProof } from "../session.js"
-import { ConfirmButton, PageTitle, RefusalNote, useAction, usePaged, when } from "../ui.js"
+import { ConfirmButton, PageTitle, RefusalNote, TableHead, useAction, usePaged, when } from "../ui.js"
 
 export const Sessions = (props: { readonly credential: Credential }) => {
   const token = props.credential.token
@@ -19,17 +19,7 @@ export const Sessions = (props: { readonly credential: Credential }) => {
       <RefusalNote refusal={end.refusal} />
       <div class="table-wrap">
         <table>
-          <thead>
-            <tr>
-              <th scope="col">Session</th>
-              <th scope="col">Device</th>
-              <th scope="col">Started</th>
-              <th scope="col">Last refreshed</th>
-              <th scope="col">
-                <span class="visually-hidden">Actions</span>
-              </th>
-            </tr>
-          </thead>
+          <TableHead columns={["Session", "Device", "Started", "Last refreshed"]} actions />
           <tbody>
             {list.items.map((s) => (
               <tr data-session={s.id}>
