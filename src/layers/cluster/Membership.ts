@@ -3,7 +3,7 @@
  * its own in the registry's `cluster_nodes` (id, public key, internal URL, version), refreshed by
  * its heartbeat (NodeHeartbeat.ts). `last_seen` is written, and each row's age read, with the
  * registry's clock, never a gateway's, so gateways on different machines compare nothing of their
- * own. A node is active while its row is younger than `PORTICO_NODE_TTL_MS`.
+ * own. A node is active while its heartbeat is within `PORTICO_NODE_TTL_MS` of the freshest one.
  *
  * `PORTICO_PEERS` is a seed list: a seed is a peer until the registry shows its row stale, and its
  * URL is the one given there. A node connected by an operator (`/v1/network/connect`,
@@ -38,7 +38,8 @@ const NodeRow = Schema.Struct({
   left_at: Schema.NullOr(Schema.Number),
   retired_at: Schema.NullOr(Schema.Number),
   draining_at: Schema.NullOr(Schema.Number),
-  age_ms: Schema.Number
+  age_ms: Schema.Number,
+  lag_ms: Schema.Number
 })
 
 /** A node as the network routes show it. */
@@ -133,7 +134,8 @@ export class Membership extends Context.Tag("portico/Membership")<Membership, Me
 
       const readRows = Effect.flatMap(
         store.query({
-          sql: `SELECT id, public_key, internal_url, public_url, version, joined_at, last_seen, left_at, retired_at, draining_at, ${REGISTRY_NOW} - last_seen AS age_ms FROM cluster_nodes ORDER BY id`
+          sql: `SELECT id, public_key, internal_url, public_url, version, joined_at, last_seen, left_at, retired_at, draining_at, ${REGISTRY_NOW} - last_seen AS age_ms,
+                (SELECT MAX(last_seen) FROM cluster_nodes) - last_seen AS lag_ms FROM cluster_nodes ORDER BY id`
         }),
         decodeRows("cluster node", NodeRow)
       )
@@ -150,10 +152,20 @@ export class Membership extends Context.Tag("portico/Membership")<Membership, Me
             )
       )
 
+      /**
+       * A row is stale when its heartbeat is more than the TTL behind the freshest one the registry
+       * holds, not behind the registry's clock: while the registry elects a leader no heartbeat
+       * lands, and once it has one every row is equally old. Measured against the clock, every
+       * other node would read inactive until its next heartbeat, and a vault pull or a forward made
+       * in that moment would find no one to call.
+       */
       const statusOf = (row: typeof NodeRow.Type): "active" | "inactive" | "stopped" | "retired" =>
-        row.retired_at !== null ? "retired" : row.left_at !== null ? "stopped" : row.age_ms <= ttl ? "active" : "inactive"
+        row.retired_at !== null ? "retired" : row.left_at !== null ? "stopped" : row.lag_ms <= ttl ? "active" : "inactive"
 
+      // a fresh read is the one `addressNow`, `urlOf` and `downOf` use from then on, so a caller
+      // that found a node active here does not find it down in an older read
       const nodes = Effect.map(readRows, (rows): ReadonlyArray<ClusterNode> => {
+        cached = { at: Date.now(), rows: rows.filter((r) => r.retired_at === null) }
         const seedUrl = seedUrls()
         const registered = rows.map(
           (row): ClusterNode => ({

@@ -6,7 +6,8 @@
  * another key is never overwritten. When the registry answers so at start, the gateway does not
  * start; when it answers so later (the row was taken while this node was away), the heartbeat
  * stops and the log says why. Then every `PORTICO_NODE_HEARTBEAT_MS` the row's `last_seen` is
- * refreshed with the registry's clock, and its internal URL once the gateway listens. A clean
+ * refreshed with the registry's clock, and its internal URL once the gateway listens (a beat before
+ * that keeps the URL the row holds). A clean
  * stop writes `left_at`, so the others know at once that its memory went with it.
  */
 import { Context, Data, Effect, Fiber, Layer, Schedule } from "effect"
@@ -54,6 +55,10 @@ export class NodeHeartbeat extends Context.Tag("portico/NodeHeartbeat")<NodeHear
       const { self } = yield* Membership
       const settings = config.membership
       let internalUrl = settings.internalUrl ?? ""
+      // the default URL is known once the gateway listens; until then a beat keeps the URL the
+      // row holds (the same one, for a node restarted on its address): blanked, a node restarting
+      // read as active yet unreachable to every other node's cache for a moment
+      let urlKnown = settings.internalUrl !== undefined
       let taken = false
       let draining = false
       let stopping = false
@@ -63,9 +68,9 @@ export class NodeHeartbeat extends Context.Tag("portico/NodeHeartbeat")<NodeHear
         store.exec({
           sql: `INSERT INTO cluster_nodes (id, public_key, internal_url, public_url, version, joined_at, last_seen)
                 VALUES (?, ?, ?, ?, ?, ${REGISTRY_NOW}, ${REGISTRY_NOW})
-                ON CONFLICT (id) DO UPDATE SET internal_url = excluded.internal_url, public_url = excluded.public_url, version = excluded.version, last_seen = excluded.last_seen, left_at = NULL
+                ON CONFLICT (id) DO UPDATE SET internal_url = CASE WHEN ? THEN excluded.internal_url ELSE cluster_nodes.internal_url END, public_url = excluded.public_url, version = excluded.version, last_seen = excluded.last_seen, left_at = NULL
                 WHERE cluster_nodes.public_key = excluded.public_key AND cluster_nodes.retired_at IS NULL`,
-          params: [self.id, self.publicKey, internalUrl, config.deployments.publicUrl ?? "", VERSION]
+          params: [self.id, self.publicKey, internalUrl, config.deployments.publicUrl ?? "", VERSION, urlKnown ? 1 : 0]
         })
       ).pipe(
         Effect.map((r) => r.rowsAffected === 1),
@@ -121,6 +126,7 @@ export class NodeHeartbeat extends Context.Tag("portico/NodeHeartbeat")<NodeHear
         listening: (port) =>
           Effect.suspend(() => {
             if (settings.internalUrl === undefined) internalUrl = defaultInternalUrl(config.host, port)
+            urlKnown = true
             return heartbeat
           })
       })
