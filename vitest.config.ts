@@ -27,9 +27,9 @@ const all = testFiles("test")
 const unit = all.filter(
   (file) => /^test\/(domain|api|layers)\//.test(file) && !startsProcesses.test(readFileSync(path.join(root, file), "utf8"))
 )
-// Run one at a time, after the others: the three-node suites (each runs its cluster in a network
+// Run one at a time (one fork, beside the other projects' suites): the three-node suites (each runs its cluster in a network
 // namespace of its own, test/support/netns.ts), which start three gateways and their engines and
-// hold failover deadlines that a second suite beside them on two cores would eat into; and the
+// hold failover deadlines that a second such suite beside them on two cores would eat into; and the
 // suites that measure a gateway's memory going up and coming back down, which a busy neighbour
 // slows (its garbage collection and the pages it gives back).
 const measuresMemory = ["test/e2e/bodies.test.ts", "test/e2e/databases.test.ts", "test/e2e/deployments-connections.test.ts"]

@@ -62,7 +62,8 @@ export const makeGuardianCalls = (deps: {
     // a member: registered and not retired; a seed that never registered holds nothing
     const current = nodes.filter((n) => n.status === "active" || n.status === "inactive" || n.status === "stopped")
     const all = [...new Set([self, ...current.map((n) => n.id)])].sort()
-    const live = all.filter((id) => id === self || current.some((n) => n.id === id && n.status === "active"))
+    // live: active, and with an address to call it at (a node that has not listened yet has none)
+    const live = all.filter((id) => id === self || current.some((n) => n.id === id && n.status === "active" && n.internalUrl !== ""))
     return { all, live }
   })
   const members = Effect.suspend(() =>
@@ -74,6 +75,10 @@ export const makeGuardianCalls = (deps: {
         )
   )
 
+  /** A call that got no answer: the caller sees a generic reason, the node's log says why. */
+  const unreachable = (e: PeerUnreachable): Effect.Effect<Failed> =>
+    Effect.as(Effect.logWarning(`vault: node ${e.nodeId} did not answer: ${e.detail}`), { outcome: "failed" as const, reason: "unreachable" })
+
   /** A peer's answer decoded as `schema`, else a generic reason. */
   const decoded = <A, I>(schema: Schema.Schema<A, I>) => {
     const decode = Schema.decodeUnknownEither(Schema.parseJson(schema))
@@ -84,7 +89,7 @@ export const makeGuardianCalls = (deps: {
           const value = decode(answer.text)
           return value._tag === "Right" ? value.right : { outcome: "failed" as const, reason: "answered something else" }
         }),
-        Effect.catchAll(() => Effect.succeed({ outcome: "failed" as const, reason: "unreachable" }))
+        Effect.catchAll(unreachable)
       )
   }
   const countAnswer = decoded(ShareCount)
@@ -106,7 +111,7 @@ export const makeGuardianCalls = (deps: {
         if (answer.status !== 200) return { outcome: "failed", reason: `answered ${answer.status}` }
         return read(answer) ?? { outcome: "failed", reason: "answered something else" }
       }),
-      Effect.catchAll(() => Effect.succeed({ outcome: "failed" as const, reason: "unreachable" }))
+      Effect.catchAll(unreachable)
     )
   const json = <A,>(decode: (text: string) => { readonly _tag: "Left" } | { readonly _tag: "Right"; readonly right: A }) => (answer: PeerBytesAnswer): A | undefined => {
     if (answer.headers["content-type"]?.startsWith("application/json") !== true) return undefined
