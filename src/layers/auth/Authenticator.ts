@@ -173,10 +173,16 @@ export class Authenticator extends Context.Tag("portico/Authenticator")<Authenti
         },
         authenticateNow: (bearer, now) => {
           if (keysNow === undefined) return undefined
-          if (looksLikeApiKey(bearer)) return Either.flatMap(keysNow.authenticate(bearer, now), byKey)
+          if (looksLikeApiKey(bearer)) {
+            const found = keysNow.authenticate(bearer, now)
+            return found === undefined ? undefined : Either.flatMap(found, byKey)
+          }
           const claims = ring.verifiedBefore(bearer, now)
           if (claims === undefined) return undefined
-          if (claims.key !== undefined) return Either.flatMap(keysNow.active(claims.key, now), (key) => byExchangedToken(claims, key))
+          if (claims.key !== undefined) {
+            const key = keysNow.active(claims.key, now)
+            return key === undefined ? undefined : Either.flatMap(key, (found) => byExchangedToken(claims, found))
+          }
           if (claims.dep !== undefined) {
             const dep = claims.dep
             return standsNow === undefined ? undefined : Either.flatMap(standsNow(claims.ns, dep), (stands) => byWorkloadToken(claims, stands))

@@ -121,13 +121,16 @@ export interface ApiKeysService {
   readonly list: (namespace: string, page: PageRequest) => Effect.Effect<Page<ApiKeyRecord>, StoreError>
   /** The conditional revoke for the caller's batch: touches only an unrevoked key of `namespace`. */
   readonly revokeStatement: (namespace: string, id: string, at: number) => Statement
-  /** `authenticate` and `active` answered on the spot, where the registry reads on the spot. */
+  /** `authenticate` and `active` answered on the spot, from a row read on the spot or kept. */
   readonly now?: ApiKeysNow | undefined
+  /** Forgets every kept row: keys were changed through this gateway by a statement of another service. */
+  readonly forgetKept?: () => void
 }
 
+/** Undefined: the row must be read from the registry first (`authenticate` and `active` then). */
 export interface ApiKeysNow {
-  readonly authenticate: (presented: string, now: number) => Either.Either<Option.Option<ApiKeyRecord>, StoreError>
-  readonly active: (id: string, now: number) => Either.Either<Option.Option<ApiKeyRecord>, StoreError>
+  readonly authenticate: (presented: string, now: number) => Either.Either<Option.Option<ApiKeyRecord>, StoreError> | undefined
+  readonly active: (id: string, now: number) => Either.Either<Option.Option<ApiKeyRecord>, StoreError> | undefined
 }
 
 const BASE32 = "abcdefghijklmnopqrstuvwxyz234567"
@@ -210,6 +213,13 @@ const parseScopes = (text: string): Array<string> => {
 
 /** Keys whose matched secret is remembered (secretMatches). */
 const MATCHED_MAX = 10_000
+/**
+ * How long a gateway on a registry that reads only over the network (rqlite) answers a key from
+ * the row it last read (docs/auth.md, "API keys in a cluster"): a key revoked or changed through
+ * another gateway stops within this time; through this one, at once.
+ */
+export const KEY_ROWS_KEPT_MS = 1_000
+const KEPT_MAX = 10_000
 
 const COLUMNS = "id, namespace, hash, role, scopes, label, created_at, created_by, expires_at, revoked_at"
 
@@ -251,19 +261,39 @@ export class ApiKeys extends Context.Tag("portico/ApiKeys")<ApiKeys, ApiKeysServ
       const live = (rows: ReadonlyArray<Row>, now: number): Option.Option<ApiKeyRecord> =>
         Option.filter(Option.map(Option.fromNullable(rows[0]), recordOf), (record) => isActive(record, now))
 
-      const readNow = store.queryNow
-      const now: ApiKeysNow | undefined =
-        readNow === undefined
-          ? undefined
-          : {
-              authenticate: (presented, at) => {
-                const parsed = parsePresented(presented)
-                return parsed === undefined
-                  ? Either.right(Option.none())
-                  : Either.map(readNow(byId(parsed.id)), (rows) => accepted(rows, parsed.id, parsed.secret, at))
-              },
-              active: (id, at) => Either.map(readNow(byId(id)), (rows) => live(rows, at))
-            }
+      // A registry read on the spot (SQLite) is the row as it is now. One that reads over the
+      // network keeps each key's row read in the last KEY_ROWS_KEPT_MS, so a burst of requests
+      // with one key costs one read and is answered on the spot (the fast lane) after it. Only a
+      // row found is kept: a key minted a moment ago on another gateway is read, never refused
+      // from memory.
+      const kept = new Map<string, { readonly at: number; readonly rows: ReadonlyArray<Row> }>()
+      const keep = (id: string, rows: ReadonlyArray<Row>): void => {
+        if (store.queryNow !== undefined || rows.length === 0) return
+        if (kept.size >= KEPT_MAX) kept.clear()
+        kept.set(id, { at: Date.now(), rows })
+      }
+      const keptRows = (id: string): Either.Either<ReadonlyArray<Row>, StoreError> | undefined => {
+        const held = kept.get(id)
+        if (held === undefined) return undefined
+        if (Date.now() - held.at < KEY_ROWS_KEPT_MS) return Either.right(held.rows)
+        kept.delete(id)
+        return undefined
+      }
+      const queryNow = store.queryNow
+      const readNow = queryNow === undefined ? keptRows : (id: string) => queryNow(byId(id))
+      const readRows = (id: string) => Effect.tap(store.query(byId(id)), (rows) => Effect.sync(() => keep(id, rows)))
+      const now: ApiKeysNow = {
+        authenticate: (presented, at) => {
+          const parsed = parsePresented(presented)
+          if (parsed === undefined) return Either.right(Option.none())
+          const rows = readNow(parsed.id)
+          return rows === undefined ? undefined : Either.map(rows, (found) => accepted(found, parsed.id, parsed.secret, at))
+        },
+        active: (id, at) => {
+          const rows = readNow(id)
+          return rows === undefined ? undefined : Either.map(rows, (found) => live(found, at))
+        }
+      }
 
       const prepare: ApiKeysService["prepare"] = (request) =>
         Effect.map(Clock.currentTimeMillis, (now) => {
@@ -330,11 +360,9 @@ export class ApiKeys extends Context.Tag("portico/ApiKeys")<ApiKeys, ApiKeysServ
         authenticate: (presented) => {
           const parsed = parsePresented(presented)
           if (parsed === undefined) return Effect.succeed(Option.none())
-          return Effect.flatMap(store.query(byId(parsed.id)), (rows) =>
-            Effect.map(Clock.currentTimeMillis, (at) => accepted(rows, parsed.id, parsed.secret, at))
-          )
+          return Effect.flatMap(readRows(parsed.id), (rows) => Effect.map(Clock.currentTimeMillis, (at) => accepted(rows, parsed.id, parsed.secret, at)))
         },
-        active: (id) => Effect.flatMap(store.query(byId(id)), (rows) => Effect.map(Clock.currentTimeMillis, (at) => live(rows, at))),
+        active: (id) => Effect.flatMap(readRows(id), (rows) => Effect.map(Clock.currentTimeMillis, (at) => live(rows, at))),
         list: (namespace, page) =>
           readPage(
             store,
@@ -342,10 +370,12 @@ export class ApiKeys extends Context.Tag("portico/ApiKeys")<ApiKeys, ApiKeysServ
             page,
             toRecord
           ),
-        revokeStatement: (namespace, id, at) => ({
-          sql: "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND namespace = ? AND revoked_at IS NULL",
-          params: [at, id, namespace]
-        }),
+        revokeStatement: (namespace, id, at) => {
+          // revoked through this gateway: never answered from the row kept before
+          kept.delete(id)
+          return { sql: "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND namespace = ? AND revoked_at IS NULL", params: [at, id, namespace] }
+        },
+        forgetKept: () => kept.clear(),
         now
       }
     })

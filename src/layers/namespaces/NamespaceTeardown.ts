@@ -12,6 +12,7 @@
  * `pending` is NAMESPACE_TEARDOWN_PENDING's source of truth: true from the record's write to the
  * last batch. `NamespaceTeardown.Pending` serves it where the deletion itself cannot run (the CLI).
  */
+import { ApiKeys } from "../keys/ApiKeys.js"
 import { Clock, Context, Duration, Effect, Layer, Schedule } from "effect"
 import type { TeardownCode } from "../../domain/Errors.js"
 import { reservedNamespaces } from "../../domain/Names.js"
@@ -101,7 +102,8 @@ export class NamespaceTeardown extends Context.Tag("portico/NamespaceTeardown")<
         evictor: yield* Evictor,
         coordination: yield* Coordination,
         membership: yield* Membership,
-        vault: yield* Vault
+        vault: yield* Vault,
+        keys: yield* ApiKeys
       }
       // Test-only: a pause before each part, so a test can stop the gateway mid-deletion.
       const partDelayMs = config.testPauses.teardownPartMs
@@ -270,7 +272,8 @@ export class NamespaceTeardown extends Context.Tag("portico/NamespaceTeardown")<
           PorticoConfig.Test,
           SqliteRegistryStore.Test,
           SqliteWorkers.Test,
-          Vault.Test
+          Vault.Test,
+          ApiKeys.Test
         )
       )
     )

@@ -4,6 +4,7 @@
  * write, every API key an end user minted from a sign-in.
  */
 import { Clock, Context, Effect, Layer, Option, Schema } from "effect"
+import { ApiKeys } from "../keys/ApiKeys.js"
 import { Audit } from "../audit/Audit.js"
 import { RegistryStore, type StoreError } from "../registry/RegistryStore.js"
 import { DevicePolicy, SignInPolicy } from "../../domain/SessionPolicy.js"
@@ -33,6 +34,7 @@ export class SessionPolicy extends Context.Tag("portico/SessionPolicy")<SessionP
     Effect.gen(function* () {
       const store = yield* RegistryStore
       const audit = yield* Audit
+      const keys = yield* ApiKeys
       const get = (namespace: string) =>
         Effect.map(
           store.query({ sql: "SELECT device_policy, sign_in FROM namespaces WHERE name = ?", params: [namespace] }),
@@ -71,6 +73,7 @@ export class SessionPolicy extends Context.Tag("portico/SessionPolicy")<SessionP
               },
               entry
             ])
+            keys.forgetKept?.()
             const policy = yield* get(namespace)
             return {
               policy: Option.getOrElse(policy, () => ({ devicePolicy: "optional" as const, signIn: "members" as const })),
@@ -87,7 +90,8 @@ export class SessionPolicy extends Context.Tag("portico/SessionPolicy")<SessionP
       Layer.provide(
         Layer.mergeAll(
           SqliteRegistryStore.Test,
-          Audit.Test
+          Audit.Test,
+          ApiKeys.Test
         )
       )
     )
