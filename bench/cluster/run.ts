@@ -17,7 +17,8 @@
  * write through another node.
  *
  * Layout: every server on CPU 0, this driver (the client) on CPU 1. Knobs: CLUSTER_ROUNDS (5),
- * CLUSTER_DURATION (seconds per side per round, 5), CLUSTER_CONCURRENCY (2x CPUs).
+ * CLUSTER_DURATION (seconds per side per round, 5), CLUSTER_CONCURRENCY (2x CPUs),
+ * CLUSTER_GATEWAY_NODE_ARGS (more node arguments for the gateways, e.g. `--cpu-prof`).
  */
 import { spawnSync } from "node:child_process"
 import * as fs from "node:fs"
@@ -138,7 +139,7 @@ const main = async () => {
     // the log is appended to across restarts: this start's "listening" is after its current end
     const logFile = path.join(dir, `${node.id}-gateway.log`)
     const from = fs.existsSync(logFile) ? fs.statSync(logFile).size : 0
-    node.gateway = startPinned(`${node.id}-gateway`, dir, process.execPath, ["--enable-source-maps", "bin/portico.mjs", "serve", "--port", String(GATEWAY_PORT), "--data-dir", path.join(node.dir, "data")], {
+    node.gateway = startPinned(`${node.id}-gateway`, dir, process.execPath, ["--enable-source-maps", ...(process.env["CLUSTER_GATEWAY_NODE_ARGS"] ?? "").split(" ").filter((a) => a !== ""), "bin/portico.mjs", "serve", "--port", String(GATEWAY_PORT), "--data-dir", path.join(node.dir, "data")], {
       env: { ...envOf(node), PORTICO_SKIP_BUILD: "1" }
     })
     await waitUntil(node.gateway, () => fs.readFileSync(node.gateway!.log).subarray(from).toString("utf8").includes('"msg":"listening"'), 90_000)
