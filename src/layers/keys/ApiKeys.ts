@@ -123,7 +123,10 @@ export interface ApiKeysService {
   readonly revokeStatement: (namespace: string, id: string, at: number) => Statement
   /** `authenticate` and `active` answered on the spot, from a row read on the spot or kept. */
   readonly now?: ApiKeysNow | undefined
-  /** Forgets every kept row: keys were changed through this gateway by a statement of another service. */
+  /**
+   * Forgets every kept row, once a batch that changed keys has committed through this gateway (a
+   * revoke, a member's change, a transfer, a policy, a deletion): the next request reads them.
+   */
   readonly forgetKept?: () => void
 }
 
@@ -370,11 +373,10 @@ export class ApiKeys extends Context.Tag("portico/ApiKeys")<ApiKeys, ApiKeysServ
             page,
             toRecord
           ),
-        revokeStatement: (namespace, id, at) => {
-          // revoked through this gateway: never answered from the row kept before
-          kept.delete(id)
-          return { sql: "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND namespace = ? AND revoked_at IS NULL", params: [at, id, namespace] }
-        },
+        revokeStatement: (namespace, id, at) => ({
+          sql: "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND namespace = ? AND revoked_at IS NULL",
+          params: [at, id, namespace]
+        }),
         forgetKept: () => kept.clear(),
         now
       }
