@@ -204,7 +204,7 @@ export const NamespaceHandlers = HttpApiBuilder.group(PorticoApi, "namespace", (
             store.batch([keys.revokeStatement(p.namespace, path.id, now), entry]),
             storeDown
           )
-          keys.forgetKept?.()
+          keys.forgetKept()
           if (result === undefined || result.rowsAffected === 0) return yield* new NotFound({ error: "no such active key in this namespace" })
           return { id: path.id, revoked: true as const }
         })

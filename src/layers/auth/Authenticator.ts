@@ -172,7 +172,6 @@ export class Authenticator extends Context.Tag("portico/Authenticator")<Authenti
           })
         },
         authenticateNow: (bearer, now) => {
-          if (keysNow === undefined) return undefined
           if (looksLikeApiKey(bearer)) {
             const found = keysNow.authenticate(bearer, now)
             return found === undefined ? undefined : Either.flatMap(found, byKey)

@@ -122,12 +122,12 @@ export interface ApiKeysService {
   /** The conditional revoke for the caller's batch: touches only an unrevoked key of `namespace`. */
   readonly revokeStatement: (namespace: string, id: string, at: number) => Statement
   /** `authenticate` and `active` answered on the spot, from a row read on the spot or kept. */
-  readonly now?: ApiKeysNow | undefined
+  readonly now: ApiKeysNow
   /**
    * Forgets every kept row, once a batch that changed keys has committed through this gateway (a
    * revoke, a member's change, a transfer, a policy, a deletion): the next request reads them.
    */
-  readonly forgetKept?: () => void
+  readonly forgetKept: () => void
 }
 
 /** Undefined: the row must be read from the registry first (`authenticate` and `active` then). */

@@ -283,7 +283,7 @@ export class Namespaces extends Context.Tag("portico/Namespaces")<Namespaces, Na
             // a role change ends the keys the member minted from a session under the old role
             const changed = Option.isSome(existing) && existing.value.role !== role
             const [result] = yield* store.batch(changed ? [write, entry, revokeSignInKeys(namespace, wallet, now, role)] : [write, entry])
-            if (changed) keys.forgetKept?.()
+            if (changed) keys.forgetKept()
             if (result === undefined || result.rowsAffected === 0) return yield* new NamespaceRuleError({ rule: "OwnerImmutable" })
             const member: Member = Option.match(existing, {
               onNone: () => ({ wallet, role, addedAt: now, addedBy: actor }),
@@ -315,7 +315,7 @@ export class Namespaces extends Context.Tag("portico/Namespaces")<Namespaces, Na
                 params: [now, namespace, wallet, namespace, wallet]
               }
             ])
-            keys.forgetKept?.()
+            keys.forgetKept()
             if (result === undefined || result.rowsAffected === 0) return yield* new NamespaceRuleError({ rule: "NoSuchMember" })
           }),
         transfer: (namespace, wallet, actor, actorWallet) =>
@@ -415,7 +415,7 @@ export class Namespaces extends Context.Tag("portico/Namespaces")<Namespaces, Na
               { sql: `DELETE FROM ownership_offers WHERE namespace = ? AND ${nowOwner}`, params: [namespace, namespace, wallet] }
             )
             const [swap] = yield* store.batch(statements)
-            keys.forgetKept?.()
+            keys.forgetKept()
             if (swap === undefined || swap.rowsAffected === 0) return yield* new NamespaceRuleError({ rule: "OfferChanged" })
             return { ...record, owner: wallet }
           }),

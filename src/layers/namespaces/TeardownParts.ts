@@ -68,7 +68,7 @@ export const removePart = (tools: PartTools, namespace: string, part: TeardownPa
   switch (part) {
     case "access":
       // the keys' rows this gateway kept go at once (docs/auth.md, "API keys in a cluster")
-      return orFail("access", tools.registry.batch(accessStatements(namespace))).pipe(Effect.zipRight(Effect.sync(() => tools.keys.forgetKept?.())))
+      return orFail("access", tools.registry.batch(accessStatements(namespace))).pipe(Effect.zipRight(Effect.sync(() => tools.keys.forgetKept())))
     case "deployments":
       return removeDeployments(tools, namespace)
     case "databases":

@@ -73,7 +73,7 @@ export class SessionPolicy extends Context.Tag("portico/SessionPolicy")<SessionP
               },
               entry
             ])
-            keys.forgetKept?.()
+            keys.forgetKept()
             const policy = yield* get(namespace)
             return {
               policy: Option.getOrElse(policy, () => ({ devicePolicy: "optional" as const, signIn: "members" as const })),
