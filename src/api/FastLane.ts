@@ -27,7 +27,7 @@
 import { clientAddressOf } from "./node/ClientAddress.js"
 import { Cause, Effect, Either, Exit, Option, Runtime } from "effect"
 import type * as http from "node:http"
-import { CoordinationRefused, type DomainRefusal, type ErrorCode, fromRefusal } from "../domain/Errors.js"
+import { CoordinationRefused, type DomainRefusal, ValidationFailed, type ErrorCode, fromRefusal } from "../domain/Errors.js"
 import { oncePerObject } from "../domain/Memo.js"
 import { type Principal, toPrincipal } from "../domain/Principal.js"
 import { memberSource } from "../domain/StrictJson.js"
@@ -56,7 +56,7 @@ import { vaultPeerRoutes, vaultRoutes } from "./lane/VaultLane.js"
 import { NoMembers } from "./Wire.js"
 import type { Policy } from "./Policy.js"
 import { RequestMeta } from "./RequestMeta.js"
-import type { LaneName } from "./RouteFacts.js"
+import { FORWARDED_ROOM_BYTES, type LaneName } from "./RouteFacts.js"
 
 /**
  * Told the status of an answer written later. An object rather than a callback, so the listener
@@ -86,6 +86,12 @@ export interface FastLane {
    * read, would not be: that is why requests are not answered as they are read.
    */
   readonly turn: <A>(answerAll: () => A) => A
+  /**
+   * A node-to-node call that came on a peer channel (PeerChannel.ts), whose frame's MAC stands
+   * for the coordination MAC: answered as the lane answers the same HTTP call, `done` once. False
+   * when the lane has no such route, or the route signs more than its JSON body.
+   */
+  readonly peerCall: (path: string, body: string, done: (answer: Answer) => void) => boolean
 }
 
 const NO_BYTES = new Uint8Array(0)
@@ -268,7 +274,8 @@ export const makeFastLane = Effect.gen(function* () {
   const peerImplementations: Partial<Record<LaneName, PeerRoute>> = Option.isNone(coordination)
     ? {}
     : {
-        ...(Option.isNone(local) ? {} : peerSqlRoutes(local.value, config.maxBodyBytes, logDefect)),
+        // the front gateway's cap plus the caller it adds, as the route's own body cap
+        ...(Option.isNone(local) ? {} : peerSqlRoutes(local.value, config.maxBodyBytes + FORWARDED_ROOM_BYTES, logDefect)),
         ...(Option.isNone(vault) ? {} : vaultPeerRoutes(vault.value.guardian, config.maxBodyBytes))
       }
   // the routes the endpoints mark for the lane, by their exact request line (the lane takes fixed paths)
@@ -413,7 +420,23 @@ export const makeFastLane = Effect.gen(function* () {
     for (const name in cors) res.setHeader(name, cors[name]!)
     return respond(res, work(caller, now, client), answered)
   }
+  const peerCall: FastLane["peerCall"] = (path, body, done) => {
+    const route = peerRoutes.get(`POST ${path}`)
+    if (route === undefined || route.signs !== "body") return false
+    const work = route.prepare(body, NO_BYTES)
+    // the peer is a gateway of this cluster encoding with the same schema: a payload that does not
+    // decode is a defect between versions, told as the app tells a decode error
+    if (work === undefined) {
+      done(refused(new ValidationFailed({ error: `the call to ${path} does not decode`, hint: "check the gateways' versions" })))
+      return true
+    }
+    const answer = work()
+    if (typeof answer === "function") answer(done)
+    else done(answer)
+    return true
+  }
   const lane: FastLane = Object.assign(answerNow, {
+    peerCall,
     takes: (req: http.IncomingMessage) => {
       const line = `${req.method} ${req.url}`
       return routes.has(line) || peerRoutes.has(line)

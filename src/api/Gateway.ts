@@ -10,7 +10,9 @@ import { Context, Effect, Layer, Option, Scope } from "effect"
 import * as http from "node:http"
 import type { Duplex } from "node:stream"
 import type { AddressInfo } from "node:net"
-import { Code, envelopeText } from "../domain/Errors.js"
+import { Code, envelopeText, NotFound } from "../domain/Errors.js"
+import { Sealer } from "../layers/secrets/Sealer.js"
+import { refusalOf } from "./ErrorResponses.js"
 import type { PorticoSettings } from "../layers/config/PorticoConfig.js"
 import { gatewayServicesLayer } from "../layers/Services.js"
 import { RELAY_MESSAGE_MAX_BYTES } from "../layers/push/RelayCall.js"
@@ -19,7 +21,7 @@ import { PorticoApi } from "./Api.js"
 import { GateLive } from "./gate/Gate.js"
 import { GatesLive } from "./gate/GatesLive.js"
 import { routeIndex } from "./gate/RouteIndex.js"
-import type { BodyCapName } from "./RouteFacts.js"
+import { type BodyCapName, FORWARDED_ROOM_BYTES } from "./RouteFacts.js"
 import { renderFailure } from "./ErrorResponses.js"
 import { MAX_PATH_PARAM_LENGTH } from "./Wire.js"
 import { AuditHandlers } from "./handlers/AuditHandlers.js"
@@ -40,6 +42,8 @@ import { PubSubHandlers } from "./handlers/PubSubHandlers.js"
 import { VaultHandlers } from "./handlers/VaultHandlers.js"
 import { WebRtcEventsHandlers, WebRtcHandlers, WebRtcNamespaceHandlers } from "./handlers/WebRtcHandlers.js"
 import { webRtcSocketHandlers } from "./handlers/WebRtcSocketHandlers.js"
+import { peerChannelHandlers } from "./handlers/PeerChannelHandlers.js"
+import { makeChannelServer } from "../layers/coordination/PeerChannel.js"
 import { makeSignalSockets } from "../layers/webrtc/SignalSockets.js"
 import { MediaServer } from "../layers/webrtc/MediaServer.js"
 import { RoomEvents } from "../layers/webrtc/RoomEvents.js"
@@ -171,7 +175,7 @@ const bodyCapOf = (settings: PorticoSettings, name: BodyCapName): number => {
     // a forwarded request is the client's body (within the cap at the front gateway) plus the
     // caller it was authorized as: room for that, so what passed there is not 413 here
     case "forwarded":
-      return settings.maxBodyBytes + 64 * 1024
+      return settings.maxBodyBytes + FORWARDED_ROOM_BYTES
     case "relayMessage":
       return RELAY_MESSAGE_MAX_BYTES
     // the archive (its exact cap is the unpacker's, 413 too) plus the form's framing and fields,
@@ -326,6 +330,15 @@ export const gatewayListener = (settings: PorticoSettings) =>
       events: Context.get(context, RoomEvents)
     })
     yield* Scope.addFinalizer(scope, Effect.sync(signalSockets.close))
+    // peers' kept channels of forwarded calls, answered by the fast lane (docs/cluster.md, "Peer channels")
+    const channelServer = makeChannelServer({
+      keyOf: coordination.channelKey,
+      generation: () => Context.get(context, Sealer).generation(),
+      serve: fastLane?.peerCall,
+      maxCallBytes: settings.maxBodyBytes + FORWARDED_ROOM_BYTES,
+      notServed: (path) => refusalOf(new NotFound({ error: `${path} is not taken on a peer channel`, hint: "call it over HTTP" }))
+    })
+    yield* Scope.addFinalizer(scope, Effect.sync(channelServer.close))
     // the API's WebSocket routes on the API's hosts, each through its endpoint's gate and query schema
     const upgrades = makeUpgrades({
       index,
@@ -334,7 +347,8 @@ export const gatewayListener = (settings: PorticoSettings) =>
         ...proxySocketHandlers(proxySockets),
         ...pubSubSocketHandlers(pubSubSockets),
         ...functionSocketHandlers(functionSockets),
-        ...webRtcSocketHandlers(signalSockets)
+        ...webRtcSocketHandlers(signalSockets),
+        ...peerChannelHandlers(channelServer)
       ],
       isApiHost: (host) => Context.get(context, AppHosts).route(host).kind === "api",
       onAnswered,
@@ -367,6 +381,8 @@ export const gatewayListener = (settings: PorticoSettings) =>
       takeConnections: routing.takeConnections,
       closeIdleAppConnections: routing.closeIdleConnections,
       closeAllAppConnections: routing.closeAllConnections,
+      /** Peers' channels end as the server closes: the peers' calls go over HTTP to whichever node answers. */
+      closePeerChannels: channelServer.close,
       /**
        * Tells the proxy the port the server listens on, so it never proxies to it, the app
        * runtime, which then knows the gateway's address for the apps and resumes this node's apps,
@@ -443,6 +459,7 @@ export const serveGateway = (settings: PorticoSettings) =>
           server.closeAllConnections()
           listener.closeAllAppConnections()
         }, 10_000)
+        listener.closePeerChannels()
         server.close(() => {
           clearTimeout(timer)
           resume(Effect.void)

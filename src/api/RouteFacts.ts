@@ -22,6 +22,9 @@ export class RoutePolicy extends Context.Tag("portico/RoutePolicy")<RoutePolicy,
  * its cap in base64 with the push's other fields, `vaultPull` a pull's 4 KiB, `webrtcEvent` a media server's
  * participant event's 4 KiB.
  */
+/** What a forwarded body may carry beyond the default cap: the caller the front gateway authorized. */
+export const FORWARDED_ROOM_BYTES = 64 * 1024
+
 export type BodyCapName =
   | "sqlImport"
   | "upload"

@@ -364,6 +364,7 @@ describe("NodeAdapter fast lane", () => {
     },
     {
       takes: (req: http.IncomingMessage) => req.url === "/echo",
+      peerCall: () => false,
       turn: <A>(answerAll: () => A): A => {
         inTurn = true
         current = 0

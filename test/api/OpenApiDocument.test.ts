@@ -129,6 +129,7 @@ describe("the OpenAPI document", () => {
     const sockets = routeEntries(PorticoApi).filter((e) => e.webSocket)
     expect(sockets.map((e) => e.path).sort()).toEqual([
       "/v1/functions/:name/ws",
+      "/v1/internal/channel",
       "/v1/internal/webrtc/signal",
       "/v1/proxy/relay",
       "/v1/proxy/tunnel",

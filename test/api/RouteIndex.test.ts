@@ -77,7 +77,7 @@ describe("route index", () => {
 
   it("finds the WebSocket routes, with their policies and query schemas, by path whatever the method", () => {
     const index = makeRouteIndex(entries)
-    expect(entries.filter((e) => e.webSocket).map((e) => e.name).sort()).toEqual(["internal.webrtcSignal", "invoke.ws", "proxy.relay", "proxy.tunnel", "pubsub.ws", "webrtc.signal"])
+    expect(entries.filter((e) => e.webSocket).map((e) => e.name).sort()).toEqual(["internal.peerChannel", "internal.webrtcSignal", "invoke.ws", "proxy.relay", "proxy.tunnel", "pubsub.ws", "webrtc.signal"])
     expect(index.webSocketRoute("/v1/functions/chat/ws")).toMatchObject({ name: "invoke.ws", policy: grant("invoke") })
     expect(index.webSocketRoute("/v1/pubsub/ws")).toMatchObject({ policy: grant("pubsub") })
     const tunnel = index.webSocketRoute("/v1/proxy/tunnel")
@@ -86,6 +86,7 @@ describe("route index", () => {
     expect(index.webSocketRoute("/v1/proxy/relay")?.gate).toBe("open")
     expect(index.webSocketRoute("/v1/webrtc/signal")).toMatchObject({ policy: sessionOrWorkload("webrtc"), gate: "authentication" })
     expect(index.webSocketRoute("/v1/internal/webrtc/signal")).toMatchObject({ policy: internal, gate: "peer" })
+    expect(index.webSocketRoute("/v1/internal/channel")).toMatchObject({ policy: internal, gate: "peer" })
     expect(index.webSocketRoute("/v1/proxy/anon")).toBeUndefined()
     expect(index.webSocketRoute("/v1/proxy/tunnel/x")).toBeUndefined()
   })
@@ -102,7 +103,7 @@ describe("route index", () => {
     const handler = (route: string): UpgradeHandler => ({ route, handle: async () => {} })
     const upgrades = (handlers: ReadonlyArray<UpgradeHandler>) => () =>
       makeUpgrades({ index, gate: { now: () => ({ _tag: "Admitted", principal: undefined }), run: () => Effect.succeed(undefined) }, handlers, isApiHost: () => true })
-    const all = ["proxy.tunnel", "proxy.relay", "pubsub.ws", "invoke.ws", "webrtc.signal", "internal.webrtcSignal"].map(handler)
+    const all = ["proxy.tunnel", "proxy.relay", "pubsub.ws", "invoke.ws", "webrtc.signal", "internal.webrtcSignal", "internal.peerChannel"].map(handler)
     expect(upgrades(all.slice(0, 1))).toThrow(/proxy\.relay has no handler/)
     expect(upgrades(all.slice(0, 2))).toThrow(/pubsub\.ws has no handler/)
     expect(upgrades([...all, handler("proxy.anon")])).toThrow(/proxy\.anon is no WebSocket route/)

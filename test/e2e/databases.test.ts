@@ -8,6 +8,7 @@ import { Effect } from "effect"
 import { Wallet } from "ethers"
 import { existsSync, mkdtempSync, readFileSync, writeFileSync } from "node:fs"
 import * as http from "node:http"
+import * as net from "node:net"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { type Gateway, type Reply, startGateway, testTmp } from "../support/gateway.js"
@@ -1063,6 +1064,84 @@ describe("node-local databases on another node: forwarded to the home node", () 
       expect(near.status, near.text.slice(0, 200)).toBe(200)
     } finally {
       await c.stop()
+      await new Promise<void>((resolve) => proxy.close(() => resolve()))
+    }
+  }, 90_000)
+
+  it("sends forwarded queries on a kept peer channel once it is open; a replayed handshake is refused; a cut channel falls back to HTTP", async () => {
+    // a TCP listener on the overlay between gateway E and the home node A, noting each request line it relays
+    const lines: Array<string> = []
+    const firstBytes: Array<Buffer> = []
+    const links = new Set<net.Socket>()
+    const [portA, portProxy] = [Number(new URL(a.url).port), await Effect.runPromise(freePort)]
+    const proxy = net.createServer((client) => {
+      const upstream = net.connect(portA, "127.0.0.1")
+      links.add(client).add(upstream)
+      let first = true
+      client.on("data", (chunk: Buffer) => {
+        if (first) firstBytes.push(chunk)
+        first = false
+        // request heads only: a client's WebSocket frames are masked, so no head appears in them
+        for (const m of chunk.toString("latin1").matchAll(/^(GET|POST) (\S+) HTTP\/1\.1\r$/gm)) lines.push(`${m[1]} ${m[2]}`)
+      })
+      client.pipe(upstream).pipe(client)
+      const end = () => {
+        client.destroy()
+        upstream.destroy()
+      }
+      client.on("error", end).on("close", end)
+      upstream.on("error", end).on("close", end)
+    })
+    await new Promise<void>((resolve) => proxy.listen(portProxy, "127.0.0.1", resolve))
+    const e = await startGateway({
+      env: { PORTICO_RQLITE_URL: server.url, PORTICO_SECRET: secret, PORTICO_NODE_ID: "node-e", PORTICO_PEERS: `node-a=http://127.0.0.1:${portProxy}` }
+    })
+    const posts = () => lines.filter((l) => l === "POST /v1/internal/sqlite/query").length
+    const channels = () => lines.filter((l) => l === "GET /v1/internal/channel").length
+    try {
+      expect((await a.request("POST", "/v1/db/sqlite/create", { token: owner, json: { database_name: "chan" } })).status).toBe(201)
+      await q(a, "chan", "CREATE TABLE t (v)")
+      for (let i = 0; i < 20; i++) {
+        const reply = await q(e, "chan", "INSERT INTO t (v) VALUES (?)", [`row ${i}`])
+        expect(reply.body, reply.text).toEqual({ rows_affected: 1, last_insert_id: i + 1 })
+        if (i < 2) await new Promise((resolve) => setTimeout(resolve, 200))
+      }
+      // the first calls went as HTTP (the node's address read, then the channel opening); the rest on the channel
+      expect(posts(), lines.join(", ")).toBeLessThanOrEqual(2)
+      expect(channels()).toBe(1)
+      const beforeChannel = posts()
+      expect((await q(e, "chan", "SELECT count(*), max(v) FROM t")).body.rows).toEqual([[20, "row 9"]])
+      // a refusal from the home node comes back on the channel as it was given
+      expectError(await q(e, "chan", "SELECT * FROM nope"), 400, "SQL_ERROR")
+      expect(posts()).toBe(beforeChannel)
+
+      // the channel's handshake, captured on the overlay and sent again: its nonce is spent
+      const handshake = firstBytes.find((b) => b.toString("latin1").startsWith("GET /v1/internal/channel"))
+      if (handshake === undefined) throw new Error("no channel handshake was seen on the overlay")
+      const replayed = await new Promise<string>((resolve) => {
+        const socket = net.connect(portA, "127.0.0.1", () => socket.end(handshake))
+        const chunks: Array<Buffer> = []
+        socket.on("data", (c: Buffer) => chunks.push(c)).on("close", () => resolve(Buffer.concat(chunks).toString("utf8")))
+      })
+      expect(replayed).toMatch(/^HTTP\/1\.1 403/)
+      expect(replayed).toContain("coordination call replayed")
+
+      // the overlay cut: queries go as HTTP until a new channel is open, then on it again (a call
+      // on its way when the link dropped is 503 HOME_NODE_UNREACHABLE, as over HTTP)
+      for (const link of links) link.destroy()
+      await new Promise((resolve) => setTimeout(resolve, 100))
+      for (let i = 0; i < 50 && channels() < 2; i++) {
+        const reply = await q(e, "chan", "SELECT count(*) FROM t")
+        expect(reply.body.rows, reply.text).toEqual([[20]])
+        await new Promise((resolve) => setTimeout(resolve, 100))
+      }
+      expect(channels()).toBe(2)
+      await new Promise((resolve) => setTimeout(resolve, 200))
+      const beforeReopened = posts()
+      for (let i = 0; i < 5; i++) expect((await q(e, "chan", "SELECT count(*) FROM t")).body.rows).toEqual([[20]])
+      expect(posts()).toBe(beforeReopened)
+    } finally {
+      await e.stop()
       await new Promise<void>((resolve) => proxy.close(() => resolve()))
     }
   }, 90_000)

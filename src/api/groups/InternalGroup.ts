@@ -278,6 +278,16 @@ export class InternalGroup extends HttpApiGroup.make("internal")
       .addError(Wire.BadRequest)
       .annotate(WebSocketRoute, true)
   )
+  .add(
+    // a kept channel of this node's calls from the peer that opens it (docs/cluster.md, "Peer
+    // channels"): its envelope (ChannelEnvelope, in X-Portico-Forward-Envelope) is what the
+    // coordination MAC covers; each frame then carries a MAC under the channel's own key
+    HttpApiEndpoint.get("peerChannel", "/v1/internal/channel")
+      .addSuccess(Schema.Void.annotations({ description: "101 Switching Protocols: framed calls of the fast lane's internal routes, each under the channel's MAC" }), { status: 101 })
+      .addError(Wire.Unavailable)
+      .addError(Wire.BadRequest)
+      .annotate(WebSocketRoute, true)
+  )
   .annotateEndpoints(OpenApi.Override, internalOnly)
   .addError(wiresOf(SqlRefusals))
   .addError(wiresOf(StorageRefusals))

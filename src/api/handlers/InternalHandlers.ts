@@ -160,6 +160,7 @@ export const InternalHandlers = HttpApiBuilder.group(PorticoApi, "internal", (ha
         Effect.map(mediaAnswer(media.control({ ns: payload.namespace, room: payload.room, user: payload.user, peer: payload.peer, action: payload.action })), (affected) => ({ affected }))
       )
       .handle("webrtcSignal", () => socketOnly("/v1/internal/webrtc/signal"))
+      .handle("peerChannel", () => socketOnly("/v1/internal/channel"))
       .handle("cacheDropNamespace", ({ payload }) =>
         Effect.gen(function* () {
           return { dropped: yield* Effect.mapError(cache.dropNamespace(payload.namespace), () => unavailable("this node's cache did not answer")) }

@@ -23,7 +23,8 @@ import { pipeline } from "node:stream/promises"
 import { Membership } from "../cluster/Membership.js"
 import { PorticoConfig } from "../config/PorticoConfig.js"
 import { nonceLedger } from "./NonceLedger.js"
-import { type PeerBytesAnswer, postBytes as postBytesHttp, postText } from "./PeerHttp.js"
+import { CHANNEL_PATH, channelKeyText, makePeerChannels } from "./PeerChannel.js"
+import { MAX_ANSWER_BYTES, type PeerBytesAnswer, postBytes as postBytesHttp, postText } from "./PeerHttp.js"
 import { RegistryStore } from "../registry/RegistryStore.js"
 import { catchUp } from "../secrets/RootChain.js"
 import { safeEqual, Sealer } from "../secrets/Sealer.js"
@@ -103,8 +104,9 @@ export interface CoordinationService {
   readonly post: (nodeId: string, path: string, payload: unknown, timeout: Duration.DurationInput) => Effect.Effect<PeerAnswer, PeerUnreachable>
   /**
    * `post` for a caller outside the Effect runtime (a forwarded query in the fast lane): `body` is
-   * the payload's canonical JSON, sent and signed as `post` sends it; `done` gets the answer or
-   * why the peer is unreachable, once.
+   * the payload's canonical JSON, sent and signed as `post` sends it, or sent on the node's peer
+   * channel when one is open (PeerChannel.ts); `done` gets the answer or why the peer is
+   * unreachable, once.
    */
   readonly postNow: (
     nodeId: string,
@@ -148,6 +150,12 @@ export interface CoordinationService {
     send: { readonly json: unknown } | { readonly envelope: unknown; readonly bytes: Uint8Array },
     timeout: Duration.DurationInput
   ) => Effect.Effect<PeerBytesAnswer, PeerUnreachable>
+  /**
+   * The key of a peer channel opened to this node (PeerChannel.ts) under root generation
+   * `generation`, from its handshake's time, nonce and envelope; undefined when that generation
+   * is not held here.
+   */
+  readonly channelKey: (generation: number, time: string, nonce: string, envelope: string) => Buffer | undefined
   /** Headers (MAC v2, single-use) that let node `audience` accept `method path` with `body`. */
   readonly sign: (audience: string, method: string, path: string, body: string) => Effect.Effect<Record<string, string>>
   /**
@@ -360,6 +368,28 @@ export class Coordination extends Context.Tag("portico/Coordination")<Coordinati
           )
         })
       const runCallback = Runtime.runCallback(yield* Effect.runtime<never>())
+      const channelKey = (audience: string, generation: number, time: string, nonce: string, envelope: string) => {
+        const hash = sealer.hashAt(generation, "peer-channel", channelKeyText(audience, time, nonce, envelope))
+        return hash === undefined ? undefined : Buffer.from(hash, "base64url")
+      }
+      const channels = yield* Effect.acquireRelease(
+        Effect.sync(() =>
+          makePeerChannels({
+            opening: (nodeId) => {
+              const generation = sealer.generation()
+              const envelope = canonicalJson({ from: config.nodeId, generation })
+              const headers = signAt(nodeId, "GET", CHANNEL_PATH, envelope, Date.now())
+              const key = channelKey(nodeId, generation, headers[TIME_HEADER]!, headers[NONCE_HEADER]!, envelope)
+              if (key === undefined) throw new Error(`root generation ${generation} is not held`)
+              return { headers: { ...headers, [ENVELOPE_HEADER]: envelope }, key, generation }
+            },
+            generation: () => sealer.generation(),
+            maxAnswerBytes: MAX_ANSWER_BYTES,
+            log: (message) => runCallback(Effect.logInfo(message))
+          })
+        ),
+        (c) => Effect.sync(() => c.close())
+      )
       const postNow: CoordinationService["postNow"] = (nodeId, path, body, timeoutMs, done) => {
         const address = membership.addressNow(nodeId)
         if (address === undefined) {
@@ -371,6 +401,10 @@ export class Coordination extends Context.Tag("portico/Coordination")<Coordinati
         }
         const base = addressed(nodeId, address.url, address.down)
         if (Either.isLeft(base)) return done(Either.left(base.left))
+        const onChannel = channels.callNow(nodeId, base.right, path, body, timeoutMs, (outcome) =>
+          done(Either.isRight(outcome) ? Either.right(outcome.right) : Either.left(new PeerUnreachable({ nodeId, detail: outcome.left })))
+        )
+        if (onChannel) return
         const signal = AbortSignal.timeout(timeoutMs)
         postText(base.right + path, { ...signAt(nodeId, "POST", path, body, Date.now()), "content-type": "application/json" }, body, signal)
           .then(
@@ -443,6 +477,7 @@ export class Coordination extends Context.Tag("portico/Coordination")<Coordinati
             return ""
           }),
         sign,
+        channelKey: (generation, time, nonce, envelope) => channelKey(config.nodeId, generation, time, nonce, envelope),
         verify: (method, path, body, headers, remoteAddress, acceptV1) =>
           Effect.gen(function* () {
             const now = yield* Clock.currentTimeMillis

@@ -15,7 +15,7 @@ const agents = {
 }
 
 /** The most bytes of a peer's JSON answer read: more is a broken peer, not an answer. */
-const MAX_ANSWER_BYTES = 64 * 1024 * 1024
+export const MAX_ANSWER_BYTES = 64 * 1024 * 1024
 
 export interface PeerTextAnswer {
   readonly status: number

@@ -31,6 +31,7 @@ export type Purpose =
   | "fetch-cap-hash"
   | "coordination-mac"
   | "coordination-mac-v2"
+  | "peer-channel"
   | "namespace-restore-key"
   | "namespace-backup-attest"
   | "node-invite"

@@ -9,7 +9,9 @@ import { Duration, Effect, Either, Schema } from "effect"
 import { Code, SqlRefusals, type SqlCode } from "../../domain/Errors.js"
 import { ForwardedPrincipal, forwardedPrincipal, type Principal, toPrincipal } from "../../domain/Principal.js"
 import type { CoordinationService, PeerAnswer } from "../coordination/Coordination.js"
-import { internalClient, type InternalPayload } from "../coordination/InternalClient.js"
+import { canonicalJson } from "../coordination/Coordination.js"
+import { internalClient, internalPath, type InternalPayload } from "../coordination/InternalClient.js"
+import { oncePerObject } from "../../domain/Memo.js"
 import { refuse, type SqlRefused } from "./SqlRefused.js"
 
 export { ForwardedPrincipal, toPrincipal }
@@ -72,6 +74,26 @@ export const forwardToHome = <Op extends keyof ForwardRoutes>(
       })
     )
 
+/** A caller's canonical JSON as a forwarded call carries it, made once per principal object (an API key's is one per key row). */
+const principalText = oncePerObject((caller: Principal) => canonicalJson(forwardedPrincipal(caller)))
+
+/** A number JSON.stringify writes as canonicalJson does: a safe integer or a finite fraction. */
+const plainNumber = (n: number) => Number.isSafeInteger(n) || (Number.isFinite(n) && !Number.isInteger(n))
+
+/**
+ * The forwarded query's payload in canonical JSON (what both ends MAC), written directly: its
+ * members are in canonical order, and the arguments go through canonicalJson only when one of them
+ * is a number JSON.stringify would not write exactly (past 2^53, infinite) or a bigint. Its parts
+ * come decoded by the endpoint's schema at the front, so encoding them again would change nothing.
+ */
+export const forwardedQueryText = (caller: Principal, payload: ForwardPayload<"query">): string => {
+  const plain = payload.params.every((p) => (typeof p === "number" ? plainNumber(p) : typeof p !== "bigint"))
+  const params = plain ? JSON.stringify(payload.params) : canonicalJson(payload.params)
+  return `{"database_name":${JSON.stringify(payload.database_name)},"params":${params},"principal":${principalText(caller)},"query":${JSON.stringify(payload.query)}}`
+}
+
+const QUERY_PATH = internalPath("sqliteQuery")
+
 /** `forwardToHome` of a query for a caller outside the Effect runtime (the fast lane): `done` gets the outcome once. */
 export const forwardQueryNow = (
   coordination: CoordinationService,
@@ -82,6 +104,6 @@ export const forwardQueryNow = (
   warn: (message: string) => void,
   done: (outcome: Either.Either<string, SqlRefused>) => void
 ): void =>
-  internalClient(coordination).callNow(home, "sqliteQuery", { ...payload, principal: forwardedPrincipal(caller) }, timeoutMs, (answer) =>
+  coordination.postNow(home, QUERY_PATH, forwardedQueryText(caller, payload), timeoutMs, (answer) =>
     done(Either.isLeft(answer) ? Either.left(unreachable(home)) : fromHome(home, answer.right, warn))
   )
