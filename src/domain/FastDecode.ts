@@ -136,6 +136,9 @@ const isPrimitive = (ast: AST.AST): boolean => {
       return true
     case "Refinement":
       return isPrimitive(ast.from)
+    // a union of such (`Schema.Union(Role, KeyRole)`, each a union of literals) decodes to its input too
+    case "Union":
+      return ast.types.every(isPrimitive)
     default:
       return false
   }

@@ -3,6 +3,7 @@ import * as fc from "effect/FastCheck"
 import { describe, expect, it } from "vitest"
 import { KeyRequest, MgetRequest, PutRequest, ScanRequest } from "../../src/api/groups/CacheGroup.js"
 import { StatementRequest } from "../../src/api/groups/SqlGroup.js"
+import { ForwardedQuery } from "../../src/api/groups/InternalGroup.js"
 import { decoderOf, fastCheck } from "../../src/domain/FastDecode.js"
 import { strict } from "../../src/api/Wire.js"
 
@@ -34,13 +35,13 @@ const payload = fc.oneof(
   value
 )
 
-const agrees = <A, I>(schema: Schema.Schema<A, I>) => {
+const agrees = <A, I>(schema: Schema.Schema<A, I>, inputs: fc.Arbitrary<unknown> = payload) => {
   const reference = Schema.decodeUnknownEither(schema)
   const fast = fastCheck(schema)
   const decode = decoderOf(schema)
   expect(fast).toBeDefined()
   fc.assert(
-    fc.property(payload, (input) => {
+    fc.property(inputs, (input) => {
       const expected = reference(input)
       const accepted = fast?.(input)
       if (Either.isRight(expected)) {
@@ -66,6 +67,35 @@ describe("FastDecode", () => {
 
   it("agrees with the schema on SQL statements: text, scalar and 64-bit integer arguments", () => {
     agrees(StatementRequest)
+  })
+
+  it("agrees with the schema on a forwarded query: its caller's role a union of literal unions, grants nested", () => {
+    const optionalText = fc.option(text, { nil: undefined })
+    const principal = fc.oneof(
+      value,
+      fc.record(
+        {
+          namespace: text,
+          subject: text,
+          method: fc.constantFrom("jwt", "api_key", "workload", "key"),
+          role: fc.constantFrom("owner", "admin", "developer", "runtime", "reader", "user", "custom", "root", 1),
+          grants: fc.oneof(fc.array(fc.record({ name: fc.constantFrom("db:write", "storage", "webrtc", "all"), pattern: optionalText }, { requiredKeys: ["name"] }), { maxLength: 3 }), value),
+          keyId: optionalText,
+          sessionId: optionalText,
+          deviceId: optionalText,
+          extra: leaf
+        },
+        { requiredKeys: ["namespace", "subject", "method", "role", "grants"] }
+      )
+    )
+    const forwarded = fc.oneof(
+      payload,
+      fc.record(
+        { database_name: fc.oneof(text, fc.constantFrom("reads", "app_db-1")), query: text, params: fc.oneof(fc.array(leaf, { maxLength: 4 }), leaf), principal, extra: leaf },
+        { requiredKeys: ["database_name", "query", "params", "principal"] }
+      )
+    )
+    agrees(ForwardedQuery, forwarded)
   })
 
   it("models literals, numbers, booleans and exact optional members", () => {
