@@ -1113,6 +1113,9 @@ describe("node-local databases on another node: forwarded to the home node", () 
       expect((await q(e, "chan", "SELECT count(*), max(v) FROM t")).body.rows).toEqual([[20, "row 9"]])
       // a refusal from the home node comes back on the channel as it was given
       expectError(await q(e, "chan", "SELECT * FROM nope"), 400, "SQL_ERROR")
+      // a body at the front's cap fits the channel too, principal and all
+      const long = await q(e, "chan", "SELECT 1 -- " + "a".repeat(4 * 1024 * 1024 - 200))
+      expect(long.status, long.text.slice(0, 200)).toBe(200)
       expect(posts()).toBe(beforeChannel)
 
       // the channel's handshake, captured on the overlay and sent again: its nonce is spent

@@ -23,6 +23,7 @@ import { pipeline } from "node:stream/promises"
 import { Membership } from "../cluster/Membership.js"
 import { PorticoConfig } from "../config/PorticoConfig.js"
 import { nonceLedger } from "./NonceLedger.js"
+import { FORWARDED_ROOM_BYTES } from "../../api/RouteFacts.js"
 import { CHANNEL_PATH, channelKeyText, makePeerChannels } from "./PeerChannel.js"
 import { MAX_ANSWER_BYTES, type PeerBytesAnswer, postBytes as postBytesHttp, postText } from "./PeerHttp.js"
 import { RegistryStore } from "../registry/RegistryStore.js"
@@ -385,6 +386,8 @@ export class Coordination extends Context.Tag("portico/Coordination")<Coordinati
             },
             generation: () => sealer.generation(),
             maxAnswerBytes: MAX_ANSWER_BYTES,
+            // what a peer's channel takes: a forwarded body at its cap
+            maxCallBytes: config.maxBodyBytes + FORWARDED_ROOM_BYTES,
             log: (message) => runCallback(Effect.logInfo(message))
           })
         ),

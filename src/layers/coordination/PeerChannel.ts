@@ -40,6 +40,12 @@ export interface ChannelHandshake {
 
 export const CHANNEL_PATH = "/v1/internal/channel"
 
+/**
+ * The internal routes whose calls travel on a channel: those the peer's fast lane answers from
+ * their JSON body alone (FastLane.ts `peerCall`). Any other call goes as HTTP.
+ */
+export const CHANNEL_CALLS: ReadonlySet<string> = new Set(["/v1/internal/sqlite/query"])
+
 const CALL = 0x43
 const ANSWER = 0x41
 const MAC_BYTES = 32
@@ -146,8 +152,12 @@ export const makePeerChannels = (options: {
   readonly generation: () => number
   /** The largest answer taken. */
   readonly maxAnswerBytes: number
+  /** The largest call sent on a channel (what the peer takes); a larger one goes as HTTP, refused there alone. */
+  readonly maxCallBytes: number
   readonly log?: (message: string) => void
 }): PeerChannels => {
+  // a UTF-16 code unit is at most 3 bytes of UTF-8: the bytes are counted only for a long body
+  const tooLarge = (body: string) => body.length > options.maxCallBytes || (body.length * 3 > options.maxCallBytes && Buffer.byteLength(body, "utf8") > options.maxCallBytes)
   const channels = new Map<string, Channel>()
   /** When a node's channel may be tried again. */
   const notBefore = new Map<string, number>()
@@ -236,7 +246,7 @@ export const makePeerChannels = (options: {
 
   return {
     callNow: (nodeId, base, path, body, timeoutMs, done) => {
-      if (closed) return false
+      if (closed || !CHANNEL_CALLS.has(path) || tooLarge(body)) return false
       const channel = channels.get(nodeId)
       if (channel === undefined) {
         if ((notBefore.get(nodeId) ?? 0) <= Date.now()) openTo(nodeId, base)

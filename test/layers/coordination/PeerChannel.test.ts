@@ -10,8 +10,10 @@ import type { AddressInfo } from "node:net"
 import { afterEach, describe, expect, it } from "vitest"
 import { WebSocket } from "ws"
 import { answerRefusalOnSocket } from "../../../src/layers/deployments/serving/AppAnswers.js"
+import { internalPath } from "../../../src/layers/coordination/InternalClient.js"
 import {
   callFrame,
+  CHANNEL_CALLS,
   CHANNEL_PATH,
   type ChannelOutcome,
   type ChannelReply,
@@ -21,6 +23,7 @@ import {
 } from "../../../src/layers/coordination/PeerChannel.js"
 
 const ROOT = Buffer.alloc(32, 9)
+const QUERY = "/v1/internal/sqlite/query"
 const keyOf = (generation: number, time: string, nonce: string, envelope: string) =>
   generation > 1 ? undefined : createHmac("sha256", ROOT).update([generation, time, nonce, envelope].join("\n")).digest()
 
@@ -86,7 +89,7 @@ afterEach(async () => {
 })
 
 const caller = (make = opening()) => {
-  const peers = makePeerChannels({ opening: make, generation: () => 0, maxAnswerBytes: 1024 * 1024 })
+  const peers = makePeerChannels({ opening: make, generation: () => 0, maxAnswerBytes: 1024 * 1024, maxCallBytes: 64 * 1024 })
   cleanups.push(() => peers.close())
   return peers
 }
@@ -103,7 +106,7 @@ const callOpen = async (peers: PeerChannels, base: string, path: string, body: s
 }
 
 const echo: Serve = (path, body, done) => {
-  if (path !== "/v1/internal/echo") return false
+  if (path !== QUERY) return false
   setTimeout(() => done({ status: 201, body: JSON.stringify({ path, body }), retryAfter: 7 }), 5)
   return true
 }
@@ -113,27 +116,40 @@ describe("peer channels", () => {
     const a = await home(echo)
     cleanups.push(a.close)
     const peers = caller()
-    expect(peers.callNow("node-a", a.base, "/v1/internal/echo", "{}", 1000, () => undefined)).toBe(false)
-    const outcome = await callOpen(peers, a.base, "/v1/internal/echo", '{"q":"é"}')
-    expect(outcome).toEqual(Either.right({ status: 201, text: JSON.stringify({ path: "/v1/internal/echo", body: '{"q":"é"}' }), retryAfter: "7" }))
+    expect(peers.callNow("node-a", a.base, QUERY, "{}", 1000, () => undefined)).toBe(false)
+    const outcome = await callOpen(peers, a.base, QUERY, '{"q":"é"}')
+    expect(outcome).toEqual(Either.right({ status: 201, text: JSON.stringify({ path: QUERY, body: '{"q":"é"}' }), retryAfter: "7" }))
     // calls answered out of order each reach their own caller
     const many = await Promise.all(
-      Array.from({ length: 20 }, (_, i) => callOpen(peers, a.base, "/v1/internal/echo", String(i)))
+      Array.from({ length: 20 }, (_, i) => callOpen(peers, a.base, QUERY, String(i)))
     )
     expect(many.map((o) => JSON.parse(Either.getOrThrow(o).text).body)).toEqual(Array.from({ length: 20 }, (_, i) => String(i)))
     expect(peers.open()).toEqual(["node-a"])
     expect(a.channels.open()).toBe(1)
   })
 
+  it("sends only the routes a channel carries, and no call over its size: those go as HTTP", async () => {
+    expect(CHANNEL_CALLS.has(internalPath("sqliteQuery"))).toBe(true)
+    const a = await home(echo)
+    cleanups.push(a.close)
+    const peers = caller()
+    await callOpen(peers, a.base, QUERY, "{}")
+    expect(peers.callNow("node-a", a.base, internalPath("sqliteDelete"), "{}", 1000, () => undefined)).toBe(false)
+    expect(peers.callNow("node-a", a.base, QUERY, "x".repeat(64 * 1024 + 1), 1000, () => undefined)).toBe(false)
+    // counted in bytes: 30,000 three-byte characters are over 64 KiB
+    expect(peers.callNow("node-a", a.base, QUERY, "€".repeat(30_000), 1000, () => undefined)).toBe(false)
+    expect(peers.callNow("node-a", a.base, QUERY, "€".repeat(20_000), 1000, () => undefined)).toBe(true)
+  })
+
   it("answers a path its lane does not take with the refusal, and a throwing route with 500", async () => {
-    const a = await home((path) => {
-      if (path === "/v1/internal/boom") throw new Error("a bug")
+    const a = await home((_path, body) => {
+      if (body === "boom") throw new Error("a bug")
       return false
     })
     cleanups.push(a.close)
     const peers = caller()
-    expect(Either.getOrThrow(await callOpen(peers, a.base, "/v1/internal/nope", "{}")).status).toBe(404)
-    expect(Either.getOrThrow(await callOpen(peers, a.base, "/v1/internal/boom", "{}")).status).toBe(500)
+    expect(Either.getOrThrow(await callOpen(peers, a.base, QUERY, "{}")).status).toBe(404)
+    expect(Either.getOrThrow(await callOpen(peers, a.base, QUERY, "boom")).status).toBe(500)
   })
 
   it("gives up on a call at its deadline and drops the late answer", async () => {
@@ -144,7 +160,7 @@ describe("peer channels", () => {
     cleanups.push(a.close)
     const peers = caller()
     const started = Date.now()
-    expect(await callOpen(peers, a.base, "/v1/internal/slow", "{}", 200)).toEqual(Either.left("no answer in time"))
+    expect(await callOpen(peers, a.base, QUERY, "{}", 200)).toEqual(Either.left("no answer in time"))
     expect(Date.now() - started).toBeLessThan(550)
   })
 
@@ -156,14 +172,14 @@ describe("peer channels", () => {
     })
     cleanups.push(a.close)
     const peers = caller()
-    const waiting = callOpen(peers, a.base, "/v1/internal/x", "{}", 5_000)
+    const waiting = callOpen(peers, a.base, QUERY, "{}", 5_000)
     await new Promise((resolve) => setTimeout(resolve, 100))
     a.cut()
     expect(await waiting).toEqual(Either.left("the channel to the node closed"))
     // the next calls go over HTTP until the channel is opened again
-    expect(peers.callNow("node-a", a.base, "/v1/internal/x", "{}", 1000, () => undefined)).toBe(false)
+    expect(peers.callNow("node-a", a.base, QUERY, "{}", 1000, () => undefined)).toBe(false)
     hold = []
-    const again = callOpen(peers, a.base, "/v1/internal/x", "{}")
+    const again = callOpen(peers, a.base, QUERY, "{}")
     await new Promise((resolve) => setTimeout(resolve, 1_500))
     expect(hold.length).toBe(1)
     hold[0]!({ status: 200, body: "back" })
@@ -187,17 +203,17 @@ describe("peer channels", () => {
     }
     // a frame under another key
     const forged = await raw(opening())
-    forged.ws.send(callFrame(Buffer.alloc(32, 1), 1, "/v1/internal/x", "forged"))
+    forged.ws.send(callFrame(Buffer.alloc(32, 1), 1, QUERY, "forged"))
     expect(await forged.closed).toBe(1008)
     // a frame changed after its MAC was made
     const changed = await raw(opening())
-    const frame = callFrame(changed.key, 1, "/v1/internal/x", "genuine")
+    const frame = callFrame(changed.key, 1, QUERY, "genuine")
     frame[frame.length - 1] = 0x21
     changed.ws.send(frame)
     expect(await changed.closed).toBe(1008)
     // a genuine frame sent twice: the first runs, the second closes the channel
     const replayed = await raw(opening())
-    const once = callFrame(replayed.key, 1, "/v1/internal/x", "once")
+    const once = callFrame(replayed.key, 1, QUERY, "once")
     replayed.ws.send(once)
     replayed.ws.send(once)
     expect(await replayed.closed).toBe(1008)
@@ -213,7 +229,7 @@ describe("peer channels", () => {
     cleanups.push(a.close)
     const peers = caller()
     for (let i = 0; i < 20; i++) {
-      expect(peers.callNow("node-a", a.base, "/v1/internal/x", "{}", 1000, () => undefined)).toBe(false)
+      expect(peers.callNow("node-a", a.base, QUERY, "{}", 1000, () => undefined)).toBe(false)
       await new Promise((resolve) => setTimeout(resolve, 50))
     }
     expect(served).toBe(0)
