@@ -1,8 +1,11 @@
 /**
  * bench/deploy: a deployed Node.js app's small JSON route through the gateway's host routing,
- * against the same app called directly on its port, side by side in the same run (issue 23: ≥ 0.7
- * of direct at concurrency 64); and the time from `portico deploy` of a 10 MB static site to the
- * first 200 on its host (reported).
+ * against the same app called directly on its port and nginx in front of it, side by side in the
+ * same run; and the time from `portico deploy` of a 10 MB static site to the first 200 on its host
+ * (reported). Targets (issue 38, which restates issue 23's): the gateway ≥ 0.9 of nginx in front
+ * of the same app, and ≥ 0.7 of direct at concurrency 64 whenever nginx itself reaches 0.8 of
+ * direct in that run (reported, not held, when it does not; held whatever nginx does when nginx
+ * is left out).
  *
  * Layouts (DEPLOY_LAYOUT), the gateway being `portico serve` as `npm start` runs it (compiled,
  * embedded registry):
@@ -54,6 +57,10 @@ const connections = num("DEPLOY_CONNECTIONS", 64)
 const staticRounds = num("DEPLOY_STATIC_ROUNDS", 3)
 const namespace = "deploybench"
 const TARGET = 0.7
+/** Issue 38: the gateway against nginx in front of the same app, same run. */
+const NGINX_TARGET = 0.9
+/** Issue 38: how near direct nginx must come for the gateway's own target against direct to hold. */
+const NGINX_REACHES = 0.8
 
 for (const signal of ["SIGINT", "SIGTERM"] as const) {
   process.once(signal, () => void stopAll().then(() => process.exit(130)))
@@ -278,6 +285,7 @@ const main = async () => {
     }
 
     const ratio = median(ratios)
+    const nginxDirect = reference === undefined ? undefined : median(ratiosOf("nginx", "direct"))
     const cpuOf = (name: string) => {
       const sample = samples.get(name)
       return sample === undefined ? "" : `${name} app ${median(sample.app).toFixed(1)} + proxy ${median(sample.proxy).toFixed(1)}`
@@ -297,7 +305,22 @@ const main = async () => {
         `10 MB static site, command to first 200: median ${median(deployMs).toFixed(0)} ms (${deployMs.map((m) => m.toFixed(0)).join(", ")})\n`
     )
     writeSummary("deploy", `DEPLOY_LAYOUT=${layout} DEPLOY_ROUNDS=${rounds} DEPLOY_DURATION=${duration} DEPLOY_STATIC_ROUNDS=${staticRounds}`, [
-      atLeast(`deployed app through the gateway, c=${connections}, ${layout} (23)`, "the app called directly on its port", ratio, TARGET, `rounds ${roundsText(ratios)}`),
+      // issue 38's targets: >= 0.9 of nginx in front of the same app, same run; and >= 0.7 of the
+      // app called directly whenever nginx itself reaches 0.8 of it (issue 23's target, which no
+      // proxy reaches on this machine: docs/deployments.md, "Serving"). Without nginx the second
+      // is held unconditionally.
+      ...(reference === undefined
+        ? []
+        : [atLeast(`deployed app through the gateway, c=${connections}, ${layout} (38)`, "nginx in front of the same app", median(ratiosOf("gateway", "nginx")), NGINX_TARGET, `rounds ${roundsText(ratiosOf("gateway", "nginx"))}`)]),
+      nginxDirect === undefined || nginxDirect >= NGINX_REACHES
+        ? atLeast(`deployed app through the gateway, c=${connections}, ${layout} (23, 38)`, "the app called directly on its port", ratio, TARGET, `rounds ${roundsText(ratios)}`)
+        : reported(
+            `deployed app through the gateway, c=${connections}, ${layout} (23, 38; held to >= ${TARGET} when nginx reaches ${NGINX_REACHES} of direct)`,
+            "the app called directly on its port",
+            ratio,
+            "ratio",
+            `rounds ${roundsText(ratios)}; nginx reached ${nginxDirect.toFixed(2)} of direct`
+          ),
       ...(reference === undefined
         ? []
         : [reported(`nginx in front of the same app, ${layout}`, "the app called directly on its port", median(ratiosOf("nginx", "direct")), "ratio", `rounds ${roundsText(ratiosOf("nginx", "direct"))}`)]),
