@@ -1013,6 +1013,21 @@ describe("node-local databases on another node: forwarded to the home node", () 
       headers: { "x-portico-coordination-mac": "v1=" + "A".repeat(43), "x-portico-coordination-time": String(Math.floor(Date.now() / 1000)) }
     })
     expectError(forged, 403)
+    // nor a peer channel opened without it, or with a forged one
+    const { WebSocket } = await import("ws")
+    for (const headers of [{}, { "x-portico-coordination-mac": "v2=" + "A".repeat(43), "x-portico-coordination-time": String(Math.floor(Date.now() / 1000)), "x-portico-coordination-nonce": "n".repeat(24), "x-portico-forward-envelope": '{"from":"node-a","generation":0}' }]) {
+      const refused = await new Promise<{ status: number; body: string }>((resolve) => {
+        const ws = new WebSocket(b.url.replace("http", "ws") + "/v1/internal/channel", { headers })
+        ws.on("unexpected-response", (_req, res) => {
+          const chunks: Array<Buffer> = []
+          res.on("data", (c: Buffer) => chunks.push(c)).on("end", () => resolve({ status: res.statusCode ?? 0, body: Buffer.concat(chunks).toString("utf8") }))
+        })
+        ws.on("open", () => resolve({ status: 101, body: "" }))
+        ws.on("error", () => undefined)
+      })
+      expect(refused.status).toBe(403)
+      expect(JSON.parse(refused.body)).toMatchObject({ code: "COORDINATION_REFUSED" })
+    }
   })
 
   it("accepts a forwarded call once: a captured one replayed to the home node runs nothing", async () => {
