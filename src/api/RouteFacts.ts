@@ -11,6 +11,9 @@ import type { Policy } from "./Policy.js"
 /** Who may call the route (Policy.ts). Every endpoint has one: the gateway does not start otherwise. */
 export class RoutePolicy extends Context.Tag("portico/RoutePolicy")<RoutePolicy, Policy>() {}
 
+/** What a forwarded body may carry beyond the default cap: the caller the front gateway authorized. */
+export const FORWARDED_ROOM_BYTES = 64 * 1024
+
 /**
  * A body cap of its own, named for the setting it comes from (the default is `MAX_BODY_BYTES`):
  * `sqlImport` the import cap, `upload` the upload cap plus room for the multipart framing,
@@ -22,9 +25,6 @@ export class RoutePolicy extends Context.Tag("portico/RoutePolicy")<RoutePolicy,
  * its cap in base64 with the push's other fields, `vaultPull` a pull's 4 KiB, `webrtcEvent` a media server's
  * participant event's 4 KiB.
  */
-/** What a forwarded body may carry beyond the default cap: the caller the front gateway authorized. */
-export const FORWARDED_ROOM_BYTES = 64 * 1024
-
 export type BodyCapName =
   | "sqlImport"
   | "upload"

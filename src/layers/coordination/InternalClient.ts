@@ -7,9 +7,9 @@
  */
 import type * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import type * as HttpApiGroup from "@effect/platform/HttpApiGroup"
-import { type Duration, Effect, type Either, Option, Schema } from "effect"
+import { type Duration, Effect, Option, Schema } from "effect"
 import { InternalGroup, type UpdateEnvelope } from "../../api/groups/InternalGroup.js"
-import { canonicalJson, type CoordinationService, type PeerAnswer, type PeerUnreachable } from "./Coordination.js"
+import type { CoordinationService, PeerAnswer, PeerUnreachable } from "./Coordination.js"
 
 type Endpoint = HttpApiGroup.HttpApiGroup.Endpoints<typeof InternalGroup>
 /** The internal routes, by their endpoint's name. */
@@ -21,7 +21,7 @@ export type InternalPayload<N extends InternalRoute> = HttpApiEndpoint.HttpApiEn
 const byName = new Map(
   Object.values(InternalGroup.endpoints).map((e) => {
     const payload = e.payloadSchema as Option.Option<Schema.Schema<unknown, unknown>>
-    return [e.name as string, { path: e.path as string, payload, encodeNow: Option.map(payload, (schema) => Schema.encodeUnknownSync(schema)) }]
+    return [e.name as string, { path: e.path as string, payload }]
   })
 )
 
@@ -43,17 +43,6 @@ const encoded = <N extends InternalRoute>(name: N, payload: InternalPayload<N>):
   })
 
 export interface InternalClient {
-  /**
-   * `call` for a caller outside the Effect runtime (a forwarded query in the fast lane): `done`
-   * gets the answer, or why the node is unreachable, once.
-   */
-  readonly callNow: <N extends InternalRoute>(
-    nodeId: string,
-    name: N,
-    payload: InternalPayload<N>,
-    timeoutMs: number,
-    done: (answer: Either.Either<PeerAnswer, PeerUnreachable>) => void
-  ) => void
   /** Calls endpoint `name` of node `nodeId` (from `PORTICO_PEERS`); any HTTP answer as it came. */
   readonly call: <N extends InternalRoute>(
     nodeId: string,
@@ -81,12 +70,6 @@ export interface InternalClient {
 }
 
 export const internalClient = (coordination: CoordinationService): InternalClient => ({
-  callNow: (nodeId, name, payload, timeoutMs, done) => {
-    const endpoint = endpointOf(name)
-    // a typed payload that does not encode is a defect of the caller: it throws, as `call` dies
-    const wire = Option.match(endpoint.encodeNow, { onNone: () => payload, onSome: (encode) => encode(payload) })
-    coordination.postNow(nodeId, endpoint.path, canonicalJson(wire), timeoutMs, done)
-  },
   call: (nodeId, name, payload, timeout) =>
     Effect.flatMap(encoded(name, payload), (wire) => coordination.post(nodeId, internalPath(name), wire, timeout)),
   callToFile: (nodeId, name, payload, timeout, dest, maxBytes) =>
