@@ -15,13 +15,13 @@
  * newer generations (at most once every few seconds) and check again.
  */
 import { Cause, Clock, Context, Data, Duration, Effect, Either, Exit, Layer, Runtime } from "effect"
-import { LosslessNumber, stringify as losslessStringify } from "lossless-json"
 import { createHash, randomBytes } from "node:crypto"
 import { createWriteStream } from "node:fs"
 import { Readable, Transform } from "node:stream"
 import { pipeline } from "node:stream/promises"
 import { Membership } from "../cluster/Membership.js"
 import { PorticoConfig } from "../config/PorticoConfig.js"
+import { canonicalJson } from "./CanonicalJson.js"
 import { nonceLedger } from "./NonceLedger.js"
 import { FORWARDED_ROOM_BYTES } from "../../api/RouteFacts.js"
 import { CHANNEL_PATH, channelKeyText, makePeerChannels } from "./PeerChannel.js"
@@ -50,38 +50,8 @@ const SKEW_SECONDS = 60
 const CATCH_UP_EVERY_MS = 3000
 const NONCE = /^[A-Za-z0-9_-]{22,64}$/
 
-/**
- * A number written so the receiving end parses the same value back: `JSON.stringify` writes a
- * whole double past 2^53 as bare digits (read back as a 64-bit integer, or refused past it) and
- * ±Infinity as null. Exponent form keeps such a double a double; 1e999 reads back as Infinity.
- */
-const exactNumber = (n: number): number | LosslessNumber =>
-  Number.isSafeInteger(n) || (Number.isFinite(n) && !Number.isInteger(n))
-    ? n
-    : new LosslessNumber(Number.isFinite(n) ? n.toExponential() : n > 0 ? "1e999" : "-1e999")
-
-/** JSON with object keys sorted and undefined members left out: what both ends MAC. */
-const sortedKeys = (v: unknown): unknown =>
-  typeof v === "number"
-    ? exactNumber(v)
-    : Array.isArray(v)
-    ? v.map(sortedKeys)
-    : v instanceof LosslessNumber
-    ? v
-    : v !== null && typeof v === "object"
-      ? Object.fromEntries(
-          Object.entries(v as Record<string, unknown>)
-            .filter(([, x]) => x !== undefined)
-            .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
-            .map(([k, x]) => [k, sortedKeys(x)])
-        )
-      : v
-
-/**
- * Keys sorted at every depth, undefined members dropped; bigints (wide SQL arguments) as digits,
- * and every number as text that parses back to the same value (`exactNumber`).
- */
-export const canonicalJson = (value: unknown): string => losslessStringify(sortedKeys(value)) ?? "null"
+/** What both ends MAC: canonical JSON (CanonicalJson.ts). */
+export { canonicalJson }
 
 /** The peer is not configured, did not answer in time, or the connection failed. */
 export class PeerUnreachable extends Data.TaggedError("PeerUnreachable")<{

@@ -9,7 +9,7 @@ import { Duration, Effect, Either, Schema } from "effect"
 import { Code, SqlRefusals, type SqlCode } from "../../domain/Errors.js"
 import { ForwardedPrincipal, forwardedPrincipal, type Principal, toPrincipal } from "../../domain/Principal.js"
 import type { CoordinationService, PeerAnswer } from "../coordination/Coordination.js"
-import { canonicalJson } from "../coordination/Coordination.js"
+import { canonicalJson, writtenExactly } from "../coordination/CanonicalJson.js"
 import { internalClient, internalPath, type InternalPayload } from "../coordination/InternalClient.js"
 import { oncePerObject } from "../../domain/Memo.js"
 import { refuse, type SqlRefused } from "./SqlRefused.js"
@@ -77,9 +77,6 @@ export const forwardToHome = <Op extends keyof ForwardRoutes>(
 /** A caller's canonical JSON as a forwarded call carries it, made once per principal object (an API key's is one per key row). */
 const principalText = oncePerObject((caller: Principal) => canonicalJson(forwardedPrincipal(caller)))
 
-/** A number JSON.stringify writes as canonicalJson does: a safe integer or a finite fraction. */
-const plainNumber = (n: number) => Number.isSafeInteger(n) || (Number.isFinite(n) && !Number.isInteger(n))
-
 /**
  * The forwarded query's payload in canonical JSON (what both ends MAC), written directly: its
  * members are in canonical order, and the arguments go through canonicalJson only when one of them
@@ -87,7 +84,7 @@ const plainNumber = (n: number) => Number.isSafeInteger(n) || (Number.isFinite(n
  * come decoded by the endpoint's schema at the front, so encoding them again would change nothing.
  */
 export const forwardedQueryText = (caller: Principal, payload: ForwardPayload<"query">): string => {
-  const plain = payload.params.every((p) => (typeof p === "number" ? plainNumber(p) : typeof p !== "bigint"))
+  const plain = payload.params.every((p) => (typeof p === "number" ? writtenExactly(p) : typeof p !== "bigint"))
   const params = plain ? JSON.stringify(payload.params) : canonicalJson(payload.params)
   return `{"database_name":${JSON.stringify(payload.database_name)},"params":${params},"principal":${principalText(caller)},"query":${JSON.stringify(payload.query)}}`
 }
