@@ -363,23 +363,14 @@ export class Coordination extends Context.Tag("portico/Coordination")<Coordinati
         ),
         (c) => Effect.sync(() => c.close())
       )
-      const postNow: CoordinationService["postNow"] = (nodeId, path, body, timeoutMs, done) => {
-        const address = membership.addressNow(nodeId)
-        if (address === undefined) {
-          // the membership must be read first: the effect's way
-          runCallback(Effect.either(postJson(nodeId, path, body, Duration.millis(timeoutMs))), {
-            onExit: (exit) => done(Exit.isSuccess(exit) ? exit.value : Either.left(new PeerUnreachable({ nodeId, detail: Cause.pretty(exit.cause) })))
-          })
-          return
-        }
-        const base = addressed(nodeId, address.url, address.down)
-        if (Either.isLeft(base)) return done(Either.left(base.left))
-        const onChannel = channels.callNow(nodeId, base.right, path, body, timeoutMs, (outcome) =>
+      /** `postNow` to node `nodeId` at `base`: on its peer channel when one is open, else as HTTP. */
+      const postTo = (nodeId: string, base: string, path: string, body: string, timeoutMs: number, done: (answer: Either.Either<PeerAnswer, PeerUnreachable>) => void) => {
+        const onChannel = channels.callNow(nodeId, base, path, body, timeoutMs, (outcome) =>
           done(Either.isRight(outcome) ? Either.right(outcome.right) : Either.left(new PeerUnreachable({ nodeId, detail: outcome.left })))
         )
         if (onChannel) return
         const signal = AbortSignal.timeout(timeoutMs)
-        postText(base.right + path, { ...signAt(nodeId, "POST", path, body, Date.now()), "content-type": "application/json" }, body, signal)
+        postText(base + path, { ...signAt(nodeId, "POST", path, body, Date.now()), "content-type": "application/json" }, body, signal)
           .then(
             (answer) => done(Either.right(answer)),
             (e: unknown) =>
@@ -387,6 +378,27 @@ export class Coordination extends Context.Tag("portico/Coordination")<Coordinati
           )
           // `done` is the caller's: a throw of its own is logged, never an unhandled rejection
           .catch((e: unknown) => runCallback(Effect.logError("a peer's answer could not be handled", e)))
+      }
+      const postNow: CoordinationService["postNow"] = (nodeId, path, body, timeoutMs, done) => {
+        const address = membership.addressNow(nodeId)
+        if (address === undefined) {
+          // the membership must be read first (the effect's way), then the call as below, within
+          // what is left of the deadline
+          const started = Date.now()
+          runCallback(Effect.either(baseOf(nodeId)), {
+            onExit: (exit) => {
+              if (Exit.isFailure(exit)) return done(Either.left(new PeerUnreachable({ nodeId, detail: Cause.pretty(exit.cause) })))
+              if (Either.isLeft(exit.value)) return done(Either.left(exit.value.left))
+              const left = timeoutMs - (Date.now() - started)
+              if (left <= 0) return done(Either.left(new PeerUnreachable({ nodeId, detail: "no answer in time" })))
+              postTo(nodeId, exit.value.right, path, body, left, done)
+            }
+          })
+          return
+        }
+        const base = addressed(nodeId, address.url, address.down)
+        if (Either.isLeft(base)) return done(Either.left(base.left))
+        postTo(nodeId, base.right, path, body, timeoutMs, done)
       }
       /**
        * One signed POST to a peer: `signed` is the text the MAC covers, `body` what is sent (the
