@@ -120,7 +120,6 @@ interface Channel {
   readonly url: string
   readonly key: Buffer
   readonly generation: number
-  open: boolean
   nextId: number
   readonly waiting: Map<number, Waiting>
   alive: boolean
@@ -159,6 +158,7 @@ export const makePeerChannels = (options: {
   // a UTF-16 code unit is at most 3 bytes of UTF-8: the bytes are counted only for a long body
   const tooLarge = (body: string) => body.length > options.maxCallBytes || (body.length * 3 > options.maxCallBytes && Buffer.byteLength(body, "utf8") > options.maxCallBytes)
   const channels = new Map<string, Channel>()
+  const isOpen = (channel: Channel) => channel.ws.readyState === WebSocket.OPEN
   /** When a node's channel may be tried again. */
   const notBefore = new Map<string, number>()
   let closed = false
@@ -174,7 +174,6 @@ export const makePeerChannels = (options: {
       channels.delete(nodeId)
       notBefore.set(nodeId, Date.now() + retryMs)
     }
-    channel.open = false
     fail(channel, why)
     channel.ws.terminate()
   }
@@ -201,7 +200,7 @@ export const makePeerChannels = (options: {
     }
     const url = base.replace(/^http/, "ws").replace(/\/$/, "") + CHANNEL_PATH
     const ws = new WebSocket(url, { headers: opening.headers, perMessageDeflate: false, maxPayload: options.maxAnswerBytes + HEAD + 6, handshakeTimeout: 5_000 })
-    const channel: Channel = { ws, url: base, key: opening.key, generation: opening.generation, open: false, nextId: 1, waiting: new Map(), alive: true }
+    const channel: Channel = { ws, url: base, key: opening.key, generation: opening.generation, nextId: 1, waiting: new Map(), alive: true }
     channels.set(nodeId, channel)
     let retryMs = REOPEN_MS
     ws.on("unexpected-response", (_req, res) => {
@@ -211,8 +210,7 @@ export const makePeerChannels = (options: {
       res.resume()
       ws.terminate()
     })
-    // ws turns Nagle off on its sockets: a frame leaves when sent
-    ws.on("open", () => (channel.open = true))
+    // ws turns Nagle off on its sockets: a frame leaves when sent; the socket's state says when it is open
     ws.on("message", (data: Buffer) => onAnswer(nodeId, channel, data))
     ws.on("pong", () => (channel.alive = true))
     ws.on("error", () => undefined)
@@ -233,7 +231,7 @@ export const makePeerChannels = (options: {
   sweep.unref()
   const ping = setInterval(() => {
     for (const [nodeId, channel] of channels) {
-      if (!channel.open) continue
+      if (!isOpen(channel)) continue
       if (!channel.alive) {
         lost(nodeId, channel, "the channel to the node stopped answering", REOPEN_MS)
         continue
@@ -253,7 +251,7 @@ export const makePeerChannels = (options: {
         return false
       }
       // opening, or closing and not told yet: this call goes as HTTP
-      if (!channel.open || channel.ws.readyState !== WebSocket.OPEN) return false
+      if (!isOpen(channel)) return false
       // the node moved, or the root rotated past the channel's key: a new channel for what follows
       if (channel.url !== base || channel.generation < options.generation() - 1 || channel.nextId > 0xffff_fff0) {
         lost(nodeId, channel, "the channel was replaced", 0)
@@ -264,7 +262,7 @@ export const makePeerChannels = (options: {
       channel.ws.send(callFrame(channel.key, id, path, body))
       return true
     },
-    open: () => [...channels].filter(([, c]) => c.open).map(([id]) => id),
+    open: () => [...channels].filter(([, c]) => isOpen(c)).map(([id]) => id),
     close: () => {
       closed = true
       clearInterval(sweep)
