@@ -43,6 +43,17 @@ const SocketId = Schema.String.pipe(Schema.maxLength(256))
 /** A root secret's generation (0: the root before any rotation). */
 export const RootGeneration = Schema.Int.pipe(Schema.between(0, 1_000_000_000))
 
+/**
+ * A node-to-node WebSocket route: its envelope, in X-Portico-Forward-Envelope, is what the
+ * coordination MAC covers; `upgraded` says what the socket carries once switched.
+ */
+const peerSocket = <const Name extends string>(name: Name, path: HttpApiEndpoint.PathSegment, upgraded: string) =>
+  HttpApiEndpoint.get(name, path)
+    .addSuccess(Schema.Void.annotations({ description: `101 Switching Protocols: ${upgraded}` }), { status: 101 })
+    .addError(Wire.Unavailable)
+    .addError(Wire.BadRequest)
+    .annotate(WebSocketRoute, true)
+
 const Forwarded = {
   principal: ForwardedPrincipal,
   database_name: DatabaseName
@@ -269,25 +280,11 @@ export class InternalGroup extends HttpApiGroup.make("internal")
   .add(HttpApiEndpoint.post("webrtcHealth", "/v1/internal/webrtc/health").setPayload(NoMembers).addSuccess(MediaHealth).addError(Wire.Unavailable))
   .add(HttpApiEndpoint.post("webrtcRooms", "/v1/internal/webrtc/rooms").setPayload(NodeRoomsOrder).addSuccess(NodeRoomsAnswer).addError(Wire.Unavailable))
   .add(HttpApiEndpoint.post("webrtcControl", "/v1/internal/webrtc/control").setPayload(ControlOrder).addSuccess(ControlAnswer).addError(Wire.Unavailable))
-  .add(
-    // a participant another gateway placed in a room on this node: its envelope (JoinEnvelope, in
-    // X-Portico-Forward-Envelope) is what the coordination MAC covers
-    HttpApiEndpoint.get("webrtcSignal", "/v1/internal/webrtc/signal")
-      .addSuccess(Schema.Void.annotations({ description: "101 Switching Protocols: the participant's signalling, relayed to this node's media server" }), { status: 101 })
-      .addError(Wire.Unavailable)
-      .addError(Wire.BadRequest)
-      .annotate(WebSocketRoute, true)
-  )
-  .add(
-    // a kept channel of this node's calls from the peer that opens it (docs/cluster.md, "Peer
-    // channels"): its envelope (ChannelEnvelope, in X-Portico-Forward-Envelope) is what the
-    // coordination MAC covers; each frame then carries a MAC under the channel's own key
-    HttpApiEndpoint.get("peerChannel", "/v1/internal/channel")
-      .addSuccess(Schema.Void.annotations({ description: "101 Switching Protocols: framed calls of the fast lane's internal routes, each under the channel's MAC" }), { status: 101 })
-      .addError(Wire.Unavailable)
-      .addError(Wire.BadRequest)
-      .annotate(WebSocketRoute, true)
-  )
+  // a participant another gateway placed in a room on this node (its envelope: JoinEnvelope)
+  .add(peerSocket("webrtcSignal", "/v1/internal/webrtc/signal", "the participant's signalling, relayed to this node's media server"))
+  // a kept channel of this node's calls from the peer that opens it (docs/cluster.md, "Peer
+  // channels"; its envelope: ChannelEnvelope); each frame then carries a MAC under the channel's own key
+  .add(peerSocket("peerChannel", "/v1/internal/channel", "framed calls of the fast lane's internal routes, each under the channel's MAC"))
   .annotateEndpoints(OpenApi.Override, internalOnly)
   .addError(wiresOf(SqlRefusals))
   .addError(wiresOf(StorageRefusals))
