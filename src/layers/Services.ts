@@ -88,6 +88,7 @@ import { FunctionSchedules } from "./functions/Schedules.js"
 import { FunctionTopicTriggers } from "./functions/TopicTriggers.js"
 import { Vault } from "./vault/Vault.js"
 import { WebRtc } from "./webrtc/WebRtc.js"
+import { KeptReads } from "./registry/KeptReads.js"
 import { MediaServer } from "./webrtc/MediaServer.js"
 import { RoomEvents } from "./webrtc/RoomEvents.js"
 import { Rooms } from "./webrtc/Rooms.js"
@@ -103,7 +104,12 @@ export interface ServicesOptions {
 
 export const servicesLayer = (settings: PorticoSettings, options: ServicesOptions = {}) => {
   // the sealer past the registry's newest root generation (secrets/RootChain.ts) before anything opens a value
-  const core = sealerCaughtUp.pipe(Layer.provideMerge(registryLayer(settings)), Layer.provideMerge(PorticoConfig.layer(settings)))
+  const core = sealerCaughtUp.pipe(
+    Layer.provideMerge(registryLayer(settings)),
+    Layer.provideMerge(PorticoConfig.layer(settings)),
+    // what a gateway on a networked registry keeps of credentials' rows, one for all (KeptReads.ts)
+    Layer.provideMerge(KeptReads.Live)
+  )
   // the cluster's membership (docs/cluster.md), which the internal client finds nodes through
   const membership = Membership.Live.pipe(Layer.provideMerge(core))
   const registry = Layer.mergeAll(Audit.Live, OperatorAudit.Live, ApiKeys.Live, KeyRing.Live, Health.Live, Coordination.Live).pipe(Layer.provideMerge(membership))

@@ -6,6 +6,7 @@ import { type KeyRole, profileGrants } from "../../domain/Grants.js"
 import type { Principal } from "../../domain/Principal.js"
 import { Audit } from "../../layers/audit/Audit.js"
 import { ApiKeys, type ApiKeyRecord } from "../../layers/keys/ApiKeys.js"
+import { KeptReads } from "../../layers/registry/KeptReads.js"
 import { Namespaces, rank } from "../../layers/namespaces/Namespaces.js"
 import { RateLimiter } from "../../layers/ratelimit/RateLimiter.js"
 import { RegistryStore, type StoreError } from "../../layers/registry/RegistryStore.js"
@@ -37,6 +38,7 @@ export const NamespaceHandlers = HttpApiBuilder.group(PorticoApi, "namespace", (
   Effect.gen(function* () {
     const namespaces = yield* Namespaces
     const keys = yield* ApiKeys
+    const kept = yield* KeptReads
     const audit = yield* Audit
     const store = yield* RegistryStore
     const limiter = yield* RateLimiter
@@ -204,7 +206,7 @@ export const NamespaceHandlers = HttpApiBuilder.group(PorticoApi, "namespace", (
             store.batch([keys.revokeStatement(p.namespace, path.id, now), entry]),
             storeDown
           )
-          keys.forgetKept()
+          kept.forget()
           if (result === undefined || result.rowsAffected === 0) return yield* new NotFound({ error: "no such active key in this namespace" })
           return { id: path.id, revoked: true as const }
         })

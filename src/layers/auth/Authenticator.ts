@@ -20,8 +20,8 @@ export class SessionLiveness extends Context.Tag("portico/SessionLiveness")<
   SessionLiveness,
   {
     readonly standing: (sessionId: string) => Effect.Effect<Option.Option<Role>, StoreError>
-    /** `standing` answered on the spot, where the registry reads on the spot. */
-    readonly standingNow?: ((sessionId: string) => Either.Either<Option.Option<Role>, StoreError>) | undefined
+    /** `standing` answered on the spot, read on the spot or kept; undefined when it must be read. */
+    readonly standingNow?: ((sessionId: string) => Either.Either<Option.Option<Role>, StoreError> | undefined) | undefined
   }
 >() {}
 
@@ -187,8 +187,8 @@ export class Authenticator extends Context.Tag("portico/Authenticator")<Authenti
             return standsNow === undefined ? undefined : Either.flatMap(standsNow(claims.ns, dep), (stands) => byWorkloadToken(claims, stands))
           }
           if (claims.sid === undefined) return bySessionToken(claims, undefined)
-          if (standingNow === undefined) return undefined
-          return Either.flatMap(standingNow(claims.sid), (standing) => bySessionToken(claims, standing))
+          const standing = standingNow?.(claims.sid)
+          return standing === undefined ? undefined : Either.flatMap(standing, (found) => bySessionToken(claims, found))
         },
         exchange: (key) =>
           ring.sign(

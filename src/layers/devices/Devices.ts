@@ -8,6 +8,7 @@
 import { Clock, Context, Effect, Layer, Option } from "effect"
 import { type SessionCode, statusOfCode } from "../../domain/Errors.js"
 import { Audit } from "../audit/Audit.js"
+import { KeptReads } from "../registry/KeptReads.js"
 import { endDeviceRegistrations } from "../push/PushStore.js"
 import { type Page, type PageRequest, readPage } from "../registry/Keyset.js"
 import { RegistryStore, type Row, type StoreError } from "../registry/RegistryStore.js"
@@ -58,6 +59,7 @@ export class Devices extends Context.Tag("portico/Devices")<Devices, DevicesServ
       const store = yield* RegistryStore
       const audit = yield* Audit
       const sessions = yield* Sessions
+      const kept = yield* KeptReads
 
       const row = (namespace: string, id: string) =>
         Effect.map(
@@ -115,6 +117,8 @@ export class Devices extends Context.Tag("portico/Devices")<Devices, DevicesServ
               },
               endDeviceRegistrations(input.namespace, input.deviceId)
             ])
+            // the device's sessions stop at once on this gateway (KeptReads.ts)
+            kept.forget()
           })
       }
     })
@@ -127,7 +131,8 @@ export class Devices extends Context.Tag("portico/Devices")<Devices, DevicesServ
         Layer.mergeAll(
           SqliteRegistryStore.Test,
           Audit.Test,
-          Sessions.Test
+          Sessions.Test,
+          KeptReads.Test
         )
       )
     )

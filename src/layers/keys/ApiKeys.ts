@@ -11,6 +11,7 @@ import * as crypto from "node:crypto"
 import type { MintCode } from "../../domain/Errors.js"
 import { type Grant, type KeyRole, parseGrant } from "../../domain/Grants.js"
 import type { Principal } from "../../domain/Principal.js"
+import { KeptReads } from "../registry/KeptReads.js"
 import { Audit } from "../audit/Audit.js"
 import { type Page, type PageRequest, readPage } from "../registry/Keyset.js"
 import { RegistryStore, type Row, type Statement, type StoreError } from "../registry/RegistryStore.js"
@@ -121,13 +122,11 @@ export interface ApiKeysService {
   readonly list: (namespace: string, page: PageRequest) => Effect.Effect<Page<ApiKeyRecord>, StoreError>
   /** The conditional revoke for the caller's batch: touches only an unrevoked key of `namespace`. */
   readonly revokeStatement: (namespace: string, id: string, at: number) => Statement
-  /** `authenticate` and `active` answered on the spot, from a row read on the spot or kept. */
-  readonly now: ApiKeysNow
   /**
-   * Forgets every kept row, once a batch that changed keys has committed through this gateway (a
-   * revoke, a member's change, a transfer, a policy, a deletion): the next request reads them.
+   * `authenticate` and `active` answered on the spot, from a row read on the spot or kept
+   * (KeptReads.ts; `KeptReads.forget` after a write that changed keys).
    */
-  readonly forgetKept: () => void
+  readonly now: ApiKeysNow
 }
 
 /** Undefined: the row must be read from the registry first (`authenticate` and `active` then). */
@@ -216,13 +215,6 @@ const parseScopes = (text: string): Array<string> => {
 
 /** Keys whose matched secret is remembered (secretMatches). */
 const MATCHED_MAX = 10_000
-/**
- * How long a gateway on a registry that reads only over the network (rqlite) answers a key from
- * the row it last read (docs/auth.md, "API keys in a cluster"): a key revoked or changed through
- * another gateway stops within this time; through this one, at once.
- */
-export const KEY_ROWS_KEPT_MS = 1_000
-const KEPT_MAX = 10_000
 
 const COLUMNS = "id, namespace, hash, role, scopes, label, created_at, created_by, expires_at, revoked_at"
 
@@ -234,6 +226,7 @@ export class ApiKeys extends Context.Tag("portico/ApiKeys")<ApiKeys, ApiKeysServ
       const store = yield* RegistryStore
       const sealer = yield* Sealer
       const audit = yield* Audit
+      const keptReads = yield* KeptReads
       const hashOf = (id: string, secret: string) => sealer.hash("api-key-hash", id + ":" + secret)
 
       const isActive = (record: ApiKeyRecord, now: number) =>
@@ -265,22 +258,16 @@ export class ApiKeys extends Context.Tag("portico/ApiKeys")<ApiKeys, ApiKeysServ
         Option.filter(Option.map(Option.fromNullable(rows[0]), recordOf), (record) => isActive(record, now))
 
       // A registry read on the spot (SQLite) is the row as it is now. One that reads over the
-      // network keeps each key's row read in the last KEY_ROWS_KEPT_MS, so a burst of requests
-      // with one key costs one read and is answered on the spot (the fast lane) after it. Only a
-      // row found is kept: a key minted a moment ago on another gateway is read, never refused
-      // from memory.
-      const kept = new Map<string, { readonly at: number; readonly rows: ReadonlyArray<Row> }>()
+      // network keeps each key's row for a second (KeptReads.ts). Only a row found is kept: a key
+      // minted a moment ago on another gateway is read, never refused from memory.
+      const kept = keptReads.table<ReadonlyArray<Row>>()
       const keep = (id: string, rows: ReadonlyArray<Row>): void => {
         if (store.queryNow !== undefined || rows.length === 0) return
-        if (kept.size >= KEPT_MAX) kept.clear()
-        kept.set(id, { at: Date.now(), rows })
+        kept.set(id, rows)
       }
       const keptRows = (id: string): Either.Either<ReadonlyArray<Row>, StoreError> | undefined => {
-        const held = kept.get(id)
-        if (held === undefined) return undefined
-        if (Date.now() - held.at < KEY_ROWS_KEPT_MS) return Either.right(held.rows)
-        kept.delete(id)
-        return undefined
+        const rows = kept.get(id)
+        return rows === undefined ? undefined : Either.right(rows)
       }
       const queryNow = store.queryNow
       const readNow = queryNow === undefined ? keptRows : (id: string) => queryNow(byId(id))
@@ -377,7 +364,6 @@ export class ApiKeys extends Context.Tag("portico/ApiKeys")<ApiKeys, ApiKeysServ
           sql: "UPDATE api_keys SET revoked_at = ? WHERE id = ? AND namespace = ? AND revoked_at IS NULL",
           params: [at, id, namespace]
         }),
-        forgetKept: () => kept.clear(),
         now
       }
     })
@@ -390,7 +376,8 @@ export class ApiKeys extends Context.Tag("portico/ApiKeys")<ApiKeys, ApiKeysServ
         Layer.mergeAll(
           SqliteRegistryStore.Test,
           Sealer.Test,
-          Audit.Test
+          Audit.Test,
+          KeptReads.Test
         )
       )
     )

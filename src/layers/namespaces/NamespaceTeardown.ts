@@ -12,7 +12,7 @@
  * `pending` is NAMESPACE_TEARDOWN_PENDING's source of truth: true from the record's write to the
  * last batch. `NamespaceTeardown.Pending` serves it where the deletion itself cannot run (the CLI).
  */
-import { ApiKeys } from "../keys/ApiKeys.js"
+import { KeptReads } from "../registry/KeptReads.js"
 import { Clock, Context, Duration, Effect, Layer, Schedule } from "effect"
 import type { TeardownCode } from "../../domain/Errors.js"
 import { reservedNamespaces } from "../../domain/Names.js"
@@ -103,7 +103,7 @@ export class NamespaceTeardown extends Context.Tag("portico/NamespaceTeardown")<
         coordination: yield* Coordination,
         membership: yield* Membership,
         vault: yield* Vault,
-        keys: yield* ApiKeys
+        kept: yield* KeptReads
       }
       // Test-only: a pause before each part, so a test can stop the gateway mid-deletion.
       const partDelayMs = config.testPauses.teardownPartMs
@@ -273,7 +273,7 @@ export class NamespaceTeardown extends Context.Tag("portico/NamespaceTeardown")<
           SqliteRegistryStore.Test,
           SqliteWorkers.Test,
           Vault.Test,
-          ApiKeys.Test
+          KeptReads.Test
         )
       )
     )

@@ -7,6 +7,7 @@ import type { NamespaceCode } from "../../domain/Errors.js"
 import { type KeyRole, type Role, profileGrants } from "../../domain/Grants.js"
 import { Audit } from "../audit/Audit.js"
 import { ApiKeys, type MintedKey } from "../keys/ApiKeys.js"
+import { KeptReads } from "../registry/KeptReads.js"
 import { type Page, type PageRequest, readPage } from "../registry/Keyset.js"
 import { RegistryStore, type Statement, StoreError } from "../registry/RegistryStore.js"
 import { SqliteRegistryStore } from "../registry/SqliteRegistryStore.js"
@@ -164,6 +165,7 @@ export class Namespaces extends Context.Tag("portico/Namespaces")<Namespaces, Na
       const store = yield* RegistryStore
       const audit = yield* Audit
       const keys = yield* ApiKeys
+      const kept = yield* KeptReads
 
       const get = (name: string) =>
         Effect.map(
@@ -283,7 +285,8 @@ export class Namespaces extends Context.Tag("portico/Namespaces")<Namespaces, Na
             // a role change ends the keys the member minted from a session under the old role
             const changed = Option.isSome(existing) && existing.value.role !== role
             const [result] = yield* store.batch(changed ? [write, entry, revokeSignInKeys(namespace, wallet, now, role)] : [write, entry])
-            if (changed) keys.forgetKept()
+            // a role changed or given changes what kept keys and session standings say
+            kept.forget()
             if (result === undefined || result.rowsAffected === 0) return yield* new NamespaceRuleError({ rule: "OwnerImmutable" })
             const member: Member = Option.match(existing, {
               onNone: () => ({ wallet, role, addedAt: now, addedBy: actor }),
@@ -315,7 +318,7 @@ export class Namespaces extends Context.Tag("portico/Namespaces")<Namespaces, Na
                 params: [now, namespace, wallet, namespace, wallet]
               }
             ])
-            keys.forgetKept()
+            kept.forget()
             if (result === undefined || result.rowsAffected === 0) return yield* new NamespaceRuleError({ rule: "NoSuchMember" })
           }),
         transfer: (namespace, wallet, actor, actorWallet) =>
@@ -415,7 +418,7 @@ export class Namespaces extends Context.Tag("portico/Namespaces")<Namespaces, Na
               { sql: `DELETE FROM ownership_offers WHERE namespace = ? AND ${nowOwner}`, params: [namespace, namespace, wallet] }
             )
             const [swap] = yield* store.batch(statements)
-            keys.forgetKept()
+            kept.forget()
             if (swap === undefined || swap.rowsAffected === 0) return yield* new NamespaceRuleError({ rule: "OfferChanged" })
             return { ...record, owner: wallet }
           }),
@@ -461,7 +464,8 @@ export class Namespaces extends Context.Tag("portico/Namespaces")<Namespaces, Na
         Layer.mergeAll(
           SqliteRegistryStore.Test,
           Audit.Test,
-          ApiKeys.Test
+          ApiKeys.Test,
+          KeptReads.Test
         )
       )
     )

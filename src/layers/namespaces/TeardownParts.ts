@@ -8,7 +8,7 @@
  * first part, and its remaining registry rows go with the namespace row in the last batch
  * (`finalStatements`).
  */
-import type { ApiKeysService } from "../keys/ApiKeys.js"
+import type { KeptReadsService } from "../registry/KeptReads.js"
 import { Effect, Exit } from "effect"
 import type { Principal } from "../../domain/Principal.js"
 import { Duration } from "effect"
@@ -52,7 +52,7 @@ export interface PartTools {
   readonly coordination: CoordinationService
   readonly membership: MembershipService
   readonly vault: VaultService
-  readonly keys: ApiKeysService
+  readonly kept: KeptReadsService
 }
 
 const PEER_TIMEOUT = Duration.seconds(10)
@@ -67,8 +67,8 @@ const orFail = <A, E>(what: string, effect: Effect.Effect<A, E>): Effect.Effect<
 export const removePart = (tools: PartTools, namespace: string, part: TeardownPart): Effect.Effect<void, PartFailed> => {
   switch (part) {
     case "access":
-      // the keys' rows this gateway kept go at once (docs/auth.md, "API keys in a cluster")
-      return orFail("access", tools.registry.batch(accessStatements(namespace))).pipe(Effect.zipRight(Effect.sync(() => tools.keys.forgetKept())))
+      // what this gateway kept of keys and sessions goes at once (docs/auth.md, "Credentials in a cluster")
+      return orFail("access", tools.registry.batch(accessStatements(namespace))).pipe(Effect.zipRight(Effect.sync(() => tools.kept.forget())))
     case "deployments":
       return removeDeployments(tools, namespace)
     case "databases":

@@ -161,8 +161,11 @@ export interface SessionsService {
    * active and the wallet may still sign in (checked per request).
    */
   readonly standing: (sessionId: string) => Effect.Effect<Option.Option<Role>, StoreError>
-  /** `standing` answered on the spot, where the registry reads on the spot. */
-  readonly standingNow?: ((sessionId: string) => Either.Either<Option.Option<Role>, StoreError>) | undefined
+  /**
+   * `standing` answered on the spot: read on the spot, or kept from a read a moment ago on a
+   * registry that reads over the network (KeptReads.ts). Undefined: `standing` must read it.
+   */
+  readonly standingNow?: ((sessionId: string) => Either.Either<Option.Option<Role>, StoreError> | undefined) | undefined
 }
 
 export const tokenPattern = /^(rt1|dv1)_[A-Za-z0-9_-]{43}$/

@@ -4,7 +4,7 @@
  * write, every API key an end user minted from a sign-in.
  */
 import { Clock, Context, Effect, Layer, Option, Schema } from "effect"
-import { ApiKeys } from "../keys/ApiKeys.js"
+import { KeptReads } from "../registry/KeptReads.js"
 import { Audit } from "../audit/Audit.js"
 import { RegistryStore, type StoreError } from "../registry/RegistryStore.js"
 import { DevicePolicy, SignInPolicy } from "../../domain/SessionPolicy.js"
@@ -34,7 +34,7 @@ export class SessionPolicy extends Context.Tag("portico/SessionPolicy")<SessionP
     Effect.gen(function* () {
       const store = yield* RegistryStore
       const audit = yield* Audit
-      const keys = yield* ApiKeys
+      const kept = yield* KeptReads
       const get = (namespace: string) =>
         Effect.map(
           store.query({ sql: "SELECT device_policy, sign_in FROM namespaces WHERE name = ?", params: [namespace] }),
@@ -73,7 +73,7 @@ export class SessionPolicy extends Context.Tag("portico/SessionPolicy")<SessionP
               },
               entry
             ])
-            keys.forgetKept()
+            kept.forget()
             const policy = yield* get(namespace)
             return {
               policy: Option.getOrElse(policy, () => ({ devicePolicy: "optional" as const, signIn: "members" as const })),
@@ -91,7 +91,7 @@ export class SessionPolicy extends Context.Tag("portico/SessionPolicy")<SessionP
         Layer.mergeAll(
           SqliteRegistryStore.Test,
           Audit.Test,
-          ApiKeys.Test
+          KeptReads.Test
         )
       )
     )

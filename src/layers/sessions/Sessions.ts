@@ -11,6 +11,7 @@
 import { Clock, Context, Effect, Either, Layer, Option } from "effect"
 import type { Role } from "../../domain/Grants.js"
 import { SessionLiveness } from "../auth/Authenticator.js"
+import { KeptReads } from "../registry/KeptReads.js"
 import { PorticoConfig } from "../config/PorticoConfig.js"
 import { RegistryStore } from "../registry/RegistryStore.js"
 import { Sealer } from "../secrets/Sealer.js"
@@ -44,10 +45,36 @@ export class Sessions extends Context.Tag("portico/Sessions")<Sessions, Sessions
   static readonly Live = Layer.effect(
     Sessions,
     Effect.gen(function* () {
-      const repo = makeSessionRepository(yield* RegistryStore)
+      const kept = yield* KeptReads
+      const stored = makeSessionRepository(yield* RegistryStore)
+      // an ended session stops at once on this gateway: what it kept goes once the end committed
+      const forgotten = <A, E>(write: Effect.Effect<A, E>) => Effect.tap(write, () => Effect.sync(kept.forget))
+      const repo: typeof stored = {
+        ...stored,
+        endSession: (sessionId, reason, now) => forgotten(stored.endSession(sessionId, reason, now)),
+        endWalletSession: (namespace, wallet, sessionId, reason, now) =>
+          forgotten(stored.endWalletSession(namespace, wallet, sessionId, reason, now))
+      }
       const sealer = yield* Sealer
       const steps = makeSessionSteps({ repo, sealer, ring: yield* KeyRing, config: yield* PorticoConfig })
-      const standingNow = repo.standingNow
+      // On a registry that reads on the spot, a standing is read as it is now. On one that reads
+      // over the network, a session found standing is kept a second (KeptReads.ts), so its burst
+      // of requests takes the fast lane; one that does not stand is read again every time.
+      const readNow = repo.standingNow
+      const keptStanding = readNow === undefined ? kept.table<Role>() : undefined
+      const standing = (sessionId: string) =>
+        Effect.map(repo.standing(sessionId), (found) => {
+          const role = standingOf(found)
+          if (keptStanding !== undefined && Option.isSome(role)) keptStanding.set(sessionId, role.value)
+          return role
+        })
+      const standingNow =
+        readNow !== undefined
+          ? (sessionId: string) => Either.map(readNow(sessionId), standingOf)
+          : (sessionId: string) => {
+              const role = keptStanding?.get(sessionId)
+              return role === undefined ? undefined : Either.right(Option.some(role))
+            }
       const service: SessionsService = {
         ...makeSignIn(repo, steps),
         ...makeDeviceFlow(repo, steps),
@@ -74,8 +101,8 @@ export class Sessions extends Context.Tag("portico/Sessions")<Sessions, Sessions
               return yield* refuse("NOT_FOUND", "no such session")
             }
           }),
-        standing: (sessionId) => Effect.map(repo.standing(sessionId), standingOf),
-        standingNow: standingNow === undefined ? undefined : (sessionId) => Either.map(standingNow(sessionId), standingOf)
+        standing,
+        standingNow
       }
       return service
     })
@@ -89,7 +116,8 @@ export class Sessions extends Context.Tag("portico/Sessions")<Sessions, Sessions
           SqliteRegistryStore.Test,
           Sealer.Test,
           KeyRing.Test,
-          PorticoConfig.Test
+          PorticoConfig.Test,
+          KeptReads.Test
         )
       )
     )

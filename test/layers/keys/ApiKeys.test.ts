@@ -8,6 +8,7 @@ import { Effect, Either, Layer, Option } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
+import { KeptReads } from "../../../src/layers/registry/KeptReads.js"
 import { type Grant, parseGrant, roleGrants } from "../../../src/domain/Grants.js"
 import type { Principal } from "../../../src/domain/Principal.js"
 import { Audit } from "../../../src/layers/audit/Audit.js"
@@ -24,7 +25,7 @@ const withKeys = <A, E>(use: Effect.Effect<A, E, ApiKeys | Audit>) =>
       (d) => Effect.sync(() => rmSync(d, { recursive: true, force: true }))
     )
     const settings = testSettings(dir)
-    const core = Layer.mergeAll(Sealer.Live, registryLayer(settings)).pipe(Layer.provideMerge(PorticoConfig.layer(settings)))
+    const core = Layer.mergeAll(Sealer.Live, registryLayer(settings), KeptReads.Live).pipe(Layer.provideMerge(PorticoConfig.layer(settings)))
     const services = Layer.mergeAll(ApiKeys.Live, Audit.Live, Namespaces.Live.pipe(Layer.provide(ApiKeys.Live), Layer.provide(Audit.Live))).pipe(
       Layer.provideMerge(core)
     )

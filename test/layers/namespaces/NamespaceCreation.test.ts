@@ -9,6 +9,7 @@ import { Effect, Either, Layer } from "effect"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import * as path from "node:path"
+import { KeptReads } from "../../../src/layers/registry/KeptReads.js"
 import { Audit } from "../../../src/layers/audit/Audit.js"
 import { PorticoConfig, testSettings } from "../../../src/layers/config/PorticoConfig.js"
 import { ApiKeys } from "../../../src/layers/keys/ApiKeys.js"
@@ -31,7 +32,7 @@ const withCreation = <A, E>(use: Effect.Effect<A, E, NamespaceCreation | Operato
       (d) => Effect.sync(() => rmSync(d, { recursive: true, force: true }))
     )
     const settings = testSettings(dir)
-    const core = Layer.mergeAll(Sealer.Live, registryLayer(settings)).pipe(Layer.provideMerge(PorticoConfig.layer(settings)))
+    const core = Layer.mergeAll(Sealer.Live, registryLayer(settings), KeptReads.Live).pipe(Layer.provideMerge(PorticoConfig.layer(settings)))
     const base = Layer.mergeAll(Audit.Live, OperatorAudit.Live, ApiKeys.Live).pipe(Layer.provideMerge(core))
     const services = Layer.mergeAll(Namespaces.Live, Operators.Live, NamespaceTeardown.Pending).pipe(Layer.provideMerge(base))
     return yield* use.pipe(Effect.provide(NamespaceCreation.Live.pipe(Layer.provideMerge(services))))

@@ -8,6 +8,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Either, Layer, TestClock } from "effect"
+import { KeptReads } from "../../../src/layers/registry/KeptReads.js"
 import type { Principal } from "../../../src/domain/Principal.js"
 import { parseCredential } from "../../../src/domain/PushCredentials.js"
 import { topicIdOf } from "../../../src/domain/PushRegistrations.js"
@@ -311,7 +312,7 @@ describe("PushRegistrations", () => {
       expect(rows).toEqual([{ device_id: "did-phone-verified", bound: 0 }])
     }).pipe(
       // one registry under both services (the layers share the registry double by reference)
-      Effect.provide(Devices.Live.pipe(Layer.provide(Layer.mergeAll(Audit.Test, Sessions.Test)), Layer.provideMerge(PushRegistrations.Test)))
+      Effect.provide(Devices.Live.pipe(Layer.provide(Layer.mergeAll(Audit.Test, Sessions.Test, KeptReads.Test)), Layer.provideMerge(PushRegistrations.Test)))
     )
   )
 })
