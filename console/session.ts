@@ -232,7 +232,7 @@ export const socketToken = async (): Promise<string> => {
   const credential = current
   if (credential === undefined) throw new RefusedError({ error: "sign in first", code: "UNAUTHORIZED" })
   if (credential.kind === "wallet") return credential.token
-  const exchanged = await call(credential.token, (c) => c.auth.token())
+  const exchanged = await call(credential.token, (c) => c.auth.token({ payload: {} }))
   return exchanged.access_token
 }
 

@@ -8,14 +8,19 @@ export const strict = <S extends Schema.Schema.Any>(schema: S): S =>
 
 /**
  * A body with no members (`{}`, or an empty body, which is read as `{}`). Schema's empty struct
- * takes any object whatever it holds, so `strict` alone would let `{"force": true}` through
- * silently: this refuses every member, as a 400 naming it.
+ * takes any value but null (an array, a number), whatever it holds, so `strict` alone would let
+ * `{"force": true}` or `[]` through silently: this refuses anything but an empty object, as a 400
+ * naming what it found. The document says so: an object with no properties, which may be left out.
  */
 export const NoMembers = Schema.Struct({}).pipe(
-  Schema.filter((o) => {
-    const extra = Object.keys(o)
-    return extra.length === 0 || `${extra[0]}: is unexpected; this route takes no members`
-  })
+  Schema.filter(
+    (o: unknown) => {
+      if (typeof o !== "object" || o === null || Array.isArray(o)) return "the body must be {} or empty: this route takes no members"
+      const extra = Object.keys(o)
+      return extra.length === 0 || `${extra[0]}: is unexpected; this route takes no members`
+    },
+    { jsonSchema: { type: "object", additionalProperties: false } }
+  )
 )
 
 /**

@@ -79,6 +79,9 @@ const updateWindow = Schema.String.pipe(
 })
 
 const isHttpsUrl = (value: string): boolean => {
+  // the URL parser would take a space or a control character and encode it: written so, the
+  // value is not the URL it is stored as, so it is refused
+  if (/[\s\u0000-\u001f\u007f]/.test(value)) return false
   try {
     const url = new URL(value)
     return url.protocol === "https:" && url.hostname.length > 0 && url.username === "" && url.password === ""

@@ -115,7 +115,7 @@ describe("the typed client on the control plane", () => {
     expect(byKey.subject).toMatch(/^key:key_/)
     const bySession = await call(gw, accessToken, (c) => c.auth.whoami())
     expect(bySession).toMatchObject({ namespace: "acme", method: "jwt", role: "owner", subject: owner.address.toLowerCase() })
-    const token = await call(gw, ownerKey, (c) => c.auth.token())
+    const token = await call(gw, ownerKey, (c) => c.auth.token({ payload: {} }))
     expect(token.token_type).toBe("Bearer")
     expect(token.expires_in).toBeGreaterThan(0)
     expect((await call(gw, token.access_token, (c) => c.auth.whoami())).role).toBe("owner")
@@ -124,8 +124,8 @@ describe("the typed client on the control plane", () => {
     // a JWT made from a key is still a key's credential: no session routes
     expectRefusal(await refusal(gw, token.access_token, (c) => c.auth.sessions({ urlParams: {} })), 403, "SESSION_REQUIRED")
     // renewal is a deployed app's, with its workload token (test/e2e/workload-tokens.test.ts): a key's or a session's is refused
-    expectRefusal(await refusal(gw, ownerKey, (c) => c.auth.renew()), 403, "WORKLOAD_TOKEN_REQUIRED")
-    expectRefusal(await refusal(gw, accessToken, (c) => c.auth.renew()), 403, "WORKLOAD_TOKEN_REQUIRED")
+    expectRefusal(await refusal(gw, ownerKey, (c) => c.auth.renew({ payload: {} })), 403, "WORKLOAD_TOKEN_REQUIRED")
+    expectRefusal(await refusal(gw, accessToken, (c) => c.auth.renew({ payload: {} })), 403, "WORKLOAD_TOKEN_REQUIRED")
   })
 
   it("auth: challenge and verify sign a wallet in; sessions lists it; logout ends it", async () => {
@@ -233,9 +233,9 @@ describe("the typed client on the control plane", () => {
     const offered = await call(gw, accessToken, (c) => c.namespace.transfer({ payload: { wallet: member.address } }))
     expect(offered).toMatchObject({ namespace: "acme", status: "pending", to: member.address.toLowerCase() })
     expect((await call(gw, runtimeKey, (c) => c.namespace.pendingTransfer())).offer).toMatchObject({ to: member.address.toLowerCase() })
-    expectRefusal(await refusal(gw, accessToken, (c) => c.namespace.acceptTransfer()), 403, "FORBIDDEN")
-    expect(await call(gw, accessToken, (c) => c.namespace.cancelTransfer())).toEqual({ namespace: "acme", cancelled: member.address.toLowerCase() })
-    expectRefusal(await refusal(gw, accessToken, (c) => c.namespace.cancelTransfer()), 404, "NOT_FOUND")
+    expectRefusal(await refusal(gw, accessToken, (c) => c.namespace.acceptTransfer({ payload: {} })), 403, "FORBIDDEN")
+    expect(await call(gw, accessToken, (c) => c.namespace.cancelTransfer({ payload: {} }))).toEqual({ namespace: "acme", cancelled: member.address.toLowerCase() })
+    expectRefusal(await refusal(gw, accessToken, (c) => c.namespace.cancelTransfer({ payload: {} })), 404, "NOT_FOUND")
     expect(await call(gw, ownerKey, (c) => c.namespace.removeMember({ path: { wallet: member.address } }))).toEqual({
       namespace: "acme",
       removed: member.address.toLowerCase()
@@ -337,9 +337,9 @@ describe("the typed client on the control plane", () => {
     const offer = await call(gw, firstSession, (c) => c.namespace.transfer({ payload: { wallet: next.address } }))
     expect(offer).toMatchObject({ status: "pending", from: first.address.toLowerCase(), to: next.address.toLowerCase() })
     const nextSession = (await signIn(gw, "handover", next)).access_token
-    expect(await call(gw, nextSession, (c) => c.namespace.acceptTransfer())).toEqual({ namespace: "handover", owner: next.address.toLowerCase() })
+    expect(await call(gw, nextSession, (c) => c.namespace.acceptTransfer({ payload: {} }))).toEqual({ namespace: "handover", owner: next.address.toLowerCase() })
     expect((await call(gw, nextSession, (c) => c.namespace.listMembers({ urlParams: {} }))).owner).toBe(next.address.toLowerCase())
-    expectRefusal(await refusal(gw, nextSession, (c) => c.namespace.acceptTransfer()), 404, "NOT_FOUND")
+    expectRefusal(await refusal(gw, nextSession, (c) => c.namespace.acceptTransfer({ payload: {} })), 404, "NOT_FOUND")
   })
 
   it("has driven every endpoint of these families through the client", () => {

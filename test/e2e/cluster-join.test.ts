@@ -170,6 +170,16 @@ describe("joining a node with an invite", () => {
       ["/v1/node/logs?node=node-nowhere", 404, "NOT_FOUND"],
       ["/v1/node/logs?lines=0", 400, "VALIDATION_FAILED"],
       ["/v1/node/logs?lines=1001", 400, "VALIDATION_FAILED"],
+      // integers are plain decimal digits, and a query member the route does not take is refused
+      ["/v1/node/logs?lines=1e1", 400, "VALIDATION_FAILED"],
+      ["/v1/node/logs?lines=0x5", 400, "VALIDATION_FAILED"],
+      ["/v1/node/logs?x=1", 400, "VALIDATION_FAILED"],
+      ["/v1/node/status?x=1", 400, "VALIDATION_FAILED"],
+      ["/v1/operator/audit?limit=1e1", 400, "VALIDATION_FAILED"],
+      ["/v1/operator/audit?after=0x10", 400, "VALIDATION_FAILED"],
+      ["/v1/operator/audit?x=1", 400, "VALIDATION_FAILED"],
+      ["/v1/operator/telemetry/stream?interval=2e0", 400, "VALIDATION_FAILED"],
+      ["/v1/operator/telemetry/stream?x=1", 400, "VALIDATION_FAILED"],
       ["/v1/node/status?node=..%2Fx", 400, "VALIDATION_FAILED"]
     ] as const) {
       const answer = await get(p)

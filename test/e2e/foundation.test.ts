@@ -256,6 +256,23 @@ describe.each(["sqlite", "rqlite"] as const)("foundation over HTTP, registry on 
     expect(text).not.toMatch(/\\u[dD][89a-fA-F]/)
   })
 
+  it("refuses any body but {} or none on a route that takes no members, and says so in the document", async () => {
+    const token = (body: string) =>
+      gw.request("POST", "/v1/auth/token", { token: ownerKey, body, headers: { "content-type": "application/json" } })
+    expectError(await token("not json"), 400, "MALFORMED_JSON")
+    for (const body of ['{"x":1}', "[]", "5", '"x"', "null"]) expectError(await token(body), 400, "VALIDATION_FAILED")
+    expect((await token("{}")).status).toBe(200)
+    expect((await token("")).status).toBe(200)
+    // the transfer's steps read their body too: a stray member is refused before anything moves
+    const cancel = await gw.request("POST", "/v1/namespace/members/transfer/cancel", { token: ownerKey, json: { x: 1 } })
+    expectError(cancel, 400, "VALIDATION_FAILED")
+    const doc = await gw.request("GET", "/v1/openapi.json")
+    expect(doc.body.paths["/v1/auth/token"].post.requestBody).toEqual({
+      required: false,
+      content: { "application/json": { schema: { type: "object", additionalProperties: false } } }
+    })
+  })
+
   it("reads integer query parameters as plain decimal digits only", async () => {
     for (const query of ["limit=0x10", "limit=1e2", "limit=5.0", "limit=%205", "limit=5%20", "limit=+5", "limit=", "limit=-1", "since=1e9", "since=-0", "since=0x10", "since=1.5"]) {
       const reply = await gw.request("GET", `/v1/audit?${query}`, { token: ownerKey })

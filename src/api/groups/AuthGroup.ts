@@ -10,7 +10,7 @@ import { NextCursor, TimeKeyedPage } from "../Paging.js"
 import { Authentication, OpenGate, SessionAuthentication } from "../Gates.js"
 import { authenticated, open, ownSession, session, workload } from "../Policy.js"
 import { FastLaneRoute, RoutePolicy } from "../RouteFacts.js"
-import { strict, UnixSeconds } from "../Wire.js"
+import { NoMembers, strict, UnixSeconds } from "../Wire.js"
 
 export const Whoami = Schema.Struct({
   namespace: Schema.String,
@@ -191,10 +191,11 @@ const sessionParam = HttpApiSchema.param(
 
 export class AuthGroup extends HttpApiGroup.make("auth")
   .add(HttpApiEndpoint.get("whoami", "/v1/auth/whoami").addSuccess(Whoami).middleware(Authentication).annotate(RoutePolicy, authenticated).annotate(FastLaneRoute, "whoami"))
-  .add(HttpApiEndpoint.post("token", "/v1/auth/token").addSuccess(AccessToken).middleware(Authentication).annotate(RoutePolicy, authenticated))
+  .add(HttpApiEndpoint.post("token", "/v1/auth/token").setPayload(NoMembers).addSuccess(AccessToken).middleware(Authentication).annotate(RoutePolicy, authenticated))
   // a deployed app renews its own workload token (docs/deployments.md, "Workload tokens")
   .add(
     HttpApiEndpoint.post("renew", "/v1/auth/renew")
+      .setPayload(NoMembers)
       .addSuccess(WorkloadRenewed)
       .addError(wiresOf(WorkloadRefusals))
       .addError(Wire.Unavailable)

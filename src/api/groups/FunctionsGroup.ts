@@ -20,11 +20,11 @@ import { Schema } from "effect"
 import { FunctionRefusals, InvokeRefusals, wiresOf } from "../../domain/Errors.js"
 import { FUNCTION_NAME_RULE, MEMORY_MB, SCHEDULES_MAX, TIMEOUT_SECONDS, TOPICS_MAX } from "../../domain/FunctionRules.js"
 import { Authentication, OptionalAuthentication } from "../Gates.js"
-import { streamedBody } from "../OpenApiFacts.js"
+import { integerQueries, QUERY_INTEGER_MAX, streamedBody } from "../OpenApiFacts.js"
 import { NextCursor, pageQueryFields, TextKey } from "../Paging.js"
 import { controlPlane, grant, grantIfCredential, secretsControl } from "../Policy.js"
 import { BodyCap, RoutePolicy, WebSocketRoute } from "../RouteFacts.js"
-import { strict } from "../Wire.js"
+import { QueryInteger, strict } from "../Wire.js"
 
 const FunctionName = Schema.String.pipe(Schema.pattern(/^[a-z][a-z0-9-]{0,62}$/)).annotations({ description: FUNCTION_NAME_RULE })
 const name = HttpApiSchema.param("name", FunctionName)
@@ -60,8 +60,8 @@ const LogLine = Schema.Struct({ seq: Schema.Int, at: Schema.Int, request_id: Sch
 const Logs = Schema.Struct({ name: Schema.String, logs: Schema.Array(LogLine), next_before: Schema.NullOr(Schema.Int) }).annotations({ identifier: "FunctionLogs" })
 const LogsQuery = strict(
   Schema.Struct({
-    limit: Schema.optional(Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 1000))),
-    before: Schema.optional(Schema.NumberFromString.pipe(Schema.int(), Schema.positive()))
+    limit: Schema.optional(QueryInteger().pipe(Schema.between(1, 1000))),
+    before: Schema.optional(QueryInteger().pipe(Schema.positive()))
   })
 )
 const SettingsChange = strict(
@@ -127,7 +127,18 @@ export class FunctionsGroup extends HttpApiGroup.make("functions")
   .add(HttpApiEndpoint.del("remove")`/v1/functions/${name}`.addSuccess(Deleted))
   .add(HttpApiEndpoint.get("versions")`/v1/functions/${name}/versions`.addSuccess(Versions))
   .add(HttpApiEndpoint.post("rollback")`/v1/functions/${name}/rollback`.setPayload(Rollback).addSuccess(FunctionView))
-  .add(HttpApiEndpoint.get("logs")`/v1/functions/${name}/logs`.setUrlParams(LogsQuery).addSuccess(Logs))
+  .add(
+    HttpApiEndpoint.get("logs")`/v1/functions/${name}/logs`
+      .setUrlParams(LogsQuery)
+      .addSuccess(Logs)
+      .annotate(
+        OpenApi.Transform,
+        integerQueries({
+          limit: { minimum: 1, maximum: 1000, description: "lines: an integer from 1 to 1000 (decimal digits)" },
+          before: { minimum: 1, maximum: QUERY_INTEGER_MAX, description: "only lines before this one (decimal digits)" }
+        })
+      )
+  )
   .add(HttpApiEndpoint.get("secrets")`/v1/functions/${name}/secrets`.addSuccess(SecretNames))
   .add(
     HttpApiEndpoint.put("putSecret")`/v1/functions/${name}/secrets/${SecretKey}`

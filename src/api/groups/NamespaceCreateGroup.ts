@@ -35,9 +35,11 @@ export const NamespaceList = Schema.Struct({
   all: Schema.Boolean.annotations({ description: "true: every namespace (the caller is an operator); false: the caller's" })
 }).annotations({ identifier: "NamespaceList" })
 
-export const StatusQuery = Schema.Struct({
-  id: Schema.optional(Schema.String.pipe(Schema.maxLength(256))).annotations({ description: "the namespace's name; required (400 without)" })
-})
+export const StatusQuery = strict(
+  Schema.Struct({
+    id: Schema.optional(Schema.String.pipe(Schema.maxLength(256))).annotations({ description: "the namespace's name; required (400 without)" })
+  })
+)
 
 export const NamespaceStatus = Schema.Struct({
   name: Schema.String,

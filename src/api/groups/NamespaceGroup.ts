@@ -10,7 +10,7 @@ import { NextCursor, TimeKeyedPage } from "../Paging.js"
 import { Authentication, SessionAuthentication } from "../Gates.js"
 import { authenticated, controlPlane, membersWrite, namespaceWrite, owner, session } from "../Policy.js"
 import { RoutePolicy } from "../RouteFacts.js"
-import { strict, UnixSeconds } from "../Wire.js"
+import { NoMembers, strict, UnixSeconds } from "../Wire.js"
 
 export const MemberView = Schema.Struct({
   wallet: Schema.String,
@@ -152,6 +152,7 @@ export class NamespaceGroup extends HttpApiGroup.make("namespace")
   .add(HttpApiEndpoint.get("pendingTransfer", "/v1/namespace/members/transfer").addSuccess(PendingTransfer))
   .add(
     HttpApiEndpoint.post("cancelTransfer", "/v1/namespace/members/transfer/cancel")
+      .setPayload(NoMembers)
       .addSuccess(TransferCancelled)
       .addError(Wire.NotFound)
       .annotate(RoutePolicy, owner)
@@ -167,6 +168,7 @@ export class NamespaceGroup extends HttpApiGroup.make("namespace")
   // the offer's recipient accepts it from its own session
   .add(
     HttpApiEndpoint.post("acceptTransfer", "/v1/namespace/members/transfer/accept")
+      .setPayload(NoMembers)
       .addSuccess(TransferAnswer)
       .addError(Wire.NotFound)
       .addError(Wire.Conflict)

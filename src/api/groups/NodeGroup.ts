@@ -6,12 +6,14 @@
  */
 import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
+import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
 import { NodeRefusals, wiresOf } from "../../domain/Errors.js"
 import { Authentication } from "../Gates.js"
 import { operator } from "../Policy.js"
 import { RoutePolicy } from "../RouteFacts.js"
-import { strict, UnixSeconds } from "../Wire.js"
+import { integerQueries } from "../OpenApiFacts.js"
+import { QueryInteger, strict, UnixSeconds } from "../Wire.js"
 import { NODE_COMMANDS, NODE_LOG_LINES } from "../../domain/NodeAdmin.js"
 import { NamespaceName } from "../../domain/Names.js"
 import { NetworkPeer } from "./NetworkGroup.js"
@@ -110,18 +112,22 @@ export const NodeLeft = Schema.Struct({
 
 export class NodeGroup extends HttpApiGroup.make("node")
   .add(HttpApiEndpoint.post("enroll", "/v1/node/enroll").setPayload(EnrollNode).addSuccess(NodeInviteMade, { status: 201 }))
-  .add(HttpApiEndpoint.get("status", "/v1/node/status").setUrlParams(Schema.Struct(NodeQuery)).addSuccess(NodeStatus))
+  .add(HttpApiEndpoint.get("status", "/v1/node/status").setUrlParams(strict(Schema.Struct(NodeQuery))).addSuccess(NodeStatus))
   .add(
     HttpApiEndpoint.get("logs", "/v1/node/logs")
       .setUrlParams(
-        Schema.Struct({
-          ...NodeQuery,
-          lines: Schema.optional(
-            Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, NODE_LOG_LINES)).annotations({ description: `1-${NODE_LOG_LINES}, default 100` })
-          )
-        })
+        strict(
+          Schema.Struct({
+            ...NodeQuery,
+            lines: Schema.optional(QueryInteger().pipe(Schema.between(1, NODE_LOG_LINES)).annotations({ description: `1-${NODE_LOG_LINES}, default 100` }))
+          })
+        )
       )
       .addSuccess(NodeLogLines)
+      .annotate(
+        OpenApi.Transform,
+        integerQueries({ lines: { minimum: 1, maximum: NODE_LOG_LINES, description: `lines: an integer from 1 to ${NODE_LOG_LINES} (decimal digits); default 100` } })
+      )
   )
   .add(HttpApiEndpoint.post("command", "/v1/node/command").setPayload(NodeCommandRequest).addSuccess(NodeCommandDone))
   .add(HttpApiEndpoint.post("leave", "/v1/node/leave").setPayload(LeaveRequest).addSuccess(NodeLeft))

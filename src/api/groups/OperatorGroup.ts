@@ -8,6 +8,7 @@
 import * as HttpApiEndpoint from "@effect/platform/HttpApiEndpoint"
 import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
+import * as OpenApi from "@effect/platform/OpenApi"
 import { Schema } from "effect"
 import { OperatorRefusals, wiresOf } from "../../domain/Errors.js"
 import { Wallet } from "../../domain/Names.js"
@@ -16,7 +17,8 @@ import { Authentication } from "../Gates.js"
 import { operator, wallet } from "../Policy.js"
 import { RoutePolicy } from "../RouteFacts.js"
 import { NameKeyedPage, NextCursor } from "../Paging.js"
-import { NoMembers, strict, UnixSeconds } from "../Wire.js"
+import { integerQueries, QUERY_INTEGER_MAX } from "../OpenApiFacts.js"
+import { NoMembers, QueryInteger, strict, UnixSeconds } from "../Wire.js"
 
 /** rotate-secrets' answer (docs/cluster.md, "Root-secret rotation"). */
 export const SecretsRotated = Schema.Struct({
@@ -88,10 +90,12 @@ const updateChannel = settingRoutes("UpdateChannel", "update-channel")
 const updateWindow = settingRoutes("UpdateWindow", "update-window")
 const releaseRepo = settingRoutes("ReleaseRepo", "release-repo")
 
-export const AuditQuery = Schema.Struct({
-  limit: Schema.optional(Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 200))).annotations({ description: "1-200, default 50" }),
-  after: Schema.optional(Schema.NumberFromString.pipe(Schema.int(), Schema.positive())).annotations({ description: "the `next` of the page before" })
-})
+export const AuditQuery = strict(
+  Schema.Struct({
+    limit: Schema.optional(QueryInteger().pipe(Schema.between(1, 200))).annotations({ description: "1-200, default 50" }),
+    after: Schema.optional(QueryInteger().pipe(Schema.positive())).annotations({ description: "the `next` of the page before" })
+  })
+)
 export const OperatorAuditPage = Schema.Struct({
   entries: Schema.Array(
     Schema.Struct({
@@ -195,11 +199,13 @@ export const NodeSnapshot = Schema.Struct({
   })
 }).annotations({ identifier: "NodeSnapshot" })
 
-export const TelemetryQuery = Schema.Struct({
-  interval: Schema.optional(Schema.NumberFromString.pipe(Schema.int(), Schema.between(2, 60))).annotations({
-    description: "seconds between snapshots, 2-60, default 5"
+export const TelemetryQuery = strict(
+  Schema.Struct({
+    interval: Schema.optional(QueryInteger().pipe(Schema.between(2, 60))).annotations({
+      description: "seconds between snapshots, 2-60, default 5"
+    })
   })
-})
+)
 
 const walletParam = HttpApiSchema.param("wallet", Wallet)
 
@@ -225,11 +231,26 @@ export class OperatorGroup extends HttpApiGroup.make("operator")
   .add(releaseRepo[0])
   .add(releaseRepo[1])
   .add(HttpApiEndpoint.post("rotateSecrets", "/v1/operator/rotate-secrets").setPayload(NoMembers).addSuccess(SecretsRotated))
-  .add(HttpApiEndpoint.get("operatorAudit", "/v1/operator/audit").setUrlParams(AuditQuery).addSuccess(OperatorAuditPage))
+  .add(
+    HttpApiEndpoint.get("operatorAudit", "/v1/operator/audit")
+      .setUrlParams(AuditQuery)
+      .addSuccess(OperatorAuditPage)
+      .annotate(
+        OpenApi.Transform,
+        integerQueries({
+          limit: { minimum: 1, maximum: 200, description: "entries per page: an integer from 1 to 200 (decimal digits); default 50" },
+          after: { minimum: 1, maximum: QUERY_INTEGER_MAX, description: "the `next` of the page before (decimal digits)" }
+        })
+      )
+  )
   .add(HttpApiEndpoint.get("operatorHealth", "/v1/operator/health").setUrlParams(NameKeyedPage).addSuccess(OperatorHealthView))
   .add(
     HttpApiEndpoint.get("telemetryStream", "/v1/operator/telemetry/stream")
       .setUrlParams(TelemetryQuery)
+      .annotate(
+        OpenApi.Transform,
+        integerQueries({ interval: { minimum: 2, maximum: 60, description: "seconds between snapshots: an integer from 2 to 60 (decimal digits); default 5" } })
+      )
       .addSuccess(
         HttpApiSchema.Text({ contentType: "text/event-stream" }).annotations({
           description: "server-sent events (spec §6.2): `event: snapshot` (one JSON line) every interval, `event: error`, `: keepalive`; ends after 100 s"

@@ -25,7 +25,14 @@ const CAPABILITIES = [
   "sqlite",
   "rqlite",
   "storage",
-  "fetch-caps"
+  "fetch-caps",
+  "push",
+  "deployments",
+  "proxy",
+  "pubsub",
+  "functions",
+  "vault",
+  "webrtc"
 ] as const
 
 /** Whether an Accept header asks for HTML: a `text/html` range (any case) with a q above zero. */
