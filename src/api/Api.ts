@@ -6,8 +6,10 @@
  */
 import * as HttpApi from "@effect/platform/HttpApi"
 import * as OpenApi from "@effect/platform/OpenApi"
+import { Context, Option } from "effect"
 import { Wire } from "../domain/Errors.js"
-import { openApiDocument } from "./OpenApiDocument.js"
+import { openApiDocument, type WalletOnly } from "./OpenApiDocument.js"
+import { RoutePolicy } from "./RouteFacts.js"
 import { AuditGroup } from "./groups/AuditGroup.js"
 import { AuthGroup } from "./groups/AuthGroup.js"
 import { CacheGroup } from "./groups/CacheGroup.js"
@@ -87,4 +89,19 @@ export class PorticoApi extends HttpApi.make("portico")
   .annotate(OpenApi.Title, "Portico")
   .annotate(OpenApi.Description, "Multi-tenant application platform gateway. Every error body is {error, code, hint?}.")
   .annotate(OpenApi.Version, "v1")
-  .annotate(OpenApi.Transform, openApiDocument) {}
+  .annotate(OpenApi.Transform, (spec) => openApiDocument(spec, walletOnly())) {}
+
+/** The operations whose policy takes only a wallet's session (OpenApiDocument.ts `WalletOnly`). */
+const walletOnly = (): WalletOnly => {
+  const kinds = new Map<string, "wallet" | "operator">()
+  HttpApi.reflect(PorticoApi, {
+    onGroup: () => {},
+    onEndpoint: ({ endpoint, group, mergedAnnotations }) => {
+      const policy = Context.getOption(mergedAnnotations, RoutePolicy)
+      if (Option.isSome(policy) && (policy.value.kind === "wallet" || policy.value.kind === "operator")) {
+        kinds.set(`${group.identifier}.${endpoint.name}`, policy.value.kind)
+      }
+    }
+  })
+  return (operationId) => kinds.get(operationId)
+}

@@ -61,6 +61,17 @@ const operations = (spec: Json): Array<Json> => {
 
 const SESSION_NOTE =
   "Needs a signed-in session's access token (wallet sign-in or device login): an API key, or an access token exchanged from one at /v1/auth/token, is refused with 403 SESSION_REQUIRED."
+const WALLET_NOTE =
+  "Needs a wallet's signed-in session (the platform realm's or a namespace's): an API key, or an access token exchanged from one at /v1/auth/token, is refused with 403 SESSION_REQUIRED."
+const OPERATOR_NOTE =
+  "Needs the signed-in session of a wallet on the operator list: an API key, or an access token exchanged from one at /v1/auth/token, is refused with 403 NOT_AN_OPERATOR."
+
+/**
+ * Operations whose gate takes any bearer credential but whose policy takes only a wallet's
+ * session, by operation id (`group.endpoint`): the gate's security says `bearer`, the policy
+ * refuses keys. Read from the endpoints' policies where the API is built (Api.ts).
+ */
+export type WalletOnly = (operationId: string) => "wallet" | "operator" | undefined
 
 /**
  * Each operation's credential as an extension tools can filter on (scripts/schemathesis.sh does):
@@ -68,15 +79,19 @@ const SESSION_NOTE =
  * also say it in words, since generated docs rarely show which of two bearer schemes is meant.
  * HttpApi writes `security: []` at the top as well, which says nothing; it goes.
  */
-const withCredentialMarks = (spec: Json): Json => {
+const withCredentialMarks = (spec: Json, walletOnly: WalletOnly): Json => {
   delete spec["security"]
   for (const operation of operations(spec)) {
     const schemes = Array.isArray(operation["security"]) ? operation["security"].flatMap((s) => (isObject(s) ? Object.keys(s) : [])) : []
-    const credential = schemes.includes("coordinationMac") ? "peer" : schemes.includes("session") ? "session" : schemes.includes("bearer") ? "any" : "none"
-    operation["x-portico-credential"] = credential
-    if (credential === "session") {
+    const gate = schemes.includes("coordinationMac") ? "peer" : schemes.includes("session") ? "session" : schemes.includes("bearer") ? "any" : "none"
+    const wallet = gate === "any" && typeof operation["operationId"] === "string" ? walletOnly(operation["operationId"]) : undefined
+    operation["x-portico-credential"] = wallet === undefined ? gate : "session"
+    // the document names the scheme the policy takes, which is narrower than the gate's
+    if (wallet !== undefined) operation["security"] = [{ session: [] }]
+    const note = gate === "session" ? SESSION_NOTE : wallet === "wallet" ? WALLET_NOTE : wallet === "operator" ? OPERATOR_NOTE : undefined
+    if (note !== undefined) {
       const said = typeof operation["description"] === "string" ? operation["description"] + "\n\n" : ""
-      operation["description"] = said + SESSION_NOTE
+      operation["description"] = said + note
     }
   }
   return spec
@@ -219,5 +234,5 @@ export const withRateLimitCeiling = (spec: Json, ceiling: RateLimitCeiling): Jso
   return spec
 }
 
-export const openApiDocument = (spec: Json): Json =>
-  withIntegerQueries(withRetryAfter(withOptionalBodies(withBodyRules(withCredentialMarks(withoutSchemaIds(withEnvelopeOnly(spec)) as Json)))))
+export const openApiDocument = (spec: Json, walletOnly: WalletOnly): Json =>
+  withIntegerQueries(withRetryAfter(withOptionalBodies(withBodyRules(withCredentialMarks(withoutSchemaIds(withEnvelopeOnly(spec)) as Json, walletOnly)))))

@@ -16,7 +16,7 @@ const policyKey = (method: string, path: string) => `${method} ${path}`
  */
 const SESSION_ONLY = [
   ...routeEntries(PorticoApi)
-    .filter((e) => e.gate === "session" || e.policy.kind === "session-or-workload")
+    .filter((e) => e.gate === "session" || e.policy.kind === "session-or-workload" || e.policy.kind === "wallet" || e.policy.kind === "operator")
     .map((e) => policyKey(e.method, e.path)),
   "POST /v1/storage/fetch-caps"
 ]

@@ -265,7 +265,7 @@ describe("the served OpenAPI document and the server agree", () => {
         ...(method === "GET" || path === "/v1/storage/upload" ? {} : { json: path === "/v1/storage/fetch-caps" ? { cid: fill["{cid}"], count: 1, ttl_seconds: 3600 } : path === "/v1/storage/pin" ? { cid: fill["{cid}"] } : path === "/v1/auth/devices/approve" ? { user_code: "ABCD-EFGH", device_proof: {} } : {} })
       })
       expect(reply.status, `${method} ${path}: ${reply.text}`).toBe(403)
-      expect(["SESSION_REQUIRED", "FETCH_CAP_DEVICE_REQUIRED"], `${method} ${path}`).toContain(reply.body.code)
+      expect(["SESSION_REQUIRED", "FETCH_CAP_DEVICE_REQUIRED", "NOT_AN_OPERATOR"], `${method} ${path}`).toContain(reply.body.code)
     }
   })
 })
