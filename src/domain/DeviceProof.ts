@@ -121,6 +121,17 @@ const decodeProof = Schema.decodeUnknownEither(DeviceProof, { onExcessProperty: 
 /** JSON's integer literal: digits with an optional minus, no fraction, no exponent. */
 const INTEGER_LITERAL = /^-?(?:0|[1-9][0-9]*)$/
 
+/** A schema refusal as the API writes one (docs/api.md, "Errors"): `member: problem`, one per issue, never the schema's tree. */
+const issueLines = (error: ParseResult.ParseError): string =>
+  ParseResult.ArrayFormatter.formatErrorSync(error)
+    .slice(0, 3)
+    .map((issue) => {
+      const at = issue.path.map(String).join(".")
+      const message = issue.message.split("\n")[0] ?? issue.message
+      return at === "" ? message : `${at}: ${message}`
+    })
+    .join("; ")
+
 /**
  * A proof as it came in a request body, with the source text of its `iat` member. JSON.parse
  * reads `1.795667006e9` and `1795667006.000` as the integer 1795667006, so the decoded value
@@ -143,7 +154,7 @@ const decodeWritten = (proof: unknown): Either.Either<DeviceProof, DeviceProofIn
   }
   const decoded = decodeProof(written === undefined ? proof : written.value)
   return Either.isLeft(decoded)
-    ? Either.left(malformed(`the device proof is malformed: ${ParseResult.TreeFormatter.formatErrorSync(decoded.left)}`))
+    ? Either.left(malformed(`the device proof is malformed: ${issueLines(decoded.left)}`))
     : Either.right(decoded.right)
 }
 

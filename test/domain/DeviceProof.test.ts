@@ -330,6 +330,11 @@ describe("strict JSON", () => {
     await expectRefused(await run(decodeProofJson(`{"iat":${NOW_S},"id":"${ID}","id":"${ID}x","sig":"AAAA"}`)), "malformed")
     await expectRefused(await run(decodeProofJson(`{"iat":${NOW_S},"id":"${ID}","sig":"AAAA","x":1}`)), "malformed")
     await expectRefused(await run(decodeProofJson(`{"iat":${NOW_S},"id":"${ID}"}`)), "malformed")
+    // the refusal names the member and its problem on one line, never the schema's tree
+    const short = await run(decodeProofJson(`{"iat":${NOW_S},"id":"aaaaaaaaaaaaaaa","sig":"AAAA"}`))
+    if (Either.isRight(short)) expect.fail("a 15-character id was taken")
+    expect(short.left.reason).toMatch(/^the device proof is malformed: id: /)
+    expect(short.left.reason).not.toMatch(/\n|DeviceProof|refinement/)
   })
 
   it("takes only an integer literal for iat, though JSON.parse reads other spellings as the same integer", async () => {
