@@ -213,15 +213,16 @@ const peerSqlRoutes = (local: LocalDatabasesService, maxBodyBytes: number, log: 
  */
 const webRtcRoutes = (webrtc: WebRtcService, maxBodyBytes: number, runCallback: ReturnType<typeof Runtime.runCallback<never>>): Partial<Record<LaneName, Route>> => {
   const nothing = jsonPayload(maxBodyBytes)(NoMembers)
-  // a namespace's credentials are the same for a whole second (their expiry counts seconds): the
-  // answer's text is made once per namespace and second
-  const lastText = new Map<string, { readonly username: string; readonly text: string }>()
+  // a namespace's credentials are the same object for a whole second (their expiry counts
+  // seconds) unless its settings change (stealth gives other URIs): the answer's text is made
+  // once per credentials object, never reused for the next one of the same second
+  const lastText = new Map<string, { readonly credentials: object; readonly text: string }>()
   const textOf = (namespace: string, c: Parameters<typeof turnCredentialsWire>[0]): string => {
     const last = lastText.get(namespace)
-    if (last !== undefined && last.username === c.username) return last.text
+    if (last !== undefined && last.credentials === c) return last.text
     const text = JSON.stringify(turnCredentialsWire(c))
     if (lastText.size >= 10_000) lastText.clear()
-    lastText.set(namespace, { username: c.username, text })
+    lastText.set(namespace, { credentials: c, text })
     return text
   }
   const answerOf = (namespace: string, result: Either.Either<Parameters<typeof turnCredentialsWire>[0], DomainRefusal<ErrorCode>>): Answer =>

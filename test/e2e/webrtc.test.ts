@@ -103,6 +103,13 @@ describe("real-time media's settings and TURN credentials", () => {
     expect(stealth.body, stealth.text).toMatchObject({ stealth: true, turn_uris: [STEALTH] })
     expect((await post("/v1/webrtc/turn/credentials", session)).body.uris).toEqual([STEALTH])
     expect((await post("/v1/namespace/webrtc/stealth/disable", owner)).body.turn_uris).toEqual([turn.uri])
+    // a change made here is seen by the next credentials at once, within the same second too
+    for (let i = 0; i < 3; i++) {
+      expect((await post("/v1/webrtc/turn/credentials", session)).body.uris).toEqual([turn.uri])
+      await post("/v1/namespace/webrtc/stealth/enable", owner)
+      expect((await post("/v1/webrtc/turn/credentials", session)).body.uris).toEqual([STEALTH])
+      await post("/v1/namespace/webrtc/stealth/disable", owner)
+    }
     expect((await gw.request("GET", "/v1/webrtc/config", { token: runtimeKey })).body).toEqual({ require_admission: false })
     expectRefused(await gw.request("PUT", "/v1/webrtc/config", { token: runtimeKey, json: { require_admission: true } }), 403, "CONTROL_PLANE_REQUIRED")
     const set = await gw.request("PUT", "/v1/webrtc/config", { token: owner, json: { require_admission: true } })
