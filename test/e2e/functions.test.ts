@@ -50,10 +50,11 @@ describe("functions on embedded engines", () => {
   let hello: Uint8Array
   let kitchen: Uint8Array
 
-  const deploy = async (token: string, fields: Record<string, string>, wasm: Uint8Array | undefined) => {
-    const res = await fetch(`${gw.url}/v1/functions`, { method: "POST", headers: { authorization: `Bearer ${token}` }, body: deployForm(fields, wasm) })
+  const deployWith = async (token: string, form: FormData) => {
+    const res = await fetch(`${gw.url}/v1/functions`, { method: "POST", headers: { authorization: `Bearer ${token}` }, body: form })
     return { status: res.status, body: (await res.json()) as Record<string, unknown> }
   }
+  const deploy = (token: string, fields: Record<string, string>, wasm: Uint8Array | undefined) => deployWith(token, deployForm(fields, wasm))
   const invoke = async (path: string, body: string | Uint8Array, token?: string) => {
     const res = await fetch(`${gw.url}${path}`, {
       method: "POST",
@@ -106,13 +107,26 @@ describe("functions on embedded engines", () => {
       [{ name: "x", memory_limit_mb: "300" }, hello, 400, "VALIDATION_FAILED", /memory_limit_mb/],
       [{ name: "x", timeout_seconds: "0" }, hello, 400, "VALIDATION_FAILED", /timeout_seconds/],
       [{ name: "x", memory_limit_mb: "1" }, hello, 400, "BAD_REQUEST", /memory at start/],
-      [{ name: "Bad_Name" }, hello, 400, "VALIDATION_FAILED", /name/]
+      [{ name: "Bad_Name" }, hello, 400, "VALIDATION_FAILED", /name/],
+      // a field the form does not have, or metadata with a member it does not take, is refused, never ignored
+      [{ name: "x", memroy_limit_mb: "32" }, hello, 400, "VALIDATION_FAILED", /^memroy_limit_mb: is not a field/],
+      [{ name: "x", metadata: '{"env_vars":{},"envvars":{}}' }, hello, 400, "VALIDATION_FAILED", /^metadata\.envvars: is unexpected/]
     ]
     for (const [fields, wasm, status, code, message] of cases) {
       const answer = await deploy(owner, fields, wasm)
       expect([answer.status, answer.body["code"]], JSON.stringify(answer.body)).toEqual([status, code])
       expect(String(answer.body["error"])).toMatch(message)
     }
+    // a field given twice is refused, not taken last-wins; so is a setting sent as a file
+    const twice = deployForm({ name: "x" }, hello)
+    twice.append("name", "x2")
+    const twiceAnswer = await deployWith(owner, twice)
+    expect([twiceAnswer.status, twiceAnswer.body["code"], twiceAnswer.body["error"]]).toEqual([400, "VALIDATION_FAILED", "name: is given twice"])
+    const asFile = deployForm({ name: "x" }, hello)
+    asFile.append("metadata", new Blob(['{"env_vars":{"A":"1"}}']), "meta.json")
+    const asFileAnswer = await deployWith(owner, asFile)
+    expect([asFileAnswer.status, asFileAnswer.body["code"]]).toEqual([400, "VALIDATION_FAILED"])
+    expect(String(asFileAnswer.body["error"])).toMatch(/^metadata: send it as a text field/)
     const listed = await gw.request("GET", "/v1/functions", { token: owner })
     expect((listed.body as { functions: Array<{ name: string }> }).functions.map((f) => f.name)).not.toContain("x")
     const runtimeDeploy = await deploy(runtimeKey, { name: "y" }, hello)

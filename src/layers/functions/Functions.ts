@@ -81,6 +81,10 @@ const invalid = (reason: string, hint?: string) => refuse("VALIDATION_FAILED", r
 const badModule = (reason: string, hint?: string) => refuse("BAD_REQUEST", reason, hint)
 
 const FORM_LIMITS = { maxParts: 16, maxFieldSize: 256 * 1024 }
+/** The deploy form's text fields (docs/functions.md); the module is the part named `wasm`. */
+const FORM_FIELDS: ReadonlySet<string> = new Set(["name", "memory_limit_mb", "timeout_seconds", "is_public", "metadata"])
+const METADATA_MEMBERS: ReadonlySet<string> = new Set(["env_vars", "cron_expressions", "pubsub_topics"])
+const FORM_HINT = "send multipart/form-data: name, optional settings, and the module in a part named wasm"
 
 interface DeployForm {
   readonly fields: Map<string, string>
@@ -143,10 +147,21 @@ const makeFunctions = Effect.gen(function* () {
           let inWasm = false
           let seen = false
           for await (const event of formEvents(contentType, body, FORM_LIMITS)) {
-            if (event.kind === "field") fields.set(event.name, event.value)
-            else if (event.kind === "file") {
+            if (event.kind === "field") {
+              // a misspelt or repeated field is refused, never ignored or taken last-wins
+              if (event.name === "wasm" || !FORM_FIELDS.has(event.name)) throw new FieldRefused(`${event.name}: is not a field of the deploy form`)
+              if (fields.has(event.name)) throw new FieldRefused(`${event.name}: is given twice`)
+              fields.set(event.name, event.value)
+            } else if (event.kind === "file") {
               inWasm = event.name === "wasm"
-              if (inWasm && seen) throw new FormRefused("one wasm part only")
+              if (!inWasm) {
+                throw new FieldRefused(
+                  FORM_FIELDS.has(event.name)
+                    ? `${event.name}: send it as a text field, not a file (curl: -F '${event.name}=<file' reads a file as text)`
+                    : `${event.name}: is not a part of the deploy form; the module goes in a part named wasm`
+                )
+              }
+              if (seen) throw new FormRefused("one wasm part only")
               seen ||= inWasm
             } else if (event.kind === "chunk" && inWasm) {
               size += event.bytes.length
@@ -159,7 +174,9 @@ const makeFunctions = Effect.gen(function* () {
         catch: (e) =>
           e instanceof TooLarge
             ? refuse("PAYLOAD_TOO_LARGE", `the module is over ${settings.maxModuleBytes} bytes`, "PORTICO_FUNCTIONS_MAX_MODULE_BYTES sets the cap")
-            : badModule(e instanceof FormRefused ? e.reason : "the deploy form could not be read", "send multipart/form-data: name, optional settings, and the module in a part named wasm")
+            : e instanceof FieldRefused
+              ? invalid(e.message, FORM_HINT)
+              : badModule(e instanceof FormRefused ? e.reason : "the deploy form could not be read", FORM_HINT)
       })
 
     /** The module's problems for the runner, or none. */
@@ -347,6 +364,8 @@ const makeFunctions = Effect.gen(function* () {
         }
         if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) return yield* Effect.fail(invalid("metadata must be a JSON object"))
         const fields = parsed as Record<string, unknown>
+        const stray = Object.keys(fields).find((key) => !METADATA_MEMBERS.has(key))
+        if (stray !== undefined) return yield* Effect.fail(invalid(`metadata.${stray}: is unexpected; metadata takes env_vars, cron_expressions and pubsub_topics`))
         const env = fields["env_vars"]
         if (env !== undefined) {
           if (typeof env !== "object" || env === null || Array.isArray(env)) return yield* Effect.fail(invalid("metadata.env_vars must be an object of strings"))
@@ -376,6 +395,8 @@ const makeFunctions = Effect.gen(function* () {
   })
 
 class TooLarge extends Error {}
+/** A form field or part the deploy form does not have, or one given twice. */
+class FieldRefused extends Error {}
 
 async function* one(bytes: Uint8Array): AsyncIterable<Uint8Array> {
   yield bytes
