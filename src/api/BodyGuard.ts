@@ -334,6 +334,10 @@ class Guard {
       return
     }
     answer(res, 408, envelope(error, Code.REQUEST_TIMEOUT, hint), undefined, true)
+    // the body's reader (a streamed route still importing, holding what it holds) must hear that
+    // no more is coming: once the answer has finished, node takes the request off its connection,
+    // and the connection closing later would not tell it; ending the request does
+    res.once("finish", () => req.destroy())
     // a JSON body is cut while the listener still reads it, before any route has the request; a
     // streamed one's route logs its request's answer itself
     if (watch.kind === "json") this.onCut?.(req, 408, Date.now() - watch.startedAt)

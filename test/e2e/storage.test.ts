@@ -768,14 +768,17 @@ describe("reclaims and uploads in progress (embedded engine)", () => {
 
   it("answers a privacy delete within the wait even while another namespace's upload stalls", async () => {
     const mine = await upload(gw, bob, bytesOf(200_000, 104))
-    // alice opens an upload, sends a little and stalls: it holds the node's import lock
+    // alice's upload trickles in, fast enough not to be cut as stalled (8 KiB a second) and far
+    // too slowly to end within the wait: it holds the node's import lock all along
     const controller = new AbortController()
+    let trickle: ReturnType<typeof setInterval> | undefined
     const stalled = fetch(gw.url + "/v1/storage/upload", {
       method: "POST",
       headers: { authorization: `Bearer ${alice}`, "content-type": "multipart/form-data; boundary=s" },
       body: new ReadableStream<Uint8Array>({
         start(c) {
           c.enqueue(new TextEncoder().encode('--s\r\nContent-Disposition: form-data; name="file"; filename="f"\r\n\r\n' + "x".repeat(4096)))
+          trickle = setInterval(() => c.enqueue(new Uint8Array(2048).fill(0x78)), 250)
         }
       }),
       duplex: "half",
@@ -788,6 +791,7 @@ describe("reclaims and uploads in progress (embedded engine)", () => {
     expect(deleted.status).toBe(200)
     expect(deleted.body.evicted).toBe("partial")
     expect(Date.now() - started).toBeLessThan(12_000)
+    clearInterval(trickle)
     controller.abort()
     await stalled
     // nobody holds it now, and nobody can pin it back by its CID before the sweep
@@ -814,6 +818,34 @@ describe("reclaims and uploads in progress (embedded engine)", () => {
     expect(uploadLines().some((l) => l.includes('"status":500'))).toBe(false)
     expect((await upload(gw, alice, bytesOf(10, 105))).status).toBe(200)
   })
+
+  it("lets go of the import lock when a stalled upload is cut with 408: a privacy delete after it is whole at once", async () => {
+    const net = await import("node:net")
+    // as curl sends a body shorter than the Content-Length it was given: the file's first bytes
+    // reach the import, then nothing more comes; the client closes once it has the answer
+    const head = '--XX\r\nContent-Disposition: form-data; name="file"; filename="a"\r\n\r\nabc'
+    const answer = await new Promise<string>((resolve) => {
+      let text = ""
+      const socket = net.connect(gw.port, "127.0.0.1", () => {
+        socket.write(
+          `POST /v1/storage/upload HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${alice}\r\nContent-Type: multipart/form-data; boundary=XX\r\nContent-Length: 100000\r\n\r\n${head}`
+        )
+      })
+      socket.on("data", (chunk) => {
+        text += chunk.toString()
+        socket.end()
+      })
+      socket.on("close", () => resolve(text))
+      socket.on("error", () => resolve(text))
+      setTimeout(() => { socket.destroy(); resolve(text) }, 15_000)
+    })
+    expect(answer).toMatch(/^HTTP\/1\.1 408/)
+    const mine = await upload(gw, bob, bytesOf(50_000, 106))
+    const started = Date.now()
+    const deleted = await gw.request("DELETE", `/v1/storage/unpin/${mine.body.Cid}?immediate=true`, { token: bob })
+    expect([deleted.status, deleted.body.evicted], deleted.text).toEqual([200, "true"])
+    expect(Date.now() - started).toBeLessThan(4000)
+  }, 30_000)
 
   it("does not hand out leftover blocks nobody holds by their CID", async () => {
     const bytes = bytesOf(300_000, 103)
