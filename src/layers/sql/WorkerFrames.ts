@@ -54,14 +54,25 @@ export const answerFrame = (answer: Answer): Buffer => {
 
 /**
  * Cuts a byte stream into frames. `push` returns the payloads completed by a chunk; a partial
- * frame waits for the next chunk.
+ * frame waits for the next chunk. The chunks of a frame are kept as they came and joined once
+ * the frame is whole: joining at every chunk copied a large answer (tens of MiB in 64 KiB reads)
+ * once per read, which grew with the square of its size.
  */
 export class FrameReader {
-  private pending: Buffer | undefined
+  private chunks: Array<Buffer> = []
+  private buffered = 0
+  /** Bytes the frame at the head needs in all (its length prefix and payload), once the prefix is in. */
+  private needed: number | undefined
 
   push(chunk: Buffer): Array<Buffer> {
-    let data = this.pending === undefined ? chunk : Buffer.concat([this.pending, chunk])
-    this.pending = undefined
+    this.chunks.push(chunk)
+    this.buffered += chunk.length
+    if (this.needed === undefined && this.buffered >= 4) this.needed = 4 + this.joined().readUInt32LE(0)
+    if (this.needed === undefined || this.buffered < this.needed) return []
+    const data = this.joined()
+    this.chunks = []
+    this.buffered = 0
+    this.needed = undefined
     const frames: Array<Buffer> = []
     let at = 0
     while (data.length - at >= 4) {
@@ -72,10 +83,18 @@ export class FrameReader {
     }
     if (at < data.length) {
       // copied, so a large chunk is not kept alive by a small remainder
-      data = data.subarray(at)
-      this.pending = Buffer.from(data)
+      const rest = Buffer.from(data.subarray(at))
+      this.chunks = [rest]
+      this.buffered = rest.length
+      if (rest.length >= 4) this.needed = 4 + rest.readUInt32LE(0)
     }
     return frames
+  }
+
+  /** The chunks held, as one buffer (and kept so, so the next join copies nothing twice). */
+  private joined(): Buffer {
+    if (this.chunks.length > 1) this.chunks = [Buffer.concat(this.chunks, this.buffered)]
+    return this.chunks[0] as Buffer
   }
 }
 
