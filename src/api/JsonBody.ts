@@ -24,6 +24,9 @@ export const utf8Text = (bytes: Uint8Array): string | undefined => {
 
 const empty: Either.Either<unknown, StrictJsonInvalid> = E.right({})
 
+/** How deep a request body's JSON may nest; deeper is MALFORMED_JSON (docs/api.md). */
+export const BODY_MAX_DEPTH = 128
+
 /**
  * The body's JSON value: a member repeated in an object (also when spelled with escapes) is
  * refused instead of silently keeping the last one, so nothing can be smuggled past what a front
@@ -31,4 +34,4 @@ const empty: Either.Either<unknown, StrictJsonInvalid> = E.right({})
  * none, and a route with required members names the missing one.
  */
 export const jsonValue = (text: string, maxChars: number): Either.Either<unknown, StrictJsonInvalid> =>
-  text === "" ? empty : strictJson(text, { maxChars, maxDepth: 128 })
+  text === "" ? empty : strictJson(text, { maxChars, maxDepth: BODY_MAX_DEPTH })

@@ -46,7 +46,9 @@ const cacheSuite = (engine: string, options: EngineOptions) =>
     })
 
     it("keeps every JSON value's exact text, large integers and long decimals included", async () => {
-      for (const value of ['12345678901234567890123', '1.000000000000000000001', '"text"', "true", "0", '{"a":[1,null,{"b":false}],"c":"é"}', "[]", "-0.5e-7"]) {
+      // nesting as deep as any body may (128 levels, the value itself one below the body)
+      const deep = "[".repeat(127) + "]".repeat(127)
+      for (const value of ['12345678901234567890123', '1.000000000000000000001', '"text"', "true", "0", '{"a":[1,null,{"b":false}],"c":"é"}', "[]", "-0.5e-7", deep]) {
         const put = await raw("/v1/cache/put", `{"dmap":"m","key":"k","value":${value}}`)
         expect(put.body, put.text).toEqual({ status: "ok", key: "k", dmap: "m" })
         const got = await gw.request("POST", "/v1/cache/get", { token: key, json: { dmap: "m", key: "k" } })

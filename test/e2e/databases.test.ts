@@ -656,6 +656,8 @@ describe.each(["embedded", "rqlite"] as const)("databases over HTTP on %s engine
       expect(schema.body.count).toBe(3)
       expect((await post("/v1/rqlite/drop-table", { table: "never_was" })).status).toBe(200)
       expectError(await post("/v1/rqlite/create-table", { schema: "INSERT INTO users (name) VALUES ('x')" }), 400, "VALIDATION_FAILED")
+      // what the guard refuses is its 403 here too, as on /v1/rqlite/exec
+      expectError(await post("/v1/rqlite/create-table", { schema: "CREATE TEMP TABLE t5 (a)" }), 403, "SQL_NOT_ALLOWED")
     })
 
     it("needs db:write on the control plane; runtime keys and other namespaces are out", async () => {

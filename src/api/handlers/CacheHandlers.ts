@@ -8,13 +8,15 @@ import { PorticoApi } from "../Api.js"
 import { changedText, valuesText, valueText } from "../groups/CacheGroup.js"
 import { CurrentPrincipal } from "../../domain/Principal.js"
 import { rawJson } from "./RawJson.js"
+import { BODY_MAX_DEPTH } from "../JsonBody.js"
 
 /** An answer assembled around stored JSON text (CacheGroup.ts says why). */
 
 /** The `value` member's source text from the (already strictly parsed) request body. */
 const putValue = Effect.flatMap(HttpServerRequest.HttpServerRequest, (request) =>
   Effect.flatMap(Effect.orDie(request.text), (text) => {
-    const source = memberSource(text, "value")
+    // the body was read with the body's own limits, so its member is found with the same ones
+    const source = memberSource(text, "value", { maxChars: text.length, maxDepth: BODY_MAX_DEPTH })
     return source === undefined
       ? Effect.fail(new ValidationFailed({ error: "value is required" }))
       : Effect.succeed(source)

@@ -310,11 +310,12 @@ export class ClusterSql extends Context.Tag("portico/ClusterSql")<ClusterSql, Cl
           }),
         createTable: (caller, schema) =>
           Effect.gen(function* () {
+            // the guard first: what it refuses (a temporary table, a reserved name) is 403 as on every route
+            const op = yield* guarded(schema, [], "write")
             const words = leadingWords(schema)
             if (!(words.startsWith("CREATE TABLE") || words.startsWith("CREATE VIRTUAL TABLE"))) {
               return yield* Effect.fail(refuse(Code.VALIDATION_FAILED, "schema must be one CREATE TABLE statement"))
             }
-            const op = yield* guarded(schema, [], "write")
             const answer = yield* stores.engineFor(caller.namespace).statement(op, "counted")
             yield* audit.record(caller.namespace, "sql.create_table", caller.subject, "", {})
             return answer
