@@ -108,7 +108,9 @@ const describeIssues = (error: HttpApiError.HttpApiDecodeError): string => {
   const real = error.issues.filter((issue) => !(issue._tag === "Type" && issue.message.startsWith("Expected undefined,")))
   const lines = (real.length > 0 ? real : error.issues).slice(0, 5).map((issue) => {
     const at = issue.path.map(String).join(".")
-    const message = issue.message.split("\n")[0] ?? issue.message
+    // a large integer in the body is read as a bigint, which the schema's text writes with an
+    // `n`: the client wrote a plain integer, so that is what it reads back
+    const message = (issue.message.split("\n")[0] ?? issue.message).replace(/\bactual (-?\d+)n\b/g, "actual $1")
     return at === "" ? message : `${at}: ${message}`
   })
   return lines.length === 0 ? error.message : lines.join("; ")

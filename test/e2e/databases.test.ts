@@ -393,7 +393,11 @@ describe.each(["embedded", "rqlite"] as const)("databases over HTTP on %s engine
       if (engine === "embedded") expect(infinite.body.rows).toEqual([[null]])
       else expectError(infinite, 400, "SQL_ERROR")
       // past 64 bits is refused on both engines (rqlite would round it to a double)
-      expectError(await raw("/v1/rqlite/query", '{"sql":"SELECT ?","args":[9223372036854775808]}'), 400, "VALIDATION_FAILED")
+      const past = await raw("/v1/rqlite/query", '{"sql":"SELECT ?","args":[9223372036854775808]}')
+      expectError(past, 400, "VALIDATION_FAILED")
+      // the client wrote a plain integer, and reads back no bigint's `n`
+      expect(past.body.error).toContain("9223372036854775808")
+      expect(past.body.error).not.toMatch(/\d+n\b/)
       expectError(await raw("/v1/rqlite/query", '{"sql":"SELECT ?","args":[-9223372036854775809]}'), 400, "VALIDATION_FAILED")
       expect((await raw("/v1/rqlite/query", '{"sql":"SELECT ?","args":[-9223372036854775808]}')).body.rows).toEqual([[-9223372036854775808]])
       // a write with RETURNING answers its counts on both engines
@@ -658,6 +662,9 @@ describe.each(["embedded", "rqlite"] as const)("databases over HTTP on %s engine
       expectError(await post("/v1/rqlite/create-table", { schema: "INSERT INTO users (name) VALUES ('x')" }), 400, "VALIDATION_FAILED")
       // what the guard refuses is its 403 here too, as on /v1/rqlite/exec
       expectError(await post("/v1/rqlite/create-table", { schema: "CREATE TEMP TABLE t5 (a)" }), 403, "SQL_NOT_ALLOWED")
+      // one `member: problem`, the member named once
+      const badName = await gw.request("POST", "/v1/db/sqlite/create", { token: owner, json: { database_name: "a.b" } })
+      expect([badName.status, badName.body.error]).toEqual([400, "database_name: 1-64 letters, digits, underscores or hyphens"])
     })
 
     it("needs db:write on the control plane; runtime keys and other namespaces are out", async () => {

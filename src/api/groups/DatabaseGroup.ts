@@ -11,7 +11,7 @@ import { strict, UnixSeconds, WellFormedText } from "../Wire.js"
 
 export const DatabaseName = Schema.String.pipe(
   Schema.pattern(/^[A-Za-z0-9_-]{1,64}$/, {
-    message: () => "database_name: 1-64 letters, digits, underscores or hyphens"
+    message: () => "1-64 letters, digits, underscores or hyphens"
   })
 ).annotations({ description: "1-64 of A-Z, a-z, 0-9, _ and -" })
 
