@@ -856,6 +856,26 @@ describe("reclaims and uploads in progress (embedded engine)", () => {
     expectError(await gw.request("POST", "/v1/storage/pin", { token: bob, json: { cid: up.body.Cid, name: "again" } }), 404, "NOT_FOUND")
   })
 
+  it("reads the form's name field strictly: not UTF-8, or given twice, is refused and nothing is stored", async () => {
+    const form = (...parts: Array<Buffer>) =>
+      fetch(gw.url + "/v1/storage/upload", {
+        method: "POST",
+        headers: { authorization: `Bearer ${alice}`, "content-type": "multipart/form-data; boundary=b" },
+        body: Buffer.concat([...parts, Buffer.from("--b--\r\n")])
+      })
+    const field = (name: string, value: Buffer) =>
+      Buffer.concat([Buffer.from(`--b\r\nContent-Disposition: form-data; name="${name}"\r\n\r\n`), value, Buffer.from("\r\n")])
+    const file = Buffer.from('--b\r\nContent-Disposition: form-data; name="file"; filename="f"\r\n\r\nstrict-name\r\n')
+    const notUtf8 = await form(field("name", Buffer.from([0xff, 0xfe])), file)
+    expect(notUtf8.status).toBe(400)
+    expect(((await notUtf8.json()) as { error: string }).error).toBe("name: is not valid UTF-8")
+    const twice = await form(field("name", Buffer.from("n1")), field("name", Buffer.from("n2")), file)
+    expect(twice.status).toBe(400)
+    expect(((await twice.json()) as { error: string }).error).toBe("name: is given twice")
+    const once = await form(field("name", Buffer.from("n1")), file)
+    expect(((await once.json()) as { Name: string }).Name).toBe("n1")
+  })
+
   it("stores a file part without a filename byte for byte", async () => {
     const bytes = new Uint8Array([0xff, 0xfe, 0x00, 0x01, 0x62, 0xe9, 0x0d, 0x0a, 0x80])
     const body = Buffer.concat([

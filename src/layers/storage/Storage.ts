@@ -183,6 +183,8 @@ export class Storage extends Context.Tag("portico/Storage")<Storage, StorageServ
                 const part = event.value
                 if (part.kind === "chunk" || part.kind === "end-file") continue
                 if (part.name === "name" && part.kind === "field") {
+                  // given twice, one of them would be dropped: refused, not last-wins
+                  if (fieldName !== undefined) return yield* Effect.fail(refuse(Code.BAD_REQUEST, "name: is given twice", FORM_HINT))
                   if (characters(part.value) > NAME_MAX) return yield* Effect.fail(nameTooLong())
                   // the rule the pin route's schema applies to a name
                   if (!isPlainText(part.value)) return yield* Effect.fail(nameNotPlain())
@@ -368,7 +370,9 @@ const FORM_HINT = "send multipart/form-data with the bytes in a field named file
 const FORM_LIMITS = { maxParts: 8, maxFieldSize: 64 * 1024 }
 
 const unknownField = (key: string) =>
-  refuse(Code.BAD_REQUEST, `unexpected multipart field "${key.slice(0, 64)}"`, "send the bytes as field file and optionally a field name")
+  key === ""
+    ? refuse(Code.BAD_REQUEST, "a form part has no name its headers could give (a Content-Disposition with name=, in valid UTF-8)", "send the bytes as field file and optionally a field name")
+    : refuse(Code.BAD_REQUEST, `unexpected multipart field "${key.slice(0, 64)}"`, "send the bytes as field file and optionally a field name")
 
 async function* single(bytes: Uint8Array) {
   yield bytes

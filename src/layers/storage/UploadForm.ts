@@ -41,6 +41,22 @@ const describe = (e: MP.MultipartError): string => {
   }
 }
 
+const strictUtf8 = new TextDecoder("utf-8", { fatal: true })
+
+/**
+ * A text field's value. UTF-8 unless the part names another charset: bytes that are not UTF-8
+ * are refused, never replaced with U+FFFD (docs/api.md), so two different fields never read alike.
+ */
+const fieldText = (info: MP.PartInfo, value: Uint8Array): string => {
+  const charset = info.contentTypeParameters["charset"]?.toLowerCase()
+  if (charset !== undefined && charset !== "utf-8" && charset !== "utf8") return MP.decodeField(info, value)
+  try {
+    return strictUtf8.decode(value)
+  } catch {
+    throw new FormRefused(`${info.name}: is not valid UTF-8`)
+  }
+}
+
 /** The form's events in order; throws `FormRefused` for a malformed, cut or over-limit body. */
 export async function* formEvents(contentType: string, body: AsyncIterable<Uint8Array>, limits: FormLimits): AsyncGenerator<FormEvent> {
   let queue: Array<FormEvent> = []
@@ -54,7 +70,7 @@ export async function* formEvents(contentType: string, body: AsyncIterable<Uint8
     isFile: (info) => info.name === "file" || MP.defaultIsFile(info),
     maxParts: limits.maxParts,
     maxFieldSize: limits.maxFieldSize,
-    onField: (info, value) => queue.push({ kind: "field", name: info.name, value: MP.decodeField(info, value) }),
+    onField: (info, value) => queue.push({ kind: "field", name: info.name, value: fieldText(info, value) }),
     onFile: (info) => {
       queue.push({ kind: "file", name: info.name, filename: info.filename ?? "" })
       return (chunk) => queue.push(chunk === null ? { kind: "end-file" } : { kind: "chunk", bytes: chunk })
