@@ -177,9 +177,14 @@ export const topicNotFoundEnvelope: SendEnvelope = {
   results: [{ status: 404, reason: SendReasons.topicNotFound, unregistered: true }]
 }
 
+/** The reason a provider client gives an answer it could not read (Delivery.ts `Reasons.badAnswer`). */
+export const UNREADABLE_ANSWER = "UnreadableAnswer"
+
 /**
  * Whether a topic's one outcome is the provider refusing it (the topic send's 502): it answered
  * and said no (a 4xx, or an Expo ticket error under a 200), other than "this token is gone". A
- * timeout, a 5xx or no answer at all is a failure the envelope reports (200).
+ * timeout, a 5xx, no answer at all or an answer we cannot read (`UnreadableAnswer`: it may have
+ * delivered) is a failure the envelope reports (200).
  */
-export const providerRefused = (o: DeviceOutcome): boolean => o.outcome === "failed" && o.status >= 200 && o.status < 500
+export const providerRefused = (o: DeviceOutcome): boolean =>
+  o.outcome === "failed" && o.status >= 200 && o.status < 500 && o.reason !== UNREADABLE_ANSWER

@@ -142,6 +142,8 @@ describe("the envelope", () => {
     expect(providerRefused(failed(200))).toBe(true)
     expect(providerRefused(failed(0))).toBe(false)
     expect(providerRefused(failed(503))).toBe(false)
+    // a 200 we could not read may have delivered: the envelope reports it, no 502
+    expect(providerRefused({ provider: "legacy_push", outcome: "failed", status: 200, reason: "UnreadableAnswer" })).toBe(false)
     expect(providerRefused({ provider: "ios_push", outcome: "unregistered", status: 410 })).toBe(false)
   })
 })

@@ -4,6 +4,7 @@
  * throws nor holds up the others. The send routes turn these into the per-device envelope of
  * spec 2.6 (`status`, `reason`, `unregistered`).
  */
+import { UNREADABLE_ANSWER } from "../../domain/PushSend.js"
 
 export type DeliveryKind = "ok" | "unregistered" | "failed"
 
@@ -31,7 +32,7 @@ export const Reasons = {
   payloadTooLarge: "PayloadTooLarge",
   badDeviceToken: "BadDeviceToken",
   badProviderKey: "InvalidProviderKey",
-  badAnswer: "UnreadableAnswer"
+  badAnswer: UNREADABLE_ANSWER
 } as const
 
 /**

@@ -72,7 +72,8 @@ export const makeExpoClient = (options: ExpoClientOptions = {}): ExpoClientServi
       if (Either.isLeft(answer)) return all(failed(response.status, response.status === 200 ? Reasons.badAnswer : "HTTP" + response.status))
       const { data, errors } = answer.right
       if (response.status !== 200 || data === undefined) {
-        return all(failed(response.status, errors?.[0]?.code ?? "HTTP" + response.status))
+        // a 200 without tickets is an answer we cannot read, not a refusal
+        return all(failed(response.status, errors?.[0]?.code ?? (response.status === 200 ? Reasons.badAnswer : "HTTP" + response.status)))
       }
       if (data.length !== batch.length) return all(failed(response.status, Reasons.badAnswer))
       return data.map((ticket) => {
