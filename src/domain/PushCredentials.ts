@@ -153,6 +153,9 @@ const apns = (provider: "ios_push" | "ios_voip_push", body: Record<string, unkno
   return ok({ provider, team_id: teamId.value, key_id: keyId.value, bundle_id: bundleId.value, p8_key: key.value, environment })
 }
 
+/** The shortest relay topic secret: 22 base64 characters hold 128 bits. */
+export const TOPIC_SECRET_MIN = 22
+
 const relay = (body: Record<string, unknown>): Result<RelayCredential> => {
   const baseUrl = optional(body["base_url"], () => httpsBaseUrl("base_url", body["base_url"]))
   if (!baseUrl.ok) return baseUrl
@@ -164,6 +167,10 @@ const relay = (body: Record<string, unknown>): Result<RelayCredential> => {
   }
   const secret = optional(body["topic_secret"], () => token("topic_secret", body["topic_secret"], 512))
   if (!secret.ok) return secret
+  // the opaque topic is SHA-256 of namespace, user and this secret: a short one makes it guessable
+  if (secret.value !== undefined && secret.value.length < TOPIC_SECRET_MIN) {
+    return bad("topic_secret", `at least ${TOPIC_SECRET_MIN} characters: a random secret of about 32 bytes, base64 or hex`)
+  }
   if (mode === "opaque" && secret.value === undefined) return bad("topic_secret", "required with topic_mode opaque")
   return ok({
     provider: "relay_push",

@@ -63,9 +63,9 @@ describe("PushCredentials", () => {
   })
 
   it("relay credential: base_url https only, optional; opaque mode needs its secret; redacted hides tokens", () => {
-    const parsed = parseCredential("relay_push", { base_url: "https://ntfy.example.com/", auth_token: "tk_secret", topic_mode: "opaque", topic_secret: "c2VjcmV0" })
+    const parsed = parseCredential("relay_push", { base_url: "https://ntfy.example.com/", auth_token: "tk_secret", topic_mode: "opaque", topic_secret: "c2VjcmV0c2VjcmV0c2VjcmV0" })
     if (!parsed.ok) return expect.fail(parsed.error.reason)
-    expect(parsed.value).toEqual({ provider: "relay_push", base_url: "https://ntfy.example.com", auth_token: "tk_secret", topic_mode: "opaque", topic_secret: "c2VjcmV0" })
+    expect(parsed.value).toEqual({ provider: "relay_push", base_url: "https://ntfy.example.com", auth_token: "tk_secret", topic_mode: "opaque", topic_secret: "c2VjcmV0c2VjcmV0c2VjcmV0" })
     expect(redactedOf(parsed.value)).toEqual({ base_url: "https://ntfy.example.com", topic_mode: "opaque", has_auth_token: true, has_topic_secret: true })
     expect(JSON.stringify(presenceOf(parsed.value))).not.toContain("tk_secret")
     expect(parseCredential("relay_push", {}).ok).toBe(true)
@@ -77,6 +77,7 @@ describe("PushCredentials", () => {
       [{ base_url: "not a url" }, "base_url"],
       [{ topic_mode: "random" }, "topic_mode"],
       [{ topic_mode: "opaque" }, "topic_secret"],
+      [{ topic_mode: "opaque", topic_secret: "x" }, "topic_secret"],
       [{ auth_token: "two words" }, "auth_token"]
     ]) {
       expect(fieldOf(parseCredential("relay_push", body)), JSON.stringify(body)).toBe(field)

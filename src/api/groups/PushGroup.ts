@@ -9,6 +9,7 @@ import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import { Schema } from "effect"
 import { Wire } from "../../domain/Errors.js"
 import { pushProviders } from "../../domain/PushProviders.js"
+import { TOPIC_SECRET_MIN } from "../../domain/PushCredentials.js"
 import { Authentication } from "../Gates.js"
 import { secretsControl } from "../Policy.js"
 import { RoutePolicy } from "../RouteFacts.js"
@@ -34,7 +35,11 @@ export const CredentialBody = strict(
     base_url: Schema.optional(Text(2048, "relay_push: the https URL of the relay (ntfy) server; resolved when stored")),
     auth_token: Schema.optional(Text(1024, "relay_push: the relay's bearer token")),
     topic_mode: Schema.optional(Schema.Literal("opaque", "path", "user")),
-    topic_secret: Schema.optional(Text(1024, "relay_push: the secret of the opaque topic convention")),
+    topic_secret: Schema.optional(
+      Text(1024, `relay_push: the secret of the opaque topic convention, a random secret of about 32 bytes (at least ${TOPIC_SECRET_MIN} characters)`).pipe(
+        Schema.minLength(TOPIC_SECRET_MIN, { message: () => `at least ${TOPIC_SECRET_MIN} characters: a random secret of about 32 bytes, base64 or hex` })
+      )
+    ),
     access_token: Schema.optional(Text(1024, "legacy_push: the push service's access token"))
   })
 ).annotations({ identifier: "PushCredential" })
