@@ -9,7 +9,7 @@
  */
 import { Data } from "effect"
 import * as crypto from "node:crypto"
-import { pushProviders, type PushProvider } from "./PushProviders.js"
+import { pushProviders, type PushProvider, TOPIC_SECRET_MIN } from "./PushProviders.js"
 
 export { pushProviders, type PushProvider }
 
@@ -152,9 +152,6 @@ const apns = (provider: "ios_push" | "ios_voip_push", body: Record<string, unkno
   if (environment !== "sandbox" && environment !== "production") return bad("environment", "must be sandbox or production")
   return ok({ provider, team_id: teamId.value, key_id: keyId.value, bundle_id: bundleId.value, p8_key: key.value, environment })
 }
-
-/** The shortest relay topic secret: 22 base64 characters hold 128 bits. */
-export const TOPIC_SECRET_MIN = 22
 
 const relay = (body: Record<string, unknown>): Result<RelayCredential> => {
   const baseUrl = optional(body["base_url"], () => httpsBaseUrl("base_url", body["base_url"]))

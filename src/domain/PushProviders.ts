@@ -19,3 +19,6 @@ export type TopicProvider = (typeof topicProviders)[number]
  */
 export const pushConfigured = (configuredSlots: ReadonlyArray<string>, platformRelay: boolean): boolean =>
   configuredSlots.length > 0 || platformRelay
+
+/** The shortest relay topic secret (a relay credential's `topic_secret`): 22 base64 characters hold 128 bits. */
+export const TOPIC_SECRET_MIN = 22
