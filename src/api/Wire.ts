@@ -38,7 +38,13 @@ export { PlainText, WellFormedText } from "../domain/Text.js"
 
 /** Plain text (valid Unicode, no control characters) of at most `max` characters, counted as code points. */
 export const PlainTextOfAtMost = (max: number) =>
-  PlainText.pipe(Schema.filter((s) => [...s].length <= max, { message: () => `at most ${max} characters` }))
+  PlainText.pipe(
+    Schema.filter((s) => [...s].length <= max, {
+      message: () => `at most ${max} characters`,
+      // JSON Schema counts a string's length in code points, as this does
+      jsonSchema: { maxLength: max }
+    })
+  )
 
 /**
  * An integer query parameter, written as plain decimal digits (and a leading minus where

@@ -7,6 +7,7 @@ import { Authentication } from "../Gates.js"
 import { grant } from "../Policy.js"
 import { FastLaneRoute, RoutePolicy } from "../RouteFacts.js"
 import { strict, WellFormedText } from "../Wire.js"
+import { MGET_MAX_KEYS } from "../../domain/CacheRules.js"
 
 // Names are valid Unicode: on Redis two names with lone surrogates would share one key.
 const Text = WellFormedText
@@ -38,7 +39,7 @@ const Ttl = Schema.String.pipe(Schema.maxLength(64)).annotations({
     maxLength: 64,
     pattern: "^(?:0|(?:[0-9]+(?:\\.[0-9]+)?(?:ns|us|\u00b5s|\u03bcs|ms|s|m|h))+)$",
     format: "go-duration",
-    description: "how long the entry lives: a duration such as 30s, 5m, 1h30m or 1.5h, at most 10 years (87600h); 0 or 0s for no expiry"
+    description: "how long the entry lives: a duration such as 30s, 5m, 1h30m or 1.5h, at most 10 years of 365.25 days (87660h); 0 or 0s for no expiry"
   }
 })
 
@@ -46,7 +47,9 @@ export const PutRequest = strict(
   Schema.Struct({ dmap: Dmap, key: Key, value: NotNull, ttl: Schema.optional(Ttl) })
 ).annotations({ identifier: "CachePut" })
 export const KeyRequest = strict(Schema.Struct({ dmap: Dmap, key: Text })).annotations({ identifier: "CacheKey" })
-export const MgetRequest = strict(Schema.Struct({ dmap: Dmap, keys: Schema.Array(Text) })).annotations({
+export const MgetRequest = strict(
+  Schema.Struct({ dmap: Dmap, keys: Schema.Array(Text).pipe(Schema.maxItems(MGET_MAX_KEYS, { message: () => `at most ${MGET_MAX_KEYS} keys per mget` })) })
+).annotations({
   identifier: "CacheMget"
 })
 export const ScanRequest = strict(
