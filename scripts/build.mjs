@@ -100,10 +100,27 @@ export const build = (reason) => {
  * packages inside an ES module bundle call `require`, which the banner gives each chunk. The
  * source maps lead back to src/ through tsc's maps, for `--enable-source-maps`.
  */
+/**
+ * Files of earlier builds in `dir` that this one did not write: kept a day, then removed. A
+ * gateway still running from an earlier build loads its lazy chunks (named by their content, so
+ * never overwritten) when it first needs them: removed at once, they broke its uploads (the
+ * importer's chunk) with 503 until it was restarted.
+ */
+export const pruneEarlier = (dir, written, keepMs = 24 * 3600_000) => {
+  const now = Date.now()
+  const walk = (at) => {
+    for (const entry of readdirSync(at, { withFileTypes: true })) {
+      const file = path.join(at, entry.name)
+      if (entry.isDirectory()) walk(file)
+      else if (!written.has(file) && now - statSync(file).mtimeMs > keepMs) rmSync(file, { force: true })
+    }
+  }
+  if (existsSync(dir)) walk(dir)
+}
+
 const bundle = () => {
   // loaded here, not at the top: bin/portico.mjs imports this file on every command
   const esbuild = createRequire(import.meta.url)("esbuild")
-  rmSync(bundleDir, { recursive: true, force: true })
   const result = esbuild.buildSync({
     entryPoints: {
       main: path.join(distDir, "main.js"),
@@ -123,9 +140,11 @@ const bundle = () => {
     banner: { js: "import { createRequire as __porticoRequire } from 'node:module'; const require = __porticoRequire(import.meta.url);" },
     sourcemap: "linked",
     sourcesContent: false,
+    metafile: true,
     logLevel: "silent"
   })
   for (const warning of result.warnings) process.stderr.write(`[build] esbuild: ${warning.text}\n`)
+  pruneEarlier(bundleDir, new Set(Object.keys(result.metafile.outputs).map((file) => path.resolve(file))))
 }
 
 /**
@@ -138,7 +157,6 @@ const bundle = () => {
 export const bundleConsole = () => {
   if (!existsSync(consoleSources)) return
   const esbuild = createRequire(import.meta.url)("esbuild")
-  rmSync(consoleDir, { recursive: true, force: true })
   const result = esbuild.buildSync({
     entryPoints: [path.join(consoleSources, "main.tsx"), path.join(consoleSources, "console.css")],
     outdir: consoleDir,
@@ -178,6 +196,9 @@ export const bundleConsole = () => {
     writeFileSync(path.join(consoleDir, `${name}.gz`), gzipSync(bytes, { level: 9 }))
   }
   writeFileSync(consoleManifest, JSON.stringify({ script: entry(".js"), style: entry(".css"), files: outputs }, null, 2) + "\n")
+  // an open page of a gateway started before this build still asks for the files its manifest named
+  const written = outputs.flatMap((name) => [name, `${name}.br`, `${name}.gz`]).map((name) => path.join(consoleDir, name))
+  pruneEarlier(consoleDir, new Set([...written, consoleManifest]))
 }
 
 /**
