@@ -850,6 +850,15 @@ describe.each(["sqlite", "rqlite"] as const)("approval of further devices, devic
       403,
       "FORBIDDEN"
     )
+    // nor where sessions need a device: a link is never a wallet's to approve (DEVICE_REQUIRED is a plain login's refusal)
+    await gw.request("PUT", "/v1/namespace/session-policy", { token: ownerKey, json: { device_policy: "required" } })
+    const strictMessage = await challengeFor(member)
+    expectError(
+      await gw.request("POST", "/v1/auth/device/approve", { json: { user_code: started.body.user_code, message: strictMessage, signature: await member.signMessage(strictMessage) } }),
+      403,
+      "FORBIDDEN"
+    )
+    await gw.request("PUT", "/v1/namespace/session-policy", { token: ownerKey, json: { device_policy: "optional" } })
     const approval = await gw.request("POST", "/v1/auth/devices/approve", {
       token: phoneSession.access_token,
       json: { user_code: started.body.user_code.toLowerCase(), device_proof: await proof(phone, "approve", ns, started.body.user_code.toLowerCase()) }

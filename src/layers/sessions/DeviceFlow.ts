@@ -87,13 +87,15 @@ export const makeDeviceFlow = (
         if (Option.isNone(ns)) return yield* refuse("NOT_FOUND", "no such namespace")
         // approving and denying alike are for wallets that may sign in here (roleOf refuses others)
         const role = yield* steps.roleOf(signedIn.namespace, signedIn.wallet, ns.value.signIn)
-        if (!input.deny && ns.value.devicePolicy !== "optional" && !isControlPlaneRole(role)) {
-          return yield* refuse("DEVICE_REQUIRED", "this namespace needs device-bound sessions")
-        }
         // one signature, one try: the nonce is spent before the code is looked up
         yield* steps.spendNonce(input.message, signedIn.nonce, signedIn.namespace, signedIn.wallet, signedIn.deviceId)
         const request = yield* pendingRequest(signedIn.namespace, input.userCode)
+        // a link is never a wallet's to approve, whatever the policy; a plain login is, where
+        // sessions need no device (spec §5.11: DEVICE_REQUIRED is the plain login's refusal)
         if (request.kind !== "login") return yield* refuse("FORBIDDEN", "a wallet signature cannot approve a device link")
+        if (!input.deny && ns.value.devicePolicy !== "optional" && !isControlPlaneRole(role)) {
+          return yield* refuse("DEVICE_REQUIRED", "this namespace needs device-bound sessions")
+        }
         const answered = yield* repo.answerRequest(request.deviceCodeHash, input.deny ? "denied" : "approved", signedIn.wallet)
         if (!answered) return yield* noPending()
       }),

@@ -5,8 +5,9 @@
  * and ending sessions, and the per-request standing of a session.
  *
  * This module wires the flows over the registry's sign-in tables (SessionRepository.ts). Every
- * check runs before anything is spent or written; every conditional write is an SQL predicate
- * whose row count decides (rqlite has no interactive transactions).
+ * check runs before anything is spent or written, except those that need a device code, which a
+ * signature's nonce is spent before looking up (one signature, one guess); every conditional
+ * write is an SQL predicate whose row count decides (rqlite has no interactive transactions).
  */
 import { Clock, Context, Effect, Either, Layer, Option } from "effect"
 import type { Role } from "../../domain/Grants.js"
