@@ -41,6 +41,9 @@ export type KeyProfile = typeof KeyProfile.Type
  */
 const grantPattern = /^([a-z-]+(?::write)?)(?::(key|topic)=([^\s\p{Cc}\p{Cs}]{1,255}))?$/u
 
+/** A topic pattern: the characters of a topic (PubSubRules.ts `TOPIC_SHAPE`) and `*`. */
+const TOPIC_PATTERN = /^[A-Za-z0-9._~:/@+=*-]+$/
+
 /** Which grant each narrowing applies to: the cache's keys, pub/sub's topics. */
 const narrowings: Readonly<Record<string, GrantName>> = { key: "cache", topic: "pubsub" }
 
@@ -67,6 +70,8 @@ export const parseGrant = (text: string): Grant | undefined => {
   // it would hold a grant that reaches nothing, so it is refused rather than silently useless. A
   // topic pattern without `*` names one topic, which is useful as it is.
   if (name === "cache" && !pattern.includes("/") && !pattern.includes("*")) return undefined
+  // likewise a topic pattern with a character no topic has (a comma, a quote) can match none
+  if (name === "pubsub" && !TOPIC_PATTERN.test(pattern)) return undefined
   return { name: name as GrantName, pattern }
 }
 
@@ -80,13 +85,13 @@ export const grantText = (grant: Grant): string =>
  */
 const NARROWED_CHAR = "[^\\s\\x00-\\x1f\\x7f-\\x9f\\ufeff]"
 export const NARROWED_CACHE_GRANT = `^cache:key=${NARROWED_CHAR}*[/*]${NARROWED_CHAR}*$`
-export const NARROWED_PUBSUB_GRANT = `^pubsub:topic=${NARROWED_CHAR}+$`
+export const NARROWED_PUBSUB_GRANT = "^pubsub:topic=[A-Za-z0-9._~:/@+=*-]+$"
 
 /** A grant string checked by Schema: the only way scopes enter the system. */
 export const GrantString = Schema.String.pipe(
   Schema.filter((s) => parseGrant(s) !== undefined, {
     message: () =>
-      "unknown grant; known: " + GrantName.literals.join(", ") + " (cache may be narrowed: cache:key=<map>/*; pubsub: pubsub:topic=<pattern>)",
+      "unknown grant; known: " + GrantName.literals.join(", ") + " (cache may be narrowed: cache:key=<map>/*; pubsub: pubsub:topic=<pattern>, of a topic's characters and *)",
     jsonSchema: {
       type: "string",
       minLength: 1,

@@ -18,6 +18,10 @@ describe("grants", () => {
     expect(parseGrant("cache:key=m\u0000/*")).toBeUndefined()
     expect(parseGrant("cache:key=m\u007f/*")).toBeUndefined()
     expect(parseGrant("cache:key=m\ud800/*")).toBeUndefined()
+    // a topic pattern is a topic's characters and *: one with a comma or a quote matches no topic
+    expect(parseGrant("pubsub:topic=chat/*")).toEqual({ name: "pubsub", pattern: "chat/*" })
+    expect(parseGrant("pubsub:topic=a,b")).toBeUndefined()
+    expect(parseGrant('pubsub:topic="x"')).toBeUndefined()
     expect(parseGrant("cache:key=é/*")).toEqual({ name: "cache", pattern: "é/*" })
     expect(parseGrant("cache:key=😀/*")).toEqual({ name: "cache", pattern: "😀/*" })
   })
