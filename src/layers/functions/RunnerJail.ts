@@ -111,15 +111,17 @@ export const runnerCommand = (entry: string, nodeArgs: ReadonlyArray<string>, da
       "--ro-bind", "/usr", "/usr",
       "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib", "--symlink", "usr/lib64", "/lib64",
       ...(node.startsWith("/usr/") ? [] : ["--ro-bind", node, node]),
+      "--proc", "/proc",
+      "--dev", "/dev",
+      // the private /tmp before the checkout: bwrap mounts in order, so a /tmp mounted after a
+      // checkout under /tmp (a clone there) would cover it and the runner's file with it
+      "--tmpfs", "/tmp",
+      "--chmod", "1777", "/tmp",
       // the checkout's parents, which bwrap would otherwise make for root alone
       ...parentsOf(checkout).flatMap((dir) => ["--perms", "0755", "--dir", dir]),
       "--ro-bind", checkout, checkout,
       // the data directory inside the checkout (npm start's default) is hidden under an empty tmpfs
       ...(inside(data, checkout) ? ["--tmpfs", data] : []),
-      "--proc", "/proc",
-      "--dev", "/dev",
-      "--tmpfs", "/tmp",
-      "--chmod", "1777", "/tmp",
       ...(helper === undefined ? [] : ["--perms", "0755", "--dir", "/run", "--ro-bind", helper, EXEC_IN_JAIL, "--ro-bind", envFile, ENV_IN_JAIL]),
       "--chdir", "/",
       "--",
