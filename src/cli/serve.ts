@@ -4,11 +4,18 @@
 import { Effect } from "effect"
 import * as path from "node:path"
 import { localNodeId, PorticoConfig } from "../layers/config/PorticoConfig.js"
-import { type Parsed, stringOption, wholeNumberOption } from "./Cli.js"
+import { type Parsed, stringOption, usageError, wholeNumberOption } from "./Cli.js"
 import { runCommand } from "./failure.js"
 
-export const serve = (parsed: Parsed): Promise<void> => {
+/** `--port`: 0 (any free port, as the tests start gateways) to 65535, refused before anything starts. */
+const portOption = (parsed: Parsed): number | undefined => {
   const port = wholeNumberOption(parsed, "port")
+  if (port !== undefined && port > 65535) throw usageError("--port must be a port, 0-65535 (0: any free port)")
+  return port
+}
+
+export const serve = (parsed: Parsed): Promise<void> => {
+  const port = portOption(parsed)
   const host = stringOption(parsed, "host")
   const dataDir = stringOption(parsed, "data-dir")
   const invite = stringOption(parsed, "join")

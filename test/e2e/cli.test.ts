@@ -77,6 +77,11 @@ describe("portico errors", () => {
     [["keys", "create", "--namespace", "acme"], "portico: give exactly one of --scopes or --profile"],
     [["keys", "create", "--namespace", "acme", "--profile", "root"], "portico: --profile must be one of admin, runtime"],
     [["serve", "--port", "http"], 'portico: --port must be a whole number, not "http"'],
+    // refused before anything starts (it was node's own text, exit 1, after the services had started)
+    [["serve", "--port", "99999"], "portico: --port must be a port, 0-65535 (0: any free port)"],
+    // the route's 1-3650: 0 minted a key that had expired when it was printed, 5000 one past the rule
+    [["keys", "create", "--namespace", "acme", "--scopes", "cache", "--expires-in-days", "0"], "portico: --expires-in-days: Expected a number between 1 and 3650, actual 0"],
+    [["keys", "create", "--namespace", "acme", "--scopes", "cache", "--expires-in-days", "5000"], "portico: --expires-in-days: Expected a number between 1 and 3650, actual 5000"],
     [["keys"], "portico: keys needs a command: create (see portico keys --help)"],
     [["keys", "delete"], 'portico: unknown command "keys delete" (see portico keys --help)'],
     [["frobnicate"], 'portico: unknown command "frobnicate" (see portico --help)'],
