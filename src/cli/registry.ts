@@ -4,7 +4,7 @@
  * change on its next lookup.
  */
 import { Effect, Layer, ParseResult, Schema } from "effect"
-import { GrantString, KeyProfile, profileGrants } from "../domain/Grants.js"
+import { GrantString, KeyLifetimeDays, KeyProfile, profileGrants } from "../domain/Grants.js"
 import { Label, NamespaceName, reservedNamespaces, Wallet } from "../domain/Names.js"
 import { Audit } from "../layers/audit/Audit.js"
 import { PorticoConfig } from "../layers/config/PorticoConfig.js"
@@ -84,10 +84,12 @@ export const keysCreate = (parsed: Parsed): Promise<void> =>
           ? yield* decode(Schema.Array(GrantString), (scopesFlag ?? "").split(",").map((s) => s.trim()).filter((s) => s !== ""), "--scopes")
           : profileGrants[profile]
       const role = profile ?? ("custom" as const)
-      const days = yield* Effect.try({
+      const digits = yield* Effect.try({
         try: () => wholeNumberOption(parsed, "expires-in-days"),
         catch: (e) => new UsageError({ message: e instanceof Error ? e.message : "--expires-in-days must be a whole number" })
       })
+      // the route's rule (1-3650): 0 would mint a key already expired
+      const days = digits === undefined ? undefined : yield* decode(KeyLifetimeDays, digits, "--expires-in-days")
       const label = yield* decode(Label, stringOption(parsed, "label") ?? "", "--label")
       const minted = yield* withRegistry(
         parsed,

@@ -33,6 +33,9 @@ export type KeyRole = typeof KeyRole.Type
 export const KeyProfile = Schema.Literal("admin", "runtime")
 export type KeyProfile = typeof KeyProfile.Type
 
+/** A key's lifetime in whole days, as `POST /v1/namespace/keys` and `portico keys create` take it. */
+export const KeyLifetimeDays = Schema.Int.pipe(Schema.between(1, 3650))
+
 /**
  * A grant as written on the wire and stored: a name, optionally narrowed: `cache:key=<pattern>`
  * to cache keys, `pubsub:topic=<pattern>` to topics. The pattern holds no whitespace, control

@@ -4,7 +4,7 @@ import * as HttpApiGroup from "@effect/platform/HttpApiGroup"
 import * as HttpApiSchema from "@effect/platform/HttpApiSchema"
 import { Schema } from "effect"
 import { MintRefusals, NamespaceRefusals, Wire, wiresOf } from "../../domain/Errors.js"
-import { GrantString, KeyProfile, Role } from "../../domain/Grants.js"
+import { GrantString, KeyLifetimeDays, KeyProfile, Role } from "../../domain/Grants.js"
 import { KeyId, Label, Wallet } from "../../domain/Names.js"
 import { NextCursor, TimeKeyedPage } from "../Paging.js"
 import { Authentication, SessionAuthentication } from "../Gates.js"
@@ -87,7 +87,7 @@ export const MintKey = strict(
     scopes: Schema.optional(Schema.Array(GrantString).pipe(Schema.minItems(1), Schema.maxItems(32))),
     profile: Schema.optional(KeyProfile),
     label: Schema.optional(Label),
-    expires_in_days: Schema.optional(Schema.Int.pipe(Schema.between(1, 3650)))
+    expires_in_days: Schema.optional(KeyLifetimeDays)
   })
 ).annotations({ identifier: "MintKey", description: "Exactly one of scopes or profile" })
 
