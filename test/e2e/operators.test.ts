@@ -123,6 +123,14 @@ describe.each(["sqlite", "rqlite"] as const)("operators and namespace creation, 
     expect(handshake.status, JSON.stringify(handshake.body)).toBe(403)
     expect(handshake.body.code).toBe("NAMESPACE_REQUIRED")
     expectError(await gw.request("GET", "/v1/operator/settings", { token: tokens.alice }), 403, "NOT_AN_OPERATOR")
+    // what the refusal says the token reaches is what it reaches: an operator's realm session is
+    // answered by the operator routes of every family the message names (it named /v1/operator/* alone)
+    const refusal = (await gw.request("GET", "/v1/auth/whoami", { token: tokens.alice })).body.error as string
+    for (const [family, route] of [["/v1/operator/*", "/v1/operator/settings"], ["/v1/network/*", "/v1/network/peers"], ["/v1/node/*", "/v1/node/status"]] as const) {
+      expect(refusal, family).toContain(family)
+      const reached = await gw.request("GET", route, { token: tokens.op })
+      expect(reached.status, `${route}: ${reached.text}`).toBe(200)
+    }
     const list = await gw.request("GET", "/v1/namespace/list", { token: tokens.alice })
     expect(list.status, list.text).toBe(200)
     expect(list.body).toEqual({ namespaces: [], all: false })

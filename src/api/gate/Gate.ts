@@ -91,7 +91,7 @@ const notAnOperator = () =>
 const realmRefusal = (policy: Policy, principal: Principal): NamespaceRequired | undefined =>
   isPlatformRealm(principal.namespace) && policy.kind !== "wallet" && policy.kind !== "operator" && !(policy.kind === "session" && policy.anyRealm === true)
     ? new NamespaceRequired({
-        error: "a platform sign-in token (no namespace) reaches only /v1/namespaces, /v1/namespace/list, /v1/namespace/status, /v1/operator/* and /v1/auth/logout",
+        error: "a platform sign-in token (no namespace) reaches only /v1/namespaces, /v1/namespace/list, /v1/namespace/status, the operator routes (/v1/operator/*, /v1/network/*, /v1/node/*) and /v1/auth/logout",
         hint: "sign in to the namespace itself (POST /v1/auth/challenge with its namespace; portico login --namespace NAME)"
       })
     : undefined
