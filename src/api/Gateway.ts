@@ -96,7 +96,7 @@ import { AppHosts } from "../layers/deployments/serving/AppHosts.js"
 import { AppRuntime } from "../layers/deployments/runtime/AppRuntime.js"
 import { DEFAULT_ARCHIVE_LIMITS } from "../layers/deployments/Archive.js"
 import { sealedSize } from "../layers/namespaces/backup/SealedStream.js"
-import { makeHostRouting, peerAddressOf } from "../layers/deployments/serving/HostRouting.js"
+import { makeHostRouting, oneHostUpgrade, peerAddressOf } from "../layers/deployments/serving/HostRouting.js"
 import { Membership } from "../layers/cluster/Membership.js"
 import { Storage } from "../layers/storage/Storage.js"
 import { SessionLiveness } from "../layers/auth/Authenticator.js"
@@ -362,7 +362,7 @@ export const gatewayListener = (settings: PorticoSettings) =>
     // behind a trusted proxy (the edge) the client is who it names (config/TrustedProxies.ts)
     const proxies = settings.trustedProxies
     const serve = routing.listener(api)
-    const upgrade = upgrades.inFront(routing.upgrade(api))
+    const upgrade = oneHostUpgrade(upgrades.inFront(routing.upgrade(api)))
     const entry: typeof serve = proxies.any
       ? (req, res) => {
           noteClient(proxies, req)

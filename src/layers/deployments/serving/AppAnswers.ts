@@ -88,6 +88,18 @@ export const appUnreachable = (name: string, why: string): AppRefusal => ({
   hint: "the app must listen on PORT and answer; see its logs"
 })
 
+/**
+ * A request with more than one `Host` header (RFC 9112 §3.2: a server must answer it 400). Taking
+ * the first, as node's parser does, would let a proxy in front that reads the last one route the
+ * request to one host while the gateway serves another; the connection closes after the answer.
+ */
+export const repeatedHost: AppRefusal = {
+  code: Code.BAD_REQUEST,
+  error: "the request has more than one Host header",
+  hint: "send exactly one Host header",
+  headers: { connection: "close" }
+}
+
 export const methodNotAllowed: AppRefusal = {
   code: Code.METHOD_NOT_ALLOWED,
   error: "a static site answers GET and HEAD only",
