@@ -329,6 +329,24 @@ describe.each(["sqlite", "rqlite"] as const)("app connections through host routi
     expect(seen.map((s) => s.url)).toEqual(["/first"])
   })
 
+  it("answers CONNECT 405 METHOD_NOT_ALLOWED and closes, on the app's host (first or after an app's request) and on an API host, never dropping it unanswered", async () => {
+    const cases = [
+      `CONNECT ${host}:80 HTTP/1.1\r\nHost: ${host}:80\r\n\r\n`,
+      `GET /first HTTP/1.1\r\nHost: ${host}\r\n\r\nCONNECT ${host}:443 HTTP/1.1\r\nHost: ${host}:443\r\n\r\n`,
+      `CONNECT localhost:80 HTTP/1.1\r\nHost: localhost:80\r\n\r\n`,
+      `CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n`
+    ]
+    for (const request of cases) {
+      const socket = await connect(gw.port)
+      const read = reader(socket)
+      socket.write(request)
+      expect(await read.untilClosed(), request).toBe(true)
+      const last = read.answers[read.answers.length - 1]
+      expect([last?.status, last === undefined ? undefined : JSON.parse(last.body).code], request).toEqual([405, "METHOD_NOT_ALLOWED"])
+    }
+    expect(seen.map((s) => s.url)).toEqual(["/first"])
+  })
+
   it("passes Expect: 100-continue to the app, whose 100 invites the body", async () => {
     const socket = await connect(gw.port)
     const read = reader(socket)

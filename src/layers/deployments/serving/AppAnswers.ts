@@ -100,6 +100,19 @@ export const repeatedHost: AppRefusal = {
   headers: { connection: "close" }
 }
 
+/**
+ * A CONNECT request, on any host: the gateway is no forward proxy and hands CONNECT to no app, so
+ * its target (an authority, not a resource of any route) allows no method (the empty `Allow`,
+ * RFC 9110 §10.2.1). Answered rather than dropped, which is what node does with a CONNECT nobody
+ * listens for.
+ */
+export const connectRefused: AppRefusal = {
+  code: Code.METHOD_NOT_ALLOWED,
+  error: "CONNECT is not served: the gateway is no forward proxy",
+  hint: "a tunnel through the anonymity proxy is GET /v1/proxy/tunnel, a WebSocket",
+  headers: { allow: "" }
+}
+
 export const methodNotAllowed: AppRefusal = {
   code: Code.METHOD_NOT_ALLOWED,
   error: "a static site answers GET and HEAD only",

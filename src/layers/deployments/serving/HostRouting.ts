@@ -19,7 +19,7 @@ import type { TrustedProxies } from "../../config/TrustedProxies.js"
 import * as http from "node:http"
 import type { Duplex } from "node:stream"
 import type { StorageService } from "../../storage/Storage.js"
-import { answerRefusal, answerRefusalOnSocket, appNotRunning, noSuchApp, repeatedHost, type AppRefusal } from "./AppAnswers.js"
+import { answerRefusal, answerRefusalOnSocket, appNotRunning, connectRefused, noSuchApp, repeatedHost, type AppRefusal } from "./AppAnswers.js"
 import type { AppHostsService, AppTarget } from "./AppHosts.js"
 import { makeAppConnections } from "./AppConnections.js"
 import { ANSWER_TIMEOUT_MS, makeAppProxy, PROXY_NODE_HEADER, type Upstream } from "./AppProxy.js"
@@ -85,8 +85,18 @@ type Upgrade = (req: http.IncomingMessage, socket: Duplex, head: Buffer) => void
  */
 export const oneHostUpgrade =
   (next: Upgrade): Upgrade =>
-  (req, socket, head) =>
-    hostLines(req.rawHeaders) > 1 ? answerRefusalOnSocket(socket, repeatedHost) : next(req, socket, head)
+  (req, socket, head) => {
+    if (hostLines(req.rawHeaders) <= 1) return next(req, socket, head)
+    socket.on("error", () => socket.destroy())
+    answerRefusalOnSocket(socket, repeatedHost)
+  }
+
+/** The server's `connect` event (CONNECT on any host; the app connections hand it back): 405, then closed. */
+export const refuseConnect = (_req: http.IncomingMessage, socket: Duplex): void => {
+  // node leaves such a socket without an error listener: a client's reset must not be uncaught
+  socket.on("error", () => socket.destroy())
+  answerRefusalOnSocket(socket, connectRefused)
+}
 
 export const makeHostRouting = (options: HostRoutingOptions) => {
   const sites = makeStaticSites(options.storage)
