@@ -96,7 +96,7 @@ import { AppHosts } from "../layers/deployments/serving/AppHosts.js"
 import { AppRuntime } from "../layers/deployments/runtime/AppRuntime.js"
 import { DEFAULT_ARCHIVE_LIMITS } from "../layers/deployments/Archive.js"
 import { sealedSize } from "../layers/namespaces/backup/SealedStream.js"
-import { makeHostRouting, peerAddressOf } from "../layers/deployments/serving/HostRouting.js"
+import { makeHostRouting, oneHostUpgrade, peerAddressOf, refuseConnect } from "../layers/deployments/serving/HostRouting.js"
 import { Membership } from "../layers/cluster/Membership.js"
 import { Storage } from "../layers/storage/Storage.js"
 import { SessionLiveness } from "../layers/auth/Authenticator.js"
@@ -362,7 +362,7 @@ export const gatewayListener = (settings: PorticoSettings) =>
     // behind a trusted proxy (the edge) the client is who it names (config/TrustedProxies.ts)
     const proxies = settings.trustedProxies
     const serve = routing.listener(api)
-    const upgrade = upgrades.inFront(routing.upgrade(api))
+    const upgrade = oneHostUpgrade(upgrades.inFront(routing.upgrade(api)))
     const entry: typeof serve = proxies.any
       ? (req, res) => {
           noteClient(proxies, req)
@@ -423,6 +423,8 @@ export const serveGateway = (settings: PorticoSettings) =>
       if (!res.headersSent) res.writeContinue()
     })
     server.on("upgrade", listener.upgrade)
+    // CONNECT, which node would drop unanswered when nobody listens: 405 on every host
+    server.on("connect", refuseConnect)
     listener.takeConnections(server)
     // What node's parser refuses before any route sees it still answers with the envelope.
     server.on("clientError", (error: NodeJS.ErrnoException, socket) => {

@@ -294,6 +294,59 @@ describe.each(["sqlite", "rqlite"] as const)("app connections through host routi
     expect(seen.map((s) => s.url)).toEqual(["/fine"])
   })
 
+  it("refuses a request with two Host headers with 400 and closes, whichever host comes first, as a first request, after an app's and as an upgrade; the app never sees it", async () => {
+    const twice = [
+      [host, `nothing-here.${BASE}`],
+      [`nothing-here.${BASE}`, host],
+      ["localhost", host],
+      [host, "localhost"],
+      [host, host]
+    ]
+    for (const [first, second] of twice) {
+      const socket = await connect(gw.port)
+      const read = reader(socket)
+      socket.write(`GET /twice HTTP/1.1\r\nHost: ${first}\r\nHost: ${second}\r\n\r\n`)
+      expect(await read.untilClosed(), `${first}, ${second}`).toBe(true)
+      expect(read.answers.map((a) => [a.status, JSON.parse(a.body).code]), `${first}, ${second}`).toEqual([[400, "BAD_REQUEST"]])
+    }
+    // after an app's request on the same connection: the app's answer, then the refusal
+    const socket = await connect(gw.port)
+    const read = reader(socket)
+    socket.write(`GET /first HTTP/1.1\r\nHost: ${host}\r\n\r\nGET /twice HTTP/1.1\r\nHost: ${host}\r\nHost: localhost\r\n\r\n`)
+    expect(await read.untilClosed()).toBe(true)
+    expect(read.answers.map((a) => a.status)).toEqual([200, 400])
+    // an upgrade, to the app or to an API host
+    for (const [first, second] of [[host, "localhost"], ["localhost", host]]) {
+      const ws = await connect(gw.port)
+      const wsRead = reader(ws)
+      ws.write(
+        `GET /socket HTTP/1.1\r\nHost: ${first}\r\nHost: ${second}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n` +
+          `Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: ${crypto.randomBytes(16).toString("base64")}\r\n\r\n`
+      )
+      expect(await wsRead.untilClosed(), `upgrade ${first}, ${second}`).toBe(true)
+      expect(wsRead.answers.map((a) => [a.status, JSON.parse(a.body).code]), `upgrade ${first}, ${second}`).toEqual([[400, "BAD_REQUEST"]])
+    }
+    expect(seen.map((s) => s.url)).toEqual(["/first"])
+  })
+
+  it("answers CONNECT 405 METHOD_NOT_ALLOWED and closes, on the app's host (first or after an app's request) and on an API host, never dropping it unanswered", async () => {
+    const cases = [
+      `CONNECT ${host}:80 HTTP/1.1\r\nHost: ${host}:80\r\n\r\n`,
+      `GET /first HTTP/1.1\r\nHost: ${host}\r\n\r\nCONNECT ${host}:443 HTTP/1.1\r\nHost: ${host}:443\r\n\r\n`,
+      `CONNECT localhost:80 HTTP/1.1\r\nHost: localhost:80\r\n\r\n`,
+      `CONNECT example.com:443 HTTP/1.1\r\nHost: example.com:443\r\n\r\n`
+    ]
+    for (const request of cases) {
+      const socket = await connect(gw.port)
+      const read = reader(socket)
+      socket.write(request)
+      expect(await read.untilClosed(), request).toBe(true)
+      const last = read.answers[read.answers.length - 1]
+      expect([last?.status, last === undefined ? undefined : JSON.parse(last.body).code], request).toEqual([405, "METHOD_NOT_ALLOWED"])
+    }
+    expect(seen.map((s) => s.url)).toEqual(["/first"])
+  })
+
   it("passes Expect: 100-continue to the app, whose 100 invites the body", async () => {
     const socket = await connect(gw.port)
     const read = reader(socket)

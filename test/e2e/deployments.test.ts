@@ -216,6 +216,12 @@ describe.each(["sqlite", "rqlite"] as const)("deployments routes, registry on %s
       expectError(await upload(admin, "static", formOf(fields, tarOf(siteV1))), 400, "VALIDATION_FAILED")
     }
     expectError(await upload(admin, "static", formOf({ name: "ok" })), 400, "BAD_REQUEST")
+    // the env field is read as strictly as env/set's JSON body: a name given twice, never last-wins
+    for (const env of ['{"A":"1","A":"2"}', '{"A":"1","\\u0041":"2"}']) {
+      const twice = await upload(admin, "static", formOf({ name: "ok", env }, tarOf(siteV1)))
+      expectError(twice, 400, "VALIDATION_FAILED")
+      expect(twice.body.error).toBe("env.A: given twice")
+    }
     expectError(await get(admin, "get?name=ok"), 404, "NOT_FOUND")
     expectError(await get(admin, "get?name=ns-ok"), 404, "NOT_FOUND")
     expect(await refsOf("ok")).toBe(0)

@@ -7,6 +7,7 @@
 import { Either } from "effect"
 import { checkEnvironment, type Environment } from "../../domain/DeploymentEnv.js"
 import { checkHost, DeploymentFieldInvalid, deploymentName, type DeploymentType, subdomainOverride } from "../../domain/DeploymentRules.js"
+import { strictJson } from "../../domain/StrictJson.js"
 import { type FormEvent, formEvents, FormRefused } from "../storage/UploadForm.js"
 
 /** What the form said, checked. */
@@ -32,6 +33,9 @@ const updateFields = new Set(["name", "health_check", "skip_install"])
 
 /** Parts and the size of one text field: an environment of 224 KiB rendered, as escaped JSON. */
 const FORM_LIMITS = { maxParts: 16, maxFieldSize: 1024 * 1024 }
+
+/** The environment is one flat object; anything nested is refused as not a string anyway. */
+const ENV_MAX_DEPTH = 8
 
 /** A health path: absolute, printable ASCII without spaces, at most 256 characters. */
 const healthPattern = /^\/[\x21-\x7e]{0,255}$/
@@ -68,12 +72,13 @@ export const checkFields = (
     const envText = raw.get("env")
     let env: Environment | undefined
     if (envText !== undefined) {
-      let parsed: unknown
-      try {
-        parsed = JSON.parse(envText)
-      } catch {
-        return yield* Either.left(fieldError("env", "a JSON object of strings"))
+      // read as strictly as env/set's JSON body: a name given twice is refused, never last-wins
+      const read = strictJson(envText, { maxChars: FORM_LIMITS.maxFieldSize, maxDepth: ENV_MAX_DEPTH })
+      if (Either.isLeft(read)) {
+        const twice = /^duplicate key "(.*)"$/s.exec(read.left.reason)
+        return yield* Either.left(twice === null ? fieldError("env", "a JSON object of strings") : fieldError(`env.${(twice[1] as string).slice(0, 128)}`, "given twice"))
       }
+      const parsed = read.right
       if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) return yield* Either.left(fieldError("env", "a JSON object of strings"))
       const entries = Object.entries(parsed)
       const bad = entries.find(([, v]) => typeof v !== "string")

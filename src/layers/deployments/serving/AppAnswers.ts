@@ -88,6 +88,31 @@ export const appUnreachable = (name: string, why: string): AppRefusal => ({
   hint: "the app must listen on PORT and answer; see its logs"
 })
 
+/**
+ * A request with more than one `Host` header (RFC 9112 §3.2: a server must answer it 400). Taking
+ * the first, as node's parser does, would let a proxy in front that reads the last one route the
+ * request to one host while the gateway serves another; the connection closes after the answer.
+ */
+export const repeatedHost: AppRefusal = {
+  code: Code.BAD_REQUEST,
+  error: "the request has more than one Host header",
+  hint: "send exactly one Host header",
+  headers: { connection: "close" }
+}
+
+/**
+ * A CONNECT request, on any host: the gateway is no forward proxy and hands CONNECT to no app, so
+ * its target (an authority, not a resource of any route) allows no method (the empty `Allow`,
+ * RFC 9110 §10.2.1). Answered rather than dropped, which is what node does with a CONNECT nobody
+ * listens for.
+ */
+export const connectRefused: AppRefusal = {
+  code: Code.METHOD_NOT_ALLOWED,
+  error: "CONNECT is not served: the gateway is no forward proxy",
+  hint: "a tunnel through the anonymity proxy is GET /v1/proxy/tunnel, a WebSocket",
+  headers: { allow: "" }
+}
+
 export const methodNotAllowed: AppRefusal = {
   code: Code.METHOD_NOT_ALLOWED,
   error: "a static site answers GET and HEAD only",

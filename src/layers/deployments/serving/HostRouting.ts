@@ -19,7 +19,7 @@ import type { TrustedProxies } from "../../config/TrustedProxies.js"
 import * as http from "node:http"
 import type { Duplex } from "node:stream"
 import type { StorageService } from "../../storage/Storage.js"
-import { answerRefusal, answerRefusalOnSocket, appNotRunning, noSuchApp, type AppRefusal } from "./AppAnswers.js"
+import { answerRefusal, answerRefusalOnSocket, appNotRunning, connectRefused, noSuchApp, repeatedHost, type AppRefusal } from "./AppAnswers.js"
 import type { AppHostsService, AppTarget } from "./AppHosts.js"
 import { makeAppConnections } from "./AppConnections.js"
 import { ANSWER_TIMEOUT_MS, makeAppProxy, PROXY_NODE_HEADER, type Upstream } from "./AppProxy.js"
@@ -70,6 +70,34 @@ export const runningElsewhere = (app: AppTarget, nodeId: string): ReadonlyArray<
 /** A request another gateway relayed here: marked, from an internal source (a relayed one through the edge is no internal source). */
 const relayed = (req: http.IncomingMessage): boolean => req.headers[PROXY_NODE_HEADER] !== undefined && isOverlaySource(clientAddressOf(req))
 
+/** How many `Host` header lines a request carries (node keeps only the first in `headers.host`). */
+export const hostLines = (rawHeaders: ReadonlyArray<string>): number => {
+  let n = 0
+  for (let i = 0; i < rawHeaders.length; i += 2) if ((rawHeaders[i] as string).length === 4 && (rawHeaders[i] as string).toLowerCase() === "host") n++
+  return n
+}
+
+type Upgrade = (req: http.IncomingMessage, socket: Duplex, head: Buffer) => void
+
+/**
+ * Every upgrade, on any host (the API's WebSocket routes included), refused 400 when it names more
+ * than one `Host` (`repeatedHost`), before anything routes it.
+ */
+export const oneHostUpgrade =
+  (next: Upgrade): Upgrade =>
+  (req, socket, head) => {
+    if (hostLines(req.rawHeaders) <= 1) return next(req, socket, head)
+    socket.on("error", () => socket.destroy())
+    answerRefusalOnSocket(socket, repeatedHost)
+  }
+
+/** The server's `connect` event (CONNECT on any host; the app connections hand it back): 405, then closed. */
+export const refuseConnect = (_req: http.IncomingMessage, socket: Duplex): void => {
+  // node leaves such a socket without an error listener: a client's reset must not be uncaught
+  socket.on("error", () => socket.destroy())
+  answerRefusalOnSocket(socket, connectRefused)
+}
+
 export const makeHostRouting = (options: HostRoutingOptions) => {
   const sites = makeStaticSites(options.storage)
   const proxy = makeAppProxy({ ownPort: options.ownPort, answerTimeoutMs: options.answerTimeoutMs })
@@ -90,6 +118,8 @@ export const makeHostRouting = (options: HostRoutingOptions) => {
 
   /** The API's listener behind host routing. */
   const listener = (api: Listener): Listener => (req, res) => {
+    // before any host is chosen: which of several Host headers counts is never the gateway's guess
+    if (hostLines(req.rawHeaders) > 1) return answerRefusal(res, repeatedHost, req.method)
     const route = options.hosts.route(req.headers.host)
     if (route.kind === "api") return api(req, res)
     if (onAnswered !== undefined) {
