@@ -464,6 +464,36 @@ describe("functions from the bundle (as npm start runs)", () => {
     expect((await gw.request("GET", "/v1/functions/third/versions", { token: owner })).status).toBe(404)
     expect((await portico(["functions", "delete", "greeter"])).code).toBe(0)
   }, 180_000)
+
+  it("holds a namespace's invocation slot until its run ends, not until its caller goes away: aborted calls do not let more runs in than the cap", async () => {
+    ensureDist()
+    const capped = await startGateway({ bundled: true, env: { PORTICO_FUNCTIONS_NAMESPACE_CONCURRENCY: "2" } })
+    try {
+      const owner = (await capped.cli(["namespace", "create", "fnslots"])).api_key
+      const loop = await watModule(`(module (memory (export "memory") 1) (func (export "_start") (loop $l (br $l))))`)
+      const deployed = await fetch(`${capped.url}/v1/functions`, { method: "POST", headers: { authorization: `Bearer ${owner}` }, body: deployForm({ name: "spin", timeout_seconds: "4" }, loop) })
+      expect(deployed.status, await deployed.clone().text()).toBe(201)
+      const call = (signal?: AbortSignal) => fetch(`${capped.url}/v1/functions/spin/invoke`, { method: "POST", headers: { authorization: `Bearer ${owner}` }, body: "", signal })
+      // two calls take the namespace's two slots; their callers go away while the runs go on
+      const callers = [new AbortController(), new AbortController()]
+      const gone = callers.map((c) => call(c.signal).then(() => "answered", () => "aborted"))
+      await new Promise((r) => setTimeout(r, 500))
+      for (const c of callers) c.abort()
+      expect(await Promise.all(gone)).toEqual(["aborted", "aborted"])
+      await new Promise((r) => setTimeout(r, 200))
+      // the two runs still hold the runner: a third call is over the cap
+      const third = await call()
+      expect(third.status, await third.clone().text()).toBe(429)
+      expect(third.headers.get("retry-after")).toBe("1")
+      expect(((await third.json()) as { code: string }).code).toBe("RATE_LIMITED")
+      // once the runs have ended at their deadline the slots are free again
+      await new Promise((r) => setTimeout(r, 4500))
+      const after = await call()
+      expect([after.status, ((await after.json()) as { code: string }).code]).toEqual([504, "FUNCTION_TIMEOUT"])
+    } finally {
+      await capped.stop()
+    }
+  }, 120_000)
 })
 
 /**
