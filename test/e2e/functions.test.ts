@@ -494,6 +494,42 @@ describe("functions from the bundle (as npm start runs)", () => {
       await capped.stop()
     }
   }, 120_000)
+
+  it("pages a function's logs with before/next_before, the last page's next_before null even when that page is full", async () => {
+    ensureDist()
+    const logged = await startGateway({ bundled: true })
+    try {
+      const owner = (await logged.cli(["namespace", "create", "fnlogs"])).api_key
+      const deployed = await fetch(`${logged.url}/v1/functions`, { method: "POST", headers: { authorization: `Bearer ${owner}` }, body: deployForm({ name: "logger" }, await inputLogger()) })
+      expect(deployed.status, await deployed.clone().text()).toBe(201)
+      for (const word of ["one", "two", "three", "four"]) {
+        expect((await logged.request("POST", "/v1/functions/logger/invoke", { token: owner, body: word })).status).toBe(200)
+      }
+      type Page = { logs: Array<{ seq: number; message: string }>; next_before: number | null }
+      const page = async (query: string) => {
+        const reply = await logged.request("GET", `/v1/functions/logger/logs?${query}`, { token: owner })
+        expect(reply.status, reply.text).toBe(200)
+        return reply.body as Page
+      }
+      // lines are written in batches off the invocation's path
+      for (let tries = 0; (await page("limit=1000")).logs.length < 4; tries++) {
+        expect(tries).toBeLessThan(50)
+        await new Promise((r) => setTimeout(r, 100))
+      }
+      const first = await page("limit=2")
+      expect(first.logs.map((l) => l.message)).toEqual(["four", "three"])
+      expect(first.next_before).toBe(first.logs[1]!.seq)
+      const second = await page(`limit=2&before=${first.next_before}`)
+      expect(second.logs.map((l) => l.message)).toEqual(["two", "one"])
+      expect(second.next_before).toBeNull()
+      const whole = await page("limit=4")
+      expect(whole.logs).toHaveLength(4)
+      expect(whole.next_before).toBeNull()
+      expect((await page("limit=3")).next_before).not.toBeNull()
+    } finally {
+      await logged.stop()
+    }
+  }, 120_000)
 })
 
 /**
