@@ -270,6 +270,8 @@ describe.each(["sqlite", "rqlite"] as const)("POST /v1/proxy/anon, registry on %
       { method: "GET", url: "http://dest.portico-test/", headers: { "X-A\r\nX-B": "v" } },
       { method: "GET", url: "http://dest.portico-test/", headers: { "X-A": "v\nw" } },
       { method: "GET", url: "http://dest.portico-test/", headers: { "Bad Name": "v" } },
+      // one name in two spellings: refused, not one of the two values dropped
+      { method: "GET", url: "http://dest.portico-test/", headers: { "X-A": "1", "x-a": "2" } },
       { method: "POST", url: "http://dest.portico-test/", body: "not base64!" },
       { method: "GET", url: "http://dest.portico-test/", extra: true }
     ]) {

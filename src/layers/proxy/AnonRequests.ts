@@ -65,12 +65,17 @@ export const judgeAnonRequest = (request: AnonRequest, maxBodyBytes: number): Ju
   if (given.length > MAX_REQUEST_HEADERS) return refuse("VALIDATION_FAILED", `headers: at most ${MAX_REQUEST_HEADERS}`)
   const headers: Record<string, string> = {}
   const named = new Set<string>()
+  const seen = new Set<string>()
   for (const [name, value] of given) {
     if (!tokenPattern.test(name)) return refuse("VALIDATION_FAILED", `headers: ${JSON.stringify(name)} is not a header name`)
     if (!valuePattern.test(value) || value.length > MAX_HEADER_VALUE) {
       return refuse("VALIDATION_FAILED", `headers: the value of ${name} holds CR, LF, NUL or a control character, or is over 8 KiB`)
     }
     const lower = name.toLowerCase()
+    // names are case-insensitive: two spellings of one name are one header given twice, read
+    // strictly as a body's repeated member is, never one of them silently dropped
+    if (seen.has(lower)) return refuse("VALIDATION_FAILED", `headers: ${name} is given twice (header names are case-insensitive; join the values with ", ")`)
+    seen.add(lower)
     if (lower === "connection") for (const listed of value.split(",")) named.add(listed.trim().toLowerCase())
     if (!hopByHop.has(lower)) headers[lower] = value
   }
