@@ -63,7 +63,9 @@ const startDestination = async (address: string) => {
       if (req.url === "/silent") return
       res.setHeader("set-cookie", ["a=1; Path=/", "b=2, with comma"])
       res.setHeader("x-echo", "yes")
-      res.setHeader("connection", "close")
+      // a header the destination's Connection names is hop-by-hop: dropped from the answer
+      res.setHeader("connection", "close, x-hop")
+      res.setHeader("x-hop", "one connection only")
       res.writeHead(201, { "content-type": "application/json" })
       res.end(JSON.stringify({ method: req.method, url: req.url, body }))
     })
@@ -161,6 +163,7 @@ describe.each(["sqlite", "rqlite"] as const)("POST /v1/proxy/anon, registry on %
     expect(reply.body.headers["x-echo"]).toBe("yes")
     expect(reply.body.headers["set-cookie"]).toBe("a=1; Path=/\nb=2, with comma")
     expect(reply.body.headers["connection"]).toBeUndefined()
+    expect(reply.body.headers["x-hop"]).toBeUndefined()
     const seen = destination.seen[destination.seen.length - 1] as Seen
     expect(seen.headers["host"]).toBe("dest.portico-test")
     expect(seen.headers["x-trace"]).toBe("t1")

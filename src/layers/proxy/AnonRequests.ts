@@ -106,10 +106,18 @@ const secure = (socket: net.Socket, target: UrlTarget, signal: AbortSignal): Pro
   })
 
 const answerHeaders = (raw: ReadonlyArray<string>): Record<string, string> => {
+  // the headers the destination's Connection names describe its connection to the gateway, as the
+  // caller's do in the request (RFC 9110 §7.6.1): dropped too; the body's length is kept
+  const named = new Set<string>()
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    if ((raw[i] as string).toLowerCase() !== "connection") continue
+    for (const listed of (raw[i + 1] as string).split(",")) named.add(listed.trim().toLowerCase())
+  }
+  named.delete("content-length")
   const out: Record<string, string> = {}
   for (let i = 0; i + 1 < raw.length; i += 2) {
     const name = (raw[i] as string).toLowerCase()
-    if (hopByHop.has(name) && name !== "content-length") continue
+    if ((hopByHop.has(name) && name !== "content-length") || named.has(name)) continue
     const value = raw[i + 1] as string
     // Set-Cookie values hold commas of their own, so several are joined by newlines
     out[name] = out[name] === undefined ? value : `${out[name]}${name === "set-cookie" ? "\n" : ", "}${value}`
