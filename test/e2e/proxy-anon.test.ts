@@ -61,6 +61,11 @@ const startDestination = async (address: string) => {
         return pump()
       }
       if (req.url === "/silent") return
+      // switches protocols though the request asked for no upgrade
+      if (req.url === "/switch") {
+        res.writeHead(101, { upgrade: "websocket", connection: "upgrade" })
+        return res.end()
+      }
       res.setHeader("set-cookie", ["a=1; Path=/", "b=2, with comma"])
       res.setHeader("x-echo", "yes")
       // a header the destination's Connection names is hop-by-hop: dropped from the answer
@@ -220,6 +225,16 @@ describe.each(["sqlite", "rqlite"] as const)("POST /v1/proxy/anon, registry on %
     expect(silent.status, silent.text).toBe(200)
     expect(silent.body.error).toMatch(/timed out/)
     expect(Date.now() - started).toBeLessThan(8_000)
+  })
+
+  it("answers a 101 to a request that asked for no upgrade at once as a failure, not at the timeout", async () => {
+    const started = Date.now()
+    const switched = await anon({ method: "GET", url: "http://dest.portico-test/switch" })
+    expect(switched.status, switched.text).toBe(200)
+    expect(switched.body.error, switched.text).toMatch(/101/)
+    expect(switched.body.status_code).toBeUndefined()
+    // the suite's anon timeout is 3 s: the answer did not wait for it
+    expect(Date.now() - started).toBeLessThan(2_000)
   })
 
   it("holds at most 2 requests in flight per user here (429 with Retry-After)", async () => {

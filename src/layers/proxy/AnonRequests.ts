@@ -146,6 +146,12 @@ const exchange = (stream: net.Socket, judged: Judged, method: AnonMethod, maxByt
     }
     signal.addEventListener("abort", onAbort, { once: true })
     request.on("error", (error) => settle({ error: `the request failed: ${error.message}` }))
+    // Upgrade is hop-by-hop and never sent, so a 101 is a malformed answer; without a listener node
+    // drops the socket and the request waits for its timeout instead
+    request.on("upgrade", (_response, socket: net.Socket) => {
+      socket.destroy()
+      settle({ error: "the destination answered 101 Switching Protocols to a request that asked for no upgrade" })
+    })
     request.on("response", (response) => {
       const chunks: Array<Buffer> = []
       let size = 0
