@@ -464,6 +464,72 @@ describe("functions from the bundle (as npm start runs)", () => {
     expect((await gw.request("GET", "/v1/functions/third/versions", { token: owner })).status).toBe(404)
     expect((await portico(["functions", "delete", "greeter"])).code).toBe(0)
   }, 180_000)
+
+  it("holds a namespace's invocation slot until its run ends, not until its caller goes away: aborted calls do not let more runs in than the cap", async () => {
+    ensureDist()
+    const capped = await startGateway({ bundled: true, env: { PORTICO_FUNCTIONS_NAMESPACE_CONCURRENCY: "2" } })
+    try {
+      const owner = (await capped.cli(["namespace", "create", "fnslots"])).api_key
+      const loop = await watModule(`(module (memory (export "memory") 1) (func (export "_start") (loop $l (br $l))))`)
+      const deployed = await fetch(`${capped.url}/v1/functions`, { method: "POST", headers: { authorization: `Bearer ${owner}` }, body: deployForm({ name: "spin", timeout_seconds: "4" }, loop) })
+      expect(deployed.status, await deployed.clone().text()).toBe(201)
+      const call = (signal?: AbortSignal) => fetch(`${capped.url}/v1/functions/spin/invoke`, { method: "POST", headers: { authorization: `Bearer ${owner}` }, body: "", signal })
+      // two calls take the namespace's two slots; their callers go away while the runs go on
+      const callers = [new AbortController(), new AbortController()]
+      const gone = callers.map((c) => call(c.signal).then(() => "answered", () => "aborted"))
+      await new Promise((r) => setTimeout(r, 500))
+      for (const c of callers) c.abort()
+      expect(await Promise.all(gone)).toEqual(["aborted", "aborted"])
+      await new Promise((r) => setTimeout(r, 200))
+      // the two runs still hold the runner: a third call is over the cap
+      const third = await call()
+      expect(third.status, await third.clone().text()).toBe(429)
+      expect(third.headers.get("retry-after")).toBe("1")
+      expect(((await third.json()) as { code: string }).code).toBe("RATE_LIMITED")
+      // once the runs have ended at their deadline the slots are free again
+      await new Promise((r) => setTimeout(r, 4500))
+      const after = await call()
+      expect([after.status, ((await after.json()) as { code: string }).code]).toEqual([504, "FUNCTION_TIMEOUT"])
+    } finally {
+      await capped.stop()
+    }
+  }, 120_000)
+
+  it("pages a function's logs with before/next_before, the last page's next_before null even when that page is full", async () => {
+    ensureDist()
+    const logged = await startGateway({ bundled: true })
+    try {
+      const owner = (await logged.cli(["namespace", "create", "fnlogs"])).api_key
+      const deployed = await fetch(`${logged.url}/v1/functions`, { method: "POST", headers: { authorization: `Bearer ${owner}` }, body: deployForm({ name: "logger" }, await inputLogger()) })
+      expect(deployed.status, await deployed.clone().text()).toBe(201)
+      for (const word of ["one", "two", "three", "four"]) {
+        expect((await logged.request("POST", "/v1/functions/logger/invoke", { token: owner, body: word })).status).toBe(200)
+      }
+      type Page = { logs: Array<{ seq: number; message: string }>; next_before: number | null }
+      const page = async (query: string) => {
+        const reply = await logged.request("GET", `/v1/functions/logger/logs?${query}`, { token: owner })
+        expect(reply.status, reply.text).toBe(200)
+        return reply.body as Page
+      }
+      // lines are written in batches off the invocation's path
+      for (let tries = 0; (await page("limit=1000")).logs.length < 4; tries++) {
+        expect(tries).toBeLessThan(50)
+        await new Promise((r) => setTimeout(r, 100))
+      }
+      const first = await page("limit=2")
+      expect(first.logs.map((l) => l.message)).toEqual(["four", "three"])
+      expect(first.next_before).toBe(first.logs[1]!.seq)
+      const second = await page(`limit=2&before=${first.next_before}`)
+      expect(second.logs.map((l) => l.message)).toEqual(["two", "one"])
+      expect(second.next_before).toBeNull()
+      const whole = await page("limit=4")
+      expect(whole.logs).toHaveLength(4)
+      expect(whole.next_before).toBeNull()
+      expect((await page("limit=3")).next_before).not.toBeNull()
+    } finally {
+      await logged.stop()
+    }
+  }, 120_000)
 })
 
 /**

@@ -61,9 +61,16 @@ const startDestination = async (address: string) => {
         return pump()
       }
       if (req.url === "/silent") return
+      // switches protocols though the request asked for no upgrade
+      if (req.url === "/switch") {
+        res.writeHead(101, { upgrade: "websocket", connection: "upgrade" })
+        return res.end()
+      }
       res.setHeader("set-cookie", ["a=1; Path=/", "b=2, with comma"])
       res.setHeader("x-echo", "yes")
-      res.setHeader("connection", "close")
+      // a header the destination's Connection names is hop-by-hop: dropped from the answer
+      res.setHeader("connection", "close, x-hop")
+      res.setHeader("x-hop", "one connection only")
       res.writeHead(201, { "content-type": "application/json" })
       res.end(JSON.stringify({ method: req.method, url: req.url, body }))
     })
@@ -161,6 +168,7 @@ describe.each(["sqlite", "rqlite"] as const)("POST /v1/proxy/anon, registry on %
     expect(reply.body.headers["x-echo"]).toBe("yes")
     expect(reply.body.headers["set-cookie"]).toBe("a=1; Path=/\nb=2, with comma")
     expect(reply.body.headers["connection"]).toBeUndefined()
+    expect(reply.body.headers["x-hop"]).toBeUndefined()
     const seen = destination.seen[destination.seen.length - 1] as Seen
     expect(seen.headers["host"]).toBe("dest.portico-test")
     expect(seen.headers["x-trace"]).toBe("t1")
@@ -219,6 +227,16 @@ describe.each(["sqlite", "rqlite"] as const)("POST /v1/proxy/anon, registry on %
     expect(Date.now() - started).toBeLessThan(8_000)
   })
 
+  it("answers a 101 to a request that asked for no upgrade at once as a failure, not at the timeout", async () => {
+    const started = Date.now()
+    const switched = await anon({ method: "GET", url: "http://dest.portico-test/switch" })
+    expect(switched.status, switched.text).toBe(200)
+    expect(switched.body.error, switched.text).toMatch(/101/)
+    expect(switched.body.status_code).toBeUndefined()
+    // the suite's anon timeout is 3 s: the answer did not wait for it
+    expect(Date.now() - started).toBeLessThan(2_000)
+  })
+
   it("holds at most 2 requests in flight per user here (429 with Retry-After)", async () => {
     const held = [anon({ method: "GET", url: "http://dest.portico-test/silent" }), anon({ method: "GET", url: "http://dest.portico-test/silent" })]
     await new Promise((r) => setTimeout(r, 500))
@@ -270,6 +288,8 @@ describe.each(["sqlite", "rqlite"] as const)("POST /v1/proxy/anon, registry on %
       { method: "GET", url: "http://dest.portico-test/", headers: { "X-A\r\nX-B": "v" } },
       { method: "GET", url: "http://dest.portico-test/", headers: { "X-A": "v\nw" } },
       { method: "GET", url: "http://dest.portico-test/", headers: { "Bad Name": "v" } },
+      // one name in two spellings: refused, not one of the two values dropped
+      { method: "GET", url: "http://dest.portico-test/", headers: { "X-A": "1", "x-a": "2" } },
       { method: "POST", url: "http://dest.portico-test/", body: "not base64!" },
       { method: "GET", url: "http://dest.portico-test/", extra: true }
     ]) {

@@ -6,6 +6,7 @@
  */
 import { Wallet } from "ethers"
 import Database from "better-sqlite3"
+import * as net from "node:net"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
 import { call, signIn } from "../support/client.js"
@@ -145,4 +146,75 @@ describe("real-time media's settings and TURN credentials", () => {
       await bare.stop()
     }
   })
+})
+
+/**
+ * A join whose client goes away during the handshake leaves no participant behind on the media
+ * server. A client that sends its upgrade and half-closes (its FIN with the request) leaves a
+ * socket that is not destroyed but no longer readable: ws refuses to complete an upgrade on it,
+ * destroys it and never calls back, and the join the media server had taken was never ended.
+ */
+describe("a signalling handshake its client leaves", () => {
+  let gw: Gateway
+  let session: string
+  const member = Wallet.createRandom()
+  const sfuBinary = path.join(process.env["PORTICO_ENGINES_DIR"] ?? path.resolve(import.meta.dirname, "../../.engines/bin"), "portico-sfu")
+
+  beforeAll(async () => {
+    gw = await startGateway({ env: { PORTICO_SFU_BINARY: sfuBinary } })
+    const owner = (await gw.cli(["namespace", "create", "halfway"])).api_key
+    expect((await gw.request("POST", "/v1/namespace/webrtc/enable", { token: owner, json: {} })).status).toBe(200)
+    const added = await gw.request("POST", "/v1/namespace/members", { token: owner, json: { wallet: member.address, role: "runtime" } })
+    expect(added.status, added.text).toBe(200)
+    session = (await signIn(gw, "halfway", member)).access_token
+  }, 60_000)
+  afterAll(async () => {
+    await gw?.stop()
+  })
+
+  const participants = async (room: string) => {
+    const listed = await gw.request("GET", "/v1/webrtc/rooms", { token: session })
+    expect(listed.status, listed.text).toBe(200)
+    const found = (listed.body.rooms as Array<{ room: string; participants: Array<unknown> }>).find((r) => r.room === room)
+    return found?.participants.length ?? 0
+  }
+
+  it("ends the join on the media server when the client half-closes before its upgrade completes", async () => {
+    // the media server is up once a join through it is answered 101
+    for (let tries = 0; ; tries++) {
+      const probe = await new Promise<number>((resolve) => {
+        const req = new URL(gw.url)
+        const s = net.connect(Number(req.port), req.hostname, () =>
+          s.write(`GET /v1/webrtc/signal?room=probe HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nAuthorization: Bearer ${session}\r\n\r\n`)
+        )
+        s.once("data", (d: Buffer) => {
+          s.destroy()
+          resolve(Number(d.toString("latin1").split(" ")[1]))
+        })
+        s.on("error", () => resolve(0))
+      })
+      if (probe === 101) break
+      expect(tries, `the probe join was answered ${probe}`).toBeLessThan(50)
+      await new Promise((r) => setTimeout(r, 200))
+    }
+    const halfClosed = Array.from({ length: 5 }, () =>
+      new Promise<void>((resolve) => {
+        const req = new URL(gw.url)
+        const s = net.connect(Number(req.port), req.hostname, () =>
+          // the request and the client's FIN together: the socket is half-closed when the gateway upgrades it
+          s.end(`GET /v1/webrtc/signal?room=halfway HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nAuthorization: Bearer ${session}\r\n\r\n`)
+        )
+        s.resume()
+        s.on("close", () => resolve())
+        s.on("error", () => resolve())
+      })
+    )
+    await Promise.all(halfClosed)
+    // every join was let go of: the room empties (it would keep its participants forever)
+    for (let tries = 0; (await participants("halfway")) > 0; tries++) {
+      expect(tries, "participants left behind by half-closed handshakes").toBeLessThan(30)
+      await new Promise((r) => setTimeout(r, 200))
+    }
+    expect(await participants("probe")).toBe(0)
+  }, 60_000)
 })

@@ -29,7 +29,7 @@ export const AnonRequestBody = strict(
     headers: Schema.optional(
       Schema.Record({ key: Schema.String, value: Schema.String }).annotations({
         description:
-          "request headers, at most 64, values at most 8 KiB; CR, LF or NUL in a name or value is 400; hop-by-hop headers (Connection and those it names, Keep-Alive, TE, Trailer, Transfer-Encoding, Upgrade, Proxy-*) and Host and Content-Length are dropped (the gateway sets Host, Content-Length and Connection: close)"
+          "request headers, at most 64, values at most 8 KiB; CR, LF or NUL in a name or value is 400, and so is one name given twice in two spellings (names are case-insensitive); hop-by-hop headers (Connection and those it names, Keep-Alive, TE, Trailer, Transfer-Encoding, Upgrade, Proxy-*) and Host and Content-Length are dropped (the gateway sets Host, Content-Length and Connection: close)"
       })
     ),
     body: Schema.optional(

@@ -86,9 +86,14 @@ export const FunctionsHandlers = HttpApiBuilder.group(PorticoApi, "functions", (
       .handle("logs", ({ path, urlParams }) =>
         as((caller) => {
           const limit = urlParams.limit ?? 100
-          return Effect.mapBoth(functions.logs(caller, path.name, limit, urlParams.before), {
+          // one line past the page tells whether another page follows: a full last page ends with
+          // next_before null, as every list's last page does (docs/api.md, "Lists and paging")
+          return Effect.mapBoth(functions.logs(caller, path.name, limit + 1, urlParams.before), {
             onFailure: fromRefusal,
-            onSuccess: (logs) => ({ name: path.name, logs, next_before: logs.length === limit ? logs[logs.length - 1]!.seq : null })
+            onSuccess: (read) => {
+              const logs = read.slice(0, limit)
+              return { name: path.name, logs, next_before: read.length > limit ? logs[logs.length - 1]!.seq : null }
+            }
           })
         })
       )

@@ -325,18 +325,26 @@ const makeInvocations = Effect.gen(function* () {
         if (held >= settings.namespaceConcurrency) {
           return yield* Effect.fail(refuse("RATE_LIMITED", `the namespace has ${held} invocations running on this gateway, its most`, "retry shortly", 1))
         }
-        running.set(request.namespace, held + 1)
         const requestId = randomUUID()
         const started = performance.now()
-        const end = yield* Effect.promise(() => runner.run(runRequest(request, prepared, { requestId, started: () => started }, nesting))).pipe(
-          Effect.ensuring(
-            Effect.sync(() => {
-              const left = (running.get(request.namespace) ?? 1) - 1
-              if (left > 0) running.set(request.namespace, left)
-              else running.delete(request.namespace)
-            })
-          )
-        )
+        // The slot is the run's, not the caller's: a caller that goes away (its fiber interrupted)
+        // leaves the run in the runner until it ends, at its deadline at the latest, so the slot is
+        // given back when the run ends. Freed on interruption instead, aborted calls would let a
+        // namespace queue any number of runs past the cap. Taken and tied to the run in one step,
+        // which no interruption splits.
+        const ran = yield* Effect.sync(() => {
+          const job = runRequest(request, prepared, { requestId, started: () => started }, nesting)
+          running.set(request.namespace, held + 1)
+          const release = () => {
+            const left = (running.get(request.namespace) ?? 1) - 1
+            if (left > 0) running.set(request.namespace, left)
+            else running.delete(request.namespace)
+          }
+          const run = runner.run(job)
+          run.then(release, release)
+          return run
+        })
+        const end = yield* Effect.promise(() => ran)
         const refusal = ending(request.name, end, prepared.row.timeout_ms)
         if (refusal !== undefined) return yield* Effect.fail(refusal)
         return { requestId, ms: performance.now() - started, output: end.kind === "exit" ? end.stdout : new Uint8Array() }

@@ -65,12 +65,17 @@ export const judgeAnonRequest = (request: AnonRequest, maxBodyBytes: number): Ju
   if (given.length > MAX_REQUEST_HEADERS) return refuse("VALIDATION_FAILED", `headers: at most ${MAX_REQUEST_HEADERS}`)
   const headers: Record<string, string> = {}
   const named = new Set<string>()
+  const seen = new Set<string>()
   for (const [name, value] of given) {
     if (!tokenPattern.test(name)) return refuse("VALIDATION_FAILED", `headers: ${JSON.stringify(name)} is not a header name`)
     if (!valuePattern.test(value) || value.length > MAX_HEADER_VALUE) {
       return refuse("VALIDATION_FAILED", `headers: the value of ${name} holds CR, LF, NUL or a control character, or is over 8 KiB`)
     }
     const lower = name.toLowerCase()
+    // names are case-insensitive: two spellings of one name are one header given twice, read
+    // strictly as a body's repeated member is, never one of them silently dropped
+    if (seen.has(lower)) return refuse("VALIDATION_FAILED", `headers: ${name} is given twice (header names are case-insensitive; join the values with ", ")`)
+    seen.add(lower)
     if (lower === "connection") for (const listed of value.split(",")) named.add(listed.trim().toLowerCase())
     if (!hopByHop.has(lower)) headers[lower] = value
   }
@@ -101,10 +106,18 @@ const secure = (socket: net.Socket, target: UrlTarget, signal: AbortSignal): Pro
   })
 
 const answerHeaders = (raw: ReadonlyArray<string>): Record<string, string> => {
+  // the headers the destination's Connection names describe its connection to the gateway, as the
+  // caller's do in the request (RFC 9110 §7.6.1): dropped too; the body's length is kept
+  const named = new Set<string>()
+  for (let i = 0; i + 1 < raw.length; i += 2) {
+    if ((raw[i] as string).toLowerCase() !== "connection") continue
+    for (const listed of (raw[i + 1] as string).split(",")) named.add(listed.trim().toLowerCase())
+  }
+  named.delete("content-length")
   const out: Record<string, string> = {}
   for (let i = 0; i + 1 < raw.length; i += 2) {
     const name = (raw[i] as string).toLowerCase()
-    if (hopByHop.has(name) && name !== "content-length") continue
+    if ((hopByHop.has(name) && name !== "content-length") || named.has(name)) continue
     const value = raw[i + 1] as string
     // Set-Cookie values hold commas of their own, so several are joined by newlines
     out[name] = out[name] === undefined ? value : `${out[name]}${name === "set-cookie" ? "\n" : ", "}${value}`
@@ -133,6 +146,12 @@ const exchange = (stream: net.Socket, judged: Judged, method: AnonMethod, maxByt
     }
     signal.addEventListener("abort", onAbort, { once: true })
     request.on("error", (error) => settle({ error: `the request failed: ${error.message}` }))
+    // Upgrade is hop-by-hop and never sent, so a 101 is a malformed answer; without a listener node
+    // drops the socket and the request waits for its timeout instead
+    request.on("upgrade", (_response, socket: net.Socket) => {
+      socket.destroy()
+      settle({ error: "the destination answered 101 Switching Protocols to a request that asked for no upgrade" })
+    })
     request.on("response", (response) => {
       const chunks: Array<Buffer> = []
       let size = 0

@@ -181,8 +181,10 @@ export const makeSignalSockets = (deps: {
    * liveness, its frames to `toMedia`; `ended` once it closed, saying whether it failed.
    */
   const upgrade = (handshake: Handshake<unknown>, caller: Principal | undefined, toMedia: (data: Buffer, isBinary: boolean) => void, ended: (client: Client, code: number) => void) =>
-    new Promise<Client>((resolve) =>
+    new Promise<Client | undefined>((resolve) => {
+      let accepted = false
       server.handleUpgrade(handshake.req, handshake.socket, handshake.head, (ws) => {
+        accepted = true
         handshake.answered(101)
         const client: Client = { ws, pongAt: Date.now(), failed: false }
         open.set(ws, client)
@@ -202,7 +204,11 @@ export const makeSignalSockets = (deps: {
         })
         resolve(client)
       })
-    )
+      // ws answers a handshake it cannot complete itself and never calls back: a socket the client
+      // half-closed (not destroyed, no longer readable) is destroyed there. Then there is no client,
+      // and the caller lets the join go (ProxySockets' accept does the same).
+      if (!accepted) resolve(undefined)
+    })
 
   /**
    * Whether the caller may join, the room's node, and (on this node) the namespace's relay secret:
@@ -259,6 +265,10 @@ export const makeSignalSockets = (deps: {
           (data, isBinary) => upstream.readyState === WebSocket.OPEN && upstream.send(data, { binary: isBinary }),
           (_client, code) => upstream.close(sendable(code))
         ).then((upgraded) => {
+          if (upgraded === undefined) {
+            upstream.close(1001)
+            return done()
+          }
           client = upgraded
           for (const data of early.splice(0)) deliver(upgraded, data)
           if (closedEarly !== undefined) upgraded.ws.close(sendable(closedEarly.code), closedEarly.reason.subarray(0, 120))
@@ -298,6 +308,8 @@ export const makeSignalSockets = (deps: {
     handshake.socket.cork()
     try {
       client = await upgrade(handshake, caller, stream.send, (c) => stream.end(c.failed))
+      // the client went away as the upgrade was completed: the media server lets the join go
+      if (client === undefined) return stream.end(false)
       for (const data of early.splice(0)) deliver(client, data)
       if (closedEarly !== undefined) client.ws.close(sendable(closedEarly.code), closedEarly.reason.slice(0, 120))
     } finally {
