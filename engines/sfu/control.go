@@ -80,8 +80,8 @@ type controlRequest struct {
 	Action string `json:"action"`
 }
 
-// serveControl kicks, mutes or unmutes the peers of one room that match user or peer, or ends
-// every room of a namespace.
+// serveControl kicks, mutes or unmutes the peers of one room that match user or peer, closes a
+// handed peer whose credential was revoked, or ends every room of a namespace.
 func (s *sfu) serveControl(w http.ResponseWriter, r *http.Request) {
 	if !s.gatewayCall(w, r, http.MethodPost) {
 		return
@@ -110,8 +110,11 @@ func (s *sfu) serveControl(w http.ResponseWriter, r *http.Request) {
 	case req.User == "" && req.Peer == "":
 		httpError(w, http.StatusBadRequest, "VALIDATION_FAILED", "user or peer is required")
 		return
-	case req.Action != "kick" && req.Action != "mute" && req.Action != "unmute":
-		httpError(w, http.StatusBadRequest, "VALIDATION_FAILED", "action must be kick, mute or unmute")
+	case req.Action == "revoke" && req.Peer == "":
+		httpError(w, http.StatusBadRequest, "VALIDATION_FAILED", "revoke names a peer")
+		return
+	case req.Action != "kick" && req.Action != "mute" && req.Action != "unmute" && req.Action != "revoke":
+		httpError(w, http.StatusBadRequest, "VALIDATION_FAILED", "action must be kick, mute, unmute or revoke")
 		return
 	}
 	peers := s.rooms.match(roomKey{req.NS, req.Room}, req.User, req.Peer)
@@ -124,6 +127,10 @@ func (s *sfu) serveControl(w http.ResponseWriter, r *http.Request) {
 			p.setMuted(true)
 		case "unmute":
 			p.setMuted(false)
+		case "revoke":
+			// a socket the gateway handed over (handed.go), closed as the gateway closes its own
+			// clients' sockets when their credential is revoked
+			p.close(reasonLeft, 4401, "REVOKED: the credential was revoked or its session ended")
 		}
 	}
 	log.Printf("sfu control ns=%q room=%q user=%q peer=%q action=%s affected=%d", req.NS, req.Room, req.User,

@@ -244,6 +244,11 @@ func main() {
 	// With SFU_PARENT_STDIN=1 the gateway that runs this SFU holds its stdin open: its end is the
 	// gateway gone, however it stopped (a SIGKILL leaves no one to send SIGTERM), and the rooms go
 	// with it, so their peers rejoin on a node that is up.
+	// Started by the gateway with node's IPC channel: it hands this server the sockets of the
+	// joins it decided (handed.go).
+	if fd, err := strconv.Atoi(os.Getenv("NODE_CHANNEL_FD")); err == nil && fd > 2 {
+		go s.serveHanded(fd)
+	}
 	parentGone := make(chan struct{})
 	if os.Getenv("SFU_PARENT_STDIN") == "1" {
 		go func() {

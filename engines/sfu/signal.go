@@ -116,6 +116,11 @@ func (s *sfu) serveSignal(w http.ResponseWriter, r *http.Request) {
 		p.close(reasonFailed, 0, "")
 		return
 	}
+	s.runSignal(p, ice, ws)
+}
+
+// runSignal runs a peer whose WebSocket is open: its writer, its place in the room, its reads.
+func (s *sfu) runSignal(p *peer, ice []iceServer, ws *websocket.Conn) {
 	ws.SetReadLimit(s.cfg.maxFrame)
 	sock := wsSocket{ws}
 	p.outMu.Lock()

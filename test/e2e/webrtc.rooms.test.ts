@@ -157,6 +157,9 @@ describe("rooms through the gateway, its media server and coturn", () => {
     const refused = await refusalOf(joinRoom(gw.url, alice, "full"))
     expect([refused.status, refused.body.code]).toEqual([503, "UNAVAILABLE"])
     expect(refused.body.error).toMatch(/full/)
+    // the media server answers the handed socket's handshake itself, with the gateway's envelope
+    expect(Object.keys(refused.body)).toEqual(["error", "code", "hint"])
+    expect(refused.body.hint).toBe("the room is at its participant cap; retry later")
     // another namespace's room "full" is its own
     const otherOwner = (await gw.cli(["namespace", "create", "other-calls"])).api_key
     await post("/v1/namespace/webrtc/enable", otherOwner)

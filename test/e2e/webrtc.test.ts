@@ -9,6 +9,7 @@ import Database from "better-sqlite3"
 import * as net from "node:net"
 import * as path from "node:path"
 import { afterAll, beforeAll, describe, expect, it } from "vitest"
+import { WebSocket } from "ws"
 import { call, signIn } from "../support/client.js"
 import { hasTurnServer, startTurnServer, type TurnServer } from "../support/coturn.js"
 import { type Gateway, mintKey, type Reply, startGateway } from "../support/gateway.js"
@@ -217,4 +218,35 @@ describe("a signalling handshake its client leaves", () => {
     }
     expect(await participants("probe")).toBe(0)
   }, 60_000)
+
+  /** A WebSocket to the room through the gateway: its first frame (the welcome) and how it closed. */
+  const joined = (room: string, token: string, protocols?: Array<string>) =>
+    new Promise<{ readonly welcome: { type: string; peer_id: string }; readonly protocol: string; readonly closed: Promise<number> }>((resolve, reject) => {
+      const ws = new WebSocket(`${gw.url.replace(/^http/, "ws")}/v1/webrtc/signal?room=${room}`, protocols, { headers: { authorization: `Bearer ${token}` } })
+      const closed = new Promise<number>((done) => ws.once("close", (code) => done(code)))
+      ws.once("message", (data) => resolve({ welcome: JSON.parse(String(data)), protocol: ws.protocol, closed }))
+      ws.once("unexpected-response", (_req, res) => reject(new Error(`answered ${res.statusCode}`)))
+      ws.once("error", reject)
+    })
+
+  it("closes a signed-out session's signalling socket with 4401, whether the media server or the gateway holds it", async () => {
+    const session = (await signIn(gw, "halfway", member)).access_token
+    // a plain join: the gateway hands the socket to its media server; one naming a subprotocol
+    // stays on the gateway's own socket, which echoes the first one offered
+    const handed = await joined("revoked", session)
+    const kept = await joined("revoked", session, ["portico.signal", "other"])
+    expect(handed.welcome.type).toBe("welcome")
+    expect(kept.welcome.type).toBe("welcome")
+    expect(kept.protocol).toBe("portico.signal")
+    expect(await participants("revoked")).toBe(2)
+    const started = Date.now()
+    expect((await gw.request("POST", "/v1/auth/logout", { token: session, json: {} })).status).toBe(200)
+    const codes = await Promise.all([handed.closed, kept.closed])
+    expect(codes).toEqual([4401, 4401])
+    expect(Date.now() - started).toBeLessThan(10_000)
+    for (let tries = 0; (await participants("revoked")) > 0; tries++) {
+      expect(tries, "the revoked participants stayed in the room").toBeLessThan(30)
+      await new Promise((r) => setTimeout(r, 200))
+    }
+  }, 30_000)
 })

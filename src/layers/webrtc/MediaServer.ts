@@ -6,12 +6,17 @@
  * The child watches its stdin, which the gateway holds open, and exits when the gateway is gone,
  * however the gateway stopped. A child that exits is started again after a pause; its rooms'
  * peers rejoin.
+ *
+ * The child also gets node's IPC channel, on which the gateway hands it a client's signalling
+ * socket with the join it decided (`hand`; engines/sfu/handed.go); the child answers each with
+ * the status it answered the client's handshake with, and says when a handed peer's socket ended.
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import { randomBytes } from "node:crypto"
 import * as net from "node:net"
 import { Context, Effect, Layer, Redacted } from "effect"
 import { PorticoConfig } from "../config/PorticoConfig.js"
+import type { ChannelJoin } from "./MediaChannel.js"
 
 export interface Participant {
   readonly peer_id: string
@@ -35,6 +40,15 @@ export interface ControlOrder {
   readonly action: "kick" | "mute" | "unmute" | "end"
 }
 
+/** This node's own order: `revoke` closes the handed peer `peer` with 4401, as the gateway closes a revoked credential's sockets. */
+export type LocalOrder = ControlOrder | (Omit<ControlOrder, "action"> & { readonly action: "revoke" })
+
+/** What goes with a handed socket: the decided join, and the client's handshake key. */
+export interface HandOrder {
+  readonly join: ChannelJoin
+  readonly key: string
+}
+
 export interface MediaServerService {
   /** Whether this node runs a media server (`PORTICO_SFU_BINARY` is set). */
   readonly configured: boolean
@@ -46,8 +60,15 @@ export interface MediaServerService {
   readonly health: Effect.Effect<{ readonly rooms: number; readonly peers: number } | undefined>
   /** The namespace's rooms on this node; undefined when the media server does not answer. */
   readonly rooms: (namespace: string) => Effect.Effect<ReadonlyArray<RoomView> | undefined>
+  /**
+   * Gives the client's socket, its handshake read and nothing buffered, to the media server with
+   * its join: the status the media server answered the handshake with (101, or a refusal's; 0 when
+   * it went away first). `ended` is called once the peer's socket has closed. Undefined when the
+   * media server cannot take sockets (not up, no channel): the socket is still the caller's.
+   */
+  readonly hand: (socket: net.Socket, order: HandOrder, ended: () => void) => Promise<number> | undefined
   /** Kicks or mutes matching peers here: how many; undefined when it does not answer. */
-  readonly control: (order: ControlOrder) => Effect.Effect<number | undefined>
+  readonly control: (order: LocalOrder) => Effect.Effect<number | undefined>
 }
 
 const RESTART_MS = 1_000
@@ -75,6 +96,15 @@ export class MediaServer extends Context.Tag("portico/MediaServer")<MediaServer,
       let up = false
       let stopped = false
       let started = false
+      /** Handed joins by peer id: the handshake's outcome still awaited, and the end of the socket. */
+      const handed = new Map<string, { answered?: (status: number) => void; readonly ended: () => void }>()
+      const letGo = () => {
+        for (const h of handed.values()) {
+          h.answered?.(0)
+          h.ended()
+        }
+        handed.clear()
+      }
 
       const run = async (gatewayUrl: string) => {
         if (stopped || settings.sfuBinary === undefined) return
@@ -95,8 +125,25 @@ export class MediaServer extends Context.Tag("portico/MediaServer")<MediaServer,
           env["SFU_TURN_URIS"] = settings.turnUris.join(",")
           env["SFU_TURN_SECRET"] = Redacted.value(settings.turnSecret)
         }
-        const proc = spawn(settings.sfuBinary, [], { env, stdio: ["pipe", "ignore", "pipe"] })
+        const proc = spawn(settings.sfuBinary, [], { env, stdio: ["pipe", "ignore", "pipe", "ipc"] })
         child = proc
+        proc.channel?.unref()
+        proc.on("message", (m: { readonly peer?: unknown; readonly status?: unknown; readonly ended?: unknown }) => {
+          const h = typeof m?.peer === "string" ? handed.get(m.peer) : undefined
+          if (h === undefined) return
+          if (typeof m.status === "number") {
+            h.answered?.(m.status)
+            h.answered = undefined
+            if (m.status !== 101) {
+              handed.delete(m.peer as string)
+              h.ended()
+            }
+          } else if (m.ended === true) {
+            handed.delete(m.peer as string)
+            h.answered?.(0)
+            h.ended()
+          }
+        })
         let said = ""
         // its log lines go to the gateway's, named: one write for what one read brought (a line
         // for each join and leave, so formatting each through console.error would be per-join work)
@@ -118,6 +165,7 @@ export class MediaServer extends Context.Tag("portico/MediaServer")<MediaServer,
         proc.stdin!.on("error", () => {})
         proc.on("error", (e) => console.error(`media server: ${settings.sfuBinary} did not start: ${e.message}`))
         proc.on("exit", (code, signal) => {
+          letGo()
           up = false
           url = undefined
           child = undefined
@@ -158,6 +206,32 @@ export class MediaServer extends Context.Tag("portico/MediaServer")<MediaServer,
           void run(gatewayUrl)
         },
         current: () => (up && url !== undefined ? { url, key } : undefined),
+        hand: (socket, order, ended) => {
+          const proc = child
+          if (!up || proc === undefined || !proc.connected || handed.has(order.join.peer)) return undefined
+          // The gateway stops reading the socket before it goes: node detaches the handle when it
+          // sends it but keeps it reading until the child's acknowledgement, and whatever it read
+          // meanwhile (a client's first frames, its close) would be lost to the media server.
+          const handle = (socket as unknown as { _handle?: { readStop?: () => number; reading?: boolean } | null })._handle
+          if (handle?.readStop === undefined) return undefined
+          handle.readStop()
+          handle.reading = false
+          return new Promise<number>((resolve) => {
+            const entry = { answered: resolve as ((status: number) => void) | undefined, ended }
+            handed.set(order.join.peer, entry)
+            proc.send(order, socket, (error) => {
+              // Sent: the socket's handle is the child's (node detached it when it sent it). The
+              // socket object is ended so that its listeners hear it is gone; it no longer counts
+              // as a connection of the server it came from, which node already took it off.
+              ;(socket as unknown as { _server: unknown })._server = null
+              socket.destroy()
+              if (error === null || handed.get(order.join.peer) !== entry) return
+              handed.delete(order.join.peer)
+              resolve(0)
+              ended()
+            })
+          })
+        },
         health: Effect.map(call("/health"), (body) => {
           const b = body as { rooms?: unknown; peers?: unknown } | undefined
           return typeof b?.rooms === "number" && typeof b.peers === "number" ? { rooms: b.rooms, peers: b.peers } : undefined
@@ -182,6 +256,7 @@ export class MediaServer extends Context.Tag("portico/MediaServer")<MediaServer,
     configured: false,
     start: () => {},
     current: () => undefined,
+    hand: () => undefined,
     health: Effect.succeed(undefined),
     rooms: () => Effect.succeed(undefined),
     control: () => Effect.succeed(undefined)

@@ -22,6 +22,7 @@
  */
 import { randomBytes } from "node:crypto"
 import type * as http from "node:http"
+import * as net from "node:net"
 import { Cause, Effect, Either, Exit, Fiber, Runtime, Schema } from "effect"
 import { WebSocket, WebSocketServer } from "ws"
 import { JoinEnvelope, ParticipantEvent } from "../../api/groups/WebRtcWire.js"
@@ -35,7 +36,7 @@ import { canonicalJson, type CoordinationService, ENVELOPE_HEADER } from "../coo
 import type { AppRefusal } from "../deployments/serving/AppAnswers.js"
 import type { Handshake } from "../deployments/serving/SocketHandshake.js"
 import type { Refused } from "../Refused.js"
-import { makeMediaChannel, type MediaChannel } from "./MediaChannel.js"
+import { type ChannelJoin, makeMediaChannel, type MediaChannel } from "./MediaChannel.js"
 import type { MediaServerService } from "./MediaServer.js"
 import type { RoomEventsService } from "./RoomEvents.js"
 import type { RoomsService } from "./Rooms.js"
@@ -285,12 +286,14 @@ export const makeSignalSockets = (deps: {
     if (secret.right === undefined) return handshake.refuse({ code: Code.FORBIDDEN, error: "real-time media is not enabled for this namespace" })
     let ek = eventKeys.get(secret.right)
     if (ek === undefined) eventKeys.set(secret.right, (ek = eventKeyOf(secret.right).toString("hex")))
+    const joined: ChannelJoin = { ns: join.namespace, room: join.room, user: join.user, device: join.device, peer: join.peer, muted: join.muted, ek }
+    if (await handOver(handshake, joined, caller)) return
     // what the media server sends before the client's upgrade completes, and a close meanwhile
     let client: Client | undefined
     const early: Array<Buffer> = []
     let closedEarly: { readonly code: number; readonly reason: string } | undefined
     const stream = channel.open(
-      { ns: join.namespace, room: join.room, user: join.user, device: join.device, peer: join.peer, muted: join.muted, ek },
+      joined,
       {
         frame: (data) => (client === undefined ? void early.push(data) : deliver(client, data)),
         close: (code, reason) => (client === undefined ? void (closedEarly = { code, reason }) : client.ws.close(sendable(code), reason.slice(0, 120)))
@@ -315,6 +318,36 @@ export const makeSignalSockets = (deps: {
     } finally {
       handshake.socket.uncork()
     }
+  }
+
+  /**
+   * The join handed to this node's media server with the client's socket (MediaServer.hand): it
+   * answers the handshake and owns the socket from then on, so the gateway neither completes a
+   * WebSocket of its own nor relays frames. Whether it was handed: a socket that is not a plain
+   * TCP one with nothing read past its head, or a handshake naming subprotocols (which the
+   * gateway's own WebSocket server negotiates), goes on the channel instead.
+   */
+  const handOver = async (handshake: Handshake<unknown>, join: ChannelJoin, caller: Principal | undefined): Promise<boolean> => {
+    const socket = handshake.socket
+    if (!(socket instanceof net.Socket) || "encrypted" in socket || handshake.head.length > 0 || socket.readableLength > 0) return false
+    if (handshake.req.headers["sec-websocket-protocol"] !== undefined) return false
+    const credential = caller === undefined ? undefined : credentialOf(caller)
+    let unregister: (() => void) | undefined
+    let over = false
+    const answer = media.hand(socket, { join, key: handshake.req.headers["sec-websocket-key"]! }, () => {
+      over = true
+      unregister?.()
+    })
+    if (answer === undefined) return false
+    const status = await answer
+    handshake.answered(status === 0 ? 502 : status)
+    if (status === 101 && credential !== undefined && !over) {
+      unregister = deps.revocation.register({
+        credential,
+        revoke: () => void Effect.runFork(media.control({ ns: join.ns, room: join.room, user: "", peer: join.peer, action: "revoke" }))
+      })
+    }
+    return true
   }
 
   /** The join on another node's media server, through that node's gateway. */
