@@ -6,7 +6,9 @@
  * SOCKS server resolves. microsocks resolves with the system resolver, which reads /etc/hosts
  * first; it runs in a mount namespace of its own (`unshare -m`, root) where a copy of /etc/hosts
  * with the test's names bind-mounted over the real one maps e.g. `dest.portico-test` to 127.0.0.1.
- * Nothing else on the machine sees those names.
+ * Nothing else on the machine sees those names. A /etc/resolv.conf naming only 127.0.0.1, where
+ * no resolver listens, is bind-mounted beside it, so a name the test did not list fails at once
+ * rather than being asked of the machine's resolver (a query that would leave the machine).
  *
  * microsocks logs each connection as `client[fd] <client ip>: connected to <host>:<port>`, with
  * the host as the client sent it: a hostname there means the gateway sent the name (SOCKS5 with
@@ -61,10 +63,12 @@ export const startSocksServer = async (options: SocksServerOptions = {}): Promis
   const hostsFile = path.join(dir, "hosts")
   const extra = Object.entries(options.hosts ?? {}).map(([name, address]) => `${address}\t${name}\n`)
   fs.writeFileSync(hostsFile, extra.join("") + fs.readFileSync("/etc/hosts", "utf8"))
-  // unshare runs sh in the new namespace; sh bind-mounts the file and becomes microsocks, so the
+  const resolvFile = path.join(dir, "resolv.conf")
+  fs.writeFileSync(resolvFile, "nameserver 127.0.0.1\noptions timeout:1 attempts:1\n")
+  // unshare runs sh in the new namespace; sh bind-mounts the files and becomes microsocks, so the
   // child's pid is the server's own
-  const script = `mount --bind "$1" /etc/hosts && exec microsocks -i 127.0.0.1 -p "$2"`
-  const child = spawn("unshare", ["-m", "--propagation", "private", "sh", "-c", script, "sh", hostsFile, String(port)], {
+  const script = `mount --bind "$1" /etc/hosts && mount --bind "$3" /etc/resolv.conf && exec microsocks -i 127.0.0.1 -p "$2"`
+  const child = spawn("unshare", ["-m", "--propagation", "private", "sh", "-c", script, "sh", hostsFile, String(port), resolvFile], {
     stdio: ["ignore", "pipe", "pipe"]
   })
   let output = ""
