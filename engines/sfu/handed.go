@@ -8,11 +8,9 @@ package main
 //
 // The channel speaks node's own protocol (serialization "json"): one JSON object a line; a line
 // whose cmd is NODE_HANDLE carries one file descriptor (SCM_RIGHTS) and the gateway's message in
-// "msg", and is acknowledged with NODE_HANDLE_ACK before node sends the next; a socket that came
-// from one of the gateway's servers is tracked by node per server key, which asks for a count
-// (NODE_SOCKET_GET_COUNT) or to be told once all are closed (NODE_SOCKET_NOTIFY_CLOSE): the
-// handed sockets are this process's to close, so both are answered as none left. Every other line
-// goes to the gateway as a plain message: here, each handed join's outcome.
+// "msg", and is acknowledged with NODE_HANDLE_ACK before node sends the next. The gateway sends
+// its sockets detached from its server, so node asks nothing more about them. Every line this
+// server writes back, but the acknowledgement, is a plain message: each handed join's outcome.
 
 import (
 	"bufio"
@@ -40,7 +38,6 @@ type handOrder struct {
 type ipcLine struct {
 	Cmd string          `json:"cmd"`
 	Msg json.RawMessage `json:"msg"`
-	Key string          `json:"key"`
 }
 
 type ipcChannel struct {
@@ -118,10 +115,6 @@ func (s *sfu) serveHanded(fd int) {
 				f := fds[0]
 				fds = fds[1:]
 				go s.takeHanded(c, f, line.Msg)
-			case line.Cmd == "NODE_SOCKET_NOTIFY_CLOSE":
-				c.say(map[string]string{"cmd": "NODE_SOCKET_ALL_CLOSED", "key": line.Key})
-			case line.Cmd == "NODE_SOCKET_GET_COUNT":
-				c.say(map[string]any{"cmd": "NODE_SOCKET_COUNT", "key": line.Key, "count": 0})
 			}
 		}
 		if len(pending) > 1<<20 {

@@ -250,3 +250,54 @@ describe("a signalling handshake its client leaves", () => {
     }
   }, 30_000)
 })
+
+/**
+ * A socket handed to the media server is no longer the server's: the gateway's stop still waits
+ * for the requests it is answering (node, had it sent the socket as a server connection, would
+ * have asked the media server instead and closed at once).
+ */
+describe("a gateway that handed signalling sockets to its media server", () => {
+  it("stops as any gateway does: a request still arriving is answered before it exits", async () => {
+    const sfuBinary = path.join(process.env["PORTICO_ENGINES_DIR"] ?? path.resolve(import.meta.dirname, "../../.engines/bin"), "portico-sfu")
+    const gw = await startGateway({ env: { PORTICO_SFU_BINARY: sfuBinary } })
+    try {
+      const owner = (await gw.cli(["namespace", "create", "handing"])).api_key
+      expect((await gw.request("POST", "/v1/namespace/webrtc/enable", { token: owner, json: {} })).status).toBe(200)
+      const member = Wallet.createRandom()
+      expect((await gw.request("POST", "/v1/namespace/members", { token: owner, json: { wallet: member.address, role: "runtime" } })).status).toBe(200)
+      const session = (await signIn(gw, "handing", member)).access_token
+      const url = `${gw.url.replace(/^http/, "ws")}/v1/webrtc/signal?room=r`
+      for (let tries = 0; ; tries++) {
+        const welcomed = await new Promise<boolean>((resolve) => {
+          const ws = new WebSocket(url, { headers: { authorization: `Bearer ${session}` } })
+          ws.once("message", () => {
+            ws.close()
+            ws.once("close", () => resolve(true))
+          })
+          ws.once("error", () => resolve(false))
+        })
+        if (welcomed) break
+        expect(tries, "no join was welcomed").toBeLessThan(50)
+        await new Promise((r) => setTimeout(r, 200))
+      }
+      const body = JSON.stringify({ dmap: "m", key: "k", value: "x".repeat(2000) })
+      const { port, hostname } = new URL(gw.url)
+      const socket = net.connect(Number(port), hostname)
+      let answer = ""
+      socket.on("data", (d: Buffer) => (answer += d.toString("latin1")))
+      socket.on("error", () => {})
+      const ended = new Promise<void>((resolve) => socket.once("close", () => resolve()))
+      await new Promise<void>((resolve) => socket.once("connect", () => resolve()))
+      socket.write(`POST /v1/cache/put HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${owner}\r\nContent-Type: application/json\r\nContent-Length: ${body.length}\r\n\r\n${body.slice(0, 1000)}`)
+      await new Promise((r) => setTimeout(r, 300))
+      const stopped = gw.stop()
+      await new Promise((r) => setTimeout(r, 1000))
+      socket.write(body.slice(1000))
+      await Promise.race([ended, new Promise((r) => setTimeout(r, 5000))])
+      expect(answer.split("\r\n")[0]).toBe("HTTP/1.1 200 OK")
+      expect(await stopped).toBe(0)
+    } finally {
+      await gw.stop()
+    }
+  }, 60_000)
+})

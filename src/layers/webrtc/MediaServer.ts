@@ -216,14 +216,18 @@ export class MediaServer extends Context.Tag("portico/MediaServer")<MediaServer,
           if (handle?.readStop === undefined) return undefined
           handle.readStop()
           handle.reading = false
+          // Not sent as one of the server's connections: node would then count it as the child's
+          // and make the server's close wait on (and answer from) the child rather than drain the
+          // connections left here. Ended below once sent, it leaves the server's count as any
+          // closed connection does.
+          ;(socket as unknown as { server: unknown }).server = null
           return new Promise<number>((resolve) => {
             const entry = { answered: resolve as ((status: number) => void) | undefined, ended }
             handed.set(order.join.peer, entry)
             proc.send(order, socket, (error) => {
               // Sent: the socket's handle is the child's (node detached it when it sent it). The
-              // socket object is ended so that its listeners hear it is gone; it no longer counts
-              // as a connection of the server it came from, which node already took it off.
-              ;(socket as unknown as { _server: unknown })._server = null
+              // socket object is ended so that its listeners hear it is gone, and the server it
+              // came from counts it closed.
               socket.destroy()
               if (error === null || handed.get(order.join.peer) !== entry) return
               handed.delete(order.join.peer)
