@@ -21,7 +21,8 @@ import type { Duplex } from "node:stream"
 import { Code, statusOfCode } from "../domain/Errors.js"
 import type { Principal } from "../domain/Principal.js"
 import type { Handshake } from "../layers/deployments/serving/SocketHandshake.js"
-import { type AppRefusal, answerRefusalOnSocket } from "../layers/deployments/serving/AppAnswers.js"
+import { type AppRefusal, answerRefusalOnSocket, repeatedAuthorization } from "../layers/deployments/serving/AppAnswers.js"
+import { headerLines } from "../layers/deployments/serving/HostRouting.js"
 import { describeDecodeError } from "./ErrorResponses.js"
 import type { GateRefusal, GateService } from "./gate/Gate.js"
 import type { RouteEntry, RouteIndex } from "./gate/RouteIndex.js"
@@ -60,6 +61,7 @@ const handshakeRefusal = (req: http.IncomingMessage, path: string): AppRefusal |
   if (req.method !== "GET" || (req.headers["upgrade"] ?? "").toLowerCase() !== "websocket") {
     return { code: Code.BAD_REQUEST, error: `${path} is a WebSocket`, hint: "open it with GET, Connection: Upgrade and Upgrade: websocket" }
   }
+  if (headerLines(req.rawHeaders, "authorization") > 1) return repeatedAuthorization
   if (req.headers["sec-websocket-version"] !== "13" || !wsKey.test(req.headers["sec-websocket-key"] ?? "")) {
     return { code: Code.BAD_REQUEST, error: "a WebSocket handshake needs Sec-WebSocket-Version: 13 and a Sec-WebSocket-Key" }
   }

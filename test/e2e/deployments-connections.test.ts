@@ -329,6 +329,30 @@ describe.each(["sqlite", "rqlite"] as const)("app connections through host routi
     expect(seen.map((s) => s.url)).toEqual(["/first"])
   })
 
+  it("refuses an API request or WebSocket handshake with two Authorization headers with 400, whichever credential comes first", async () => {
+    const bogus = "Bearer portico_key_not-a-key"
+    for (const [first, second] of [[`Bearer ${owner}`, bogus], [bogus, `Bearer ${owner}`], [`Bearer ${owner}`, `Bearer ${owner}`]]) {
+      // the fast lane's whoami and a route the app answers
+      for (const path of ["/v1/auth/whoami", "/v1/namespace/keys"]) {
+        const socket = await connect(gw.port)
+        const read = reader(socket)
+        socket.write(`GET ${path} HTTP/1.1\r\nHost: localhost\r\nAuthorization: ${first}\r\nAuthorization: ${second}\r\nConnection: close\r\n\r\n`)
+        expect(await read.untilClosed(), `${path}: ${first}, ${second}`).toBe(true)
+        expect(read.answers.map((a) => [a.status, JSON.parse(a.body).code]), `${path}: ${first}, ${second}`).toEqual([[400, "BAD_REQUEST"]])
+      }
+      const ws = await connect(gw.port)
+      const wsRead = reader(ws)
+      ws.write(
+        `GET /v1/pubsub/ws?topic=t HTTP/1.1\r\nHost: localhost\r\nAuthorization: ${first}\r\nAuthorization: ${second}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n` +
+          `Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: ${crypto.randomBytes(16).toString("base64")}\r\n\r\n`
+      )
+      expect(await wsRead.untilClosed(), `upgrade ${first}, ${second}`).toBe(true)
+      expect(wsRead.answers.map((a) => [a.status, JSON.parse(a.body).code]), `upgrade ${first}, ${second}`).toEqual([[400, "BAD_REQUEST"]])
+    }
+    // one is taken as before
+    expect((await gw.request("GET", "/v1/auth/whoami", { token: owner })).status).toBe(200)
+  })
+
   it("answers CONNECT 405 METHOD_NOT_ALLOWED and closes, on the app's host (first or after an app's request) and on an API host, never dropping it unanswered", async () => {
     const cases = [
       `CONNECT ${host}:80 HTTP/1.1\r\nHost: ${host}:80\r\n\r\n`,

@@ -101,6 +101,17 @@ export const repeatedHost: AppRefusal = {
 }
 
 /**
+ * An API request with more than one `Authorization` header (a field that is never a list, RFC 9110
+ * §11.6.2): node keeps the first, a proxy in front may have read or added the other, so the
+ * request's credential is ambiguous and it is refused rather than decided on the first.
+ */
+export const repeatedAuthorization: AppRefusal = {
+  code: Code.BAD_REQUEST,
+  error: "the request has more than one Authorization header",
+  hint: "send exactly one credential"
+}
+
+/**
  * A CONNECT request, on any host: the gateway is no forward proxy and hands CONNECT to no app, so
  * its target (an authority, not a resource of any route) allows no method (the empty `Allow`,
  * RFC 9110 §10.2.1). Answered rather than dropped, which is what node does with a CONNECT nobody

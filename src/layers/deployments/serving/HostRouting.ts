@@ -19,7 +19,7 @@ import type { TrustedProxies } from "../../config/TrustedProxies.js"
 import * as http from "node:http"
 import type { Duplex } from "node:stream"
 import type { StorageService } from "../../storage/Storage.js"
-import { answerRefusal, answerRefusalOnSocket, appNotRunning, connectRefused, noSuchApp, repeatedHost, type AppRefusal } from "./AppAnswers.js"
+import { answerRefusal, answerRefusalOnSocket, appNotRunning, connectRefused, noSuchApp, repeatedAuthorization, repeatedHost, type AppRefusal } from "./AppAnswers.js"
 import type { AppHostsService, AppTarget } from "./AppHosts.js"
 import { makeAppConnections } from "./AppConnections.js"
 import { ANSWER_TIMEOUT_MS, makeAppProxy, PROXY_NODE_HEADER, type Upstream } from "./AppProxy.js"
@@ -70,12 +70,17 @@ export const runningElsewhere = (app: AppTarget, nodeId: string): ReadonlyArray<
 /** A request another gateway relayed here: marked, from an internal source (a relayed one through the edge is no internal source). */
 const relayed = (req: http.IncomingMessage): boolean => req.headers[PROXY_NODE_HEADER] !== undefined && isOverlaySource(clientAddressOf(req))
 
-/** How many `Host` header lines a request carries (node keeps only the first in `headers.host`). */
-export const hostLines = (rawHeaders: ReadonlyArray<string>): number => {
+/**
+ * How many lines of the header `lower` (a lowercase name) a request carries: node keeps only the
+ * first `Host` or `Authorization` in `headers`, so only the raw lines tell that there were more.
+ */
+export const headerLines = (rawHeaders: ReadonlyArray<string>, lower: string): number => {
   let n = 0
-  for (let i = 0; i < rawHeaders.length; i += 2) if ((rawHeaders[i] as string).length === 4 && (rawHeaders[i] as string).toLowerCase() === "host") n++
+  for (let i = 0; i < rawHeaders.length; i += 2) if ((rawHeaders[i] as string).length === lower.length && (rawHeaders[i] as string).toLowerCase() === lower) n++
   return n
 }
+
+export const hostLines = (rawHeaders: ReadonlyArray<string>): number => headerLines(rawHeaders, "host")
 
 type Upgrade = (req: http.IncomingMessage, socket: Duplex, head: Buffer) => void
 
@@ -121,7 +126,11 @@ export const makeHostRouting = (options: HostRoutingOptions) => {
     // before any host is chosen: which of several Host headers counts is never the gateway's guess
     if (hostLines(req.rawHeaders) > 1) return answerRefusal(res, repeatedHost, req.method)
     const route = options.hosts.route(req.headers.host)
-    if (route.kind === "api") return api(req, res)
+    if (route.kind === "api") {
+      // which of two credentials the request stands on is never the gateway's guess either
+      if (headerLines(req.rawHeaders, "authorization") > 1) return answerRefusal(res, repeatedAuthorization, req.method)
+      return api(req, res)
+    }
     if (onAnswered !== undefined) {
       const startedAt = performance.now()
       res.once("close", () => onAnswered(req, res.headersSent ? res.statusCode : 499, performance.now() - startedAt))
