@@ -210,7 +210,9 @@ describe("the signalling relay over the channel", () => {
         mayJoin: () => Effect.succeed({ muted: false })
       } as never,
       rooms: { place: () => Effect.succeed("n1") } as never,
-      media: { current: () => ({ url: media.url, key: KEY }) } as never,
+      // a stand-in reached only by its channel: it takes no handed sockets (as a media server
+      // the gateway did not start with an IPC channel), so every join is relayed
+      media: { current: () => ({ url: media.url, key: KEY }), hand: () => undefined } as never,
       coordination: {} as never,
       membership: {} as never,
       revocation: { register: () => () => {} } as never,
