@@ -221,9 +221,11 @@ export class MediaServer extends Context.Tag("portico/MediaServer")<MediaServer,
           // connections left here. Ended below once sent, it leaves the server's count as any
           // closed connection does.
           ;(socket as unknown as { server: unknown }).server = null
-          return new Promise<number>((resolve) => {
-            const entry = { answered: resolve as ((status: number) => void) | undefined, ended }
-            handed.set(order.join.peer, entry)
+          let resolve!: (status: number) => void
+          const answered = new Promise<number>((r) => (resolve = r))
+          const entry = { answered: resolve as ((status: number) => void) | undefined, ended }
+          handed.set(order.join.peer, entry)
+          try {
             proc.send(order, socket, (error) => {
               // Sent: the socket's handle is the child's (node detached it when it sent it). The
               // socket object is ended so that its listeners hear it is gone, and the server it
@@ -234,7 +236,16 @@ export class MediaServer extends Context.Tag("portico/MediaServer")<MediaServer,
               resolve(0)
               ended()
             })
-          })
+          } catch {
+            // not sent (the channel refused the message at once): the socket is still the
+            // caller's, reading again, for the channel to take
+            handed.delete(order.join.peer)
+            if (socket.destroyed || (socket as unknown as { _handle: unknown })._handle !== handle) return undefined
+            ;(handle as { readStart?: () => number }).readStart?.()
+            handle.reading = true
+            return undefined
+          }
+          return answered
         },
         health: Effect.map(call("/health"), (body) => {
           const b = body as { rooms?: unknown; peers?: unknown } | undefined
