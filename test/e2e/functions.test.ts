@@ -166,13 +166,14 @@ describe("functions on embedded engines", () => {
     expect(text.json).toMatchObject({ output: "plain text, not JSON", status: "ok", request_id: expect.any(String), duration_ms: expect.any(Number) })
     const exit = await invoke("/v1/functions/kitchen/invoke", JSON.stringify({ op: "exit", code: 3 }), runtimeKey)
     expect([exit.status, exit.json["code"]]).toEqual([502, "FUNCTION_FAILED"])
-    expect(String(exit.json["error"])).toMatch(/code 3/)
-    let lines: Array<{ message: string; level: string }> = []
+    expect(String(exit.json["error"])).toMatch(/code 3 \(request [0-9a-f-]{36}\)$/)
+    const failedRun = /\(request ([0-9a-f-]{36})\)$/.exec(String(exit.json["error"]))![1]
+    let lines: Array<{ message: string; level: string; request_id?: string }> = []
     for (let i = 0; i < 40 && !lines.some((l) => l.message === "exiting on request"); i++) {
       await new Promise((r) => setTimeout(r, 100))
       lines = ((await gw.request("GET", "/v1/functions/kitchen/logs", { token: owner })).body as { logs: typeof lines }).logs
     }
-    expect(lines).toContainEqual(expect.objectContaining({ level: "error", message: "exiting on request" }))
+    expect(lines).toContainEqual(expect.objectContaining({ level: "error", message: "exiting on request", request_id: failedRun }))
   }, 60_000)
 
   it("invokes under /v1/invoke/<namespace>/<name>: public functions without a credential, others 404; a credential only in its own namespace", async () => {

@@ -105,7 +105,7 @@ const invokeBody = streamedBody({
 
 const Answer = Schema.Unknown.annotations({
   description:
-    "the function's output when it is JSON, as written; otherwise {request_id, output, status, duration_ms}. X-Request-Id and X-Duration-Ms headers on every answer"
+    "the function's output when it is JSON, as written; otherwise {request_id, output, status, duration_ms}. X-Request-Id and X-Duration-Ms headers on every 200; a 502 or 504 names the run's request id at the end of error"
 })
 
 const SocketQuery = strict(

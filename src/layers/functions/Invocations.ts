@@ -219,6 +219,15 @@ const makeInvocations = Effect.gen(function* () {
       }
     }
 
+    /**
+     * A run's failure names its request id, the id its log lines carry (a refusal's answer has no
+     * `X-Request-Id`: it is the API's error envelope, as every refusal is).
+     */
+    const ranAs = (refusal: InvokeRefused, requestId: string): InvokeRefused =>
+      refusal.code === "FUNCTION_FAILED" || refusal.code === "FUNCTION_TIMEOUT"
+        ? refuse(refusal.code, `${refusal.reason} (request ${requestId})`, refusal.hint, refusal.retryAfterSeconds)
+        : refusal
+
     const notFound = (name: string) => refuse("NOT_FOUND", `no function named ${name}`, "GET /v1/functions lists this namespace's functions")
     const registryDown = () => unavailable("the registry did not answer")
 
@@ -346,7 +355,7 @@ const makeInvocations = Effect.gen(function* () {
         })
         const end = yield* Effect.promise(() => ran)
         const refusal = ending(request.name, end, prepared.row.timeout_ms)
-        if (refusal !== undefined) return yield* Effect.fail(refusal)
+        if (refusal !== undefined) return yield* Effect.fail(ranAs(refusal, requestId))
         return { requestId, ms: performance.now() - started, output: end.kind === "exit" ? end.stdout : new Uint8Array() }
       })
 
