@@ -80,8 +80,6 @@ export const headerLines = (rawHeaders: ReadonlyArray<string>, lower: string): n
   return n
 }
 
-export const hostLines = (rawHeaders: ReadonlyArray<string>): number => headerLines(rawHeaders, "host")
-
 type Upgrade = (req: http.IncomingMessage, socket: Duplex, head: Buffer) => void
 
 /**
@@ -91,7 +89,7 @@ type Upgrade = (req: http.IncomingMessage, socket: Duplex, head: Buffer) => void
 export const oneHostUpgrade =
   (next: Upgrade): Upgrade =>
   (req, socket, head) => {
-    if (hostLines(req.rawHeaders) <= 1) return next(req, socket, head)
+    if (headerLines(req.rawHeaders, "host") <= 1) return next(req, socket, head)
     socket.on("error", () => socket.destroy())
     answerRefusalOnSocket(socket, repeatedHost)
   }
@@ -124,7 +122,7 @@ export const makeHostRouting = (options: HostRoutingOptions) => {
   /** The API's listener behind host routing. */
   const listener = (api: Listener): Listener => (req, res) => {
     // before any host is chosen: which of several Host headers counts is never the gateway's guess
-    if (hostLines(req.rawHeaders) > 1) return answerRefusal(res, repeatedHost, req.method)
+    if (headerLines(req.rawHeaders, "host") > 1) return answerRefusal(res, repeatedHost, req.method)
     const route = options.hosts.route(req.headers.host)
     if (route.kind === "api") {
       // which of two credentials the request stands on is never the gateway's guess either
