@@ -82,6 +82,14 @@ func (e *events) post(p *peer, kind, reason string) {
 		if prev != nil {
 			<-prev
 		}
+		// A join is reported once its welcome left: the report's round trip to the gateway, on
+		// the same machine, does not compete with the client's handshake and welcome.
+		if kind == "join" {
+			select {
+			case <-p.welcomed:
+			case <-p.done:
+			}
+		}
 		e.deliver(body, sig, kind, p.id)
 	}()
 }

@@ -45,13 +45,16 @@ type ipcChannel struct {
 	mu sync.Mutex
 }
 
-// say writes one line to the gateway.
-func (c *ipcChannel) say(v any) {
-	line, err := json.Marshal(v)
-	if err != nil {
-		return
+// say writes lines to the gateway, in one write.
+func (c *ipcChannel) say(vs ...any) {
+	var line []byte
+	for _, v := range vs {
+		one, err := json.Marshal(v)
+		if err != nil {
+			return
+		}
+		line = append(append(line, one...), '\n')
 	}
-	line = append(line, '\n')
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for len(line) > 0 {
@@ -107,8 +110,8 @@ func (s *sfu) serveHanded(fd int) {
 			switch {
 			case bad:
 			case line.Cmd == "NODE_HANDLE":
-				c.say(map[string]string{"cmd": "NODE_HANDLE_ACK"})
 				if len(fds) == 0 {
+					c.say(handleAck)
 					log.Printf("sfu handed join without a socket")
 					continue
 				}
@@ -132,6 +135,12 @@ type handedOutcome struct {
 	Ended  bool   `json:"ended,omitempty"`
 }
 
+// handleAck acknowledges a NODE_HANDLE line. node sends no other line until it has it, and the
+// acknowledgement wakes the gateway: it goes with the join's outcome, once the client has its
+// answer (and, for a peer, its welcome), so the gateway's turn does not come between them on a
+// shared CPU.
+var handleAck = map[string]string{"cmd": "NODE_HANDLE_ACK"}
+
 // takeHanded answers one handed socket's handshake: the join refused (the API's envelope, as the
 // gateway answers a refused join) or the peer in its room, its socket this server's own.
 func (s *sfu) takeHanded(c *ipcChannel, fd int, msg json.RawMessage) {
@@ -139,6 +148,7 @@ func (s *sfu) takeHanded(c *ipcChannel, fd int, msg json.RawMessage) {
 	conn, err := net.FileConn(file)
 	_ = file.Close()
 	if err != nil {
+		c.say(handleAck)
 		log.Printf("sfu handed socket: %v", err)
 		return
 	}
@@ -157,7 +167,7 @@ func (s *sfu) takeHanded(c *ipcChannel, fd int, msg json.RawMessage) {
 		p, ice, no = s.enter(&order.Join)
 	}
 	if no != nil {
-		c.say(handedOutcome{Peer: order.Join.Peer, Status: answerRefused(conn, no)})
+		c.say(handleAck, handedOutcome{Peer: order.Join.Peer, Status: answerRefused(conn, no)})
 		return
 	}
 	req := &http.Request{Method: http.MethodGet, Header: http.Header{}, ProtoMajor: 1, ProtoMinor: 1, RemoteAddr: conn.RemoteAddr().String()}
@@ -173,11 +183,20 @@ func (s *sfu) takeHanded(c *ipcChannel, fd int, msg json.RawMessage) {
 	if err != nil {
 		_ = conn.Close()
 		p.close(reasonFailed, 0, "")
-		c.say(handedOutcome{Peer: order.Join.Peer, Status: http.StatusBadRequest})
+		c.say(handleAck, handedOutcome{Peer: order.Join.Peer, Status: http.StatusBadRequest})
 		return
 	}
-	c.say(handedOutcome{Peer: order.Join.Peer, Status: http.StatusSwitchingProtocols})
+	told := make(chan struct{})
+	go func() {
+		defer close(told)
+		select {
+		case <-p.welcomed:
+		case <-p.done:
+		}
+		c.say(handleAck, handedOutcome{Peer: order.Join.Peer, Status: http.StatusSwitchingProtocols})
+	}()
 	s.runSignal(p, ice, ws)
+	<-told
 	c.say(handedOutcome{Peer: order.Join.Peer, Ended: true})
 }
 

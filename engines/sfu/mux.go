@@ -297,7 +297,9 @@ func (ch *channel) join(st *stream, payload []byte) {
 		default:
 		}
 	}
-	if !ch.send(muxFrame(muxAccept, st.id, welcome), time.Now().Add(writeWait)) {
+	sent := ch.send(muxFrame(muxAccept, st.id, welcome), time.Now().Add(writeWait))
+	p.markWelcomed()
+	if !sent {
 		ch.forget(st.id)
 		p.close(reasonLeft, 0, "")
 		return

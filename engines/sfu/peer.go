@@ -51,6 +51,8 @@ type peer struct {
 	muted      atomic.Bool
 	closed     atomic.Bool
 	done       chan struct{} // closed when the peer is
+	welcomed   chan struct{} // closed once its welcome left (or it never will): its join report waits for it
+	welcomeOne sync.Once
 	readDone   chan struct{} // closed when the socket's reader has ended
 	rtpIn      atomic.Uint64 // RTP packets received from this peer
 	rtpDropped atomic.Uint64 // of those, dropped while it was muted
@@ -86,7 +88,7 @@ func (s *sfu) newPeer(tk *ticket) (*peer, []iceServer, error) {
 	p := &peer{
 		s: s, id: tk.Peer, user: tk.User, device: tk.Device, key: roomKey{tk.NS, tk.Room},
 		eventKey: tk.eventKey, joinedAt: time.Now(), pc: pc,
-		senders: map[string][]forward{}, done: make(chan struct{}), readDone: make(chan struct{}), out: make(chan []byte, sendQueue),
+		senders: map[string][]forward{}, done: make(chan struct{}), welcomed: make(chan struct{}), readDone: make(chan struct{}), out: make(chan []byte, sendQueue),
 		offering: true,
 	}
 	p.muted.Store(tk.Muted)
@@ -127,6 +129,9 @@ func (s *sfu) newPeer(tk *ticket) (*peer, []iceServer, error) {
 }
 
 // send queues one frame. It never blocks: a client whose queue is full is closed instead.
+// markWelcomed says the welcome was written (or will not be): the join report may go.
+func (p *peer) markWelcomed() { p.welcomeOne.Do(func() { close(p.welcomed) }) }
+
 func (p *peer) send(frame any) {
 	data, err := json.Marshal(frame)
 	if err != nil {

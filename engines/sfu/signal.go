@@ -197,6 +197,7 @@ func (w wsSocket) forceClose() { _ = w.ws.Close() }
 func (p *peer) writer(sock signalSocket) {
 	ping := time.NewTicker(pingEvery)
 	defer ping.Stop()
+	defer p.markWelcomed()
 	for {
 		select {
 		case data := <-p.out:
@@ -205,6 +206,7 @@ func (p *peer) writer(sock signalSocket) {
 				p.close(reasonLeft, 0, "")
 				return
 			}
+			p.markWelcomed()
 		case <-ping.C:
 			if err := sock.keepalive(); err != nil {
 				sock.forceClose()
