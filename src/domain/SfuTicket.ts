@@ -10,7 +10,7 @@
  *   server MACs each participant event with it, so an event is authenticated by a key only the
  *   namespace's relay secret makes (spec §6.4) and the relay secret itself never leaves the gateway.
  */
-import { createCipheriv, createDecipheriv, createHmac, randomBytes, timingSafeEqual } from "node:crypto"
+import { createCipheriv, createDecipheriv, createHmac, type KeyObject, randomBytes, timingSafeEqual } from "node:crypto"
 
 const TICKET_AAD = Buffer.from("portico-sfu-ticket-v1")
 const EVENT_KEY_LABEL = "portico-webrtc-events-v1"
@@ -60,12 +60,12 @@ export const openTicket = (key: Uint8Array, text: string): JoinTicket | undefine
 }
 
 /** The event MAC the media server sends (`X-Portico-Webrtc-Mac`): hex HMAC-SHA256 of the raw body. */
-export const eventMac = (eventKey: Uint8Array, body: Uint8Array | string): string => createHmac("sha256", eventKey).update(body).digest("hex")
+export const eventMac = (eventKey: Uint8Array | KeyObject, body: Uint8Array | string): string => createHmac("sha256", eventKey).update(body).digest("hex")
 
 /** Whether `given` is the event MAC of `body` under `eventKey`, compared in constant time. */
-export const eventMacHolds = (eventKey: Uint8Array, body: Uint8Array | string, given: string | undefined): boolean => {
+export const eventMacHolds = (eventKey: Uint8Array | KeyObject, body: Uint8Array | string, given: string | undefined): boolean => {
   if (given === undefined || !/^[0-9a-f]{64}$/.test(given)) return false
-  return timingSafeEqual(Buffer.from(eventMac(eventKey, body), "hex"), Buffer.from(given, "hex"))
+  return timingSafeEqual(createHmac("sha256", eventKey).update(body).digest(), Buffer.from(given, "hex"))
 }
 
 /**
@@ -74,6 +74,8 @@ export const eventMacHolds = (eventKey: Uint8Array, body: Uint8Array | string, g
  * node's loss moves only its own rooms.
  */
 export const placeRoom = (namespace: string, room: string, nodes: ReadonlyArray<string>): string | undefined => {
+  // one node up (a single machine, or all but one down): nothing to rank
+  if (nodes.length <= 1) return nodes[0]
   let best: string | undefined
   let bestScore = ""
   for (const node of nodes) {

@@ -120,6 +120,8 @@ export const makeMediaChannel = (options: {
   readonly answerMs?: number
   /** How often a lost channel is opened again. */
   readonly reopenMs?: number
+  /** Registers a call for when the media server comes up, so the channel opens then, not at the next check. */
+  readonly onTargetUp?: (listener: () => void) => void
   /**
    * Takes a participant report the media server sends on the channel (`raw` its body, `mac` its
    * MAC), as `POST /v1/internal/webrtc/events` does: the HTTP status that route would answer.
@@ -250,10 +252,13 @@ export const makeMediaChannel = (options: {
     return opening
   }
 
-  // opened at start, opened again when lost
-  const keeper = setInterval(() => {
+  // opened as the media server comes up (its reports go on the channel from its first join), and
+  // opened again when lost
+  const keep = () => {
     if (!closed && socket === undefined && opening === undefined && options.target() !== undefined) void ready()
-  }, options.reopenMs ?? 1_000)
+  }
+  options.onTargetUp?.(keep)
+  const keeper = setInterval(keep, options.reopenMs ?? 1_000)
   keeper.unref()
 
   const open: MediaChannel["open"] = (join, sink) => {

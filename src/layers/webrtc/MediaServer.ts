@@ -56,6 +56,8 @@ export interface MediaServerService {
   readonly start: (gatewayUrl: string) => void
   /** Where it listens and its key, while it is up. */
   readonly current: () => { readonly url: string; readonly key: Buffer } | undefined
+  /** Calls `listener` each time it comes up (started, or started again after it exited). */
+  readonly onUp: (listener: () => void) => void
   /** Its counts, or undefined when it is not up or does not answer. */
   readonly health: Effect.Effect<{ readonly rooms: number; readonly peers: number } | undefined>
   /** The namespace's rooms on this node; undefined when the media server does not answer. */
@@ -94,6 +96,7 @@ export class MediaServer extends Context.Tag("portico/MediaServer")<MediaServer,
       let child: ChildProcess | undefined
       let url: string | undefined
       let up = false
+      const upListeners: Array<() => void> = []
       let stopped = false
       let started = false
       /** Handed joins by peer id: the handshake's outcome still awaited, and the end of the socket. */
@@ -158,6 +161,7 @@ export class MediaServer extends Context.Tag("portico/MediaServer")<MediaServer,
             if (!up && line.includes("sfu listening")) {
               up = true
               url = `http://127.0.0.1:${port}`
+              for (const listener of upListeners) listener()
             }
           }
           if (out !== "") process.stderr.write(out)
@@ -206,6 +210,7 @@ export class MediaServer extends Context.Tag("portico/MediaServer")<MediaServer,
           void run(gatewayUrl)
         },
         current: () => (up && url !== undefined ? { url, key } : undefined),
+        onUp: (listener) => void upListeners.push(listener),
         hand: (socket, order, ended) => {
           const proc = child
           if (!up || proc === undefined || !proc.connected || handed.has(order.join.peer)) return undefined
@@ -271,6 +276,7 @@ export class MediaServer extends Context.Tag("portico/MediaServer")<MediaServer,
     configured: false,
     start: () => {},
     current: () => undefined,
+    onUp: () => {},
     hand: () => undefined,
     health: Effect.succeed(undefined),
     rooms: () => Effect.succeed(undefined),

@@ -9,6 +9,7 @@
  * nonce was not seen in that window: anything else is 401, and nothing is published. Naming the
  * node keeps a report captured on one gateway from being published again through another.
  */
+import { createSecretKey, type KeyObject } from "node:crypto"
 import { Context, Effect, Layer } from "effect"
 import type { ParticipantEvent } from "../../api/groups/WebRtcWire.js"
 import type { WebRtcEventCode } from "../../domain/Errors.js"
@@ -26,6 +27,10 @@ export interface RoomEventsService {
 }
 
 const unauthorized = (why: string) => refuse("UNAUTHORIZED", `participant event refused: ${why}`, "only a node's media server reports participants")
+const macRefused = unauthorized("the MAC does not hold")
+const staleRefused = unauthorized("it is stale")
+const otherNodeRefused = unauthorized("it names another node")
+const replayRefused = unauthorized("it was seen before")
 
 export class RoomEvents extends Context.Tag("portico/RoomEvents")<RoomEvents, RoomEventsService>() {
   static readonly Live = Layer.effect(
@@ -44,38 +49,44 @@ export class RoomEvents extends Context.Tag("portico/RoomEvents")<RoomEvents, Ro
       }
 
       /** Event keys by relay secret: WebRtc keeps each opened secret, so one HMAC per namespace. */
-      const keys = new WeakMap<Uint8Array, Buffer>()
+      const keys = new WeakMap<Uint8Array, KeyObject>()
       const keyOf = (secret: Uint8Array) => {
         let key = keys.get(secret)
-        if (key === undefined) keys.set(secret, (key = eventKeyOf(secret)))
+        if (key === undefined) keys.set(secret, (key = createSecretKey(eventKeyOf(secret))))
         return key
       }
+      const unreadable = refuse("UNAVAILABLE", "the registry did not answer", "the media server tries again", 1)
 
-      const report: RoomEventsService["report"] = (event, raw, mac) =>
-        Effect.gen(function* () {
-          const secret = yield* Effect.mapError(webrtc.relaySecret(event.namespace), () =>
-            refuse("UNAVAILABLE", "the registry did not answer", "the media server tries again", 1)
+      /** Why the report is not taken, or undefined: its checks, in the order the docs give them. */
+      const refusal = (event: typeof ParticipantEvent.Type, raw: string, mac: string | undefined, secret: Uint8Array | undefined, now: number) => {
+        // a namespace without media on has no key: no report for it can hold
+        if (secret === undefined || !eventMacHolds(keyOf(secret), raw, mac)) return macRefused
+        if (Math.abs(now - event.at) > EVENT_WINDOW_MS) return staleRefused
+        if (event.node !== config.nodeId) return otherNodeRefused
+        if (!spend(event.nonce, now)) return replayRefused
+        return undefined
+      }
+
+      const publish = (event: typeof ParticipantEvent.Type) =>
+        pubsub
+          .publishPlatform(
+            event.namespace,
+            `_portico/webrtc/${event.room}`,
+            `webrtc.${event.event}`,
+            JSON.stringify({ room: event.room, peer_id: event.peer_id, user: event.user, device: event.device, node: event.node, at: event.at, reason: event.reason })
           )
-          // a namespace without media on has no key: no report for it can hold
-          if (secret === undefined || !eventMacHolds(keyOf(secret), raw, mac)) return yield* Effect.fail(unauthorized("the MAC does not hold"))
-          const now = Date.now()
-          if (Math.abs(now - event.at) > EVENT_WINDOW_MS) return yield* Effect.fail(unauthorized("it is stale"))
-          if (event.node !== config.nodeId) return yield* Effect.fail(unauthorized("it names another node"))
-          if (!spend(event.nonce, now)) return yield* Effect.fail(unauthorized("it was seen before"))
-          const body = JSON.stringify({
-            room: event.room,
-            peer_id: event.peer_id,
-            user: event.user,
-            device: event.device,
-            node: event.node,
-            at: event.at,
-            reason: event.reason
-          })
-          yield* pubsub.publishPlatform(event.namespace, `_portico/webrtc/${event.room}`, `webrtc.${event.event}`, body).pipe(
+          .pipe(
+            Effect.asVoid,
             // not published: the media server's retry of the same report is taken
             Effect.tapError(() => Effect.sync(() => seen.delete(event.nonce))),
             Effect.mapError((e) => refuse("UNAVAILABLE", `the event was not published: ${e.reason}`, "the media server tries again", e.retryAfterSeconds ?? 1))
           )
+
+      // every media server reports each join and leave: no generator and no refusal made per report
+      const report: RoomEventsService["report"] = (event, raw, mac) =>
+        Effect.flatMap(Effect.mapError(webrtc.relaySecret(event.namespace), () => unreadable), (secret): Effect.Effect<void, Refused<WebRtcEventCode>> => {
+          const no = refusal(event, raw, mac, secret, Date.now())
+          return no === undefined ? publish(event) : Effect.fail(no)
         })
 
       return { report }

@@ -136,6 +136,7 @@ export const makeSignalSockets = (deps: {
     deps.channel ??
     makeMediaChannel({
       target: media.current,
+      onTargetUp: media.onUp,
       maxFrameBytes: MAX_FRAME_BYTES,
       report:
         events === undefined

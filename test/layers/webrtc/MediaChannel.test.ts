@@ -175,6 +175,23 @@ describe("the media server's channel", () => {
     expect((await channel.open(join("again"), { frame: () => {}, close: () => {} }).answer)._tag).toBe("accepted")
   })
 
+  it("opens as the media server comes up, not at its next check, so the first joins' reports go on it", async () => {
+    const media = await fakeMediaServer(() => {})
+    cleanups.push(media.close)
+    let up = false
+    let cameUp: (() => void) | undefined
+    const channel = makeMediaChannel({
+      target: () => (up ? { url: media.url, key: KEY } : undefined),
+      maxFrameBytes: MAX_FRAME_BYTES,
+      reopenMs: 60_000,
+      onTargetUp: (listener) => (cameUp = listener)
+    })
+    cleanups.push(channel.close)
+    up = true
+    cameUp!()
+    await until(() => media.channels.size === 1, "the channel opened", 1_000)
+  })
+
   it("refuses joins while the media server refuses the channel's key, or is down", async () => {
     const media = await fakeMediaServer(() => {})
     cleanups.push(media.close)
@@ -212,7 +229,7 @@ describe("the signalling relay over the channel", () => {
       rooms: { place: () => Effect.succeed("n1") } as never,
       // a stand-in reached only by its channel: it takes no handed sockets (as a media server
       // the gateway did not start with an IPC channel), so every join is relayed
-      media: { current: () => ({ url: media.url, key: KEY }), hand: () => undefined } as never,
+      media: { current: () => ({ url: media.url, key: KEY }), onUp: () => {}, hand: () => undefined } as never,
       coordination: {} as never,
       membership: {} as never,
       revocation: { register: () => () => {} } as never,
