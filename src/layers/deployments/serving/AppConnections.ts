@@ -23,6 +23,7 @@ import { DROPPED_TOWARD_APPS, PROXY_NODE_HEADER, relayedClientOf } from "../../.
 import { answerRefusalOnSocket, type AppRefusal, appUnreachable } from "./AppAnswers.js"
 import type { AppTarget } from "./AppHosts.js"
 import { makeParser, methods, type Parser, PARSE_ON, SKIP_BODY, STOP_AFTER_HEAD } from "./Llhttp.js"
+import { soleHost } from "./HeadPeek.js"
 import { handToNode } from "./NodeHandBack.js"
 
 /** node's server's own headers timeout in the gateway (Gateway.ts), for a head that never ends. */
@@ -65,7 +66,8 @@ export const makeAppConnections = (options: AppConnectionsOptions) => {
     private app: AppTarget | undefined
     private upstream: net.Socket | undefined
     private peeked: Array<Buffer> | undefined = []
-    private readonly requests: Parser
+    /** Made at the connection's first bytes that the peek leaves to it. */
+    private parser: Parser | undefined
     private answers: Parser | undefined
     private readonly pending: Array<Pending> = []
     private partialHeaders: Array<string> | undefined
@@ -102,7 +104,15 @@ export const makeAppConnections = (options: AppConnectionsOptions) => {
       this.forwardedFor = client.remoteAddress ?? ""
       this.proto = (client as net.Socket & { encrypted?: boolean }).encrypted === true ? "https" : "http"
       this.behindProxy = options.proxies?.trusts(client.remoteAddress) === true
-      this.requests = makeParser("request", {
+      client.on("data", this.onClientData)
+      client.on("end", this.onClientEnd)
+      client.on("error", this.onClientGone)
+      client.on("close", this.onClientGone)
+      live.add(this)
+    }
+
+    private get requests(): Parser {
+      return (this.parser ??= makeParser("request", {
         onMessageBegin: () => {
           this.inRequest = true
           this.headStartedAt = now
@@ -130,25 +140,26 @@ export const makeAppConnections = (options: AppConnectionsOptions) => {
             this.send("0\r\n\r\n")
           }
         }
-      })
-      client.on("data", this.onClientData)
-      client.on("end", this.onClientEnd)
-      client.on("error", this.onClientGone)
-      client.on("close", this.onClientGone)
-      live.add(this)
+      }))
     }
 
     private readonly onClientData = (chunk: Buffer): void => {
       this.lastSeen = now
+      // the connection's first bytes, a whole head whose Host is no app's here (an API request, a
+      // static site's): node's server parses it, without a parse here first
+      if (this.parser === undefined && this.peeked?.length === 0) {
+        const host = soleHost(chunk)
+        if (host === null || (host !== undefined && options.appOf(host) === undefined)) return this.giveToNode(chunk)
+      }
       this.peeked?.push(chunk)
       const read = this.requests.execute(chunk)
       if (typeof read !== "number") {
-        if (this.app === undefined) return this.giveToNode(Buffer.concat(this.peeked ?? []))
+        if (this.app === undefined) return this.giveToNode(this.peekedBytes())
         return this.refuse(read.code === "HPE_HEADER_OVERFLOW"
           ? { code: Code.HEADERS_TOO_LARGE, error: "request headers too large" }
           : { code: Code.BAD_REQUEST, error: "malformed HTTP request" })
       }
-      if (this.stop === "node") return this.giveToNode(Buffer.concat(this.peeked ?? []))
+      if (this.stop === "node") return this.giveToNode(this.peekedBytes())
       if (this.stop === "handback") {
         this.handBack = Buffer.concat([this.handBack ?? Buffer.alloc(0), chunk.subarray(read)])
         this.client.pause()
@@ -392,6 +403,11 @@ export const makeAppConnections = (options: AppConnectionsOptions) => {
       this.client.destroy()
     }
 
+    private peekedBytes(): Buffer {
+      const peeked = this.peeked ?? []
+      return peeked.length === 1 ? (peeked[0] as Buffer) : Buffer.concat(peeked)
+    }
+
     /** The connection is node's from here: its request head (or all read so far) is read again there (NodeHandBack.ts). */
     private giveToNode(bytes: Buffer): void {
       this.detach()
@@ -407,7 +423,7 @@ export const makeAppConnections = (options: AppConnectionsOptions) => {
       this.upstream?.off("data", this.onAppData)
       this.upstream?.off("end", this.onAppEnd)
       this.upstream?.off("close", this.onAppEnd)
-      this.requests.close()
+      this.parser?.close()
       this.answers?.close()
     }
 
