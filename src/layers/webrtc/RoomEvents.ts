@@ -83,11 +83,17 @@ export class RoomEvents extends Context.Tag("portico/RoomEvents")<RoomEvents, Ro
           )
 
       // every media server reports each join and leave: no generator and no refusal made per report
-      const report: RoomEventsService["report"] = (event, raw, mac) =>
-        Effect.flatMap(Effect.mapError(webrtc.relaySecret(event.namespace), () => unreadable), (secret): Effect.Effect<void, Refused<WebRtcEventCode>> => {
-          const no = refusal(event, raw, mac, secret, Date.now())
-          return no === undefined ? publish(event) : Effect.fail(no)
-        })
+      const judged = (event: typeof ParticipantEvent.Type, raw: string, mac: string | undefined, secret: Uint8Array | undefined, now: number): Effect.Effect<void, Refused<WebRtcEventCode>> => {
+        const no = refusal(event, raw, mac, secret, now)
+        return no === undefined ? publish(event) : Effect.fail(no)
+      }
+      const report: RoomEventsService["report"] = (event, raw, mac) => {
+        const now = Date.now()
+        // the namespace's relay secret as kept for its joins, else read
+        const kept = webrtc.keptNow(event.namespace, now)
+        if (kept !== undefined) return judged(event, raw, mac, kept.secret, now)
+        return Effect.flatMap(Effect.mapError(webrtc.relaySecret(event.namespace), () => unreadable), (secret) => judged(event, raw, mac, secret, Date.now()))
+      }
 
       return { report }
     })

@@ -22,6 +22,11 @@ export interface ClusterRoom extends RoomView {
 export interface RoomsService {
   /** The node whose media server should host `room` now; undefined when none is up. */
   readonly place: (namespace: string, room: string) => Effect.Effect<string | undefined>
+  /**
+   * `place` on the spot (`now` in Unix ms) while the nodes' health read in the last 2 s stands:
+   * `{ node }`; undefined when it must be read again, by `place`.
+   */
+  readonly placeNow: (namespace: string, room: string, now: number) => { readonly node: string | undefined } | undefined
   /** The namespace's rooms on every node, and the nodes that did not answer. */
   readonly list: (namespace: string) => Effect.Effect<{ readonly rooms: ReadonlyArray<ClusterRoom>; readonly unreachable: ReadonlyArray<string> }>
   /** A kick or mute on every node: how many peers it reached, and the nodes that did not answer. */
@@ -132,6 +137,7 @@ export class Rooms extends Context.Tag("portico/Rooms")<Rooms, RoomsService>() {
 
       return {
         place: (namespace, room) => Effect.map(upNodes, (nodes) => placeRoom(namespace, room, nodes)),
+        placeNow: (namespace, room, now) => (kept !== undefined && now - kept.at < HEALTH_KEPT_MS ? { node: placeRoom(namespace, room, kept.nodes) } : undefined),
         list,
         control
       }

@@ -224,6 +224,21 @@ export const makeSignalSockets = (deps: {
       return { muted, node, secret }
     })
 
+  /**
+   * `decide` on the spot, for the usual join (media on, no admission required, the settings, the
+   * relay secret and the nodes' health read lately): no effect run. Undefined for anything else,
+   * which `decide` reads and refuses.
+   */
+  const decideNow = (namespace: string, room: string, now: number) => {
+    const kept = webrtc.keptNow(namespace, now)
+    if (kept === undefined || !kept.enabled || kept.requireAdmission) return undefined
+    const placed = rooms.placeNow(namespace, room, now)
+    if (placed === undefined) return undefined
+    const here = placed.node === deps.self
+    if (here && kept.secret === undefined) return undefined
+    return Either.right({ muted: false, node: placed.node, secret: here ? kept.secret : undefined })
+  }
+
   /** Opens `url` (another node's gateway) and, once it took the join, completes the client's upgrade and relays both ways. */
   const relay = (handshake: Handshake<unknown>, url: string, headers: Readonly<Record<string, string>>, caller: Principal | undefined) =>
     new Promise<void>((done) => {
@@ -369,7 +384,7 @@ export const makeSignalSockets = (deps: {
       if (!charge.allowed) {
         return handshake.refuse({ code: Code.RATE_LIMITED, error: "too many joins", hint: `retry after ${charge.retryAfterSeconds} s`, retryAfterSeconds: charge.retryAfterSeconds })
       }
-      const decided = soon(decide(caller.namespace, room, user))
+      const decided = decideNow(caller.namespace, room, Date.now()) ?? soon(decide(caller.namespace, room, user))
       const decision = decided instanceof Promise ? await decided : decided
       if (Either.isLeft(decision)) return handshake.refuse(asRefusal(decision.left))
       const { muted, node, secret } = decision.right

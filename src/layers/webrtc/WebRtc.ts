@@ -49,6 +49,12 @@ export interface WebRtcService {
   /** The namespace's relay secret; undefined while real-time media is off. */
   readonly relaySecret: (namespace: string) => Effect.Effect<Uint8Array | undefined, Refused<WebRtcCode>>
   /**
+   * What a join reads, on the spot (`now` in Unix ms): whether media is on, whether admission is
+   * required, and the opened relay secret. Undefined when the settings were not read in the last
+   * KEPT_MS or the secret is not opened yet: then `mayJoin` and `relaySecret` must read them.
+   */
+  readonly keptNow: (namespace: string, now: number) => { readonly enabled: boolean; readonly requireAdmission: boolean; readonly secret: Uint8Array | undefined } | undefined
+  /**
    * Whether `user` may join `room` now, and muted or not: media on, and an admission that is
    * current and not revoked where the namespace requires one (403 otherwise, saying which).
    */
@@ -221,6 +227,15 @@ export class WebRtc extends Context.Tag("portico/WebRtc")<WebRtc, WebRtcService>
           )
         })
 
+      const keptNow: WebRtcService["keptNow"] = (namespace, now) => {
+        const known = kept.get(namespace)
+        if (known === undefined || now - known.at >= KEPT_MS) return undefined
+        const { enabled, requireAdmission, sealed } = known.row
+        if (!enabled || sealed === undefined) return { enabled, requireAdmission, secret: undefined }
+        const secret = opened.get(sealed)
+        return secret === undefined ? undefined : { enabled, requireAdmission, secret }
+      }
+
       const mayJoin: WebRtcService["mayJoin"] = (namespace, room, user) =>
         Effect.gen(function* () {
           const row = yield* recent(namespace)
@@ -282,6 +297,7 @@ export class WebRtc extends Context.Tag("portico/WebRtc")<WebRtc, WebRtcService>
         turnCredentials,
         turnCredentialsNow,
         relaySecret,
+        keptNow,
         mayJoin,
         admit,
         revoke

@@ -224,9 +224,11 @@ describe("the signalling relay over the channel", () => {
       self: "n1",
       webrtc: {
         relaySecret: () => Effect.succeed(new Uint8Array(32).fill(9)),
+        // nothing kept: each join reads through the effects
+        keptNow: () => undefined,
         mayJoin: () => Effect.succeed({ muted: false })
       } as never,
-      rooms: { place: () => Effect.succeed("n1") } as never,
+      rooms: { place: () => Effect.succeed("n1"), placeNow: () => undefined } as never,
       // a stand-in reached only by its channel: it takes no handed sockets (as a media server
       // the gateway did not start with an IPC channel), so every join is relayed
       media: { current: () => ({ url: media.url, key: KEY }), onUp: () => {}, hand: () => undefined } as never,
