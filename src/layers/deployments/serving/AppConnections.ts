@@ -23,8 +23,9 @@ import { DROPPED_TOWARD_APPS, PROXY_NODE_HEADER, relayedClientOf } from "../../.
 import { answerRefusalOnSocket, type AppRefusal, appUnreachable } from "./AppAnswers.js"
 import type { AppTarget } from "./AppHosts.js"
 import { makeParser, methods, type Parser, PARSE_ON, SKIP_BODY, STOP_AFTER_HEAD } from "./Llhttp.js"
-import { soleHost } from "./HeadPeek.js"
+import { plainlyNoApp } from "./HeadPeek.js"
 import { handToNode } from "./NodeHandBack.js"
+import { splice } from "./Splice.js"
 
 /** node's server's own headers timeout in the gateway (Gateway.ts), for a head that never ends. */
 const HEADERS_TIMEOUT_MS = 20_000
@@ -145,21 +146,17 @@ export const makeAppConnections = (options: AppConnectionsOptions) => {
 
     private readonly onClientData = (chunk: Buffer): void => {
       this.lastSeen = now
-      // the connection's first bytes, a whole head whose Host is no app's here (an API request, a
-      // static site's): node's server parses it, without a parse here first
-      if (this.parser === undefined && this.peeked?.length === 0) {
-        const host = soleHost(chunk)
-        if (host === null || (host !== undefined && options.appOf(host) === undefined)) return this.giveToNode(chunk)
-      }
+      // a first head plainly no app's here (an API's, a static site's) is parsed by node's server alone
+      if (this.parser === undefined && this.peeked?.length === 0 && plainlyNoApp(chunk, options.appOf)) return this.giveToNode(chunk)
       this.peeked?.push(chunk)
       const read = this.requests.execute(chunk)
       if (typeof read !== "number") {
-        if (this.app === undefined) return this.giveToNode(this.peekedBytes())
+        if (this.app === undefined) return this.giveToNode(Buffer.concat(this.peeked ?? []))
         return this.refuse(read.code === "HPE_HEADER_OVERFLOW"
           ? { code: Code.HEADERS_TOO_LARGE, error: "request headers too large" }
           : { code: Code.BAD_REQUEST, error: "malformed HTTP request" })
       }
-      if (this.stop === "node") return this.giveToNode(this.peekedBytes())
+      if (this.stop === "node") return this.giveToNode(Buffer.concat(this.peeked ?? []))
       if (this.stop === "handback") {
         this.handBack = Buffer.concat([this.handBack ?? Buffer.alloc(0), chunk.subarray(read)])
         this.client.pause()
@@ -403,11 +400,6 @@ export const makeAppConnections = (options: AppConnectionsOptions) => {
       this.client.destroy()
     }
 
-    private peekedBytes(): Buffer {
-      const peeked = this.peeked ?? []
-      return peeked.length === 1 ? (peeked[0] as Buffer) : Buffer.concat(peeked)
-    }
-
     /** The connection is node's from here: its request head (or all read so far) is read again there (NodeHandBack.ts). */
     private giveToNode(bytes: Buffer): void {
       this.detach()
@@ -433,21 +425,8 @@ export const makeAppConnections = (options: AppConnectionsOptions) => {
       const upstream = this.upstream as net.Socket
       this.detach()
       upstream.off("error", this.onAppError)
-      upstream.on("error", () => client.destroy())
-      client.on("error", () => upstream.destroy())
       if (this.upgradeHead !== undefined && this.upgradeHead.length > 0) upstream.write(this.upgradeHead)
-      upstream.pipe(client)
-      client.pipe(upstream)
-      // either side's end ends the whole (node's sockets allow half-open, which would hold both)
-      const finish = (side: net.Socket) => side.end(() => side.destroy())
-      const endBoth = () => {
-        finish(client)
-        finish(upstream)
-      }
-      client.once("end", endBoth)
-      upstream.once("end", endBoth)
-      upstream.once("close", () => client.destroy())
-      client.once("close", () => upstream.destroy())
+      splice(client, upstream)
       upstream.resume()
       client.resume()
     }

@@ -21,6 +21,7 @@ import type { Duplex } from "node:stream"
 import { DROPPED_TOWARD_APPS, PROXY_NODE_HEADER } from "../../../domain/HopByHop.js"
 import { answerRefusal, answerRefusalOnSocket, type AppRefusal, appUnreachable } from "./AppAnswers.js"
 import type { AppTarget } from "./AppHosts.js"
+import { splice } from "./Splice.js"
 
 /** How long an app has to start answering (its status line) before the client is told 502. */
 export const ANSWER_TIMEOUT_MS = 30_000
@@ -187,21 +188,7 @@ export const makeAppProxy = (options: AppProxyOptions) => {
       if (head.length > 0) appSocket.write(head)
       ;(appSocket as net.Socket).setNoDelay(true)
       ;(socket as net.Socket).setNoDelay?.(true)
-      appSocket.pipe(socket)
-      socket.pipe(appSocket)
-      // either side's end ends the whole: what was written is flushed, then both are closed
-      // (node's server sockets allow half-open, so a side that never ends its half would hold
-      // the connection, and the gateway's shutdown, for ever)
-      const finish = (side: Duplex) => side.end(() => side.destroy())
-      const endBoth = () => {
-        finish(socket)
-        finish(appSocket)
-      }
-      socket.once("end", endBoth)
-      appSocket.once("end", endBoth)
-      appSocket.once("error", () => socket.destroy())
-      appSocket.once("close", () => socket.destroy())
-      socket.once("close", () => appSocket.destroy())
+      splice(socket, appSocket)
     })
     // the app answered without switching (a 400, a 404): relayed as it is, then closed
     upstream.once("response", (answer) => {

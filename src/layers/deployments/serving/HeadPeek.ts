@@ -56,3 +56,9 @@ export const soleHost = (chunk: Buffer): string | null | undefined => {
   }
   return host
 }
+
+/** Whether the connection's first bytes are a whole head that names no `Host`, several, or one no app has here. */
+export const plainlyNoApp = (chunk: Buffer, appOf: (host: string) => unknown): boolean => {
+  const host = soleHost(chunk)
+  return host === null || (host !== undefined && appOf(host) === undefined)
+}
