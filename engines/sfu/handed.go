@@ -117,7 +117,11 @@ func (s *sfu) serveHanded(fd int) {
 				}
 				f := fds[0]
 				fds = fds[1:]
-				go s.takeHanded(c, f, line.Msg)
+				ack := &handAck{c: c}
+				// node sends the next socket only once this one is acknowledged: a join that
+				// takes long to answer holds the others back no longer than this
+				time.AfterFunc(ackWithin, func() { ack.say() })
+				go s.takeHanded(ack, f, line.Msg)
 			}
 		}
 		if len(pending) > 1<<20 {
@@ -141,14 +145,38 @@ type handedOutcome struct {
 // shared CPU.
 var handleAck = map[string]string{"cmd": "NODE_HANDLE_ACK"}
 
+// ackWithin bounds how long a handed socket goes unacknowledged while its join is answered
+// (usually well under a millisecond).
+const ackWithin = 2 * time.Millisecond
+
+// handAck is one handed socket's acknowledgement, sent once: with the join's outcome, or alone
+// when ackWithin passes first (the outcome then follows on its own).
+type handAck struct {
+	c    *ipcChannel
+	once sync.Once
+}
+
+// say writes lines to the gateway, the acknowledgement first if it has not been sent.
+func (a *handAck) say(lines ...any) {
+	first := false
+	a.once.Do(func() {
+		first = true
+		a.c.say(append([]any{handleAck}, lines...)...)
+	})
+	if !first && len(lines) > 0 {
+		a.c.say(lines...)
+	}
+}
+
 // takeHanded answers one handed socket's handshake: the join refused (the API's envelope, as the
-// gateway answers a refused join) or the peer in its room, its socket this server's own.
-func (s *sfu) takeHanded(c *ipcChannel, fd int, msg json.RawMessage) {
+// gateway answers a refused join) or the peer in its room, its socket this server's own. Its
+// lines to the gateway go through the socket's acknowledgement, c.
+func (s *sfu) takeHanded(c *handAck, fd int, msg json.RawMessage) {
 	file := os.NewFile(uintptr(fd), "handed")
 	conn, err := net.FileConn(file)
 	_ = file.Close()
 	if err != nil {
-		c.say(handleAck)
+		c.say()
 		log.Printf("sfu handed socket: %v", err)
 		return
 	}
@@ -167,7 +195,7 @@ func (s *sfu) takeHanded(c *ipcChannel, fd int, msg json.RawMessage) {
 		p, ice, no = s.enter(&order.Join)
 	}
 	if no != nil {
-		c.say(handleAck, handedOutcome{Peer: order.Join.Peer, Status: answerRefused(conn, no)})
+		c.say(handedOutcome{Peer: order.Join.Peer, Status: answerRefused(conn, no)})
 		return
 	}
 	req := &http.Request{Method: http.MethodGet, Header: http.Header{}, ProtoMajor: 1, ProtoMinor: 1, RemoteAddr: conn.RemoteAddr().String()}
@@ -183,7 +211,7 @@ func (s *sfu) takeHanded(c *ipcChannel, fd int, msg json.RawMessage) {
 	if err != nil {
 		_ = conn.Close()
 		p.close(reasonFailed, 0, "")
-		c.say(handleAck, handedOutcome{Peer: order.Join.Peer, Status: http.StatusBadRequest})
+		c.say(handedOutcome{Peer: order.Join.Peer, Status: http.StatusBadRequest})
 		return
 	}
 	told := make(chan struct{})
@@ -193,7 +221,7 @@ func (s *sfu) takeHanded(c *ipcChannel, fd int, msg json.RawMessage) {
 		case <-p.welcomed:
 		case <-p.done:
 		}
-		c.say(handleAck, handedOutcome{Peer: order.Join.Peer, Status: http.StatusSwitchingProtocols})
+		c.say(handedOutcome{Peer: order.Join.Peer, Status: http.StatusSwitchingProtocols})
 	}()
 	s.runSignal(p, ice, ws)
 	<-told
