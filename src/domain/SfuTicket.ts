@@ -60,12 +60,13 @@ export const openTicket = (key: Uint8Array, text: string): JoinTicket | undefine
 }
 
 /** The event MAC the media server sends (`X-Portico-Webrtc-Mac`): hex HMAC-SHA256 of the raw body. */
-export const eventMac = (eventKey: Uint8Array | KeyObject, body: Uint8Array | string): string => createHmac("sha256", eventKey).update(body).digest("hex")
+const eventMacBytes = (eventKey: Uint8Array | KeyObject, body: Uint8Array | string): Buffer => createHmac("sha256", eventKey).update(body).digest()
+export const eventMac = (eventKey: Uint8Array | KeyObject, body: Uint8Array | string): string => eventMacBytes(eventKey, body).toString("hex")
 
 /** Whether `given` is the event MAC of `body` under `eventKey`, compared in constant time. */
 export const eventMacHolds = (eventKey: Uint8Array | KeyObject, body: Uint8Array | string, given: string | undefined): boolean => {
   if (given === undefined || !/^[0-9a-f]{64}$/.test(given)) return false
-  return timingSafeEqual(createHmac("sha256", eventKey).update(body).digest(), Buffer.from(given, "hex"))
+  return timingSafeEqual(eventMacBytes(eventKey, body), Buffer.from(given, "hex"))
 }
 
 /**
