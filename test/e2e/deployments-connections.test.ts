@@ -140,9 +140,30 @@ const blobDatabase = (rows: number, size: number) => {
   return { bytes: fs.readFileSync(file), blobs }
 }
 
+/** What the app's `/flood` sends, as an answer's body or after a 101: more than the gateway may hold. */
+const FLOOD = 128 * MiB
+/** The byte at offset `i` of a flood, so the client can check every byte it gets. */
+const floodPiece = Buffer.from(Array.from({ length: MiB }, (_, i) => (i * 7 + 3) & 0xff))
+
+/** Bytes the app's floods have handed to their sockets so far. */
+let flooded = 0
+
+/** Writes `total` bytes of the flood, each MiB once the socket took the last: the app's own back-pressure. */
+const flood = async (out: NodeJS.WritableStream & { destroyed?: boolean }, total: number) => {
+  for (let sent = 0; sent < total && out.destroyed !== true; sent += MiB) {
+    flooded += MiB
+    if (!out.write(floodPiece)) await new Promise((r) => out.once("drain", r).once("close", r))
+  }
+}
+
 const startApp = (port: number, seen: Array<Seen>) =>
   new Promise<http.Server>((resolve, reject) => {
     const server = http.createServer((req, res) => {
+      if (req.url === "/flood") {
+        res.writeHead(200, { "content-type": "application/octet-stream", "content-length": FLOOD })
+        void flood(res, FLOOD).then(() => res.end())
+        return
+      }
       const chunks: Array<Buffer> = []
       req.on("data", (c: Buffer) => chunks.push(c))
       req.on("end", () => {
@@ -153,7 +174,14 @@ const startApp = (port: number, seen: Array<Seen>) =>
         res.end(answer)
       })
     })
-    server.on("upgrade", (req, socket) => acceptEchoSocket(req, socket))
+    server.on("upgrade", (req, socket) => {
+      if (req.url !== "/flood") return acceptEchoSocket(req, socket)
+      socket.on("error", () => socket.destroy())
+      // node's server sockets allow half-open: close when the gateway ends its side
+      socket.on("end", () => socket.destroy())
+      socket.write("HTTP/1.1 101 Switching Protocols\r\nUpgrade: flood\r\nConnection: Upgrade\r\n\r\n")
+      void flood(socket, FLOOD)
+    })
     // short, so a test sees the app close an idle connection the client keeps
     server.keepAliveTimeout = 300
     server.once("error", reject)
@@ -426,6 +454,48 @@ describe.each(["sqlite", "rqlite"] as const)("app connections through host routi
     expect(read.raw()).toContain("echo:hello")
     expect(seen.map((s) => s.url)).toEqual(["/plain"])
   })
+  it.each([
+    ["an answer's body", `GET /flood HTTP/1.1`, "\r\n\r\n"],
+    ["the bytes after a 101", `GET /flood HTTP/1.1\r\nConnection: Upgrade\r\nUpgrade: flood`, "101 Switching Protocols"]
+  ] as const)("keeps the app's back-pressure on %s: 128 MiB the client does not read never sits in the gateway's memory, and arrives whole once read", async (_, request, headEnd) => {
+    const socket = await connect(gw.port)
+    socket.pause()
+    const before = rssKb(gw.pid)
+    let peak = before
+    const sampler = setInterval(() => (peak = Math.max(peak, rssKb(gw.pid))), 20)
+    flooded = 0
+    socket.write(`${request.replace("GET /flood HTTP/1.1", `GET /flood HTTP/1.1\r\nHost: ${host}`)}\r\n\r\n`)
+    // the client reads nothing for a while: the app must be held back, not the gateway filled
+    await pause(1500)
+    const [held, sentWhileHeld] = [peak, flooded]
+    let head = Buffer.alloc(0)
+    let body = 0
+    let wrong = 0
+    await new Promise<void>((resolve) => {
+      const take = (chunk: Buffer) => {
+        if (body === 0 && head.indexOf("\r\n\r\n") < 0) {
+          head = Buffer.concat([head, chunk])
+          const end = head.indexOf("\r\n\r\n")
+          if (end < 0) return
+          chunk = head.subarray(end + 4)
+        }
+        for (let i = 0; i < chunk.length; i++) if (chunk[i] !== floodPiece[(body + i) % MiB]) wrong++
+        body += chunk.length
+        if (body >= FLOOD) resolve()
+      }
+      socket.on("data", take)
+      socket.on("close", () => resolve())
+      socket.resume()
+    })
+    clearInterval(sampler)
+    socket.destroy()
+    expect(head.toString("latin1")).toContain(headEnd === "\r\n\r\n" ? "200 OK" : headEnd)
+    expect([body, wrong]).toEqual([FLOOD, 0])
+    // what the three sockets' kernel buffers hold, no more: the gateway stopped reading the app
+    expect(sentWhileHeld, `the app sent ${sentWhileHeld / MiB} MiB while the client did not read`).toBeLessThan(32 * MiB)
+    expect(held - before, `the gateway grew by ${Math.round((held - before) / 1024)} MiB while the client did not read`).toBeLessThan(48 * 1024)
+  }, 60_000)
+
   // The hand-back (NodeHandBack.ts): a connection that is not an app's goes to node's server with
   // what was read of it, and node's server must still stop reading a body its handler has not taken.
   const importHead = (length: number) =>

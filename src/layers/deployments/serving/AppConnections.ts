@@ -19,11 +19,12 @@ import { isOverlaySource } from "../../coordination/Coordination.js"
 import type * as http from "node:http"
 import * as net from "node:net"
 import { Code } from "../../../domain/Errors.js"
-import { DROPPED_TOWARD_APPS, PROXY_NODE_HEADER, relayedClientOf } from "../../../domain/HopByHop.js"
+import { relayedClientOf } from "../../../domain/HopByHop.js"
 import { answerRefusalOnSocket, type AppRefusal, appUnreachable } from "./AppAnswers.js"
 import type { AppTarget } from "./AppHosts.js"
 import { makeParser, methods, type Parser, PARSE_ON, SKIP_BODY, STOP_AFTER_HEAD } from "./Llhttp.js"
 import { plainlyNoApp } from "./HeadPeek.js"
+import { factsOf, headAsRead, headForApp, type RequestHead } from "./AppRequestHead.js"
 import { handToNode } from "./NodeHandBack.js"
 import { splice } from "./Splice.js"
 
@@ -33,6 +34,8 @@ const HEADERS_TIMEOUT_MS = 20_000
 const IDLE_TIMEOUT_MS = 65_000
 /** Pipelined requests waiting for their answers before the client's reading pauses. */
 const MAX_PENDING = 32
+/** Every app connection's reads land here; each is copied out before the next (`onAppBytes`). */
+const appReads = Buffer.allocUnsafe(64 * 1024)
 
 export interface AppConnectionsOptions {
   /** The app this `Host` is proxied to on this gateway, or undefined (node's server answers). */
@@ -82,6 +85,8 @@ export const makeAppConnections = (options: AppConnectionsOptions) => {
     /** A 1xx (not 101) answer: the request waits for its final answer still. */
     private informational = false
     private switching = false
+    /** After the 101: the two sockets are one pipe (`tunnel`). */
+    private spliced = false
     private closeAfter = false
     private clientEnded = false
     private draining = false
@@ -171,60 +176,31 @@ export const makeAppConnections = (options: AppConnectionsOptions) => {
     private onRequestHead(
       major: number, minor: number, headers: Array<string>, method: string, url: string, upgrade: boolean, keepAlive: boolean
     ): number {
-      let host: string | undefined
-      let hosts = 0
-      let connection: string | undefined
-      let upgradeTo = ""
-      let [chunked, relayed] = [false, false]
-      for (let i = 0; i + 1 < headers.length; i += 2) {
-        const name = (headers[i] as string).toLowerCase()
-        if (name === "host") {
-          host = headers[i + 1]
-          hosts++
-        } else if (name === "connection") connection = connection === undefined ? headers[i + 1] : `${connection},${headers[i + 1]}`
-        else if (name === "upgrade") upgradeTo = headers[i + 1] as string
-        else if (name === "transfer-encoding") chunked = true
-        else if (name === PROXY_NODE_HEADER) relayed = true
-      }
+      const head: RequestHead = { major, minor, method, url, headers }
+      const facts = factsOf(headers)
       // a relayed request only from another gateway, its client the relay's (HostRouting's rule; else node's server refuses it)
-      const fromPeer = relayed && !this.behindProxy && isOverlaySource(this.client.remoteAddress)
-      const app = hosts === 1 && method !== "CONNECT" && (!relayed || fromPeer) ? options.appOf(host) : undefined
+      const fromPeer = facts.relayed && !this.behindProxy && isOverlaySource(this.client.remoteAddress)
+      const app = facts.hosts === 1 && method !== "CONNECT" && (!facts.relayed || fromPeer) ? options.appOf(facts.host) : undefined
       if (app === undefined || (this.app !== undefined && (app.id !== this.app.id || app.port !== this.app.port))) {
         if (this.app === undefined) {
           this.stop = "node"
           return STOP_AFTER_HEAD
         }
         // another host on this connection: node's server gets it, as read, after the app's answers
-        let head = `${method} ${url} HTTP/${major}.${minor}\r\n`
-        for (let i = 0; i + 1 < headers.length; i += 2) head += `${headers[i]}: ${headers[i + 1]}\r\n`
-        this.handBack = Buffer.from(head + "\r\n", "latin1")
+        this.handBack = headAsRead(head)
         this.stop = "handback"
         return STOP_AFTER_HEAD
       }
       if (this.upstream === undefined) this.connect(app)
-      const named = connection === undefined ? undefined : connection.toLowerCase().split(",").map((t) => t.trim())
-      let head = `${method} ${url} HTTP/${major}.${minor}\r\n`
-      for (let i = 0; i + 1 < headers.length; i += 2) {
-        const name = headers[i] as string
-        const lower = name.toLowerCase()
-        if (DROPPED_TOWARD_APPS.has(lower) || (named !== undefined && named.includes(lower))) continue
-        head += `${name}: ${headers[i + 1]}\r\n`
-      }
-      const [clientFor, clientProto] = relayed
+      const client = facts.relayed
         ? relayedClientOf(headers)
         : this.behindProxy && options.proxies !== undefined
           ? forwardedIn(options.proxies, this.client.remoteAddress, headers, this.proto === "https")
-          : [this.forwardedFor, this.proto]
-      head += `X-Forwarded-For: ${clientFor}\r\nX-Forwarded-Proto: ${clientProto}\r\nX-Forwarded-Host: ${host}\r\n`
-      // the connection's persistence is the client's: the app closes when the client asked it to
-      if (upgrade) head += `Connection: Upgrade\r\nUpgrade: ${upgradeTo}\r\n`
-      else if (!keepAlive) head += "Connection: close\r\n"
-      else if (major === 1 && minor === 0) head += "Connection: keep-alive\r\n"
-      if (chunked) head += "Transfer-Encoding: chunked\r\n"
-      this.chunked = chunked
+          : ([this.forwardedFor, this.proto] as const)
+      this.chunked = facts.chunked
       if (this.pending.length === 0) this.waitingSince = now
       this.pending.push({ method, url, upgrade, startedAt: options.onAnswered === undefined ? 0 : performance.now(), answered: false, status: 0 })
-      this.send(head + "\r\n")
+      this.send(headForApp(head, facts, client, upgrade, keepAlive))
       if (upgrade) this.stop = "upgrade"
       else if (this.pending.length >= MAX_PENDING) this.client.pause()
       return PARSE_ON
@@ -249,7 +225,14 @@ export const makeAppConnections = (options: AppConnectionsOptions) => {
     private connect(app: AppTarget): void {
       this.app = app
       this.peeked = undefined
-      const upstream = net.connect({ host: "127.0.0.1", port: app.port as number, noDelay: true })
+      // the app's bytes are read into the one buffer every app connection shares, and handed to
+      // `onAppBytes` without a stream's push and 'data' event (about 1 µs an answer, docs/deployments.md)
+      const upstream: net.Socket = net.connect({
+        host: "127.0.0.1",
+        port: app.port as number,
+        noDelay: true,
+        onread: { buffer: appReads, callback: (n, buffer) => this.onAppBytes(upstream, n, buffer as Buffer) }
+      })
       this.upstream = upstream
       this.answers = makeParser("response", {
         onMessageBegin: () => {
@@ -288,13 +271,32 @@ export const makeAppConnections = (options: AppConnectionsOptions) => {
           }
         }
       })
-      upstream.on("data", this.onAppData)
       upstream.on("end", this.onAppEnd)
       upstream.on("error", this.onAppError)
       upstream.on("close", this.onAppEnd)
     }
 
-    private readonly onAppData = (chunk: Buffer): void => {
+    /**
+     * What the app sent, in the shared read buffer: copied before it goes anywhere, since the next
+     * read of any app connection writes over it. Bytes of an upstream this connection no longer
+     * reads (dropped, or the connection detached) are let go; a spliced pair forwards them.
+     */
+    private onAppBytes(upstream: net.Socket, n: number, buffer: Buffer): boolean {
+      const chunk = Buffer.from(buffer.subarray(0, n))
+      if (this.spliced) return this.forwardSpliced(upstream, chunk)
+      if (upstream === this.upstream && live.has(this)) this.onAppData(chunk)
+      return true
+    }
+
+    /** After the 101: the app's bytes to the client as read, the app's reading paused while the client's buffer is full. */
+    private forwardSpliced(upstream: net.Socket, chunk: Buffer): boolean {
+      if (this.client.destroyed) return true
+      if (this.client.write(chunk)) return true
+      this.client.once("drain", () => upstream.resume())
+      return false
+    }
+
+    private onAppData(chunk: Buffer): void {
       this.lastSeen = now
       const read = (this.answers as Parser).execute(chunk)
       if (typeof read !== "number") return this.destroy()
@@ -347,7 +349,6 @@ export const makeAppConnections = (options: AppConnectionsOptions) => {
      */
     private dropUpstream(): void {
       const upstream = this.upstream as net.Socket
-      upstream.off("data", this.onAppData)
       upstream.off("end", this.onAppEnd)
       upstream.off("close", this.onAppEnd)
       upstream.off("error", this.onAppError)
@@ -412,7 +413,6 @@ export const makeAppConnections = (options: AppConnectionsOptions) => {
       this.client.off("end", this.onClientEnd)
       this.client.off("error", this.onClientGone)
       this.client.off("close", this.onClientGone)
-      this.upstream?.off("data", this.onAppData)
       this.upstream?.off("end", this.onAppEnd)
       this.upstream?.off("close", this.onAppEnd)
       this.parser?.close()
@@ -426,6 +426,9 @@ export const makeAppConnections = (options: AppConnectionsOptions) => {
       this.detach()
       upstream.off("error", this.onAppError)
       if (this.upgradeHead !== undefined && this.upgradeHead.length > 0) upstream.write(this.upgradeHead)
+      // the app's side reaches the client through `onAppBytes` (its reads have no 'data' events);
+      // the splice carries the client's bytes and the ends of both
+      this.spliced = true
       splice(client, upstream)
       upstream.resume()
       client.resume()
