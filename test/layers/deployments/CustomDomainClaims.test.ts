@@ -255,6 +255,28 @@ const claimSuite = (name: string, engine: Engine) =>
       })
     )
 
+    it.scoped("the host table's routes are those of its last read: a host verified since is routed from the next read on, whatever hosts were asked before", () =>
+      Effect.gen(function* () {
+        const { deployments, store } = yield* fixture(engine)
+        const a = yield* deployments.create(app("acme", "site"))
+        yield* deployments.addDomain("acme", a.id, "shop.acme.com")
+        const hosts = yield* makeAppHosts(store, "portico.test")
+        yield* hosts.refresh
+        const routeOf = (host: string | undefined) => {
+          const route = hosts.service.route(host)
+          return route.kind === "app" ? route.app.id : route.kind
+        }
+        // more distinct hosts than the routes kept: none of them changes an answer
+        for (let i = 0; i < 5000; i++) expect(routeOf(`h${i}.portico.test`)).toBe("unknown")
+        expect([routeOf("shop.acme.com"), routeOf("SHOP.acme.com:443"), routeOf(a.domain), routeOf(undefined)]).toEqual(["api", "api", a.id, "api"])
+        yield* deployments.markDomainVerified("acme", a.id, "shop.acme.com")
+        // the table is the one read before the verify until the next read
+        expect(routeOf("shop.acme.com")).toBe("api")
+        yield* hosts.refresh
+        expect([routeOf("shop.acme.com"), routeOf("SHOP.acme.com:443"), routeOf(`${a.domain}.`)]).toEqual([a.id, a.id, a.id])
+      })
+    )
+
     it.scoped("migration 14 keeps every row of the old table, verified and pending, and takes a second claim on a domain", () =>
       Effect.gen(function* () {
         const rows: ReadonlyArray<OldRow> = [

@@ -116,6 +116,9 @@ const toTarget = (row: AppRow, replicas: ReadonlyArray<{ readonly node: string; 
 
 const API: HostRoute = { kind: "api" }
 
+/** `Host` headers whose routes are kept between table reads. */
+const ROUTES_KEPT = 4096
+
 /** The routing over a table, without the registry: the rule on its own. */
 export const routeIn = (table: ReadonlyMap<string, HostRoute>, baseDomain: string, hostHeader: string | undefined): HostRoute => {
   const host = hostOf(hostHeader)
@@ -149,10 +152,25 @@ export const makeAppHosts = (store: RegistryStoreService, baseDomain: string) =>
   Effect.gen(function* () {
     const base = baseDomain.toLowerCase()
     let table: ReadonlyMap<string, HostRoute> = new Map()
+    /**
+     * Each `Host` header's route, as written, for as long as the table it was read from: every
+     * request is routed (an app connection's every request too), and a kept-alive client sends one
+     * header again and again. At most `ROUTES_KEPT` headers, so random hosts cannot grow it.
+     */
+    let routes = new Map<string | undefined, HostRoute>()
     const refresh = Effect.map(readTable(store), (next) => {
       table = next
+      routes = new Map()
     })
-    const service: AppHostsService = { route: (header) => routeIn(table, base, header), refresh }
+    const route = (header: string | undefined): HostRoute => {
+      let found = routes.get(header)
+      if (found === undefined) {
+        found = routeIn(table, base, header)
+        if (routes.size < ROUTES_KEPT) routes.set(header, found)
+      }
+      return found
+    }
+    const service: AppHostsService = { route, refresh }
     return { service, refresh }
   })
 
