@@ -26,6 +26,7 @@ import { makeParser, methods, type Parser, PARSE_ON, SKIP_BODY, STOP_AFTER_HEAD 
 import { plainlyNoApp } from "./HeadPeek.js"
 import { factsOf, headAsRead, headForApp, type RequestHead } from "./AppRequestHead.js"
 import { handToNode } from "./NodeHandBack.js"
+import { readShared, sharedReadOption } from "./SharedReads.js"
 import { splice } from "./Splice.js"
 
 /** node's server's own headers timeout in the gateway (Gateway.ts), for a head that never ends. */
@@ -34,9 +35,6 @@ const HEADERS_TIMEOUT_MS = 20_000
 const IDLE_TIMEOUT_MS = 65_000
 /** Pipelined requests waiting for their answers before the client's reading pauses. */
 const MAX_PENDING = 32
-/** Every app connection's reads land here; each is copied out before the next (`onAppBytes`). */
-const appReads = Buffer.allocUnsafe(64 * 1024)
-
 export interface AppConnectionsOptions {
   /** The app this `Host` is proxied to on this gateway, or undefined (node's server answers). */
   readonly appOf: (host: string | undefined) => AppTarget | undefined
@@ -223,15 +221,15 @@ export const makeAppConnections = (options: AppConnectionsOptions) => {
     }
 
     private connect(app: AppTarget): void {
+      if (this.app === undefined) readShared(this.client, this.onClientBytes)
       this.app = app
       this.peeked = undefined
-      // the app's bytes are read into the one buffer every app connection shares, and handed to
-      // `onAppBytes` without a stream's push and 'data' event (about 1 µs an answer, docs/deployments.md)
+      // the app's bytes come to `onAppBytes` from the shared buffer (SharedReads.ts)
       const upstream: net.Socket = net.connect({
         host: "127.0.0.1",
         port: app.port as number,
         noDelay: true,
-        onread: { buffer: appReads, callback: (n, buffer) => this.onAppBytes(upstream, n, buffer as Buffer) }
+        onread: sharedReadOption((chunk) => this.onAppBytes(upstream, chunk))
       })
       this.upstream = upstream
       this.answers = makeParser("response", {
@@ -276,13 +274,15 @@ export const makeAppConnections = (options: AppConnectionsOptions) => {
       upstream.on("close", this.onAppEnd)
     }
 
-    /**
-     * What the app sent, in the shared read buffer: copied before it goes anywhere, since the next
-     * read of any app connection writes over it. Bytes of an upstream this connection no longer
-     * reads (dropped, or the connection detached) are let go; a spliced pair forwards them.
-     */
-    private onAppBytes(upstream: net.Socket, n: number, buffer: Buffer): boolean {
-      const chunk = Buffer.from(buffer.subarray(0, n))
+    /** The client's bytes from its first app request on (SharedReads.ts); once node's again, pushed as a stream's are. */
+    private readonly onClientBytes = (chunk: Buffer): boolean => {
+      if (!live.has(this)) return this.client.push(chunk)
+      this.onClientData(chunk)
+      return true
+    }
+
+    /** What the app sent (SharedReads.ts); let go once this upstream is not read (dropped, detached). */
+    private onAppBytes(upstream: net.Socket, chunk: Buffer): boolean {
       if (this.spliced) return this.forwardSpliced(upstream, chunk)
       if (upstream === this.upstream && live.has(this)) this.onAppData(chunk)
       return true
@@ -426,8 +426,7 @@ export const makeAppConnections = (options: AppConnectionsOptions) => {
       this.detach()
       upstream.off("error", this.onAppError)
       if (this.upgradeHead !== undefined && this.upgradeHead.length > 0) upstream.write(this.upgradeHead)
-      // the app's side reaches the client through `onAppBytes` (its reads have no 'data' events);
-      // the splice carries the client's bytes and the ends of both
+      // the app's bytes reach the client through `onAppBytes`; the splice carries the rest
       this.spliced = true
       splice(client, upstream)
       upstream.resume()
