@@ -35,6 +35,7 @@ const HEADERS_TIMEOUT_MS = 20_000
 const IDLE_TIMEOUT_MS = 65_000
 /** Pipelined requests waiting for their answers before the client's reading pauses. */
 const MAX_PENDING = 32
+
 export interface AppConnectionsOptions {
   /** The app this `Host` is proxied to on this gateway, or undefined (node's server answers). */
   readonly appOf: (host: string | undefined) => AppTarget | undefined
